@@ -1,0 +1,61 @@
+# Every target bootstraps what it needs: the .venv, the Python tools, the Rust build.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
+
+.PHONY: all build test lint pytest rust-test bench stress demo clean
+
+all: test
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.dev: requirements-dev.txt | $(PY)
+	$(PIP) install -q -r requirements-dev.txt
+	touch $@
+
+$(VENV)/.bench: requirements-bench.txt | $(PY)
+	$(PIP) install -q -r requirements-bench.txt
+	touch $@
+
+$(VENV)/.demo: requirements-demo.txt | $(PY)
+	$(PIP) install -q -r requirements-demo.txt
+	touch $@
+
+# The extension is built in release mode: the tests drive real concurrency and kills.
+$(VENV)/.built: $(RUST_SRC) $(VENV)/.dev
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q
+	touch $@
+
+build: $(VENV)/.built
+
+lint: $(VENV)/.dev
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -q -- -D warnings
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+rust-test:
+	cargo test --workspace -q --release
+
+pytest: build
+	$(PY) -m pytest -q -m "not stress" tests
+
+test: lint rust-test pytest
+
+stress: build
+	ZIGGURAT_STRESS=1 $(PY) -m pytest -q -m stress tests
+
+bench: build $(VENV)/.bench
+	$(PY) bench/run.py
+
+demo: build $(VENV)/.demo
+	$(PY) -m examples.shortener.demo
+
+clean:
+	rm -rf target $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,265 @@
+//! The log arena: per shard, two ring buffers of self-describing records.
+//!
+//! A write appends a record past the ring's head and then moves the head;
+//! eviction moves the tail. Space is reused only after the tail has passed it
+//! and every slot pointing into it was cleared or moved, so a crash at any
+//! instruction leaves, at worst, an unreachable record. Positions are logical
+//! (they only grow); the physical offset is `logical % cap`.
+//!
+//! Record (8-byte aligned):
+//! ```text
+//! word0: val_len:32 | key_len:16 | ntags:4 | flags:4 | check:8
+//! [expiry_ms: u64]          if flags & HAS_EXPIRY
+//! [tag: u64] * ntags        cell:32 | version:32
+//! key bytes, value bytes, zero padding to 8
+//! ```
+//! A PAD record (flags & PAD) fills the end of the ring when the next record
+//! does not fit; its val_len is its whole length.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::index::RingId;
+use crate::shm::Shm;
+
+pub const HAS_EXPIRY: u8 = 1;
+pub const PAD: u8 = 2;
+const CHECK_SALT: u8 = 0xA5;
+
+/// A parsed record header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub val_len: u32,
+    pub key_len: u16,
+    pub ntags: u8,
+    pub flags: u8,
+}
+
+#[inline]
+fn check_byte(val_len: u32, key_len: u16, ntags: u8, flags: u8) -> u8 {
+    let v = val_len.to_le_bytes();
+    CHECK_SALT ^ v[0] ^ v[1].rotate_left(1) ^ v[2].rotate_left(2) ^ v[3].rotate_left(3)
+        ^ (key_len as u8).rotate_left(4)
+        ^ ((key_len >> 8) as u8).rotate_left(5)
+        ^ (ntags << 4 | flags)
+}
+
+impl Header {
+    /// Encodes word0.
+    #[inline]
+    pub fn encode(&self) -> u64 {
+        self.val_len as u64
+            | (self.key_len as u64) << 32
+            | ((self.ntags & 15) as u64) << 48
+            | ((self.flags & 15) as u64) << 52
+            | (check_byte(self.val_len, self.key_len, self.ntags, self.flags) as u64) << 56
+    }
+
+    /// Decodes word0; `None` when the check byte or the fields are off.
+    #[inline]
+    pub fn decode(w: u64) -> Option<Header> {
+        let h = Header {
+            val_len: w as u32,
+            key_len: (w >> 32) as u16,
+            ntags: ((w >> 48) & 15) as u8,
+            flags: ((w >> 52) & 15) as u8,
+        };
+        if (w >> 56) as u8 != check_byte(h.val_len, h.key_len, h.ntags, h.flags)
+            || h.flags & !(HAS_EXPIRY | PAD) != 0
+            || h.ntags as usize > crate::layout::MAX_TAGS
+        {
+            return None;
+        }
+        if h.flags & PAD != 0 && (h.key_len != 0 || h.ntags != 0 || h.val_len % 8 != 0) {
+            return None;
+        }
+        Some(h)
+    }
+
+    /// A PAD record of `len` bytes.
+    pub fn pad(len: u64) -> Header {
+        Header { val_len: len as u32, key_len: 0, ntags: 0, flags: PAD }
+    }
+
+    /// Whether this is a PAD record.
+    #[inline]
+    pub fn is_pad(&self) -> bool {
+        self.flags & PAD != 0
+    }
+
+    /// Bytes before the key: word0, expiry, tags.
+    #[inline]
+    pub fn meta_len(&self) -> usize {
+        8 + if self.flags & HAS_EXPIRY != 0 { 8 } else { 0 } + 8 * self.ntags as usize
+    }
+
+    /// Whole record length, padded to 8.
+    #[inline]
+    pub fn total_len(&self) -> u64 {
+        if self.is_pad() {
+            return self.val_len as u64;
+        }
+        record_len(self.meta_len(), self.key_len as usize, self.val_len as usize)
+    }
+}
+
+/// Length of a record with `meta` header bytes, padded to 8.
+#[inline]
+pub fn record_len(meta: usize, key: usize, val: usize) -> u64 {
+    ((meta + key + val + 7) & !7) as u64
+}
+
+/// One ring of a shard: where its head and tail words and its bytes are.
+#[derive(Clone, Copy, Debug)]
+pub struct Ring {
+    pub id: RingId,
+    pub head_off: usize,
+    pub tail_off: usize,
+    pub data: usize,
+    pub cap: u64,
+}
+
+impl Ring {
+    #[inline]
+    pub fn head<'a>(&self, shm: &'a Shm) -> &'a AtomicU64 {
+        shm.u64_at(self.head_off)
+    }
+
+    #[inline]
+    pub fn tail<'a>(&self, shm: &'a Shm) -> &'a AtomicU64 {
+        shm.u64_at(self.tail_off)
+    }
+
+    /// Free bytes (writers only: they hold the lock, so head and tail are stable).
+    #[inline]
+    pub fn free(&self, shm: &Shm) -> u64 {
+        let used = self.head(shm).load(Ordering::Relaxed) - self.tail(shm).load(Ordering::Relaxed);
+        self.cap.saturating_sub(used)
+    }
+
+    /// The logical position of a record at physical `phys`, assuming it is live
+    /// (within the last `cap` bytes before `head`). `None` if `head` is too small.
+    #[inline]
+    pub fn logical(&self, head: u64, phys: u64) -> Option<u64> {
+        let hp = head % self.cap;
+        let mut dist = (hp + self.cap - phys) % self.cap;
+        if dist == 0 {
+            dist = self.cap;
+        }
+        head.checked_sub(dist)
+    }
+
+    /// Absolute file offset of physical ring offset `phys`.
+    #[inline]
+    pub fn at(&self, phys: u64) -> usize {
+        self.data + phys as usize
+    }
+
+    /// Reads and decodes the header at `phys` (racy; callers re-validate).
+    /// Also returns the expiry (0 = none). Bounds-checked against the ring.
+    #[inline]
+    pub fn header(&self, shm: &Shm, phys: u64) -> Option<(Header, u64)> {
+        if phys % 8 != 0 || phys + 8 > self.cap {
+            return None;
+        }
+        let h = Header::decode(shm.u64_at(self.at(phys)).load(Ordering::Relaxed))?;
+        if phys + h.total_len() > self.cap || h.total_len() == 0 {
+            return None;
+        }
+        let exp = if h.flags & HAS_EXPIRY != 0 {
+            shm.u64_at(self.at(phys) + 8).load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        Some((h, exp))
+    }
+
+    /// The `i`-th tag of the record at `phys` whose header is `h`.
+    #[inline]
+    pub fn tag(&self, shm: &Shm, phys: u64, h: &Header, i: usize) -> u64 {
+        let off = self.at(phys) + h.meta_len() - 8 * (h.ntags as usize - i);
+        shm.u64_at(off).load(Ordering::Relaxed)
+    }
+
+    /// Whether the key stored at `phys` equals `key` (racy read).
+    pub fn key_eq(&self, shm: &Shm, phys: u64, h: &Header, key: &[u8]) -> bool {
+        if h.key_len as usize != key.len() {
+            return false;
+        }
+        let mut off = self.at(phys) + h.meta_len();
+        let mut buf = [0u8; 64];
+        for chunk in key.chunks(64) {
+            let b = &mut buf[..chunk.len()];
+            shm.read_racy(off, b);
+            if b != chunk {
+                return false;
+            }
+            off += chunk.len();
+        }
+        true
+    }
+
+    /// Copies the key of the record at `phys` (writers, under lock).
+    pub fn key(&self, shm: &Shm, phys: u64, h: &Header) -> Vec<u8> {
+        let mut k = vec![0u8; h.key_len as usize];
+        shm.read_racy(self.at(phys) + h.meta_len(), &mut k);
+        k
+    }
+
+    /// Writes a record at `phys` (writer, under lock, into free space).
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_record(
+        &self,
+        shm: &Shm,
+        phys: u64,
+        h: &Header,
+        expiry: u64,
+        tags: &[u64],
+        key: &[u8],
+        val: &[u8],
+    ) {
+        let base = self.at(phys);
+        shm.u64_at(base).store(h.encode(), Ordering::Relaxed);
+        let mut off = base + 8;
+        if h.flags & HAS_EXPIRY != 0 {
+            shm.u64_at(off).store(expiry, Ordering::Relaxed);
+            off += 8;
+        }
+        for t in tags {
+            shm.u64_at(off).store(*t, Ordering::Relaxed);
+            off += 8;
+        }
+        shm.write(off, key);
+        shm.write(off + key.len(), val);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_roundtrip_and_check() {
+        let h = Header { val_len: 90, key_len: 8, ntags: 2, flags: HAS_EXPIRY };
+        let w = h.encode();
+        assert_eq!(Header::decode(w), Some(h));
+        assert_eq!(h.meta_len(), 8 + 8 + 16);
+        assert_eq!(h.total_len(), 136);
+        // Every single flipped bit in word0 is caught by the check byte.
+        for bit in 0..64 {
+            assert_eq!(Header::decode(w ^ (1 << bit)), None, "bit {bit}");
+        }
+        let p = Header::pad(4096);
+        assert_eq!(Header::decode(p.encode()), Some(p));
+        assert_eq!(p.total_len(), 4096);
+        assert_eq!(Header::decode(0), None);
+    }
+
+    #[test]
+    fn logical_positions() {
+        let r = Ring { id: RingId::Small, head_off: 0, tail_off: 8, data: 0, cap: 1000 };
+        assert_eq!(r.logical(2500, 400), Some(2400));
+        assert_eq!(r.logical(2500, 600), Some(1600));
+        assert_eq!(r.logical(2500, 500), Some(1500));
+        assert_eq!(r.logical(100, 400), None);
+    }
+}

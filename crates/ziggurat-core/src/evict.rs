@@ -1,0 +1,188 @@
+//! S3-FIFO over the two rings of a shard, plus the ghost table.
+//!
+//! New entries go to the small ring (about 10% of the bytes), or straight to
+//! the main ring when their key is in the ghost table (evicted from small
+//! recently) or when the value is large. When the small ring needs room, its
+//! oldest entry moves to main if it was read since it was written (or while
+//! main still has free space, so a cold start fills the whole segment), else it
+//! is dropped and its fingerprint goes to the ghost table. When main needs
+//! room, its oldest entry is copied forward with its frequency lowered by one
+//! if it was read, else dropped. Reads only raise a 2-bit counter in the slot.
+//!
+//! Every step keeps the invariants recovery relies on: a slot points only to a
+//! complete record between its ring's tail and head, and the tail passes a
+//! record only after its slot was cleared or moved.
+
+use std::sync::atomic::Ordering;
+
+use crate::arena::Header;
+use crate::clock::now_ms;
+use crate::failpoint::{self, Point};
+use crate::hash::KeyHash;
+use crate::index::{self, RingId};
+use crate::layout::{Stat, GHOST_CELLS};
+use crate::shard::Shard;
+
+impl Shard<'_> {
+    /// Makes room for `len` contiguous bytes at the head of ring `id` and
+    /// returns their physical offset. Writers only, under the shard lock.
+    /// `reinsert`: whether main's hot entries may be copied forward meanwhile
+    /// (false inside such a copy, which bounds the recursion).
+    pub fn reserve(&self, id: RingId, len: u64, reinsert: bool) -> u64 {
+        let ring = self.ring(id);
+        debug_assert!(len <= ring.cap && len % 8 == 0);
+        loop {
+            let head = ring.head(self.shm).load(Ordering::Relaxed);
+            let hp = head % ring.cap;
+            let free = ring.free(self.shm);
+            if hp + len > ring.cap {
+                // Fill the end of the ring with a PAD record and start over at 0.
+                let pad = ring.cap - hp;
+                if free >= pad {
+                    let h = Header::pad(pad);
+                    self.shm.u64_at(ring.at(hp)).store(h.encode(), Ordering::Relaxed);
+                    ring.head(self.shm).store(head + pad, Ordering::Release);
+                    continue;
+                }
+            } else if free >= len {
+                return hp;
+            }
+            self.process_tail(id, reinsert);
+        }
+    }
+
+    /// Appends a copy of `bytes` (a whole record) to ring `id`; returns its offset.
+    fn append_raw(&self, id: RingId, bytes: &[u8], reinsert: bool) -> u64 {
+        let at = self.reserve(id, bytes.len() as u64, reinsert);
+        let ring = self.ring(id);
+        self.shm.write(ring.at(at), bytes);
+        let head = ring.head(self.shm).load(Ordering::Relaxed);
+        ring.head(self.shm).store(head + bytes.len() as u64, Ordering::Release);
+        at
+    }
+
+    /// Free bytes ring `id` has for a `len`-byte record without evicting.
+    fn fits_without_eviction(&self, id: RingId, len: u64) -> bool {
+        let ring = self.ring(id);
+        let hp = ring.head(self.shm).load(Ordering::Relaxed) % ring.cap;
+        let pad = if hp + len > ring.cap { ring.cap - hp } else { 0 };
+        ring.free(self.shm) >= pad + len
+    }
+
+    /// Evicts, moves or skips the oldest record of ring `id`.
+    fn process_tail(&self, id: RingId, reinsert: bool) {
+        let ring = self.ring(id);
+        let tail = ring.tail(self.shm).load(Ordering::Relaxed);
+        let head = ring.head(self.shm).load(Ordering::Relaxed);
+        if tail >= head {
+            return;
+        }
+        let phys = tail % ring.cap;
+        let Some((h, expiry)) = ring.header(self.shm, phys) else {
+            // Only damage can put an unreadable record inside [tail, head).
+            self.reset();
+            self.bump(Stat::ShardResets, 1);
+            return;
+        };
+        let len = h.total_len();
+        let advance = || ring.tail(self.shm).store(tail + len, Ordering::Release);
+        if h.is_pad() {
+            advance();
+            return;
+        }
+        let key = ring.key(self.shm, phys, &h);
+        let kh = KeyHash::new(self.seed, &key);
+        let Some((slot, w)) = self.slot_of(&kh, id, phys) else {
+            advance(); // dead: overwritten, deleted, or left by a crash
+            return;
+        };
+        failpoint::hit(Point::Evict);
+        let mut tags = [0u64; crate::layout::MAX_TAGS];
+        for (t, v) in tags.iter_mut().enumerate().take(h.ntags as usize) {
+            *v = ring.tag(self.shm, phys, &h, t);
+        }
+        let expired = expiry != 0 && expiry <= now_ms();
+        if expired || !self.tags_current(&tags[..h.ntags as usize]) {
+            self.publish(slot, 0);
+            self.drop_one(Stat::Entries);
+            if expired {
+                self.bump(Stat::Expirations, 1);
+            }
+            advance();
+            return;
+        }
+        let mut rec = vec![0u8; len as usize];
+        self.shm.read_racy(ring.at(phys), &mut rec);
+        match id {
+            RingId::Small => {
+                if index::freq(w) > 0 || self.fits_without_eviction(RingId::Main, len) {
+                    let at = self.append_raw(RingId::Main, &rec, true);
+                    self.publish(slot, index::pack(index::fp(w), 0, RingId::Main, at));
+                    self.bump(Stat::Promotions, 1);
+                } else {
+                    self.publish(slot, 0);
+                    self.ghost_insert(&kh);
+                    self.drop_one(Stat::Entries);
+                    self.bump(Stat::Evictions, 1);
+                }
+                advance();
+            }
+            RingId::Main => {
+                let f = index::freq(w);
+                if f > 0 && reinsert {
+                    self.bump(Stat::Reinsertions, 1);
+                    if self.fits_without_eviction(RingId::Main, len) {
+                        let at = self.append_raw(RingId::Main, &rec, false);
+                        self.publish(slot, index::pack(index::fp(w), f - 1, RingId::Main, at));
+                        advance();
+                    } else {
+                        // The ring is full: retire the record first, then write it
+                        // again. Readers miss it for the length of this copy.
+                        self.publish(slot, 0);
+                        advance();
+                        let at = self.append_raw(RingId::Main, &rec, false);
+                        self.publish(slot, index::pack(index::fp(w), f - 1, RingId::Main, at));
+                    }
+                } else {
+                    self.publish(slot, 0);
+                    self.drop_one(Stat::Entries);
+                    self.bump(Stat::Evictions, 1);
+                    advance();
+                }
+            }
+        }
+    }
+
+    fn ghost_cell(&self, bucket: u32, i: usize) -> &std::sync::atomic::AtomicU32 {
+        let off = self.base
+            + self.g.ghost_rel as usize
+            + (bucket as usize * GHOST_CELLS + i) * 4;
+        self.shm.u32_at(off)
+    }
+
+    /// Remembers that `kh` was evicted from the small ring.
+    pub fn ghost_insert(&self, kh: &KeyHash) {
+        let b = kh.ghost_bucket(self.g.ghost_buckets);
+        let fp = kh.ghost();
+        let cursor = self.shm.u64_at(self.base + crate::layout::S_GHOST_CURSOR);
+        let c = cursor.fetch_add(1, Ordering::Relaxed);
+        let i = (0..GHOST_CELLS)
+            .find(|&i| self.ghost_cell(b, i).load(Ordering::Relaxed) == 0)
+            .unwrap_or(c as usize % GHOST_CELLS);
+        self.ghost_cell(b, i).store(fp, Ordering::Relaxed);
+    }
+
+    /// Whether `kh` was recently evicted from small; forgets it if so.
+    pub fn ghost_take(&self, kh: &KeyHash) -> bool {
+        let b = kh.ghost_bucket(self.g.ghost_buckets);
+        let fp = kh.ghost();
+        for i in 0..GHOST_CELLS {
+            let c = self.ghost_cell(b, i);
+            if c.load(Ordering::Relaxed) == fp {
+                c.store(0, Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
+    }
+}

@@ -1,0 +1,167 @@
+//! The hash index: per shard, pairs of 64-byte buckets of eight u64 slot words.
+//!
+//! A key lives in one of the 16 slots of its pair. A slot word is published
+//! with one atomic store (or CAS), so a reader sees the old record or the new
+//! one, never a mix. A full pair evicts its coldest slot in place: no resize,
+//! no overflow chain, bounded work for attacker-chosen keys.
+//!
+//! Slot word (u64), 0 = empty:
+//! `valid:1 | fingerprint:16 | freq:2 | ring:1 | offset/8:44`
+
+/// Which log ring of a shard a record lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RingId {
+    /// S3-FIFO's small queue: new entries.
+    Small = 0,
+    /// S3-FIFO's main queue: entries seen again.
+    Main = 1,
+}
+
+pub const VALID: u64 = 1 << 63;
+const FP_SHIFT: u32 = 47;
+const FREQ_SHIFT: u32 = 45;
+const RING_BIT: u64 = 1 << 44;
+const OFF_MASK: u64 = (1 << 44) - 1;
+/// Adds one to a slot's frequency.
+pub const FREQ_ONE: u64 = 1 << FREQ_SHIFT;
+const FREQ_MASK: u64 = 3 << FREQ_SHIFT;
+/// Highest frequency value (2 bits).
+pub const FREQ_MAX: u8 = 3;
+/// Slots per bucket pair.
+pub const PAIR_SLOTS: usize = 16;
+
+/// Builds a slot word.
+#[inline]
+pub fn pack(fp: u16, freq: u8, ring: RingId, phys: u64) -> u64 {
+    debug_assert!(phys % 8 == 0 && phys / 8 <= OFF_MASK && freq <= FREQ_MAX);
+    VALID
+        | (fp as u64) << FP_SHIFT
+        | (freq as u64) << FREQ_SHIFT
+        | if ring == RingId::Main { RING_BIT } else { 0 }
+        | phys / 8
+}
+
+/// Fingerprint of a slot word.
+#[inline]
+pub fn fp(w: u64) -> u16 {
+    (w >> FP_SHIFT) as u16
+}
+
+/// Frequency of a slot word.
+#[inline]
+pub fn freq(w: u64) -> u8 {
+    ((w & FREQ_MASK) >> FREQ_SHIFT) as u8
+}
+
+/// Ring of a slot word.
+#[inline]
+pub fn ring(w: u64) -> RingId {
+    if w & RING_BIT != 0 {
+        RingId::Main
+    } else {
+        RingId::Small
+    }
+}
+
+/// Byte offset of the record inside its ring.
+#[inline]
+pub fn phys(w: u64) -> u64 {
+    (w & OFF_MASK) * 8
+}
+
+/// The same word with another frequency.
+#[inline]
+pub fn with_freq(w: u64, f: u8) -> u64 {
+    (w & !FREQ_MASK) | (f as u64) << FREQ_SHIFT
+}
+
+/// Whether two words point at the same record (frequency aside).
+#[inline]
+pub fn same_target(a: u64, b: u64) -> bool {
+    (a ^ b) & !FREQ_MASK == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_unpack() {
+        let w = pack(0xBEEF, 2, RingId::Main, 8 * 12345);
+        assert_ne!(w, 0);
+        assert_eq!(fp(w), 0xBEEF);
+        assert_eq!(freq(w), 2);
+        assert_eq!(ring(w), RingId::Main);
+        assert_eq!(phys(w), 8 * 12345);
+        let w2 = with_freq(w, 3);
+        assert!(same_target(w, w2));
+        assert_eq!(freq(w2), 3);
+        assert_eq!(freq(w + FREQ_ONE), 3);
+        let s = pack(0, 0, RingId::Small, 0);
+        assert_eq!(ring(s), RingId::Small);
+        assert_ne!(s, 0, "a valid slot is never the empty word");
+    }
+}
+
+/// What a writer found in a key's bucket pair.
+#[derive(Debug, Default)]
+pub struct Located {
+    /// The key's slot and its word, if the key is indexed.
+    pub found: Option<(usize, u64)>,
+    /// First empty slot.
+    pub empty: Option<usize>,
+    /// Coldest occupied slot: the in-place victim when the pair is full.
+    pub victim: Option<(usize, u64)>,
+}
+
+impl crate::shard::Shard<'_> {
+    /// Finds `key` in its pair (writers, under the shard lock).
+    pub fn locate(&self, kh: &crate::hash::KeyHash, key: &[u8]) -> Located {
+        let pair = kh.pair(self.g.npairs);
+        let fpv = kh.fingerprint();
+        let mut out = Located::default();
+        for i in 0..PAIR_SLOTS {
+            let off = self.slot_off(pair, i);
+            let w = self.shm.u64_at(off).load(std::sync::atomic::Ordering::Acquire);
+            if w == 0 {
+                out.empty.get_or_insert(off);
+                continue;
+            }
+            if out.found.is_none() && fp(w) == fpv {
+                let r = self.ring(ring(w));
+                if let Some((h, _)) = r.header(self.shm, phys(w)) {
+                    if !h.is_pad() && r.key_eq(self.shm, phys(w), &h, key) {
+                        out.found = Some((off, w));
+                        continue;
+                    }
+                }
+            }
+            // Coldest first; among equals prefer the small ring (newer, unproven).
+            let better = match out.victim {
+                None => true,
+                Some((_, v)) => (freq(w), ring(w) as u8) < (freq(v), ring(v) as u8),
+            };
+            if better {
+                out.victim = Some((off, w));
+            }
+        }
+        out
+    }
+
+    /// Finds the slot that points at the record at (`ring`, `phys`) whose key
+    /// hashes to `kh` (writers, under the shard lock).
+    pub fn slot_of(&self, kh: &crate::hash::KeyHash, id: RingId, at: u64) -> Option<(usize, u64)> {
+        let pair = kh.pair(self.g.npairs);
+        (0..PAIR_SLOTS).find_map(|i| {
+            let off = self.slot_off(pair, i);
+            let w = self.shm.u64_at(off).load(std::sync::atomic::Ordering::Acquire);
+            (w != 0 && ring(w) == id && phys(w) == at).then_some((off, w))
+        })
+    }
+
+    /// Replaces a slot's word, whatever frequency a reader bumped meanwhile.
+    #[inline]
+    pub fn publish(&self, slot_off: usize, w: u64) {
+        self.shm.u64_at(slot_off).swap(w, std::sync::atomic::Ordering::Release);
+    }
+}

@@ -1,0 +1,341 @@
+//! Where everything lives in the segment file: the header fields, the shard
+//! header fields, and the geometry derived from the byte budget.
+//!
+//! The byte-level description is in docs/format.md; keep the two in step.
+
+use crate::error::{Error, Result};
+
+/// File magic: the first 8 bytes of every segment.
+pub const MAGIC: [u8; 8] = *b"ZIGGURAT";
+/// Layout version; part of the file name so incompatible builds never share a file.
+pub const LAYOUT_VERSION: u32 = 1;
+/// Bytes of the global header.
+pub const HEADER_SIZE: usize = 4096;
+/// Bytes of each shard header.
+pub const SHARD_HDR: usize = 1024;
+/// Slots per index bucket (one 64-byte cache line of u64 slot words).
+pub const SLOTS_PER_BUCKET: usize = 8;
+/// Cells per ghost bucket (u32 fingerprints, 32 bytes).
+pub const GHOST_CELLS: usize = 8;
+/// Longest key, in bytes.
+pub const MAX_KEY: usize = 4096;
+/// Most tags on one entry.
+pub const MAX_TAGS: usize = 8;
+/// Smallest segment accepted.
+pub const MIN_SIZE: u64 = 1 << 20;
+/// Largest segment accepted.
+pub const MAX_SIZE: u64 = 128 << 30;
+
+// Global header field offsets.
+pub const H_MAGIC: usize = 0;
+pub const H_VERSION: usize = 8;
+pub const H_HEADER_SIZE: usize = 12;
+pub const H_FILE_SIZE: usize = 16;
+pub const H_NSHARDS: usize = 24;
+pub const H_NPAIRS: usize = 28;
+pub const H_NSTAMPS: usize = 32;
+pub const H_NTAGS: usize = 36;
+pub const H_SMALL_CAP: usize = 40;
+pub const H_MAIN_CAP: usize = 48;
+pub const H_GHOST_BUCKETS: usize = 56;
+pub const H_MAX_KEY: usize = 60;
+pub const H_MAX_VALUE: usize = 64;
+pub const H_SEED: usize = 72;
+pub const H_INSTANCE: usize = 80;
+pub const H_STAMPS_OFF: usize = 88;
+pub const H_TAGS_OFF: usize = 96;
+pub const H_SHARDS_OFF: usize = 104;
+pub const H_SHARD_STRIDE: usize = 112;
+pub const H_INDEX_REL: usize = 120;
+pub const H_GHOST_REL: usize = 128;
+pub const H_SMALL_REL: usize = 136;
+pub const H_MAIN_REL: usize = 144;
+/// The checksum covers bytes `0..H_CHECKSUM`.
+pub const H_CHECKSUM: usize = 248;
+pub const H_STATE: usize = 256;
+pub const H_EPOCH: usize = 264;
+pub const H_TAG_INVALIDATIONS: usize = 320;
+pub const H_CLEARS: usize = 328;
+
+/// `state` values.
+pub const STATE_READY: u32 = 0x5245_4459;
+pub const STATE_RETIRED: u32 = 0x5245_5449;
+
+// Shard header field offsets (relative to the shard's start).
+pub const S_MUTEX: usize = 0;
+pub const S_MUTEX_BYTES: usize = 64;
+pub const S_INTENT_ACTIVE: usize = 64;
+pub const S_INTENT_OP: usize = 68;
+pub const S_INTENT_STAMP: usize = 72;
+pub const S_SMALL_HEAD: usize = 128;
+pub const S_SMALL_TAIL: usize = 136;
+pub const S_MAIN_HEAD: usize = 192;
+pub const S_MAIN_TAIL: usize = 200;
+pub const S_GHOST_CURSOR: usize = 256;
+pub const S_WAITERS: usize = 264;
+pub const S_STATS: usize = 320;
+
+/// Per-shard counters, each a u64 at `S_STATS + 8 * index`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Stat {
+    Hits = 0,
+    Misses,
+    Sets,
+    Deletes,
+    Evictions,
+    Expirations,
+    LockRepairs,
+    LockTimeouts,
+    ShardResets,
+    Entries,
+    Promotions,
+    Reinsertions,
+    GhostHits,
+    IndexEvictions,
+}
+
+impl Stat {
+    /// Every counter, in storage order.
+    pub const ALL: [Stat; 14] = [
+        Stat::Hits,
+        Stat::Misses,
+        Stat::Sets,
+        Stat::Deletes,
+        Stat::Evictions,
+        Stat::Expirations,
+        Stat::LockRepairs,
+        Stat::LockTimeouts,
+        Stat::ShardResets,
+        Stat::Entries,
+        Stat::Promotions,
+        Stat::Reinsertions,
+        Stat::GhostHits,
+        Stat::IndexEvictions,
+    ];
+
+    /// Name used in `stats()`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stat::Hits => "hits",
+            Stat::Misses => "misses",
+            Stat::Sets => "sets",
+            Stat::Deletes => "deletes",
+            Stat::Evictions => "evictions",
+            Stat::Expirations => "expirations",
+            Stat::LockRepairs => "lock_repairs",
+            Stat::LockTimeouts => "lock_timeouts",
+            Stat::ShardResets => "shard_resets",
+            Stat::Entries => "entries",
+            Stat::Promotions => "promotions",
+            Stat::Reinsertions => "reinsertions",
+            Stat::GhostHits => "ghost_hits",
+            Stat::IndexEvictions => "index_evictions",
+        }
+    }
+
+    /// Offset of the counter inside its shard header.
+    #[inline]
+    pub fn rel(self) -> usize {
+        S_STATS + 8 * self as usize
+    }
+}
+
+/// The sizes and offsets of a segment, derived once from its budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub file_size: u64,
+    pub nshards: u32,
+    pub npairs: u32,
+    pub nstamps: u32,
+    pub ntags: u32,
+    pub small_cap: u64,
+    pub main_cap: u64,
+    pub ghost_buckets: u32,
+    pub max_key: u32,
+    pub max_value: u32,
+    pub stamps_off: u64,
+    pub tags_off: u64,
+    pub shards_off: u64,
+    pub shard_stride: u64,
+    pub index_rel: u64,
+    pub ghost_rel: u64,
+    pub small_rel: u64,
+    pub main_rel: u64,
+}
+
+const fn align(x: u64, a: u64) -> u64 {
+    (x + a - 1) / a * a
+}
+
+fn largest_pow2_le(x: u64) -> u64 {
+    if x == 0 {
+        1
+    } else {
+        1u64 << (63 - x.leading_zeros())
+    }
+}
+
+impl Geometry {
+    /// Lays out a segment of `size` bytes for entries of about `avg_item` bytes.
+    ///
+    /// Costs per expected entry: `avg_item` bytes of log, 1.6 index slots
+    /// (12.8 B: pairs of 8-slot buckets stay below ~65% load, so in-place index
+    /// evictions are rare), 4 B of ghost fingerprint, 4 B of stamp.
+    pub fn compute(size: u64, avg_item: u64, shards: Option<u32>) -> Result<Geometry> {
+        if !(MIN_SIZE..=MAX_SIZE).contains(&size) {
+            return Err(Error::Invalid(format!(
+                "size must be between {MIN_SIZE} bytes (1 MiB) and {MAX_SIZE} bytes (128 GiB), got {size}"
+            )));
+        }
+        if !(32..=1 << 24).contains(&avg_item) {
+            return Err(Error::Invalid(format!(
+                "avg_item_size must be between 32 and 16777216 bytes, got {avg_item}"
+            )));
+        }
+        let size = size / 4096 * 4096;
+        let nshards = match shards {
+            Some(n) => {
+                if n == 0 || n > 256 || !n.is_power_of_two() {
+                    return Err(Error::Invalid(format!(
+                        "shards must be a power of two from 1 to 256, got {n}"
+                    )));
+                }
+                n
+            }
+            None => largest_pow2_le(size / (8 << 20)).clamp(1, 64) as u32,
+        };
+        let est_entries = (size / avg_item).max(1024);
+        let nstamps = (est_entries.min(u32::MAX as u64 / 2) / nshards as u64 * nshards as u64) as u32;
+        let ntags = largest_pow2_le(size / 2048).clamp(1024, 65536) as u32;
+        let stamps_off = HEADER_SIZE as u64;
+        let tags_off = align(stamps_off + 4 * nstamps as u64, 64);
+        let shards_off = align(tags_off + 4 * ntags as u64, 4096);
+        if shards_off + nshards as u64 * (SHARD_HDR as u64 + 64 * 1024) > size {
+            return Err(Error::Invalid(format!(
+                "size {size} is too small for {nshards} shards; give more bytes or fewer shards"
+            )));
+        }
+        let stride = (size - shards_off) / nshards as u64 / 4096 * 4096;
+        let body = stride - SHARD_HDR as u64;
+        let per_entry = avg_item as f64 + 12.8 + 4.0;
+        let entries = ((body as f64 / per_entry) as u64).max(16);
+        let npairs = entries.div_ceil(10).clamp(1, u32::MAX as u64 / 4) as u32;
+        let ghost_buckets = (entries * 9 / 10).div_ceil(GHOST_CELLS as u64).max(1) as u32;
+        let index_rel = SHARD_HDR as u64;
+        let ghost_rel = index_rel + npairs as u64 * 2 * 64;
+        let small_rel = align(ghost_rel + ghost_buckets as u64 * 4 * GHOST_CELLS as u64, 64);
+        if small_rel + 64 * 1024 > stride {
+            return Err(Error::Invalid(format!(
+                "size {size} leaves no room for data; give more bytes or a larger avg_item_size"
+            )));
+        }
+        let arena = stride - small_rel;
+        let small_cap = (arena / 10) / 8 * 8;
+        let main_cap = (arena - small_cap) / 8 * 8;
+        if main_cap > u32::MAX as u64 - 7 {
+            return Err(Error::Invalid(format!(
+                "{nshards} shards of {stride} bytes are too large; ask for more shards"
+            )));
+        }
+        let main_rel = small_rel + small_cap;
+        let max_value = (main_cap / 4).saturating_sub(MAX_KEY as u64 + 256).min(64 << 20) as u32;
+        Ok(Geometry {
+            file_size: shards_off + stride * nshards as u64,
+            nshards,
+            npairs,
+            nstamps,
+            ntags,
+            small_cap,
+            main_cap,
+            ghost_buckets,
+            max_key: MAX_KEY as u32,
+            max_value,
+            stamps_off,
+            tags_off,
+            shards_off,
+            shard_stride: stride,
+            index_rel,
+            ghost_rel,
+            small_rel,
+            main_rel,
+        })
+    }
+
+    /// Start of shard `s`.
+    #[inline]
+    pub fn shard_off(&self, s: u32) -> usize {
+        (self.shards_off + s as u64 * self.shard_stride) as usize
+    }
+
+    /// Checks the relations a valid geometry must satisfy (used on attach, so a
+    /// header that checksums but lies cannot send offsets out of the file).
+    pub fn check(&self, actual_file_size: u64) -> Result<()> {
+        let bad = |what: &str| Err(Error::Corrupt(format!("header geometry is invalid: {what}")));
+        if self.file_size != actual_file_size {
+            return bad("file size differs from the header");
+        }
+        if self.nshards == 0 || !self.nshards.is_power_of_two() || self.nshards > 256 {
+            return bad("shard count");
+        }
+        if self.npairs == 0 || self.nstamps < self.nshards || self.nstamps % self.nshards != 0 || self.ntags == 0 || self.ghost_buckets == 0 {
+            return bad("zero-sized table");
+        }
+        if self.stamps_off != HEADER_SIZE as u64
+            || self.tags_off < self.stamps_off + 4 * self.nstamps as u64
+            || self.shards_off < self.tags_off + 4 * self.ntags as u64
+            || self.shards_off + self.shard_stride * self.nshards as u64 > self.file_size
+        {
+            return bad("table offsets");
+        }
+        if self.index_rel != SHARD_HDR as u64
+            || self.ghost_rel != self.index_rel + self.npairs as u64 * 128
+            || self.small_rel < self.ghost_rel + self.ghost_buckets as u64 * 32
+            || self.main_rel != self.small_rel + self.small_cap
+            || self.main_rel + self.main_cap > self.shard_stride
+            || self.small_cap % 8 != 0
+            || self.main_cap % 8 != 0
+            || self.small_cap == 0
+            || self.main_cap == 0
+            || self.shards_off % 64 != 0
+            || self.shard_stride % 64 != 0
+            || self.small_rel % 8 != 0
+        {
+            return bad("shard layout");
+        }
+        if self.max_key as usize != MAX_KEY || self.max_value as u64 > self.main_cap / 4 {
+            return bad("limits");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_fits_the_budget() {
+        for size in [1u64 << 20, 4 << 20, 64 << 20, 130 << 20, 1 << 30] {
+            let g = Geometry::compute(size, 128, None).unwrap();
+            assert!(g.file_size <= size);
+            g.check(g.file_size).unwrap();
+            assert!(g.max_value > 1000, "{g:?}");
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        assert!(Geometry::compute(1000, 128, None).is_err());
+        assert!(Geometry::compute(64 << 20, 8, None).is_err());
+        assert!(Geometry::compute(64 << 20, 128, Some(3)).is_err());
+        assert!(Geometry::compute(1 << 20, 128, Some(256)).is_err());
+    }
+
+    #[test]
+    fn check_rejects_a_lying_header() {
+        let mut g = Geometry::compute(64 << 20, 128, None).unwrap();
+        g.main_cap += 4096 * 1024;
+        assert!(g.check(g.file_size).is_err());
+    }
+}

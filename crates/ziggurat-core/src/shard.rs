@@ -1,0 +1,201 @@
+//! A view of one shard: its header words, index slots, rings and counters,
+//! and the lock-free read path over them.
+
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use crate::arena::Ring;
+use crate::hash::KeyHash;
+use crate::index::{self, RingId, PAIR_SLOTS};
+use crate::layout::*;
+use crate::shm::Shm;
+use crate::tags::TagRef;
+
+/// One shard of a mapped segment.
+#[derive(Clone, Copy)]
+pub struct Shard<'a> {
+    pub shm: &'a Shm,
+    pub g: &'a Geometry,
+    pub seed: u64,
+    pub id: u32,
+    pub base: usize,
+}
+
+/// A record found by a read, not yet confirmed stable.
+#[derive(Clone, Copy, Debug)]
+pub struct Found {
+    pub ring: Ring,
+    pub slot: usize,
+    pub word: u64,
+    pub logical: u64,
+    pub val_off: usize,
+    pub val_len: usize,
+    /// Absolute monotonic deadline in ms, 0 = none.
+    pub expiry: u64,
+    pub ntags: u8,
+    pub tags: [u64; MAX_TAGS],
+}
+
+/// Outcome of probing the index for a key.
+#[derive(Debug)]
+pub enum Probe {
+    Hit(Found),
+    Miss,
+    /// Something moved under the read: try again, or count a miss.
+    Unstable,
+}
+
+impl<'a> Shard<'a> {
+    #[inline]
+    pub fn ring(&self, id: RingId) -> Ring {
+        let (h, t, rel, cap) = match id {
+            RingId::Small => (S_SMALL_HEAD, S_SMALL_TAIL, self.g.small_rel, self.g.small_cap),
+            RingId::Main => (S_MAIN_HEAD, S_MAIN_TAIL, self.g.main_rel, self.g.main_cap),
+        };
+        Ring {
+            id,
+            head_off: self.base + h,
+            tail_off: self.base + t,
+            data: self.base + rel as usize,
+            cap,
+        }
+    }
+
+    #[inline]
+    pub fn stat(&self, s: Stat) -> &'a AtomicU64 {
+        self.shm.u64_at(self.base + s.rel())
+    }
+
+    #[inline]
+    pub fn bump(&self, s: Stat, n: u64) {
+        self.stat(s).fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Decrements a counter without wrapping below zero.
+    #[inline]
+    pub fn drop_one(&self, s: Stat) {
+        let c = self.stat(s);
+        let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
+    }
+
+    /// Absolute offset of slot `i` (0..16) of bucket pair `pair`.
+    #[inline]
+    pub fn slot_off(&self, pair: u32, i: usize) -> usize {
+        self.base + self.g.index_rel as usize + pair as usize * 128 + i * 8
+    }
+
+    #[inline]
+    pub fn slot(&self, pair: u32, i: usize) -> &'a AtomicU64 {
+        self.shm.u64_at(self.slot_off(pair, i))
+    }
+
+    #[inline]
+    pub fn mutex(&self) -> *mut libc::pthread_mutex_t {
+        self.shm.addr(self.base + S_MUTEX) as *mut libc::pthread_mutex_t
+    }
+
+    #[inline]
+    pub fn stamp(&self, idx: u32) -> &'a AtomicU32 {
+        self.shm.u32_at(self.g.stamps_off as usize + 4 * idx as usize)
+    }
+
+    #[inline]
+    pub fn tag_cell(&self, cell: u32) -> &'a AtomicU32 {
+        self.shm.u32_at(self.g.tags_off as usize + 4 * cell as usize)
+    }
+
+    #[inline]
+    pub fn waiters(&self) -> &'a AtomicU32 {
+        self.shm.u32_at(self.base + S_WAITERS)
+    }
+
+    #[inline]
+    pub fn intent_active(&self) -> &'a AtomicU32 {
+        self.shm.u32_at(self.base + S_INTENT_ACTIVE)
+    }
+
+    #[inline]
+    pub fn intent_stamp(&self) -> &'a AtomicU32 {
+        self.shm.u32_at(self.base + S_INTENT_STAMP)
+    }
+
+    /// Whether every tag of a record still has the version it was written with.
+    #[inline]
+    pub fn tags_current(&self, tags: &[u64]) -> bool {
+        tags.iter().all(|&t| {
+            let t = TagRef::unpack(t);
+            t.cell < self.g.ntags && self.tag_cell(t.cell).load(Ordering::Acquire) == t.version
+        })
+    }
+
+    /// Looks a key up without locking or waiting.
+    pub fn probe(&self, kh: &KeyHash, key: &[u8], now: u64) -> Probe {
+        let pair = kh.pair(self.g.npairs);
+        let fpv = kh.fingerprint();
+        for i in 0..PAIR_SLOTS {
+            let slot_off = self.slot_off(pair, i);
+            let w = self.shm.u64_at(slot_off).load(Ordering::Acquire);
+            if w == 0 || index::fp(w) != fpv {
+                continue;
+            }
+            let ring = self.ring(index::ring(w));
+            let phys = index::phys(w);
+            let moved = || {
+                let w2 = self.shm.u64_at(slot_off).load(Ordering::Acquire);
+                !index::same_target(w, w2)
+            };
+            let head = ring.head(self.shm).load(Ordering::Acquire);
+            let (Some(logical), Some((h, expiry))) = (ring.logical(head, phys), ring.header(self.shm, phys)) else {
+                if moved() {
+                    return Probe::Unstable;
+                }
+                continue;
+            };
+            if h.is_pad() || !ring.key_eq(self.shm, phys, &h, key) {
+                if moved() {
+                    return Probe::Unstable;
+                }
+                continue;
+            }
+            let mut tags = [0u64; MAX_TAGS];
+            for (t, slot) in tags.iter_mut().enumerate().take(h.ntags as usize) {
+                *slot = ring.tag(self.shm, phys, &h, t);
+            }
+            let f = Found {
+                ring,
+                slot: slot_off,
+                word: w,
+                logical,
+                val_off: ring.at(phys) + h.meta_len() + h.key_len as usize,
+                val_len: h.val_len as usize,
+                expiry,
+                ntags: h.ntags,
+                tags,
+            };
+            if (expiry != 0 && expiry <= now) || !self.tags_current(&tags[..h.ntags as usize]) {
+                return if self.stable(&f) { Probe::Miss } else { Probe::Unstable };
+            }
+            return Probe::Hit(f);
+        }
+        Probe::Miss
+    }
+
+    /// After copying out of `f`: whether nothing moved meanwhile (seqlock check).
+    #[inline]
+    pub fn stable(&self, f: &Found) -> bool {
+        fence(Ordering::Acquire);
+        let tail = f.ring.tail(self.shm).load(Ordering::Relaxed);
+        let w2 = self.shm.u64_at(f.slot).load(Ordering::Relaxed);
+        tail <= f.logical && index::same_target(w2, f.word)
+    }
+
+    /// Records a hit in the slot's 2-bit frequency (S3-FIFO). Skipped once
+    /// saturated, so hot keys stop writing to shared lines.
+    #[inline]
+    pub fn touch(&self, f: &Found) {
+        let slot = self.shm.u64_at(f.slot);
+        let w = slot.load(Ordering::Relaxed);
+        if index::same_target(w, f.word) && index::freq(w) < index::FREQ_MAX {
+            let _ = slot.compare_exchange(w, w + index::FREQ_ONE, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+}

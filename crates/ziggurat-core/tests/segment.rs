@@ -1,0 +1,185 @@
+//! Engine tests through the public API: behaviour, eviction, repair.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ziggurat_core::{Error, Options, Segment};
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let p = PathBuf::from(format!("/dev/shm/zigcore-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Dir(p)
+    }
+    fn opts(&self, size: u64) -> Options {
+        Options { size, directory: self.0.clone(), ..Options::default() }
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn stat(seg: &Segment, name: &str) -> u64 {
+    seg.stats().into_iter().find(|(k, _)| *k == name).unwrap().1
+}
+
+#[test]
+fn set_get_overwrite_delete() {
+    let d = Dir::new("basic");
+    let seg = Segment::open("basic", &d.opts(4 << 20)).unwrap();
+    assert_eq!(seg.get(b"a").unwrap(), None);
+    seg.set(b"a", b"one", None, &[]).unwrap();
+    assert_eq!(seg.get(b"a").unwrap().as_deref(), Some(&b"one"[..]));
+    seg.set(b"a", b"a much longer value than before", None, &[]).unwrap();
+    assert_eq!(seg.get(b"a").unwrap().as_deref(), Some(&b"a much longer value than before"[..]));
+    seg.set(b"a", b"x", None, &[]).unwrap();
+    assert_eq!(seg.get(b"a").unwrap().as_deref(), Some(&b"x"[..]));
+    assert_eq!(stat(&seg, "entries"), 1);
+    assert!(seg.delete(b"a").unwrap());
+    assert!(!seg.delete(b"a").unwrap());
+    assert_eq!(seg.get(b"a").unwrap(), None);
+    assert_eq!(stat(&seg, "entries"), 0);
+    assert!(seg.add(b"b", b"1", None, &[]).unwrap());
+    assert!(!seg.add(b"b", b"2", None, &[]).unwrap());
+    assert_eq!(seg.get(b"b").unwrap().as_deref(), Some(&b"1"[..]));
+    let rep = seg.verify(false).unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    seg.unlink().unwrap();
+}
+
+#[test]
+fn stamps_move_by_two_per_write() {
+    let d = Dir::new("stamps");
+    let seg = Segment::open("stamps", &d.opts(4 << 20)).unwrap();
+    let kh = seg.hash(b"k");
+    let s0 = seg.stamp_word(&kh).load(Ordering::SeqCst);
+    seg.set(b"k", b"v", None, &[]).unwrap();
+    assert_eq!(seg.stamp_word(&kh).load(Ordering::SeqCst), s0 + 2);
+    seg.delete(b"k").unwrap();
+    assert_eq!(seg.stamp_word(&kh).load(Ordering::SeqCst), s0 + 4);
+}
+
+#[test]
+fn ttl_tags_clear() {
+    let d = Dir::new("ttl");
+    let seg = Segment::open("ttl", &d.opts(4 << 20)).unwrap();
+    seg.set(b"short", b"v", Some(0.03), &[]).unwrap();
+    seg.set(b"long", b"v", Some(100.0), &[b"t1", b"t2"]).unwrap();
+    seg.set(b"other", b"v", None, &[b"t2"]).unwrap();
+    assert!(seg.get(b"short").unwrap().is_some());
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(seg.get(b"short").unwrap().is_none());
+    seg.invalidate_tag(b"t1").unwrap();
+    assert!(seg.get(b"long").unwrap().is_none());
+    assert!(seg.get(b"other").unwrap().is_some());
+    let e0 = seg.epoch().load(Ordering::SeqCst);
+    seg.clear().unwrap();
+    assert!(seg.get(b"other").unwrap().is_none());
+    assert_eq!(seg.epoch().load(Ordering::SeqCst), e0 + 1);
+    assert!(matches!(seg.set(b"x", b"v", Some(0.0), &[]), Err(Error::Invalid(_))));
+    assert!(matches!(seg.set(b"x", b"v", Some(f64::NAN), &[]), Err(Error::Invalid(_))));
+    assert!(matches!(seg.set(b"", b"v", None, &[]), Err(Error::Invalid(_))));
+    assert!(matches!(seg.set(b"x", b"", None, &[]), Err(Error::Invalid(_))));
+}
+
+#[test]
+fn any_value_up_to_the_maximum_fits_and_model_agrees() {
+    let d = Dir::new("evict");
+    let seg = Segment::open("evict", &d.opts(2 << 20)).unwrap();
+    let max = seg.geometry().max_value as usize;
+    let mut model: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+    let mut x: u64 = 12345;
+    for i in 0..20_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let key = format!("k{}", x % 3000).into_bytes();
+        let size = match i % 100 {
+            0 => max,
+            1..=5 => (x % max as u64) as usize + 1,
+            _ => (x % 300) as usize + 1,
+        };
+        let val: Vec<u8> = (0..size).map(|j| (j as u64 ^ x) as u8).collect();
+        seg.set(&key, &val, None, &[]).unwrap();
+        model.insert(key.clone(), val.clone());
+        assert_eq!(seg.get(&key).unwrap().as_deref(), Some(&val[..]), "fresh write must read back");
+    }
+    // Whatever survived eviction must be the newest value.
+    let mut kept = 0;
+    for (k, v) in &model {
+        if let Some(got) = seg.get(k).unwrap() {
+            assert_eq!(&got, v);
+            kept += 1;
+        }
+    }
+    assert!(kept > 100, "kept {kept}");
+    assert!(stat(&seg, "evictions") > 0);
+    let rep = seg.verify(false).unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    assert_eq!(rep.entries, stat(&seg, "entries"));
+}
+
+#[test]
+fn reopen_attaches_and_refuses_damage() {
+    let d = Dir::new("attach");
+    let a = Segment::open("att", &d.opts(4 << 20)).unwrap();
+    a.set(b"k", b"v", None, &[]).unwrap();
+    let b = Segment::open("att", &d.opts(8 << 20)).unwrap();
+    assert_eq!(b.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    let path = a.path().to_path_buf();
+    drop(a);
+    drop(b);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[100] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    match Segment::open("att", &d.opts(4 << 20)) {
+        Err(Error::Corrupt(m)) => assert!(m.contains("recreate"), "{m}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a damaged header must be refused"),
+    }
+    let mut o = d.opts(4 << 20);
+    o.recreate = true;
+    let c = Segment::open("att", &o).unwrap();
+    assert_eq!(c.get(b"k").unwrap(), None);
+}
+
+#[test]
+fn damaged_index_is_found_and_repaired() {
+    let d = Dir::new("index");
+    let seg = Segment::open("idx", &d.opts(4 << 20)).unwrap();
+    for i in 0..2000 {
+        seg.set(format!("key{i}").as_bytes(), format!("value{i}").as_bytes(), None, &[]).unwrap();
+    }
+    let g = *seg.geometry();
+    // Scribble over part of shard 0's index through a second mapping.
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(seg.path()).unwrap();
+    let map = unsafe { memmap2::MmapMut::map_mut(&f).unwrap() };
+    let mut map = map;
+    let start = (g.shards_off + g.index_rel) as usize;
+    let mut x = 99u64;
+    for b in &mut map[start..start + 4096] {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    for i in 0..2000 {
+        if let Some(v) = seg.get(format!("key{i}").as_bytes()).unwrap() {
+            assert_eq!(v, format!("value{i}").into_bytes());
+        }
+    }
+    let rep = seg.verify(true).unwrap();
+    assert!(!rep.problems.is_empty());
+    let rep2 = seg.verify(false).unwrap();
+    assert!(rep2.problems.is_empty(), "{:?}", rep2.problems);
+    seg.set(b"after", b"ok", None, &[]).unwrap();
+    assert_eq!(seg.get(b"after").unwrap().as_deref(), Some(&b"ok"[..]));
+}

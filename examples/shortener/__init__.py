@@ -1,0 +1,1 @@
+"""A URL shortener served by several worker processes, with ziggurat in front of its database."""
