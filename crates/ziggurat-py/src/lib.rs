@@ -1,1 +1,31 @@
-use pyo3::prelude::*; #[pymodule] fn _native(_m: &Bound<PyModule>) -> PyResult<()> {Ok(())}
+//! The `ziggurat._native` extension: a thin PyO3 layer over ziggurat-core.
+//! Argument conversion and error mapping live here; behaviour lives in the core
+//! crate (the segment) and in `l1` (the per-process tier that holds Python objects).
+
+use pyo3::prelude::*;
+
+mod convert;
+mod core;
+mod l1;
+mod segment;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("ZigguratError", py.get_type::<convert::ZigguratError>())?;
+    m.add("SegmentError", py.get_type::<convert::SegmentError>())?;
+    m.add("LockTimeout", py.get_type::<convert::LockTimeout>())?;
+    m.add_class::<segment::PySegment>()?;
+    m.add_class::<core::CacheCore>()?;
+    m.add("MutationError", py.get_type::<core::MutationError>())?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add("LAYOUT_VERSION", ziggurat_core::layout::LAYOUT_VERSION)?;
+    m.add("MAX_TAGS", ziggurat_core::layout::MAX_TAGS)?;
+    Ok(())
+}
+
+/// Bytes in a size given as an int or a string such as "64MiB" or "1.5GB".
+#[pyfunction]
+fn parse_size(size: &Bound<'_, PyAny>) -> PyResult<u64> {
+    convert::size_arg(size)
+}

@@ -1,0 +1,177 @@
+//! Conversions between Python arguments and the core's types, and error mapping.
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyString};
+
+create_exception!(_native, ZigguratError, PyException, "Base class of ziggurat's errors.");
+create_exception!(
+    _native,
+    SegmentError,
+    ZigguratError,
+    "The segment file cannot be created, attached or used; the message says what to do."
+);
+create_exception!(
+    _native,
+    LockTimeout,
+    ZigguratError,
+    "A shard lock was not obtained within lock_timeout; the write was not made."
+);
+
+/// Maps a core error to the Python exception a caller expects.
+pub fn err(e: ziggurat_core::Error) -> PyErr {
+    use ziggurat_core::Error as E;
+    match e {
+        E::Invalid(m) => PyValueError::new_err(m),
+        E::LockTimeout => LockTimeout::new_err(e.to_string()),
+        E::Closed => SegmentError::new_err("the segment is closed"),
+        other => SegmentError::new_err(other.to_string()),
+    }
+}
+
+/// The bytes of a str (UTF-8) or bytes key.
+#[inline]
+pub fn key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    if let Ok(s) = key.cast::<PyString>() {
+        // SAFETY-free: to_str returns UTF-8 cached by CPython inside the object,
+        // which lives as long as `key`.
+        let s: &str = s.to_str()?;
+        // Extend the borrow to the key object's lifetime: the UTF-8 buffer is
+        // owned by the str object and immutable.
+        Ok(unsafe_extend(s.as_bytes()))
+    } else if let Ok(b) = key.cast::<PyBytes>() {
+        Ok(unsafe_extend(b.as_bytes()))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "key must be str or bytes, not {}",
+            key.get_type().name()?
+        )))
+    }
+}
+
+#[inline(always)]
+fn unsafe_extend<'a>(b: &[u8]) -> &'a [u8] {
+    // SAFETY: callers pass bytes owned by an immutable Python str/bytes object
+    // that they keep alive (`key: &'a Bound`) for all of 'a.
+    unsafe { std::slice::from_raw_parts(b.as_ptr(), b.len()) }
+}
+
+/// The bytes of a value (bytes only: the segment stores bytes).
+pub fn value_bytes<'a>(v: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    match v.cast::<PyBytes>() {
+        Ok(b) => Ok(unsafe_extend(b.as_bytes())),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "value must be bytes, not {}",
+            v.get_type().name()?
+        ))),
+    }
+}
+
+/// A TTL argument: None, or an int/float (not bool) of seconds.
+pub fn ttl_arg(ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
+    let Some(t) = ttl else { return Ok(None) };
+    if t.is_none() {
+        return Ok(None);
+    }
+    if t.is_instance_of::<PyBool>() || !(t.is_instance_of::<PyInt>() || t.is_instance_of::<PyFloat>()) {
+        return Err(PyTypeError::new_err(format!(
+            "ttl must be a number of seconds or None, not {}",
+            t.get_type().name()?
+        )));
+    }
+    let v: f64 = t.extract()?;
+    ziggurat_core::Segment::check_ttl(Some(v)).map_err(err)?;
+    Ok(Some(v))
+}
+
+/// A tags argument: an iterable of non-empty str (a lone str is refused, as it
+/// would silently become one tag per character).
+pub fn tags_arg(tags: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Vec<u8>>> {
+    let Some(tags) = tags else { return Ok(Vec::new()) };
+    if tags.is_none() {
+        return Ok(Vec::new());
+    }
+    if tags.is_instance_of::<PyString>() || tags.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err("tags must be an iterable of str, not a single str"));
+    }
+    let mut out = Vec::new();
+    for t in tags.try_iter().map_err(|_| PyTypeError::new_err("tags must be an iterable of str"))? {
+        let t = t?;
+        let s = t.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "each tag must be a str, not {}",
+                t.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))
+        })?;
+        let s = s.to_str()?;
+        if s.is_empty() {
+            return Err(PyValueError::new_err("a tag must not be empty"));
+        }
+        out.push(s.as_bytes().to_vec());
+    }
+    if out.len() > ziggurat_core::layout::MAX_TAGS {
+        return Err(PyValueError::new_err(format!(
+            "at most {} tags per entry, got {}",
+            ziggurat_core::layout::MAX_TAGS,
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// A size argument: int bytes, or a string such as "64MiB", "1.5GB", "4096".
+pub fn size_arg(size: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if size.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err("size must be an int of bytes or a string like '64MiB'"));
+    }
+    if let Ok(n) = size.cast::<PyInt>() {
+        let n: i128 = n.extract()?;
+        if n <= 0 || n > u64::MAX as i128 {
+            return Err(PyValueError::new_err(format!("size must be a positive number of bytes, got {n}")));
+        }
+        return Ok(n as u64);
+    }
+    let Ok(s) = size.cast::<PyString>() else {
+        return Err(PyTypeError::new_err("size must be an int of bytes or a string like '64MiB'"));
+    };
+    parse_size(s.to_str()?).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "cannot read size {:?}: use bytes (4096) or a number with a unit: B, KB, MB, GB, KiB, MiB, GiB",
+            s.to_str().unwrap_or("?")
+        ))
+    })
+}
+
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    let v = n * mult;
+    (v.is_finite() && v >= 1.0 && v < 1e15).then_some(v as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64MiB"), Some(64 << 20));
+        assert_eq!(parse_size("1.5 GB"), Some(1_500_000_000));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_size(""), None);
+    }
+}

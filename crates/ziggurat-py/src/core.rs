@@ -1,0 +1,546 @@
+//! `CacheCore`: the native half of `ziggurat.Cache`. It owns the L1 and reads
+//! and writes the L2 segments, so that a `get` that hits L1 is one call into
+//! the extension. Loader coordination, serializer choice and the friendly API
+//! live in the Python package.
+//!
+//! L2 value layout for the cache: `payload || kind:u8 || soft_deadline:u64 || ttl_ms:u32`
+//! (little-endian). The segment entry itself lives `stale_ttl` longer than the
+//! soft deadline, so a fail-safe read can still find a stale value. A cached
+//! miss lives in a second, smaller segment (its own byte budget) with payload
+//! `main_stamp:u32`: it only counts while the key's stamp in the main segment
+//! still has that value, so any later set or delete of the key voids it.
+
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
+use ziggurat_core::clock::now_ms;
+use ziggurat_core::tags::TagRef;
+use ziggurat_core::Segment;
+
+use crate::convert::{err, key_bytes, tags_arg, ZigguratError};
+use crate::l1::{Entry, Watch32, Watch64, L1};
+use crate::segment::PySegment;
+
+create_exception!(
+    _native,
+    MutationError,
+    ZigguratError,
+    "A cached object was changed by its caller (raised in debug mode)."
+);
+
+const TRAILER: usize = 13;
+const KIND_VALUE: u8 = 1;
+const KIND_NEG: u8 = 2;
+const READ_TRIES: usize = 4;
+
+/// How `get` hands out cached objects.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CopyMode {
+    Shared,
+    Copy,
+    Decode,
+}
+
+/// Result kinds of `lookup`.
+pub const MISS: u8 = 0;
+pub const HIT: u8 = 1;
+pub const NEG: u8 = 2;
+pub const STALE: u8 = 3;
+
+struct Read {
+    payload: Py<PyBytes>,
+    kind: u8,
+    soft: u64,
+    ttl_ms: u32,
+    tags: Vec<Watch32>,
+}
+
+#[pyclass(module = "ziggurat._native")]
+pub struct CacheCore {
+    main: Option<Arc<Segment>>,
+    neg: Option<Arc<Segment>>,
+    l1: L1,
+    loads: Py<PyAny>,
+    dumps: Py<PyAny>,
+    mode: CopyMode,
+    debug: bool,
+    l2_hits: u64,
+    l2_misses: u64,
+    l2_stale: u64,
+    neg_hits: u64,
+    decode_errors: u64,
+}
+
+fn tag_watches(seg: &Segment, tags: &[u64], n: u8) -> Vec<Watch32> {
+    tags[..n as usize]
+        .iter()
+        .map(|&t| {
+            let r = TagRef::unpack(t);
+            Watch32 { word: seg.tag_word(r.cell) as *const _, seen: r.version }
+        })
+        .collect()
+}
+
+/// Reads a cache entry (payload + trailer) from `seg`.
+fn read_entry(py: Python<'_>, seg: &Segment, key: &[u8]) -> PyResult<Option<Read>> {
+    let kh = seg.hash(key);
+    for _ in 0..READ_TRIES {
+        match seg.probe(&kh, key) {
+            None => break,
+            Some(Err(())) => continue,
+            Some(Ok(f)) => {
+                if f.val_len < TRAILER {
+                    break; // not written by a cache: ignore
+                }
+                let n = f.val_len - TRAILER;
+                let payload = PyBytes::new_with(py, n, |buf| {
+                    let mut all = f;
+                    all.val_len = n;
+                    seg.copy_value(&all, buf);
+                    Ok(())
+                })?;
+                let mut tr = [0u8; TRAILER];
+                let mut tail = f;
+                tail.val_off += n;
+                tail.val_len = TRAILER;
+                seg.copy_value(&tail, &mut tr);
+                if seg.confirm(&kh, &f) {
+                    return Ok(Some(Read {
+                        payload: payload.unbind(),
+                        kind: tr[0],
+                        soft: u64::from_le_bytes(tr[1..9].try_into().unwrap()),
+                        ttl_ms: u32::from_le_bytes(tr[9..13].try_into().unwrap()),
+                        tags: tag_watches(seg, &f.tags, f.ntags),
+                    }));
+                }
+            }
+        }
+    }
+    seg.count(false);
+    Ok(None)
+}
+
+fn trailer(kind: u8, soft: u64, ttl_ms: u32) -> [u8; TRAILER] {
+    let mut t = [0u8; TRAILER];
+    t[0] = kind;
+    t[1..9].copy_from_slice(&soft.to_le_bytes());
+    t[9..13].copy_from_slice(&ttl_ms.to_le_bytes());
+    t
+}
+
+fn positive_ttl(ttl: f64, what: &str) -> PyResult<f64> {
+    if ttl.is_finite() && ttl > 0.0 && ttl <= 100.0 * 365.0 * 86400.0 {
+        Ok(ttl)
+    } else {
+        Err(PyValueError::new_err(format!("{what} must be a finite number of seconds > 0, got {ttl}")))
+    }
+}
+
+impl CacheCore {
+    /// Hands out a cached object according to the copy mode.
+    #[inline]
+    fn out(&self, py: Python<'_>, v: &Py<PyAny>) -> PyResult<Py<PyAny>> {
+        match self.mode {
+            CopyMode::Shared => Ok(v.clone_ref(py)),
+            CopyMode::Copy => {
+                let b = v.bind(py);
+                if let Ok(d) = b.cast_exact::<PyDict>() {
+                    Ok(d.copy()?.into_any().unbind())
+                } else if b.is_exact_instance_of::<PyList>() || b.is_exact_instance_of::<PySet>() {
+                    Ok(b.call_method0("copy")?.unbind())
+                } else {
+                    Ok(v.clone_ref(py))
+                }
+            }
+            CopyMode::Decode => Ok(self.loads.call1(py, (v.clone_ref(py),))?),
+        }
+    }
+
+    fn check_mutation(&self, py: Python<'_>, key: &Bound<'_, PyAny>, e: &Entry) -> PyResult<()> {
+        if let Some(enc) = &e.encoded {
+            let now = self.dumps.call1(py, (e.value.clone_ref(py),))?;
+            if !now.bind(py).eq(enc.bind(py))? {
+                return Err(MutationError::new_err(format!(
+                    "the cached object for key {} was mutated after it was returned; \
+                     copy it before changing it, or use copy='copy' or copy='decode'",
+                    key.repr()?
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// L1 probe. Returns the slot of a valid entry.
+    #[inline(always)]
+    fn l1_valid(&mut self, key: &Bound<'_, PyAny>, hash: u64) -> Option<usize> {
+        let i = self.l1.find(key, hash)?;
+        if self.l1.entry(i).valid(now_ms()) {
+            self.l1.mark(i);
+            Some(i)
+        } else {
+            self.l1.remove(i);
+            self.l1.stats.stale += 1;
+            None
+        }
+    }
+
+    fn decode(&mut self, py: Python<'_>, payload: &Py<PyBytes>) -> Option<Py<PyAny>> {
+        match self.loads.call1(py, (payload.clone_ref(py),)) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                // A value this process cannot decode (renamed class, other
+                // serializer) is a miss, not a failure of the request.
+                self.decode_errors += 1;
+                if self.decode_errors <= 3 {
+                    e.print(py);
+                }
+                None
+            }
+        }
+    }
+
+    /// The full read path below L1. Returns (kind, value, soft deadline, ttl_ms).
+    fn read_below(
+        &mut self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        allow_stale: bool,
+    ) -> PyResult<(u8, Option<Py<PyAny>>, u64, u32)> {
+        let Some(main) = self.main.clone() else {
+            return Ok((MISS, None, 0, 0));
+        };
+        let kb = key_bytes(key)?;
+        if kb.is_empty() || kb.len() > main.geometry().max_key as usize {
+            return Err(PyValueError::new_err("key must be 1 to 4096 bytes"));
+        }
+        let kh = main.hash(kb);
+        let stamp = main.stamp_word(&kh);
+        let s1 = stamp.load(Ordering::Acquire);
+        let epoch = main.epoch();
+        let e1 = epoch.load(Ordering::Acquire);
+        let now = now_ms();
+        if let Some(r) = read_entry(py, &main, kb)? {
+            if r.kind == KIND_VALUE {
+                let stale = r.soft != 0 && now >= r.soft;
+                if stale && !allow_stale {
+                    self.l2_misses += 1;
+                    return Ok((MISS, None, 0, 0));
+                }
+                let Some(obj) = self.decode(py, &r.payload) else {
+                    self.l2_misses += 1;
+                    return Ok((MISS, None, 0, 0));
+                };
+                if stale {
+                    self.l2_stale += 1;
+                    return Ok((STALE, Some(obj), r.soft, r.ttl_ms));
+                }
+                self.l2_hits += 1;
+                fence(Ordering::Acquire);
+                let s2 = stamp.load(Ordering::Acquire);
+                let e2 = epoch.load(Ordering::Acquire);
+                if s1 == s2 && s1 & 1 == 0 && e1 == e2 && self.l1.enabled() {
+                    let (stored, encoded) = match self.mode {
+                        CopyMode::Decode => (r.payload.clone_ref(py).into_any(), None),
+                        _ => (obj.clone_ref(py), self.debug.then(|| r.payload.clone_ref(py).into_any())),
+                    };
+                    let e = Entry::new(
+                        key.clone().unbind(),
+                        hash,
+                        stored,
+                        encoded,
+                        false,
+                        Some(Watch32 { word: stamp as *const _, seen: s1 }),
+                        Some(Watch64 { word: epoch as *const _, seen: e1 }),
+                        r.tags.into_boxed_slice(),
+                        r.soft,
+                        r.ttl_ms,
+                    );
+                    self.l1.insert(key, e);
+                }
+                let out = match self.mode {
+                    // `obj` is already a private decode: hand it out as is.
+                    CopyMode::Decode => obj,
+                    _ => self.out(py, &obj)?,
+                };
+                return Ok((HIT, Some(out), r.soft, r.ttl_ms));
+            }
+        }
+        self.l2_misses += 1;
+        // A cached miss counts only while the key's main stamp is unchanged.
+        if let Some(neg) = self.neg.clone() {
+            if s1 & 1 == 0 {
+                if let Some(r) = read_entry(py, &neg, kb)? {
+                    let pb = r.payload.bind(py).as_bytes();
+                    let fresh = r.soft == 0 || now < r.soft;
+                    if r.kind == KIND_NEG && fresh && pb.len() == 4 && u32::from_le_bytes(pb.try_into().unwrap()) == s1 {
+                        self.neg_hits += 1;
+                        let e2 = epoch.load(Ordering::Acquire);
+                        if e1 == e2 && stamp.load(Ordering::Acquire) == s1 {
+                            let e = Entry::new(
+                                key.clone().unbind(),
+                                hash,
+                                py.None(),
+                                None,
+                                true,
+                                Some(Watch32 { word: stamp as *const _, seen: s1 }),
+                                Some(Watch64 { word: epoch as *const _, seen: e1 }),
+                                r.tags.into_boxed_slice(),
+                                r.soft,
+                                r.ttl_ms,
+                            );
+                            self.l1.insert(key, e);
+                        }
+                        return Ok((NEG, None, r.soft, r.ttl_ms));
+                    }
+                }
+            }
+        }
+        Ok((MISS, None, 0, 0))
+    }
+
+    fn main_seg(&self) -> Option<&Arc<Segment>> {
+        self.main.as_ref()
+    }
+}
+
+#[pymethods]
+impl CacheCore {
+    #[new]
+    #[pyo3(signature = (main, neg, l1_items, l1_neg_items, loads, dumps, copy = "shared", debug = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        main: Option<&Bound<'_, PySegment>>,
+        neg: Option<&Bound<'_, PySegment>>,
+        l1_items: usize,
+        l1_neg_items: usize,
+        loads: Py<PyAny>,
+        dumps: Py<PyAny>,
+        copy: &str,
+        debug: bool,
+    ) -> PyResult<Self> {
+        let mode = match copy {
+            "shared" => CopyMode::Shared,
+            "copy" => CopyMode::Copy,
+            "decode" => CopyMode::Decode,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "copy must be 'shared', 'copy' or 'decode', got {other:?}"
+                )))
+            }
+        };
+        Ok(CacheCore {
+            main: main.map(|m| m.get().inner.clone()),
+            neg: neg.map(|m| m.get().inner.clone()),
+            l1: L1::new(l1_items, l1_neg_items),
+            loads,
+            dumps,
+            mode,
+            debug,
+            l2_hits: 0,
+            l2_misses: 0,
+            l2_stale: 0,
+            neg_hits: 0,
+            decode_errors: 0,
+        })
+    }
+
+    /// The cached value of `key`, or `default`.
+    #[pyo3(signature = (key, default = None))]
+    fn get(&mut self, py: Python<'_>, key: &Bound<'_, PyAny>, default: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        let hash = key.hash()? as u64;
+        if let Some(i) = self.l1_valid(key, hash) {
+            self.l1.stats.hits += 1;
+            let e = self.l1.entry(i);
+            if e.negative {
+                return Ok(default.unwrap_or_else(|| py.None()));
+            }
+            if self.debug {
+                self.check_mutation(py, key, e)?;
+            }
+            return self.out(py, &self.l1.entry(i).value);
+        }
+        if !key.is_instance_of::<PyString>() && !key.is_instance_of::<PyBytes>() {
+            return Err(PyTypeError::new_err(format!(
+                "key must be str or bytes, not {}",
+                key.get_type().name()?
+            )));
+        }
+        self.l1.stats.misses += 1;
+        match self.read_below(py, key, hash, false)? {
+            (HIT, Some(v), _, _) => Ok(v),
+            _ => Ok(default.unwrap_or_else(|| py.None())),
+        }
+    }
+
+    /// (kind, value, seconds_left, ttl_seconds) with kind 0 miss, 1 hit,
+    /// 2 cached miss, 3 stale (past its TTL, within stale_ttl).
+    fn lookup<'py>(&mut self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+        let hash = key.hash()? as u64;
+        let now = now_ms();
+        let left = |soft: u64| if soft == 0 { f64::INFINITY } else { soft.saturating_sub(now) as f64 / 1000.0 };
+        if let Some(i) = self.l1_valid(key, hash) {
+            self.l1.stats.hits += 1;
+            let e = self.l1.entry(i);
+            let (soft, ttl) = (e.deadline, e.ttl_ms);
+            if e.negative {
+                return PyTuple::new(py, [NEG.into_pyobject(py)?.into_any(), py.None().into_bound(py), left(soft).into_pyobject(py)?.into_any(), (ttl as f64 / 1000.0).into_pyobject(py)?.into_any()]);
+            }
+            if self.debug {
+                self.check_mutation(py, key, e)?;
+            }
+            let v = self.out(py, &self.l1.entry(i).value)?;
+            return PyTuple::new(py, [HIT.into_pyobject(py)?.into_any(), v.into_bound(py), left(soft).into_pyobject(py)?.into_any(), (ttl as f64 / 1000.0).into_pyobject(py)?.into_any()]);
+        }
+        self.l1.stats.misses += 1;
+        let (kind, v, soft, ttl) = self.read_below(py, key, hash, true)?;
+        let v = v.unwrap_or_else(|| py.None());
+        let left = if kind == STALE { -((now.saturating_sub(soft)) as f64 / 1000.0) } else { left(soft) };
+        PyTuple::new(py, [kind.into_pyobject(py)?.into_any(), v.into_bound(py), left.into_pyobject(py)?.into_any(), (ttl as f64 / 1000.0).into_pyobject(py)?.into_any()])
+    }
+
+    /// Encodes and stores `value`. `ttl` and `stale_ttl` in seconds.
+    #[pyo3(signature = (key, value, ttl, tags = None, stale_ttl = None))]
+    fn set(
+        &mut self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        ttl: f64,
+        tags: Option<&Bound<'_, PyAny>>,
+        stale_ttl: Option<f64>,
+    ) -> PyResult<()> {
+        let ttl = positive_ttl(ttl, "ttl")?;
+        let stale = match stale_ttl {
+            None => 0.0,
+            Some(s) => positive_ttl(s, "stale_ttl")?,
+        };
+        let kb = key_bytes(key)?;
+        let tags = tags_arg(tags)?;
+        let hash = key.hash()? as u64;
+        let enc = self.dumps.call1(py, (value,))?;
+        let enc = enc.bind(py);
+        let payload: &[u8] = match enc.cast::<PyBytes>() {
+            Ok(b) => b.as_bytes(),
+            Err(_) => return Err(PyTypeError::new_err("the serializer's dumps must return bytes")),
+        };
+        let Some(main) = self.main.clone() else {
+            // Degraded: no segment. Keep a private decoded copy in L1 only.
+            let obj = self.loads.call1(py, (enc.clone(),))?;
+            let e = Entry::new(key.clone().unbind(), hash, obj, None, false, None, None, Box::new([]), now_ms() + (ttl * 1000.0) as u64, (ttl * 1000.0) as u32);
+            self.l1.insert(key, e);
+            return Ok(());
+        };
+        let ttl_ms = (ttl * 1000.0).ceil().min(u32::MAX as f64) as u32;
+        let soft = now_ms() + ttl_ms as u64;
+        let mut buf = Vec::with_capacity(payload.len() + TRAILER);
+        buf.extend_from_slice(payload);
+        buf.extend_from_slice(&trailer(KIND_VALUE, soft, ttl_ms));
+        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
+        self.l1.discard(key, hash);
+        py.detach(|| main.set(kb, &buf, Some(ttl + stale), &tag_refs)).map_err(err)
+    }
+
+    /// Caches a miss for `key` for `ttl` seconds, valid while the key's stamp
+    /// is still `stamp` (read before the load started).
+    #[pyo3(signature = (key, ttl, stamp, tags = None))]
+    fn set_negative(&mut self, py: Python<'_>, key: &Bound<'_, PyAny>, ttl: f64, stamp: u32, tags: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let ttl = positive_ttl(ttl, "neg_ttl")?;
+        let kb = key_bytes(key)?;
+        let tags = tags_arg(tags)?;
+        let Some(neg) = self.neg.clone() else { return Ok(()) };
+        let ttl_ms = (ttl * 1000.0).ceil().min(u32::MAX as f64) as u32;
+        let mut buf = Vec::with_capacity(4 + TRAILER);
+        buf.extend_from_slice(&stamp.to_le_bytes());
+        buf.extend_from_slice(&trailer(KIND_NEG, now_ms() + ttl_ms as u64, ttl_ms));
+        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
+        py.detach(|| neg.set(kb, &buf, Some(ttl), &tag_refs)).map_err(err)
+    }
+
+    /// Removes `key` from every tier; returns whether L2 held it.
+    fn delete(&mut self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let kb = key_bytes(key)?;
+        let hash = key.hash()? as u64;
+        self.l1.discard(key, hash);
+        match self.main.clone() {
+            Some(main) => py.detach(|| main.delete(kb)).map_err(err),
+            None => Ok(false),
+        }
+    }
+
+    /// Voids every entry carrying any of `tags`, in every process.
+    fn invalidate_tags(&mut self, tags: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tags = tags_arg(Some(tags))?;
+        for seg in [&self.main, &self.neg].into_iter().flatten() {
+            for t in &tags {
+                seg.invalidate_tag(t).map_err(err)?;
+            }
+        }
+        if self.main.is_none() {
+            self.l1.clear(); // no tag versions to check against
+        }
+        Ok(())
+    }
+
+    /// Empties every tier on this host.
+    fn clear(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.l1.clear();
+        for seg in [self.main.clone(), self.neg.clone()].into_iter().flatten() {
+            py.detach(|| seg.clear()).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// Empties this process's L1 only.
+    fn clear_l1(&mut self) {
+        self.l1.clear();
+    }
+
+    /// The key's current version stamp in the main segment (0 without one).
+    fn stamp(&self, key: &Bound<'_, PyAny>) -> PyResult<u32> {
+        let kb = key_bytes(key)?;
+        Ok(self.main_seg().map_or(0, |m| m.stamp_word(&m.hash(kb)).load(Ordering::Acquire)))
+    }
+
+    /// Waits (without the GIL) for the key's stamp to move from `stamp`.
+    fn wait(&self, py: Python<'_>, key: &Bound<'_, PyAny>, stamp: u32, timeout: f64) -> PyResult<bool> {
+        let kb = key_bytes(key)?;
+        let Some(m) = self.main.clone() else { return Ok(false) };
+        let t = std::time::Duration::from_secs_f64(timeout.clamp(0.0, 86400.0));
+        py.detach(|| m.wait(kb, stamp, t)).map_err(err)
+    }
+
+    /// Whether the cache runs without a segment (L1 and loader only).
+    #[getter]
+    fn degraded(&self) -> bool {
+        self.main.is_none()
+    }
+
+    /// Counters of this process's tiers.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let s = self.l1.stats;
+        let (items, neg_items) = self.l1.counts();
+        d.set_item("l1_hits", s.hits)?;
+        d.set_item("l1_misses", s.misses)?;
+        d.set_item("l1_stale_drops", s.stale)?;
+        d.set_item("l1_evictions", s.evictions)?;
+        d.set_item("l1_fills", s.fills)?;
+        d.set_item("l1_items", items)?;
+        d.set_item("l1_negative_items", neg_items)?;
+        d.set_item("l2_hits", self.l2_hits)?;
+        d.set_item("l2_misses", self.l2_misses)?;
+        d.set_item("l2_stale_reads", self.l2_stale)?;
+        d.set_item("negative_hits", self.neg_hits)?;
+        d.set_item("decode_errors", self.decode_errors)?;
+        Ok(d)
+    }
+
+    fn __len__(&self) -> usize {
+        self.l1.len()
+    }
+}

@@ -1,0 +1,310 @@
+//! The L1 tier: live Python objects in this process, each entry validated on
+//! every hit against words in the shared segment (the key's version stamp, the
+//! segment epoch, its tags' versions) plus a deadline. A write in any process
+//! changes one of those words before it returns, so a stale L1 entry is never
+//! served after that (G1). Bounded by item count, with a separate bound for
+//! cached misses; eviction is CLOCK (FIFO with a second chance for entries hit
+//! since they were queued).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use hashbrown::HashTable;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+/// A shared word an entry validates against, with the value it had at fill time.
+/// The pointer targets the mapping of a segment that the owning `CacheCore`
+/// keeps alive (an `Arc`) for as long as the L1 exists.
+#[derive(Clone, Copy)]
+pub struct Watch32 {
+    pub word: *const AtomicU32,
+    pub seen: u32,
+}
+
+/// Like [`Watch32`] for the 64-bit epoch.
+#[derive(Clone, Copy)]
+pub struct Watch64 {
+    pub word: *const AtomicU64,
+    pub seen: u64,
+}
+
+impl Watch32 {
+    #[inline(always)]
+    fn holds(&self) -> bool {
+        // SAFETY: `word` points into a live mapping (see the type's comment),
+        // 4-aligned, accessed only atomically.
+        unsafe { (*self.word).load(Ordering::Acquire) == self.seen }
+    }
+}
+
+impl Watch64 {
+    #[inline(always)]
+    fn holds(&self) -> bool {
+        // SAFETY: as for `Watch32::holds`.
+        unsafe { (*self.word).load(Ordering::Acquire) == self.seen }
+    }
+}
+
+/// One cached object.
+pub struct Entry {
+    pub key: Py<PyAny>,
+    pub hash: u64,
+    /// The object (or its encoded bytes in decode mode); None for a cached miss.
+    pub value: Py<PyAny>,
+    /// The encoded form, kept only in debug mode to detect mutation.
+    pub encoded: Option<Py<PyAny>>,
+    pub negative: bool,
+    /// Key stamp; None when there is no segment (degraded mode).
+    pub stamp: Option<Watch32>,
+    pub epoch: Option<Watch64>,
+    pub tags: Box<[Watch32]>,
+    /// Monotonic ms after which the entry is stale (0 = never).
+    pub deadline: u64,
+    /// The TTL it was written with, in ms (for early refresh decisions).
+    pub ttl_ms: u32,
+    visited: bool,
+    /// Insert number: tells a queue position of this entry from a stale one.
+    id: u64,
+}
+
+impl Entry {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        key: Py<PyAny>,
+        hash: u64,
+        value: Py<PyAny>,
+        encoded: Option<Py<PyAny>>,
+        negative: bool,
+        stamp: Option<Watch32>,
+        epoch: Option<Watch64>,
+        tags: Box<[Watch32]>,
+        deadline: u64,
+        ttl_ms: u32,
+    ) -> Entry {
+        Entry { key, hash, value, encoded, negative, stamp, epoch, tags, deadline, ttl_ms, visited: false, id: 0 }
+    }
+
+    /// Whether the entry may be served at `now` (ms).
+    #[inline(always)]
+    pub fn valid(&self, now: u64) -> bool {
+        (self.deadline == 0 || now < self.deadline)
+            && self.stamp.is_none_or(|s| s.holds())
+            && self.epoch.is_none_or(|e| e.holds())
+            && self.tags.iter().all(|t| t.holds())
+    }
+}
+
+// SAFETY: entries hold Python objects (only touched with the GIL held, as the
+// owning pyclass guarantees) and pointers into a shared mapping that is only
+// read atomically. Nothing is tied to the creating thread.
+unsafe impl Send for Entry {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Entry {}
+
+/// Counters of the L1 tier.
+#[derive(Default, Clone, Copy)]
+pub struct L1Stats {
+    pub hits: u64,
+    pub misses: u64,
+    pub stale: u64,
+    pub evictions: u64,
+    pub fills: u64,
+}
+
+/// The per-process table.
+pub struct L1 {
+    table: HashTable<usize>,
+    slots: Vec<Option<Entry>>,
+    free: Vec<usize>,
+    queue: VecDeque<(usize, u64)>,
+    neg_queue: VecDeque<(usize, u64)>,
+    next_id: u64,
+    cap: usize,
+    neg_cap: usize,
+    len: usize,
+    neg_len: usize,
+    pub stats: L1Stats,
+}
+
+/// Whether two keys are equal: identity first, then str contents, then `==`.
+#[inline(always)]
+fn same_key(a: &Bound<'_, PyAny>, b: &Py<PyAny>) -> bool {
+    if a.as_ptr() == b.as_ptr() {
+        return true;
+    }
+    let b = b.bind(a.py());
+    if let (Ok(x), Ok(y)) = (a.cast::<PyString>(), b.cast::<PyString>()) {
+        return match (x.to_str(), y.to_str()) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => false,
+        };
+    }
+    a.eq(b).unwrap_or(false)
+}
+
+impl L1 {
+    /// A table for at most `cap` objects and `neg_cap` cached misses.
+    pub fn new(cap: usize, neg_cap: usize) -> L1 {
+        L1 {
+            table: HashTable::with_capacity(cap.min(1 << 16)),
+            slots: Vec::new(),
+            free: Vec::new(),
+            queue: VecDeque::new(),
+            neg_queue: VecDeque::new(),
+            next_id: 0,
+            cap,
+            neg_cap,
+            len: 0,
+            neg_len: 0,
+            stats: L1Stats::default(),
+        }
+    }
+
+    /// Whether the tier holds anything at all (cap 0 disables it).
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.cap > 0
+    }
+
+    pub fn len(&self) -> usize {
+        self.len + self.neg_len
+    }
+
+    /// The slot of `key`, if present (valid or not).
+    #[inline(always)]
+    pub fn find(&self, key: &Bound<'_, PyAny>, hash: u64) -> Option<usize> {
+        self.table
+            .find(hash, |&i| match &self.slots[i] {
+                Some(e) => e.hash == hash && same_key(key, &e.key),
+                None => false,
+            })
+            .copied()
+    }
+
+    #[inline(always)]
+    pub fn entry(&self, i: usize) -> &Entry {
+        self.slots[i].as_ref().expect("live slot")
+    }
+
+    #[inline(always)]
+    pub fn mark(&mut self, i: usize) {
+        if let Some(e) = self.slots[i].as_mut() {
+            e.visited = true;
+        }
+    }
+
+    /// Drops the entry in slot `i`.
+    pub fn remove(&mut self, i: usize) {
+        if let Some(e) = self.slots[i].take() {
+            let hash = e.hash;
+            if let Ok(o) = self.table.find_entry(hash, |&j| j == i) {
+                o.remove();
+            }
+            if e.negative {
+                self.neg_len -= 1;
+            } else {
+                self.len -= 1;
+            }
+            self.free.push(i);
+            // The queue keeps the stale index; it is skipped when reached.
+        }
+    }
+
+    /// Removes `key` if present.
+    pub fn discard(&mut self, key: &Bound<'_, PyAny>, hash: u64) {
+        if let Some(i) = self.find(key, hash) {
+            self.remove(i);
+        }
+    }
+
+    /// Inserts or replaces an entry, evicting to stay within the bounds.
+    pub fn insert(&mut self, key: &Bound<'_, PyAny>, mut e: Entry) {
+        let negative = e.negative;
+        self.next_id += 1;
+        e.id = self.next_id;
+        let id = e.id;
+        if !self.enabled() || (negative && self.neg_cap == 0) {
+            return;
+        }
+        if let Some(i) = self.find(key, e.hash) {
+            self.remove(i);
+        }
+        while (negative && self.neg_len >= self.neg_cap) || (!negative && self.len >= self.cap) {
+            if !self.evict_one(negative) {
+                break;
+            }
+        }
+        let hash = e.hash;
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(e);
+                i
+            }
+            None => {
+                self.slots.push(Some(e));
+                self.slots.len() - 1
+            }
+        };
+        let slots = &self.slots;
+        self.table.insert_unique(hash, i, |&j| slots[j].as_ref().map_or(0, |e| e.hash));
+        if negative {
+            self.neg_len += 1;
+            self.neg_queue.push_back((i, id));
+        } else {
+            self.len += 1;
+            self.queue.push_back((i, id));
+        }
+        self.stats.fills += 1;
+        self.compact();
+    }
+
+    /// Drops queue positions of removed entries once they outnumber the live ones.
+    fn compact(&mut self) {
+        let slots = &self.slots;
+        let live = |&(i, id): &(usize, u64)| slots[i].as_ref().is_some_and(|e| e.id == id);
+        if self.queue.len() > 2 * self.len + 64 {
+            self.queue.retain(live);
+        }
+        if self.neg_queue.len() > 2 * self.neg_len + 64 {
+            self.neg_queue.retain(live);
+        }
+    }
+
+    /// CLOCK step over one queue; returns false if the queue is empty.
+    fn evict_one(&mut self, negative: bool) -> bool {
+        loop {
+            let q = if negative { &mut self.neg_queue } else { &mut self.queue };
+            let Some((i, id)) = q.pop_front() else { return false };
+            let Some(e) = self.slots[i].as_mut() else { continue };
+            if e.id != id {
+                continue; // removed since it was queued; the slot was reused
+            }
+            if e.visited {
+                e.visited = false;
+                let q = if negative { &mut self.neg_queue } else { &mut self.queue };
+                q.push_back((i, id));
+                continue;
+            }
+            self.remove(i);
+            self.stats.evictions += 1;
+            return true;
+        }
+    }
+
+    /// Empties the table.
+    pub fn clear(&mut self) {
+        self.table.clear();
+        self.slots.clear();
+        self.free.clear();
+        self.queue.clear();
+        self.neg_queue.clear();
+        self.len = 0;
+        self.neg_len = 0;
+    }
+
+    /// Object entries and cached-miss entries held.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.len, self.neg_len)
+    }
+}

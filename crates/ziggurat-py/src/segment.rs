@@ -1,0 +1,290 @@
+//! `ziggurat.Segment`: the L2 tier alone, with str/bytes keys and bytes values.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use ziggurat_core::{failpoint, Options, Segment};
+
+use crate::convert::{err, key_bytes, size_arg, tags_arg, ttl_arg, value_bytes, SegmentError};
+
+/// Reads that keep meeting concurrent writes are reported as misses after this many tries.
+const READ_TRIES: usize = 4;
+
+/// A shared-memory segment, attached by name. See the package documentation.
+#[pyclass(name = "Segment", module = "ziggurat._native", frozen)]
+pub struct PySegment {
+    pub(crate) inner: Arc<Segment>,
+    name: String,
+    closed: AtomicBool,
+}
+
+impl PySegment {
+    #[inline]
+    pub(crate) fn seg(&self) -> PyResult<&Arc<Segment>> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(SegmentError::new_err("the segment is closed"));
+        }
+        Ok(&self.inner)
+    }
+}
+
+/// Reads `key` into a new bytes object: lock-free, retried a few times when a
+/// writer moves the entry mid-copy, then a miss.
+pub(crate) fn read_bytes<'py>(py: Python<'py>, seg: &Segment, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let kh = seg.hash(key);
+    for _ in 0..READ_TRIES {
+        match seg.probe(&kh, key) {
+            None => break,
+            Some(Err(())) => continue,
+            Some(Ok(f)) => {
+                let b = PyBytes::new_with(py, f.val_len, |buf| {
+                    seg.copy_value(&f, buf);
+                    Ok(())
+                })?;
+                if seg.confirm(&kh, &f) {
+                    return Ok(Some(b));
+                }
+            }
+        }
+    }
+    seg.count(false);
+    Ok(None)
+}
+
+fn check_key_len(seg: &Segment, key: &[u8]) -> PyResult<()> {
+    if key.is_empty() {
+        return Err(PyValueError::new_err("key must not be empty"));
+    }
+    let max = seg.geometry().max_key as usize;
+    if key.len() > max {
+        return Err(PyValueError::new_err(format!("key is {} bytes, the maximum is {max}", key.len())));
+    }
+    Ok(())
+}
+
+#[pymethods]
+impl PySegment {
+    #[new]
+    #[pyo3(signature = (name, size = None, *, directory = "/dev/shm", recreate = false, avg_item_size = 128, shards = None, lock_timeout = 0.5))]
+    fn new(
+        py: Python<'_>,
+        name: &str,
+        size: Option<&Bound<'_, PyAny>>,
+        directory: &str,
+        recreate: bool,
+        avg_item_size: u64,
+        shards: Option<u32>,
+        lock_timeout: f64,
+    ) -> PyResult<Self> {
+        let size = match size {
+            Some(s) if !s.is_none() => size_arg(s)?,
+            _ => 64 << 20,
+        };
+        if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
+            return Err(PyValueError::new_err("lock_timeout must be a finite number of seconds > 0"));
+        }
+        let opts = Options {
+            size,
+            directory: PathBuf::from(directory),
+            recreate,
+            avg_item_size,
+            shards,
+            lock_timeout: Duration::from_secs_f64(lock_timeout.min(3600.0)),
+        };
+        let name_owned = name.to_string();
+        let seg = py.detach(move || Segment::open(&name_owned, &opts)).map_err(err)?;
+        Ok(PySegment { inner: Arc::new(seg), name: name.to_string(), closed: AtomicBool::new(false) })
+    }
+
+    /// The segment's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Path of the segment file.
+    #[getter]
+    fn path(&self) -> String {
+        self.inner.path().display().to_string()
+    }
+
+    /// Size of the segment file in bytes.
+    #[getter]
+    fn size(&self) -> u64 {
+        self.inner.geometry().file_size
+    }
+
+    /// Longest key accepted, in bytes.
+    #[getter]
+    fn max_key_size(&self) -> u32 {
+        self.inner.geometry().max_key
+    }
+
+    /// Longest value accepted, in bytes.
+    #[getter]
+    fn max_value_size(&self) -> u32 {
+        self.inner.geometry().max_value
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// The value of `key` as bytes, or None.
+    fn get<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let seg = self.seg()?;
+        let k = key_bytes(key)?;
+        check_key_len(seg, k)?;
+        read_bytes(py, seg, k)
+    }
+
+    /// Stores `value` under `key`, evicting as needed.
+    #[pyo3(signature = (key, value, *, ttl = None, tags = None))]
+    fn set(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let seg = self.seg()?;
+        let k = key_bytes(key)?;
+        let v = value_bytes(value)?;
+        let ttl = ttl_arg(ttl)?;
+        let tags = tags_arg(tags)?;
+        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
+        py.detach(|| seg.set(k, v, ttl, &tag_refs)).map_err(err)
+    }
+
+    /// Stores `value` only if `key` has no live entry; returns whether it did.
+    #[pyo3(signature = (key, value, *, ttl = None, tags = None))]
+    fn add(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let seg = self.seg()?;
+        let k = key_bytes(key)?;
+        let v = value_bytes(value)?;
+        let ttl = ttl_arg(ttl)?;
+        let tags = tags_arg(tags)?;
+        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
+        py.detach(|| seg.add(k, v, ttl, &tag_refs)).map_err(err)
+    }
+
+    /// Removes `key`; returns whether it was present.
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let seg = self.seg()?;
+        let k = key_bytes(key)?;
+        py.detach(|| seg.delete(k)).map_err(err)
+    }
+
+    /// Makes every entry carrying `tag` a miss in every process.
+    fn invalidate_tag(&self, tag: &Bound<'_, PyAny>) -> PyResult<()> {
+        let seg = self.seg()?;
+        let Ok(t) = tag.cast::<pyo3::types::PyString>() else {
+            return Err(PyTypeError::new_err("tag must be a str"));
+        };
+        seg.invalidate_tag(t.to_str()?.as_bytes()).map_err(err)
+    }
+
+    /// Removes every entry.
+    fn clear(&self, py: Python<'_>) -> PyResult<()> {
+        let seg = self.seg()?;
+        py.detach(|| seg.clear()).map_err(err)
+    }
+
+    /// The version stamp of `key` (even when no write is in progress).
+    fn stamp(&self, key: &Bound<'_, PyAny>) -> PyResult<u32> {
+        let seg = self.seg()?;
+        let k = key_bytes(key)?;
+        check_key_len(seg, k)?;
+        Ok(seg.stamp_word(&seg.hash(k)).load(Ordering::Acquire))
+    }
+
+    /// Sleeps (without the GIL) until `key`'s stamp differs from `stamp` or
+    /// `timeout` seconds pass; returns whether it changed.
+    fn wait(&self, py: Python<'_>, key: &Bound<'_, PyAny>, stamp: u32, timeout: f64) -> PyResult<bool> {
+        let seg = self.seg()?;
+        let k = key_bytes(key)?;
+        if !(timeout.is_finite() && timeout >= 0.0) {
+            return Err(PyValueError::new_err("timeout must be a finite number of seconds >= 0"));
+        }
+        let t = Duration::from_secs_f64(timeout.min(86400.0));
+        py.detach(|| seg.wait(k, stamp, t)).map_err(err)
+    }
+
+    /// Host-wide counters and sizes.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.inner.stats() {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Checks every shard (taking each lock briefly); with `repair`, fixes what
+    /// it finds. Returns {"ok", "problems", "repaired", "entries"}.
+    #[pyo3(signature = (repair = true))]
+    fn verify<'py>(&self, py: Python<'py>, repair: bool) -> PyResult<Bound<'py, PyDict>> {
+        let seg = self.seg()?;
+        let rep = py.detach(|| seg.verify(repair)).map_err(err)?;
+        let d = PyDict::new(py);
+        d.set_item("ok", rep.problems.is_empty())?;
+        d.set_item("problems", PyList::new(py, &rep.problems)?)?;
+        d.set_item("repaired", rep.repaired)?;
+        d.set_item("entries", rep.entries)?;
+        Ok(d)
+    }
+
+    /// Detaches this handle; later calls raise SegmentError. The data stays for
+    /// the other processes.
+    fn close(&self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            self.inner.flush_counts();
+        }
+    }
+
+    /// Removes the segment file. Processes already attached keep their mapping.
+    fn unlink(&self) -> PyResult<()> {
+        self.inner.unlink().map_err(err)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(&self, _a: &Bound<'_, PyAny>, _b: &Bound<'_, PyAny>, _c: &Bound<'_, PyAny>) {
+        self.close();
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<ziggurat.Segment {:?} at {}>", self.name, self.inner.path().display())
+    }
+
+    /// Test hook: the next write in this process that reaches `point`
+    /// ("locked", "appended", "stamp_odd", "published", "evict") kills the
+    /// process with SIGKILL while it holds the shard lock. None disarms.
+    #[pyo3(signature = (point))]
+    fn _crash_at(&self, point: Option<&str>) -> PyResult<()> {
+        match point {
+            None => failpoint::arm(None),
+            Some(p) => match failpoint::Point::parse(p) {
+                Some(pt) => failpoint::arm(Some(pt)),
+                None => return Err(PyValueError::new_err(format!("unknown crash point {p:?}"))),
+            },
+        }
+        Ok(())
+    }
+}

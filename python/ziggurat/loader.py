@@ -1,0 +1,402 @@
+"""Loader coordination: one load per key per host at a time.
+
+Within a process, threads wait on a per-key lock and asyncio tasks on a per-key future.
+Across processes, the first caller takes a lease (an ``add`` of a hidden key in the segment,
+with a TTL of ``loader_timeout`` and the holder's pid as value); the others sleep on the
+lease key's version stamp, which the segment wakes with a futex when the holder removes the
+lease after storing the value. A holder that dies is noticed (its pid is gone) and the lease
+is taken over; a holder that is alive but slow holds the others at most ``loader_timeout``.
+
+    >>> LoaderStats().as_dict()["calls"]
+    0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ziggurat._native import Segment, ZigguratError
+
+if TYPE_CHECKING:
+    from ziggurat.cache import Cache
+
+log = logging.getLogger("ziggurat")
+
+_HIT, _NEG = 1, 2
+_SLICE = 0.25  # seconds between liveness checks of a lease holder
+
+
+class LoadTimeout(ZigguratError):
+    """Another caller's loader for the key did not finish within ``loader_timeout``.
+
+    >>> issubclass(LoadTimeout, ZigguratError)
+    True
+    """
+
+
+class LoaderStats:
+    """Counters of the loader tier, for ``Cache.stats()``.
+
+    >>> s = LoaderStats(); s.record(0.5, ok=True); s.as_dict()["calls"]
+    1
+    """
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.errors = 0
+        self.total_seconds = 0.0
+        self.max_seconds = 0.0
+        self.stale_served = 0
+        self.waits = 0
+        self.takeovers = 0
+        self.refreshes = 0
+
+    def record(self, seconds: float, *, ok: bool) -> None:
+        """Counts one loader call."""
+        self.calls += 1
+        if not ok:
+            self.errors += 1
+        self.total_seconds += seconds
+        self.max_seconds = max(self.max_seconds, seconds)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counters as a dict, with the mean latency."""
+        return {
+            "calls": self.calls,
+            "errors": self.errors,
+            "mean_seconds": self.total_seconds / self.calls if self.calls else 0.0,
+            "max_seconds": self.max_seconds,
+            "stale_served": self.stale_served,
+            "waits": self.waits,
+            "takeovers": self.takeovers,
+            "refreshes": self.refreshes,
+        }
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _hidden(kind: bytes, key: str | bytes) -> bytes:
+    raw = key.encode() if isinstance(key, str) else key
+    if len(raw) > 3000:
+        raw = b"#" + hashlib.blake2b(raw, digest_size=20).digest()
+    return b"\x00" + kind + b":" + raw
+
+
+class Flight:
+    """Single-flight loading for one ``Cache``."""
+
+    def __init__(self, cache: Cache) -> None:
+        self.cache = cache
+        self._guard = threading.Lock()
+        self._locks: dict[str | bytes, list[Any]] = {}
+        self._futures: dict[tuple[int, str | bytes], asyncio.Future[Any]] = {}
+        self._refreshing: set[str | bytes] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._pid = str(os.getpid()).encode()
+
+    # -- shared pieces ---------------------------------------------------------------------
+
+    def _seg(self) -> Segment | None:
+        return self.cache._segment
+
+    def _lookup(self, key: str | bytes) -> tuple[bool, Any]:
+        kind, value, _, _ = self.cache._core.lookup(key)
+        if kind == _HIT:
+            return True, value
+        if kind == _NEG:
+            return True, None
+        return False, None
+
+    def _try_lease(self, seg: Segment, lk: bytes) -> bool:
+        if os.getpid() != int(self._pid):  # forked since: the lease must name this process
+            self._pid = str(os.getpid()).encode()
+        try:
+            return seg.add(lk, self._pid, ttl=self.cache.loader_timeout)
+        except ZigguratError as e:
+            log.warning("ziggurat: cannot take a load lease (%s); loading without one", e)
+            return True
+
+    def _drop_lease(self, seg: Segment, lk: bytes) -> None:
+        try:
+            seg.delete(lk)
+        except ZigguratError as e:  # the lease then expires after loader_timeout
+            log.warning("ziggurat: cannot release a load lease: %s", e)
+
+    def _holder_dead(self, seg: Segment, lk: bytes) -> bool:
+        holder = seg.get(lk)
+        if holder is None:
+            return False
+        try:
+            return not _pid_alive(int(holder))
+        except ValueError:
+            return True
+
+    def _run(
+        self, key: str | bytes, loader: Callable[[], Any], args: tuple[Any, ...], stale: Any
+    ) -> Any:
+        ttl, tags, neg_ttl, stale_ttl, missing = args
+        stamp = self.cache._core.stamp(key)
+        t0 = time.perf_counter()
+        try:
+            value = loader()
+        except Exception:
+            self.cache.loader_stats.record(time.perf_counter() - t0, ok=False)
+            if stale is not missing:
+                self.cache.loader_stats.stale_served += 1
+                log.warning("ziggurat: loader for %r failed; serving the stale value", key)
+                return stale
+            raise
+        self.cache.loader_stats.record(time.perf_counter() - t0, ok=True)
+        self.cache._store_loaded(key, value, ttl, tags, neg_ttl, stale_ttl, stamp)
+        return value
+
+    # -- threads and processes -------------------------------------------------------------
+
+    def load(
+        self,
+        key: str | bytes,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        tags: tuple[str, ...],
+        neg_ttl: float | None,
+        stale_ttl: float | None,
+        stale: Any,
+    ) -> Any:
+        """Loads ``key`` once per host, or waits for the caller already loading it."""
+        from ziggurat.cache import _MISSING
+
+        args = (ttl, tags, neg_ttl, stale_ttl, _MISSING)
+        with self._guard:
+            entry = self._locks.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        lock: threading.Lock = entry[0]
+        try:
+            if not lock.acquire(timeout=self.cache.loader_timeout):
+                raise LoadTimeout(f"the load of {key!r} did not finish within loader_timeout")
+            try:
+                found, value = self._lookup(key)
+                if found:
+                    return value
+                return self._load_host(key, loader, args, stale)
+            finally:
+                lock.release()
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    self._locks.pop(key, None)
+
+    def _load_host(
+        self, key: str | bytes, loader: Callable[[], Any], args: tuple[Any, ...], stale: Any
+    ) -> Any:
+        seg = self._seg()
+        if seg is None:
+            return self._run(key, loader, args, stale)
+        lk = _hidden(b"lease", key)
+        deadline = time.monotonic() + self.cache.loader_timeout
+        while True:
+            seen = seg.stamp(lk)
+            if self._try_lease(seg, lk):
+                try:
+                    return self._run(key, loader, args, stale)
+                finally:
+                    self._drop_lease(seg, lk)
+            self.cache.loader_stats.waits += 1
+            found, value = self._lookup(key)
+            if found:
+                return value
+            if self._holder_dead(seg, lk):
+                self.cache.loader_stats.takeovers += 1
+                self._drop_lease(seg, lk)
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LoadTimeout(
+                    f"another process's load of {key!r} did not finish within loader_timeout"
+                )
+            seg.wait(lk, seen, min(_SLICE, left))
+            found, value = self._lookup(key)
+            if found:
+                return value
+
+    def refresh(
+        self,
+        key: str | bytes,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        tags: tuple[str, ...],
+        neg_ttl: float | None,
+        stale_ttl: float | None,
+    ) -> None:
+        """Starts one background reload of ``key`` per host (early refresh)."""
+        from ziggurat.cache import _MISSING
+
+        seg = self._seg()
+        rk = _hidden(b"refresh", key)
+        with self._guard:
+            if key in self._refreshing:
+                return
+            if seg is not None and not self._try_lease(seg, rk):
+                return
+            self._refreshing.add(key)
+        self.cache.loader_stats.refreshes += 1
+        args = (ttl, tags, neg_ttl, stale_ttl, _MISSING)
+
+        def work() -> None:
+            try:
+                self._run(key, loader, args, _MISSING)
+            except Exception as e:
+                log.warning("ziggurat: background refresh of %r failed: %s", key, e)
+            finally:
+                with self._guard:
+                    self._refreshing.discard(key)
+                if seg is not None:
+                    self._drop_lease(seg, rk)
+
+        threading.Thread(target=work, name="ziggurat-refresh", daemon=True).start()
+
+    # -- asyncio ---------------------------------------------------------------------------
+
+    async def _arun(
+        self,
+        key: str | bytes,
+        loader: Callable[[], Awaitable[Any]],
+        args: tuple[Any, ...],
+        stale: Any,
+    ) -> Any:
+        ttl, tags, neg_ttl, stale_ttl, missing = args
+        stamp = self.cache._core.stamp(key)
+        t0 = time.perf_counter()
+        try:
+            value = await loader()
+        except Exception:
+            self.cache.loader_stats.record(time.perf_counter() - t0, ok=False)
+            if stale is not missing:
+                self.cache.loader_stats.stale_served += 1
+                log.warning("ziggurat: loader for %r failed; serving the stale value", key)
+                return stale
+            raise
+        self.cache.loader_stats.record(time.perf_counter() - t0, ok=True)
+        self.cache._store_loaded(key, value, ttl, tags, neg_ttl, stale_ttl, stamp)
+        return value
+
+    async def aload(
+        self,
+        key: str | bytes,
+        loader: Callable[[], Awaitable[Any]],
+        ttl: float | None,
+        tags: tuple[str, ...],
+        neg_ttl: float | None,
+        stale_ttl: float | None,
+        stale: Any,
+    ) -> Any:
+        """``load`` for asyncio: one task per key per event loop, one load per host."""
+        from ziggurat.cache import _MISSING
+
+        loop = asyncio.get_running_loop()
+        fk = (id(loop), key)
+        fut = self._futures.get(fk)
+        if fut is not None:
+            return await asyncio.shield(fut)
+        fut = loop.create_future()
+        self._futures[fk] = fut
+        try:
+            value = await self._aload_host(key, loader, (ttl, tags, neg_ttl, stale_ttl, _MISSING), stale)
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # retrieved: waiters re-raise it, nobody else must
+            raise
+        else:
+            fut.set_result(value)
+            return value
+        finally:
+            self._futures.pop(fk, None)
+
+    async def _aload_host(
+        self,
+        key: str | bytes,
+        loader: Callable[[], Awaitable[Any]],
+        args: tuple[Any, ...],
+        stale: Any,
+    ) -> Any:
+        seg = self._seg()
+        if seg is None:
+            return await self._arun(key, loader, args, stale)
+        lk = _hidden(b"lease", key)
+        deadline = time.monotonic() + self.cache.loader_timeout
+        loop = asyncio.get_running_loop()
+        while True:
+            seen = seg.stamp(lk)
+            if self._try_lease(seg, lk):
+                try:
+                    return await self._arun(key, loader, args, stale)
+                finally:
+                    self._drop_lease(seg, lk)
+            self.cache.loader_stats.waits += 1
+            found, value = self._lookup(key)
+            if found:
+                return value
+            if self._holder_dead(seg, lk):
+                self.cache.loader_stats.takeovers += 1
+                self._drop_lease(seg, lk)
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LoadTimeout(
+                    f"another process's load of {key!r} did not finish within loader_timeout"
+                )
+            await loop.run_in_executor(None, seg.wait, lk, seen, min(_SLICE, left))
+            found, value = self._lookup(key)
+            if found:
+                return value
+
+    def arefresh(
+        self,
+        key: str | bytes,
+        loader: Callable[[], Awaitable[Any]],
+        ttl: float | None,
+        tags: tuple[str, ...],
+        neg_ttl: float | None,
+        stale_ttl: float | None,
+    ) -> None:
+        """Starts one background reload of ``key`` per host, as an asyncio task."""
+        from ziggurat.cache import _MISSING
+
+        seg = self._seg()
+        rk = _hidden(b"refresh", key)
+        if key in self._refreshing:
+            return
+        if seg is not None and not self._try_lease(seg, rk):
+            return
+        self._refreshing.add(key)
+        self.cache.loader_stats.refreshes += 1
+        args = (ttl, tags, neg_ttl, stale_ttl, _MISSING)
+
+        async def work() -> None:
+            try:
+                await self._arun(key, loader, args, _MISSING)
+            except Exception as e:
+                log.warning("ziggurat: background refresh of %r failed: %s", key, e)
+            finally:
+                self._refreshing.discard(key)
+                if seg is not None:
+                    self._drop_lease(seg, rk)
+
+        task = asyncio.get_running_loop().create_task(work())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
