@@ -10,7 +10,8 @@ class Segment:
     """One shared-memory segment (the L2 tier), attached by name.
 
     Arguments:
-        name: segment name, [A-Za-z0-9._-]{1,100}; the file is ``{directory}/ziggurat.{name}.v{LAYOUT}``.
+        name: segment name, [A-Za-z0-9._-]{1,100};
+            the file is ``{directory}/ziggurat.{name}.v{LAYOUT}``.
         size: byte budget of the whole file (int bytes).
         directory: where the file lives, default "/dev/shm".
         recreate: replace a foreign, corrupt or incompatible file instead of refusing it.

@@ -1,16 +1,15 @@
 """``Cache``: the multi-level cache applications use.
 
-    >>> cache = Cache("doc-cache", size="8MiB", ttl=60)
-    >>> cache.fetch("answer", lambda: 42)
-    42
-    >>> cache.get("answer")
-    42
-    >>> cache.unlink()
+>>> cache = Cache("doc-cache", size="8MiB", ttl=60)
+>>> cache.fetch("answer", lambda: 42)
+42
+>>> cache.get("answer")
+42
+>>> cache.unlink()
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import logging
@@ -21,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 from ziggurat import _native
 from ziggurat._native import CacheCore, MutationError, Segment, ZigguratError
-from ziggurat.loader import Flight, LoadTimeout, LoaderStats
+from ziggurat.loader import Flight, LoaderStats, LoadTimeout
 from ziggurat.serializers import Serializer, resolve
 
 __all__ = ["Cache", "LoadTimeout", "MutationError", "Namespace"]
@@ -164,7 +163,9 @@ class Cache:
             if self._segment is not None:
                 self._segment.close()
             self._segment = self._neg = None
-            msg = f"ziggurat cache {name!r} runs without its shared segment (L1 and loader only): {e}"
+            msg = (
+                f"ziggurat cache {name!r} runs without its shared segment (L1 and loader only): {e}"
+            )
             log.warning(msg)
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
         self._core = CacheCore(
@@ -240,7 +241,7 @@ class Cache:
         >>> c.unlink()
         """
         _check_key(key)
-        t = _ttl(ttl, self.ttl, "ttl")
+        t = _ttl(ttl, self.ttl, "ttl") or self.ttl
         tg = _tags(tags)
         try:
             self._core.set(key, value, t, tg, self.stale_ttl)
@@ -248,7 +249,11 @@ class Cache:
             self._write_failed("set", key, e)
 
     def set_many(
-        self, mapping: Mapping[str | bytes, Any], *, ttl: float | None = None, tags: Iterable[str] = ()
+        self,
+        mapping: Mapping[str | bytes, Any],
+        *,
+        ttl: float | None = None,
+        tags: Iterable[str] = (),
     ) -> None:
         """Stores every item of ``mapping``.
 
@@ -256,7 +261,7 @@ class Cache:
         2
         >>> c.unlink()
         """
-        t = _ttl(ttl, self.ttl, "ttl")
+        t = _ttl(ttl, self.ttl, "ttl") or self.ttl
         tg = _tags(tags)
         for k in mapping:
             _check_key(k)
@@ -609,7 +614,9 @@ class Namespace:
         tags = (*_tags(kw.pop("tags", ())), self._tag)
         return self.cache.fetch(self._k(key), loader, tags=tags, **kw)
 
-    async def afetch(self, key: str | bytes, loader: Callable[[], Awaitable[Any]], **kw: Any) -> Any:
+    async def afetch(
+        self, key: str | bytes, loader: Callable[[], Awaitable[Any]], **kw: Any
+    ) -> Any:
         """``Cache.afetch`` within the namespace."""
         tags = (*_tags(kw.pop("tags", ())), self._tag)
         return await self.cache.afetch(self._k(key), loader, tags=tags, **kw)
@@ -617,4 +624,3 @@ class Namespace:
     def clear(self) -> None:
         """Voids every entry of this namespace in every process."""
         self.cache.invalidate_tags(self._tag)
-

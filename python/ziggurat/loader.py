@@ -316,7 +316,9 @@ class Flight:
         fut = loop.create_future()
         self._futures[fk] = fut
         try:
-            value = await self._aload_host(key, loader, (ttl, tags, neg_ttl, stale_ttl, _MISSING), stale)
+            value = await self._aload_host(
+                key, loader, (ttl, tags, neg_ttl, stale_ttl, _MISSING), stale
+            )
         except BaseException as e:
             fut.set_exception(e)
             fut.exception()  # retrieved: waiters re-raise it, nobody else must

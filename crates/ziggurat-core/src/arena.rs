@@ -37,7 +37,11 @@ pub struct Header {
 #[inline]
 fn check_byte(val_len: u32, key_len: u16, ntags: u8, flags: u8) -> u8 {
     let v = val_len.to_le_bytes();
-    CHECK_SALT ^ v[0] ^ v[1].rotate_left(1) ^ v[2].rotate_left(2) ^ v[3].rotate_left(3)
+    CHECK_SALT
+        ^ v[0]
+        ^ v[1].rotate_left(1)
+        ^ v[2].rotate_left(2)
+        ^ v[3].rotate_left(3)
         ^ (key_len as u8).rotate_left(4)
         ^ ((key_len >> 8) as u8).rotate_left(5)
         ^ (ntags << 4 | flags)
@@ -77,7 +81,12 @@ impl Header {
 
     /// A PAD record of `len` bytes.
     pub fn pad(len: u64) -> Header {
-        Header { val_len: len as u32, key_len: 0, ntags: 0, flags: PAD }
+        Header {
+            val_len: len as u32,
+            key_len: 0,
+            ntags: 0,
+            flags: PAD,
+        }
     }
 
     /// Whether this is a PAD record.
@@ -98,7 +107,11 @@ impl Header {
         if self.is_pad() {
             return self.val_len as u64;
         }
-        record_len(self.meta_len(), self.key_len as usize, self.val_len as usize)
+        record_len(
+            self.meta_len(),
+            self.key_len as usize,
+            self.val_len as usize,
+        )
     }
 }
 
@@ -239,7 +252,12 @@ mod tests {
 
     #[test]
     fn header_roundtrip_and_check() {
-        let h = Header { val_len: 90, key_len: 8, ntags: 2, flags: HAS_EXPIRY };
+        let h = Header {
+            val_len: 90,
+            key_len: 8,
+            ntags: 2,
+            flags: HAS_EXPIRY,
+        };
         let w = h.encode();
         assert_eq!(Header::decode(w), Some(h));
         assert_eq!(h.meta_len(), 8 + 8 + 16);
@@ -256,7 +274,13 @@ mod tests {
 
     #[test]
     fn logical_positions() {
-        let r = Ring { id: RingId::Small, head_off: 0, tail_off: 8, data: 0, cap: 1000 };
+        let r = Ring {
+            id: RingId::Small,
+            head_off: 0,
+            tail_off: 8,
+            data: 0,
+            cap: 1000,
+        };
         assert_eq!(r.logical(2500, 400), Some(2400));
         assert_eq!(r.logical(2500, 600), Some(1600));
         assert_eq!(r.logical(2500, 500), Some(1500));

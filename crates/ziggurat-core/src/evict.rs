@@ -40,7 +40,9 @@ impl Shard<'_> {
                 let pad = ring.cap - hp;
                 if free >= pad {
                     let h = Header::pad(pad);
-                    self.shm.u64_at(ring.at(hp)).store(h.encode(), Ordering::Relaxed);
+                    self.shm
+                        .u64_at(ring.at(hp))
+                        .store(h.encode(), Ordering::Relaxed);
                     ring.head(self.shm).store(head + pad, Ordering::Release);
                     continue;
                 }
@@ -57,7 +59,8 @@ impl Shard<'_> {
         let ring = self.ring(id);
         self.shm.write(ring.at(at), bytes);
         let head = ring.head(self.shm).load(Ordering::Relaxed);
-        ring.head(self.shm).store(head + bytes.len() as u64, Ordering::Release);
+        ring.head(self.shm)
+            .store(head + bytes.len() as u64, Ordering::Release);
         at
     }
 
@@ -65,7 +68,11 @@ impl Shard<'_> {
     fn fits_without_eviction(&self, id: RingId, len: u64) -> bool {
         let ring = self.ring(id);
         let hp = ring.head(self.shm).load(Ordering::Relaxed) % ring.cap;
-        let pad = if hp + len > ring.cap { ring.cap - hp } else { 0 };
+        let pad = if hp + len > ring.cap {
+            ring.cap - hp
+        } else {
+            0
+        };
         ring.free(self.shm) >= pad + len
     }
 
@@ -154,9 +161,7 @@ impl Shard<'_> {
     }
 
     fn ghost_cell(&self, bucket: u32, i: usize) -> &std::sync::atomic::AtomicU32 {
-        let off = self.base
-            + self.g.ghost_rel as usize
-            + (bucket as usize * GHOST_CELLS + i) * 4;
+        let off = self.base + self.g.ghost_rel as usize + (bucket as usize * GHOST_CELLS + i) * 4;
         self.shm.u32_at(off)
     }
 

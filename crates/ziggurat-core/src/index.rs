@@ -34,11 +34,8 @@ pub const PAIR_SLOTS: usize = 16;
 #[inline]
 pub fn pack(fp: u16, freq: u8, ring: RingId, phys: u64) -> u64 {
     debug_assert!(phys % 8 == 0 && phys / 8 <= OFF_MASK && freq <= FREQ_MAX);
-    VALID
-        | (fp as u64) << FP_SHIFT
-        | (freq as u64) << FREQ_SHIFT
-        | if ring == RingId::Main { RING_BIT } else { 0 }
-        | phys / 8
+    let ring_bit = if ring == RingId::Main { RING_BIT } else { 0 };
+    VALID | ((fp as u64) << FP_SHIFT) | ((freq as u64) << FREQ_SHIFT) | ring_bit | (phys / 8)
 }
 
 /// Fingerprint of a slot word.
@@ -122,7 +119,10 @@ impl crate::shard::Shard<'_> {
         let mut out = Located::default();
         for i in 0..PAIR_SLOTS {
             let off = self.slot_off(pair, i);
-            let w = self.shm.u64_at(off).load(std::sync::atomic::Ordering::Acquire);
+            let w = self
+                .shm
+                .u64_at(off)
+                .load(std::sync::atomic::Ordering::Acquire);
             if w == 0 {
                 out.empty.get_or_insert(off);
                 continue;
@@ -154,7 +154,10 @@ impl crate::shard::Shard<'_> {
         let pair = kh.pair(self.g.npairs);
         (0..PAIR_SLOTS).find_map(|i| {
             let off = self.slot_off(pair, i);
-            let w = self.shm.u64_at(off).load(std::sync::atomic::Ordering::Acquire);
+            let w = self
+                .shm
+                .u64_at(off)
+                .load(std::sync::atomic::Ordering::Acquire);
             (w != 0 && ring(w) == id && phys(w) == at).then_some((off, w))
         })
     }
@@ -162,6 +165,8 @@ impl crate::shard::Shard<'_> {
     /// Replaces a slot's word, whatever frequency a reader bumped meanwhile.
     #[inline]
     pub fn publish(&self, slot_off: usize, w: u64) {
-        self.shm.u64_at(slot_off).swap(w, std::sync::atomic::Ordering::Release);
+        self.shm
+            .u64_at(slot_off)
+            .swap(w, std::sync::atomic::Ordering::Release);
     }
 }

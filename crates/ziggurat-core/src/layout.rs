@@ -165,7 +165,7 @@ pub struct Geometry {
 }
 
 const fn align(x: u64, a: u64) -> u64 {
-    (x + a - 1) / a * a
+    x.div_ceil(a) * a
 }
 
 fn largest_pow2_le(x: u64) -> u64 {
@@ -206,7 +206,8 @@ impl Geometry {
             None => largest_pow2_le(size / (8 << 20)).clamp(1, 64) as u32,
         };
         let est_entries = (size / avg_item).max(1024);
-        let nstamps = (est_entries.min(u32::MAX as u64 / 2) / nshards as u64 * nshards as u64) as u32;
+        let nstamps =
+            (est_entries.min(u32::MAX as u64 / 2) / nshards as u64 * nshards as u64) as u32;
         let ntags = largest_pow2_le(size / 2048).clamp(1024, 65536) as u32;
         let stamps_off = HEADER_SIZE as u64;
         let tags_off = align(stamps_off + 4 * nstamps as u64, 64);
@@ -224,7 +225,10 @@ impl Geometry {
         let ghost_buckets = (entries * 9 / 10).div_ceil(GHOST_CELLS as u64).max(1) as u32;
         let index_rel = SHARD_HDR as u64;
         let ghost_rel = index_rel + npairs as u64 * 2 * 64;
-        let small_rel = align(ghost_rel + ghost_buckets as u64 * 4 * GHOST_CELLS as u64, 64);
+        let small_rel = align(
+            ghost_rel + ghost_buckets as u64 * 4 * GHOST_CELLS as u64,
+            64,
+        );
         if small_rel + 64 * 1024 > stride {
             return Err(Error::Invalid(format!(
                 "size {size} leaves no room for data; give more bytes or a larger avg_item_size"
@@ -239,7 +243,9 @@ impl Geometry {
             )));
         }
         let main_rel = small_rel + small_cap;
-        let max_value = (main_cap / 4).saturating_sub(MAX_KEY as u64 + 256).min(64 << 20) as u32;
+        let max_value = (main_cap / 4)
+            .saturating_sub(MAX_KEY as u64 + 256)
+            .min(64 << 20) as u32;
         Ok(Geometry {
             file_size: shards_off + stride * nshards as u64,
             nshards,
@@ -271,14 +277,23 @@ impl Geometry {
     /// Checks the relations a valid geometry must satisfy (used on attach, so a
     /// header that checksums but lies cannot send offsets out of the file).
     pub fn check(&self, actual_file_size: u64) -> Result<()> {
-        let bad = |what: &str| Err(Error::Corrupt(format!("header geometry is invalid: {what}")));
+        let bad = |what: &str| {
+            Err(Error::Corrupt(format!(
+                "header geometry is invalid: {what}"
+            )))
+        };
         if self.file_size != actual_file_size {
             return bad("file size differs from the header");
         }
         if self.nshards == 0 || !self.nshards.is_power_of_two() || self.nshards > 256 {
             return bad("shard count");
         }
-        if self.npairs == 0 || self.nstamps < self.nshards || self.nstamps % self.nshards != 0 || self.ntags == 0 || self.ghost_buckets == 0 {
+        if self.npairs == 0
+            || self.nstamps < self.nshards
+            || self.nstamps % self.nshards != 0
+            || self.ntags == 0
+            || self.ghost_buckets == 0
+        {
             return bad("zero-sized table");
         }
         if self.stamps_off != HEADER_SIZE as u64

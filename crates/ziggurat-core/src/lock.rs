@@ -35,8 +35,14 @@ pub unsafe fn init(m: *mut libc::pthread_mutex_t) -> io::Result<()> {
     let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
     check(libc::pthread_mutexattr_init(&mut attr))?;
     let r = (|| {
-        check(libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED))?;
-        check(libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST))?;
+        check(libc::pthread_mutexattr_setpshared(
+            &mut attr,
+            libc::PTHREAD_PROCESS_SHARED,
+        ))?;
+        check(libc::pthread_mutexattr_setrobust(
+            &mut attr,
+            libc::PTHREAD_MUTEX_ROBUST,
+        ))?;
         check(libc::pthread_mutex_init(m, &attr))
     })();
     libc::pthread_mutexattr_destroy(&mut attr);
@@ -55,7 +61,10 @@ pub unsafe fn lock(m: *mut libc::pthread_mutex_t, timeout: Duration) -> Result<L
         libc::EBUSY => {}
         e => return Err(LockError::Os(io::Error::from_raw_os_error(e))),
     }
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     libc::clock_gettime(libc::CLOCK_REALTIME, &mut now);
     let total = now.tv_nsec as u128 + timeout.as_nanos();
     let abs = libc::timespec {
@@ -113,7 +122,10 @@ mod tests {
                     matches!(lock(m, Duration::from_millis(20)), Err(LockError::Timeout))
                 }
             });
-            assert!(h.join().unwrap(), "a held lock must time out in another thread");
+            assert!(
+                h.join().unwrap(),
+                "a held lock must time out in another thread"
+            );
             unlock(m);
         }
     }

@@ -59,7 +59,11 @@ impl Shard<'_> {
             let tail = r.tail(self.shm).load(Ordering::Relaxed);
             // Keep positions growing (readers compare logical positions); if
             // they are nonsense, restart both past anything a reader may hold.
-            let pos = if tail <= head && head - tail <= r.cap { head } else { head.max(tail) + r.cap };
+            let pos = if tail <= head && head - tail <= r.cap {
+                head
+            } else {
+                head.max(tail) + r.cap
+            };
             r.head(self.shm).store(pos, Ordering::Release);
             r.tail(self.shm).store(pos, Ordering::Release);
         }
@@ -75,7 +79,9 @@ impl Shard<'_> {
             if i < self.g.nstamps {
                 let st = self.stamp(i);
                 if stamps::is_odd(st.load(Ordering::Acquire)) {
-                    rep.problems.push(format!("shard {sh}: stamp {i} left odd by an interrupted write"));
+                    rep.problems.push(format!(
+                        "shard {sh}: stamp {i} left odd by an interrupted write"
+                    ));
                     if fix {
                         st.fetch_add(1, Ordering::SeqCst);
                         stamps::futex_wake(st);
@@ -94,7 +100,9 @@ impl Shard<'_> {
             let head = r.head(self.shm).load(Ordering::Acquire);
             let tail = r.tail(self.shm).load(Ordering::Acquire);
             if tail > head || head - tail > r.cap || head % 8 != 0 || tail % 8 != 0 {
-                broken = Some(format!("shard {sh}: {id:?} ring positions are inconsistent"));
+                broken = Some(format!(
+                    "shard {sh}: {id:?} ring positions are inconsistent"
+                ));
                 break;
             }
             let mut pos = tail;
@@ -133,19 +141,22 @@ impl Shard<'_> {
                     continue;
                 }
                 let target = (index::ring(w), index::phys(w));
-                let ok = w & index::VALID != 0 && starts.contains(&target) && seen.insert(target) && {
-                    let r = self.ring(target.0);
-                    r.header(self.shm, target.1).is_some_and(|(h, _)| {
-                        let kh = KeyHash::new(self.seed, &r.key(self.shm, target.1, &h));
-                        kh.shard(self.g.nshards) == sh
-                            && kh.pair(self.g.npairs) == pair
-                            && kh.fingerprint() == index::fp(w)
-                    })
-                };
+                let ok =
+                    w & index::VALID != 0 && starts.contains(&target) && seen.insert(target) && {
+                        let r = self.ring(target.0);
+                        r.header(self.shm, target.1).is_some_and(|(h, _)| {
+                            let kh = KeyHash::new(self.seed, &r.key(self.shm, target.1, &h));
+                            kh.shard(self.g.nshards) == sh
+                                && kh.pair(self.g.npairs) == pair
+                                && kh.fingerprint() == index::fp(w)
+                        })
+                    };
                 if ok {
                     rep.entries += 1;
                 } else {
-                    rep.problems.push(format!("shard {sh}: index slot {pair}/{i} points to no record of its key"));
+                    rep.problems.push(format!(
+                        "shard {sh}: index slot {pair}/{i} points to no record of its key"
+                    ));
                     if fix {
                         slot.store(0, Ordering::Release);
                         rep.repaired += 1;
@@ -154,7 +165,8 @@ impl Shard<'_> {
             }
         }
         if fix {
-            self.stat(Stat::Entries).store(rep.entries, Ordering::Relaxed);
+            self.stat(Stat::Entries)
+                .store(rep.entries, Ordering::Relaxed);
         }
         rep
     }

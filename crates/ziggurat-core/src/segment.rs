@@ -88,7 +88,9 @@ fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 100
         && !name.starts_with('.')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 fn random_u64() -> u64 {
@@ -127,10 +129,14 @@ impl Segment {
             )));
         }
         if opts.lock_timeout.is_zero() || opts.lock_timeout > Duration::from_secs(3600) {
-            return Err(Error::Invalid("lock_timeout must be > 0 and at most 3600 seconds".into()));
+            return Err(Error::Invalid(
+                "lock_timeout must be > 0 and at most 3600 seconds".into(),
+            ));
         }
         let geom = Geometry::compute(opts.size, opts.avg_item_size, opts.shards)?;
-        let path = opts.directory.join(format!("ziggurat.{name}.v{LAYOUT_VERSION}"));
+        let path = opts
+            .directory
+            .join(format!("ziggurat.{name}.v{LAYOUT_VERSION}"));
         for _ in 0..5 {
             match OpenOptions::new()
                 .read(true)
@@ -157,9 +163,16 @@ impl Segment {
             {
                 Ok(f) => f,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::Io(format!("cannot open segment file {}", path.display()), e)),
+                Err(e) => {
+                    return Err(Error::Io(
+                        format!("cannot open segment file {}", path.display()),
+                        e,
+                    ))
+                }
             };
-            let meta = file.metadata().map_err(io_err(format!("cannot stat {}", path.display())))?;
+            let meta = file
+                .metadata()
+                .map_err(io_err(format!("cannot stat {}", path.display())))?;
             // SAFETY: geteuid has no preconditions.
             let me = unsafe { libc::geteuid() };
             if meta.uid() != me {
@@ -171,7 +184,10 @@ impl Segment {
                 )));
             }
             if !meta.file_type().is_file() {
-                return Err(Error::Permission(format!("{} is not a regular file", path.display())));
+                return Err(Error::Permission(format!(
+                    "{} is not a regular file",
+                    path.display()
+                )));
             }
             if meta.permissions().mode() & 0o077 != 0 && !opts.recreate {
                 return Err(Error::Permission(format!(
@@ -182,13 +198,17 @@ impl Segment {
                 )));
             }
             // The creator holds an exclusive flock while it initialises; wait for it.
-            flock(&file, libc::LOCK_EX).map_err(io_err(format!("cannot lock {}", path.display())))?;
+            flock(&file, libc::LOCK_EX)
+                .map_err(io_err(format!("cannot lock {}", path.display())))?;
             match Self::attach(&file, &path, meta.len()) {
                 Ok((shm, g, seed)) => {
                     let _ = flock(&file, libc::LOCK_UN);
                     return Ok(Segment::assemble(shm, file, path, g, seed, opts));
                 }
-                Err(e) if opts.recreate || matches!(e, Error::Corrupt(ref m) if m.starts_with("incomplete")) => {
+                Err(e)
+                    if opts.recreate
+                        || matches!(e, Error::Corrupt(ref m) if m.starts_with("incomplete")) =>
+                {
                     // A file whose creator died mid-way, or one we were told to replace.
                     let _ = std::fs::remove_file(&path);
                     let _ = flock(&file, libc::LOCK_UN);
@@ -209,12 +229,22 @@ impl Segment {
             }
         }
         Err(Error::Io(
-            format!("segment file {} keeps being replaced by another process", path.display()),
+            format!(
+                "segment file {} keeps being replaced by another process",
+                path.display()
+            ),
             io::Error::from(io::ErrorKind::WouldBlock),
         ))
     }
 
-    fn assemble(shm: Shm, file: File, path: PathBuf, g: Geometry, seed: u64, opts: &Options) -> Segment {
+    fn assemble(
+        shm: Shm,
+        file: File,
+        path: PathBuf,
+        g: Geometry,
+        seed: u64,
+        opts: &Options,
+    ) -> Segment {
         Segment {
             shm,
             _file: file,
@@ -239,7 +269,10 @@ impl Segment {
         // SAFETY: a valid descriptor; posix_fallocate has no memory arguments.
         let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, g.file_size as libc::off_t) };
         if rc != 0 {
-            let dir = path.parent().map(|p| p.display().to_string()).unwrap_or_default();
+            let dir = path
+                .parent()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
             return Err(fail(Error::Io(
                 format!(
                     "no room for a {} byte segment in {dir}: free space there, give a smaller size, \
@@ -258,7 +291,8 @@ impl Segment {
             let m = shm.addr(g.shard_off(s) + S_MUTEX) as *mut libc::pthread_mutex_t;
             // SAFETY: the mutex area is 64 zeroed, 64-aligned bytes of a file no
             // other process can use yet (state is not READY, and we hold the flock).
-            unsafe { lock::init(m) }.map_err(|e| fail(Error::Io("cannot initialise a shard lock".into(), e)))?;
+            unsafe { lock::init(m) }
+                .map_err(|e| fail(Error::Io("cannot initialise a shard lock".into(), e)))?;
         }
         shm.write(H_MAGIC, &MAGIC);
         put32(H_VERSION, LAYOUT_VERSION);
@@ -294,7 +328,9 @@ impl Segment {
 
     fn attach(file: &File, path: &Path, file_len: u64) -> Result<(Shm, Geometry, u64)> {
         if file_len < HEADER_SIZE as u64 || file_len % 8 != 0 {
-            return Err(Error::Corrupt(format!("incomplete file of {file_len} bytes")));
+            return Err(Error::Corrupt(format!(
+                "incomplete file of {file_len} bytes"
+            )));
         }
         let shm = Shm::map(file, file_len as usize)
             .map_err(|e| Error::Io(format!("cannot map {}", path.display()), e))?;
@@ -303,10 +339,14 @@ impl Segment {
         let get64 = |off: usize| shm.u64_at(off).load(Ordering::Acquire);
         let get32 = |off: usize| shm.u32_at(off).load(Ordering::Acquire);
         if magic == [0u8; 8] && get32(H_STATE) == 0 {
-            return Err(Error::Corrupt("incomplete: its creator stopped before finishing".into()));
+            return Err(Error::Corrupt(
+                "incomplete: its creator stopped before finishing".into(),
+            ));
         }
         if magic != MAGIC {
-            return Err(Error::Corrupt("it is not a ziggurat segment (foreign magic)".into()));
+            return Err(Error::Corrupt(
+                "it is not a ziggurat segment (foreign magic)".into(),
+            ));
         }
         let v = get32(H_VERSION);
         if v != LAYOUT_VERSION {
@@ -317,7 +357,9 @@ impl Segment {
         let mut hdr = vec![0u8; H_CHECKSUM];
         shm.read_racy(0, &mut hdr);
         if checksum(&hdr) != get64(H_CHECKSUM) {
-            return Err(Error::Corrupt("its header checksum does not match (the header is damaged)".into()));
+            return Err(Error::Corrupt(
+                "its header checksum does not match (the header is damaged)".into(),
+            ));
         }
         match get32(H_STATE) {
             STATE_READY => {}
@@ -367,7 +409,13 @@ impl Segment {
 
     #[inline]
     fn shard(&self, s: u32) -> Shard<'_> {
-        Shard { shm: &self.shm, g: &self.g, seed: self.seed, id: s, base: self.g.shard_off(s) }
+        Shard {
+            shm: &self.shm,
+            g: &self.g,
+            seed: self.seed,
+            id: s,
+            base: self.g.shard_off(s),
+        }
     }
 
     #[inline]
@@ -390,13 +438,15 @@ impl Segment {
     /// Stamp word by index (`idx < nstamps`).
     #[inline]
     pub fn stamp_at(&self, idx: u32) -> &AtomicU32 {
-        self.shm.u32_at(self.g.stamps_off as usize + 4 * idx as usize)
+        self.shm
+            .u32_at(self.g.stamps_off as usize + 4 * idx as usize)
     }
 
     /// Version word of a tag cell (`cell < ntags`).
     #[inline]
     pub fn tag_word(&self, cell: u32) -> &AtomicU32 {
-        self.shm.u32_at(self.g.tags_off as usize + 4 * cell as usize)
+        self.shm
+            .u32_at(self.g.tags_off as usize + 4 * cell as usize)
     }
 
     /// The tag cell of a tag name.
@@ -459,7 +509,11 @@ impl Segment {
     /// Counts a hit or a miss in this process, flushing to the segment now and then.
     #[inline]
     pub fn count(&self, hit: bool) {
-        let c = if hit { &self.local_hits } else { &self.local_misses };
+        let c = if hit {
+            &self.local_hits
+        } else {
+            &self.local_misses
+        };
         // Only this process touches these; a plain load+store is enough.
         let n = c.load(Ordering::Relaxed) + 1;
         c.store(n, Ordering::Relaxed);
@@ -498,7 +552,11 @@ impl Segment {
                 Some(Ok(f)) => {
                     let v = make(f.val_len, &|dst: &mut [u8]| self.copy_value(&f, dst));
                     if self.confirm(&kh, &f) {
-                        let meta = ReadMeta { expiry: f.expiry, ntags: f.ntags, tags: f.tags };
+                        let meta = ReadMeta {
+                            expiry: f.expiry,
+                            ntags: f.ntags,
+                            tags: f.tags,
+                        };
                         return Ok(Some((v, meta)));
                     }
                 }
@@ -522,7 +580,10 @@ impl Segment {
     /// Resolves tag names to references with their current versions.
     pub fn tag_refs(&self, tags: &[&[u8]]) -> Result<Vec<u64>> {
         if tags.len() > MAX_TAGS {
-            return Err(Error::Invalid(format!("at most {MAX_TAGS} tags per entry, got {}", tags.len())));
+            return Err(Error::Invalid(format!(
+                "at most {MAX_TAGS} tags per entry, got {}",
+                tags.len()
+            )));
         }
         let mut out = Vec::with_capacity(tags.len());
         for t in tags {
@@ -530,7 +591,10 @@ impl Segment {
                 return Err(Error::Invalid("a tag must not be empty".into()));
             }
             if t.len() > self.g.max_key as usize {
-                return Err(Error::Invalid(format!("a tag is at most {} bytes", self.g.max_key)));
+                return Err(Error::Invalid(format!(
+                    "a tag is at most {} bytes",
+                    self.g.max_key
+                )));
             }
             let cell = self.tag_cell(t);
             let version = self.tag_word(cell).load(Ordering::Acquire);
@@ -545,10 +609,12 @@ impl Segment {
     /// Checks a TTL in seconds: finite and > 0.
     pub fn check_ttl(ttl: Option<f64>) -> Result<()> {
         match ttl {
-            Some(t) if !(t.is_finite() && t > 0.0) => {
-                Err(Error::Invalid(format!("ttl must be a finite number of seconds > 0, got {t}")))
+            Some(t) if !(t.is_finite() && t > 0.0) => Err(Error::Invalid(format!(
+                "ttl must be a finite number of seconds > 0, got {t}"
+            ))),
+            Some(t) if t > 100.0 * 365.0 * 86400.0 => {
+                Err(Error::Invalid("ttl must be at most 100 years".into()))
             }
-            Some(t) if t > 100.0 * 365.0 * 86400.0 => Err(Error::Invalid("ttl must be at most 100 years".into())),
             _ => Ok(()),
         }
     }
@@ -557,9 +623,15 @@ impl Segment {
         let sh = self.shard(s);
         // SAFETY: the mutex was initialised at creation and lives in our mapping.
         match unsafe { lock::lock(sh.mutex(), self.lock_timeout) } {
-            Ok(Locked::Clean) => Ok(Guard { sh, owner_died: false }),
+            Ok(Locked::Clean) => Ok(Guard {
+                sh,
+                owner_died: false,
+            }),
             Ok(Locked::OwnerDied) => {
-                let mut g = Guard { sh, owner_died: true };
+                let mut g = Guard {
+                    sh,
+                    owner_died: true,
+                };
                 let rep = sh.repair(true);
                 sh.bump(Stat::LockRepairs, 1);
                 if rep.reset {
@@ -590,7 +662,14 @@ impl Segment {
         self.write(key, value, ttl, tags, true)
     }
 
-    fn write(&self, key: &[u8], value: &[u8], ttl: Option<f64>, tags: &[&[u8]], only_if_absent: bool) -> Result<bool> {
+    fn write(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        ttl: Option<f64>,
+        tags: &[&[u8]],
+        only_if_absent: bool,
+    ) -> Result<bool> {
         self.check_key(key)?;
         if value.is_empty() {
             return Err(Error::Invalid("value must not be empty".into()));
@@ -675,11 +754,15 @@ impl Segment {
     fn live(&self, sh: &Shard<'_>, w: u64) -> bool {
         let ring = sh.ring(index::ring(w));
         let phys = index::phys(w);
-        let Some((h, expiry)) = ring.header(&self.shm, phys) else { return false };
+        let Some((h, expiry)) = ring.header(&self.shm, phys) else {
+            return false;
+        };
         if expiry != 0 && expiry <= now_ms() {
             return false;
         }
-        let tags: Vec<u64> = (0..h.ntags as usize).map(|t| ring.tag(&self.shm, phys, &h, t)).collect();
+        let tags: Vec<u64> = (0..h.ntags as usize)
+            .map(|t| ring.tag(&self.shm, phys, &h, t))
+            .collect();
         sh.tags_current(&tags)
     }
 
@@ -724,7 +807,9 @@ impl Segment {
         }
         let cell = self.tag_cell(tag);
         self.tag_word(cell).fetch_add(1, Ordering::SeqCst);
-        self.shm.u64_at(H_TAG_INVALIDATIONS).fetch_add(1, Ordering::Relaxed);
+        self.shm
+            .u64_at(H_TAG_INVALIDATIONS)
+            .fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -784,7 +869,10 @@ impl Segment {
         let g = &self.g;
         out.extend([
             ("bytes_used", used),
-            ("bytes_capacity", (g.small_cap + g.main_cap) * g.nshards as u64),
+            (
+                "bytes_capacity",
+                (g.small_cap + g.main_cap) * g.nshards as u64,
+            ),
             ("file_size", g.file_size),
             ("shards", g.nshards as u64),
             ("index_slots", g.npairs as u64 * 16 * g.nshards as u64),
@@ -793,7 +881,10 @@ impl Segment {
             ("shard_stride", g.shard_stride),
             ("max_value_size", g.max_value as u64),
             ("epoch", self.epoch().load(Ordering::Relaxed)),
-            ("tag_invalidations", self.shm.u64_at(H_TAG_INVALIDATIONS).load(Ordering::Relaxed)),
+            (
+                "tag_invalidations",
+                self.shm.u64_at(H_TAG_INVALIDATIONS).load(Ordering::Relaxed),
+            ),
             ("clears", self.shm.u64_at(H_CLEARS).load(Ordering::Relaxed)),
         ]);
         out
@@ -819,7 +910,10 @@ impl Segment {
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::Io(format!("cannot remove {}", self.path.display()), e)),
+            Err(e) => Err(Error::Io(
+                format!("cannot remove {}", self.path.display()),
+                e,
+            )),
         }
     }
 }

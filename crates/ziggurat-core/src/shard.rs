@@ -48,7 +48,12 @@ impl<'a> Shard<'a> {
     #[inline]
     pub fn ring(&self, id: RingId) -> Ring {
         let (h, t, rel, cap) = match id {
-            RingId::Small => (S_SMALL_HEAD, S_SMALL_TAIL, self.g.small_rel, self.g.small_cap),
+            RingId::Small => (
+                S_SMALL_HEAD,
+                S_SMALL_TAIL,
+                self.g.small_rel,
+                self.g.small_cap,
+            ),
             RingId::Main => (S_MAIN_HEAD, S_MAIN_TAIL, self.g.main_rel, self.g.main_cap),
         };
         Ring {
@@ -95,12 +100,14 @@ impl<'a> Shard<'a> {
 
     #[inline]
     pub fn stamp(&self, idx: u32) -> &'a AtomicU32 {
-        self.shm.u32_at(self.g.stamps_off as usize + 4 * idx as usize)
+        self.shm
+            .u32_at(self.g.stamps_off as usize + 4 * idx as usize)
     }
 
     #[inline]
     pub fn tag_cell(&self, cell: u32) -> &'a AtomicU32 {
-        self.shm.u32_at(self.g.tags_off as usize + 4 * cell as usize)
+        self.shm
+            .u32_at(self.g.tags_off as usize + 4 * cell as usize)
     }
 
     #[inline]
@@ -144,7 +151,9 @@ impl<'a> Shard<'a> {
                 !index::same_target(w, w2)
             };
             let head = ring.head(self.shm).load(Ordering::Acquire);
-            let (Some(logical), Some((h, expiry))) = (ring.logical(head, phys), ring.header(self.shm, phys)) else {
+            let (Some(logical), Some((h, expiry))) =
+                (ring.logical(head, phys), ring.header(self.shm, phys))
+            else {
                 if moved() {
                     return Probe::Unstable;
                 }
@@ -172,7 +181,11 @@ impl<'a> Shard<'a> {
                 tags,
             };
             if (expiry != 0 && expiry <= now) || !self.tags_current(&tags[..h.ntags as usize]) {
-                return if self.stable(&f) { Probe::Miss } else { Probe::Unstable };
+                return if self.stable(&f) {
+                    Probe::Miss
+                } else {
+                    Probe::Unstable
+                };
             }
             return Probe::Hit(f);
         }
@@ -195,7 +208,8 @@ impl<'a> Shard<'a> {
         let slot = self.shm.u64_at(f.slot);
         let w = slot.load(Ordering::Relaxed);
         if index::same_target(w, f.word) && index::freq(w) < index::FREQ_MAX {
-            let _ = slot.compare_exchange(w, w + index::FREQ_ONE, Ordering::Relaxed, Ordering::Relaxed);
+            let _ =
+                slot.compare_exchange(w, w + index::FREQ_ONE, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 }

@@ -33,7 +33,11 @@ impl Shm {
     pub fn map(file: &File, len: usize) -> io::Result<Self> {
         let map = MmapOptions::new().len(len).map_raw(file)?;
         let ptr = map.as_mut_ptr();
-        Ok(Shm { _map: map, ptr, len })
+        Ok(Shm {
+            _map: map,
+            ptr,
+            len,
+        })
     }
 
     /// Length of the mapping in bytes.
@@ -51,7 +55,10 @@ impl Shm {
     /// The 8-byte word at `off` as an atomic.
     #[inline]
     pub fn u64_at(&self, off: usize) -> &AtomicU64 {
-        assert!(off % 8 == 0 && off + 8 <= self.len, "u64 offset {off} out of range");
+        assert!(
+            off % 8 == 0 && off + 8 <= self.len,
+            "u64 offset {off} out of range"
+        );
         // SAFETY: the offset is 8-aligned and inside the mapping (checked above);
         // the mapping outlives `&self`, and the word is only ever accessed atomically
         // or by the lock holder's bulk writes, which readers re-validate.
@@ -61,7 +68,10 @@ impl Shm {
     /// The 4-byte word at `off` as an atomic.
     #[inline]
     pub fn u32_at(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.len, "u32 offset {off} out of range");
+        assert!(
+            off % 4 == 0 && off + 4 <= self.len,
+            "u32 offset {off} out of range"
+        );
         // SAFETY: 4-aligned and in range (checked above); same reasoning as `u64_at`.
         unsafe { &*(self.ptr.add(off) as *const AtomicU32) }
     }
@@ -135,5 +145,4 @@ impl Shm {
         // SAFETY: in range (checked above); same exclusivity argument as `write`.
         unsafe { std::ptr::write_bytes(self.ptr.add(off), 0, len) }
     }
-
 }

@@ -89,6 +89,9 @@ mod tests {
             futex_wait(&w, 2, Duration::from_secs(5));
         }
         h.join().unwrap();
-        assert!(t.elapsed() < Duration::from_secs(2), "the wake must end the wait early");
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "the wake must end the wait early"
+        );
     }
 }

@@ -24,7 +24,10 @@ impl TagRef {
     /// Unpacks the record's 8-byte form.
     #[inline]
     pub fn unpack(w: u64) -> TagRef {
-        TagRef { cell: w as u32, version: (w >> 32) as u32 }
+        TagRef {
+            cell: w as u32,
+            version: (w >> 32) as u32,
+        }
     }
 }
 
@@ -40,7 +43,10 @@ mod tests {
 
     #[test]
     fn pack_roundtrip() {
-        let t = TagRef { cell: 77, version: u32::MAX };
+        let t = TagRef {
+            cell: 77,
+            version: u32::MAX,
+        };
         assert_eq!(TagRef::unpack(t.pack()), t);
         assert!(cell(1, 1024, b"user:1") < 1024);
     }

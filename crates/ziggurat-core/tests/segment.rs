@@ -17,7 +17,11 @@ impl Dir {
         Dir(p)
     }
     fn opts(&self, size: u64) -> Options {
-        Options { size, directory: self.0.clone(), ..Options::default() }
+        Options {
+            size,
+            directory: self.0.clone(),
+            ..Options::default()
+        }
     }
 }
 
@@ -38,8 +42,12 @@ fn set_get_overwrite_delete() {
     assert_eq!(seg.get(b"a").unwrap(), None);
     seg.set(b"a", b"one", None, &[]).unwrap();
     assert_eq!(seg.get(b"a").unwrap().as_deref(), Some(&b"one"[..]));
-    seg.set(b"a", b"a much longer value than before", None, &[]).unwrap();
-    assert_eq!(seg.get(b"a").unwrap().as_deref(), Some(&b"a much longer value than before"[..]));
+    seg.set(b"a", b"a much longer value than before", None, &[])
+        .unwrap();
+    assert_eq!(
+        seg.get(b"a").unwrap().as_deref(),
+        Some(&b"a much longer value than before"[..])
+    );
     seg.set(b"a", b"x", None, &[]).unwrap();
     assert_eq!(seg.get(b"a").unwrap().as_deref(), Some(&b"x"[..]));
     assert_eq!(stat(&seg, "entries"), 1);
@@ -72,7 +80,8 @@ fn ttl_tags_clear() {
     let d = Dir::new("ttl");
     let seg = Segment::open("ttl", &d.opts(4 << 20)).unwrap();
     seg.set(b"short", b"v", Some(0.03), &[]).unwrap();
-    seg.set(b"long", b"v", Some(100.0), &[b"t1", b"t2"]).unwrap();
+    seg.set(b"long", b"v", Some(100.0), &[b"t1", b"t2"])
+        .unwrap();
     seg.set(b"other", b"v", None, &[b"t2"]).unwrap();
     assert!(seg.get(b"short").unwrap().is_some());
     std::thread::sleep(Duration::from_millis(60));
@@ -84,10 +93,22 @@ fn ttl_tags_clear() {
     seg.clear().unwrap();
     assert!(seg.get(b"other").unwrap().is_none());
     assert_eq!(seg.epoch().load(Ordering::SeqCst), e0 + 1);
-    assert!(matches!(seg.set(b"x", b"v", Some(0.0), &[]), Err(Error::Invalid(_))));
-    assert!(matches!(seg.set(b"x", b"v", Some(f64::NAN), &[]), Err(Error::Invalid(_))));
-    assert!(matches!(seg.set(b"", b"v", None, &[]), Err(Error::Invalid(_))));
-    assert!(matches!(seg.set(b"x", b"", None, &[]), Err(Error::Invalid(_))));
+    assert!(matches!(
+        seg.set(b"x", b"v", Some(0.0), &[]),
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        seg.set(b"x", b"v", Some(f64::NAN), &[]),
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        seg.set(b"", b"v", None, &[]),
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        seg.set(b"x", b"", None, &[]),
+        Err(Error::Invalid(_))
+    ));
 }
 
 #[test]
@@ -110,7 +131,11 @@ fn any_value_up_to_the_maximum_fits_and_model_agrees() {
         let val: Vec<u8> = (0..size).map(|j| (j as u64 ^ x) as u8).collect();
         seg.set(&key, &val, None, &[]).unwrap();
         model.insert(key.clone(), val.clone());
-        assert_eq!(seg.get(&key).unwrap().as_deref(), Some(&val[..]), "fresh write must read back");
+        assert_eq!(
+            seg.get(&key).unwrap().as_deref(),
+            Some(&val[..]),
+            "fresh write must read back"
+        );
     }
     // Whatever survived eviction must be the newest value.
     let mut kept = 0;
@@ -156,11 +181,21 @@ fn damaged_index_is_found_and_repaired() {
     let d = Dir::new("index");
     let seg = Segment::open("idx", &d.opts(4 << 20)).unwrap();
     for i in 0..2000 {
-        seg.set(format!("key{i}").as_bytes(), format!("value{i}").as_bytes(), None, &[]).unwrap();
+        seg.set(
+            format!("key{i}").as_bytes(),
+            format!("value{i}").as_bytes(),
+            None,
+            &[],
+        )
+        .unwrap();
     }
     let g = *seg.geometry();
     // Scribble over part of shard 0's index through a second mapping.
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(seg.path()).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(seg.path())
+        .unwrap();
     let map = unsafe { memmap2::MmapMut::map_mut(&f).unwrap() };
     let mut map = map;
     let start = (g.shards_off + g.index_rel) as usize;

@@ -5,7 +5,12 @@ use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyString};
 
-create_exception!(_native, ZigguratError, PyException, "Base class of ziggurat's errors.");
+create_exception!(
+    _native,
+    ZigguratError,
+    PyException,
+    "Base class of ziggurat's errors."
+);
 create_exception!(
     _native,
     SegmentError,
@@ -74,7 +79,9 @@ pub fn ttl_arg(ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
     if t.is_none() {
         return Ok(None);
     }
-    if t.is_instance_of::<PyBool>() || !(t.is_instance_of::<PyInt>() || t.is_instance_of::<PyFloat>()) {
+    if t.is_instance_of::<PyBool>()
+        || !(t.is_instance_of::<PyInt>() || t.is_instance_of::<PyFloat>())
+    {
         return Err(PyTypeError::new_err(format!(
             "ttl must be a number of seconds or None, not {}",
             t.get_type().name()?
@@ -88,20 +95,30 @@ pub fn ttl_arg(ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
 /// A tags argument: an iterable of non-empty str (a lone str is refused, as it
 /// would silently become one tag per character).
 pub fn tags_arg(tags: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Vec<u8>>> {
-    let Some(tags) = tags else { return Ok(Vec::new()) };
+    let Some(tags) = tags else {
+        return Ok(Vec::new());
+    };
     if tags.is_none() {
         return Ok(Vec::new());
     }
     if tags.is_instance_of::<PyString>() || tags.is_instance_of::<PyBytes>() {
-        return Err(PyTypeError::new_err("tags must be an iterable of str, not a single str"));
+        return Err(PyTypeError::new_err(
+            "tags must be an iterable of str, not a single str",
+        ));
     }
     let mut out = Vec::new();
-    for t in tags.try_iter().map_err(|_| PyTypeError::new_err("tags must be an iterable of str"))? {
+    for t in tags
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err("tags must be an iterable of str"))?
+    {
         let t = t?;
         let s = t.cast::<PyString>().map_err(|_| {
             PyTypeError::new_err(format!(
                 "each tag must be a str, not {}",
-                t.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                t.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
             ))
         })?;
         let s = s.to_str()?;
@@ -123,17 +140,23 @@ pub fn tags_arg(tags: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Vec<u8>>> {
 /// A size argument: int bytes, or a string such as "64MiB", "1.5GB", "4096".
 pub fn size_arg(size: &Bound<'_, PyAny>) -> PyResult<u64> {
     if size.is_instance_of::<PyBool>() {
-        return Err(PyTypeError::new_err("size must be an int of bytes or a string like '64MiB'"));
+        return Err(PyTypeError::new_err(
+            "size must be an int of bytes or a string like '64MiB'",
+        ));
     }
     if let Ok(n) = size.cast::<PyInt>() {
         let n: i128 = n.extract()?;
         if n <= 0 || n > u64::MAX as i128 {
-            return Err(PyValueError::new_err(format!("size must be a positive number of bytes, got {n}")));
+            return Err(PyValueError::new_err(format!(
+                "size must be a positive number of bytes, got {n}"
+            )));
         }
         return Ok(n as u64);
     }
     let Ok(s) = size.cast::<PyString>() else {
-        return Err(PyTypeError::new_err("size must be an int of bytes or a string like '64MiB'"));
+        return Err(PyTypeError::new_err(
+            "size must be an int of bytes or a string like '64MiB'",
+        ));
     };
     parse_size(s.to_str()?).ok_or_else(|| {
         PyValueError::new_err(format!(
@@ -145,7 +168,9 @@ pub fn size_arg(size: &Bound<'_, PyAny>) -> PyResult<u64> {
 
 fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: f64 = num.parse().ok()?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
@@ -159,7 +184,7 @@ fn parse_size(s: &str) -> Option<u64> {
         _ => return None,
     };
     let v = n * mult;
-    (v.is_finite() && v >= 1.0 && v < 1e15).then_some(v as u64)
+    (1.0..1e15).contains(&v).then_some(v as u64)
 }
 
 #[cfg(test)]

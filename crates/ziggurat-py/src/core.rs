@@ -80,7 +80,10 @@ fn tag_watches(seg: &Segment, tags: &[u64], n: u8) -> Vec<Watch32> {
         .iter()
         .map(|&t| {
             let r = TagRef::unpack(t);
-            Watch32 { word: seg.tag_word(r.cell) as *const _, seen: r.version }
+            Watch32 {
+                word: seg.tag_word(r.cell) as *const _,
+                seen: r.version,
+            }
         })
         .collect()
 }
@@ -136,7 +139,9 @@ fn positive_ttl(ttl: f64, what: &str) -> PyResult<f64> {
     if ttl.is_finite() && ttl > 0.0 && ttl <= 100.0 * 365.0 * 86400.0 {
         Ok(ttl)
     } else {
-        Err(PyValueError::new_err(format!("{what} must be a finite number of seconds > 0, got {ttl}")))
+        Err(PyValueError::new_err(format!(
+            "{what} must be a finite number of seconds > 0, got {ttl}"
+        )))
     }
 }
 
@@ -246,7 +251,10 @@ impl CacheCore {
                 if s1 == s2 && s1 & 1 == 0 && e1 == e2 && self.l1.enabled() {
                     let (stored, encoded) = match self.mode {
                         CopyMode::Decode => (r.payload.clone_ref(py).into_any(), None),
-                        _ => (obj.clone_ref(py), self.debug.then(|| r.payload.clone_ref(py).into_any())),
+                        _ => (
+                            obj.clone_ref(py),
+                            self.debug.then(|| r.payload.clone_ref(py).into_any()),
+                        ),
                     };
                     let e = Entry::new(
                         key.clone().unbind(),
@@ -254,8 +262,14 @@ impl CacheCore {
                         stored,
                         encoded,
                         false,
-                        Some(Watch32 { word: stamp as *const _, seen: s1 }),
-                        Some(Watch64 { word: epoch as *const _, seen: e1 }),
+                        Some(Watch32 {
+                            word: stamp as *const _,
+                            seen: s1,
+                        }),
+                        Some(Watch64 {
+                            word: epoch as *const _,
+                            seen: e1,
+                        }),
                         r.tags.into_boxed_slice(),
                         r.soft,
                         r.ttl_ms,
@@ -277,7 +291,11 @@ impl CacheCore {
                 if let Some(r) = read_entry(py, &neg, kb)? {
                     let pb = r.payload.bind(py).as_bytes();
                     let fresh = r.soft == 0 || now < r.soft;
-                    if r.kind == KIND_NEG && fresh && pb.len() == 4 && u32::from_le_bytes(pb.try_into().unwrap()) == s1 {
+                    if r.kind == KIND_NEG
+                        && fresh
+                        && pb.len() == 4
+                        && u32::from_le_bytes(pb.try_into().unwrap()) == s1
+                    {
                         self.neg_hits += 1;
                         let e2 = epoch.load(Ordering::Acquire);
                         if e1 == e2 && stamp.load(Ordering::Acquire) == s1 {
@@ -287,8 +305,14 @@ impl CacheCore {
                                 py.None(),
                                 None,
                                 true,
-                                Some(Watch32 { word: stamp as *const _, seen: s1 }),
-                                Some(Watch64 { word: epoch as *const _, seen: e1 }),
+                                Some(Watch32 {
+                                    word: stamp as *const _,
+                                    seen: s1,
+                                }),
+                                Some(Watch64 {
+                                    word: epoch as *const _,
+                                    seen: e1,
+                                }),
                                 r.tags.into_boxed_slice(),
                                 r.soft,
                                 r.ttl_ms,
@@ -351,7 +375,12 @@ impl CacheCore {
 
     /// The cached value of `key`, or `default`.
     #[pyo3(signature = (key, default = None))]
-    fn get(&mut self, py: Python<'_>, key: &Bound<'_, PyAny>, default: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+    fn get(
+        &mut self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         let hash = key.hash()? as u64;
         if let Some(i) = self.l1_valid(key, hash) {
             self.l1.stats.hits += 1;
@@ -379,28 +408,66 @@ impl CacheCore {
 
     /// (kind, value, seconds_left, ttl_seconds) with kind 0 miss, 1 hit,
     /// 2 cached miss, 3 stale (past its TTL, within stale_ttl).
-    fn lookup<'py>(&mut self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    fn lookup<'py>(
+        &mut self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let hash = key.hash()? as u64;
         let now = now_ms();
-        let left = |soft: u64| if soft == 0 { f64::INFINITY } else { soft.saturating_sub(now) as f64 / 1000.0 };
+        let left = |soft: u64| {
+            if soft == 0 {
+                f64::INFINITY
+            } else {
+                soft.saturating_sub(now) as f64 / 1000.0
+            }
+        };
         if let Some(i) = self.l1_valid(key, hash) {
             self.l1.stats.hits += 1;
             let e = self.l1.entry(i);
             let (soft, ttl) = (e.deadline, e.ttl_ms);
             if e.negative {
-                return PyTuple::new(py, [NEG.into_pyobject(py)?.into_any(), py.None().into_bound(py), left(soft).into_pyobject(py)?.into_any(), (ttl as f64 / 1000.0).into_pyobject(py)?.into_any()]);
+                return PyTuple::new(
+                    py,
+                    [
+                        NEG.into_pyobject(py)?.into_any(),
+                        py.None().into_bound(py),
+                        left(soft).into_pyobject(py)?.into_any(),
+                        (ttl as f64 / 1000.0).into_pyobject(py)?.into_any(),
+                    ],
+                );
             }
             if self.debug {
                 self.check_mutation(py, key, e)?;
             }
             let v = self.out(py, &self.l1.entry(i).value)?;
-            return PyTuple::new(py, [HIT.into_pyobject(py)?.into_any(), v.into_bound(py), left(soft).into_pyobject(py)?.into_any(), (ttl as f64 / 1000.0).into_pyobject(py)?.into_any()]);
+            return PyTuple::new(
+                py,
+                [
+                    HIT.into_pyobject(py)?.into_any(),
+                    v.into_bound(py),
+                    left(soft).into_pyobject(py)?.into_any(),
+                    (ttl as f64 / 1000.0).into_pyobject(py)?.into_any(),
+                ],
+            );
         }
         self.l1.stats.misses += 1;
         let (kind, v, soft, ttl) = self.read_below(py, key, hash, true)?;
         let v = v.unwrap_or_else(|| py.None());
-        let left = if kind == STALE { -((now.saturating_sub(soft)) as f64 / 1000.0) } else { left(soft) };
-        PyTuple::new(py, [kind.into_pyobject(py)?.into_any(), v.into_bound(py), left.into_pyobject(py)?.into_any(), (ttl as f64 / 1000.0).into_pyobject(py)?.into_any()])
+        let left = if kind == STALE {
+            -((now.saturating_sub(soft)) as f64 / 1000.0)
+        } else {
+            left(soft)
+        };
+        PyTuple::new(
+            py,
+            [
+                kind.into_pyobject(py)?.into_any(),
+                v.into_bound(py),
+                left.into_pyobject(py)?.into_any(),
+                (ttl as f64 / 1000.0).into_pyobject(py)?.into_any(),
+            ],
+        )
     }
 
     /// Encodes and stores `value`. `ttl` and `stale_ttl` in seconds.
@@ -426,12 +493,27 @@ impl CacheCore {
         let enc = enc.bind(py);
         let payload: &[u8] = match enc.cast::<PyBytes>() {
             Ok(b) => b.as_bytes(),
-            Err(_) => return Err(PyTypeError::new_err("the serializer's dumps must return bytes")),
+            Err(_) => {
+                return Err(PyTypeError::new_err(
+                    "the serializer's dumps must return bytes",
+                ))
+            }
         };
         let Some(main) = self.main.clone() else {
             // Degraded: no segment. Keep a private decoded copy in L1 only.
             let obj = self.loads.call1(py, (enc.clone(),))?;
-            let e = Entry::new(key.clone().unbind(), hash, obj, None, false, None, None, Box::new([]), now_ms() + (ttl * 1000.0) as u64, (ttl * 1000.0) as u32);
+            let e = Entry::new(
+                key.clone().unbind(),
+                hash,
+                obj,
+                None,
+                false,
+                None,
+                None,
+                Box::new([]),
+                now_ms() + (ttl * 1000.0) as u64,
+                (ttl * 1000.0) as u32,
+            );
             self.l1.insert(key, e);
             return Ok(());
         };
@@ -442,23 +524,34 @@ impl CacheCore {
         buf.extend_from_slice(&trailer(KIND_VALUE, soft, ttl_ms));
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
         self.l1.discard(key, hash);
-        py.detach(|| main.set(kb, &buf, Some(ttl + stale), &tag_refs)).map_err(err)
+        py.detach(|| main.set(kb, &buf, Some(ttl + stale), &tag_refs))
+            .map_err(err)
     }
 
     /// Caches a miss for `key` for `ttl` seconds, valid while the key's stamp
     /// is still `stamp` (read before the load started).
     #[pyo3(signature = (key, ttl, stamp, tags = None))]
-    fn set_negative(&mut self, py: Python<'_>, key: &Bound<'_, PyAny>, ttl: f64, stamp: u32, tags: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn set_negative(
+        &mut self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        ttl: f64,
+        stamp: u32,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let ttl = positive_ttl(ttl, "neg_ttl")?;
         let kb = key_bytes(key)?;
         let tags = tags_arg(tags)?;
-        let Some(neg) = self.neg.clone() else { return Ok(()) };
+        let Some(neg) = self.neg.clone() else {
+            return Ok(());
+        };
         let ttl_ms = (ttl * 1000.0).ceil().min(u32::MAX as f64) as u32;
         let mut buf = Vec::with_capacity(4 + TRAILER);
         buf.extend_from_slice(&stamp.to_le_bytes());
         buf.extend_from_slice(&trailer(KIND_NEG, now_ms() + ttl_ms as u64, ttl_ms));
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        py.detach(|| neg.set(kb, &buf, Some(ttl), &tag_refs)).map_err(err)
+        py.detach(|| neg.set(kb, &buf, Some(ttl), &tag_refs))
+            .map_err(err)
     }
 
     /// Removes `key` from every tier; returns whether L2 held it.
@@ -503,13 +596,23 @@ impl CacheCore {
     /// The key's current version stamp in the main segment (0 without one).
     fn stamp(&self, key: &Bound<'_, PyAny>) -> PyResult<u32> {
         let kb = key_bytes(key)?;
-        Ok(self.main_seg().map_or(0, |m| m.stamp_word(&m.hash(kb)).load(Ordering::Acquire)))
+        Ok(self
+            .main_seg()
+            .map_or(0, |m| m.stamp_word(&m.hash(kb)).load(Ordering::Acquire)))
     }
 
     /// Waits (without the GIL) for the key's stamp to move from `stamp`.
-    fn wait(&self, py: Python<'_>, key: &Bound<'_, PyAny>, stamp: u32, timeout: f64) -> PyResult<bool> {
+    fn wait(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        stamp: u32,
+        timeout: f64,
+    ) -> PyResult<bool> {
         let kb = key_bytes(key)?;
-        let Some(m) = self.main.clone() else { return Ok(false) };
+        let Some(m) = self.main.clone() else {
+            return Ok(false);
+        };
         let t = std::time::Duration::from_secs_f64(timeout.clamp(0.0, 86400.0));
         py.detach(|| m.wait(kb, stamp, t)).map_err(err)
     }

@@ -82,7 +82,20 @@ impl Entry {
         deadline: u64,
         ttl_ms: u32,
     ) -> Entry {
-        Entry { key, hash, value, encoded, negative, stamp, epoch, tags, deadline, ttl_ms, visited: false, id: 0 }
+        Entry {
+            key,
+            hash,
+            value,
+            encoded,
+            negative,
+            stamp,
+            epoch,
+            tags,
+            deadline,
+            ttl_ms,
+            visited: false,
+            id: 0,
+        }
     }
 
     /// Whether the entry may be served at `now` (ms).
@@ -247,7 +260,8 @@ impl L1 {
             }
         };
         let slots = &self.slots;
-        self.table.insert_unique(hash, i, |&j| slots[j].as_ref().map_or(0, |e| e.hash));
+        self.table
+            .insert_unique(hash, i, |&j| slots[j].as_ref().map_or(0, |e| e.hash));
         if negative {
             self.neg_len += 1;
             self.neg_queue.push_back((i, id));
@@ -274,15 +288,27 @@ impl L1 {
     /// CLOCK step over one queue; returns false if the queue is empty.
     fn evict_one(&mut self, negative: bool) -> bool {
         loop {
-            let q = if negative { &mut self.neg_queue } else { &mut self.queue };
-            let Some((i, id)) = q.pop_front() else { return false };
-            let Some(e) = self.slots[i].as_mut() else { continue };
+            let q = if negative {
+                &mut self.neg_queue
+            } else {
+                &mut self.queue
+            };
+            let Some((i, id)) = q.pop_front() else {
+                return false;
+            };
+            let Some(e) = self.slots[i].as_mut() else {
+                continue;
+            };
             if e.id != id {
                 continue; // removed since it was queued; the slot was reused
             }
             if e.visited {
                 e.visited = false;
-                let q = if negative { &mut self.neg_queue } else { &mut self.queue };
+                let q = if negative {
+                    &mut self.neg_queue
+                } else {
+                    &mut self.queue
+                };
                 q.push_back((i, id));
                 continue;
             }

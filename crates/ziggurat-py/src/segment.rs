@@ -35,7 +35,11 @@ impl PySegment {
 
 /// Reads `key` into a new bytes object: lock-free, retried a few times when a
 /// writer moves the entry mid-copy, then a miss.
-pub(crate) fn read_bytes<'py>(py: Python<'py>, seg: &Segment, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
+pub(crate) fn read_bytes<'py>(
+    py: Python<'py>,
+    seg: &Segment,
+    key: &[u8],
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let kh = seg.hash(key);
     for _ in 0..READ_TRIES {
         match seg.probe(&kh, key) {
@@ -62,7 +66,10 @@ fn check_key_len(seg: &Segment, key: &[u8]) -> PyResult<()> {
     }
     let max = seg.geometry().max_key as usize;
     if key.len() > max {
-        return Err(PyValueError::new_err(format!("key is {} bytes, the maximum is {max}", key.len())));
+        return Err(PyValueError::new_err(format!(
+            "key is {} bytes, the maximum is {max}",
+            key.len()
+        )));
     }
     Ok(())
 }
@@ -71,6 +78,7 @@ fn check_key_len(seg: &Segment, key: &[u8]) -> PyResult<()> {
 impl PySegment {
     #[new]
     #[pyo3(signature = (name, size = None, *, directory = "/dev/shm", recreate = false, avg_item_size = 128, shards = None, lock_timeout = 0.5))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         name: &str,
@@ -86,7 +94,9 @@ impl PySegment {
             _ => 64 << 20,
         };
         if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
-            return Err(PyValueError::new_err("lock_timeout must be a finite number of seconds > 0"));
+            return Err(PyValueError::new_err(
+                "lock_timeout must be a finite number of seconds > 0",
+            ));
         }
         let opts = Options {
             size,
@@ -97,8 +107,14 @@ impl PySegment {
             lock_timeout: Duration::from_secs_f64(lock_timeout.min(3600.0)),
         };
         let name_owned = name.to_string();
-        let seg = py.detach(move || Segment::open(&name_owned, &opts)).map_err(err)?;
-        Ok(PySegment { inner: Arc::new(seg), name: name.to_string(), closed: AtomicBool::new(false) })
+        let seg = py
+            .detach(move || Segment::open(&name_owned, &opts))
+            .map_err(err)?;
+        Ok(PySegment {
+            inner: Arc::new(seg),
+            name: name.to_string(),
+            closed: AtomicBool::new(false),
+        })
     }
 
     /// The segment's name.
@@ -138,7 +154,11 @@ impl PySegment {
     }
 
     /// The value of `key` as bytes, or None.
-    fn get<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let seg = self.seg()?;
         let k = key_bytes(key)?;
         check_key_len(seg, k)?;
@@ -215,11 +235,19 @@ impl PySegment {
 
     /// Sleeps (without the GIL) until `key`'s stamp differs from `stamp` or
     /// `timeout` seconds pass; returns whether it changed.
-    fn wait(&self, py: Python<'_>, key: &Bound<'_, PyAny>, stamp: u32, timeout: f64) -> PyResult<bool> {
+    fn wait(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        stamp: u32,
+        timeout: f64,
+    ) -> PyResult<bool> {
         let seg = self.seg()?;
         let k = key_bytes(key)?;
         if !(timeout.is_finite() && timeout >= 0.0) {
-            return Err(PyValueError::new_err("timeout must be a finite number of seconds >= 0"));
+            return Err(PyValueError::new_err(
+                "timeout must be a finite number of seconds >= 0",
+            ));
         }
         let t = Duration::from_secs_f64(timeout.min(86400.0));
         py.detach(|| seg.wait(k, stamp, t)).map_err(err)
@@ -270,7 +298,11 @@ impl PySegment {
     }
 
     fn __repr__(&self) -> String {
-        format!("<ziggurat.Segment {:?} at {}>", self.name, self.inner.path().display())
+        format!(
+            "<ziggurat.Segment {:?} at {}>",
+            self.name,
+            self.inner.path().display()
+        )
     }
 
     /// Test hook: the next write in this process that reaches `point`
