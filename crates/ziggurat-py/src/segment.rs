@@ -85,10 +85,25 @@ impl PySegment {
         size: Option<&Bound<'_, PyAny>>,
         directory: &str,
         recreate: bool,
-        avg_item_size: u64,
-        shards: Option<u32>,
+        avg_item_size: i128,
+        shards: Option<i128>,
         lock_timeout: f64,
     ) -> PyResult<Self> {
+        if !(32..=1 << 24).contains(&avg_item_size) {
+            return Err(PyValueError::new_err(format!(
+                "avg_item_size must be between 32 and 16777216 bytes, got {avg_item_size}"
+            )));
+        }
+        let avg_item_size = avg_item_size as u64;
+        let shards = match shards {
+            None => None,
+            Some(n) if (1..=256).contains(&n) => Some(n as u32),
+            Some(n) => {
+                return Err(PyValueError::new_err(format!(
+                    "shards must be a power of two from 1 to 256, got {n}"
+                )))
+            }
+        };
         let size = match size {
             Some(s) if !s.is_none() => size_arg(s)?,
             _ => 64 << 20,
@@ -239,11 +254,17 @@ impl PySegment {
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        stamp: u32,
+        stamp: i128,
         timeout: f64,
     ) -> PyResult<bool> {
         let seg = self.seg()?;
         let k = key_bytes(key)?;
+        check_key_len(seg, k)?;
+        let Ok(stamp) = u32::try_from(stamp) else {
+            return Err(PyValueError::new_err(format!(
+                "stamp must be in 0..2**32, got {stamp}"
+            )));
+        };
         if !(timeout.is_finite() && timeout >= 0.0) {
             return Err(PyValueError::new_err(
                 "timeout must be a finite number of seconds >= 0",
@@ -255,8 +276,9 @@ impl PySegment {
 
     /// Host-wide counters and sizes.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let seg = self.seg()?;
         let d = PyDict::new(py);
-        for (k, v) in self.inner.stats() {
+        for (k, v) in seg.stats() {
             d.set_item(k, v)?;
         }
         Ok(d)
