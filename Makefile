@@ -36,15 +36,15 @@ build: $(VENV)/.built
 lint: $(VENV)/.dev
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -q -- -D warnings
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check python tests bench examples
+	$(VENV)/bin/ruff format --check python tests bench examples
 	$(VENV)/bin/mypy
 
 rust-test:
 	cargo test --workspace -q --release
 
 pytest: build
-	$(PY) -m pytest -q -m "not stress" tests
+	$(PY) -m pytest -q -m "not stress" --doctest-modules python/ziggurat tests
 
 test: lint rust-test pytest
 

@@ -216,6 +216,7 @@ class Cache:
     async def aget(self, key: str | bytes, default: Any = None) -> Any:
         """``get`` for asyncio code (reads never block).
 
+        >>> import asyncio
         >>> c = Cache("doc-aget", size="8MiB"); asyncio.run(c.aget("x", 1))
         1
         >>> c.unlink()
@@ -276,6 +277,7 @@ class Cache:
     ) -> None:
         """``set`` for asyncio code.
 
+        >>> import asyncio
         >>> c = Cache("doc-aset", size="8MiB"); asyncio.run(c.aset("k", 1)); c.get("k")
         1
         >>> c.unlink()
@@ -372,6 +374,7 @@ class Cache:
     ) -> Any:
         """``fetch`` for asyncio: ``loader`` is an async function; one load per key per host.
 
+        >>> import asyncio
         >>> async def load(): return 7
         >>> c = Cache("doc-afetch", size="8MiB"); asyncio.run(c.afetch("k", load))
         7
