@@ -524,8 +524,60 @@ impl CacheCore {
         buf.extend_from_slice(&trailer(KIND_VALUE, soft, ttl_ms));
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
         self.l1.discard(key, hash);
-        py.detach(|| main.set(kb, &buf, Some(ttl + stale), &tag_refs))
-            .map_err(err)
+        let kh = main.hash(kb);
+        let stamp = main.stamp_word(&kh);
+        let epoch = main.epoch();
+        let s0 = stamp.load(Ordering::Acquire);
+        let e0 = epoch.load(Ordering::Acquire);
+        let watches = if self.l1.enabled() {
+            main.tag_refs(&tag_refs).map_err(err)?
+        } else {
+            Vec::new()
+        };
+        // No GIL release: the write is a few hundred ns, and a lock wait is
+        // bounded by lock_timeout without needing the GIL on the other side.
+        main.set(kb, &buf, Some(ttl + stale), &tag_refs)
+            .map_err(err)?;
+        // Keep the object in this process's L1 if no other write of the key (or
+        // of a key sharing its stamp) landed between the two stamp reads.
+        let s1 = stamp.load(Ordering::Acquire);
+        if self.l1.enabled()
+            && s0 & 1 == 0
+            && s1 == s0.wrapping_add(2)
+            && epoch.load(Ordering::Acquire) == e0
+        {
+            let n = watches.len() as u8;
+            let mut arr = [0u64; ziggurat_core::layout::MAX_TAGS];
+            arr[..watches.len()].copy_from_slice(&watches);
+            let (stored, encoded) = match self.mode {
+                CopyMode::Decode => (PyBytes::new(py, payload).into_any().unbind(), None),
+                _ => (
+                    value.clone().unbind(),
+                    self.debug
+                        .then(|| PyBytes::new(py, payload).into_any().unbind()),
+                ),
+            };
+            let e = Entry::new(
+                key.clone().unbind(),
+                hash,
+                stored,
+                encoded,
+                false,
+                Some(Watch32 {
+                    word: stamp as *const _,
+                    seen: s1,
+                }),
+                Some(Watch64 {
+                    word: epoch as *const _,
+                    seen: e0,
+                }),
+                tag_watches(&main, &arr, n).into_boxed_slice(),
+                soft,
+                ttl_ms,
+            );
+            self.l1.insert(key, e);
+        }
+        Ok(())
     }
 
     /// Caches a miss for `key` for `ttl` seconds, valid while the key's stamp
@@ -555,12 +607,12 @@ impl CacheCore {
     }
 
     /// Removes `key` from every tier; returns whether L2 held it.
-    fn delete(&mut self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn delete(&mut self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let kb = key_bytes(key)?;
         let hash = key.hash()? as u64;
         self.l1.discard(key, hash);
-        match self.main.clone() {
-            Some(main) => py.detach(|| main.delete(kb)).map_err(err),
+        match &self.main {
+            Some(main) => main.delete(kb).map_err(err),
             None => Ok(false),
         }
     }

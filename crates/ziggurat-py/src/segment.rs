@@ -184,7 +184,7 @@ impl PySegment {
     #[pyo3(signature = (key, value, *, ttl = None, tags = None))]
     fn set(
         &self,
-        py: Python<'_>,
+
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
         ttl: Option<&Bound<'_, PyAny>>,
@@ -196,7 +196,7 @@ impl PySegment {
         let ttl = ttl_arg(ttl)?;
         let tags = tags_arg(tags)?;
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        py.detach(|| seg.set(k, v, ttl, &tag_refs)).map_err(err)
+        seg.set(k, v, ttl, &tag_refs).map_err(err)
     }
 
     /// Stores `value` only if `key` has no live entry; returns whether it did.
@@ -219,10 +219,10 @@ impl PySegment {
     }
 
     /// Removes `key`; returns whether it was present.
-    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let seg = self.seg()?;
         let k = key_bytes(key)?;
-        py.detach(|| seg.delete(k)).map_err(err)
+        seg.delete(k).map_err(err)
     }
 
     /// Makes every entry carrying `tag` a miss in every process.
