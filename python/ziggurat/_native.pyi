@@ -85,7 +85,7 @@ class CacheCore:
         self,
         key: str | bytes,
         value: Any,
-        ttl: float,
+        ttl: float | int,
         tags: Iterable[str] | None = None,
         stale_ttl: float | None = None,
     ) -> None: ...

@@ -241,11 +241,9 @@ class Cache:
         {'a': 1}
         >>> c.unlink()
         """
-        _check_key(key)
-        t = _ttl(ttl, self.ttl, "ttl") or self.ttl
-        tg = _tags(tags)
+        # The native layer checks key, ttl and tags before writing anything.
         try:
-            self._core.set(key, value, t, tg, self.stale_ttl)
+            self._core.set(key, value, self.ttl if ttl is None else ttl, tags, self.stale_ttl)
         except ZigguratError as e:
             self._write_failed("set", key, e)
 
@@ -416,7 +414,9 @@ class Cache:
             else:
                 st = self._stale_ttl(stale_ttl)
                 self._core.set(key, value, self._effective_ttl(ttl), tags, st)
-        except ZigguratError as e:
+        except (ZigguratError, ValueError, TypeError) as e:
+            # The loaded value is still returned; it just is not cached (too large for the
+            # segment, or not serializable).
             self._write_failed("store", key, e)
 
     def cached(

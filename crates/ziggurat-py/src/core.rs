@@ -21,7 +21,7 @@ use ziggurat_core::clock::now_ms;
 use ziggurat_core::tags::TagRef;
 use ziggurat_core::Segment;
 
-use crate::convert::{err, key_bytes, tags_arg, ZigguratError};
+use crate::convert::{err, key_bytes, tags_arg, ttl_arg, ZigguratError};
 use crate::l1::{Entry, Watch32, Watch64, L1};
 use crate::segment::PySegment;
 
@@ -477,16 +477,27 @@ impl CacheCore {
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        ttl: f64,
+        ttl: &Bound<'_, PyAny>,
         tags: Option<&Bound<'_, PyAny>>,
         stale_ttl: Option<f64>,
     ) -> PyResult<()> {
+        // Every check comes before any write, so bad input changes nothing.
+        let Some(ttl) = ttl_arg(Some(ttl))? else {
+            return Err(PyTypeError::new_err("ttl must be a number of seconds"));
+        };
         let ttl = positive_ttl(ttl, "ttl")?;
         let stale = match stale_ttl {
             None => 0.0,
             Some(s) => positive_ttl(s, "stale_ttl")?,
         };
         let kb = key_bytes(key)?;
+        if kb.is_empty() || kb.len() > ziggurat_core::layout::MAX_KEY {
+            return Err(PyValueError::new_err(format!(
+                "key must be 1 to {} bytes, got {}",
+                ziggurat_core::layout::MAX_KEY,
+                kb.len()
+            )));
+        }
         let tags = tags_arg(tags)?;
         let hash = key.hash()? as u64;
         let enc = self.dumps.call1(py, (value,))?;
