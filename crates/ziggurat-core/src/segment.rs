@@ -73,6 +73,9 @@ pub struct Segment {
     lock_timeout: Duration,
     local_hits: AtomicU64,
     local_misses: AtomicU64,
+    /// Process that owns the pending counts (a forked child must not add its
+    /// parent's pending counts a second time).
+    local_pid: AtomicU32,
 }
 
 /// Attempts before a read that keeps seeing writes is reported as a miss.
@@ -254,6 +257,7 @@ impl Segment {
             lock_timeout: opts.lock_timeout,
             local_hits: AtomicU64::new(0),
             local_misses: AtomicU64::new(0),
+            local_pid: AtomicU32::new(std::process::id()),
         }
     }
 
@@ -527,6 +531,10 @@ impl Segment {
         let sh = self.shard(0);
         let h = self.local_hits.swap(0, Ordering::Relaxed);
         let m = self.local_misses.swap(0, Ordering::Relaxed);
+        let pid = std::process::id();
+        if self.local_pid.swap(pid, Ordering::Relaxed) != pid {
+            return; // inherited through fork: the parent counts these
+        }
         if h > 0 {
             sh.bump(Stat::Hits, h);
         }

@@ -196,8 +196,8 @@ fn damaged_index_is_found_and_repaired() {
         .write(true)
         .open(seg.path())
         .unwrap();
-    let map = unsafe { memmap2::MmapMut::map_mut(&f).unwrap() };
-    let mut map = map;
+    // SAFETY: a second shared mapping of the test's own file; only this test writes it.
+    let mut map = unsafe { memmap2::MmapMut::map_mut(&f).unwrap() };
     let start = (g.shards_off + g.index_rel) as usize;
     let mut x = 99u64;
     for b in &mut map[start..start + 4096] {
@@ -217,4 +217,82 @@ fn damaged_index_is_found_and_repaired() {
     assert!(rep2.problems.is_empty(), "{:?}", rep2.problems);
     seg.set(b"after", b"ok", None, &[]).unwrap();
     assert_eq!(seg.get(b"after").unwrap().as_deref(), Some(&b"ok"[..]));
+}
+
+#[test]
+fn frequently_read_entries_survive_a_scan() {
+    // S3-FIFO: entries read since they were written move to the main ring;
+    // a long run of one-hit keys only churns the small ring.
+    let d = Dir::new("scan");
+    let seg = Segment::open("scan", &d.opts(2 << 20)).unwrap();
+    let val = [7u8; 100];
+    for i in 0..500 {
+        seg.set(format!("hot{i}").as_bytes(), &val, None, &[])
+            .unwrap();
+    }
+    for _ in 0..3 {
+        for i in 0..500 {
+            assert!(seg.get(format!("hot{i}").as_bytes()).unwrap().is_some());
+        }
+    }
+    for i in 0..100_000 {
+        seg.set(format!("scan{i}").as_bytes(), &val, None, &[])
+            .unwrap();
+        if i % 2000 == 0 {
+            for j in 0..500 {
+                let _ = seg.get(format!("hot{j}").as_bytes()).unwrap();
+            }
+        }
+    }
+    let kept = (0..500)
+        .filter(|i| seg.get(format!("hot{i}").as_bytes()).unwrap().is_some())
+        .count();
+    assert!(
+        kept >= 475,
+        "only {kept} of 500 hot entries survived the scan"
+    );
+    let scanned = (99_000..100_000)
+        .filter(|i| seg.get(format!("scan{i}").as_bytes()).unwrap().is_some())
+        .count();
+    assert!(
+        scanned > 0,
+        "recent one-hit entries should still be in the small ring"
+    );
+    assert!(stat(&seg, "promotions") >= 500);
+}
+
+#[test]
+fn a_crashed_writer_leaves_a_repairable_shard() {
+    // Simulates the state a writer killed between "stamp odd" and "stamp even"
+    // leaves behind, then checks the repair a later locker runs.
+    let d = Dir::new("repair");
+    let seg = Segment::open("rep", &d.opts(2 << 20)).unwrap();
+    seg.set(b"k", b"v", None, &[]).unwrap();
+    let kh = seg.hash(b"k");
+    seg.stamp_word(&kh).fetch_add(1, Ordering::SeqCst);
+    let odd = seg.stamp_word(&kh).load(Ordering::SeqCst);
+    assert_eq!(odd % 2, 1);
+    // An intent naming that stamp, as the dead writer would have left it.
+    let g = *seg.geometry();
+    let shard = kh.shard(g.nshards);
+    let base = g.shard_off(shard);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(seg.path())
+        .unwrap();
+    // SAFETY: a second shared mapping of the test's own file; only this test writes it.
+    let mut map = unsafe { memmap2::MmapMut::map_mut(&f).unwrap() };
+    let idx = seg.stamp_index(&kh);
+    map[base + 72..base + 76].copy_from_slice(&idx.to_le_bytes());
+    map[base + 64..base + 68].copy_from_slice(&1u32.to_le_bytes());
+    let rep = seg.verify(true).unwrap();
+    assert!(
+        rep.problems.iter().any(|p| p.contains("left odd")),
+        "{:?}",
+        rep.problems
+    );
+    assert_eq!(seg.stamp_word(&kh).load(Ordering::SeqCst), odd + 1);
+    assert!(seg.verify(false).unwrap().problems.is_empty());
+    assert_eq!(seg.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
 }
