@@ -109,6 +109,74 @@ fn random_u64() -> u64 {
     }
 }
 
+/// Opens a new, unnamed file in `dir` (`O_TMPFILE`), or, where the file system
+/// lacks that, a hidden uniquely named one (returned so it can be removed).
+fn open_aside(dir: &Path) -> io::Result<(File, Option<PathBuf>)> {
+    match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir)
+    {
+        Ok(f) => return Ok((f, None)),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL)
+            ) => {}
+        Err(e) => return Err(e),
+    }
+    let tmp = dir.join(format!(
+        ".ziggurat-new.{}.{:016x}",
+        std::process::id(),
+        random_u64()
+    ));
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    Ok((f, Some(tmp)))
+}
+
+/// Gives the unnamed file `file` the name `path` (fails if the name exists).
+fn link_fd(file: &File, path: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let from = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL");
+    let to = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: both arguments are valid NUL-terminated paths that outlive the call.
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Removes a temporary file name when dropped.
+struct TmpName(Option<PathBuf>);
+
+impl Drop for TmpName {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 fn flock(file: &File, op: libc::c_int) -> io::Result<()> {
     loop {
         // SAFETY: a valid open descriptor; flock has no memory arguments.
@@ -125,6 +193,12 @@ fn flock(file: &File, op: libc::c_int) -> io::Result<()> {
 
 impl Segment {
     /// Creates the segment `name`, or attaches to it if it exists.
+    ///
+    /// A new file is built aside (an anonymous `O_TMPFILE`, or a hidden temporary
+    /// name where that is not supported), fully initialised, then linked into
+    /// place with `link(2)`, which fails if the name exists. So the name only
+    /// ever refers to a complete segment, and when several processes open a new
+    /// name at once exactly one file wins and every process attaches to it.
     pub fn open(name: &str, opts: &Options) -> Result<Segment> {
         if !valid_name(name) {
             return Err(Error::Invalid(format!(
@@ -140,24 +214,7 @@ impl Segment {
         let path = opts
             .directory
             .join(format!("ziggurat.{name}.v{LAYOUT_VERSION}"));
-        for _ in 0..5 {
-            match OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&path)
-            {
-                Ok(file) => return Self::create(file, path, geom, opts),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => {
-                    return Err(Error::Io(
-                        format!("cannot create segment file {} (does the directory exist and is it writable?)", path.display()),
-                        e,
-                    ))
-                }
-            }
+        for _ in 0..8 {
             let file = match OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -165,10 +222,18 @@ impl Segment {
                 .open(&path)
             {
                 Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    match Self::create(&path, geom, opts)? {
+                        Some(seg) => return Ok(seg),
+                        None => continue, // another process linked its file first
+                    }
+                }
                 Err(e) => {
                     return Err(Error::Io(
-                        format!("cannot open segment file {}", path.display()),
+                        format!(
+                            "cannot open segment file {} (does the directory exist and is it accessible?)",
+                            path.display()
+                        ),
                         e,
                     ))
                 }
@@ -192,43 +257,38 @@ impl Segment {
                     path.display()
                 )));
             }
-            if meta.permissions().mode() & 0o077 != 0 && !opts.recreate {
-                return Err(Error::Permission(format!(
-                    "segment file {} is readable or writable by other users (mode {:o}); \
-                     remove it, or open with recreate=True",
-                    path.display(),
+            let loose = meta.permissions().mode() & 0o077 != 0;
+            let attached = if loose {
+                Err(Error::Permission(format!(
+                    "it is readable or writable by other users (mode {:o})",
                     meta.permissions().mode() & 0o777
-                )));
-            }
-            // The creator holds an exclusive flock while it initialises; wait for it.
-            flock(&file, libc::LOCK_EX)
-                .map_err(io_err(format!("cannot lock {}", path.display())))?;
-            match Self::attach(&file, &path, meta.len()) {
-                Ok((shm, g, seed)) => {
-                    let _ = flock(&file, libc::LOCK_UN);
-                    return Ok(Segment::assemble(shm, file, path, g, seed, opts));
-                }
-                Err(e)
-                    if opts.recreate
-                        || matches!(e, Error::Corrupt(ref m) if m.starts_with("incomplete")) =>
-                {
-                    // A file whose creator died mid-way, or one we were told to replace.
-                    let _ = std::fs::remove_file(&path);
-                    let _ = flock(&file, libc::LOCK_UN);
+                )))
+            } else {
+                Self::attach(&file, &path, meta.len())
+            };
+            match attached {
+                Ok((shm, g, seed)) => return Ok(Segment::assemble(shm, file, path, g, seed, opts)),
+                Err(Error::Corrupt(_) | Error::Permission(_)) if opts.recreate => {
+                    // Replace it, unless another process already did (then the
+                    // name no longer refers to the file we judged).
+                    flock(&file, libc::LOCK_EX)
+                        .map_err(io_err(format!("cannot lock {}", path.display())))?;
+                    let same = std::fs::symlink_metadata(&path)
+                        .map(|m| m.ino() == meta.ino() && m.dev() == meta.dev())
+                        .unwrap_or(false);
+                    if same {
+                        let _ = std::fs::remove_file(&path);
+                    }
                     continue;
                 }
-                Err(Error::Corrupt(m)) => {
-                    let _ = flock(&file, libc::LOCK_UN);
+                Err(Error::Corrupt(m) | Error::Permission(m)) => {
                     return Err(Error::Corrupt(format!(
                         "segment file {} cannot be used: {m}. Open it with recreate=True to replace it \
                          (processes still attached to the old file keep using it until they reopen)",
                         path.display()
                     )));
                 }
-                Err(e) => {
-                    let _ = flock(&file, libc::LOCK_UN);
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             }
         }
         Err(Error::Io(
@@ -261,42 +321,46 @@ impl Segment {
         }
     }
 
-    fn create(file: File, path: PathBuf, g: Geometry, opts: &Options) -> Result<Segment> {
-        let fail = |e: Error| {
-            let _ = std::fs::remove_file(&path);
-            e
-        };
-        flock(&file, libc::LOCK_EX).map_err(io_err(format!("cannot lock {}", path.display())))?;
+    /// Builds a new segment aside and links it in at `path`. `Ok(None)` when
+    /// another process linked its own first.
+    fn create(path: &Path, g: Geometry, opts: &Options) -> Result<Option<Segment>> {
+        let (file, tmp) = open_aside(&opts.directory).map_err(io_err(format!(
+            "cannot create a segment file in {} (does the directory exist and is it writable?)",
+            opts.directory.display()
+        )))?;
+        // A named temporary file must not outlive this call, whatever happens.
+        let _cleanup = TmpName(tmp.clone());
         let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
         // Reserve every page now, so a full tmpfs fails here with ENOSPC rather
         // than with SIGBUS on some later write.
         // SAFETY: a valid descriptor; posix_fallocate has no memory arguments.
         let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, g.file_size as libc::off_t) };
         if rc != 0 {
-            let dir = path
-                .parent()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            return Err(fail(Error::Io(
+            let dir = opts.directory.display().to_string();
+            return Err(Error::Io(
                 format!(
                     "no room for a {} byte segment in {dir}: free space there, give a smaller size, \
                      or pick another directory",
                     g.file_size
                 ),
                 io::Error::from_raw_os_error(rc),
-            )));
+            ));
         }
-        let shm = Shm::map(&file, g.file_size as usize)
-            .map_err(|e| fail(Error::Io(format!("cannot map {}", path.display()), e)))?;
+        let shm = Shm::map(&file, g.file_size as usize).map_err(|e| {
+            Error::Io(
+                format!("cannot map a new segment for {}", path.display()),
+                e,
+            )
+        })?;
         let seed = random_u64();
         let put64 = |off: usize, v: u64| shm.u64_at(off).store(v, Ordering::Relaxed);
         let put32 = |off: usize, v: u32| shm.u32_at(off).store(v, Ordering::Relaxed);
         for s in 0..g.nshards {
             let m = shm.addr(g.shard_off(s) + S_MUTEX) as *mut libc::pthread_mutex_t;
             // SAFETY: the mutex area is 64 zeroed, 64-aligned bytes of a file no
-            // other process can use yet (state is not READY, and we hold the flock).
+            // other process can see yet (it is not linked into the directory).
             unsafe { lock::init(m) }
-                .map_err(|e| fail(Error::Io("cannot initialise a shard lock".into(), e)))?;
+                .map_err(|e| Error::Io("cannot initialise a shard lock".into(), e))?;
         }
         shm.write(H_MAGIC, &MAGIC);
         put32(H_VERSION, LAYOUT_VERSION);
@@ -326,8 +390,25 @@ impl Segment {
         put64(H_CHECKSUM, checksum(&hdr));
         // Everything above must be visible before anyone sees READY.
         shm.u32_at(H_STATE).store(STATE_READY, Ordering::Release);
-        let _ = flock(&file, libc::LOCK_UN);
-        Ok(Segment::assemble(shm, file, path, g, seed, opts))
+        let linked = match &tmp {
+            Some(t) => std::fs::hard_link(t, path),
+            None => link_fd(&file, path),
+        };
+        match linked {
+            Ok(()) => Ok(Some(Segment::assemble(
+                shm,
+                file,
+                path.to_path_buf(),
+                g,
+                seed,
+                opts,
+            ))),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(Error::Io(
+                format!("cannot link the new segment at {}", path.display()),
+                e,
+            )),
+        }
     }
 
     fn attach(file: &File, path: &Path, file_len: u64) -> Result<(Shm, Geometry, u64)> {
@@ -344,7 +425,7 @@ impl Segment {
         let get32 = |off: usize| shm.u32_at(off).load(Ordering::Acquire);
         if magic == [0u8; 8] && get32(H_STATE) == 0 {
             return Err(Error::Corrupt(
-                "incomplete: its creator stopped before finishing".into(),
+                "it is empty: it was never initialised".into(),
             ));
         }
         if magic != MAGIC {

@@ -296,3 +296,38 @@ fn a_crashed_writer_leaves_a_repairable_shard() {
     assert!(seg.verify(false).unwrap().problems.is_empty());
     assert_eq!(seg.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
 }
+
+#[test]
+fn processes_opening_a_new_name_at_once_share_one_file() {
+    let d = Dir::new("race");
+    for round in 0..20 {
+        let name = format!("race{round}");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(6));
+        let handles: Vec<_> = (0..6)
+            .map(|_| {
+                let b = barrier.clone();
+                let o = d.opts(2 << 20);
+                let n = name.clone();
+                std::thread::spawn(move || {
+                    b.wait();
+                    Segment::open(&n, &o).unwrap()
+                })
+            })
+            .collect();
+        let segs: Vec<Segment> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        segs[0].set(b"who", b"first", None, &[]).unwrap();
+        for s in &segs {
+            assert_eq!(
+                s.get(b"who").unwrap().as_deref(),
+                Some(&b"first"[..]),
+                "round {round}"
+            );
+        }
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&d.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".ziggurat-new"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left behind");
+}
