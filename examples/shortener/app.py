@@ -21,6 +21,8 @@ Settings (environment variables):
 * ``SHORTENER_CACHE_NAME`` (default ``shortener``), ``SHORTENER_CACHE_SIZE`` (default
   ``64MiB``), ``SHORTENER_CACHE_TTL`` (seconds, default 300), ``SHORTENER_L1_ITEMS``
   (L1 bound in ``l1+l2`` mode; the Cache's own default if unset).
+* ``SHORTENER_DB_LATENCY_MS`` (default 0): each database query also waits this long, to let
+  the embedded SQLite file stand in for a database across the network.
 * ``SHORTENER_STATS_DIR``: if set, each worker also writes its ``/_stats`` document to
   ``{dir}/{pid}.json`` a few times a second, so a supervisor can read every worker's figures.
 """
@@ -60,7 +62,10 @@ class Shortener:
         self.mode = os.environ.get("SHORTENER_CACHE", "l1+l2").strip().lower()
         if self.mode not in MODES:
             raise ValueError(f"SHORTENER_CACHE must be one of {', '.join(MODES)}: {self.mode!r}")
-        self.db = Database(os.environ.get("SHORTENER_DATABASE_URL", "sqlite:///shortener.sqlite3"))
+        self.db = Database(
+            os.environ.get("SHORTENER_DATABASE_URL", "sqlite:///shortener.sqlite3"),
+            latency=float(os.environ.get("SHORTENER_DB_LATENCY_MS", "0")) / 1000,
+        )
         self.cache = make_cache(self.mode)
         self.lookups = 0
         self.redirects = 0
@@ -119,6 +124,9 @@ class Shortener:
 
     def close(self) -> None:
         self.db.close()
+        close = getattr(self.cache, "close", None)
+        if close is not None:
+            close()  # detach from the segment; the segment itself stays for the other workers
 
 
 def make_cache(mode: str) -> Any:

@@ -7,12 +7,17 @@ them, so the demo can show how many queries each cache mode saves.
 
 * ``sqlite:///path/to/links.db`` (or a bare path): an embedded SQLite file.
 * ``postgresql://user:password@host:port/dbname``: PostgreSQL through psycopg 3.
+
+``latency`` (seconds, default 0) makes each query also wait that long, the way a synchronous
+driver waits for a database across the network; it lets an embedded SQLite file stand in for
+a remote database when comparing cache modes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,8 +36,11 @@ class Database:
     A worker process opens one ``Database`` and uses it from its event loop thread only.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, latency: float = 0.0) -> None:
+        if latency < 0:
+            raise ValueError("latency must be >= 0 seconds")
         self.url = url
+        self.latency = latency
         self.reads = 0
         self.writes = 0
         scheme = urlsplit(url).scheme
@@ -54,17 +62,24 @@ class Database:
     def get_target(self, slug: str) -> str | None:
         """The target of ``slug``, or ``None`` if there is no such link (one query)."""
         self.reads += 1
+        self._wait()
         return self._backend.get_target(slug)
 
     def create(self, slug: str, target: str) -> None:
         """Insert a new link; raise :class:`SlugTaken` if the slug exists (one query)."""
         self.writes += 1
+        self._wait()
         self._backend.create(slug, target)
 
     def update(self, slug: str, target: str) -> bool:
         """Change the target of an existing link; ``False`` if there is none (one query)."""
         self.writes += 1
+        self._wait()
         return self._backend.update(slug, target)
+
+    def _wait(self) -> None:
+        if self.latency:
+            time.sleep(self.latency)
 
     def close(self) -> None:
         self._backend.close()

@@ -18,6 +18,7 @@ Settings (environment variables): ``DEMO_SECONDS`` (load per mode, default 10),
 ``DEMO_WARMUP_SECONDS`` (2), ``DEMO_CONNECTIONS`` (32), ``DEMO_WORKERS`` (2),
 ``DEMO_LINKS`` (100000), ``DEMO_ZIPF`` (exponent, 1.0), ``DEMO_MODES`` (comma-separated
 subset of ``none,l2,l1+l2``), ``DEMO_LOADGEN`` (``auto``, ``wrk`` or ``python``),
+``DEMO_DB_LATENCY_MS`` (0: each database query also waits this long, as across a network),
 ``SHORTENER_DATABASE_URL`` (``postgresql://...`` to use PostgreSQL instead of SQLite; the
 demo then replaces the table ``shortener_links`` in that database).
 """
@@ -48,7 +49,7 @@ from rich.table import Table
 
 from . import db, loadgen
 from .app import MODES
-from .loadgen import Connection, LoadResult
+from .loadgen import Connection, LoadResult, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -77,6 +78,7 @@ class Settings:
     modes: tuple[str, ...] = MODES
     loadgen: str = "auto"
     database_url: str | None = None
+    db_latency_ms: float = 0.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -99,6 +101,7 @@ class Settings:
             modes=modes,
             loadgen=loadgen_kind,
             database_url=url,
+            db_latency_ms=float(env.get("DEMO_DB_LATENCY_MS", cls.db_latency_ms)),
         )
 
 
@@ -138,9 +141,16 @@ class Server:
     """The shortener under uvicorn with several worker processes, in its own process group."""
 
     def __init__(
-        self, mode: str, database_url: str, workers: int, workdir: Path, cache_name: str
+        self,
+        mode: str,
+        database_url: str,
+        workers: int,
+        workdir: Path,
+        cache_name: str,
+        db_latency_ms: float = 0.0,
     ) -> None:
         self.mode = mode
+        self.db_latency_ms = db_latency_ms
         self.database_url = database_url
         self.workers = workers
         self.cache_name = cache_name
@@ -161,6 +171,7 @@ class Server:
                 SHORTENER_CACHE=self.mode,
                 SHORTENER_CACHE_NAME=self.cache_name,
                 SHORTENER_DATABASE_URL=self.database_url,
+                SHORTENER_DB_LATENCY_MS=str(self.db_latency_ms),
                 SHORTENER_STATS_DIR=str(self.stats_dir),
                 PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
             )
@@ -190,6 +201,7 @@ class Server:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: stopped as a whole
+                    preexec_fn=loadgen.die_with_parent,
                 )
             try:
                 self._wait_ready(timeout)
@@ -323,18 +335,13 @@ def summed_delta(
     )
 
 
-def tier_counts(stats: Any, tier: str, scope: str) -> tuple[int, int] | None:
+def tier_counts(stats: Any, tier: str) -> tuple[int, int] | None:
     """(hits, lookups) of one tier in one worker's ``Cache.stats()``; ``None`` if absent.
 
-    ``scope`` is ``"process"`` (this worker's own figures) or ``"host"`` (every process on
-    the host that maps the same segment).
+    ``stats["l1"]`` counts this worker's own L1; ``stats["l2"]["hits"]`` and ``["misses"]``
+    are the shared segment's counters, for every process on the host that maps it.
     """
-    if not isinstance(stats, dict):
-        return None
-    section = stats.get(scope, stats)
-    if not isinstance(section, dict):
-        return None
-    counts = section.get(tier)
+    counts = stats.get(tier) if isinstance(stats, dict) else None
     if not isinstance(counts, dict):
         return None
     hits = counts.get("hits")
@@ -347,10 +354,10 @@ def tier_counts(stats: Any, tier: str, scope: str) -> tuple[int, int] | None:
 def l1_delta(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) -> Any:
     hits = lookups = 0
     for pid, doc in after.items():
-        now = tier_counts(doc.get("cache"), "l1", "process")
+        now = tier_counts(doc.get("cache"), "l1")
         if now is None:
             return None
-        then = tier_counts(before.get(pid, {}).get("cache"), "l1", "process") or (0, 0)
+        then = tier_counts(before.get(pid, {}).get("cache"), "l1") or (0, 0)
         hits += now[0] - then[0]
         lookups += now[1] - then[1]
     return hits, lookups
@@ -359,8 +366,8 @@ def l1_delta(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]
 def l2_delta(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) -> Any:
     # Host-wide figures: read them from one worker, before and after.
     for pid, doc in after.items():
-        now = tier_counts(doc.get("cache"), "l2", "host")
-        then = tier_counts(before.get(pid, {}).get("cache"), "l2", "host")
+        now = tier_counts(doc.get("cache"), "l2")
+        then = tier_counts(before.get(pid, {}).get("cache"), "l2")
         if now is not None and then is not None:
             return now[0] - then[0], now[1] - then[1]
     return None
@@ -376,6 +383,7 @@ class Check:
     good: int
     total: int
     workers: set[str] = field(default_factory=set)
+    crossed: int = 0  # right replies from a worker other than the one that took the write
     note: str = ""
 
     @property
@@ -396,28 +404,34 @@ class Coherence:
         return set().union(*(c.workers for c in self.checks)) if self.checks else set()
 
 
-async def _burst(port: int, path: str, connections: int, per_connection: int) -> list[Any]:
-    """GET ``path`` over ``connections`` connections opened together (the kernel hands them
-    to different workers), ``per_connection`` times on each."""
+async def _burst(port: int, path: str, concurrency: int, per_task: int) -> list[Reply]:
+    """GET ``path`` ``concurrency * per_task`` times, ``concurrency`` at a time, each on a new
+    connection: each worker accepts connections as it can, so several workers answer."""
 
-    async def one() -> list[tuple[int, str | None, str | None]]:
+    async def one() -> list[Reply]:
         out = []
-        async with Connection(HOST, port) as conn:
-            for _ in range(per_connection):
-                reply = await conn.request("GET", path)
-                out.append(
-                    (reply.status, reply.headers.get("location"), reply.headers.get("x-served-by"))
-                )
+        for _ in range(per_task):
+            async with Connection(HOST, port) as conn:
+                out.append(await conn.request("GET", path))
         return out
 
-    replies = await asyncio.gather(*(one() for _ in range(connections)))
+    replies = await asyncio.gather(*(one() for _ in range(concurrency)))
     return [r for rs in replies for r in rs]
 
 
-def _judge(what: str, replies: Sequence[Any], status: int, location: str | None) -> Check:
-    good = sum(1 for s, loc, _ in replies if s == status and loc == location)
-    workers = {w for _, _, w in replies if w}
-    return Check(what, good, len(replies), workers)
+def _judge(
+    what: str, replies: Sequence[Reply], status: int, location: str | None, writer: str = ""
+) -> Check:
+    check = Check(what, 0, len(replies))
+    for reply in replies:
+        worker = reply.headers.get("x-served-by", "")
+        check.workers.add(worker)
+        if reply.status == status and reply.headers.get("location") == location:
+            check.good += 1
+            if writer and worker != writer:
+                check.crossed += 1
+    check.workers.discard("")
+    return check
 
 
 async def check_coherence(
@@ -426,7 +440,7 @@ async def check_coherence(
     """Change a popular link, and create a link that was just asked for (and cached as a
     miss); every read right after each write must see the write, whichever worker serves it."""
     token = uuid.uuid4().hex[:8]
-    per_connection = 8
+    per_connection = 8  # requests per concurrent task, each on a new connection
     result = Coherence()
     async with Connection(HOST, port) as api:
         replies = await _burst(port, f"/{slug}", connections, per_connection)
@@ -438,9 +452,9 @@ async def check_coherence(
                 result.checks.append(Check(f"PUT /links/{slug}", 0, 1, note=f"HTTP {put.status}"))
                 return result
             replies = await _burst(port, f"/{slug}", connections, per_connection)
-            check = _judge(f"PUT #{round_} /links/{slug}, then GET", replies, 302, target)
-            check.workers.add(put.headers.get("x-served-by", ""))
-            result.checks.append(check)
+            writer = put.headers.get("x-served-by", "")
+            what = f"PUT #{round_} /links/{slug}, then GET"
+            result.checks.append(_judge(what, replies, 302, target, writer))
 
         fresh = f"new-{token}"
         replies = await _burst(port, f"/{fresh}", connections, 2)
@@ -451,9 +465,9 @@ async def check_coherence(
             result.checks.append(Check("POST /links", 0, 1, note=f"HTTP {post.status}"))
             return result
         replies = await _burst(port, f"/{fresh}", connections, per_connection)
-        result.checks.append(_judge(f"POST /links {fresh}, then GET", replies, 302, target))
-    for check in result.checks:
-        check.workers.discard("")
+        writer = post.headers.get("x-served-by", "")
+        what = f"POST /links {fresh}, then GET"
+        result.checks.append(_judge(what, replies, 302, target, writer))
     return result
 
 
@@ -536,21 +550,21 @@ class Demo:
         s = self.settings
         title = MODE_TITLES[mode]
         cache_name = f"shortener-demo-{self.run_id}-{mode.replace('+', '')}"
-        server = Server(mode, database_url, s.workers, self.workdir, cache_name)
+        server = Server(mode, database_url, s.workers, self.workdir, cache_name, s.db_latency_ms)
         self.servers.append(server)
         try:
-            with self.step(f"[{title}] starting uvicorn with {s.workers} workers"):
+            with self.step(f"{title}: starting uvicorn with {s.workers} workers"):
                 server.start()
             if s.warmup > 0:
-                with self.step(f"[{title}] warming up", total=s.warmup) as tick:
+                with self.step(f"{title}: warming up", total=s.warmup) as tick:
                     self.load(server, paths, s.warmup, tick)
             before = server.snapshot()
             with self.step(
-                f"[{title}] load: {s.connections} connections, {s.seconds:g} s", total=s.seconds
+                f"{title}: load, {s.connections} connections for {s.seconds:g} s", total=s.seconds
             ) as tick:
                 load = self.load(server, paths, s.seconds, tick)
             after = server.snapshot()
-            with self.step(f"[{title}] checking coherence through the API"):
+            with self.step(f"{title}: checking coherence through the API"):
                 # What the link points to now, read from the database itself (an earlier
                 # mode's check changed it).
                 reader = db.Database(database_url)
@@ -560,7 +574,7 @@ class Demo:
                     reader.close()
                 coherence = asyncio.run(check_coherence(server.port, top, current, 32))
         finally:
-            with self.step(f"[{title}] stopping the server"):
+            with self.step(f"{title}: stopping the server"):
                 server.stop()
             self.servers.remove(server)
 
@@ -611,6 +625,7 @@ def report(console: Console, settings: Settings, results: Sequence[ModeResult]) 
             f"URL shortener, {settings.workers} uvicorn workers, {settings.links:,} links, "
             f"Zipf s={settings.zipf}, {settings.connections} connections, "
             f"{settings.seconds:g} s per mode ({generator})"
+            + (f", +{settings.db_latency_ms:g} ms per DB query" if settings.db_latency_ms else "")
         ),
         title_justify="left",
     )
@@ -646,25 +661,40 @@ def report(console: Console, settings: Settings, results: Sequence[ModeResult]) 
         "lookups that did not, where the no-cache server queries it for every lookup."
     )
 
+    checks = Table(
+        title="Coherence: a write through one worker, then reads at once through every worker",
+        title_justify="left",
+    )
+    checks.add_column("mode")
+    checks.add_column("step")
+    checks.add_column("right replies", justify="right")
+    checks.add_column("workers", justify="right")
+    checks.add_column("right, not from\nthe writer", justify="right")
     all_passed = True
     for r in results:
         c = r.coherence
         all_passed &= c.passed
-        verdict = "[green]PASS[/]" if c.passed else "[bold red]FAIL[/]"
-        console.print(
-            f"\nCoherence, {MODE_TITLES[r.mode]}: {verdict} "
-            f"(answers from {len(c.workers)} of {_workers(settings.workers)})"
-        )
-        for check in c.checks:
-            mark = "[green]ok[/]  " if check.passed else "[red]BAD[/] "
-            extra = f" {check.note}" if check.note else ""
-            console.print(
-                f"  {mark} {check.what}: {check.good}/{check.total} replies right, "
-                f"from {_workers(len(check.workers))}{extra}"
+        for i, check in enumerate(c.checks):
+            mark = "[green]ok[/]" if check.passed else "[bold red]BAD[/]"
+            note = f" {check.note}" if check.note else ""
+            checks.add_row(
+                MODE_TITLES[r.mode] if i == 0 else "",
+                check.what,
+                f"{mark} {check.good}/{check.total}{note}",
+                str(len(check.workers)),
+                str(check.crossed) if check.crossed else "-",
+                end_section=i == len(c.checks) - 1,
             )
-        if len(c.workers) < 2 <= settings.workers:
+    console.print()
+    console.print(checks)
+    for r in results:
+        c = r.coherence
+        verdict = "[green]PASS[/]" if c.passed else "[bold red]FAIL[/]"
+        console.print(f"Coherence, {MODE_TITLES[r.mode]}: {verdict}")
+        if c.passed and settings.workers >= 2 and not any(check.crossed for check in c.checks):
             console.print(
-                "  [yellow]only one worker answered: the check did not cross processes[/]"
+                "  [yellow]no right reply came from a worker other than the one that took the "
+                "write: this run did not test coherence across processes[/]"
             )
     errors = sum(r.load.error_count for r in results)
     if errors:
@@ -686,11 +716,15 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 def main() -> int:
-    console = Console()
+    console = Console(log_path=False)
     if not console.is_terminal:
-        console = Console(width=110)  # a log file or a pipe: room for the table
+        console = Console(width=110, log_path=False)  # a log file or a pipe: room for the table
     settings = Settings.from_env()
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # stop cleanly when terminated, too
+    # Ctrl-C (even when started from a shell that ignores it) and SIGTERM both end the run
+    # through the same clean-up.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGHUP, _raise_interrupt)  # the terminal went away
 
     if any(m != "none" for m in settings.modes):
         problem = cache_available()

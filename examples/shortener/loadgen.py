@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import itertools
 import json
 import os
@@ -72,6 +73,16 @@ def write_paths(paths: Sequence[str], path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------
 # wrk
+
+
+def die_with_parent() -> None:
+    """In a child, before exec: on Linux, have the kernel send SIGTERM if the demo dies
+    without cleaning up (SIGKILL), so no server or wrk outlives it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def find_wrk() -> str | None:
@@ -149,6 +160,7 @@ def run_wrk(
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,  # a Ctrl-C reaches the demo, which then stops wrk itself
+        preexec_fn=die_with_parent,
     )
     start = time.monotonic()
     try:

@@ -346,17 +346,18 @@ class Cache:
         'loaded'
         >>> c.unlink()
         """
+        # Hit path first: the native lookup checks the key; the rest is checked on a miss.
+        kind, value, left, ttl_s = self._core.lookup(key)
+        if kind == _HIT:
+            if self.refresh_ahead and left < self.refresh_ahead * ttl_s:
+                self._flight.refresh(key, loader, ttl, _tags(tags), neg_ttl, stale_ttl)
+            return value
+        if kind == _NEG:
+            return None
         _check_key(key)
         if not callable(loader):
             raise TypeError("loader must be callable")
         tg = _tags(tags)
-        kind, value, left, ttl_s = self._core.lookup(key)
-        if kind == _HIT:
-            if self.refresh_ahead and left < self.refresh_ahead * ttl_s:
-                self._flight.refresh(key, loader, ttl, tg, neg_ttl, stale_ttl)
-            return value
-        if kind == _NEG:
-            return None
         stale = value if kind == _STALE and -left < (self._stale_ttl(stale_ttl) or 0) else _MISSING
         return self._flight.load(key, loader, ttl, tg, neg_ttl, stale_ttl, stale)
 
@@ -378,17 +379,17 @@ class Cache:
         7
         >>> c.unlink()
         """
+        kind, value, left, ttl_s = self._core.lookup(key)
+        if kind == _HIT:
+            if self.refresh_ahead and left < self.refresh_ahead * ttl_s:
+                self._flight.arefresh(key, loader, ttl, _tags(tags), neg_ttl, stale_ttl)
+            return value
+        if kind == _NEG:
+            return None
         _check_key(key)
         if not callable(loader):
             raise TypeError("loader must be an async callable")
         tg = _tags(tags)
-        kind, value, left, ttl_s = self._core.lookup(key)
-        if kind == _HIT:
-            if self.refresh_ahead and left < self.refresh_ahead * ttl_s:
-                self._flight.arefresh(key, loader, ttl, tg, neg_ttl, stale_ttl)
-            return value
-        if kind == _NEG:
-            return None
         stale = value if kind == _STALE and -left < (self._stale_ttl(stale_ttl) or 0) else _MISSING
         return await self._flight.aload(key, loader, ttl, tg, neg_ttl, stale_ttl, stale)
 
