@@ -6,6 +6,7 @@ segments with unique names inside it, so tests never share or leak a segment fil
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
@@ -13,7 +14,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
 from helpers_segment import MiB, Segment, new_name
 
 
@@ -42,10 +42,8 @@ def make_segment(shm_dir: str) -> Iterator[Callable[..., Segment]]:
     yield make
     for seg in made:
         for cleanup in (seg.unlink, seg.close):
-            try:
+            with contextlib.suppress(Exception):
                 cleanup()
-            except Exception:
-                pass
 
 
 @pytest.fixture

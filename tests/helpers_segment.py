@@ -32,10 +32,10 @@ except ImportError:  # the package __init__ may not re-export yet: use the exten
     )
 
 __all__ = [
+    "STRESS",
     "KiB",
     "LockTimeout",
     "MiB",
-    "STRESS",
     "Segment",
     "SegmentError",
     "ZigguratError",
@@ -96,6 +96,36 @@ def check_value(key: bytes, value: bytes) -> str | None:
 def as_key(key: str | bytes) -> bytes:
     """The bytes a key is stored under (str keys are UTF-8)."""
     return key.encode() if isinstance(key, str) else key
+
+
+# --------------------------------------------------------------------------- tags
+
+
+def tag_collides(seg: Segment, a: str, b: str) -> bool:
+    """Whether invalidating ``b`` also invalidates entries tagged ``a`` in this segment.
+
+    The engine keeps tag versions in a hashed table (research/engine-design.md §3.1, §6.8),
+    so two distinct tags can share a cell and over-invalidate each other.  Probing bumps the
+    version of ``b``: only use it on tags whose entries may be invalidated.
+    """
+    probe = b"__tag_probe__" + uuid.uuid4().bytes
+    seg.set(probe, b"p", tags=[a])
+    seg.invalidate_tag(b)
+    collides = seg.get(probe) is None
+    seg.delete(probe)
+    return collides
+
+
+def distinct_tags(seg: Segment, n: int, prefix: str = "tag") -> list[str]:
+    """``n`` tag names, no two of which share a tag cell in ``seg`` (see ``tag_collides``)."""
+    picked: list[str] = []
+    i = 0
+    while len(picked) < n:
+        cand = f"{prefix}-{i}"
+        i += 1
+        if not any(tag_collides(seg, p, cand) or tag_collides(seg, cand, p) for p in picked):
+            picked.append(cand)
+    return picked
 
 
 # --------------------------------------------------------------------------- children
@@ -264,7 +294,7 @@ def mixed_worker(
     rng = random.Random(seed)
     tags = [f"mix-tag-{i}" for i in range(8)]
     out = {
-        "ops": 0, "sets": 0, "gets": 0, "hits": 0, "misses": 0,
+        "ops": 0, "sets": 0, "adds": 0, "gets": 0, "hits": 0, "misses": 0,
         "corrupt": 0, "foreign": 0, "examples": [],
     }  # fmt: skip
     deadline = time.monotonic() + seconds
@@ -290,7 +320,8 @@ def mixed_worker(
             elif r < 0.95:
                 s.delete(key)
             elif r < 0.99:
-                s.add(key, make_value(key, rng), ttl=rng.choice((None, 30.0)))
+                if s.add(key, make_value(key, rng), ttl=rng.choice((None, 30.0))):
+                    out["adds"] += 1
             else:
                 s.invalidate_tag(rng.choice(tags))
             out["ops"] += 1
@@ -330,7 +361,11 @@ def storm_reader(seg: Segment, keys: Sequence[bytes], seed: int, stop_fd: int) -
                     if len(out["examples"]) < 5:
                         out["examples"].append((err, key, value[:64]))
     out["max_get_s"] = max_ns / 1e9
-    s.close()
+    try:
+        s.close()  # flushes this process's hit/miss counters into the segment
+    except Exception as exc:
+        out["errors"] += 1
+        out["examples"].append(("close", b"", repr(exc)))
     return out
 
 

@@ -21,9 +21,11 @@ from helpers_segment import (
     Segment,
     SegmentError,
     ZigguratError,
+    distinct_tags,
     fork_child,
     reopen,
     run_forked,
+    tag_collides,
     wait_child,
 )
 
@@ -102,21 +104,26 @@ def test_closed_segment_raises(make_segment: MakeSegment) -> None:
     seg.set("k", b"v")
     other = reopen(seg)
     seg.close()
-    calls: list[Callable[[], object]] = [
-        lambda: seg.get("k"),
-        lambda: seg.set("k", b"w"),
-        lambda: seg.add("k2", b"w"),
-        lambda: seg.delete("k"),
-        lambda: seg.invalidate_tag("t"),
-        lambda: seg.clear(),
-        lambda: seg.stamp("k"),
-        lambda: seg.wait("k", 0, 0.01),
-        lambda: seg.stats(),
-        lambda: seg.verify(),
-    ]
-    for call in calls:
-        with pytest.raises((SegmentError, ValueError)):
+    calls: dict[str, Callable[[], object]] = {
+        "get": lambda: seg.get("k"),
+        "set": lambda: seg.set("k", b"w"),
+        "add": lambda: seg.add("k2", b"w"),
+        "delete": lambda: seg.delete("k"),
+        "invalidate_tag": lambda: seg.invalidate_tag("t"),
+        "clear": lambda: seg.clear(),
+        "stamp": lambda: seg.stamp("k"),
+        "wait": lambda: seg.wait("k", 0, 0.01),
+        "stats": lambda: seg.stats(),
+        "verify": lambda: seg.verify(),
+    }
+    not_raising = []
+    for name, call in calls.items():
+        try:
             call()
+        except (SegmentError, ValueError):
+            continue
+        not_raising.append(name)
+    assert not_raising == [], f"on a closed segment these did not raise: {not_raising}"
     # The data is still there for other handles; nothing was written through the closed one.
     assert other.get("k") == b"v"
     assert other.get("k2") is None
@@ -320,11 +327,14 @@ def test_clear_makes_everything_a_miss(seg: Segment) -> None:
 
 def test_ttl_expires(seg: Segment) -> None:
     """An entry with ttl=0.05 is a miss 0.1 s later; ttl=None and long TTLs stay."""
+    t0 = time.monotonic()
     seg.set("short", b"s", ttl=0.05)
+    got = seg.get("short")
+    if time.monotonic() - t0 < 0.04:  # not descheduled past the TTL on a loaded machine
+        assert got == b"s"
     seg.set("short-int", b"i", ttl=1)
     seg.set("forever", b"f", ttl=None)
     seg.set("long", b"l", ttl=3600.5)
-    assert seg.get("short") == b"s"
     time.sleep(0.1)
     assert seg.get("short") is None
     assert seg.get("short-int") == b"i"
@@ -335,9 +345,13 @@ def test_ttl_expires(seg: Segment) -> None:
 
 def test_add_over_expired_entry(seg: Segment) -> None:
     """add() succeeds over an expired entry (it counts as absent); delete of it is False."""
+    t0 = time.monotonic()
+    seg.set("live", b"old", ttl=0.05)
+    added = seg.add("live", b"new")
+    if time.monotonic() - t0 < 0.04:  # not descheduled past the TTL on a loaded machine
+        assert added is False
     seg.set("k", b"old", ttl=0.05)
     seg.set("j", b"old", ttl=0.05)
-    assert seg.add("k", b"new") is False
     time.sleep(0.1)
     assert seg.add("k", b"new") is True
     assert seg.get("k") == b"new"
@@ -356,24 +370,29 @@ def test_set_replaces_ttl(seg: Segment) -> None:
 
 
 def test_invalidate_tag(seg: Segment) -> None:
-    """invalidate_tag(t) makes every entry carrying t a miss; entries without t stay."""
-    seg.set("a", b"1", tags=["t1"])
-    seg.set("b", b"2", tags=["t1", "t2"])
-    seg.set("c", b"3", tags=["t2"])
+    """invalidate_tag(t) makes every entry carrying t a miss; entries without t stay.
+
+    The tag names are picked so that no two share a cell of the hashed tag table (two tags
+    that do may over-invalidate each other: see ``tag_collides``).
+    """
+    t1, t2, t3, unused = distinct_tags(seg, 4)
+    seg.set("a", b"1", tags=[t1])
+    seg.set("b", b"2", tags=[t1, t2])
+    seg.set("c", b"3", tags=[t2])
     seg.set("d", b"4")
-    seg.set("e", b"5", tags=("t3", "t1"))
-    seg.invalidate_tag("t1")
+    seg.set("e", b"5", tags=(t3, t1))
+    seg.invalidate_tag(t1)
     assert seg.get("a") is None
     assert seg.get("b") is None
     assert seg.get("e") is None
     assert seg.get("c") == b"3"
     assert seg.get("d") == b"4"
-    seg.invalidate_tag("never-used")
+    seg.invalidate_tag(unused)
     assert seg.get("c") == b"3"
     # An entry set after the invalidation carries the new version of the tag: it is visible.
-    seg.set("a", b"again", tags=["t1"])
+    seg.set("a", b"again", tags=[t1])
     assert seg.get("a") == b"again"
-    seg.invalidate_tag("t2")
+    seg.invalidate_tag(t2)
     assert seg.get("c") is None
     assert seg.get("a") == b"again"
 
@@ -381,6 +400,8 @@ def test_invalidate_tag(seg: Segment) -> None:
 def test_tags_accept_any_iterable_and_eight_tags(seg: Segment) -> None:
     """tags may be a list, tuple, set, generator or dict keys; 8 tags per entry are allowed."""
     eight = [f"tag-{i}" for i in range(8)]
+    # "uni" must survive invalidate_tag("tag-7") unless its tags share tag-7's hashed cell.
+    collide = tag_collides(seg, "ünï ⊂ode", "tag-7") or tag_collides(seg, "tag-0", "tag-7")
     seg.set("list", b"1", tags=eight)
     seg.set("tuple", b"2", tags=tuple(eight))
     seg.set("set", b"3", tags={"x", "tag-7"})
@@ -392,7 +413,8 @@ def test_tags_accept_any_iterable_and_eight_tags(seg: Segment) -> None:
     seg.invalidate_tag("tag-7")
     for key in ("list", "tuple", "set", "gen", "dict"):
         assert seg.get(key) is None, key
-    assert seg.get("uni") == b"6"
+    assert seg.get("uni") == (None if collide else b"6")
+    seg.set("uni", b"6", tags=["ünï ⊂ode", "tag-0"])
     seg.invalidate_tag("ünï ⊂ode")
     assert seg.get("uni") is None
 

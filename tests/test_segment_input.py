@@ -8,6 +8,7 @@ raised must leave the snapshot identical (validation happens before anything is 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable, Iterator
@@ -193,10 +194,8 @@ def test_bad_input_raises_and_changes_nothing(
 def test_bad_input_does_not_poison_later_calls(shared_seg: Segment) -> None:
     """G5: after a burst of rejected calls the segment still works and verifies clean."""
     for call in [p.values[0] for p in _cases()]:
-        try:
+        with contextlib.suppress(TypeError, ValueError):
             call(shared_seg)
-        except (TypeError, ValueError):
-            pass
     shared_seg.set("after", b"works", ttl=60, tags=["x"])
     assert shared_seg.get("after") == b"works"
     report = shared_seg.verify()
@@ -218,7 +217,9 @@ GOOD_EDGE_CALLS: list[tuple[str, Callable[[Segment], object]]] = [
 ]
 
 
-@pytest.mark.parametrize("call", [c for _, c in GOOD_EDGE_CALLS], ids=[n for n, _ in GOOD_EDGE_CALLS])
+@pytest.mark.parametrize(
+    "call", [c for _, c in GOOD_EDGE_CALLS], ids=[n for n, _ in GOOD_EDGE_CALLS]
+)
 def test_edge_input_accepted(shared_seg: Segment, call: Callable[[Segment], object]) -> None:
     """The limits themselves are valid input: a set at each limit succeeds and counts."""
     sets = shared_seg.stats()["sets"]
@@ -248,6 +249,9 @@ BAD_CONSTRUCTORS: list[tuple[str, dict[str, Any], type[Exception]]] = [
     ("lock-timeout-negative", {"lock_timeout": -1.0}, ValueError),
     ("lock-timeout-nan", {"lock_timeout": math.nan}, ValueError),
     ("avg-item-size-zero", {"avg_item_size": 0}, ValueError),
+    ("avg-item-size-negative", {"avg_item_size": -1}, ValueError),
+    ("shards-negative", {"shards": -1}, ValueError),
+    ("shards-huge", {"shards": 2**40}, ValueError),
 ]
 
 
@@ -267,3 +271,15 @@ def test_bad_constructor_arguments(shm_dir: str, override: dict[str, Any], exc: 
         Segment(name, size, **args)
     assert os.listdir(shm_dir) == []
     assert not [n for n in os.listdir(os.path.dirname(shm_dir)) if "escape" in n]
+
+
+@pytest.mark.parametrize("stamp", [-1, -(2**70), 2**40, 2**70])
+def test_wait_with_impossible_stamp(shared_seg: Segment, stamp: int) -> None:
+    """G5: a stamp no key can have is either refused with ValueError or treated as
+    "differs" (True at once); never another exception type such as OverflowError.
+    """
+    try:
+        changed = shared_seg.wait(VICTIM, stamp, 0.5)
+    except ValueError:
+        return
+    assert changed is True

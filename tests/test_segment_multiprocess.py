@@ -2,7 +2,8 @@
 
 * G2 under contention: 3 processes do mixed set/get/delete/add/invalidate_tag on 200 shared
   keys; every value read must be intact and belong to its key (values embed their key and a
-  CRC32), and the host-wide ``sets`` counter must equal the sum of the processes' sets.
+  CRC32), and the host-wide ``sets`` counter must equal the sum of the processes' sets (or
+  sets + successful adds: the spec leaves open whether add counts), so no increment is lost.
 * G1 coherence on a host: process A (this one) writes, then signals process B over a pipe;
   B must immediately read the new value (or a miss after a delete/invalidate_tag/clear),
   never the old one.  Thousands of rounds.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import multiprocessing
 import random
-import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -28,20 +28,31 @@ from helpers_segment import (
     mixed_worker,
     reopen,
     run_forked,
+    tag_collides,
 )
 
 MakeSegment = Callable[..., Segment]
+STRESS_ONLY = [
+    pytest.mark.stress,
+    pytest.mark.skipif(not STRESS, reason="set ZIGGURAT_STRESS=1 (make stress)"),
+]
+pytestmark = pytest.mark.timeout(600 if STRESS else 120)
 
 
-def test_mixed_workload_no_corrupt_or_foreign_values(make_segment: MakeSegment) -> None:
-    """G2 under contention: 0 torn, garbage or foreign values read by 3 busy processes,
+@pytest.mark.parametrize(
+    ("nproc", "seconds"),
+    [pytest.param(3, 2.5, id="ci"), pytest.param(4, 60.0, id="stress", marks=STRESS_ONLY)],
+)
+def test_mixed_workload_no_corrupt_or_foreign_values(
+    make_segment: MakeSegment, nproc: int, seconds: float
+) -> None:
+    """G2 under contention: 0 torn, garbage or foreign values read by 3-4 busy processes,
     exact host-wide ``sets`` counter, and a clean verify() afterwards.
     """
     seg = make_segment(8 * MiB)
     keys = [b"mix-%03d" % i for i in range(200)]
     sets_before = seg.stats()["sets"]
-    seconds = 20.0 if STRESS else 2.5
-    workers = [Background(mixed_worker, seg, keys, seed, seconds) for seed in range(3)]
+    workers = [Background(mixed_worker, seg, keys, seed, seconds) for seed in range(nproc)]
     try:
         results = [w.stop(timeout=seconds + 60) for w in workers]
     finally:
@@ -52,7 +63,10 @@ def test_mixed_workload_no_corrupt_or_foreign_values(make_segment: MakeSegment) 
         assert r["corrupt"] == 0 and r["foreign"] == 0, r["examples"]
         assert r["ops"] > 1000, "a worker barely ran: the test proves nothing"
     assert sum(r["hits"] for r in results) > 100
-    assert seg.stats()["sets"] - sets_before == sum(r["sets"] for r in results)
+    # Lost increments would show here; whether a successful add() counts as a set is open.
+    sets = sum(r["sets"] for r in results)
+    adds = sum(r["adds"] for r in results)
+    assert seg.stats()["sets"] - sets_before in (sets, sets + adds), (sets, adds)
     for key in keys:
         value = seg.get(key)
         assert value is None or check_value(key, value) is None, (key, value)
@@ -95,10 +109,15 @@ class Peer:
         child_conn.close()
         self.failures: list[Any] = []
 
+    def ask(self, checks: list[tuple[bytes, bytes | None]]) -> list[Any]:
+        """Ask B to read the keys now; return (key, expected, got) for each mismatch."""
+        self.conn.send(checks)
+        bad: list[Any] = self.conn.recv()
+        return bad
+
     def check(self, round_: int, what: str, checks: list[tuple[bytes, bytes | None]]) -> None:
         """Ask B to read now; record what it saw that it must not have."""
-        self.conn.send(checks)
-        bad = self.conn.recv()
+        bad = self.ask(checks)
         if bad and len(self.failures) < 10:
             self.failures.append((round_, what, bad))
         elif bad:
@@ -116,10 +135,14 @@ def peer_seg(make_segment: MakeSegment) -> Segment:
     return make_segment(8 * MiB)
 
 
-ROUNDS = 20_000 if STRESS else 2_000
+ROUNDS = pytest.mark.parametrize(
+    "rounds",
+    [pytest.param(2_000, id="ci"), pytest.param(50_000, id="stress", marks=STRESS_ONLY)],
+)
 
 
-def test_g1_set_then_other_process_reads_new_value(peer_seg: Segment) -> None:
+@ROUNDS
+def test_g1_set_then_other_process_reads_new_value(peer_seg: Segment, rounds: int) -> None:
     """G1 (set): once set() returns here, process B reads the new value, never the old one.
 
     B read the previous value of the key in the previous round, so any stale copy (process
@@ -130,7 +153,7 @@ def test_g1_set_then_other_process_reads_new_value(peer_seg: Segment) -> None:
     keys = [b"g1-%02d" % i for i in range(50)]
     peer = Peer(seg)
     try:
-        for i in range(ROUNDS):
+        for i in range(rounds):
             key = keys[i % len(keys)]
             value = make_value(key + b"#%d" % i, rng)
             seg.set(key, value)
@@ -140,13 +163,14 @@ def test_g1_set_then_other_process_reads_new_value(peer_seg: Segment) -> None:
     assert peer.failures == [], f"{len(peer.failures)} stale/missing reads: {peer.failures[:5]}"
 
 
-def test_g1_delete_then_other_process_misses(peer_seg: Segment) -> None:
+@ROUNDS
+def test_g1_delete_then_other_process_misses(peer_seg: Segment, rounds: int) -> None:
     """G1 (delete): once delete() returns here, process B gets a miss, never the old value."""
     seg = peer_seg
     rng = random.Random(2)
     peer = Peer(seg)
     try:
-        for i in range(ROUNDS // 2):
+        for i in range(rounds // 2):
             key = b"del-%02d" % (i % 37)
             value = make_value(key, rng)
             seg.set(key, value)
@@ -158,37 +182,50 @@ def test_g1_delete_then_other_process_misses(peer_seg: Segment) -> None:
     assert peer.failures == [], f"{len(peer.failures)} stale reads: {peer.failures[:5]}"
 
 
-def test_g1_invalidate_tag_then_other_process_misses(peer_seg: Segment) -> None:
+@ROUNDS
+def test_g1_invalidate_tag_then_other_process_misses(peer_seg: Segment, rounds: int) -> None:
     """G1 (invalidate_tag): once it returns here, B misses every entry carrying the tag and
-    still reads the entries that do not carry it.
+    still reads the entries without tags.  An entry with another tag also stays, unless the
+    two tags share a cell of the hashed tag table (a documented over-invalidation, checked
+    with ``tag_collides``, and which must stay rare).
     """
     seg = peer_seg
     rng = random.Random(3)
     peer = Peer(seg)
+    collisions = 0
     try:
-        for i in range(ROUNDS // 4):
+        for i in range(rounds // 4):
             tag, other_tag = f"tag-{i}", f"keep-{i}"
             tagged = [(b"tg-%d-%d" % (i % 11, j), [tag] if j else [other_tag, tag]) for j in (0, 1)]
-            kept = [(b"kp-%d" % (i % 13), [other_tag]), (b"plain-%d" % (i % 7), [])]
+            kept = (b"kp-%d" % (i % 13), [other_tag])
+            plain = (b"plain-%d" % (i % 7), [])
             values = {}
-            for key, tags in tagged + kept:
+            for key, tags in [*tagged, kept, plain]:
                 values[key] = make_value(key, rng)
                 seg.set(key, values[key], tags=tags)
-            peer.check(i, "before", [(k, values[k]) for k, _ in tagged + kept])
+            peer.check(i, "before", [(k, values[k]) for k, _ in [*tagged, kept, plain]])
             seg.invalidate_tag(tag)
-            peer.check(i, "after", [(k, None) for k, _ in tagged] + [(k, values[k]) for k, _ in kept])
+            peer.check(i, "after", [(k, None) for k, _ in tagged] + [(plain[0], values[plain[0]])])
+            bad = peer.ask([(kept[0], values[kept[0]])])
+            if bad and bad[0][2] is None and tag_collides(seg, other_tag, tag):
+                collisions += 1
+            elif bad:
+                peer.failures.append((i, "other tag", bad))
     finally:
         peer.close()
     assert peer.failures == [], f"{len(peer.failures)} stale reads: {peer.failures[:5]}"
+    allowed = 5 + rounds // 1000  # 1 in 4096 expected with the 4096 tag cells of 8 MiB
+    assert collisions <= allowed, f"{collisions} of {rounds // 4} unrelated tags invalidated"
 
 
-def test_g1_clear_then_other_process_misses(make_segment: MakeSegment) -> None:
+@ROUNDS
+def test_g1_clear_then_other_process_misses(make_segment: MakeSegment, rounds: int) -> None:
     """G1 (clear): once clear() returns here, B misses every key; new sets are then seen."""
     seg = make_segment(4 * MiB)
     rng = random.Random(4)
     peer = Peer(seg)
     try:
-        for i in range(ROUNDS // 10):
+        for i in range(rounds // 10):
             keys = [b"clr-%d" % ((i + j) % 23) for j in range(4)]
             values = {k: make_value(k, rng) for k in keys}
             for k in keys:
@@ -214,7 +251,7 @@ def test_g1_writes_from_other_process_seen_here(peer_seg: Segment) -> None:
         assert seg.get(key) == old
         new = make_value(key + b"%d" % i, rng)
 
-        def child(new: bytes = new) -> None:
+        def child(new: bytes = new, i: int = i) -> None:
             s = reopen(seg)
             if i % 3 == 2:
                 s.delete(key)

@@ -208,7 +208,9 @@ impl Geometry {
         let est_entries = (size / avg_item).max(1024);
         let nstamps =
             (est_entries.min(u32::MAX as u64 / 2) / nshards as u64 * nshards as u64) as u32;
-        let ntags = largest_pow2_le(size / 2048).clamp(1024, 65536) as u32;
+        // One u32 per cell; two tags sharing a cell over-invalidate each other, so
+        // keep cells plentiful (~0.8% of the budget).
+        let ntags = largest_pow2_le(size / 512).clamp(4096, 1 << 20) as u32;
         let stamps_off = HEADER_SIZE as u64;
         let tags_off = align(stamps_off + 4 * nstamps as u64, 64);
         let shards_off = align(tags_off + 4 * ntags as u64, 4096);
