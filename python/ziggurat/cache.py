@@ -14,6 +14,7 @@ import functools
 import inspect
 import logging
 import random
+import re
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar, cast
@@ -28,6 +29,8 @@ __all__ = ["Cache", "LoadTimeout", "MutationError", "Namespace"]
 log = logging.getLogger("ziggurat")
 
 _MISS, _HIT, _NEG, _STALE = 0, 1, 2, 3
+# The segment name rule, leaving room for the ".neg" suffix of the cached-miss segment.
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,95}")
 _MISSING: Any = object()
 F = TypeVar("F", bound=Callable[..., Any])
 TagsArg = Iterable[str] | Callable[..., Iterable[str]] | None
@@ -116,8 +119,13 @@ class Cache:
         lock_timeout: float = 0.5,
         recreate: bool = False,
     ) -> None:
-        if not isinstance(name, str) or not name:
-            raise TypeError("name must be a non-empty str")
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, not {type(name).__name__}")
+        if not _NAME.fullmatch(name):
+            raise ValueError(
+                "name must be 1-96 characters of A-Z a-z 0-9 . _ - not starting with '.', "
+                f"got {name!r}"
+            )
         if isinstance(l1_items, bool) or not isinstance(l1_items, int) or l1_items < 0:
             raise ValueError(f"l1_items must be an int >= 0, got {l1_items!r}")
         if l1_negative_items is None:
@@ -262,9 +270,13 @@ class Cache:
         """
         t = _ttl(ttl, self.ttl, "ttl") or self.ttl
         tg = _tags(tags)
-        for k in mapping:
+        items = list(mapping.items())
+        # Check everything before writing anything: a bad key or a value that cannot be
+        # encoded leaves the cache unchanged.
+        for k, v in items:
             _check_key(k)
-        for k, v in mapping.items():
+            self.serializer.dumps(v)
+        for k, v in items:
             try:
                 self._core.set(k, v, t, tg, self.stale_ttl)
             except ZigguratError as e:

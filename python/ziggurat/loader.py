@@ -1,7 +1,8 @@
 """Loader coordination: one load per key per host at a time.
 
 Within a process, threads wait on a per-key lock and asyncio tasks on a per-key future.
-Across processes, the first caller takes a lease (an ``add`` of a hidden key in the segment,
+Across processes, the first caller takes a lease (an ``add`` of a hidden key in the segment
+of cached misses,
 with a TTL of ``loader_timeout`` and the holder's pid as value); the others sleep on the
 lease key's version stamp, which the segment wakes with a futex when the holder removes the
 lease after storing the value. A holder that dies is noticed (its pid is gone) and the lease
@@ -112,7 +113,11 @@ class Flight:
     # -- shared pieces ---------------------------------------------------------------------
 
     def _seg(self) -> Segment | None:
-        return self.cache._segment
+        # Leases live in the cached-miss segment: their writes bump that segment's stamps,
+        # never the stamps that real entries' L1 copies are validated against.
+        if self.cache._segment is None:
+            return None
+        return self.cache._neg or self.cache._segment
 
     def _lookup(self, key: str | bytes) -> tuple[bool, Any]:
         kind, value, _, _ = self.cache._core.lookup(key)
