@@ -20,7 +20,10 @@ use crate::clock::now_ms;
 use crate::failpoint::{self, Point};
 use crate::hash::KeyHash;
 use crate::index::{self, RingId};
-use crate::layout::{Stat, GHOST_CELLS};
+use crate::layout::{Stat, GHOST_CELLS, S_GHOST_CURSOR, S_GHOST_EPOCH, S_GHOST_EPOCH_START};
+
+/// Ghost epochs a fingerprint stays valid for.
+const GHOST_WINDOW: u64 = 8;
 use crate::shard::Shard;
 
 impl Shard<'_> {
@@ -166,24 +169,57 @@ impl Shard<'_> {
     }
 
     /// Remembers that `kh` was evicted from the small ring.
+    ///
+    /// S3-FIFO's ghost should remember about as many keys as the main queue
+    /// holds. The table is sized for the expected entry count, which can be far
+    /// more than the real one (large values), so cells also carry an 8-bit ghost
+    /// epoch: an epoch lasts `entries / 8` inserts and a cell older than 8 epochs
+    /// no longer counts. The window thus follows the live entry count.
     pub fn ghost_insert(&self, kh: &KeyHash) {
         let b = kh.ghost_bucket(self.g.ghost_buckets);
-        let fp = kh.ghost();
-        let cursor = self.shm.u64_at(self.base + crate::layout::S_GHOST_CURSOR);
+        let cursor = self.shm.u64_at(self.base + S_GHOST_CURSOR);
+        let epoch = self.shm.u64_at(self.base + S_GHOST_EPOCH);
+        let start = self.shm.u64_at(self.base + S_GHOST_EPOCH_START);
         let c = cursor.fetch_add(1, Ordering::Relaxed);
-        let i = (0..GHOST_CELLS)
-            .find(|&i| self.ghost_cell(b, i).load(Ordering::Relaxed) == 0)
-            .unwrap_or(c as usize % GHOST_CELLS);
-        self.ghost_cell(b, i).store(fp, Ordering::Relaxed);
+        let entries = self.stat(Stat::Entries).load(Ordering::Relaxed);
+        let per_epoch = (entries * 9 / 10 / GHOST_WINDOW).max(1);
+        let mut ep = epoch.load(Ordering::Relaxed);
+        if c.wrapping_sub(start.load(Ordering::Relaxed)) >= per_epoch {
+            ep += 1;
+            epoch.store(ep, Ordering::Relaxed);
+            start.store(c, Ordering::Relaxed);
+        }
+        let ep = ep as u8;
+        let age = |v: u32| ep.wrapping_sub(v as u8);
+        let mut pick = 0;
+        let mut oldest = 0u8;
+        for i in 0..GHOST_CELLS {
+            let v = self.ghost_cell(b, i).load(Ordering::Relaxed);
+            if v == 0 || age(v) as u64 >= GHOST_WINDOW {
+                pick = i;
+                break;
+            }
+            if age(v) >= oldest {
+                oldest = age(v);
+                pick = i;
+            }
+        }
+        self.ghost_cell(b, pick)
+            .store(kh.ghost() << 8 | ep as u32, Ordering::Relaxed);
     }
 
-    /// Whether `kh` was recently evicted from small; forgets it if so.
+    /// Whether `kh` was evicted from small recently; forgets it if so.
     pub fn ghost_take(&self, kh: &KeyHash) -> bool {
         let b = kh.ghost_bucket(self.g.ghost_buckets);
+        let ep = self
+            .shm
+            .u64_at(self.base + S_GHOST_EPOCH)
+            .load(Ordering::Relaxed) as u8;
         let fp = kh.ghost();
         for i in 0..GHOST_CELLS {
             let c = self.ghost_cell(b, i);
-            if c.load(Ordering::Relaxed) == fp {
+            let v = c.load(Ordering::Relaxed);
+            if v != 0 && v >> 8 == fp && (ep.wrapping_sub(v as u8) as u64) < GHOST_WINDOW {
                 c.store(0, Ordering::Relaxed);
                 return true;
             }

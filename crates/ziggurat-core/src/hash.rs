@@ -58,10 +58,10 @@ impl KeyHash {
         self.shard(nshards) * per + reduce((self.h2 >> 16) as u32, per)
     }
 
-    /// Ghost fingerprint (never 0, which marks an empty ghost cell).
+    /// Ghost fingerprint: 24 bits, top bit set (so a ghost cell holding one is never 0).
     #[inline]
     pub fn ghost(&self) -> u32 {
-        (self.h2 as u32) | 1
+        ((self.h2 as u32) >> 8) | 0x80_0000
     }
 
     /// Ghost bucket in `0..nbuckets`.
@@ -102,6 +102,7 @@ mod tests {
         let b = KeyHash::new(2, b"key");
         assert_ne!(a.h, b.h);
         assert_eq!(a, KeyHash::new(1, b"key"));
-        assert_eq!(a.ghost() & 1, 1);
+        assert_eq!(a.ghost() >> 23, 1);
+        assert!(a.ghost() < 1 << 24);
     }
 }

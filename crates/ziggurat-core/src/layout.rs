@@ -73,6 +73,8 @@ pub const S_MAIN_HEAD: usize = 192;
 pub const S_MAIN_TAIL: usize = 200;
 pub const S_GHOST_CURSOR: usize = 256;
 pub const S_WAITERS: usize = 264;
+pub const S_GHOST_EPOCH: usize = 272;
+pub const S_GHOST_EPOCH_START: usize = 280;
 pub const S_STATS: usize = 320;
 
 /// Per-shard counters, each a u64 at `S_STATS + 8 * index`.
