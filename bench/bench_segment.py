@@ -15,6 +15,7 @@ numbers for the JSON file, and the goals it checks.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import multiprocessing as mp
 import os
@@ -96,7 +97,9 @@ def keys_of(prefix: bytes, n: int) -> list[bytes]:
     return [prefix + b"%06d" % i for i in range(n)]
 
 
-def _fill_and_idle(specs: list[dict[str, Any]], items: list[tuple[bytes, bytes]], conn: Any) -> None:
+def _fill_and_idle(
+    specs: list[dict[str, Any]], items: list[tuple[bytes, bytes]], conn: Any
+) -> None:
     """Writer process: open every store, write ``items`` to each, report, idle until told."""
     stores = [peers.open_store(s) for s in specs]
     try:
@@ -118,6 +121,7 @@ class Writer:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_fill_and_idle, args=(specs, items, child), daemon=True)
         self.proc.start()
+        child.close()  # so that a dead writer shows up as EOF here
         if not self.conn.poll(300):
             raise RuntimeError("writer process did not finish filling the stores")
         msg = self.conn.recv()
@@ -125,10 +129,8 @@ class Writer:
             raise RuntimeError(f"writer process: {msg!r}")
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.conn.send("stop")
-        except OSError:
-            pass
         self.proc.join(30)
         if self.proc.is_alive():
             self.proc.kill()
@@ -152,7 +154,7 @@ def bench_get(ctx: Ctx) -> Section:
     kb_vals = [rnd.randbytes(1024) for _ in range(N_KEYS)]
     sm_objs = [small_obj(i) for i in range(N_KEYS)]
     sm_blobs = [pickle.dumps(o) for o in sm_objs]
-    items = list(zip(kb_keys, kb_vals)) + list(zip(sm_keys, sm_blobs))
+    items = list(zip(kb_keys, kb_vals, strict=True)) + list(zip(sm_keys, sm_blobs, strict=True))
 
     specs = ctx.shared_specs(redis=True)
     writer = Writer(specs, items)
@@ -161,10 +163,10 @@ def bench_get(ctx: Ctx) -> Section:
     notes: list[str] = []
     try:
         # in-process caches, built here (they cannot be shared)
-        kb_inproc = peers.in_process_caches(dict(zip(kb_keys, kb_vals)), 4 * N_KEYS)
-        sm_inproc = peers.in_process_caches(dict(zip(sm_keys, sm_objs)), 4 * N_KEYS)
+        kb_inproc = peers.in_process_caches(dict(zip(kb_keys, kb_vals, strict=True)), 4 * N_KEYS)
+        sm_inproc = peers.in_process_caches(dict(zip(sm_keys, sm_objs, strict=True)), 4 * N_KEYS)
         order: list[str] = []
-        for (name, g, _s, _n), (_n2, g2, _s2, _n3) in zip(kb_inproc, sm_inproc):
+        for (name, g, _s, _n), (_n2, g2, _s2, _n3) in zip(kb_inproc, sm_inproc, strict=True):
             order.append(name)
             cases[(name, "bytes1k")] = h.Case(
                 name, lambda n, g=g: h.loop_call(g, kb_keys, n), N_KEYS
@@ -182,8 +184,10 @@ def bench_get(ctx: Ctx) -> Section:
             stores.append(s)
             bad = sum(s.get(k) != v for k, v in items)
             if bad:
-                notes.append(f"{s.name}: {bad} of {len(items)} values written by the writer "
-                             "were missing or wrong when read here")
+                notes.append(
+                    f"{s.name}: {bad} of {len(items)} values written by the writer "
+                    "were missing or wrong when read here"
+                )
             order.append(s.name)
             cases[(s.name, "bytes1k")] = h.Case(
                 s.name, lambda n, g=s.get: h.loop_call(g, kb_keys, n), N_KEYS
@@ -208,15 +212,17 @@ def bench_get(ctx: Ctx) -> Section:
     rows = []
     for name in order:
         kb, sm = med(name, "bytes1k"), med(name, "small")
-        rows.append([
-            name,
-            h.fmt_ns(kb),
-            h.fmt_ratio(ratio(kb, med("dict", "bytes1k"))),
-            h.fmt_ns(sm),
-            h.fmt_ratio(ratio(sm, med("dict", "small"))),
-            h.fmt_spread(res.get((name, "small"))),
-            h.fmt_spread(res.get((name, "bytes1k"))),
-        ])
+        rows.append(
+            [
+                name,
+                h.fmt_ns(kb),
+                h.fmt_ratio(ratio(kb, med("dict", "bytes1k"))),
+                h.fmt_ns(sm),
+                h.fmt_ratio(ratio(sm, med("dict", "small"))),
+                h.fmt_spread(res.get((name, "small"))),
+                h.fmt_spread(res.get((name, "bytes1k"))),
+            ]
+        )
     md = [
         "Median ns per get over the reps; × is the ratio to `dict.get` of the same column, "
         "measured in the same run. In-process caches were filled here and return the live "
@@ -243,13 +249,33 @@ def bench_get(ctx: Ctx) -> Section:
             extra = med(seg, "small") - ld  # type: ignore[operator]
         lines.append(f"| minus pickle.loads | — | {fmt_signed(extra)} |")
         md += lines
+        floor = ratio(ld, med(lm, "small"))
+        if floor is not None:
+            notes.append(
+                f"`pickle.loads` alone takes {h.fmt_ratio(floor)} of lmdb's decoded get, so a "
+                "decoded L2 get can reach ×0.5 lmdb only if its own part is "
+                f"≤ {h.fmt_ns(max(0.0, 0.5 * med(lm, 'small') - ld))}"  # type: ignore[operator]
+                " (the L1 tier, which returns live objects, is where decode is skipped)."
+            )
         goals += [
-            Goal("get 1 KiB written by another process, vs lmdb", h.fmt_ratio(r_kb),
-                 "≤ ×0.5 lmdb", None if r_kb is None else r_kb <= 0.5),
-            Goal("get small dict (decoded) written by another process, vs lmdb",
-                 h.fmt_ratio(r_sm), "≤ ×0.5 lmdb", None if r_sm is None else r_sm <= 0.5),
-            Goal("get small dict minus pickle.loads", fmt_signed(extra), "≤ +0.3 µs",
-                 None if extra is None else extra <= 300),
+            Goal(
+                "get 1 KiB written by another process, vs lmdb",
+                h.fmt_ratio(r_kb),
+                "≤ ×0.5 lmdb",
+                None if r_kb is None else r_kb <= 0.5,
+            ),
+            Goal(
+                "get small dict (decoded) written by another process, vs lmdb",
+                h.fmt_ratio(r_sm),
+                "≤ ×0.5 lmdb",
+                None if r_sm is None else r_sm <= 0.5,
+            ),
+            Goal(
+                "get small dict minus pickle.loads",
+                fmt_signed(extra),
+                "≤ +0.3 µs",
+                None if extra is None else extra <= 300,
+            ),
         ]
     else:
         notes.append(ctx.segment_note())
@@ -317,6 +343,7 @@ def bench_first_read(ctx: Ctx) -> Section:
     conn, child = sp.Pipe()
     proc = sp.Process(target=_first_read_writer, args=(specs, flag_path, child), daemon=True)
     proc.start()
+    child.close()
     stores: list[peers.Store] = []
     per: dict[str, dict[str, list[float]]] = {}
     try:
@@ -359,10 +386,8 @@ def bench_first_read(ctx: Ctx) -> Section:
                 d["warm"].append(h.median(warms) - floor)
                 d["stale"].append(stale)
     finally:
-        try:
+        with contextlib.suppress(OSError):
             conn.send(None)
-        except OSError:
-            pass
         proc.join(30)
         if proc.is_alive():
             proc.kill()
@@ -378,15 +403,17 @@ def bench_first_read(ctx: Ctx) -> Section:
     for name, d in per.items():
         f, w, p = h.summary(d["first"]), h.summary(d["warm"]), h.summary(d["p90"])
         data[name] = {"first": f, "warm": w, "p90": p, "stale": d["stale"], "raw": d}
-        rows.append([
-            name,
-            h.fmt_ns(f["median"]),
-            h.fmt_spread(f),
-            h.fmt_ns(p["median"]),
-            h.fmt_ns(w["median"]),
-            h.fmt_ratio(ratio(f["median"], per_med(per, "lmdb(/dev/shm)"))),
-            f"{sum(d['stale'])} of {st.first_read_iters * st.reps}",
-        ])
+        rows.append(
+            [
+                name,
+                h.fmt_ns(f["median"]),
+                h.fmt_spread(f),
+                h.fmt_ns(p["median"]),
+                h.fmt_ns(w["median"]),
+                h.fmt_ratio(ratio(f["median"], per_med(per, "lmdb(/dev/shm)"))),
+                f"{sum(d['stale'])} of {st.first_read_iters * st.reps}",
+            ]
+        )
     md = [
         "A writer process overwrites one key with a 100-byte value, then publishes a sequence "
         "number in a shared-memory word; this process spins on that word and times only its "
@@ -404,11 +431,13 @@ def bench_first_read(ctx: Ctx) -> Section:
     seg = per.get("ziggurat.Segment")
     if seg:
         v = h.median(seg["first"])
-        goals.append(Goal("first read after another process's write", h.fmt_ns(v), "≤ 1.5 µs",
-                          v <= 1500))
+        goals.append(
+            Goal("first read after another process's write", h.fmt_ns(v), "≤ 1.5 µs", v <= 1500)
+        )
         stale = sum(seg["stale"])
-        goals.append(Goal("stale reads after a write returned (coherence)", str(stale), "0",
-                          stale == 0))
+        goals.append(
+            Goal("stale reads after a write returned (coherence)", str(stale), "0", stale == 0)
+        )
     else:
         md += ["", "* " + ctx.segment_note()]
         goals.append(Goal("first read after another process's write", "—", "≤ 1.5 µs", None))
@@ -423,6 +452,9 @@ def per_med(per: dict[str, dict[str, list[float]]], name: str) -> float | None:
 
 
 # --- c) set -------------------------------------------------------------------------------
+
+
+DICT_DUMPS = "d[k] = pickle.dumps(v)"
 
 
 def bench_set(ctx: Ctx) -> Section:
@@ -450,6 +482,14 @@ def bench_set(ctx: Ctx) -> Section:
         cases[("pickle.dumps alone", "small")] = h.Case(
             "pickle.dumps", lambda n: h.loop_call(dumps, [obj] * N_KEYS, n), N_KEYS
         )
+        # the yardstick for encode-included sets: same loop, the encoded bytes kept in a dict
+        enc_d: dict[bytes, bytes] = {}
+        order.append(DICT_DUMPS)
+        cases[(DICT_DUMPS, "small")] = h.Case(
+            DICT_DUMPS,
+            lambda n: h.loop_set_encode(enc_d.__setitem__, dumps, keys, obj, n),
+            N_KEYS,
+        )
         for spec in ctx.shared_specs(redis=True):
             s = peers.open_store(spec)
             stores.append(s)
@@ -475,23 +515,37 @@ def bench_set(ctx: Ctx) -> Section:
     rows = []
     for name in order:
         a, b = med(name, "b100"), med(name, "small")
-        rows.append([
-            name,
-            h.fmt_ns(a),
-            h.fmt_ratio(ratio(a, med("dict", "b100"))),
-            h.fmt_ratio(ratio(a, med("lmdb(/dev/shm)", "b100"))),
-            h.fmt_ns(b),
-            h.fmt_ratio(ratio(b, med("lmdb(/dev/shm)", "small"))),
-            h.fmt_spread(res.get((name, "b100"))),
-        ])
+        rows.append(
+            [
+                name,
+                h.fmt_ns(a),
+                h.fmt_ratio(ratio(a, med("dict", "b100"))),
+                h.fmt_ratio(ratio(a, med("lmdb(/dev/shm)", "b100"))),
+                h.fmt_ns(b),
+                h.fmt_ratio(ratio(b, med("lmdb(/dev/shm)", "small"))),
+                h.fmt_spread(res.get((name, "b100"))),
+                h.fmt_spread(res.get((name, "small"))),
+            ]
+        )
     md = [
         f"Median ns per set, overwriting {N_KEYS:,} existing keys in turn. 100 B column: a "
         "100-byte bytes value. Small dict column: the shared stores are given `pickle.dumps(obj)` "
         "(encode included), the in-process caches the object itself. × dict = ratio to "
-        "`d[k] = v`; × lmdb = ratio to lmdb's set, same run.",
+        "`d[k] = v`; × lmdb = ratio to lmdb's set, same run. The row `d[k] = pickle.dumps(v)` "
+        "is the yardstick for the encode-included column: the same loop storing into a dict "
+        "(allocating and freeing the encoded bytes costs there too).",
         "",
         h.md_table(
-            ["backend", "100 B", "× dict", "× lmdb", "small dict", "× lmdb", "spread (100 B)"],
+            [
+                "backend",
+                "100 B",
+                "× dict",
+                "× lmdb",
+                "small dict",
+                "× lmdb",
+                "spread (100 B)",
+                "spread (small)",
+            ],
             rows,
         ),
     ]
@@ -500,8 +554,16 @@ def bench_set(ctx: Ctx) -> Section:
     if ctx.has_segment:
         a, b = med(seg, "b100"), med(seg, "small")
         goals.append(Goal("set 100 B", h.fmt_ns(a), "≤ 1 µs", None if a is None else a <= 1000))
-        goals.append(Goal("set small dict, pickle.dumps included", h.fmt_ns(b), "≤ 1.5 µs",
-                          None if b is None else b <= 1500))
+        dd = med(DICT_DUMPS, "small")
+        over = "" if b is None or dd is None else f" ({fmt_signed(b - dd)} over {DICT_DUMPS})"
+        goals.append(
+            Goal(
+                "set small dict, pickle.dumps included",
+                h.fmt_ns(b) + over,
+                "≤ 1.5 µs",
+                None if b is None else b <= 1500,
+            )
+        )
     else:
         notes.append(ctx.segment_note())
         goals.append(Goal("set 100 B", "—", "≤ 1 µs", None))
@@ -612,6 +674,7 @@ def bench_mix(ctx: Ctx) -> Section:
             conn, child = sp.Pipe()
             p = sp.Process(target=_mix_worker, args=(wid, specs, child), daemon=True)
             p.start()
+            child.close()
             workers.append((p, conn))
         for _p, conn in workers:
             if not conn.poll(120) or conn.recv() != "ready":
@@ -636,11 +699,9 @@ def bench_mix(ctx: Ctx) -> Section:
                 if rep >= 0:
                     samples[case].append(total)
     finally:
-        for p, conn in workers:
-            try:
+        for _p, conn in workers:
+            with contextlib.suppress(OSError):
                 conn.send(None)
-            except OSError:
-                pass
         for p, _conn in workers:
             p.join(30)
             if p.is_alive():
@@ -652,16 +713,20 @@ def bench_mix(ctx: Ctx) -> Section:
     for b in backends:
         for np_ in (1, 2):
             u, ho = res[(b, "uniform", np_)], res[(b, "hot", np_)]
-            rows.append([
-                b,
-                f"{np_} proc" + ("s" if np_ > 1 else ""),
-                h.fmt_int(u["median"]),
-                f"{h.fmt_int(u['min'])}–{h.fmt_int(u['max'])}",
-                h.fmt_int(ho["median"]),
-                f"{h.fmt_int(ho['min'])}–{h.fmt_int(ho['max'])}",
-                h.fmt_ratio(ratio(ho["median"], u["median"])),
-                h.fmt_ratio(ratio(u["median"], res[("lmdb(/dev/shm)", "uniform", np_)]["median"])),
-            ])
+            rows.append(
+                [
+                    b,
+                    f"{np_} proc" + ("s" if np_ > 1 else ""),
+                    h.fmt_int(u["median"]),
+                    f"{h.fmt_int(u['min'])}–{h.fmt_int(u['max'])}",
+                    h.fmt_int(ho["median"]),
+                    f"{h.fmt_int(ho['min'])}–{h.fmt_int(ho['max'])}",
+                    h.fmt_ratio(ratio(ho["median"], u["median"])),
+                    h.fmt_ratio(
+                        ratio(u["median"], res[("lmdb(/dev/shm)", "uniform", np_)]["median"])
+                    ),
+                ]
+            )
     md = [
         "Total ops/s over all processes (each process: ops done / its own elapsed time), median "
         f"of the reps, {st.mix_seconds:g} s per rep; 10% of ops are sets of a 100-byte value, "
@@ -671,8 +736,16 @@ def bench_mix(ctx: Ctx) -> Section:
         "This machine's 2 vCPUs deliver roughly 1.2–1.6 CPUs, so 2 processes cannot show 2×.",
         "",
         h.md_table(
-            ["backend", "procs", "uniform ops/s", "spread", "hot key ops/s", "spread",
-             "hot / uniform", "uniform × lmdb"],
+            [
+                "backend",
+                "procs",
+                "uniform ops/s",
+                "spread",
+                "hot key ops/s",
+                "spread",
+                "hot / uniform",
+                "uniform × lmdb",
+            ],
             rows,
         ),
     ]
@@ -680,17 +753,30 @@ def bench_mix(ctx: Ctx) -> Section:
     if ctx.has_segment:
         seg = "ziggurat.Segment"
         u1 = res[(seg, "uniform", 1)]["median"]
-        goals.append(Goal("Segment 90/10 over 10k keys, 1 process", h.fmt_int(u1) + " ops/s",
-                          "≥ 4 M ops/s (goal stated for the coherent cache)", u1 >= 4e6))
+        goals.append(
+            Goal(
+                "Segment 90/10 over 10k keys, 1 process",
+                h.fmt_int(u1) + " ops/s",
+                "≥ 4 M ops/s (goal stated for the coherent cache)",
+                u1 >= 4e6,
+            )
+        )
         for np_ in (1, 2):
             r = ratio(res[(seg, "hot", np_)]["median"], res[(seg, "uniform", np_)]["median"])
-            goals.append(Goal(f"Segment hot key / uniform, {np_} proc", h.fmt_ratio(r), "≥ ×1.0",
-                              None if r is None else r >= 1.0))
+            goals.append(
+                Goal(
+                    f"Segment hot key / uniform, {np_} proc",
+                    h.fmt_ratio(r),
+                    "≥ ×1.0",
+                    None if r is None else r >= 1.0,
+                )
+            )
     else:
         md += ["", "* " + ctx.segment_note()]
         goals.append(Goal("90/10 ops/s and hot key", "—", "≥ uniform", None))
-    data = {f"{b}|{ks}|{n}": {**res[(b, ks, n)], "samples": samples[(b, ks, n)]}
-            for (b, ks, n) in cases}
+    data = {
+        f"{b}|{ks}|{n}": {**res[(b, ks, n)], "samples": samples[(b, ks, n)]} for (b, ks, n) in cases
+    }
     return Section("mix", "d) 90% get / 10% set throughput", "\n".join(md), data, goals)
 
 
@@ -704,6 +790,56 @@ def mem_value(i: int) -> bytes:
     return (b"%07d" % i).ljust(MEM_VALUE, b"v")
 
 
+def fill_segment(ctx: Ctx, keys: list[bytes], size: int, **kwargs: Any) -> dict[str, Any]:
+    """Write ``keys`` (value ``mem_value(i)``) into a fresh segment, then read every key back."""
+    n = len(keys)
+    spec = ctx.scratch.segment(size, **kwargs)
+    s = peers.open_store(spec)
+    assert isinstance(s, peers.SegmentStore)
+    try:
+        set_ = s.set
+        t0 = time.perf_counter()
+        with h.GcOff():
+            for i, k in enumerate(keys):
+                set_(k, mem_value(i))
+        t_set = time.perf_counter() - t0
+        get = s.get
+        t0 = time.perf_counter()
+        kept = wrong = 0
+        with h.GcOff():
+            for i, k in enumerate(keys):
+                v = get(k)
+                if v is not None:
+                    if v == mem_value(i):
+                        kept += 1
+                    else:
+                        wrong += 1
+        t_get = time.perf_counter() - t0
+        try:
+            stats = dict(s.seg.stats())
+        except Exception as e:
+            stats = {"error": repr(e)}
+        # where the lost entries were in the write order (sampled 1 in 97, oldest first)
+        quart = []
+        for q in range(4):
+            lo, hi = q * n // 4, (q + 1) * n // 4
+            quart.append(sum(get(keys[i]) is not None for i in range(lo, hi, 97)))
+        return {
+            "size": s.seg.size,
+            "allocated": os.stat(s.seg.path).st_blocks * 512,
+            "kwargs": kwargs,
+            "kept": kept,
+            "wrong": wrong,
+            "set_s": t_set,
+            "get_s": t_get,
+            "stats": stats,
+            "kept_by_quarter_sampled": quart,
+        }
+    finally:
+        s.close()
+        s.unlink()
+
+
 def bench_memory(ctx: Ctx) -> Section:
     n = ctx.settings.memory_entries
     keys = [b"k%07d" % i for i in range(n)]
@@ -712,60 +848,59 @@ def bench_memory(ctx: Ctx) -> Section:
     goals = []
     notes = []
     if ctx.has_segment:
-        spec = ctx.scratch.segment(MEM_SEGMENT)
-        s = peers.open_store(spec)
-        assert isinstance(s, peers.SegmentStore)
-        try:
-            set_ = s.set
-            t0 = time.perf_counter()
-            with h.GcOff():
-                for i, k in enumerate(keys):
-                    set_(k, mem_value(i))
-            t_set = time.perf_counter() - t0
-            get = s.get
-            t0 = time.perf_counter()
-            kept = wrong = 0
-            with h.GcOff():
-                for i, k in enumerate(keys):
-                    v = get(k)
-                    if v is not None:
-                        if v == mem_value(i):
-                            kept += 1
-                        else:
-                            wrong += 1
-            t_get = time.perf_counter() - t0
-            size = s.seg.size
-            alloc = os.stat(s.seg.path).st_blocks * 512
-            try:
-                stats = dict(s.seg.stats())
-            except Exception as e:
-                stats = {"error": repr(e)}
-            # which part of the key space survived (oldest first = FIFO-like)
-            quart = []
-            for q in range(4):
-                lo, hi = q * n // 4, (q + 1) * n // 4
-                quart.append(sum(get(keys[i]) is not None for i in range(lo, hi, 97)))
-        finally:
-            s.close()
-        per = size / kept if kept else None
-        data["segment"] = {
-            "size": size, "allocated": alloc, "kept": kept, "wrong": wrong,
-            "set_s": t_set, "get_s": t_get, "stats": stats, "kept_by_quarter_sampled": quart,
-        }
-        rows.append([
-            f"ziggurat.Segment(size={MEM_SEGMENT // MiB} MiB)",
-            f"{kept:,} ({kept / n:.1%})",
-            "—" if per is None else f"{per:.0f}",
-            f"{alloc / kept:.0f}" if kept else "—",
-            f"{n / t_set / 1e6:.2f} M/s set, {n / t_get / 1e6:.2f} M/s get",
-        ])
-        goals.append(Goal("entries kept of 1 M x 90 B in 130 MiB", f"{kept / n:.1%}", "≥ 95%",
-                          kept / n >= 0.95))
-        goals.append(Goal("bytes per entry kept (file size / kept)",
-                          "—" if per is None else f"{per:.0f} B", "≤ 130 B",
-                          None if per is None else per <= 130))
-        if wrong:
-            notes.append(f"Segment returned a wrong value for {wrong:,} keys")
+        configs = [
+            ("segment", {}),
+            # the real entry size (8 B key + 90 B value + 16 B) as the index-sizing hint
+            ("segment_avg114", {"avg_item_size": 114}),
+        ]
+        for label, kw in configs:
+            r = fill_segment(ctx, keys, MEM_SEGMENT, **kw)
+            data[label] = r
+            kept, st = r["kept"], r["stats"]
+            used = st.get("bytes_used")
+            hint = ", avg_item_size=114" if kw else ""
+            rows.append(
+                [
+                    f"ziggurat.Segment(size={MEM_SEGMENT // MiB} MiB{hint})",
+                    f"{kept:,} ({kept / n:.1%})",
+                    f"{r['size'] / kept:.0f}" if kept else "—",
+                    f"{r['allocated'] / kept:.0f}" if kept else "—",
+                    f"{used / kept:.0f}" if kept and used else "—",
+                    f"{st.get('evictions', '—'):,} ({st.get('index_evictions', '—'):,})",
+                    f"{n / r['set_s'] / 1e6:.2f} M/s set, {n / r['get_s'] / 1e6:.2f} M/s get",
+                ]
+            )
+            if r["wrong"]:
+                notes.append(f"Segment{hint} returned a wrong value for {r['wrong']:,} keys")
+        r = data["segment"]
+        kept = r["kept"]
+        per = r["size"] / kept if kept else None
+        goals.append(
+            Goal(
+                "entries kept of 1 M x 90 B in 130 MiB",
+                f"{kept / n:.1%}",
+                "≥ 95%",
+                kept / n >= 0.95,
+            )
+        )
+        goals.append(
+            Goal(
+                "bytes per entry kept (file size / kept)",
+                "—" if per is None else f"{per:.0f} B",
+                "≤ 130 B",
+                None if per is None else per <= 130,
+            )
+        )
+        notes.append(
+            f"130 MiB / {n:,} = {MEM_SEGMENT / n:.1f} B: with a 130 MiB file, file size / kept "
+            "cannot go below that even when every entry is kept. 'arena B/entry' is the "
+            "segment's own `bytes_used` / kept (records only, without index and headers)."
+        )
+        notes.append(
+            "Segment: entries still present per quarter of the write order (1 in 97 sampled, "
+            f"oldest first): {r['kept_by_quarter_sampled']}; evictions column: all evictions "
+            "(of which forced by a full index bucket)."
+        )
     else:
         notes.append(ctx.segment_note())
         goals.append(Goal("entries kept / bytes per entry", "—", "≥ 95% / ≤ 130 B", None))
@@ -784,25 +919,38 @@ def bench_memory(ctx: Ctx) -> Section:
     finally:
         lm.close()
     data["lmdb"] = {"used": used, "allocated": alloc, "set_s": t_set}
-    rows.append([
-        "lmdb(/dev/shm)",
-        f"{n:,} (100%)",
-        f"{used / n:.0f}",
-        f"{alloc / n:.0f}",
-        f"{n / t_set / 1e6:.2f} M/s set (batches of 10,000 per txn)",
-    ])
+    rows.append(
+        [
+            "lmdb(/dev/shm)",
+            f"{n:,} (100%)",
+            f"{used / n:.0f}",
+            f"{alloc / n:.0f}",
+            "—",
+            "0",
+            f"{n / t_set / 1e6:.2f} M/s set (10,000 per txn)",
+        ]
+    )
     md = [
-        f"{n:,} distinct entries, keys `b\"k%07d\"` (8 B), values of {MEM_VALUE} B, written in "
+        f'{n:,} distinct entries, keys `b"k%07d"` (8 B), values of {MEM_VALUE} B, written in '
         "key order by one process; then every key is read back. 'kept' = keys that still "
         "return their value. Bytes per entry = file size / kept (Segment: its `size`; lmdb: "
-        "pages in use × page size); 'allocated' uses the file's allocated blocks.",
+        "pages in use × page size); 'allocated' uses the file's allocated blocks. Single run "
+        "(deterministic up to the segment's random hash seed).",
         "",
-        h.md_table(["store", "kept", "bytes/entry", "allocated/entry", "speed"], rows),
+        h.md_table(
+            [
+                "store",
+                "kept",
+                "B/entry",
+                "allocated/entry",
+                "arena B/entry",
+                "evictions (index)",
+                "speed",
+            ],
+            rows,
+        ),
+        "",
     ]
-    if "segment" in data:
-        q = data["segment"]["kept_by_quarter_sampled"]
-        md += ["", f"* Segment: kept per quarter of the write order (sampled 1 in 97, oldest "
-                   f"first): {q}"]
     md += [f"* {x}" for x in notes]
     return Section("memory", "e) memory: 1,000,000 entries", "\n".join(md), data, goals)
 
@@ -888,9 +1036,11 @@ def segment_misses(seg: Any, keys: Sequence[bytes], value: bytes) -> int:
     return miss
 
 
-def segment_capacity(ctx: Ctx, size: int, value: bytes) -> tuple[int, dict[str, Any]]:
+def segment_capacity(
+    ctx: Ctx, size: int, value: bytes, **kwargs: Any
+) -> tuple[int, dict[str, Any]]:
     """Entries a fresh segment of ``size`` keeps after 3x the target of distinct keys."""
-    spec = ctx.scratch.segment(size)
+    spec = ctx.scratch.segment(size, **kwargs)
     s = peers.open_store(spec)
     assert isinstance(s, peers.SegmentStore)
     try:
@@ -905,13 +1055,15 @@ def segment_capacity(ctx: Ctx, size: int, value: bytes) -> tuple[int, dict[str, 
     return kept, {"requested": size, "size": real, "kept": kept}
 
 
-def calibrate_segment(ctx: Ctx, value: bytes) -> tuple[int, int, list[dict[str, Any]]]:
+def calibrate_segment(
+    ctx: Ctx, value: bytes, **kwargs: Any
+) -> tuple[int, int, list[dict[str, Any]]]:
     """Find a segment size that keeps ~TARGET_CAPACITY entries of ``value``."""
     size = TARGET_CAPACITY * (len(value) + 64)
     probes = []
     best: tuple[int, int] | None = None
     for _ in range(10):
-        kept, info = segment_capacity(ctx, size, value)
+        kept, info = segment_capacity(ctx, size, value, **kwargs)
         probes.append(info)
         if best is None or abs(kept - TARGET_CAPACITY) < abs(best[1] - TARGET_CAPACITY):
             best = (size, kept)
@@ -925,23 +1077,41 @@ def calibrate_segment(ctx: Ctx, value: bytes) -> tuple[int, int, list[dict[str, 
     return best[0], best[1], probes
 
 
+SEG = "ziggurat.Segment"
+SEG_HINT = f"ziggurat.Segment (avg_item_size={MR_VALUE + 24})"
+
+
 def bench_missratio(ctx: Ctx) -> Section:
     st = ctx.settings
     t0 = time.perf_counter()
     traces = make_traces(st.trace_requests)
-    data: dict[str, Any] = {"requests": st.trace_requests, "objects": TRACE_OBJECTS,
-                            "trace_seconds": time.perf_counter() - t0}
+    data: dict[str, Any] = {
+        "requests": st.trace_requests,
+        "objects": TRACE_OBJECTS,
+        "trace_seconds": time.perf_counter() - t0,
+    }
     notes = []
     value = b"x" * MR_VALUE
     capacity = TARGET_CAPACITY
-    seg_size = 0
+    # Segment configurations: the default index sizing, and the entry-size hint
+    # (8 B key + value + 16 B) that sizes the index for entries of this size
+    seg_cfgs: dict[str, dict[str, Any]] = {}
     if ctx.has_segment:
-        seg_size, capacity, probes = calibrate_segment(ctx, value)
-        data["calibration"] = probes
+        seg_cfgs = {SEG: {}, SEG_HINT: {"avg_item_size": MR_VALUE + 24}}
+        cal: dict[str, Any] = {}
+        for label, kw in seg_cfgs.items():
+            size, kept, probes = calibrate_segment(ctx, value, **kw)
+            cal[label] = {"size": size, "kept": kept, "kwargs": kw, "probes": probes}
+            notes.append(
+                f"{label}: a segment of {size:,} bytes keeps {kept:,} entries of "
+                f"{MR_VALUE}-byte values when filled with distinct keys."
+            )
+        data["calibration"] = cal
+        capacity = cal[SEG]["kept"]
         notes.append(
-            f"Segment capacity: a segment of {seg_size:,} bytes keeps {capacity:,} entries of "
-            f"{MR_VALUE}-byte values when filled with distinct keys; every other policy is given "
-            f"that object capacity ({capacity:,})."
+            f"LRU, S3-FIFO and W-TinyLFU are given the default Segment's object capacity "
+            f"({capacity:,}). libCacheSim's W-TinyLFU has a fixed 1% window (not Caffeine's "
+            "adaptive one)."
         )
     else:
         notes.append(ctx.segment_note())
@@ -954,9 +1124,9 @@ def bench_missratio(ctx: Ctx) -> Section:
     policies = ["LRU (OrderedDict)"]
     if lcs is not None:
         policies += ["S3-FIFO (libCacheSim)", "W-TinyLFU (libCacheSim)"]
-    if ctx.has_segment:
-        policies.append("ziggurat.Segment")
+    policies += list(seg_cfgs)
     results: dict[str, dict[str, float]] = {}
+    seg_stats: dict[str, dict[str, Any]] = {}
     goals = []
     for tname, trace in traces.items():
         r: dict[str, float] = {}
@@ -965,54 +1135,112 @@ def bench_missratio(ctx: Ctx) -> Section:
         if lcs is not None:
             r["S3-FIFO (libCacheSim)"] = lcs_misses(lcs.S3FIFO(capacity), trace) / n
             r["W-TinyLFU (libCacheSim)"] = lcs_misses(lcs.WTinyLFU(capacity), trace) / n
-        if ctx.has_segment:
+        if seg_cfgs:
             table = [b"o%07d" % i for i in range(max(trace) + 1)]
             keys = [table[i] for i in trace]
             del table
-            spec = ctx.scratch.segment(seg_size)
-            s = peers.open_store(spec)
-            assert isinstance(s, peers.SegmentStore)
-            try:
-                t1 = time.perf_counter()
-                r["ziggurat.Segment"] = segment_misses(s.seg, keys, value) / n
-                data.setdefault("segment_seconds", {})[tname] = time.perf_counter() - t1
-            finally:
-                s.close()
-                s.unlink()
+            for label, kw in seg_cfgs.items():
+                spec = ctx.scratch.segment(data["calibration"][label]["size"], **kw)
+                s = peers.open_store(spec)
+                assert isinstance(s, peers.SegmentStore)
+                try:
+                    t1 = time.perf_counter()
+                    r[label] = segment_misses(s.seg, keys, value) / n
+                    elapsed = time.perf_counter() - t1
+                    stats = dict(s.seg.stats())
+                finally:
+                    s.close()
+                    s.unlink()
+                seg_stats[f"{label}|{tname}"] = {"seconds": elapsed, "stats": stats}
             del keys
-            best = min(v for k, v in r.items() if k != "ziggurat.Segment")
-            seg = r["ziggurat.Segment"]
-            goals.append(Goal(f"miss ratio, {tname}", f"{seg:.3f} (best peer {best:.3f})",
-                              "≤ best + 0.010", seg <= best + 0.010))
+            best = min(v for k, v in r.items() if k not in seg_cfgs)
+            goals.append(
+                Goal(
+                    f"miss ratio, {tname}",
+                    f"{r[SEG]:.3f} (best peer {best:.3f}; with the size hint {r[SEG_HINT]:.3f})",
+                    "≤ best + 0.010",
+                    r[SEG] <= best + 0.010,
+                )
+            )
         results[tname] = r
-    if ctx.has_segment:
-        z = results["Zipf 1.0"]["ziggurat.Segment"]
-        goals.append(Goal("miss ratio, Zipf 1.0, cache = 10% of keys", f"{z:.3f}", "≤ .220",
-                          z <= 0.220))
+    if seg_cfgs:
+        z = results["Zipf 1.0"][SEG]
+        full = st.trace_requests >= 2_000_000
+        goals.append(
+            Goal(
+                "miss ratio, Zipf 1.0, cache = 10% of keys (2 M requests)",
+                f"{z:.3f}" + ("" if full else f" ({st.trace_requests:,} requests)"),
+                "≤ .220",
+                (z <= 0.220) if full else None,
+            )
+        )
     else:
-        goals.append(Goal("miss ratio vs best of LRU/S3-FIFO/W-TinyLFU", "—", "≤ best + 0.010",
-                          None))
+        goals.append(
+            Goal("miss ratio vs best of LRU/S3-FIFO/W-TinyLFU", "—", "≤ best + 0.010", None)
+        )
     data["miss_ratio"] = results
     data["capacity"] = capacity
-    data["segment_size"] = seg_size
+    data["segment_runs"] = seg_stats
 
     rows = []
     for tname in traces:
         r = results[tname]
         best = min(r.values())
-        rows.append([tname] + [
-            (f"**{r[p]:.3f}**" if r[p] == best else f"{r[p]:.3f}") if p in r else "—"
-            for p in policies
-        ])
+        rows.append(
+            [tname]
+            + [
+                (f"**{r[p]:.3f}**" if r[p] == best else f"{r[p]:.3f}") if p in r else "—"
+                for p in policies
+            ]
+        )
+    srows = []
+    for key, v in seg_stats.items():
+        label, tname = key.split("|")
+        x = v["stats"]
+        srows.append(
+            [
+                label,
+                tname,
+                f"{x.get('index_slots', 0):,}",
+                f"{x.get('evictions', 0):,}",
+                f"{x.get('index_evictions', 0):,}",
+                f"{x.get('ghost_hits', 0):,}",
+                f"{x.get('promotions', 0):,}",
+                f"{x.get('reinsertions', 0):,}",
+            ]
+        )
     md = [
         f"{st.trace_requests:,} requests per trace over {TRACE_OBJECTS:,} objects (numpy, seed "
         "42): plain Zipf 1.0; 4 blocks of 80% Zipf requests then 20% never-repeated ids; 4 "
         "phases of Zipf 1.0 with the ranks re-permuted at each phase. Request loop: get, and "
-        "on a miss set. Miss ratio over all requests, cold start included; best in bold.",
+        f"on a miss set (values of {MR_VALUE} B, so that byte capacity maps to an object "
+        "count). Miss ratio over all requests, cold start included; best in bold. Single run "
+        "(the traces are fixed; the Segment's hash seed is random).",
         "",
         h.md_table(["trace", *policies], rows),
         "",
-    ] + [f"* {x}" for x in notes]
+    ]
+    md += [f"* {x}" for x in notes]
+    if srows:
+        md += [
+            "",
+            "Segment counters at the end of each trace (`stats()`):",
+            "",
+            h.md_table(
+                [
+                    "segment",
+                    "trace",
+                    "index slots",
+                    "evictions",
+                    "index evictions",
+                    "ghost hits",
+                    "promotions",
+                    "reinsertions",
+                ],
+                srows,
+                "llrrrrrr",
+            ),
+        ]
     return Section("missratio", "f) miss ratio on synthetic traces", "\n".join(md), data, goals)
 
 

@@ -24,13 +24,13 @@ perf_counter_ns = time.perf_counter_ns
 class Settings:
     """How long and how often to measure."""
 
-    reps: int = 5
-    rep_seconds: float = 0.2
+    reps: int = 7
+    rep_seconds: float = 0.3
     quick: bool = False
     # first-read benchmark: reads per repetition and per backend
     first_read_iters: int = 1000
     # throughput benchmark: seconds per repetition
-    mix_seconds: float = 0.5
+    mix_seconds: float = 0.6
     # miss-ratio benchmark: requests per trace
     trace_requests: int = 2_000_000
     # memory benchmark: entries written

@@ -155,7 +155,7 @@ def segment_class() -> Any:
     if not _SEGMENT and not _SEGMENT_ERR:
         try:
             try:
-                from ziggurat import Segment  # type: ignore[attr-defined]
+                from ziggurat import Segment
             except ImportError:
                 from ziggurat._native import Segment
             _SEGMENT.append(Segment)
@@ -215,6 +215,17 @@ class Scratch:
 # --- redis-server -------------------------------------------------------------------------
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM if the benchmark process dies (Linux)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -271,7 +282,10 @@ class RedisServer:
                 "warning",
             ]
             self.proc = subprocess.Popen(
-                args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+                args,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
             )
             if self._wait_ready():
                 return True
