@@ -16,7 +16,7 @@ use std::sync::Arc;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyTuple};
 use ziggurat_core::clock::now_ms;
 use ziggurat_core::tags::TagRef;
 use ziggurat_core::Segment;
@@ -127,6 +127,19 @@ fn read_entry(py: Python<'_>, seg: &Segment, key: &[u8]) -> PyResult<Option<Read
     Ok(None)
 }
 
+/// Refuses keys no tier could store (checked on L1 misses, so the hit path stays short).
+fn check_key(key: &Bound<'_, PyAny>) -> PyResult<()> {
+    let kb = key_bytes(key)?;
+    if kb.is_empty() || kb.len() > ziggurat_core::layout::MAX_KEY {
+        return Err(PyValueError::new_err(format!(
+            "key must be 1 to {} bytes, got {}",
+            ziggurat_core::layout::MAX_KEY,
+            kb.len()
+        )));
+    }
+    Ok(())
+}
+
 fn trailer(kind: u8, soft: u64, ttl_ms: u32) -> [u8; TRAILER] {
     let mut t = [0u8; TRAILER];
     t[0] = kind;
@@ -219,10 +232,7 @@ impl CacheCore {
         let Some(main) = self.main.clone() else {
             return Ok((MISS, None, 0, 0));
         };
-        let kb = key_bytes(key)?;
-        if kb.is_empty() || kb.len() > main.geometry().max_key as usize {
-            return Err(PyValueError::new_err("key must be 1 to 4096 bytes"));
-        }
+        let kb = key_bytes(key)?; // checked by the callers
         let kh = main.hash(kb);
         let stamp = main.stamp_word(&kh);
         let s1 = stamp.load(Ordering::Acquire);
@@ -393,12 +403,7 @@ impl CacheCore {
             }
             return self.out(py, &self.l1.entry(i).value);
         }
-        if !key.is_instance_of::<PyString>() && !key.is_instance_of::<PyBytes>() {
-            return Err(PyTypeError::new_err(format!(
-                "key must be str or bytes, not {}",
-                key.get_type().name()?
-            )));
-        }
+        check_key(key)?;
         self.l1.stats.misses += 1;
         match self.read_below(py, key, hash, false)? {
             (HIT, Some(v), _, _) => Ok(v),
@@ -451,6 +456,7 @@ impl CacheCore {
                 ],
             );
         }
+        check_key(key)?;
         self.l1.stats.misses += 1;
         let (kind, v, soft, ttl) = self.read_below(py, key, hash, true)?;
         let v = v.unwrap_or_else(|| py.None());
@@ -490,14 +496,8 @@ impl CacheCore {
             None => 0.0,
             Some(s) => positive_ttl(s, "stale_ttl")?,
         };
+        check_key(key)?;
         let kb = key_bytes(key)?;
-        if kb.is_empty() || kb.len() > ziggurat_core::layout::MAX_KEY {
-            return Err(PyValueError::new_err(format!(
-                "key must be 1 to {} bytes, got {}",
-                ziggurat_core::layout::MAX_KEY,
-                kb.len()
-            )));
-        }
         let tags = tags_arg(tags)?;
         let hash = key.hash()? as u64;
         let enc = self.dumps.call1(py, (value,))?;
@@ -562,7 +562,11 @@ impl CacheCore {
             arr[..watches.len()].copy_from_slice(&watches);
             let (stored, encoded) = match self.mode {
                 CopyMode::Decode => (PyBytes::new(py, payload).into_any().unbind(), None),
-                _ => (
+                // "copy" promises callers their own objects: keep a private decode, not
+                // the caller's object, which the caller may still change.
+                CopyMode::Copy => (self.loads.call1(py, (PyBytes::new(py, payload),))?, None),
+                // "shared" hands out the object that was set, as lru_cache does.
+                CopyMode::Shared => (
                     value.clone().unbind(),
                     self.debug
                         .then(|| PyBytes::new(py, payload).into_any().unbind()),
