@@ -234,6 +234,8 @@ class Cache:
     # -- writes -----------------------------------------------------------------------------
 
     def _write_failed(self, what: str, key: Any, e: Exception) -> None:
+        # A write that did not happen is raised, not swallowed: the previous value may still
+        # be served until its TTL, and the caller must know (LockTimeout, SegmentError).
         self._write_errors += 1
         log.warning("ziggurat %s of %r on cache %r failed: %s", what, key, self.name, e)
 
@@ -254,6 +256,7 @@ class Cache:
             self._core.set(key, value, self.ttl if ttl is None else ttl, tags, self.stale_ttl)
         except ZigguratError as e:
             self._write_failed("set", key, e)
+            raise
 
     def set_many(
         self,
@@ -281,6 +284,7 @@ class Cache:
                 self._core.set(k, v, t, tg, self.stale_ttl)
             except ZigguratError as e:
                 self._write_failed("set", k, e)
+                raise
 
     async def aset(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
@@ -306,7 +310,7 @@ class Cache:
             return self._core.delete(key)
         except ZigguratError as e:
             self._write_failed("delete", key, e)
-            return False
+            raise
 
     def invalidate_tags(self, *tags: str) -> None:
         """Voids every entry carrying any of ``tags``, in every process, at once.
@@ -328,6 +332,7 @@ class Cache:
             self._core.clear()
         except ZigguratError as e:
             self._write_failed("clear", "*", e)
+            raise
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -370,6 +375,7 @@ class Cache:
         if not callable(loader):
             raise TypeError("loader must be callable")
         tg = _tags(tags)
+        self._check_ttls(ttl, neg_ttl, stale_ttl)
         stale = value if kind == _STALE and -left < (self._stale_ttl(stale_ttl) or 0) else _MISSING
         return self._flight.load(key, loader, ttl, tg, neg_ttl, stale_ttl, stale)
 
@@ -402,8 +408,17 @@ class Cache:
         if not callable(loader):
             raise TypeError("loader must be an async callable")
         tg = _tags(tags)
+        self._check_ttls(ttl, neg_ttl, stale_ttl)
         stale = value if kind == _STALE and -left < (self._stale_ttl(stale_ttl) or 0) else _MISSING
         return await self._flight.aload(key, loader, ttl, tg, neg_ttl, stale_ttl, stale)
+
+    def _check_ttls(
+        self, ttl: float | None, neg_ttl: float | None, stale_ttl: float | None
+    ) -> None:
+        """Refuses bad TTLs before any loader runs (the load would not be cached)."""
+        _ttl(ttl, self.ttl, "ttl")
+        _ttl(neg_ttl, self.neg_ttl, "neg_ttl")
+        _ttl(stale_ttl, self.stale_ttl, "stale_ttl")
 
     def _stale_ttl(self, stale_ttl: float | None) -> float | None:
         return _ttl(stale_ttl, self.stale_ttl, "stale_ttl")

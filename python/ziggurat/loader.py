@@ -42,6 +42,10 @@ class LoadTimeout(ZigguratError):
     """
 
 
+class _LeaderCancelled(Exception):
+    """The task loading a key was cancelled; a waiting task loads it instead."""
+
+
 class LoaderStats:
     """Counters of the loader tier, for ``Cache.stats()``.
 
@@ -142,30 +146,51 @@ class Flight:
         except ZigguratError as e:  # the lease then expires after loader_timeout
             log.warning("ziggurat: cannot release a load lease: %s", e)
 
-    def _holder_dead(self, seg: Segment, lk: bytes) -> bool:
+    def _take_over(self, seg: Segment, lk: bytes) -> bool:
+        """Takes the lease from a holder whose process is gone; whether this caller now
+        holds it. Compare-and-set, so of several waiters that see the same dead holder
+        exactly one takes over."""
         holder = seg.get(lk)
         if holder is None:
             return False
         try:
-            return not _pid_alive(int(holder))
+            alive = _pid_alive(int(holder))
         except ValueError:
-            return True
+            alive = False
+        if alive:
+            return False
+        try:
+            return seg.replace_if(lk, holder, self._pid, ttl=self.cache.loader_timeout)
+        except ZigguratError:
+            return False
 
     def _run(
         self, key: str | bytes, loader: Callable[[], Any], args: tuple[Any, ...], stale: Any
     ) -> Any:
-        ttl, tags, neg_ttl, stale_ttl, missing = args
         stamp = self.cache._core.stamp(key)
         t0 = time.perf_counter()
         try:
             value = loader()
         except Exception:
-            self.cache.loader_stats.record(time.perf_counter() - t0, ok=False)
-            if stale is not missing:
-                self.cache.loader_stats.stale_served += 1
-                log.warning("ziggurat: loader for %r failed; serving the stale value", key)
+            if self._failed(key, t0, args, stale):
                 return stale
             raise
+        return self._loaded(key, value, args, stamp, t0)
+
+    def _failed(self, key: str | bytes, t0: float, args: tuple[Any, ...], stale: Any) -> bool:
+        """Counts a failed load; whether a stale value may answer instead (fail-safe)."""
+        self.cache.loader_stats.record(time.perf_counter() - t0, ok=False)
+        if stale is args[-1]:  # the "no stale value" marker
+            return False
+        self.cache.loader_stats.stale_served += 1
+        log.warning("ziggurat: loader for %r failed; serving the stale value", key)
+        return True
+
+    def _loaded(
+        self, key: str | bytes, value: Any, args: tuple[Any, ...], stamp: int, t0: float
+    ) -> Any:
+        """Counts a successful load and stores its result."""
+        ttl, tags, neg_ttl, stale_ttl, _ = args
         self.cache.loader_stats.record(time.perf_counter() - t0, ok=True)
         self.cache._store_loaded(key, value, ttl, tags, neg_ttl, stale_ttl, stamp)
         return value
@@ -225,10 +250,13 @@ class Flight:
             found, value = self._lookup(key)
             if found:
                 return value
-            if self._holder_dead(seg, lk):
+            if self._take_over(seg, lk):
                 self.cache.loader_stats.takeovers += 1
-                self._drop_lease(seg, lk)
-                continue
+                try:
+                    found, value = self._lookup(key)
+                    return value if found else self._run(key, loader, args, stale)
+                finally:
+                    self._drop_lease(seg, lk)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise LoadTimeout(
@@ -284,21 +312,15 @@ class Flight:
         args: tuple[Any, ...],
         stale: Any,
     ) -> Any:
-        ttl, tags, neg_ttl, stale_ttl, missing = args
         stamp = self.cache._core.stamp(key)
         t0 = time.perf_counter()
         try:
             value = await loader()
         except Exception:
-            self.cache.loader_stats.record(time.perf_counter() - t0, ok=False)
-            if stale is not missing:
-                self.cache.loader_stats.stale_served += 1
-                log.warning("ziggurat: loader for %r failed; serving the stale value", key)
+            if self._failed(key, t0, args, stale):
                 return stale
             raise
-        self.cache.loader_stats.record(time.perf_counter() - t0, ok=True)
-        self.cache._store_loaded(key, value, ttl, tags, neg_ttl, stale_ttl, stamp)
-        return value
+        return self._loaded(key, value, args, stamp, t0)
 
     async def aload(
         self,
@@ -315,15 +337,24 @@ class Flight:
 
         loop = asyncio.get_running_loop()
         fk = (id(loop), key)
-        fut = self._futures.get(fk)
-        if fut is not None:
-            return await asyncio.shield(fut)
+        while True:
+            fut = self._futures.get(fk)
+            if fut is None:
+                break
+            try:
+                return await asyncio.shield(fut)
+            except _LeaderCancelled:
+                continue  # the task loading it was cancelled: load it here instead
         fut = loop.create_future()
         self._futures[fk] = fut
+        args = (ttl, tags, neg_ttl, stale_ttl, _MISSING)
         try:
-            value = await self._aload_host(
-                key, loader, (ttl, tags, neg_ttl, stale_ttl, _MISSING), stale
-            )
+            value = await self._aload_host(key, loader, args, stale)
+        except asyncio.CancelledError:
+            # This caller was cancelled; the others waiting for the key were not.
+            fut.set_exception(_LeaderCancelled())
+            fut.exception()
+            raise
         except BaseException as e:
             fut.set_exception(e)
             fut.exception()  # retrieved: waiters re-raise it, nobody else must
@@ -358,10 +389,13 @@ class Flight:
             found, value = self._lookup(key)
             if found:
                 return value
-            if self._holder_dead(seg, lk):
+            if self._take_over(seg, lk):
                 self.cache.loader_stats.takeovers += 1
-                self._drop_lease(seg, lk)
-                continue
+                try:
+                    found, value = self._lookup(key)
+                    return value if found else await self._arun(key, loader, args, stale)
+                finally:
+                    self._drop_lease(seg, lk)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise LoadTimeout(

@@ -741,14 +741,57 @@ impl Segment {
         }
     }
 
+    /// Takes the key's shard lock and records the write's intent (its stamp), so
+    /// that a repair after a crash knows which stamp may be left odd.
+    fn begin(&self, kh: &KeyHash) -> Result<(Guard<'_>, u32)> {
+        let guard = self.lock(kh.shard(self.g.nshards))?;
+        let stamp_idx = self.stamp_index(kh);
+        guard.sh.intent_stamp().store(stamp_idx, Ordering::Relaxed);
+        guard.sh.intent_active().store(1, Ordering::Release);
+        failpoint::hit(Point::Locked);
+        Ok((guard, stamp_idx))
+    }
+
+    /// Makes a stamp odd before a publish. The release fence orders it before
+    /// the slot store, so a reader that sees the new slot sees the odd stamp.
+    fn stamp_odd(&self, stamp_idx: u32) -> &AtomicU32 {
+        let stamp = self.stamp_at(stamp_idx);
+        stamp.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        failpoint::hit(Point::StampOdd);
+        stamp
+    }
+
+    /// Makes a stamp even after a publish, wakes waiters, and ends the intent.
+    fn stamp_even(sh: &Shard<'_>, stamp: &AtomicU32) {
+        failpoint::hit(Point::Published);
+        stamp.fetch_add(1, Ordering::SeqCst);
+        if sh.waiters().load(Ordering::SeqCst) != 0 {
+            stamps::futex_wake(stamp);
+        }
+        sh.intent_active().store(0, Ordering::Release);
+    }
+
     /// Stores `value` under `key`. `ttl` in seconds (None: no expiry).
     pub fn set(&self, key: &[u8], value: &[u8], ttl: Option<f64>, tags: &[&[u8]]) -> Result<()> {
-        self.write(key, value, ttl, tags, false).map(|_| ())
+        self.write(key, value, ttl, tags, Cond::Always).map(|_| ())
     }
 
     /// Stores `value` only if `key` has no live entry. Returns whether it did.
     pub fn add(&self, key: &[u8], value: &[u8], ttl: Option<f64>, tags: &[&[u8]]) -> Result<bool> {
-        self.write(key, value, ttl, tags, true)
+        self.write(key, value, ttl, tags, Cond::Absent)
+    }
+
+    /// Stores `value` only if `key`'s live value is `expected`; returns whether it did.
+    pub fn replace_if(
+        &self,
+        key: &[u8],
+        expected: &[u8],
+        value: &[u8],
+        ttl: Option<f64>,
+        tags: &[&[u8]],
+    ) -> Result<bool> {
+        self.write(key, value, ttl, tags, Cond::Equals(expected))
     }
 
     fn write(
@@ -757,7 +800,7 @@ impl Segment {
         value: &[u8],
         ttl: Option<f64>,
         tags: &[&[u8]],
-        only_if_absent: bool,
+        cond: Cond<'_>,
     ) -> Result<bool> {
         self.check_key(key)?;
         if value.is_empty() {
@@ -774,19 +817,20 @@ impl Segment {
         let tag_refs = self.tag_refs(tags)?;
         let kh = self.hash(key);
         let expiry = deadline_ms(ttl);
-        let guard = self.lock(kh.shard(self.g.nshards))?;
+        let (guard, stamp_idx) = self.begin(&kh)?;
         let sh = guard.sh;
-        let stamp_idx = self.stamp_index(&kh);
-        sh.intent_stamp().store(stamp_idx, Ordering::Relaxed);
-        sh.intent_active().store(1, Ordering::Release);
-        failpoint::hit(Point::Locked);
-        if only_if_absent {
-            if let Some((_, w)) = sh.locate(&kh, key).found {
-                if self.live(&sh, w) {
-                    sh.intent_active().store(0, Ordering::Release);
-                    return Ok(false);
-                }
-            }
+        let current = sh
+            .locate(&kh, key)
+            .found
+            .filter(|&(_, w)| self.live(&sh, w));
+        let go = match cond {
+            Cond::Always => true,
+            Cond::Absent => current.is_none(),
+            Cond::Equals(expected) => current.is_some_and(|(_, w)| self.value_is(&sh, w, expected)),
+        };
+        if !go {
+            sh.intent_active().store(0, Ordering::Release);
+            return Ok(false);
         }
         let h = Header {
             val_len: value.len() as u32,
@@ -811,10 +855,7 @@ impl Segment {
         failpoint::hit(Point::Appended);
         // Locate after reserving: eviction may have moved or dropped the old record.
         let loc = sh.locate(&kh, key);
-        let stamp = self.stamp_at(stamp_idx);
-        stamp.fetch_add(1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        failpoint::hit(Point::StampOdd);
+        let stamp = self.stamp_odd(stamp_idx);
         let word = index::pack(kh.fingerprint(), 0, target, at);
         match (loc.found, loc.empty, loc.victim) {
             (Some((off, _)), _, _) => sh.publish(off, word),
@@ -829,14 +870,26 @@ impl Segment {
             }
             (None, None, None) => unreachable!("a full pair always has a victim"),
         }
-        failpoint::hit(Point::Published);
-        stamp.fetch_add(1, Ordering::SeqCst);
-        if sh.waiters().load(Ordering::SeqCst) != 0 {
-            stamps::futex_wake(stamp);
-        }
-        sh.intent_active().store(0, Ordering::Release);
+        Self::stamp_even(&sh, stamp);
         sh.bump(Stat::Sets, 1);
         Ok(true)
+    }
+
+    /// Whether the value of the record a slot word points to equals `expected`
+    /// (writers, under the shard lock, so the bytes cannot change meanwhile).
+    fn value_is(&self, sh: &Shard<'_>, w: u64, expected: &[u8]) -> bool {
+        let ring = sh.ring(index::ring(w));
+        let phys = index::phys(w);
+        let Some((h, _)) = ring.header(&self.shm, phys) else {
+            return false;
+        };
+        if h.val_len as usize != expected.len() {
+            return false;
+        }
+        let mut v = vec![0u8; expected.len()];
+        self.shm
+            .read_racy(ring.at(phys) + h.meta_len() + h.key_len as usize, &mut v);
+        v == expected
     }
 
     /// Whether the entry a slot word points to is live (not expired, tags current).
@@ -860,29 +913,17 @@ impl Segment {
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         self.check_key(key)?;
         let kh = self.hash(key);
-        let guard = self.lock(kh.shard(self.g.nshards))?;
+        let (guard, stamp_idx) = self.begin(&kh)?;
         let sh = guard.sh;
-        let stamp_idx = self.stamp_index(&kh);
-        sh.intent_stamp().store(stamp_idx, Ordering::Relaxed);
-        sh.intent_active().store(1, Ordering::Release);
-        failpoint::hit(Point::Locked);
         let found = sh.locate(&kh, key).found;
-        let stamp = self.stamp_at(stamp_idx);
-        stamp.fetch_add(1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        failpoint::hit(Point::StampOdd);
+        let stamp = self.stamp_odd(stamp_idx);
         let mut was_live = false;
         if let Some((off, w)) = found {
             was_live = self.live(&sh, w);
             sh.publish(off, 0);
             sh.drop_one(Stat::Entries);
         }
-        failpoint::hit(Point::Published);
-        stamp.fetch_add(1, Ordering::SeqCst);
-        if sh.waiters().load(Ordering::SeqCst) != 0 {
-            stamps::futex_wake(stamp);
-        }
-        sh.intent_active().store(0, Ordering::Release);
+        Self::stamp_even(&sh, stamp);
         if was_live {
             sh.bump(Stat::Deletes, 1);
         }
@@ -1011,6 +1052,16 @@ impl Drop for Segment {
     fn drop(&mut self) {
         self.flush_counts();
     }
+}
+
+/// When a write goes ahead.
+#[derive(Clone, Copy)]
+enum Cond<'a> {
+    Always,
+    /// Only if the key has no live entry.
+    Absent,
+    /// Only if the key's live value equals this.
+    Equals(&'a [u8]),
 }
 
 /// Holds a shard lock; unlocks on drop (marking the mutex consistent first if a

@@ -10,7 +10,7 @@
 //! `main_stamp:u32`: it only counts while the key's stamp in the main segment
 //! still has that value, so any later set or delete of the key voids it.
 
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pyo3::create_exception;
@@ -22,7 +22,7 @@ use ziggurat_core::tags::TagRef;
 use ziggurat_core::Segment;
 
 use crate::convert::{err, key_bytes, tags_arg, ttl_arg, ZigguratError};
-use crate::l1::{Entry, Watch32, Watch64, L1};
+use crate::l1::{Entry, Shared, Watch32, Watch64, L1};
 use crate::segment::PySegment;
 
 create_exception!(
@@ -59,20 +59,50 @@ struct Read {
     tags: Vec<Watch32>,
 }
 
-#[pyclass(module = "ziggurat._native")]
+/// A counter bumped with the GIL held (a plain load and store suffice).
+#[derive(Default)]
+struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline]
+    fn bump(&self) -> u64 {
+        let n = self.0.load(Ordering::Relaxed) + 1;
+        self.0.store(n, Ordering::Relaxed);
+        n
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// An L1 hit, copied out of the table so no lock is held while Python runs.
+struct L1Hit {
+    negative: bool,
+    value: Py<PyAny>,
+    encoded: Option<Py<PyAny>>,
+    deadline: u64,
+    ttl_ms: u32,
+}
+
+// Frozen: every method takes `&self`, so threads of one process never meet a
+// "borrowed" error; the L1 is behind a try-lock (see `l1::Shared`).
+#[pyclass(module = "ziggurat._native", frozen)]
 pub struct CacheCore {
     main: Option<Arc<Segment>>,
     neg: Option<Arc<Segment>>,
-    l1: L1,
+    l1: Shared,
+    l1_enabled: bool,
     loads: Py<PyAny>,
     dumps: Py<PyAny>,
     mode: CopyMode,
     debug: bool,
-    l2_hits: u64,
-    l2_misses: u64,
-    l2_stale: u64,
-    neg_hits: u64,
-    decode_errors: u64,
+    l1_misses: Counter,
+    l2_hits: Counter,
+    l2_misses: Counter,
+    l2_stale: Counter,
+    neg_hits: Counter,
+    decode_errors: Counter,
 }
 
 fn tag_watches(seg: &Segment, tags: &[u64], n: u8) -> Vec<Watch32> {
@@ -178,7 +208,7 @@ impl CacheCore {
         }
     }
 
-    fn check_mutation(&self, py: Python<'_>, key: &Bound<'_, PyAny>, e: &Entry) -> PyResult<()> {
+    fn check_mutation(&self, py: Python<'_>, key: &Bound<'_, PyAny>, e: &L1Hit) -> PyResult<()> {
         if let Some(enc) = &e.encoded {
             let now = self.dumps.call1(py, (e.value.clone_ref(py),))?;
             if !now.bind(py).eq(enc.bind(py))? {
@@ -192,28 +222,53 @@ impl CacheCore {
         Ok(())
     }
 
-    /// L1 probe. Returns the slot of a valid entry.
+    /// L1 probe: a valid entry's contents, or None (also when another thread of
+    /// this process is inside the L1 at this instant).
     #[inline(always)]
-    fn l1_valid(&mut self, key: &Bound<'_, PyAny>, hash: u64) -> Option<usize> {
-        let i = self.l1.find(key, hash)?;
-        if self.l1.entry(i).valid(now_ms()) {
-            self.l1.mark(i);
-            Some(i)
-        } else {
-            self.l1.remove(i);
-            self.l1.stats.stale += 1;
-            None
+    fn l1_hit(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Option<L1Hit> {
+        if !self.l1_enabled {
+            return None;
+        }
+        self.l1
+            .try_with(|l1| {
+                let i = l1.find(key, hash)?;
+                let e = l1.entry(i);
+                if e.valid(now_ms()) {
+                    let hit = L1Hit {
+                        negative: e.negative,
+                        value: e.value.clone_ref(py),
+                        encoded: e.encoded.as_ref().map(|x| x.clone_ref(py)),
+                        deadline: e.deadline,
+                        ttl_ms: e.ttl_ms,
+                    };
+                    l1.mark(i);
+                    l1.stats.hits += 1;
+                    Some(hit)
+                } else {
+                    l1.remove(i);
+                    l1.stats.stale += 1;
+                    None
+                }
+            })
+            .flatten()
+    }
+
+    /// Puts an entry in L1 unless another thread is inside it right now.
+    #[inline]
+    fn l1_put(&self, key: &Bound<'_, PyAny>, e: Entry) {
+        if self.l1_enabled {
+            // A busy L1 just skips the fill; the entry is dropped after the call.
+            let _ = self.l1.try_with(|l1| l1.insert(key, e));
         }
     }
 
-    fn decode(&mut self, py: Python<'_>, payload: &Py<PyBytes>) -> Option<Py<PyAny>> {
+    fn decode(&self, py: Python<'_>, payload: &Py<PyBytes>) -> Option<Py<PyAny>> {
         match self.loads.call1(py, (payload.clone_ref(py),)) {
             Ok(v) => Some(v),
             Err(e) => {
                 // A value this process cannot decode (renamed class, other
                 // serializer) is a miss, not a failure of the request.
-                self.decode_errors += 1;
-                if self.decode_errors <= 3 {
+                if self.decode_errors.bump() <= 3 {
                     e.print(py);
                 }
                 None
@@ -223,7 +278,7 @@ impl CacheCore {
 
     /// The full read path below L1. Returns (kind, value, soft deadline, ttl_ms).
     fn read_below(
-        &mut self,
+        &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         hash: u64,
@@ -243,22 +298,22 @@ impl CacheCore {
             if r.kind == KIND_VALUE {
                 let stale = r.soft != 0 && now >= r.soft;
                 if stale && !allow_stale {
-                    self.l2_misses += 1;
+                    self.l2_misses.bump();
                     return Ok((MISS, None, 0, 0));
                 }
                 let Some(obj) = self.decode(py, &r.payload) else {
-                    self.l2_misses += 1;
+                    self.l2_misses.bump();
                     return Ok((MISS, None, 0, 0));
                 };
                 if stale {
-                    self.l2_stale += 1;
+                    self.l2_stale.bump();
                     return Ok((STALE, Some(obj), r.soft, r.ttl_ms));
                 }
-                self.l2_hits += 1;
+                self.l2_hits.bump();
                 fence(Ordering::Acquire);
                 let s2 = stamp.load(Ordering::Acquire);
                 let e2 = epoch.load(Ordering::Acquire);
-                if s1 == s2 && s1 & 1 == 0 && e1 == e2 && self.l1.enabled() {
+                if s1 == s2 && s1 & 1 == 0 && e1 == e2 && self.l1_enabled {
                     let (stored, encoded) = match self.mode {
                         CopyMode::Decode => (r.payload.clone_ref(py).into_any(), None),
                         _ => (
@@ -284,7 +339,7 @@ impl CacheCore {
                         r.soft,
                         r.ttl_ms,
                     );
-                    self.l1.insert(key, e);
+                    self.l1_put(key, e);
                 }
                 let out = match self.mode {
                     // `obj` is already a private decode: hand it out as is.
@@ -294,7 +349,7 @@ impl CacheCore {
                 return Ok((HIT, Some(out), r.soft, r.ttl_ms));
             }
         }
-        self.l2_misses += 1;
+        self.l2_misses.bump();
         // A cached miss counts only while the key's main stamp is unchanged.
         if let Some(neg) = self.neg.clone() {
             if s1 & 1 == 0 {
@@ -306,7 +361,7 @@ impl CacheCore {
                         && pb.len() == 4
                         && u32::from_le_bytes(pb.try_into().unwrap()) == s1
                     {
-                        self.neg_hits += 1;
+                        self.neg_hits.bump();
                         let e2 = epoch.load(Ordering::Acquire);
                         if e1 == e2 && stamp.load(Ordering::Acquire) == s1 {
                             let e = Entry::new(
@@ -327,7 +382,7 @@ impl CacheCore {
                                 r.soft,
                                 r.ttl_ms,
                             );
-                            self.l1.insert(key, e);
+                            self.l1_put(key, e);
                         }
                         return Ok((NEG, None, r.soft, r.ttl_ms));
                     }
@@ -335,6 +390,12 @@ impl CacheCore {
             }
         }
         Ok((MISS, None, 0, 0))
+    }
+
+    /// Empties L1; if another thread is inside it, the epoch and stamps still
+    /// void its entries, so skipping is safe.
+    fn l1_clear(&self) {
+        let _ = self.l1.try_with(|l1| l1.clear());
     }
 
     fn main_seg(&self) -> Option<&Arc<Segment>> {
@@ -370,41 +431,44 @@ impl CacheCore {
         Ok(CacheCore {
             main: main.map(|m| m.get().inner.clone()),
             neg: neg.map(|m| m.get().inner.clone()),
-            l1: L1::new(l1_items, l1_neg_items),
+            l1: Shared::new(L1::new(l1_items, l1_neg_items)),
+            l1_enabled: l1_items > 0,
             loads,
             dumps,
             mode,
             debug,
-            l2_hits: 0,
-            l2_misses: 0,
-            l2_stale: 0,
-            neg_hits: 0,
-            decode_errors: 0,
+            l1_misses: Counter::default(),
+            l2_hits: Counter::default(),
+            l2_misses: Counter::default(),
+            l2_stale: Counter::default(),
+            neg_hits: Counter::default(),
+            decode_errors: Counter::default(),
         })
     }
 
     /// The cached value of `key`, or `default`.
     #[pyo3(signature = (key, default = None))]
     fn get(
-        &mut self,
+        &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         default: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let hash = key.hash()? as u64;
-        if let Some(i) = self.l1_valid(key, hash) {
-            self.l1.stats.hits += 1;
-            let e = self.l1.entry(i);
+        if let Some(e) = self.l1_hit(py, key, hash) {
             if e.negative {
                 return Ok(default.unwrap_or_else(|| py.None()));
             }
             if self.debug {
-                self.check_mutation(py, key, e)?;
+                self.check_mutation(py, key, &e)?;
             }
-            return self.out(py, &self.l1.entry(i).value);
+            return match self.mode {
+                CopyMode::Shared => Ok(e.value),
+                _ => self.out(py, &e.value),
+            };
         }
         check_key(key)?;
-        self.l1.stats.misses += 1;
+        self.l1_misses.bump();
         match self.read_below(py, key, hash, false)? {
             (HIT, Some(v), _, _) => Ok(v),
             _ => Ok(default.unwrap_or_else(|| py.None())),
@@ -414,7 +478,7 @@ impl CacheCore {
     /// (kind, value, seconds_left, ttl_seconds) with kind 0 miss, 1 hit,
     /// 2 cached miss, 3 stale (past its TTL, within stale_ttl).
     fn lookup<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyTuple>> {
@@ -427,9 +491,7 @@ impl CacheCore {
                 soft.saturating_sub(now) as f64 / 1000.0
             }
         };
-        if let Some(i) = self.l1_valid(key, hash) {
-            self.l1.stats.hits += 1;
-            let e = self.l1.entry(i);
+        if let Some(e) = self.l1_hit(py, key, hash) {
             let (soft, ttl) = (e.deadline, e.ttl_ms);
             if e.negative {
                 return PyTuple::new(
@@ -443,9 +505,9 @@ impl CacheCore {
                 );
             }
             if self.debug {
-                self.check_mutation(py, key, e)?;
+                self.check_mutation(py, key, &e)?;
             }
-            let v = self.out(py, &self.l1.entry(i).value)?;
+            let v = self.out(py, &e.value)?;
             return PyTuple::new(
                 py,
                 [
@@ -457,7 +519,7 @@ impl CacheCore {
             );
         }
         check_key(key)?;
-        self.l1.stats.misses += 1;
+        self.l1_misses.bump();
         let (kind, v, soft, ttl) = self.read_below(py, key, hash, true)?;
         let v = v.unwrap_or_else(|| py.None());
         let left = if kind == STALE {
@@ -479,7 +541,7 @@ impl CacheCore {
     /// Encodes and stores `value`. `ttl` and `stale_ttl` in seconds.
     #[pyo3(signature = (key, value, ttl, tags = None, stale_ttl = None))]
     fn set(
-        &mut self,
+        &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
@@ -500,7 +562,12 @@ impl CacheCore {
         let kb = key_bytes(key)?;
         let tags = tags_arg(tags)?;
         let hash = key.hash()? as u64;
-        let enc = self.dumps.call1(py, (value,))?;
+        // Any failure to encode (an unpicklable object) is the caller's bad input.
+        let enc = self.dumps.call1(py, (value,)).map_err(|e| {
+            let t = PyTypeError::new_err(format!("cannot serialize the value for this cache: {e}"));
+            t.set_cause(py, Some(e));
+            t
+        })?;
         let enc = enc.bind(py);
         let payload: &[u8] = match enc.cast::<PyBytes>() {
             Ok(b) => b.as_bytes(),
@@ -511,8 +578,12 @@ impl CacheCore {
             }
         };
         let Some(main) = self.main.clone() else {
-            // Degraded: no segment. Keep a private decoded copy in L1 only.
-            let obj = self.loads.call1(py, (enc.clone(),))?;
+            // Degraded: no segment. Keep a private copy in L1 only: the encoded
+            // bytes in decode mode (decoded per get), else a decoded object.
+            let obj = match self.mode {
+                CopyMode::Decode => enc.clone().unbind(),
+                _ => self.loads.call1(py, (enc.clone(),))?,
+            };
             let e = Entry::new(
                 key.clone().unbind(),
                 hash,
@@ -525,7 +596,7 @@ impl CacheCore {
                 now_ms() + (ttl * 1000.0) as u64,
                 (ttl * 1000.0) as u32,
             );
-            self.l1.insert(key, e);
+            self.l1_put(key, e);
             return Ok(());
         };
         let ttl_ms = (ttl * 1000.0).ceil().min(u32::MAX as f64) as u32;
@@ -534,13 +605,13 @@ impl CacheCore {
         buf.extend_from_slice(payload);
         buf.extend_from_slice(&trailer(KIND_VALUE, soft, ttl_ms));
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        self.l1.discard(key, hash);
+        let _ = self.l1.try_with(|l1| l1.discard(key, hash));
         let kh = main.hash(kb);
         let stamp = main.stamp_word(&kh);
         let epoch = main.epoch();
         let s0 = stamp.load(Ordering::Acquire);
         let e0 = epoch.load(Ordering::Acquire);
-        let watches = if self.l1.enabled() {
+        let watches = if self.l1_enabled {
             main.tag_refs(&tag_refs).map_err(err)?
         } else {
             Vec::new()
@@ -552,7 +623,7 @@ impl CacheCore {
         // Keep the object in this process's L1 if no other write of the key (or
         // of a key sharing its stamp) landed between the two stamp reads.
         let s1 = stamp.load(Ordering::Acquire);
-        if self.l1.enabled()
+        if self.l1_enabled
             && s0 & 1 == 0
             && s1 == s0.wrapping_add(2)
             && epoch.load(Ordering::Acquire) == e0
@@ -590,7 +661,7 @@ impl CacheCore {
                 soft,
                 ttl_ms,
             );
-            self.l1.insert(key, e);
+            self.l1_put(key, e);
         }
         Ok(())
     }
@@ -599,7 +670,7 @@ impl CacheCore {
     /// is still `stamp` (read before the load started).
     #[pyo3(signature = (key, ttl, stamp, tags = None))]
     fn set_negative(
-        &mut self,
+        &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         ttl: f64,
@@ -622,10 +693,10 @@ impl CacheCore {
     }
 
     /// Removes `key` from every tier; returns whether L2 held it.
-    fn delete(&mut self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let kb = key_bytes(key)?;
         let hash = key.hash()? as u64;
-        self.l1.discard(key, hash);
+        let _ = self.l1.try_with(|l1| l1.discard(key, hash));
         match &self.main {
             Some(main) => main.delete(kb).map_err(err),
             None => Ok(false),
@@ -633,7 +704,7 @@ impl CacheCore {
     }
 
     /// Voids every entry carrying any of `tags`, in every process.
-    fn invalidate_tags(&mut self, tags: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn invalidate_tags(&self, tags: &Bound<'_, PyAny>) -> PyResult<()> {
         let tags = tags_arg(Some(tags))?;
         for seg in [&self.main, &self.neg].into_iter().flatten() {
             for t in &tags {
@@ -641,14 +712,14 @@ impl CacheCore {
             }
         }
         if self.main.is_none() {
-            self.l1.clear(); // no tag versions to check against
+            self.l1_clear(); // no tag versions to check against
         }
         Ok(())
     }
 
     /// Empties every tier on this host.
-    fn clear(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.l1.clear();
+    fn clear(&self, py: Python<'_>) -> PyResult<()> {
+        self.l1_clear();
         for seg in [self.main.clone(), self.neg.clone()].into_iter().flatten() {
             py.detach(|| seg.clear()).map_err(err)?;
         }
@@ -656,8 +727,8 @@ impl CacheCore {
     }
 
     /// Empties this process's L1 only.
-    fn clear_l1(&mut self) {
-        self.l1.clear();
+    fn clear_l1(&self) {
+        self.l1_clear();
     }
 
     /// The key's current version stamp in the main segment (0 without one).
@@ -693,24 +764,26 @@ impl CacheCore {
     /// Counters of this process's tiers.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        let s = self.l1.stats;
-        let (items, neg_items) = self.l1.counts();
+        let (s, (items, neg_items)) = self
+            .l1
+            .try_with(|l1| (l1.stats, l1.counts()))
+            .unwrap_or_default();
         d.set_item("l1_hits", s.hits)?;
-        d.set_item("l1_misses", s.misses)?;
+        d.set_item("l1_misses", self.l1_misses.get())?;
         d.set_item("l1_stale_drops", s.stale)?;
         d.set_item("l1_evictions", s.evictions)?;
         d.set_item("l1_fills", s.fills)?;
         d.set_item("l1_items", items)?;
         d.set_item("l1_negative_items", neg_items)?;
-        d.set_item("l2_hits", self.l2_hits)?;
-        d.set_item("l2_misses", self.l2_misses)?;
-        d.set_item("l2_stale_reads", self.l2_stale)?;
-        d.set_item("negative_hits", self.neg_hits)?;
-        d.set_item("decode_errors", self.decode_errors)?;
+        d.set_item("l2_hits", self.l2_hits.get())?;
+        d.set_item("l2_misses", self.l2_misses.get())?;
+        d.set_item("l2_stale_reads", self.l2_stale.get())?;
+        d.set_item("negative_hits", self.neg_hits.get())?;
+        d.set_item("decode_errors", self.decode_errors.get())?;
         Ok(d)
     }
 
     fn __len__(&self) -> usize {
-        self.l1.len()
+        self.l1.try_with(|l1| l1.len()).unwrap_or(0)
     }
 }

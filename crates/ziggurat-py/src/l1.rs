@@ -119,7 +119,6 @@ unsafe impl Sync for Entry {}
 #[derive(Default, Clone, Copy)]
 pub struct L1Stats {
     pub hits: u64,
-    pub misses: u64,
     pub stale: u64,
     pub evictions: u64,
     pub fills: u64,
@@ -332,5 +331,50 @@ impl L1 {
     /// Object entries and cached-miss entries held.
     pub fn counts(&self) -> (usize, usize) {
         (self.len, self.neg_len)
+    }
+}
+
+/// The L1 behind a try-lock: a caller that finds it busy (another thread of
+/// this process is inside, possibly running Python code that released the GIL)
+/// simply bypasses L1 for that call. Nothing ever waits for it, so no thread
+/// can hold the GIL while waiting on a thread that waits for the GIL.
+pub struct Shared {
+    busy: std::sync::atomic::AtomicBool,
+    l1: std::cell::UnsafeCell<L1>,
+}
+
+// SAFETY: `l1` is only reached through `try_with`, which hands out the `&mut`
+// to at most one caller at a time (the `busy` flag, acquired with a CAS).
+unsafe impl Sync for Shared {}
+// SAFETY: `L1` holds only `Send` data (see `Entry`).
+unsafe impl Send for Shared {}
+
+impl Shared {
+    pub fn new(l1: L1) -> Shared {
+        Shared {
+            busy: std::sync::atomic::AtomicBool::new(false),
+            l1: std::cell::UnsafeCell::new(l1),
+        }
+    }
+
+    /// Runs `f` on the L1 unless another caller is inside; `None` then.
+    #[inline(always)]
+    pub fn try_with<R>(&self, f: impl FnOnce(&mut L1) -> R) -> Option<R> {
+        if self
+            .busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return None;
+        }
+        struct Release<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _release = Release(&self.busy);
+        // SAFETY: the CAS above gave this caller exclusive access until `_release` drops.
+        Some(f(unsafe { &mut *self.l1.get() }))
     }
 }

@@ -218,6 +218,27 @@ impl PySegment {
         py.detach(|| seg.add(k, v, ttl, &tag_refs)).map_err(err)
     }
 
+    /// Stores `value` only if `key`'s live value equals `expected` (an atomic
+    /// compare-and-set under the shard lock); returns whether it did.
+    #[pyo3(signature = (key, expected, value, *, ttl = None, tags = None))]
+    fn replace_if(
+        &self,
+        key: &Bound<'_, PyAny>,
+        expected: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let seg = self.seg()?;
+        let k = key_bytes(key)?;
+        let e = value_bytes(expected)?;
+        let v = value_bytes(value)?;
+        let ttl = ttl_arg(ttl)?;
+        let tags = tags_arg(tags)?;
+        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
+        seg.replace_if(k, e, v, ttl, &tag_refs).map_err(err)
+    }
+
     /// Removes `key`; returns whether it was present.
     fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let seg = self.seg()?;
