@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 
 from ziggurat import _native
 from ziggurat._native import CacheCore, MutationError, Segment, ZigguratError
-from ziggurat.loader import Flight, LoaderStats, LoadTimeout
+from ziggurat.loader import _MISSING, Flight, LoaderStats, LoadTimeout
 from ziggurat.serializers import Serializer, resolve
 
 __all__ = ["Cache", "LoadTimeout", "MutationError", "Namespace"]
@@ -31,7 +31,6 @@ log = logging.getLogger("ziggurat")
 _MISS, _HIT, _NEG, _STALE = 0, 1, 2, 3
 # The segment name rule, leaving room for the ".neg" suffix of the cached-miss segment.
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,95}")
-_MISSING: Any = object()
 F = TypeVar("F", bound=Callable[..., Any])
 TagsArg = Iterable[str] | Callable[..., Iterable[str]] | None
 

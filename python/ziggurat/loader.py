@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("ziggurat")
 
 _HIT, _NEG = 1, 2
+# Marks "no stale value to fall back on" (None is a valid cached value).
+_MISSING: Any = object()
 _SLICE = 0.25  # seconds between liveness checks of a lease holder
 
 
@@ -112,7 +114,8 @@ class Flight:
         self._futures: dict[tuple[int, str | bytes], asyncio.Future[Any]] = {}
         self._refreshing: set[str | bytes] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._pid = str(os.getpid()).encode()
+        self._pid_int = os.getpid()
+        self._pid = str(self._pid_int).encode()
 
     # -- shared pieces ---------------------------------------------------------------------
 
@@ -132,8 +135,9 @@ class Flight:
         return False, None
 
     def _try_lease(self, seg: Segment, lk: bytes) -> bool:
-        if os.getpid() != int(self._pid):  # forked since: the lease must name this process
-            self._pid = str(os.getpid()).encode()
+        if os.getpid() != self._pid_int:  # forked since: the lease must name this process
+            self._pid_int = os.getpid()
+            self._pid = str(self._pid_int).encode()
         try:
             return seg.add(lk, self._pid, ttl=self.cache.loader_timeout)
         except ZigguratError as e:
@@ -208,8 +212,6 @@ class Flight:
         stale: Any,
     ) -> Any:
         """Loads ``key`` once per host, or waits for the caller already loading it."""
-        from ziggurat.cache import _MISSING
-
         args = (ttl, tags, neg_ttl, stale_ttl, _MISSING)
         with self._guard:
             entry = self._locks.setdefault(key, [threading.Lock(), 0])
@@ -277,8 +279,6 @@ class Flight:
         stale_ttl: float | None,
     ) -> None:
         """Starts one background reload of ``key`` per host (early refresh)."""
-        from ziggurat.cache import _MISSING
-
         seg = self._seg()
         rk = _hidden(b"refresh", key)
         with self._guard:
@@ -333,8 +333,6 @@ class Flight:
         stale: Any,
     ) -> Any:
         """``load`` for asyncio: one task per key per event loop, one load per host."""
-        from ziggurat.cache import _MISSING
-
         loop = asyncio.get_running_loop()
         fk = (id(loop), key)
         while True:
@@ -416,8 +414,6 @@ class Flight:
         stale_ttl: float | None,
     ) -> None:
         """Starts one background reload of ``key`` per host, as an asyncio task."""
-        from ziggurat.cache import _MISSING
-
         seg = self._seg()
         rk = _hidden(b"refresh", key)
         if key in self._refreshing:
