@@ -20,7 +20,6 @@ import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
-import shutil
 import signal
 import time
 import traceback
@@ -58,14 +57,10 @@ def new_name(prefix: str = "c") -> str:
 
 
 @pytest.fixture
-def cache_dir() -> Iterator[str]:
-    """A fresh private directory under /dev/shm, removed with everything in it."""
-    path = f"/dev/shm/zigcache-{uuid.uuid4().hex}"
-    os.mkdir(path, 0o700)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+def cache_dir(shm_dir: str) -> str:
+    """A fresh private directory under /dev/shm, removed with everything in it (the suite's
+    ``shm_dir`` fixture from conftest.py)."""
+    return shm_dir
 
 
 @pytest.fixture

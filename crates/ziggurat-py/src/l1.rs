@@ -30,6 +30,12 @@ pub struct Watch64 {
 }
 
 impl Watch32 {
+    /// Watches `word` for a change from `seen`.
+    #[inline]
+    pub fn of(word: &AtomicU32, seen: u32) -> Watch32 {
+        Watch32 { word, seen }
+    }
+
     #[inline(always)]
     fn holds(&self) -> bool {
         // SAFETY: `word` points into a live mapping (see the type's comment),
@@ -39,6 +45,12 @@ impl Watch32 {
 }
 
 impl Watch64 {
+    /// Watches `word` for a change from `seen`.
+    #[inline]
+    pub fn of(word: &AtomicU64, seen: u64) -> Watch64 {
+        Watch64 { word, seen }
+    }
+
     #[inline(always)]
     fn holds(&self) -> bool {
         // SAFETY: as for `Watch32::holds`.

@@ -23,7 +23,34 @@ pub struct PySegment {
     closed: AtomicBool,
 }
 
+type WriteOp =
+    fn(&Segment, &[u8], &[u8], &[u8], Option<f64>, &[&[u8]]) -> ziggurat_core::Result<bool>;
+
 impl PySegment {
+    /// Converts and checks a write's arguments (all before anything is written),
+    /// then runs `op`.
+    fn write(
+        &self,
+        key: &Bound<'_, PyAny>,
+        expected: Option<&Bound<'_, PyAny>>,
+        value: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        op: WriteOp,
+    ) -> PyResult<bool> {
+        let seg = self.seg()?;
+        let k = key_bytes(key)?;
+        let e = match expected {
+            Some(e) => value_bytes(e)?,
+            None => &[][..],
+        };
+        let v = value_bytes(value)?;
+        let ttl = ttl_arg(ttl)?;
+        let tags = tags_arg(tags)?;
+        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
+        op(seg, k, e, v, ttl, &tag_refs).map_err(err)
+    }
+
     #[inline]
     pub(crate) fn seg(&self) -> PyResult<&Arc<Segment>> {
         if self.closed.load(Ordering::Relaxed) {
@@ -184,38 +211,29 @@ impl PySegment {
     #[pyo3(signature = (key, value, *, ttl = None, tags = None))]
     fn set(
         &self,
-
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
         ttl: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let seg = self.seg()?;
-        let k = key_bytes(key)?;
-        let v = value_bytes(value)?;
-        let ttl = ttl_arg(ttl)?;
-        let tags = tags_arg(tags)?;
-        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        seg.set(k, v, ttl, &tag_refs).map_err(err)
+        self.write(key, None, value, ttl, tags, |seg, k, _, v, t, tg| {
+            seg.set(k, v, t, tg).map(|_| true)
+        })
+        .map(|_| ())
     }
 
     /// Stores `value` only if `key` has no live entry; returns whether it did.
     #[pyo3(signature = (key, value, *, ttl = None, tags = None))]
     fn add(
         &self,
-        py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
         ttl: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let seg = self.seg()?;
-        let k = key_bytes(key)?;
-        let v = value_bytes(value)?;
-        let ttl = ttl_arg(ttl)?;
-        let tags = tags_arg(tags)?;
-        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        py.detach(|| seg.add(k, v, ttl, &tag_refs)).map_err(err)
+        self.write(key, None, value, ttl, tags, |seg, k, _, v, t, tg| {
+            seg.add(k, v, t, tg)
+        })
     }
 
     /// Stores `value` only if `key`'s live value equals `expected` (an atomic
@@ -229,14 +247,14 @@ impl PySegment {
         ttl: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let seg = self.seg()?;
-        let k = key_bytes(key)?;
-        let e = value_bytes(expected)?;
-        let v = value_bytes(value)?;
-        let ttl = ttl_arg(ttl)?;
-        let tags = tags_arg(tags)?;
-        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        seg.replace_if(k, e, v, ttl, &tag_refs).map_err(err)
+        self.write(
+            key,
+            Some(expected),
+            value,
+            ttl,
+            tags,
+            |seg, k, e, v, t, tg| seg.replace_if(k, e, v, t, tg),
+        )
     }
 
     /// Removes `key`; returns whether it was present.
