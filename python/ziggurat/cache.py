@@ -370,11 +370,12 @@ class Cache:
             return value
         if kind == _NEG:
             return None
-        _check_key(key)
+        # The native lookup has checked the key.
         if not callable(loader):
             raise TypeError("loader must be callable")
-        tg = _tags(tags)
-        self._check_ttls(ttl, neg_ttl, stale_ttl)
+        tg = _tags(tags) if tags else ()
+        if ttl is not None or neg_ttl is not None or stale_ttl is not None:
+            self._check_ttls(ttl, neg_ttl, stale_ttl)
         stale = value if kind == _STALE and -left < (self._stale_ttl(stale_ttl) or 0) else _MISSING
         return self._flight.load(key, loader, ttl, tg, neg_ttl, stale_ttl, stale)
 
@@ -403,11 +404,12 @@ class Cache:
             return value
         if kind == _NEG:
             return None
-        _check_key(key)
+        # The native lookup has checked the key.
         if not callable(loader):
             raise TypeError("loader must be an async callable")
-        tg = _tags(tags)
-        self._check_ttls(ttl, neg_ttl, stale_ttl)
+        tg = _tags(tags) if tags else ()
+        if ttl is not None or neg_ttl is not None or stale_ttl is not None:
+            self._check_ttls(ttl, neg_ttl, stale_ttl)
         stale = value if kind == _STALE and -left < (self._stale_ttl(stale_ttl) or 0) else _MISSING
         return await self._flight.aload(key, loader, ttl, tg, neg_ttl, stale_ttl, stale)
 
