@@ -593,7 +593,6 @@ impl CacheCore {
         buf.extend_from_slice(payload);
         buf.extend_from_slice(&trailer(KIND_VALUE, soft, ttl_ms));
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        let _ = self.l1.try_with(|l1| l1.discard(key, hash));
         let kh = main.hash(kb);
         let stamp = main.stamp_word(&kh);
         let epoch = main.epoch();
@@ -623,7 +622,14 @@ impl CacheCore {
                 CopyMode::Decode => (PyBytes::new(py, payload).into_any().unbind(), None),
                 // "copy" promises callers their own objects: keep a private decode, not
                 // the caller's object, which the caller may still change.
-                CopyMode::Copy => (self.loads.call1(py, (PyBytes::new(py, payload),))?, None),
+                CopyMode::Copy => match self.loads.call1(py, (PyBytes::new(py, payload),)) {
+                    Ok(obj) => (obj, None),
+                    Err(_) => {
+                        // The write is done; without a private copy, just forget L1's.
+                        let _ = self.l1.try_with(|l1| l1.discard(key, hash));
+                        return Ok(());
+                    }
+                },
                 // "shared" hands out the object that was set, as lru_cache does.
                 CopyMode::Shared => (
                     value.clone().unbind(),
@@ -631,6 +637,7 @@ impl CacheCore {
                         .then(|| PyBytes::new(py, payload).into_any().unbind()),
                 ),
             };
+            // Replaces this process's previous entry for the key, if any.
             let e = Entry::new(
                 key.clone().unbind(),
                 hash,
@@ -644,6 +651,9 @@ impl CacheCore {
                 ttl_ms,
             );
             self.l1_put(key, e);
+        } else {
+            // Stale now anyway (its stamp moved); drop it to free the slot.
+            let _ = self.l1.try_with(|l1| l1.discard(key, hash));
         }
         Ok(())
     }
