@@ -114,12 +114,23 @@ def _fill_and_idle(
 
 
 class Writer:
-    """A spawned process that fills the shared stores, then idles until ``stop``."""
+    """A spawned process that fills the shared stores, then idles until ``stop``.
 
-    def __init__(self, specs: list[dict[str, Any]], items: list[tuple[bytes, bytes]]) -> None:
+    ``target(specs, items, conn)`` runs in the child: it sends "ready" once the stores are
+    filled, then waits for a message on ``conn`` before it closes them.
+    """
+
+    def __init__(
+        self,
+        specs: list[dict[str, Any]],
+        items: list[tuple[bytes, bytes]],
+        target: Callable[[list[dict[str, Any]], list[tuple[bytes, bytes]], Any], None] = (
+            _fill_and_idle
+        ),
+    ) -> None:
         ctx = spawn()
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_fill_and_idle, args=(specs, items, child), daemon=True)
+        self.proc = ctx.Process(target=target, args=(specs, items, child), daemon=True)
         self.proc.start()
         child.close()  # so that a dead writer shows up as EOF here
         if not self.conn.poll(300):

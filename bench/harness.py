@@ -113,6 +113,56 @@ def loop_set_encode(
         return perf_counter_ns() - t0
 
 
+def loop_call0(f: Callable[[], Any], args: Sequence[Any], loops: int) -> int:
+    """``f()`` once per item of ``args``: the same loop as ``loop_call`` without the argument."""
+    with GcOff():
+        t0 = perf_counter_ns()
+        for _ in range(loops):
+            for _a in args:
+                f()
+        return perf_counter_ns() - t0
+
+
+def loop_mix(
+    get: Callable[[Any], Any],
+    set_: Callable[[Any, Any], Any],
+    ops: Sequence[tuple[Any, bool]],
+    value: Any,
+    loops: int,
+) -> int:
+    """A precomputed list of (key, is_set): ``set_(key, value)`` or ``get(key)``."""
+    with GcOff():
+        t0 = perf_counter_ns()
+        for _ in range(loops):
+            for k, w in ops:
+                if w:
+                    set_(k, value)
+                else:
+                    get(k)
+        return perf_counter_ns() - t0
+
+
+def loop_mix_codec(
+    get: Callable[[Any], Any],
+    set_: Callable[[Any, Any], Any],
+    loads: Callable[[Any], Any],
+    dumps: Callable[[Any], Any],
+    ops: Sequence[tuple[Any, bool]],
+    value: Any,
+    loops: int,
+) -> int:
+    """``loop_mix`` for a store of bytes: ``set_(key, dumps(value))``, ``loads(get(key))``."""
+    with GcOff():
+        t0 = perf_counter_ns()
+        for _ in range(loops):
+            for k, w in ops:
+                if w:
+                    set_(k, dumps(value))
+                else:
+                    loads(get(k))
+        return perf_counter_ns() - t0
+
+
 # --- cases and interleaving ---------------------------------------------------------------
 
 

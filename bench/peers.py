@@ -169,6 +169,35 @@ def segment_unavailable() -> str:
     return _SEGMENT_ERR[0] if _SEGMENT_ERR else ""
 
 
+# --- ziggurat.Cache -----------------------------------------------------------------------
+
+
+def cache_class() -> Any:
+    """``ziggurat.Cache`` if the package imports, else None (then ``segment_unavailable``)."""
+    if segment_class() is None:
+        return None
+    try:
+        from ziggurat import Cache
+    except Exception as e:
+        _SEGMENT_ERR.append(f"{type(e).__name__}: {e}")
+        return None
+    return Cache
+
+
+def open_cache(spec: dict[str, Any], **overrides: Any) -> Any:
+    """A ``ziggurat.Cache`` on the segment named by ``spec`` (see ``Scratch.cache``).
+
+    ``overrides`` change per-process options (``l1_items``, ``copy``...); every process that
+    opens the same spec shares one L2.
+    """
+    cls = cache_class()
+    if cls is None:
+        raise RuntimeError("ziggurat.Cache is not importable: " + segment_unavailable())
+    kw = {k: v for k, v in spec.items() if k not in ("kind", "name")}
+    kw.update(overrides)
+    return cls(spec["name"], **kw)
+
+
 # --- scratch space ------------------------------------------------------------------------
 
 
@@ -180,6 +209,7 @@ class Scratch:
         self.root = tempfile.mkdtemp(prefix="ziggurat-bench-", dir=base)
         self.tag = f"bench{os.getpid()}"
         self._segments: list[dict[str, Any]] = []
+        self._caches: list[dict[str, Any]] = []
         self._n = 0
 
     def path(self, what: str) -> str:
@@ -200,7 +230,18 @@ class Scratch:
         self._segments.append(spec)
         return spec
 
+    def cache(self, size: int, **kwargs: Any) -> dict[str, Any]:
+        """Spec of a fresh ``ziggurat.Cache`` (its L2 segments are removed on ``cleanup``)."""
+        self._n += 1
+        spec = {"kind": "cache", "name": f"{self.tag}-c{self._n}", "size": size, **kwargs}
+        self._caches.append(spec)
+        return spec
+
     def cleanup(self) -> None:
+        if self._caches and cache_class() is not None:
+            for spec in self._caches:
+                with contextlib.suppress(Exception):
+                    open_cache(spec, l1_items=0).unlink()
         cls = segment_class()
         for spec in self._segments:
             if cls is None:
