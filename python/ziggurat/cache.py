@@ -370,13 +370,9 @@ class Cache:
             return value
         if kind == _NEG:
             return None
-        # The native lookup has checked the key.
         if not callable(loader):
             raise TypeError("loader must be callable")
-        tg = _tags(tags) if tags else ()
-        if ttl is not None or neg_ttl is not None or stale_ttl is not None:
-            self._check_ttls(ttl, neg_ttl, stale_ttl)
-        stale = value if kind == _STALE and -left < (self._stale_ttl(stale_ttl) or 0) else _MISSING
+        tg, stale = self._miss_args(kind, value, left, tags, ttl, neg_ttl, stale_ttl)
         return self._flight.load(key, loader, ttl, tg, neg_ttl, stale_ttl, stale)
 
     async def afetch(
@@ -404,14 +400,28 @@ class Cache:
             return value
         if kind == _NEG:
             return None
-        # The native lookup has checked the key.
         if not callable(loader):
             raise TypeError("loader must be an async callable")
+        tg, stale = self._miss_args(kind, value, left, tags, ttl, neg_ttl, stale_ttl)
+        return await self._flight.aload(key, loader, ttl, tg, neg_ttl, stale_ttl, stale)
+
+    def _miss_args(
+        self,
+        kind: int,
+        value: Any,
+        left: float,
+        tags: Iterable[str],
+        ttl: float | None,
+        neg_ttl: float | None,
+        stale_ttl: float | None,
+    ) -> tuple[tuple[str, ...], Any]:
+        """Checks a missed fetch's arguments (the native lookup has checked the key) and
+        picks the stale value it may fall back on."""
         tg = _tags(tags) if tags else ()
         if ttl is not None or neg_ttl is not None or stale_ttl is not None:
             self._check_ttls(ttl, neg_ttl, stale_ttl)
-        stale = value if kind == _STALE and -left < (self._stale_ttl(stale_ttl) or 0) else _MISSING
-        return await self._flight.aload(key, loader, ttl, tg, neg_ttl, stale_ttl, stale)
+        fresh_enough = kind == _STALE and -left < (self._stale_ttl(stale_ttl) or 0)
+        return tg, value if fresh_enough else _MISSING
 
     def _check_ttls(
         self, ttl: float | None, neg_ttl: float | None, stale_ttl: float | None
