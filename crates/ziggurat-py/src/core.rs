@@ -731,22 +731,6 @@ impl CacheCore {
             .map_or(0, |m| m.stamp_word(&m.hash(kb)).load(Ordering::Acquire)))
     }
 
-    /// Waits (without the GIL) for the key's stamp to move from `stamp`.
-    fn wait(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        stamp: u32,
-        timeout: f64,
-    ) -> PyResult<bool> {
-        let kb = key_bytes(key)?;
-        let Some(m) = self.main.clone() else {
-            return Ok(false);
-        };
-        let t = std::time::Duration::from_secs_f64(timeout.clamp(0.0, 86400.0));
-        py.detach(|| m.wait(kb, stamp, t)).map_err(err)
-    }
-
     /// Whether the cache runs without a segment (L1 and loader only).
     #[getter]
     fn degraded(&self) -> bool {
