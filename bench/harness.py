@@ -204,6 +204,20 @@ def interleave(cases: Sequence[Case], settings: Settings) -> None:
             c.samples.append(ns / (c.loops * c.ops))
 
 
+def paired(
+    xs: Sequence[float],
+    ys: Sequence[float],
+    f: Callable[[float, float], float] = lambda x, y: x / y,
+) -> float:
+    """Median over rounds of ``f(x, y)``, pairing the reps of one round.
+
+    With ``interleave``, the reps of one round ran close in time (cases next to each other
+    in the list run one after the other), so a drift of the machine's speed that lasts longer
+    than a round cancels out of the per-round ratio or difference.
+    """
+    return median(f(x, y) for x, y in zip(xs, ys, strict=True))
+
+
 def rotate(items: Sequence[Any], r: int) -> list[Any]:
     """``items`` rotated left by ``r`` (round-robin order for repetition ``r``)."""
     if not items:
