@@ -158,7 +158,7 @@ fn read_entry(py: Python<'_>, seg: &Segment, key: &[u8]) -> PyResult<Option<Read
 }
 
 /// Refuses keys no tier could store (checked on L1 misses, so the hit path stays short).
-fn check_key(key: &Bound<'_, PyAny>) -> PyResult<()> {
+fn check_key<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     let kb = key_bytes(key)?;
     if kb.is_empty() || kb.len() > ziggurat_core::layout::MAX_KEY {
         return Err(PyValueError::new_err(format!(
@@ -167,7 +167,7 @@ fn check_key(key: &Bound<'_, PyAny>) -> PyResult<()> {
             kb.len()
         )));
     }
-    Ok(())
+    Ok(kb)
 }
 
 fn trailer(kind: u8, soft: u64, ttl_ms: u32) -> [u8; TRAILER] {
@@ -284,7 +284,7 @@ impl CacheCore {
         hash: u64,
         allow_stale: bool,
     ) -> PyResult<(u8, Option<Py<PyAny>>, u64, u32)> {
-        let Some(main) = self.main.clone() else {
+        let Some(main) = self.main.as_ref() else {
             return Ok((MISS, None, 0, 0));
         };
         let kb = key_bytes(key)?; // checked by the callers
@@ -294,7 +294,7 @@ impl CacheCore {
         let epoch = main.epoch();
         let e1 = epoch.load(Ordering::Acquire);
         let now = now_ms();
-        if let Some(r) = read_entry(py, &main, kb)? {
+        if let Some(r) = read_entry(py, main, kb)? {
             if r.kind == KIND_VALUE {
                 let stale = r.soft != 0 && now >= r.soft;
                 if stale && !allow_stale {
@@ -345,9 +345,9 @@ impl CacheCore {
         }
         self.l2_misses.bump();
         // A cached miss counts only while the key's main stamp is unchanged.
-        if let Some(neg) = self.neg.clone() {
+        if let Some(neg) = self.neg.as_ref() {
             if s1 & 1 == 0 {
-                if let Some(r) = read_entry(py, &neg, kb)? {
+                if let Some(r) = read_entry(py, neg, kb)? {
                     let pb = r.payload.bind(py).as_bytes();
                     let fresh = r.soft == 0 || now < r.soft;
                     if r.kind == KIND_NEG
@@ -546,8 +546,7 @@ impl CacheCore {
             None => 0.0,
             Some(s) => positive_ttl(s, "stale_ttl")?,
         };
-        check_key(key)?;
-        let kb = key_bytes(key)?;
+        let kb = check_key(key)?;
         let tags = tags_arg(tags)?;
         let hash = key.hash()? as u64;
         // Any failure to encode (an unpicklable object) is the caller's bad input.
@@ -565,7 +564,7 @@ impl CacheCore {
                 ))
             }
         };
-        let Some(main) = self.main.clone() else {
+        let Some(main) = self.main.as_ref() else {
             // Degraded: no segment. Keep a private copy in L1 only: the encoded
             // bytes in decode mode (decoded per get), else a decoded object.
             let obj = match self.mode {
@@ -646,7 +645,7 @@ impl CacheCore {
                 false,
                 Some(Watch32::of(stamp, s1)),
                 Some(Watch64::of(epoch, e0)),
-                tag_watches(&main, &arr, n).into_boxed_slice(),
+                tag_watches(main, &arr, n).into_boxed_slice(),
                 soft,
                 ttl_ms,
             );
@@ -672,7 +671,7 @@ impl CacheCore {
         let ttl = positive_ttl(ttl, "neg_ttl")?;
         let kb = key_bytes(key)?;
         let tags = tags_arg(tags)?;
-        let Some(neg) = self.neg.clone() else {
+        let Some(neg) = self.neg.as_ref() else {
             return Ok(());
         };
         let ttl_ms = (ttl * 1000.0).ceil().min(u32::MAX as f64) as u32;
@@ -712,7 +711,7 @@ impl CacheCore {
     /// Empties every tier on this host.
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
         self.l1_clear();
-        for seg in [self.main.clone(), self.neg.clone()].into_iter().flatten() {
+        for seg in [&self.main, &self.neg].into_iter().flatten() {
             py.detach(|| seg.clear()).map_err(err)?;
         }
         Ok(())

@@ -12,9 +12,6 @@ use ziggurat_core::{failpoint, Options, Segment};
 
 use crate::convert::{err, key_bytes, size_arg, tags_arg, ttl_arg, value_bytes, SegmentError};
 
-/// Reads that keep meeting concurrent writes are reported as misses after this many tries.
-const READ_TRIES: usize = 4;
-
 /// A shared-memory segment, attached by name. See the package documentation.
 #[pyclass(name = "Segment", module = "ziggurat._native", frozen)]
 pub struct PySegment {
@@ -60,31 +57,22 @@ impl PySegment {
     }
 }
 
-/// Reads `key` into a new bytes object: lock-free, retried a few times when a
-/// writer moves the entry mid-copy, then a miss.
+/// Reads `key` into a new bytes object through the core's lock-free read
+/// (retried when a writer moves the entry mid-copy, then a miss).
 pub(crate) fn read_bytes<'py>(
     py: Python<'py>,
     seg: &Segment,
     key: &[u8],
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let kh = seg.hash(key);
-    for _ in 0..READ_TRIES {
-        match seg.probe(&kh, key) {
-            None => break,
-            Some(Err(())) => continue,
-            Some(Ok(f)) => {
-                let b = PyBytes::new_with(py, f.val_len, |buf| {
-                    seg.copy_value(&f, buf);
-                    Ok(())
-                })?;
-                if seg.confirm(&kh, &f) {
-                    return Ok(Some(b));
-                }
-            }
-        }
-    }
-    seg.count(false);
-    Ok(None)
+    let read = seg
+        .read_with(key, |n, fill| {
+            PyBytes::new_with(py, n, |buf| {
+                fill(buf);
+                Ok(())
+            })
+        })
+        .map_err(err)?;
+    read.map(|(b, _)| b).transpose()
 }
 
 fn check_key_len(seg: &Segment, key: &[u8]) -> PyResult<()> {
