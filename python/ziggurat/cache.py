@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 
 from ziggurat import _native
 from ziggurat._native import CacheCore, MutationError, Segment, ZigguratError
-from ziggurat.loader import _MISSING, Flight, LoaderStats, LoadTimeout
+from ziggurat.loader import _MISSING, Flight, LoaderStats, LoadTimeout, Plan
 from ziggurat.serializers import Serializer, resolve
 
 __all__ = ["Cache", "LoadTimeout", "MutationError", "Namespace"]
@@ -335,12 +335,6 @@ class Cache:
 
     # -- loading ----------------------------------------------------------------------------
 
-    def _effective_ttl(self, ttl: float | None) -> float:
-        t = _ttl(ttl, self.ttl, "ttl") or self.ttl
-        if self.jitter:
-            t *= 1.0 - self.jitter * random.random()
-        return t
-
     def fetch(
         self,
         key: str | bytes,
@@ -363,17 +357,18 @@ class Cache:
         >>> c.unlink()
         """
         # Hit path first: the native lookup checks the key; the rest is checked on a miss.
-        kind, value, left, ttl_s = self._core.lookup(key)
+        kind, value, left, ttl_s, stamps = self._core.lookup(key)
         if kind == _HIT:
             if self.refresh_ahead and left < self.refresh_ahead * ttl_s:
-                self._flight.refresh(key, loader, ttl, _tags(tags), neg_ttl, stale_ttl)
+                plan = self._plan(_MISS, None, 0.0, tags, ttl, neg_ttl, stale_ttl)
+                self._flight.refresh(key, loader, plan)
             return value
         if kind == _NEG:
             return None
         if not callable(loader):
             raise TypeError("loader must be callable")
-        tg, stale = self._miss_args(kind, value, left, tags, ttl, neg_ttl, stale_ttl)
-        return self._flight.load(key, loader, ttl, tg, neg_ttl, stale_ttl, stale)
+        plan = self._plan(kind, value, left, tags, ttl, neg_ttl, stale_ttl)
+        return self._flight.load(key, loader, plan, stamps)
 
     async def afetch(
         self,
@@ -393,19 +388,20 @@ class Cache:
         7
         >>> c.unlink()
         """
-        kind, value, left, ttl_s = self._core.lookup(key)
+        kind, value, left, ttl_s, stamps = self._core.lookup(key)
         if kind == _HIT:
             if self.refresh_ahead and left < self.refresh_ahead * ttl_s:
-                self._flight.arefresh(key, loader, ttl, _tags(tags), neg_ttl, stale_ttl)
+                plan = self._plan(_MISS, None, 0.0, tags, ttl, neg_ttl, stale_ttl)
+                self._flight.arefresh(key, loader, plan)
             return value
         if kind == _NEG:
             return None
         if not callable(loader):
             raise TypeError("loader must be an async callable")
-        tg, stale = self._miss_args(kind, value, left, tags, ttl, neg_ttl, stale_ttl)
-        return await self._flight.aload(key, loader, ttl, tg, neg_ttl, stale_ttl, stale)
+        plan = self._plan(kind, value, left, tags, ttl, neg_ttl, stale_ttl)
+        return await self._flight.aload(key, loader, plan, stamps)
 
-    def _miss_args(
+    def _plan(
         self,
         kind: int,
         value: Any,
@@ -414,45 +410,28 @@ class Cache:
         ttl: float | None,
         neg_ttl: float | None,
         stale_ttl: float | None,
-    ) -> tuple[tuple[str, ...], Any]:
-        """Checks a missed fetch's arguments (the native lookup has checked the key) and
-        picks the stale value it may fall back on."""
+    ) -> Plan:
+        """Checks a missed fetch's arguments (the native lookup has checked the key) before
+        any loader runs, and resolves what its result is stored with: (tags, ttl, neg_ttl,
+        stale_ttl, the stale value the load may fall back on)."""
         tg = _tags(tags) if tags else ()
-        if ttl is not None or neg_ttl is not None or stale_ttl is not None:
-            self._check_ttls(ttl, neg_ttl, stale_ttl)
-        fresh_enough = kind == _STALE and -left < (self._stale_ttl(stale_ttl) or 0)
-        return tg, value if fresh_enough else _MISSING
+        t = self.ttl if ttl is None else cast(float, _ttl(ttl, None, "ttl"))
+        nt = self.neg_ttl if neg_ttl is None else _ttl(neg_ttl, None, "neg_ttl")
+        st = self.stale_ttl if stale_ttl is None else _ttl(stale_ttl, None, "stale_ttl")
+        fresh_enough = kind == _STALE and -left < (st or 0)
+        return tg, t, nt, st, value if fresh_enough else _MISSING
 
-    def _check_ttls(
-        self, ttl: float | None, neg_ttl: float | None, stale_ttl: float | None
-    ) -> None:
-        """Refuses bad TTLs before any loader runs (the load would not be cached)."""
-        _ttl(ttl, self.ttl, "ttl")
-        _ttl(neg_ttl, self.neg_ttl, "neg_ttl")
-        _ttl(stale_ttl, self.stale_ttl, "stale_ttl")
-
-    def _stale_ttl(self, stale_ttl: float | None) -> float | None:
-        return _ttl(stale_ttl, self.stale_ttl, "stale_ttl")
-
-    def _store_loaded(
-        self,
-        key: str | bytes,
-        value: Any,
-        ttl: float | None,
-        tags: tuple[str, ...],
-        neg_ttl: float | None,
-        stale_ttl: float | None,
-        stamp: int,
-    ) -> None:
+    def _store_loaded(self, key: str | bytes, value: Any, plan: Plan, stamp: int) -> None:
         """Stores a loader's result: a value, or a cached miss valid while ``stamp`` holds."""
+        tags, ttl, neg_ttl, stale_ttl, _ = plan
         try:
             if value is None:
-                nt = _ttl(neg_ttl, self.neg_ttl, "neg_ttl")
-                if nt:
-                    self._core.set_negative(key, nt, stamp, tags)
+                if neg_ttl:
+                    self._core.set_negative(key, neg_ttl, stamp, tags)
             else:
-                st = self._stale_ttl(stale_ttl)
-                self._core.set(key, value, self._effective_ttl(ttl), tags, st)
+                if self.jitter:
+                    ttl *= 1.0 - self.jitter * random.random()
+                self._core.set(key, value, ttl, tags, stale_ttl)
         except (ZigguratError, ValueError, TypeError) as e:
             # The loaded value is still returned; it just is not cached (too large for the
             # segment, or not serializable).

@@ -1,12 +1,14 @@
 """Loader coordination: one load per key per host at a time.
 
-Within a process, threads wait on a per-key lock and asyncio tasks on a per-key future.
-Across processes, the first caller takes a lease (an ``add`` of a hidden key in the segment
-of cached misses,
-with a TTL of ``loader_timeout`` and the holder's pid as value); the others sleep on the
-lease key's version stamp, which the segment wakes with a futex when the holder removes the
-lease after storing the value. A holder that dies is noticed (its pid is gone) and the lease
-is taken over; a holder that is alive but slow holds the others at most ``loader_timeout``.
+The first caller to miss a key takes its load lease (an ``add`` of a hidden key, in the
+segment of cached misses, with a TTL of ``loader_timeout`` and the holder's pid as value); the
+other callers, threads of the same process or other processes alike, sleep on the lease key's
+version stamp, which the segment wakes with a futex when the holder removes the lease after
+storing the value. A holder that dies is noticed (its pid is gone) and the lease is taken
+over; a holder that is alive but slow holds the others at most ``loader_timeout``. The lease
+itself is taken and checked in the native core, in one call. asyncio tasks of one event loop
+also share a per-key future, so a loop does not park executor threads on its own lease.
+Without a segment (degraded mode), threads of the process share a per-key lock instead.
 
     >>> LoaderStats().as_dict()["calls"]
     0
@@ -31,9 +33,22 @@ if TYPE_CHECKING:
 log = logging.getLogger("ziggurat")
 
 _HIT, _NEG = 1, 2
+_FOUND, _HELD, _WAIT = 1, 4, 5  # statuses of CacheCore.lease
 # Marks "no stale value to fall back on" (None is a valid cached value).
 _MISSING: Any = object()
 _SLICE = 0.25  # seconds between liveness checks of a lease holder
+# What a missed fetch stores: (tags, ttl, neg_ttl, stale_ttl, stale value or _MISSING).
+Plan = tuple[tuple[str, ...], float, "float | None", "float | None", Any]
+
+# The lease value names the holder's process; a forked child must not inherit its parent's.
+_HOLDER = [str(os.getpid()).encode()]
+
+
+def _reset_holder() -> None:
+    _HOLDER[0] = str(os.getpid()).encode()
+
+
+os.register_at_fork(after_in_child=_reset_holder)
 
 
 class LoadTimeout(ZigguratError):
@@ -114,8 +129,6 @@ class Flight:
         self._futures: dict[tuple[int, str | bytes], asyncio.Future[Any]] = {}
         self._refreshing: set[str | bytes] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._pid_int = os.getpid()
-        self._pid = str(self._pid_int).encode()
 
     # -- shared pieces ---------------------------------------------------------------------
 
@@ -127,33 +140,49 @@ class Flight:
         return self.cache._neg or self.cache._segment
 
     def _lookup(self, key: str | bytes) -> tuple[bool, Any]:
-        kind, value, _, _ = self.cache._core.lookup(key)
+        kind, value = self.cache._core.lookup(key)[:2]
         if kind == _HIT:
             return True, value
         if kind == _NEG:
             return True, None
         return False, None
 
-    def _try_lease(self, seg: Segment, lk: bytes) -> bool:
-        if os.getpid() != self._pid_int:  # forked since: the lease must name this process
-            self._pid_int = os.getpid()
-            self._pid = str(self._pid_int).encode()
+    def _lease(self, key: str | bytes, stamps: int | None) -> tuple[int, Any, int, int]:
         try:
-            return seg.add(lk, self._pid, ttl=self.cache.loader_timeout)
+            st: tuple[int, Any, int, int] = self.cache._core.lease(
+                key, stamps, self.cache.loader_timeout, _HOLDER[0]
+            )
+            return st
         except ZigguratError as e:
             log.warning("ziggurat: cannot take a load lease (%s); loading without one", e)
+            return (_HELD, False, 0, self.cache._core.stamp(key))
+
+    def _release(self, key: str | bytes) -> None:
+        try:
+            self.cache._core.release(key)
+        except ZigguratError as e:  # the lease then expires after loader_timeout
+            log.warning("ziggurat: cannot release a load lease: %s", e)
+
+    def _try_lease(self, seg: Segment, lk: bytes) -> bool:
+        try:
+            return seg.add(lk, _HOLDER[0], ttl=self.cache.loader_timeout)
+        except ZigguratError as e:
+            log.warning("ziggurat: cannot take a lease (%s); going on without one", e)
             return True
 
     def _drop_lease(self, seg: Segment, lk: bytes) -> None:
         try:
             seg.delete(lk)
         except ZigguratError as e:  # the lease then expires after loader_timeout
-            log.warning("ziggurat: cannot release a load lease: %s", e)
+            log.warning("ziggurat: cannot release a lease: %s", e)
 
-    def _take_over(self, seg: Segment, lk: bytes) -> bool:
+    def _take_over(self, lk: bytes) -> bool:
         """Takes the lease from a holder whose process is gone; whether this caller now
         holds it. Compare-and-set, so of several waiters that see the same dead holder
         exactly one takes over."""
+        seg = self._seg()
+        if seg is None:
+            return False
         holder = seg.get(lk)
         if holder is None:
             return False
@@ -164,55 +193,79 @@ class Flight:
         if alive:
             return False
         try:
-            return seg.replace_if(lk, holder, self._pid, ttl=self.cache.loader_timeout)
+            return seg.replace_if(lk, holder, _HOLDER[0], ttl=self.cache.loader_timeout)
         except ZigguratError:
             return False
 
-    def _run(
-        self, key: str | bytes, loader: Callable[[], Any], args: tuple[Any, ...], stale: Any
-    ) -> Any:
-        stamp = self.cache._core.stamp(key)
+    def _waited(self, deadline: float, key: str | bytes) -> float:
+        """Counts a wait; the seconds left before ``loader_timeout`` (raises past it)."""
+        self.cache.loader_stats.waits += 1
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise LoadTimeout(
+                f"another caller's load of {key!r} did not finish within loader_timeout"
+            )
+        return min(_SLICE, left)
+
+    def _run(self, key: str | bytes, loader: Callable[[], Any], plan: Plan, stamp: int) -> Any:
         t0 = time.perf_counter()
         try:
             value = loader()
         except Exception:
-            if self._failed(key, t0, args, stale):
-                return stale
+            if self._failed(key, t0, plan):
+                return plan[4]
             raise
-        return self._loaded(key, value, args, stamp, t0)
+        return self._loaded(key, value, plan, stamp, t0)
 
-    def _failed(self, key: str | bytes, t0: float, args: tuple[Any, ...], stale: Any) -> bool:
+    def _failed(self, key: str | bytes, t0: float, plan: Plan) -> bool:
         """Counts a failed load; whether a stale value may answer instead (fail-safe)."""
         self.cache.loader_stats.record(time.perf_counter() - t0, ok=False)
-        if stale is args[-1]:  # the "no stale value" marker
+        if plan[4] is _MISSING:
             return False
         self.cache.loader_stats.stale_served += 1
         log.warning("ziggurat: loader for %r failed; serving the stale value", key)
         return True
 
-    def _loaded(
-        self, key: str | bytes, value: Any, args: tuple[Any, ...], stamp: int, t0: float
-    ) -> Any:
+    def _loaded(self, key: str | bytes, value: Any, plan: Plan, stamp: int, t0: float) -> Any:
         """Counts a successful load and stores its result."""
-        ttl, tags, neg_ttl, stale_ttl, _ = args
         self.cache.loader_stats.record(time.perf_counter() - t0, ok=True)
-        self.cache._store_loaded(key, value, ttl, tags, neg_ttl, stale_ttl, stamp)
+        self.cache._store_loaded(key, value, plan, stamp)
         return value
 
     # -- threads and processes -------------------------------------------------------------
 
     def load(
-        self,
-        key: str | bytes,
-        loader: Callable[[], Any],
-        ttl: float | None,
-        tags: tuple[str, ...],
-        neg_ttl: float | None,
-        stale_ttl: float | None,
-        stale: Any,
+        self, key: str | bytes, loader: Callable[[], Any], plan: Plan, stamps: int | None
     ) -> Any:
-        """Loads ``key`` once per host, or waits for the caller already loading it."""
-        args = (ttl, tags, neg_ttl, stale_ttl, _MISSING)
+        """Loads ``key`` once per host, or waits for the caller already loading it.
+        ``stamps`` comes from the lookup that missed."""
+        if self.cache._segment is None:
+            return self._load_local(key, loader, plan)
+        deadline = time.monotonic() + self.cache.loader_timeout
+        while True:
+            status, got, seen, stamp = self._lease(key, stamps)
+            if status == _FOUND:
+                return got
+            if status == _HELD:
+                try:
+                    return self._run(key, loader, plan, stamp)
+                finally:
+                    if got is not False:
+                        self._release(key)
+            if self._take_over(got):
+                self.cache.loader_stats.takeovers += 1
+                try:
+                    found, value = self._lookup(key)
+                    if found:
+                        return value
+                    return self._run(key, loader, plan, self.cache._core.stamp(key))
+                finally:
+                    self._release(key)
+            self.cache._core.wait_lease(key, seen, self._waited(deadline, key))
+            stamps = None
+
+    def _load_local(self, key: str | bytes, loader: Callable[[], Any], plan: Plan) -> Any:
+        """Degraded mode: no segment to hold leases; threads share a per-key lock."""
         with self._guard:
             entry = self._locks.setdefault(key, [threading.Lock(), 0])
             entry[1] += 1
@@ -224,7 +277,7 @@ class Flight:
                 found, value = self._lookup(key)
                 if found:
                     return value
-                return self._load_host(key, loader, args, stale)
+                return self._run(key, loader, plan, 0)
             finally:
                 lock.release()
         finally:
@@ -233,51 +286,7 @@ class Flight:
                 if entry[1] == 0:
                     self._locks.pop(key, None)
 
-    def _load_host(
-        self, key: str | bytes, loader: Callable[[], Any], args: tuple[Any, ...], stale: Any
-    ) -> Any:
-        seg = self._seg()
-        if seg is None:
-            return self._run(key, loader, args, stale)
-        lk = _hidden(b"lease", key)
-        deadline = time.monotonic() + self.cache.loader_timeout
-        while True:
-            seen = seg.stamp(lk)
-            if self._try_lease(seg, lk):
-                try:
-                    return self._run(key, loader, args, stale)
-                finally:
-                    self._drop_lease(seg, lk)
-            self.cache.loader_stats.waits += 1
-            found, value = self._lookup(key)
-            if found:
-                return value
-            if self._take_over(seg, lk):
-                self.cache.loader_stats.takeovers += 1
-                try:
-                    found, value = self._lookup(key)
-                    return value if found else self._run(key, loader, args, stale)
-                finally:
-                    self._drop_lease(seg, lk)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise LoadTimeout(
-                    f"another process's load of {key!r} did not finish within loader_timeout"
-                )
-            seg.wait(lk, seen, min(_SLICE, left))
-            found, value = self._lookup(key)
-            if found:
-                return value
-
-    def refresh(
-        self,
-        key: str | bytes,
-        loader: Callable[[], Any],
-        ttl: float | None,
-        tags: tuple[str, ...],
-        neg_ttl: float | None,
-        stale_ttl: float | None,
-    ) -> None:
+    def refresh(self, key: str | bytes, loader: Callable[[], Any], plan: Plan) -> None:
         """Starts one background reload of ``key`` per host (early refresh)."""
         seg = self._seg()
         rk = _hidden(b"refresh", key)
@@ -288,11 +297,11 @@ class Flight:
                 return
             self._refreshing.add(key)
         self.cache.loader_stats.refreshes += 1
-        args = (ttl, tags, neg_ttl, stale_ttl, _MISSING)
+        plan = (*plan[:4], _MISSING)
 
         def work() -> None:
             try:
-                self._run(key, loader, args, _MISSING)
+                self._run(key, loader, plan, self.cache._core.stamp(key))
             except Exception as e:
                 log.warning("ziggurat: background refresh of %r failed: %s", key, e)
             finally:
@@ -306,31 +315,23 @@ class Flight:
     # -- asyncio ---------------------------------------------------------------------------
 
     async def _arun(
-        self,
-        key: str | bytes,
-        loader: Callable[[], Awaitable[Any]],
-        args: tuple[Any, ...],
-        stale: Any,
+        self, key: str | bytes, loader: Callable[[], Awaitable[Any]], plan: Plan, stamp: int
     ) -> Any:
-        stamp = self.cache._core.stamp(key)
         t0 = time.perf_counter()
         try:
             value = await loader()
         except Exception:
-            if self._failed(key, t0, args, stale):
-                return stale
+            if self._failed(key, t0, plan):
+                return plan[4]
             raise
-        return self._loaded(key, value, args, stamp, t0)
+        return self._loaded(key, value, plan, stamp, t0)
 
     async def aload(
         self,
         key: str | bytes,
         loader: Callable[[], Awaitable[Any]],
-        ttl: float | None,
-        tags: tuple[str, ...],
-        neg_ttl: float | None,
-        stale_ttl: float | None,
-        stale: Any,
+        plan: Plan,
+        stamps: int | None,
     ) -> Any:
         """``load`` for asyncio: one task per key per event loop, one load per host."""
         loop = asyncio.get_running_loop()
@@ -342,12 +343,11 @@ class Flight:
             try:
                 return await asyncio.shield(fut)
             except _LeaderCancelled:
-                continue  # the task loading it was cancelled: load it here instead
+                stamps = None  # the task loading it was cancelled: load it here instead
         fut = loop.create_future()
         self._futures[fk] = fut
-        args = (ttl, tags, neg_ttl, stale_ttl, _MISSING)
         try:
-            value = await self._aload_host(key, loader, args, stale)
+            value = await self._aload_host(key, loader, plan, stamps)
         except asyncio.CancelledError:
             # This caller was cancelled; the others waiting for the key were not.
             fut.set_exception(_LeaderCancelled())
@@ -367,52 +367,37 @@ class Flight:
         self,
         key: str | bytes,
         loader: Callable[[], Awaitable[Any]],
-        args: tuple[Any, ...],
-        stale: Any,
+        plan: Plan,
+        stamps: int | None,
     ) -> Any:
-        seg = self._seg()
-        if seg is None:
-            return await self._arun(key, loader, args, stale)
-        lk = _hidden(b"lease", key)
+        if self.cache._segment is None:
+            return await self._arun(key, loader, plan, 0)
         deadline = time.monotonic() + self.cache.loader_timeout
         loop = asyncio.get_running_loop()
         while True:
-            seen = seg.stamp(lk)
-            if self._try_lease(seg, lk):
+            status, got, seen, stamp = self._lease(key, stamps)
+            if status == _FOUND:
+                return got
+            if status == _HELD:
                 try:
-                    return await self._arun(key, loader, args, stale)
+                    return await self._arun(key, loader, plan, stamp)
                 finally:
-                    self._drop_lease(seg, lk)
-            self.cache.loader_stats.waits += 1
-            found, value = self._lookup(key)
-            if found:
-                return value
-            if self._take_over(seg, lk):
+                    if got is not False:
+                        self._release(key)
+            if self._take_over(got):
                 self.cache.loader_stats.takeovers += 1
                 try:
                     found, value = self._lookup(key)
-                    return value if found else await self._arun(key, loader, args, stale)
+                    if found:
+                        return value
+                    return await self._arun(key, loader, plan, self.cache._core.stamp(key))
                 finally:
-                    self._drop_lease(seg, lk)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise LoadTimeout(
-                    f"another process's load of {key!r} did not finish within loader_timeout"
-                )
-            await loop.run_in_executor(None, seg.wait, lk, seen, min(_SLICE, left))
-            found, value = self._lookup(key)
-            if found:
-                return value
+                    self._release(key)
+            left = self._waited(deadline, key)
+            await loop.run_in_executor(None, self.cache._core.wait_lease, key, seen, left)
+            stamps = None
 
-    def arefresh(
-        self,
-        key: str | bytes,
-        loader: Callable[[], Awaitable[Any]],
-        ttl: float | None,
-        tags: tuple[str, ...],
-        neg_ttl: float | None,
-        stale_ttl: float | None,
-    ) -> None:
+    def arefresh(self, key: str | bytes, loader: Callable[[], Awaitable[Any]], plan: Plan) -> None:
         """Starts one background reload of ``key`` per host, as an asyncio task."""
         seg = self._seg()
         rk = _hidden(b"refresh", key)
@@ -422,11 +407,11 @@ class Flight:
             return
         self._refreshing.add(key)
         self.cache.loader_stats.refreshes += 1
-        args = (ttl, tags, neg_ttl, stale_ttl, _MISSING)
+        plan = (*plan[:4], _MISSING)
 
         async def work() -> None:
             try:
-                await self._arun(key, loader, args, _MISSING)
+                await self._arun(key, loader, plan, self.cache._core.stamp(key))
             except Exception as e:
                 log.warning("ziggurat: background refresh of %r failed: %s", key, e)
             finally:

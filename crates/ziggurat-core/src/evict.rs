@@ -164,8 +164,18 @@ impl Shard<'_> {
     }
 
     fn ghost_cell(&self, bucket: u32, i: usize) -> &std::sync::atomic::AtomicU32 {
-        let off = self.base + self.g.ghost_rel as usize + (bucket as usize * GHOST_CELLS + i) * 4;
-        self.shm.u32_at(off)
+        self.shm.u32_at(self.ghost_off(bucket, i))
+    }
+
+    fn ghost_off(&self, bucket: u32, i: usize) -> usize {
+        self.base + self.g.ghost_rel as usize + (bucket as usize * GHOST_CELLS + i) * 4
+    }
+
+    /// Starts loading the ghost bucket a write of `kh` will look at.
+    #[inline]
+    pub fn prefetch_ghost(&self, kh: &KeyHash) {
+        let b = kh.ghost_bucket(self.g.ghost_buckets);
+        self.shm.prefetch(self.ghost_off(b, 0));
     }
 
     /// Remembers that `kh` was evicted from the small ring.

@@ -514,6 +514,26 @@ impl Segment {
         self.stamp_at(kh.stamp(self.g.nstamps, self.g.nshards))
     }
 
+    /// Starts loading what a read of `kh` touches (index pair and stamp), so
+    /// the misses overlap instead of following one another.
+    #[inline]
+    pub fn prefetch_read(&self, kh: &KeyHash) {
+        let sh = self.shard_of(kh);
+        let pair = kh.pair(self.g.npairs);
+        self.shm.prefetch(sh.slot_off(pair, 0));
+        self.shm.prefetch(sh.slot_off(pair, 8));
+        self.shm
+            .prefetch(self.g.stamps_off as usize + 4 * self.stamp_index(kh) as usize);
+    }
+
+    /// Like [`Segment::prefetch_read`], plus the ghost bucket a write checks.
+    /// Call it before work that does not touch the segment (encoding the value).
+    #[inline]
+    pub fn prefetch_write(&self, kh: &KeyHash) {
+        self.prefetch_read(kh);
+        self.shard_of(kh).prefetch_ghost(kh);
+    }
+
     /// Index of a key's stamp.
     #[inline]
     pub fn stamp_index(&self, kh: &KeyHash) -> u32 {

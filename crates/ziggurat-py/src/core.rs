@@ -37,6 +37,27 @@ const KIND_VALUE: u8 = 1;
 const KIND_NEG: u8 = 2;
 const READ_TRIES: usize = 4;
 
+/// Statuses of `lease`.
+pub const LEASE_FOUND: u8 = 1;
+pub const LEASE_HELD: u8 = 4;
+pub const LEASE_WAIT: u8 = 5;
+
+/// The hidden key of `key`'s load lease in the cached-miss segment (a key too
+/// long for the prefix is replaced by its 128-bit hash: two such keys at worst
+/// share a lease).
+fn lease_key(kb: &[u8]) -> Vec<u8> {
+    const PREFIX: &[u8] = b"\x00lease:";
+    let mut lk = Vec::with_capacity(PREFIX.len() + kb.len().min(17));
+    lk.extend_from_slice(PREFIX);
+    if PREFIX.len() + kb.len() <= ziggurat_core::layout::MAX_KEY {
+        lk.extend_from_slice(kb);
+    } else {
+        lk.push(b'#');
+        lk.extend_from_slice(&ziggurat_core::hash::digest128(kb));
+    }
+    lk
+}
+
 /// How `get` hands out cached objects.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum CopyMode {
@@ -57,6 +78,35 @@ struct Read {
     soft: u64,
     ttl_ms: u32,
     tags: Vec<Watch32>,
+}
+
+/// What a read below L1 found. `stamps` packs the key's stamps in the main and
+/// cached-miss segments, as read before a probe that found no fresh value: a
+/// later lease holder compares them instead of probing again.
+struct Below {
+    kind: u8,
+    value: Option<Py<PyAny>>,
+    soft: u64,
+    ttl_ms: u32,
+    stamps: Option<u64>,
+}
+
+impl Below {
+    fn miss(main_stamp: u32, neg_stamp: u32) -> Below {
+        Below {
+            kind: MISS,
+            value: None,
+            soft: 0,
+            ttl_ms: 0,
+            stamps: Below::snap(main_stamp, neg_stamp),
+        }
+    }
+
+    /// Both stamps, if both were even (no write in progress).
+    fn snap(main_stamp: u32, neg_stamp: u32) -> Option<u64> {
+        (main_stamp & 1 == 0 && neg_stamp & 1 == 0)
+            .then_some(main_stamp as u64 | (neg_stamp as u64) << 32)
+    }
 }
 
 /// A counter bumped with the GIL held (a plain load and store suffice).
@@ -276,21 +326,25 @@ impl CacheCore {
         }
     }
 
-    /// The full read path below L1. Returns (kind, value, soft deadline, ttl_ms).
+    /// The full read path below L1.
     fn read_below(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         hash: u64,
         allow_stale: bool,
-    ) -> PyResult<(u8, Option<Py<PyAny>>, u64, u32)> {
+    ) -> PyResult<Below> {
         let Some(main) = self.main.as_ref() else {
-            return Ok((MISS, None, 0, 0));
+            return Ok(Below::miss(0, 0));
         };
         let kb = key_bytes(key)?; // checked by the callers
         let kh = main.hash(kb);
+        main.prefetch_read(&kh);
         let stamp = main.stamp_word(&kh);
         let s1 = stamp.load(Ordering::Acquire);
+        // The key's stamp in the cached-miss segment, read before that segment
+        // is probed (a loader's None bumps it); only misses need it.
+        let neg_now = || self.neg_stamp(kb).map_or(0, |w| w.load(Ordering::Acquire));
         let epoch = main.epoch();
         let e1 = epoch.load(Ordering::Acquire);
         let now = now_ms();
@@ -299,15 +353,21 @@ impl CacheCore {
                 let stale = r.soft != 0 && now >= r.soft;
                 if stale && !allow_stale {
                     self.l2_misses.bump();
-                    return Ok((MISS, None, 0, 0));
+                    return Ok(Below::miss(s1, neg_now()));
                 }
                 let Some(obj) = self.decode(py, &r.payload) else {
                     self.l2_misses.bump();
-                    return Ok((MISS, None, 0, 0));
+                    return Ok(Below::miss(s1, neg_now()));
                 };
                 if stale {
                     self.l2_stale.bump();
-                    return Ok((STALE, Some(obj), r.soft, r.ttl_ms));
+                    return Ok(Below {
+                        kind: STALE,
+                        value: Some(obj),
+                        soft: r.soft,
+                        ttl_ms: r.ttl_ms,
+                        stamps: Below::snap(s1, neg_now()),
+                    });
                 }
                 self.l2_hits.bump();
                 fence(Ordering::Acquire);
@@ -340,10 +400,17 @@ impl CacheCore {
                     CopyMode::Decode => obj,
                     _ => self.out(py, &obj)?,
                 };
-                return Ok((HIT, Some(out), r.soft, r.ttl_ms));
+                return Ok(Below {
+                    kind: HIT,
+                    value: Some(out),
+                    soft: r.soft,
+                    ttl_ms: r.ttl_ms,
+                    stamps: None,
+                });
             }
         }
         self.l2_misses.bump();
+        let n1 = neg_now();
         // A cached miss counts only while the key's main stamp is unchanged.
         if let Some(neg) = self.neg.as_ref() {
             if s1 & 1 == 0 {
@@ -372,12 +439,55 @@ impl CacheCore {
                             );
                             self.l1_put(key, e);
                         }
-                        return Ok((NEG, None, r.soft, r.ttl_ms));
+                        return Ok(Below {
+                            kind: NEG,
+                            value: None,
+                            soft: r.soft,
+                            ttl_ms: r.ttl_ms,
+                            stamps: None,
+                        });
                     }
                 }
             }
         }
-        Ok((MISS, None, 0, 0))
+        Ok(Below::miss(s1, n1))
+    }
+
+    /// The stamp word of `kb` in the cached-miss segment.
+    fn neg_stamp(&self, kb: &[u8]) -> Option<&std::sync::atomic::AtomicU32> {
+        self.neg.as_ref().map(|n| n.stamp_word(&n.hash(kb)))
+    }
+
+    /// Whether no write of the key (value or cached miss) has landed since `snap`
+    /// was taken by a lookup that missed.
+    fn unchanged_since(&self, kb: &[u8], snap: u64) -> bool {
+        let Some(main) = self.main.as_ref() else {
+            return false;
+        };
+        let s = main.stamp_word(&main.hash(kb)).load(Ordering::Acquire);
+        let n = self.neg_stamp(kb).map_or(0, |w| w.load(Ordering::Acquire));
+        Below::snap(s, n) == Some(snap)
+    }
+
+    /// L1, then L2: the value or cached miss of `key` if one is there now.
+    fn find_now(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        if let Some(e) = self.l1_hit(py, key, hash) {
+            if e.negative {
+                return Ok(Some(py.None()));
+            }
+            return Ok(Some(self.out(py, &e.value)?));
+        }
+        let b = self.read_below(py, key, hash, false)?;
+        Ok(match b.kind {
+            HIT => b.value,
+            NEG => Some(py.None()),
+            _ => None,
+        })
     }
 
     /// Empties L1; if another thread is inside it, the epoch and stamps still
@@ -458,13 +568,18 @@ impl CacheCore {
         check_key(key)?;
         self.l1_misses.bump();
         match self.read_below(py, key, hash, false)? {
-            (HIT, Some(v), _, _) => Ok(v),
+            Below {
+                kind: HIT,
+                value: Some(v),
+                ..
+            } => Ok(v),
             _ => Ok(default.unwrap_or_else(|| py.None())),
         }
     }
 
-    /// (kind, value, seconds_left, ttl_seconds) with kind 0 miss, 1 hit,
-    /// 2 cached miss, 3 stale (past its TTL, within stale_ttl).
+    /// (kind, value, seconds_left, ttl_seconds, stamps) with kind 0 miss, 1 hit,
+    /// 2 cached miss, 3 stale (past its TTL, within stale_ttl). `stamps` (an int
+    /// or None) is for `lease`: it lets the lease holder skip a second probe.
     fn lookup<'py>(
         &self,
         py: Python<'py>,
@@ -479,51 +594,121 @@ impl CacheCore {
                 soft.saturating_sub(now) as f64 / 1000.0
             }
         };
+        let tuple = |kind: u8, v: Py<PyAny>, left: f64, ttl: u32, stamps: Option<u64>| {
+            PyTuple::new(
+                py,
+                [
+                    kind.into_pyobject(py)?.into_any(),
+                    v.into_bound(py),
+                    left.into_pyobject(py)?.into_any(),
+                    (ttl as f64 / 1000.0).into_pyobject(py)?.into_any(),
+                    stamps.into_pyobject(py)?.into_any(),
+                ],
+            )
+        };
         if let Some(e) = self.l1_hit(py, key, hash) {
             let (soft, ttl) = (e.deadline, e.ttl_ms);
             if e.negative {
-                return PyTuple::new(
-                    py,
-                    [
-                        NEG.into_pyobject(py)?.into_any(),
-                        py.None().into_bound(py),
-                        left(soft).into_pyobject(py)?.into_any(),
-                        (ttl as f64 / 1000.0).into_pyobject(py)?.into_any(),
-                    ],
-                );
+                return tuple(NEG, py.None(), left(soft), ttl, None);
             }
             if self.debug {
                 self.check_mutation(py, key, &e)?;
             }
             let v = self.out(py, &e.value)?;
-            return PyTuple::new(
-                py,
-                [
-                    HIT.into_pyobject(py)?.into_any(),
-                    v.into_bound(py),
-                    left(soft).into_pyobject(py)?.into_any(),
-                    (ttl as f64 / 1000.0).into_pyobject(py)?.into_any(),
-                ],
-            );
+            return tuple(HIT, v, left(soft), ttl, None);
         }
         check_key(key)?;
         self.l1_misses.bump();
-        let (kind, v, soft, ttl) = self.read_below(py, key, hash, true)?;
-        let v = v.unwrap_or_else(|| py.None());
-        let left = if kind == STALE {
-            -((now.saturating_sub(soft)) as f64 / 1000.0)
+        let b = self.read_below(py, key, hash, true)?;
+        let left = if b.kind == STALE {
+            -((now.saturating_sub(b.soft)) as f64 / 1000.0)
         } else {
-            left(soft)
+            left(b.soft)
         };
-        PyTuple::new(
-            py,
-            [
-                kind.into_pyobject(py)?.into_any(),
-                v.into_bound(py),
-                left.into_pyobject(py)?.into_any(),
-                (ttl as f64 / 1000.0).into_pyobject(py)?.into_any(),
-            ],
-        )
+        let v = b.value.unwrap_or_else(|| py.None());
+        tuple(b.kind, v, left, b.ttl_ms, b.stamps)
+    }
+
+    /// Takes the per-host load lease of `key` (single flight), after a lookup
+    /// that missed. Returns `(status, value, seen, stamp)`:
+    ///
+    /// - `(FOUND, value, 0, 0)`: another caller stored the value (or a cached
+    ///   miss, value None) meanwhile; no lease is held;
+    /// - `(LEASED, None, 0, stamp)`: this caller holds the lease and must load,
+    ///   then `release`; `stamp` is the key's main stamp before the load, for
+    ///   `set_negative`;
+    /// - `(WAIT, lease_key, seen, 0)`: another caller holds it; wait with
+    ///   `wait_lease(key, seen, ...)` (or take over a dead holder's lease).
+    ///
+    /// `stamps` is the last element of the missed `lookup`, or None after a
+    /// wait; with it, an unchanged key needs no second probe.
+    #[pyo3(signature = (key, stamps, timeout, holder))]
+    fn lease<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        stamps: Option<u64>,
+        timeout: f64,
+        holder: &[u8],
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let kb = check_key(key)?;
+        let hash = key.hash()? as u64;
+        let (Some(main), Some(neg)) = (self.main.as_ref(), self.neg.as_ref()) else {
+            return Err(PyValueError::new_err("no segment: leases need one"));
+        };
+        let found = |v: Py<PyAny>| (LEASE_FOUND, v, 0u32, 0u32).into_pyobject(py);
+        if stamps.is_none() {
+            // After a wait most callers find the value: no lease write for them.
+            if let Some(v) = self.find_now(py, key, hash)? {
+                return found(v);
+            }
+        }
+        let lk = lease_key(kb);
+        let lstamp = neg.stamp_word(&neg.hash(&lk)).load(Ordering::Acquire);
+        if neg.add(&lk, holder, Some(timeout), &[]).map_err(err)? {
+            let unchanged = stamps.is_some_and(|s| self.unchanged_since(kb, s));
+            if !unchanged {
+                // A value may have landed between the caller's miss and the lease.
+                if let Some(v) = self.find_now(py, key, hash)? {
+                    neg.delete(&lk).map_err(err)?;
+                    return found(v);
+                }
+            }
+            let stamp = main.stamp_word(&main.hash(kb)).load(Ordering::Acquire);
+            return (LEASE_HELD, py.None(), 0u32, stamp).into_pyobject(py);
+        }
+        if let Some(v) = self.find_now(py, key, hash)? {
+            return found(v);
+        }
+        let lk = PyBytes::new(py, &lk).into_any().unbind();
+        (LEASE_WAIT, lk, lstamp, 0u32).into_pyobject(py)
+    }
+
+    /// Sleeps (without the GIL) until the lease of `key` changes from `seen`
+    /// or `timeout` seconds pass; returns whether it changed.
+    fn wait_lease(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        seen: u32,
+        timeout: f64,
+    ) -> PyResult<bool> {
+        let kb = check_key(key)?;
+        let Some(neg) = self.neg.as_ref() else {
+            return Ok(true);
+        };
+        let lk = lease_key(kb);
+        let t = std::time::Duration::from_secs_f64(timeout.clamp(0.0, 86400.0));
+        py.detach(|| neg.wait(&lk, seen, t)).map_err(err)
+    }
+
+    /// Gives up the lease of `key` (waiters wake and find the value).
+    fn release(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let kb = check_key(key)?;
+        if let Some(neg) = self.neg.as_ref() {
+            neg.delete(&lease_key(kb)).map_err(err)?;
+        }
+        Ok(())
     }
 
     /// Encodes and stores `value`. `ttl` and `stale_ttl` in seconds.
@@ -549,6 +734,11 @@ impl CacheCore {
         let kb = check_key(key)?;
         let tags = tags_arg(tags)?;
         let hash = key.hash()? as u64;
+        let kh = self.main.as_ref().map(|m| {
+            let kh = m.hash(kb);
+            m.prefetch_write(&kh);
+            kh
+        });
         // Any failure to encode (an unpicklable object) is the caller's bad input.
         let enc = self.dumps.call1(py, (value,)).map_err(|e| {
             let t = PyTypeError::new_err(format!("cannot serialize the value for this cache: {e}"));
@@ -592,7 +782,7 @@ impl CacheCore {
         buf.extend_from_slice(payload);
         buf.extend_from_slice(&trailer(KIND_VALUE, soft, ttl_ms));
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        let kh = main.hash(kb);
+        let kh = kh.unwrap_or_else(|| main.hash(kb));
         let stamp = main.stamp_word(&kh);
         let epoch = main.epoch();
         let s0 = stamp.load(Ordering::Acquire);
