@@ -1,5 +1,5 @@
 # Type stubs of the Rust extension module `ziggurat._native`.
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 class ZigguratError(Exception): ...
@@ -87,8 +87,24 @@ class CacheCore:
         dumps: Any,
         copy: str = "shared",
         debug: bool = False,
+        miss: Callable[..., Any] | None = None,
+        refresh_ahead: float = 0.0,
+        fetch_defaults: tuple[float, float | None, float | None, float, float] | None = None,
+        on_write_error: Callable[[str, Any, Exception], None] | None = None,
     ) -> None: ...
+    def record_load(self, seconds: float, ok: bool) -> None: ...
+    def loader_counts(self) -> tuple[int, int, int, int]: ...
     def get(self, key: str | bytes, default: Any = None) -> Any: ...
+    def fetch(
+        self,
+        key: str | bytes,
+        loader: Callable[[], Any],
+        *,
+        ttl: float | None = None,
+        tags: Iterable[str] = (),
+        neg_ttl: float | None = None,
+        stale_ttl: float | None = None,
+    ) -> Any: ...
     def lookup(self, key: str | bytes) -> tuple[int, Any, float, float, int | None]: ...
     def lease(
         self, key: str | bytes, stamps: int | None, timeout: float, holder: bytes

@@ -184,13 +184,25 @@ class Cache:
             self.serializer.dumps,
             copy,
             debug,
+            miss=self._fetch_slow,
+            refresh_ahead=self.refresh_ahead,
+            fetch_defaults=(
+                self.ttl,
+                self.neg_ttl,
+                self.stale_ttl,
+                self.jitter,
+                self.loader_timeout,
+            ),
+            on_write_error=self._write_failed,
         )
         self.copy = copy
         self.debug = debug
-        # The hot path: `cache.get` is the native method itself, no Python frame.
+        # The hot paths: `cache.get` and an L1 hit of `cache.fetch` are native methods
+        # called directly, no Python frame.
         self.get = self._core.get  # type: ignore[method-assign]
+        self.fetch = self._core.fetch  # type: ignore[method-assign]
         self._flight = Flight(self)
-        self.loader_stats = LoaderStats()
+        self.loader_stats = LoaderStats(self._core)
         self._write_errors = 0
 
     # -- reads ------------------------------------------------------------------------------
@@ -356,7 +368,22 @@ class Cache:
         'loaded'
         >>> c.unlink()
         """
-        # Hit path first: the native lookup checks the key; the rest is checked on a miss.
+        return self._core.fetch(
+            key, loader, ttl=ttl, tags=tags, neg_ttl=neg_ttl, stale_ttl=stale_ttl
+        )
+
+    def _fetch_slow(
+        self,
+        key: str | bytes,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        tags: Iterable[str],
+        neg_ttl: float | None,
+        stale_ttl: float | None,
+    ) -> Any:
+        """``fetch`` past an L1 hit (the native ``fetch`` answers those): L2, the cached
+        misses, early refresh, then the loader."""
+        # The native lookup checks the key; the rest is checked on a miss.
         kind, value, left, ttl_s, stamps = self._core.lookup(key)
         if kind == _HIT:
             if self.refresh_ahead and left < self.refresh_ahead * ttl_s:

@@ -10,8 +10,10 @@ itself is taken and checked in the native core, in one call. asyncio tasks of on
 also share a per-key future, so a loop does not park executor threads on its own lease.
 Without a segment (degraded mode), threads of the process share a per-key lock instead.
 
-    >>> LoaderStats().as_dict()["calls"]
-    0
+    >>> from ziggurat import Cache
+    >>> c = Cache("doc-loader", size="8MiB"); c.fetch("k", lambda: 42), c.fetch("k", list)
+    (42, 42)
+    >>> c.unlink()
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ziggurat._native import Segment, ZigguratError
+from ziggurat._native import CacheCore, Segment, ZigguratError
 
 if TYPE_CHECKING:
     from ziggurat.cache import Cache
@@ -64,17 +66,19 @@ class _LeaderCancelled(Exception):
 
 
 class LoaderStats:
-    """Counters of the loader tier, for ``Cache.stats()``.
+    """Counters of the loader tier, for ``Cache.stats()``. Calls, errors and latency are
+    kept by the native core (its ``fetch`` runs most loads); the rest here.
 
-    >>> s = LoaderStats(); s.record(0.5, ok=True); s.as_dict()["calls"]
+    >>> from ziggurat import Cache
+    >>> c = Cache("doc-loader-stats", size="8MiB"); c.fetch("k", lambda: 1)
     1
+    >>> c.loader_stats.calls, c.loader_stats.as_dict()["errors"]
+    (1, 0)
+    >>> c.unlink()
     """
 
-    def __init__(self) -> None:
-        self.calls = 0
-        self.errors = 0
-        self.total_seconds = 0.0
-        self.max_seconds = 0.0
+    def __init__(self, core: CacheCore) -> None:
+        self._core = core
         self.stale_served = 0
         self.waits = 0
         self.takeovers = 0
@@ -82,19 +86,26 @@ class LoaderStats:
 
     def record(self, seconds: float, *, ok: bool) -> None:
         """Counts one loader call."""
-        self.calls += 1
-        if not ok:
-            self.errors += 1
-        self.total_seconds += seconds
-        self.max_seconds = max(self.max_seconds, seconds)
+        self._core.record_load(seconds, ok)
+
+    @property
+    def calls(self) -> int:
+        """Loader calls in this process."""
+        return self._core.loader_counts()[0]
+
+    @property
+    def errors(self) -> int:
+        """Loader calls that raised."""
+        return self._core.loader_counts()[1]
 
     def as_dict(self) -> dict[str, Any]:
-        """The counters as a dict, with the mean latency."""
+        """The counters as a dict, with the mean and max latency in seconds."""
+        calls, errors, total_ns, max_ns = self._core.loader_counts()
         return {
-            "calls": self.calls,
-            "errors": self.errors,
-            "mean_seconds": self.total_seconds / self.calls if self.calls else 0.0,
-            "max_seconds": self.max_seconds,
+            "calls": calls,
+            "errors": errors,
+            "mean_seconds": total_ns / calls / 1e9 if calls else 0.0,
+            "max_seconds": max_ns / 1e9,
             "stale_served": self.stale_served,
             "waits": self.waits,
             "takeovers": self.takeovers,
@@ -239,16 +250,51 @@ class Flight:
     ) -> Any:
         """Loads ``key`` once per host, or waits for the caller already loading it.
         ``stamps`` comes from the lookup that missed."""
-        if self.cache._segment is None:
+        cache = self.cache
+        if cache._segment is None:
             return self._load_local(key, loader, plan)
+        status, got, seen, stamp = self._lease(key, stamps)
+        if status != _HELD:
+            return self._load_contended(key, loader, plan, status, got, seen)
+        # The common case, kept flat: this caller holds the lease.
+        t0 = time.perf_counter()
+        try:
+            value = loader()
+        except Exception:
+            if got is not False:
+                self._release(key)
+            if self._failed(key, t0, plan):
+                return plan[4]
+            raise
+        except BaseException:
+            if got is not False:
+                self._release(key)
+            raise
+        try:
+            cache.loader_stats.record(time.perf_counter() - t0, ok=True)
+            cache._store_loaded(key, value, plan, stamp)
+        finally:
+            if got is not False:
+                self._release(key)
+        return value
+
+    def _load_contended(
+        self,
+        key: str | bytes,
+        loader: Callable[[], Any],
+        plan: Plan,
+        status: int,
+        got: Any,
+        seen: int,
+    ) -> Any:
+        """``load`` when the first lease attempt found the value or another holder."""
         deadline = time.monotonic() + self.cache.loader_timeout
         while True:
-            status, got, seen, stamp = self._lease(key, stamps)
             if status == _FOUND:
                 return got
             if status == _HELD:
                 try:
-                    return self._run(key, loader, plan, stamp)
+                    return self._run(key, loader, plan, seen)
                 finally:
                     if got is not False:
                         self._release(key)
@@ -262,7 +308,9 @@ class Flight:
                 finally:
                     self._release(key)
             self.cache._core.wait_lease(key, seen, self._waited(deadline, key))
-            stamps = None
+            status, got, seen, stamp = self._lease(key, None)
+            if status == _HELD:
+                seen = stamp  # _run's stamp argument, for the cached-miss check
 
     def _load_local(self, key: str | bytes, loader: Callable[[], Any], plan: Plan) -> Any:
         """Degraded mode: no segment to hold leases; threads share a per-key lock."""

@@ -126,6 +126,44 @@ impl Counter {
     }
 }
 
+/// The cache-wide defaults the native `fetch` path stores loads with.
+struct FetchConfig {
+    ttl: f64,
+    neg_ttl: Option<f64>,
+    stale_ttl: Option<f64>,
+    jitter: f64,
+    loader_timeout: f64,
+}
+
+/// Loader calls, errors and latency (bumped with the GIL held).
+#[derive(Default)]
+struct LoadCounts {
+    calls: Counter,
+    errors: Counter,
+    total_ns: Counter,
+    max_ns: AtomicU64,
+}
+
+impl LoadCounts {
+    fn record(&self, ns: u64, ok: bool) {
+        self.calls.bump();
+        if !ok {
+            self.errors.bump();
+        }
+        self.total_ns.0.fetch_add(ns, Ordering::Relaxed);
+        self.max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    fn counts(&self) -> (u64, u64, u64, u64) {
+        (
+            self.calls.get(),
+            self.errors.get(),
+            self.total_ns.get(),
+            self.max_ns.load(Ordering::Relaxed),
+        )
+    }
+}
+
 /// An L1 hit, copied out of the table so no lock is held while Python runs.
 struct L1Hit {
     negative: bool,
@@ -147,6 +185,16 @@ pub struct CacheCore {
     dumps: Py<PyAny>,
     mode: CopyMode,
     debug: bool,
+    /// `fetch`'s slow path (a Python callable): misses and early refreshes.
+    miss: Option<Py<PyAny>>,
+    /// Fraction of the TTL at its end in which a `fetch` hit takes the slow path.
+    refresh_ahead: f64,
+    /// The cache's defaults for `fetch`; None keeps every miss on the slow path.
+    fetch_cfg: Option<FetchConfig>,
+    /// Called as `(what, key, exception)` when a write made for `fetch` fails.
+    on_write_error: Option<Py<PyAny>>,
+    loads_done: LoadCounts,
+    rng: AtomicU64,
     l1_misses: Counter,
     l2_hits: Counter,
     l2_misses: Counter,
@@ -490,6 +538,249 @@ impl CacheCore {
         })
     }
 
+    /// Encodes and writes `value` (arguments already checked), then keeps the
+    /// object in this process's L1.
+    #[allow(clippy::too_many_arguments)]
+    fn store(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        kb: &[u8],
+        hash: u64,
+        value: &Bound<'_, PyAny>,
+        ttl: f64,
+        stale: f64,
+        tags: &[Vec<u8>],
+    ) -> PyResult<()> {
+        let kh = self.main.as_ref().map(|m| {
+            let kh = m.hash(kb);
+            m.prefetch_write(&kh);
+            kh
+        });
+        // Any failure to encode (an unpicklable object) is the caller's bad input.
+        let enc = self.dumps.call1(py, (value,)).map_err(|e| {
+            let t = PyTypeError::new_err(format!("cannot serialize the value for this cache: {e}"));
+            t.set_cause(py, Some(e));
+            t
+        })?;
+        let enc = enc.bind(py);
+        let payload: &[u8] = match enc.cast::<PyBytes>() {
+            Ok(b) => b.as_bytes(),
+            Err(_) => {
+                return Err(PyTypeError::new_err(
+                    "the serializer's dumps must return bytes",
+                ))
+            }
+        };
+        let Some(main) = self.main.as_ref() else {
+            // Degraded: no segment. Keep a private copy in L1 only: the encoded
+            // bytes in decode mode (decoded per get), else a decoded object.
+            let obj = match self.mode {
+                CopyMode::Decode => enc.clone().unbind(),
+                _ => self.loads.call1(py, (enc.clone(),))?,
+            };
+            let e = Entry::new(
+                key.clone().unbind(),
+                hash,
+                obj,
+                None,
+                false,
+                None,
+                None,
+                Box::new([]),
+                now_ms() + (ttl * 1000.0) as u64,
+                (ttl * 1000.0) as u32,
+            );
+            self.l1_put(key, e);
+            return Ok(());
+        };
+        let ttl_ms = (ttl * 1000.0).ceil().min(u32::MAX as f64) as u32;
+        let soft = now_ms() + ttl_ms as u64;
+        let mut buf = Vec::with_capacity(payload.len() + TRAILER);
+        buf.extend_from_slice(payload);
+        buf.extend_from_slice(&trailer(KIND_VALUE, soft, ttl_ms));
+        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
+        let kh = kh.unwrap_or_else(|| main.hash(kb));
+        let stamp = main.stamp_word(&kh);
+        let epoch = main.epoch();
+        let s0 = stamp.load(Ordering::Acquire);
+        let e0 = epoch.load(Ordering::Acquire);
+        let watches = if self.l1_enabled {
+            main.tag_refs(&tag_refs).map_err(err)?
+        } else {
+            Vec::new()
+        };
+        // No GIL release: the write is a few hundred ns, and a lock wait is
+        // bounded by lock_timeout without needing the GIL on the other side.
+        main.set(kb, &buf, Some(ttl + stale), &tag_refs)
+            .map_err(err)?;
+        // Keep the object in this process's L1 if no other write of the key (or
+        // of a key sharing its stamp) landed between the two stamp reads.
+        let s1 = stamp.load(Ordering::Acquire);
+        if self.l1_enabled
+            && s0 & 1 == 0
+            && s1 == s0.wrapping_add(2)
+            && epoch.load(Ordering::Acquire) == e0
+        {
+            let n = watches.len() as u8;
+            let mut arr = [0u64; ziggurat_core::layout::MAX_TAGS];
+            arr[..watches.len()].copy_from_slice(&watches);
+            let (stored, encoded) = match self.mode {
+                CopyMode::Decode => (PyBytes::new(py, payload).into_any().unbind(), None),
+                // "copy" promises callers their own objects: keep a private decode, not
+                // the caller's object, which the caller may still change.
+                CopyMode::Copy => match self.loads.call1(py, (PyBytes::new(py, payload),)) {
+                    Ok(obj) => (obj, None),
+                    Err(_) => {
+                        // The write is done; without a private copy, just forget L1's.
+                        let _ = self.l1.try_with(|l1| l1.discard(key, hash));
+                        return Ok(());
+                    }
+                },
+                // "shared" hands out the object that was set, as lru_cache does.
+                CopyMode::Shared => (
+                    value.clone().unbind(),
+                    self.debug
+                        .then(|| PyBytes::new(py, payload).into_any().unbind()),
+                ),
+            };
+            // Replaces this process's previous entry for the key, if any.
+            let e = Entry::new(
+                key.clone().unbind(),
+                hash,
+                stored,
+                encoded,
+                false,
+                Some(Watch32::of(stamp, s1)),
+                Some(Watch64::of(epoch, e0)),
+                tag_watches(main, &arr, n).into_boxed_slice(),
+                soft,
+                ttl_ms,
+            );
+            self.l1_put(key, e);
+        } else {
+            // Stale now anyway (its stamp moved); drop it to free the slot.
+            let _ = self.l1.try_with(|l1| l1.discard(key, hash));
+        }
+        Ok(())
+    }
+
+    /// Writes a cached miss of `kb` valid while its main stamp is `stamp`.
+    fn store_negative(&self, kb: &[u8], ttl: f64, stamp: u32, tags: &[Vec<u8>]) -> PyResult<()> {
+        let Some(neg) = self.neg.as_ref() else {
+            return Ok(());
+        };
+        let ttl_ms = (ttl * 1000.0).ceil().min(u32::MAX as f64) as u32;
+        let mut buf = Vec::with_capacity(4 + TRAILER);
+        buf.extend_from_slice(&stamp.to_le_bytes());
+        buf.extend_from_slice(&trailer(KIND_NEG, now_ms() + ttl_ms as u64, ttl_ms));
+        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
+        neg.set(kb, &buf, Some(ttl), &tag_refs).map_err(err)
+    }
+
+    /// Reports a failed write to the Python side (logged and counted there).
+    fn write_failed(&self, py: Python<'_>, what: &str, key: &Bound<'_, PyAny>, e: PyErr) {
+        if let Some(hook) = &self.on_write_error {
+            if let Err(e2) = hook.call1(py, (what, key, e.value(py))) {
+                e2.print(py);
+            }
+        }
+    }
+
+    /// The miss path of `fetch` when nothing is unusual: no per-call TTLs, no
+    /// stale value to fall back on, the lease free. Returns None to hand the
+    /// call to the Python slow path (which handles waits, takeovers, fail-safe
+    /// and degraded mode) before anything was changed.
+    fn fetch_fast(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        loader: &Bound<'_, PyAny>,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let (Some(main), Some(neg), Some(f)) = (
+            self.main.as_ref(),
+            self.neg.as_ref(),
+            self.fetch_cfg.as_ref(),
+        ) else {
+            return Ok(None);
+        };
+        // Tags given as a generator would be consumed here and be gone for
+        // the slow path; only tuples and lists are read on this path.
+        let plain_tags = tags.is_none_or(|t| {
+            t.is_none() || t.is_exact_instance_of::<PyTuple>() || t.is_exact_instance_of::<PyList>()
+        });
+        // Early refresh and fail-safe need the hit's deadline and the stale value:
+        // the slow path reads both.
+        if self.refresh_ahead > 0.0 || f.stale_ttl.is_some() || !plain_tags || !loader.is_callable()
+        {
+            return Ok(None);
+        }
+        let kb = check_key(key)?;
+        let tags = tags_arg(tags)?;
+        self.l1_misses.bump();
+        let b = self.read_below(py, key, hash, false)?;
+        match b.kind {
+            HIT => return Ok(b.value),
+            NEG => return Ok(Some(py.None())),
+            _ => {}
+        }
+        let Some(stamps) = b.stamps else {
+            return Ok(None);
+        };
+        let lk = lease_key(kb);
+        let holder = std::process::id().to_string();
+        match neg.add(&lk, holder.as_bytes(), Some(f.loader_timeout), &[]) {
+            Ok(true) => {}
+            _ => return Ok(None), // held by another caller, or an error: the slow path
+        }
+        if !self.unchanged_since(kb, stamps) {
+            if let Some(v) = self.find_now(py, key, hash)? {
+                if let Err(e) = neg.delete(&lk) {
+                    self.write_failed(py, "lease release", key, err(e));
+                }
+                return Ok(Some(v));
+            }
+        }
+        let stamp = main.stamp_word(&main.hash(kb)).load(Ordering::Acquire);
+        let t0 = std::time::Instant::now();
+        let loaded = loader.call0();
+        self.loads_done
+            .record(t0.elapsed().as_nanos() as u64, loaded.is_ok());
+        let stored = match &loaded {
+            Err(_) => Ok(()),
+            Ok(v) if v.is_none() => match f.neg_ttl {
+                Some(nt) => self.store_negative(kb, nt, stamp, &tags),
+                None => Ok(()),
+            },
+            Ok(v) => {
+                let ttl = f.ttl * (1.0 - f.jitter * self.jitter_draw());
+                self.store(py, key, kb, hash, v, ttl, 0.0, &tags)
+            }
+        };
+        if let Err(e) = stored {
+            // The loaded value is still returned; it just is not cached.
+            self.write_failed(py, "store", key, e);
+        }
+        if let Err(e) = neg.delete(&lk) {
+            // The lease then expires after loader_timeout.
+            self.write_failed(py, "lease release", key, err(e));
+        }
+        Ok(Some(loaded?.unbind()))
+    }
+
+    /// A number in [0, 1) for TTL jitter (xorshift; races between threads
+    /// only mix the state further).
+    fn jitter_draw(&self) -> f64 {
+        let mut x = self.rng.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.store(x, Ordering::Relaxed);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// Empties L1; if another thread is inside it, the epoch and stamps still
     /// void its entries, so skipping is safe.
     fn l1_clear(&self) {
@@ -504,7 +795,7 @@ impl CacheCore {
 #[pymethods]
 impl CacheCore {
     #[new]
-    #[pyo3(signature = (main, neg, l1_items, l1_neg_items, loads, dumps, copy = "shared", debug = false))]
+    #[pyo3(signature = (main, neg, l1_items, l1_neg_items, loads, dumps, copy = "shared", debug = false, miss = None, refresh_ahead = 0.0, fetch_defaults = None, on_write_error = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         main: Option<&Bound<'_, PySegment>>,
@@ -515,7 +806,22 @@ impl CacheCore {
         dumps: Py<PyAny>,
         copy: &str,
         debug: bool,
+        miss: Option<Py<PyAny>>,
+        refresh_ahead: f64,
+        fetch_defaults: Option<(f64, Option<f64>, Option<f64>, f64, f64)>,
+        on_write_error: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
+        let fetch_cfg =
+            fetch_defaults.map(
+                |(ttl, neg_ttl, stale_ttl, jitter, loader_timeout)| FetchConfig {
+                    ttl,
+                    neg_ttl,
+                    stale_ttl,
+                    jitter,
+                    loader_timeout,
+                },
+            );
+        let seed = now_ms() ^ ((std::process::id() as u64) << 32) | 1;
         let mode = match copy {
             "shared" => CopyMode::Shared,
             "copy" => CopyMode::Copy,
@@ -535,6 +841,12 @@ impl CacheCore {
             dumps,
             mode,
             debug,
+            miss,
+            refresh_ahead,
+            fetch_cfg,
+            on_write_error,
+            loads_done: LoadCounts::default(),
+            rng: AtomicU64::new(seed),
             l1_misses: Counter::default(),
             l2_hits: Counter::default(),
             l2_misses: Counter::default(),
@@ -575,6 +887,81 @@ impl CacheCore {
             } => Ok(v),
             _ => Ok(default.unwrap_or_else(|| py.None())),
         }
+    }
+
+    /// `Cache.fetch`: an L1 hit is answered here, with no Python frame; anything
+    /// else (a miss, an entry due for early refresh) goes to the slow path.
+    #[pyo3(signature = (key, loader, *, ttl = None, tags = None, neg_ttl = None, stale_ttl = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn fetch<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        loader: &Bound<'py, PyAny>,
+        ttl: Option<&Bound<'py, PyAny>>,
+        tags: Option<&Bound<'py, PyAny>>,
+        neg_ttl: Option<&Bound<'py, PyAny>>,
+        stale_ttl: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let hash = key.hash()? as u64;
+        if let Some(e) = self.l1_hit(py, key, hash) {
+            if e.negative {
+                return Ok(py.None());
+            }
+            let due = self.refresh_ahead > 0.0
+                && e.deadline != 0
+                && (e.deadline.saturating_sub(now_ms()) as f64)
+                    < self.refresh_ahead * e.ttl_ms as f64;
+            if !due {
+                if self.debug {
+                    self.check_mutation(py, key, &e)?;
+                }
+                return match self.mode {
+                    CopyMode::Shared => Ok(e.value),
+                    _ => self.out(py, &e.value),
+                };
+            }
+        } else {
+            let unset = |a: Option<&Bound<'py, PyAny>>| a.is_none_or(|a| a.is_none());
+            if unset(ttl) && unset(neg_ttl) && unset(stale_ttl) {
+                if let Some(v) = self.fetch_fast(py, key, hash, loader, tags)? {
+                    return Ok(v);
+                }
+            }
+        }
+        let Some(miss) = self.miss.as_ref() else {
+            return Err(PyValueError::new_err(
+                "this CacheCore has no fetch slow path",
+            ));
+        };
+        let arg =
+            |a: Option<&Bound<'py, PyAny>>| a.cloned().unwrap_or_else(|| py.None().into_bound(py));
+        miss.call1(
+            py,
+            (
+                key,
+                loader,
+                arg(ttl),
+                tags.cloned()
+                    .unwrap_or_else(|| PyTuple::empty(py).into_any()),
+                arg(neg_ttl),
+                arg(stale_ttl),
+            ),
+        )
+    }
+
+    // The slow path is usually a bound method of the Cache that owns this core:
+    // a cycle, which the garbage collector can only see through this.
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        visit.call(&self.loads)?;
+        visit.call(&self.dumps)?;
+        if let Some(m) = &self.miss {
+            visit.call(m)?;
+        }
+        if let Some(h) = &self.on_write_error {
+            visit.call(h)?;
+        }
+        Ok(())
     }
 
     /// (kind, value, seconds_left, ttl_seconds, stamps) with kind 0 miss, 1 hit,
@@ -734,117 +1121,7 @@ impl CacheCore {
         let kb = check_key(key)?;
         let tags = tags_arg(tags)?;
         let hash = key.hash()? as u64;
-        let kh = self.main.as_ref().map(|m| {
-            let kh = m.hash(kb);
-            m.prefetch_write(&kh);
-            kh
-        });
-        // Any failure to encode (an unpicklable object) is the caller's bad input.
-        let enc = self.dumps.call1(py, (value,)).map_err(|e| {
-            let t = PyTypeError::new_err(format!("cannot serialize the value for this cache: {e}"));
-            t.set_cause(py, Some(e));
-            t
-        })?;
-        let enc = enc.bind(py);
-        let payload: &[u8] = match enc.cast::<PyBytes>() {
-            Ok(b) => b.as_bytes(),
-            Err(_) => {
-                return Err(PyTypeError::new_err(
-                    "the serializer's dumps must return bytes",
-                ))
-            }
-        };
-        let Some(main) = self.main.as_ref() else {
-            // Degraded: no segment. Keep a private copy in L1 only: the encoded
-            // bytes in decode mode (decoded per get), else a decoded object.
-            let obj = match self.mode {
-                CopyMode::Decode => enc.clone().unbind(),
-                _ => self.loads.call1(py, (enc.clone(),))?,
-            };
-            let e = Entry::new(
-                key.clone().unbind(),
-                hash,
-                obj,
-                None,
-                false,
-                None,
-                None,
-                Box::new([]),
-                now_ms() + (ttl * 1000.0) as u64,
-                (ttl * 1000.0) as u32,
-            );
-            self.l1_put(key, e);
-            return Ok(());
-        };
-        let ttl_ms = (ttl * 1000.0).ceil().min(u32::MAX as f64) as u32;
-        let soft = now_ms() + ttl_ms as u64;
-        let mut buf = Vec::with_capacity(payload.len() + TRAILER);
-        buf.extend_from_slice(payload);
-        buf.extend_from_slice(&trailer(KIND_VALUE, soft, ttl_ms));
-        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        let kh = kh.unwrap_or_else(|| main.hash(kb));
-        let stamp = main.stamp_word(&kh);
-        let epoch = main.epoch();
-        let s0 = stamp.load(Ordering::Acquire);
-        let e0 = epoch.load(Ordering::Acquire);
-        let watches = if self.l1_enabled {
-            main.tag_refs(&tag_refs).map_err(err)?
-        } else {
-            Vec::new()
-        };
-        // No GIL release: the write is a few hundred ns, and a lock wait is
-        // bounded by lock_timeout without needing the GIL on the other side.
-        main.set(kb, &buf, Some(ttl + stale), &tag_refs)
-            .map_err(err)?;
-        // Keep the object in this process's L1 if no other write of the key (or
-        // of a key sharing its stamp) landed between the two stamp reads.
-        let s1 = stamp.load(Ordering::Acquire);
-        if self.l1_enabled
-            && s0 & 1 == 0
-            && s1 == s0.wrapping_add(2)
-            && epoch.load(Ordering::Acquire) == e0
-        {
-            let n = watches.len() as u8;
-            let mut arr = [0u64; ziggurat_core::layout::MAX_TAGS];
-            arr[..watches.len()].copy_from_slice(&watches);
-            let (stored, encoded) = match self.mode {
-                CopyMode::Decode => (PyBytes::new(py, payload).into_any().unbind(), None),
-                // "copy" promises callers their own objects: keep a private decode, not
-                // the caller's object, which the caller may still change.
-                CopyMode::Copy => match self.loads.call1(py, (PyBytes::new(py, payload),)) {
-                    Ok(obj) => (obj, None),
-                    Err(_) => {
-                        // The write is done; without a private copy, just forget L1's.
-                        let _ = self.l1.try_with(|l1| l1.discard(key, hash));
-                        return Ok(());
-                    }
-                },
-                // "shared" hands out the object that was set, as lru_cache does.
-                CopyMode::Shared => (
-                    value.clone().unbind(),
-                    self.debug
-                        .then(|| PyBytes::new(py, payload).into_any().unbind()),
-                ),
-            };
-            // Replaces this process's previous entry for the key, if any.
-            let e = Entry::new(
-                key.clone().unbind(),
-                hash,
-                stored,
-                encoded,
-                false,
-                Some(Watch32::of(stamp, s1)),
-                Some(Watch64::of(epoch, e0)),
-                tag_watches(main, &arr, n).into_boxed_slice(),
-                soft,
-                ttl_ms,
-            );
-            self.l1_put(key, e);
-        } else {
-            // Stale now anyway (its stamp moved); drop it to free the slot.
-            let _ = self.l1.try_with(|l1| l1.discard(key, hash));
-        }
-        Ok(())
+        self.store(py, key, kb, hash, value, ttl, stale, &tags)
     }
 
     /// Caches a miss for `key` for `ttl` seconds, valid while the key's stamp
@@ -852,7 +1129,6 @@ impl CacheCore {
     #[pyo3(signature = (key, ttl, stamp, tags = None))]
     fn set_negative(
         &self,
-        py: Python<'_>,
         key: &Bound<'_, PyAny>,
         ttl: f64,
         stamp: u32,
@@ -861,16 +1137,17 @@ impl CacheCore {
         let ttl = positive_ttl(ttl, "neg_ttl")?;
         let kb = key_bytes(key)?;
         let tags = tags_arg(tags)?;
-        let Some(neg) = self.neg.as_ref() else {
-            return Ok(());
-        };
-        let ttl_ms = (ttl * 1000.0).ceil().min(u32::MAX as f64) as u32;
-        let mut buf = Vec::with_capacity(4 + TRAILER);
-        buf.extend_from_slice(&stamp.to_le_bytes());
-        buf.extend_from_slice(&trailer(KIND_NEG, now_ms() + ttl_ms as u64, ttl_ms));
-        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        py.detach(|| neg.set(kb, &buf, Some(ttl), &tag_refs))
-            .map_err(err)
+        self.store_negative(kb, ttl, stamp, &tags)
+    }
+
+    /// Counts one loader call that took `seconds` (for loads run from Python).
+    fn record_load(&self, seconds: f64, ok: bool) {
+        self.loads_done.record((seconds.max(0.0) * 1e9) as u64, ok);
+    }
+
+    /// (calls, errors, total ns, max ns) of the loader.
+    fn loader_counts(&self) -> (u64, u64, u64, u64) {
+        self.loads_done.counts()
     }
 
     /// Removes `key` from every tier; returns whether L2 held it.
