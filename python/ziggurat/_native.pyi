@@ -76,6 +76,16 @@ MAX_TAGS: int
 
 def parse_size(size: int | str) -> int: ...
 
+class AutoCodec:
+    """JSON (orjson) for plain JSON-shaped values, pickle protocol 5 for the rest.
+
+    Raises ImportError when orjson is not installed.
+    """
+
+    def __init__(self) -> None: ...
+    def dumps(self, obj: Any) -> bytes: ...
+    def loads(self, data: bytes | bytearray | memoryview) -> Any: ...
+
 class CacheCore:
     def __init__(
         self,
@@ -91,8 +101,17 @@ class CacheCore:
         refresh_ahead: float = 0.0,
         fetch_defaults: tuple[float, float | None, float | None, float, float] | None = None,
         on_write_error: Callable[[str, Any, Exception], None] | None = None,
+        codec: AutoCodec | None = None,
     ) -> None: ...
     def record_load(self, seconds: float, ok: bool) -> None: ...
+    def put(
+        self,
+        key: str | bytes,
+        value: Any,
+        *,
+        ttl: float | None = None,
+        tags: Iterable[str] | None = None,
+    ) -> None: ...
     def loader_counts(self) -> tuple[int, int, int, int]: ...
     def get(self, key: str | bytes, default: Any = None) -> Any: ...
     def fetch(

@@ -81,7 +81,8 @@ class Cache:
     - ``refresh_ahead`` [0.0]: fraction of the TTL at its end in which a ``fetch`` hit starts
       one background refresh per host (0 disables).
     - ``loader_timeout`` [10]: seconds callers wait for another caller's loader.
-    - ``serializer`` ["pickle"]: "pickle", "msgpack", "orjson" or an object with dumps/loads.
+    - ``serializer`` ["auto"]: "auto" (JSON-shaped values by orjson, the rest by pickle),
+      "pickle", "msgpack", "orjson" or an object with dumps/loads.
     - ``copy`` ["shared"]: what ``get`` returns: "shared" (the cached object itself, fastest;
       do not mutate it), "copy" (shallow copy of dict/list/set), "decode" (fresh object).
     - ``debug`` [False]: raise ``MutationError`` when a shared cached object was mutated.
@@ -109,7 +110,7 @@ class Cache:
         jitter: float = 0.1,
         refresh_ahead: float = 0.0,
         loader_timeout: float = 10.0,
-        serializer: str | Serializer = "pickle",
+        serializer: str | Serializer = "auto",
         copy: str = "shared",
         debug: bool = False,
         neg_size: int | str | None = None,
@@ -194,13 +195,15 @@ class Cache:
                 self.loader_timeout,
             ),
             on_write_error=self._write_failed,
+            codec=getattr(self.serializer, "codec", None),
         )
         self.copy = copy
         self.debug = debug
-        # The hot paths: `cache.get` and an L1 hit of `cache.fetch` are native methods
-        # called directly, no Python frame.
+        # The hot paths: `cache.get`, `cache.set` and an L1 hit of `cache.fetch` are
+        # native methods called directly, no Python frame.
         self.get = self._core.get  # type: ignore[method-assign]
         self.fetch = self._core.fetch  # type: ignore[method-assign]
+        self.set = self._core.put  # type: ignore[method-assign]
         self._flight = Flight(self)
         self.loader_stats = LoaderStats(self._core)
         self._write_errors = 0
@@ -262,12 +265,9 @@ class Cache:
         {'a': 1}
         >>> c.unlink()
         """
-        # The native layer checks key, ttl and tags before writing anything.
-        try:
-            self._core.set(key, value, self.ttl if ttl is None else ttl, tags, self.stale_ttl)
-        except ZigguratError as e:
-            self._write_failed("set", key, e)
-            raise
+        # Replaced per instance by the native method (no Python frame); it checks key,
+        # ttl and tags before writing anything, and reports a failed write like this.
+        self._core.put(key, value, ttl=ttl, tags=tags)
 
     def set_many(
         self,

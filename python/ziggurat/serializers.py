@@ -1,12 +1,23 @@
 """Serializers: how values become bytes in the shared tiers.
 
 A serializer is any object with ``dumps(obj) -> bytes`` and ``loads(bytes) -> obj``.
-``"pickle"`` (the default) handles any picklable object; ``"msgpack"`` and ``"orjson"``
-are faster for plain data when those packages are installed.
+The built-ins:
+
+- ``"auto"``: plain JSON-shaped values (dicts with str keys, lists, str, int in the 64-bit
+  range, finite floats, bools, None, no container appearing twice) are written with orjson,
+  everything else with pickle protocol 5; a value comes back with the same types either way.
+  When orjson is not installed, ``"auto"`` is the pickle serializer.
+- ``"pickle"``: any picklable object.
+- ``"msgpack"`` and ``"orjson"``: plain data only, when those packages are installed.
 
     >>> s = resolve("pickle")
     >>> s.loads(s.dumps({"a": 1}))
     {'a': 1}
+    >>> auto = resolve("auto")
+    >>> auto.dumps({"a": [1, 2.5]})
+    b'{"a":[1,2.5]}'
+    >>> auto.loads(auto.dumps({"a": (1, 2)}))
+    {'a': (1, 2)}
 """
 
 from __future__ import annotations
@@ -15,6 +26,10 @@ import functools
 import pickle
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
+
+from ziggurat._native import AutoCodec
+
+_CHOICES = "'auto', 'pickle', 'msgpack', 'orjson' or an object with dumps/loads"
 
 
 @runtime_checkable
@@ -54,12 +69,13 @@ def _msgpack() -> _Pair:
         raise ValueError(
             "serializer='msgpack' needs the msgpack package: pip install msgpack"
         ) from e
-    packer = msgpack.Packer(use_bin_type=True)
 
     def loads(data: bytes) -> Any:
         return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
-    return _Pair("msgpack", packer.pack, loads)
+    # packb, not one shared Packer: a Packer keeps its buffer between calls and is not
+    # thread-safe, and a serializer is shared by every thread of the process.
+    return _Pair("msgpack", functools.partial(msgpack.packb, use_bin_type=True), loads)
 
 
 def _orjson() -> _Pair:
@@ -70,7 +86,26 @@ def _orjson() -> _Pair:
     return _Pair("orjson", orjson.dumps, orjson.loads)
 
 
+class _Auto(_Pair):
+    """The "auto" serializer; ``codec`` is the native codec its dumps/loads belong to, for
+    callers that encode without a Python call."""
+
+    def __init__(self, codec: AutoCodec):
+        super().__init__("auto", codec.dumps, codec.loads)
+        self.codec = codec
+
+
+def _auto() -> _Pair:
+    try:
+        codec = AutoCodec()
+    except ImportError:
+        # Without orjson every value would take the pickle path anyway.
+        return _pickle()
+    return _Auto(codec)
+
+
 _BUILTIN: dict[str, Callable[[], _Pair]] = {
+    "auto": _auto,
     "pickle": _pickle,
     "msgpack": _msgpack,
     "orjson": _orjson,
@@ -80,22 +115,25 @@ _BUILTIN: dict[str, Callable[[], _Pair]] = {
 def resolve(serializer: str | Serializer) -> Serializer:
     """Returns the serializer named by ``serializer``, or checks a custom one.
 
+    ``"auto"`` resolves to an object that also has a ``codec`` attribute (the native
+    ``AutoCodec``), unless orjson is missing and it is the pickle serializer.
+
     >>> resolve("orjson").loads(b"[1]")
     [1]
+    >>> resolve("auto").codec.loads(b"[1]")
+    [1]
+    >>> resolve("yaml")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: serializer must be 'auto', 'pickle', 'msgpack', 'orjson' or an object ...
     """
     if isinstance(serializer, str):
         make = _BUILTIN.get(serializer)
         if make is None:
-            raise ValueError(
-                "serializer must be 'pickle', 'msgpack', 'orjson' or an object with dumps/loads, "
-                f"got {serializer!r}"
-            )
+            raise ValueError(f"serializer must be {_CHOICES}, got {serializer!r}")
         return make()
     if callable(getattr(serializer, "dumps", None)) and callable(
         getattr(serializer, "loads", None)
     ):
         return serializer
-    raise TypeError(
-        "serializer must be 'pickle', 'msgpack', 'orjson' or an object with dumps/loads, "
-        f"not {type(serializer).__name__}"
-    )
+    raise TypeError(f"serializer must be {_CHOICES}, not {type(serializer).__name__}")

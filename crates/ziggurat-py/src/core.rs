@@ -21,6 +21,7 @@ use ziggurat_core::clock::now_ms;
 use ziggurat_core::tags::TagRef;
 use ziggurat_core::Segment;
 
+use crate::codec::AutoCodec;
 use crate::convert::{err, key_bytes, tags_arg, ttl_arg, ZigguratError};
 use crate::l1::{Entry, Shared, Watch32, Watch64, L1};
 use crate::segment::PySegment;
@@ -126,6 +127,9 @@ impl Counter {
     }
 }
 
+/// (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) as passed from Python.
+type FetchDefaults = (f64, Option<f64>, Option<f64>, f64, f64);
+
 /// The cache-wide defaults the native `fetch` path stores loads with.
 struct FetchConfig {
     ttl: f64,
@@ -183,6 +187,8 @@ pub struct CacheCore {
     l1_enabled: bool,
     loads: Py<PyAny>,
     dumps: Py<PyAny>,
+    /// Set when the serializer is the native "auto" codec: called without Python.
+    codec: Option<Py<AutoCodec>>,
     mode: CopyMode,
     debug: bool,
     /// `fetch`'s slow path (a Python callable): misses and early refreshes.
@@ -302,14 +308,32 @@ impl CacheCore {
                     Ok(v.clone_ref(py))
                 }
             }
-            CopyMode::Decode => Ok(self.loads.call1(py, (v.clone_ref(py),))?),
+            CopyMode::Decode => self.loads(py, v.bind(py)),
+        }
+    }
+
+    /// The value's bytes, by the native codec when the serializer is "auto".
+    #[inline]
+    fn dumps<'py>(&self, py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.codec {
+            Some(c) => Ok(c.get().encode(py, v)?.into_any()),
+            None => Ok(self.dumps.call1(py, (v,))?.into_bound(py)),
+        }
+    }
+
+    /// The object encoded in `data`, by the native codec when the serializer is "auto".
+    #[inline]
+    fn loads(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        match &self.codec {
+            Some(c) => c.get().decode(py, data),
+            None => self.loads.call1(py, (data,)),
         }
     }
 
     fn check_mutation(&self, py: Python<'_>, key: &Bound<'_, PyAny>, e: &L1Hit) -> PyResult<()> {
         if let Some(enc) = &e.encoded {
-            let now = self.dumps.call1(py, (e.value.clone_ref(py),))?;
-            if !now.bind(py).eq(enc.bind(py))? {
+            let now = self.dumps(py, e.value.bind(py))?;
+            if !now.eq(enc.bind(py))? {
                 return Err(MutationError::new_err(format!(
                     "the cached object for key {} was mutated after it was returned; \
                      copy it before changing it, or use copy='copy' or copy='decode'",
@@ -361,7 +385,7 @@ impl CacheCore {
     }
 
     fn decode(&self, py: Python<'_>, payload: &Py<PyBytes>) -> Option<Py<PyAny>> {
-        match self.loads.call1(py, (payload.clone_ref(py),)) {
+        match self.loads(py, payload.bind(py).as_any()) {
             Ok(v) => Some(v),
             Err(e) => {
                 // A value this process cannot decode (renamed class, other
@@ -558,12 +582,12 @@ impl CacheCore {
             kh
         });
         // Any failure to encode (an unpicklable object) is the caller's bad input.
-        let enc = self.dumps.call1(py, (value,)).map_err(|e| {
+        let enc = self.dumps(py, value).map_err(|e| {
             let t = PyTypeError::new_err(format!("cannot serialize the value for this cache: {e}"));
             t.set_cause(py, Some(e));
             t
         })?;
-        let enc = enc.bind(py);
+        let enc = &enc;
         let payload: &[u8] = match enc.cast::<PyBytes>() {
             Ok(b) => b.as_bytes(),
             Err(_) => {
@@ -577,7 +601,7 @@ impl CacheCore {
             // bytes in decode mode (decoded per get), else a decoded object.
             let obj = match self.mode {
                 CopyMode::Decode => enc.clone().unbind(),
-                _ => self.loads.call1(py, (enc.clone(),))?,
+                _ => self.loads(py, enc)?,
             };
             let e = Entry::new(
                 key.clone().unbind(),
@@ -629,7 +653,7 @@ impl CacheCore {
                 CopyMode::Decode => (PyBytes::new(py, payload).into_any().unbind(), None),
                 // "copy" promises callers their own objects: keep a private decode, not
                 // the caller's object, which the caller may still change.
-                CopyMode::Copy => match self.loads.call1(py, (PyBytes::new(py, payload),)) {
+                CopyMode::Copy => match self.loads(py, PyBytes::new(py, payload).as_any()) {
                     Ok(obj) => (obj, None),
                     Err(_) => {
                         // The write is done; without a private copy, just forget L1's.
@@ -795,7 +819,7 @@ impl CacheCore {
 #[pymethods]
 impl CacheCore {
     #[new]
-    #[pyo3(signature = (main, neg, l1_items, l1_neg_items, loads, dumps, copy = "shared", debug = false, miss = None, refresh_ahead = 0.0, fetch_defaults = None, on_write_error = None))]
+    #[pyo3(signature = (main, neg, l1_items, l1_neg_items, loads, dumps, copy = "shared", debug = false, miss = None, refresh_ahead = 0.0, fetch_defaults = None, on_write_error = None, codec = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         main: Option<&Bound<'_, PySegment>>,
@@ -808,8 +832,9 @@ impl CacheCore {
         debug: bool,
         miss: Option<Py<PyAny>>,
         refresh_ahead: f64,
-        fetch_defaults: Option<(f64, Option<f64>, Option<f64>, f64, f64)>,
+        fetch_defaults: Option<FetchDefaults>,
         on_write_error: Option<Py<PyAny>>,
+        codec: Option<Py<AutoCodec>>,
     ) -> PyResult<Self> {
         let fetch_cfg =
             fetch_defaults.map(
@@ -839,6 +864,7 @@ impl CacheCore {
             l1_enabled: l1_items > 0,
             loads,
             dumps,
+            codec,
             mode,
             debug,
             miss,
@@ -1122,6 +1148,37 @@ impl CacheCore {
         let tags = tags_arg(tags)?;
         let hash = key.hash()? as u64;
         self.store(py, key, kb, hash, value, ttl, stale, &tags)
+    }
+
+    /// `Cache.set`: `ttl` defaults to the cache's, `stale_ttl` is the cache's.
+    /// A failed write (lock timeout, segment error) is reported to the write
+    /// error hook (logged and counted) and raised.
+    #[pyo3(signature = (key, value, *, ttl = None, tags = None))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let Some(f) = self.fetch_cfg.as_ref() else {
+            return Err(PyValueError::new_err("this CacheCore has no defaults"));
+        };
+        let ttl = match ttl_arg(ttl)? {
+            None => f.ttl,
+            Some(t) => positive_ttl(t, "ttl")?,
+        };
+        let stale = f.stale_ttl.unwrap_or(0.0);
+        let kb = check_key(key)?;
+        let tags = tags_arg(tags)?;
+        let hash = key.hash()? as u64;
+        self.store(py, key, kb, hash, value, ttl, stale, &tags)
+            .inspect_err(|e| {
+                if e.is_instance_of::<ZigguratError>(py) {
+                    self.write_failed(py, "set", key, e.clone_ref(py));
+                }
+            })
     }
 
     /// Caches a miss for `key` for `ttl` seconds, valid while the key's stamp

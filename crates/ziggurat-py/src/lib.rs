@@ -4,6 +4,7 @@
 
 use pyo3::prelude::*;
 
+mod codec;
 mod convert;
 mod core;
 mod l1;
@@ -17,6 +18,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LockTimeout", py.get_type::<convert::LockTimeout>())?;
     m.add_class::<segment::PySegment>()?;
     m.add_class::<core::CacheCore>()?;
+    m.add_class::<codec::AutoCodec>()?;
     m.add("MutationError", py.get_type::<core::MutationError>())?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add("LAYOUT_VERSION", ziggurat_core::layout::LAYOUT_VERSION)?;

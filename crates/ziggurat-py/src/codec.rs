@@ -1,0 +1,229 @@
+//! The "auto" serializer: JSON (orjson) for values made only of plain JSON-shaped
+//! data, pickle protocol 5 for everything else.
+//!
+//! Most cached values are small dicts and lists of strings and numbers; orjson
+//! encodes those several times faster than pickle and decodes them about twice as
+//! fast. JSON cannot carry everything pickle can (tuples, bytes, subclasses,
+//! shared references, non-finite floats...), so a strict guard sends only values
+//! whose JSON round trip is exact (same types, same values) to orjson. The two
+//! encodings are told apart by their first byte: pickle protocol >= 2 starts with
+//! PROTO (0x80), and JSON text, being ASCII-led, never does.
+//!
+//! It lives in Rust so that the cache core can encode and decode without a Python
+//! call frame, and so that the guard's walk over the value costs little.
+
+use hashbrown::HashSet;
+use pyo3::exceptions::{PyImportError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyString,
+};
+
+/// First byte of every pickle of protocol 2 or later (the PROTO opcode).
+const PICKLE_PROTO: u8 = 0x80;
+
+const PICKLE_PROTOCOL: u8 = 5;
+
+/// Deepest container nesting sent to orjson. orjson refuses more than 254 levels,
+/// and a deep walk here would risk the Rust stack; deep values are rare enough
+/// that pickle can take them.
+const MAX_DEPTH: u32 = 128;
+
+/// Up to this many containers, a linear scan finds repeats faster than hashing;
+/// beyond it a set keeps the walk linear in the size of the value.
+const SMALL_SEEN: usize = 32;
+
+/// Encodes plain JSON-shaped values with orjson and everything else with pickle.
+#[pyclass(module = "ziggurat._native", frozen, name = "AutoCodec")]
+pub struct AutoCodec {
+    json_dumps: Py<PyAny>,
+    json_loads: Py<PyAny>,
+    pickle_dumps: Py<PyAny>,
+    pickle_loads: Py<PyAny>,
+}
+
+impl AutoCodec {
+    /// The encoded form of `obj`: JSON when [`plain`] accepts it and orjson can
+    /// write it, else a pickle (protocol 5). Pickle errors propagate.
+    pub fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        obj: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        if plain(obj) {
+            match self.json_dumps.bind(py).call1((obj,)) {
+                Ok(out) => return as_bytes(out, "orjson.dumps"),
+                // orjson raises JSONEncodeError, a TypeError, for what the guard
+                // cannot see cheaply (a str with lone surrogates); pickle takes it.
+                Err(e) if e.is_instance_of::<PyTypeError>(py) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let out = self.pickle_dumps.bind(py).call1((obj, PICKLE_PROTOCOL))?;
+        as_bytes(out, "pickle.dumps")
+    }
+
+    /// The object encoded in `data` (bytes, bytearray or memoryview) by
+    /// [`AutoCodec::encode`]. Empty data is a ValueError.
+    pub fn decode(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let loads = if first_byte(data)? == PICKLE_PROTO {
+            &self.pickle_loads
+        } else {
+            &self.json_loads
+        };
+        loads.call1(py, (data,))
+    }
+}
+
+#[pymethods]
+impl AutoCodec {
+    #[new]
+    fn new(py: Python<'_>) -> PyResult<Self> {
+        let orjson = py.import("orjson").map_err(|e| {
+            let err = PyImportError::new_err(
+                "the 'auto' serializer needs the orjson package: pip install orjson",
+            );
+            err.set_cause(py, Some(e));
+            err
+        })?;
+        let pickle = py.import("pickle")?;
+        Ok(AutoCodec {
+            json_dumps: orjson.getattr("dumps")?.unbind(),
+            json_loads: orjson.getattr("loads")?.unbind(),
+            pickle_dumps: pickle.getattr("dumps")?.unbind(),
+            pickle_loads: pickle.getattr("loads")?.unbind(),
+        })
+    }
+
+    /// Encodes `obj`: JSON for plain data (dict with str keys, list, str, int in
+    /// the 64-bit range, finite float, bool, None, no shared containers), else
+    /// pickle protocol 5.
+    ///
+    /// >>> AutoCodec().dumps({"a": [1, 2.5, None]})
+    /// b'{"a":[1,2.5,null]}'
+    /// >>> AutoCodec().dumps((1, 2))[:1]
+    /// b'\x80'
+    fn dumps<'py>(
+        &self,
+        py: Python<'py>,
+        obj: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.encode(py, obj)
+    }
+
+    /// Decodes bytes made by `dumps`; a leading 0x80 byte marks a pickle.
+    ///
+    /// >>> c = AutoCodec()
+    /// >>> c.loads(c.dumps({"a": (1, 2)}))
+    /// {'a': (1, 2)}
+    fn loads(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        self.decode(py, data)
+    }
+}
+
+fn as_bytes<'py>(out: Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyBytes>> {
+    out.cast_into_exact::<PyBytes>()
+        .map_err(|_| PyTypeError::new_err(format!("{what} did not return bytes")))
+}
+
+fn first_byte(data: &Bound<'_, PyAny>) -> PyResult<u8> {
+    let first = if let Ok(b) = data.cast::<PyBytes>() {
+        b.as_bytes().first().copied()
+    } else if data.is_instance_of::<PyByteArray>() || data.is_instance_of::<PyMemoryView>() {
+        if data.len()? == 0 {
+            None
+        } else {
+            Some(data.get_item(0)?.extract::<u8>()?)
+        }
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "data must be bytes, bytearray or memoryview, not {}",
+            data.get_type().name()?
+        )));
+    };
+    first.ok_or_else(|| PyValueError::new_err("cannot decode empty data"))
+}
+
+/// Whether the JSON round trip of `obj` gives back the same types and values.
+fn plain(obj: &Bound<'_, PyAny>) -> bool {
+    plain_at(obj, 0, &mut Seen::new())
+}
+
+fn plain_at(obj: &Bound<'_, PyAny>, depth: u32, seen: &mut Seen) -> bool {
+    // Exact type checks throughout: a subclass (str enum, OrderedDict, IntEnum...)
+    // would come back from JSON as its base type.
+    if obj.is_exact_instance_of::<PyString>() || obj.is_none() {
+        return true;
+    }
+    // bool before int: it is an int subclass, and orjson writes it as true/false.
+    if obj.is_exact_instance_of::<PyBool>() {
+        return true;
+    }
+    if obj.is_exact_instance_of::<PyInt>() {
+        return obj.extract::<i64>().is_ok();
+    }
+    if let Ok(f) = obj.cast_exact::<PyFloat>() {
+        // orjson writes NaN and infinities as null.
+        return f.value().is_finite();
+    }
+    if let Ok(list) = obj.cast_exact::<PyList>() {
+        if depth >= MAX_DEPTH || !seen.first_time(obj) {
+            return false;
+        }
+        return list.iter().all(|item| plain_at(&item, depth + 1, seen));
+    }
+    if let Ok(dict) = obj.cast_exact::<PyDict>() {
+        if depth >= MAX_DEPTH || !seen.first_time(obj) {
+            return false;
+        }
+        return dict
+            .iter()
+            .all(|(k, v)| k.is_exact_instance_of::<PyString>() && plain_at(&v, depth + 1, seen));
+    }
+    false
+}
+
+/// The containers met so far in one value: JSON would turn a container seen
+/// twice (a shared reference, or a cycle) into independent copies.
+struct Seen {
+    // Most values hold a few containers: an array on the stack spares them an
+    // allocation, which would cost as much as the rest of the walk.
+    few: [usize; SMALL_SEEN],
+    len: usize,
+    many: Option<HashSet<usize>>,
+}
+
+impl Seen {
+    fn new() -> Seen {
+        Seen {
+            few: [0; SMALL_SEEN],
+            len: 0,
+            many: None,
+        }
+    }
+
+    /// Records `obj`; false when it was already recorded.
+    fn first_time(&mut self, obj: &Bound<'_, PyAny>) -> bool {
+        // The address identifies the object: every container recorded stays
+        // reachable from the value while the walk runs no Python code. Should
+        // another thread free one and reuse its address, the value is only sent to
+        // pickle needlessly.
+        let addr = obj.as_ptr() as usize;
+        if let Some(many) = &mut self.many {
+            return many.insert(addr);
+        }
+        if self.few[..self.len].contains(&addr) {
+            return false;
+        }
+        if self.len < SMALL_SEEN {
+            self.few[self.len] = addr;
+            self.len += 1;
+        } else {
+            let mut many = HashSet::with_capacity(SMALL_SEEN * 8);
+            many.extend(self.few);
+            many.insert(addr);
+            self.many = Some(many);
+        }
+        true
+    }
+}
