@@ -168,6 +168,13 @@ impl LoadCounts {
     }
 }
 
+/// What `CacheCore::l1_shared` found.
+enum Quick {
+    Miss,
+    Negative,
+    Value(Py<PyAny>),
+}
+
 /// An L1 hit, copied out of the table so no lock is held while Python runs.
 struct L1Hit {
     negative: bool,
@@ -352,7 +359,7 @@ impl CacheCore {
             return None;
         }
         self.l1
-            .try_with(|l1| {
+            .try_with(py, |l1| {
                 let i = l1.find(key, hash)?;
                 let e = l1.entry(i);
                 if e.valid(now_ms()) {
@@ -375,12 +382,43 @@ impl CacheCore {
             .flatten()
     }
 
+    /// The L1 probe of `get` and `fetch` when the object is handed out as is
+    /// (shared mode, no debug): returns only what those need, small enough to
+    /// come back in registers, because this is the hot path of the whole cache.
+    #[inline(always)]
+    fn l1_shared(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Quick {
+        if !self.l1_enabled {
+            return Quick::Miss;
+        }
+        self.l1
+            .try_with(py, |l1| {
+                let Some(i) = l1.find(key, hash) else {
+                    return Quick::Miss;
+                };
+                let e = l1.entry(i);
+                if !e.valid(now_ms()) {
+                    l1.remove(i);
+                    l1.stats.stale += 1;
+                    return Quick::Miss;
+                }
+                let out = if e.negative {
+                    Quick::Negative
+                } else {
+                    Quick::Value(e.value.clone_ref(py))
+                };
+                l1.mark(i);
+                l1.stats.hits += 1;
+                out
+            })
+            .unwrap_or(Quick::Miss)
+    }
+
     /// Puts an entry in L1 unless another thread is inside it right now.
     #[inline]
     fn l1_put(&self, key: &Bound<'_, PyAny>, e: Entry) {
         if self.l1_enabled {
             // A busy L1 just skips the fill; the entry is dropped after the call.
-            let _ = self.l1.try_with(|l1| l1.insert(key, e));
+            let _ = self.l1.try_with(key.py(), |l1| l1.insert(key, e));
         }
     }
 
@@ -657,7 +695,7 @@ impl CacheCore {
                     Ok(obj) => (obj, None),
                     Err(_) => {
                         // The write is done; without a private copy, just forget L1's.
-                        let _ = self.l1.try_with(|l1| l1.discard(key, hash));
+                        let _ = self.l1.try_with(key.py(), |l1| l1.discard(key, hash));
                         return Ok(());
                     }
                 },
@@ -684,7 +722,7 @@ impl CacheCore {
             self.l1_put(key, e);
         } else {
             // Stale now anyway (its stamp moved); drop it to free the slot.
-            let _ = self.l1.try_with(|l1| l1.discard(key, hash));
+            let _ = self.l1.try_with(key.py(), |l1| l1.discard(key, hash));
         }
         Ok(())
     }
@@ -807,8 +845,8 @@ impl CacheCore {
 
     /// Empties L1; if another thread is inside it, the epoch and stamps still
     /// void its entries, so skipping is safe.
-    fn l1_clear(&self) {
-        let _ = self.l1.try_with(|l1| l1.clear());
+    fn l1_clear(&self, py: Python<'_>) {
+        let _ = self.l1.try_with(py, |l1| l1.clear());
     }
 
     fn main_seg(&self) -> Option<&Arc<Segment>> {
@@ -891,17 +929,20 @@ impl CacheCore {
         default: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let hash = key.hash()? as u64;
-        if let Some(e) = self.l1_hit(py, key, hash) {
+        if self.mode == CopyMode::Shared && !self.debug {
+            match self.l1_shared(py, key, hash) {
+                Quick::Value(v) => return Ok(v),
+                Quick::Negative => return Ok(default.unwrap_or_else(|| py.None())),
+                Quick::Miss => {}
+            }
+        } else if let Some(e) = self.l1_hit(py, key, hash) {
             if e.negative {
                 return Ok(default.unwrap_or_else(|| py.None()));
             }
             if self.debug {
                 self.check_mutation(py, key, &e)?;
             }
-            return match self.mode {
-                CopyMode::Shared => Ok(e.value),
-                _ => self.out(py, &e.value),
-            };
+            return self.out(py, &e.value);
         }
         check_key(key)?;
         self.l1_misses.bump();
@@ -930,7 +971,14 @@ impl CacheCore {
         stale_ttl: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let hash = key.hash()? as u64;
-        if let Some(e) = self.l1_hit(py, key, hash) {
+        // Whether L1 holds an entry that is due for early refresh.
+        let due = if self.mode == CopyMode::Shared && !self.debug && self.refresh_ahead == 0.0 {
+            match self.l1_shared(py, key, hash) {
+                Quick::Value(v) => return Ok(v),
+                Quick::Negative => return Ok(py.None()),
+                Quick::Miss => false,
+            }
+        } else if let Some(e) = self.l1_hit(py, key, hash) {
             if e.negative {
                 return Ok(py.None());
             }
@@ -942,17 +990,16 @@ impl CacheCore {
                 if self.debug {
                     self.check_mutation(py, key, &e)?;
                 }
-                return match self.mode {
-                    CopyMode::Shared => Ok(e.value),
-                    _ => self.out(py, &e.value),
-                };
+                return self.out(py, &e.value);
             }
+            true
         } else {
-            let unset = |a: Option<&Bound<'py, PyAny>>| a.is_none_or(|a| a.is_none());
-            if unset(ttl) && unset(neg_ttl) && unset(stale_ttl) {
-                if let Some(v) = self.fetch_fast(py, key, hash, loader, tags)? {
-                    return Ok(v);
-                }
+            false
+        };
+        let unset = |a: Option<&Bound<'py, PyAny>>| a.is_none_or(|a| a.is_none());
+        if !due && unset(ttl) && unset(neg_ttl) && unset(stale_ttl) {
+            if let Some(v) = self.fetch_fast(py, key, hash, loader, tags)? {
+                return Ok(v);
             }
         }
         let Some(miss) = self.miss.as_ref() else {
@@ -1211,7 +1258,7 @@ impl CacheCore {
     fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let kb = key_bytes(key)?;
         let hash = key.hash()? as u64;
-        let _ = self.l1.try_with(|l1| l1.discard(key, hash));
+        let _ = self.l1.try_with(key.py(), |l1| l1.discard(key, hash));
         match &self.main {
             Some(main) => main.delete(kb).map_err(err),
             None => Ok(false),
@@ -1220,6 +1267,7 @@ impl CacheCore {
 
     /// Voids every entry carrying any of `tags`, in every process.
     fn invalidate_tags(&self, tags: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tags_obj = tags;
         let tags = tags_arg(Some(tags))?;
         for seg in [&self.main, &self.neg].into_iter().flatten() {
             for t in &tags {
@@ -1227,14 +1275,14 @@ impl CacheCore {
             }
         }
         if self.main.is_none() {
-            self.l1_clear(); // no tag versions to check against
+            self.l1_clear(tags_obj.py()); // no tag versions to check against
         }
         Ok(())
     }
 
     /// Empties every tier on this host.
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
-        self.l1_clear();
+        self.l1_clear(py);
         for seg in [&self.main, &self.neg].into_iter().flatten() {
             py.detach(|| seg.clear()).map_err(err)?;
         }
@@ -1242,8 +1290,8 @@ impl CacheCore {
     }
 
     /// Empties this process's L1 only.
-    fn clear_l1(&self) {
-        self.l1_clear();
+    fn clear_l1(&self, py: Python<'_>) {
+        self.l1_clear(py);
     }
 
     /// The key's current version stamp in the main segment (0 without one).
@@ -1265,7 +1313,7 @@ impl CacheCore {
         let d = PyDict::new(py);
         let (s, (items, neg_items)) = self
             .l1
-            .try_with(|l1| (l1.stats, l1.counts()))
+            .try_with(py, |l1| (l1.stats, l1.counts()))
             .unwrap_or_default();
         d.set_item("l1_hits", s.hits)?;
         d.set_item("l1_misses", self.l1_misses.get())?;
@@ -1282,7 +1330,7 @@ impl CacheCore {
         Ok(d)
     }
 
-    fn __len__(&self) -> usize {
-        self.l1.try_with(|l1| l1.len()).unwrap_or(0)
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.l1.try_with(py, |l1| l1.len()).unwrap_or(0)
     }
 }

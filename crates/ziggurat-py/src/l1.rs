@@ -346,17 +346,19 @@ impl L1 {
     }
 }
 
-/// The L1 behind a try-lock: a caller that finds it busy (another thread of
-/// this process is inside, possibly running Python code that released the GIL)
-/// simply bypasses L1 for that call. Nothing ever waits for it, so no thread
-/// can hold the GIL while waiting on a thread that waits for the GIL.
+/// The L1 behind a re-entry guard. Every caller holds the GIL, so only one
+/// thread is ever inside at a time, except when code inside runs Python (a key's
+/// `__eq__`, an object's finalizer), which may switch threads or re-enter this
+/// cache: such a caller finds the guard set and bypasses L1 for that call.
+/// Nothing ever waits for it, so no thread can hold the GIL while waiting on a
+/// thread that waits for the GIL.
 pub struct Shared {
     busy: std::sync::atomic::AtomicBool,
     l1: std::cell::UnsafeCell<L1>,
 }
 
-// SAFETY: `l1` is only reached through `try_with`, which hands out the `&mut`
-// to at most one caller at a time (the `busy` flag, acquired with a CAS).
+// SAFETY: `l1` is only reached through `try_with`, which requires the GIL and
+// hands out the `&mut` to at most one caller at a time (the `busy` flag).
 unsafe impl Sync for Shared {}
 // SAFETY: `L1` holds only `Send` data (see `Entry`).
 unsafe impl Send for Shared {}
@@ -371,22 +373,22 @@ impl Shared {
 
     /// Runs `f` on the L1 unless another caller is inside; `None` then.
     #[inline(always)]
-    pub fn try_with<R>(&self, f: impl FnOnce(&mut L1) -> R) -> Option<R> {
-        if self
-            .busy
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+    pub fn try_with<R>(&self, _gil: Python<'_>, f: impl FnOnce(&mut L1) -> R) -> Option<R> {
+        // The GIL orders every access: a plain load and store suffice, no
+        // locked instruction (this is on the path of every L1 hit).
+        if self.busy.load(Ordering::Relaxed) {
             return None;
         }
+        self.busy.store(true, Ordering::Relaxed);
         struct Release<'a>(&'a std::sync::atomic::AtomicBool);
         impl Drop for Release<'_> {
             fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
+                self.0.store(false, Ordering::Relaxed);
             }
         }
         let _release = Release(&self.busy);
-        // SAFETY: the CAS above gave this caller exclusive access until `_release` drops.
+        // SAFETY: the caller holds the GIL (the token), and the flag was clear:
+        // no other caller is inside until `_release` drops.
         Some(f(unsafe { &mut *self.l1.get() }))
     }
 }
