@@ -171,6 +171,25 @@ impl Shard<'_> {
         self.base + self.g.ghost_rel as usize + (bucket as usize * GHOST_CELLS + i) * 4
     }
 
+    /// Starts loading the lines the next write of this shard will touch that no
+    /// key decides: the oldest records of both rings (which it may evict or
+    /// move) and the small ring's head (where it appends). These are cold by
+    /// construction in a log: the tail was written a ring's length ago.
+    #[inline]
+    pub fn prefetch_ends(&self) {
+        for id in [RingId::Small, RingId::Main] {
+            let ring = self.ring(id);
+            let tail = ring.tail(self.shm).load(Ordering::Relaxed) % ring.cap.max(1);
+            for line in 0..3 {
+                self.shm.prefetch(ring.at(tail) + line * 64);
+            }
+        }
+        let small = self.ring(RingId::Small);
+        let head = small.head(self.shm).load(Ordering::Relaxed) % small.cap.max(1);
+        self.shm.prefetch(small.at(head));
+        self.shm.prefetch(small.at(head) + 64);
+    }
+
     /// Starts loading the ghost bucket a write of `kh` will look at.
     #[inline]
     pub fn prefetch_ghost(&self, kh: &KeyHash) {

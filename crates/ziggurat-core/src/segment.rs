@@ -531,7 +531,9 @@ impl Segment {
     #[inline]
     pub fn prefetch_write(&self, kh: &KeyHash) {
         self.prefetch_read(kh);
-        self.shard_of(kh).prefetch_ghost(kh);
+        let sh = self.shard_of(kh);
+        sh.prefetch_ghost(kh);
+        sh.prefetch_ends();
     }
 
     /// Index of a key's stamp.

@@ -252,6 +252,16 @@ impl L1 {
             return;
         }
         if let Some(i) = self.find(key, e.hash) {
+            let old = self.slots[i].as_mut().expect("live slot");
+            if old.negative == negative {
+                // An overwrite keeps its slot and its place in the queue: no
+                // table or queue traffic on the write path.
+                e.id = old.id;
+                e.visited = old.visited;
+                *old = e;
+                self.stats.fills += 1;
+                return;
+            }
             self.remove(i);
         }
         while (negative && self.neg_len >= self.neg_cap) || (!negative && self.len >= self.cap) {
