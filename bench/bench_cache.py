@@ -25,6 +25,7 @@ from typing import Any
 
 import bench_segment as bs
 import harness as h
+import orjson
 import peers
 
 CACHE_SIZE = bs.SEGMENT_SIZE
@@ -203,14 +204,20 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
     # protocol 5, as the Cache's pickle serializer writes: every row decodes the same bytes
     blobs = [pickle.dumps(o, protocol=5) for o in objs]
     items = list(zip(bkeys, blobs, strict=True))
+    # The goal rows read a cache whose writer and reader both use pickle, so "minus
+    # pickle.loads" is the L2 path's own cost; the default ("auto") cache holds the same
+    # dicts as JSON and is shown beside it, with orjson.loads as its yardstick.
+    pspec = ctx.scratch.cache(CACHE_SIZE, serializer="pickle")
     cspec = ctx.scratch.cache(CACHE_SIZE)
-    specs = [cspec, *ctx.shared_specs(redis=True)]
+    specs = [pspec, cspec, *ctx.shared_specs(redis=True)]
     writer = bs.Writer(specs, items, target=_fill_cache_and_idle)
     cases: dict[str, h.Case] = {}
     notes: list[str] = []
     opened: list[Any] = []
     loads = pickle.loads
-    l2_label = f"{CACHE}(l1_items=0)"
+    jblobs = [orjson.dumps(o) for o in objs]
+    l2_label = f'{CACHE}(l1_items=0, serializer="pickle")'
+    auto_label = f"{CACHE}(l1_items=0), default serializer"
     l1_label = f"{CACHE} (L1 on: L2 once, then L1)"
     try:
         d = dict(zip(skeys, objs, strict=True))
@@ -220,15 +227,19 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
         cases["pickle.loads alone"] = h.Case(
             "pickle.loads", lambda n: h.loop_call(loads, blobs, n), N_KEYS
         )
-        c2 = peers.open_cache(cspec, l1_items=0)
+        cases["orjson.loads alone"] = h.Case(
+            "orjson.loads", lambda n: h.loop_call(orjson.loads, jblobs, n), N_KEYS
+        )
+        c2 = peers.open_cache(pspec, l1_items=0)
+        ca = peers.open_cache(cspec, l1_items=0)
         c1 = peers.open_cache(cspec)
-        opened += [c2, c1]
-        for label, c in ((l2_label, c2), (l1_label, c1)):
+        opened += [c2, ca, c1]
+        for label, c in ((l2_label, c2), (auto_label, ca), (l1_label, c1)):
             bad = sum(c.get(k) != o for k, o in zip(skeys, objs, strict=True))
             if bad:
                 notes.append(f"{label}: {bad} of {N_KEYS} values set by the writer read back wrong")
             cases[label] = h.Case(label, lambda n, g=c.get: h.loop_call(g, skeys, n), N_KEYS)
-        for spec in specs[1:]:
+        for spec in specs[2:]:
             s = peers.open_store(spec)
             opened.append(s)
             bad = sum(s.get(k) != v for k, v in items)
@@ -252,13 +263,18 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
     res = results(cases)
     dd = res["dict.get (live object)"]["median"]
     ld = res["pickle.loads alone"]["median"]
+    jd = res["orjson.loads alone"]["median"]
     lm = res.get("lmdb(/dev/shm) + pickle.loads", {}).get("median")
     rows = []
+    alone = ("dict.get (live object)", "pickle.loads alone", "orjson.loads alone")
     for name, r in res.items():
         m = r["median"]
-        minus = (
-            "—" if name in ("dict.get (live object)", "pickle.loads alone") else fmt_signed(m - ld)
-        )
+        if name in alone:
+            minus = "—"
+        elif name == auto_label:
+            minus = fmt_signed(m - jd) + " (minus orjson.loads)"
+        else:
+            minus = fmt_signed(m - ld)
         rows.append(
             [
                 name,
@@ -275,19 +291,28 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
     )
     lmc = cases.get("lmdb(/dev/shm) + pickle.loads")
     r_lm = None if lmc is None else h.paired(cases[l2_label].samples, lmc.samples)
+    r_auto = None if lmc is None else h.paired(cases[auto_label].samples, lmc.samples)
+    extra_auto = h.paired(
+        cases[auto_label].samples, cases["orjson.loads alone"].samples, lambda x, y: x - y
+    )
     md = [
-        f"A writer process did `Cache.set(key, obj)` for {N_KEYS:,} small dicts (and put "
-        "`pickle.dumps(obj)` into lmdb, diskcache, Redis and a bare Segment), then idles. This "
-        f"process reads them through `Cache(l1_items=0)`, so every get probes L2, copies the "
-        "record out, checks it and decodes it with `pickle.loads` (the Cache's default "
-        "serializer); the stores' rows include `pickle.loads` too. Keys: str for the Cache, "
+        f"A writer process did `Cache.set(key, obj)` for {N_KEYS:,} small dicts into two "
+        'caches, one with `serializer="pickle"` and one with the default ("auto", which '
+        "writes these dicts as JSON with orjson), and put `pickle.dumps(obj)` into lmdb, "
+        "diskcache, Redis and a bare Segment; then it idles. This process reads them through "
+        "`Cache(l1_items=0)`, so every get probes L2, copies the record out, checks it and "
+        "decodes it: with `pickle.loads` for the pickle cache (the goal rows: the difference "
+        "to `pickle.loads` is the L2 path's own cost), with `orjson.loads` for the default "
+        "one; the stores' rows include `pickle.loads` too. Keys: str for the Cache, "
         "the same keys as bytes for the stores. Median ns per get over the reps; × is the "
-        "ratio to `dict.get` of the live objects in the same run. The goal figures are "
+        "ratio to `dict.get` of the live objects in the same run; 'minus the decode alone' "
+        "subtracts `pickle.loads` (or `orjson.loads` where said). The goal figures are "
         "medians over the rounds of the per-round difference to `pickle.loads` and ratio to "
         "lmdb (the three run back to back in each round).",
         "",
         h.md_table(
-            ["backend", "get", "× dict.get", "minus pickle.loads", "× lmdb", "spread"], rows
+            ["backend", "get", "× dict.get", "minus the decode alone", "× lmdb", "spread"],
+            rows,
         ),
         "",
         f"* {l2_label} over the timed loops: {l2_after - before[1]:,} L2 hits, "
@@ -304,10 +329,17 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
             extra <= 300,
         ),
         Goal(
-            "Cache L2 hit, decode included, vs lmdb + pickle.loads",
+            'Cache L2 hit, decode included, vs lmdb + pickle.loads (serializer="pickle")',
             h.fmt_ratio(r_lm),
             "≤ ×0.5 lmdb",
             None if r_lm is None else r_lm <= 0.5,
+        ),
+        Goal(
+            "Cache L2 hit with the default serializer (orjson for this dict), vs lmdb + "
+            "pickle.loads",
+            f"{h.fmt_ratio(r_auto)} ({fmt_signed(extra_auto)} over orjson.loads)",
+            "—",
+            None,
         ),
     ]
     data = {"timings": raw(cases, res)}
@@ -319,6 +351,7 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
 MIX_TITLE = "i) Cache: 90% get / 10% set, one process"
 MIX_KEYS = 10_000
 MIX_OPS = 20_000
+MIX_PICKLE = f'{CACHE}(serializer="pickle")'
 HOT = "hot:key"
 
 
@@ -360,6 +393,10 @@ def bench_cache_mix(ctx: bs.Ctx) -> Section:
             for k in keys if ks == "uniform" else [HOT]:
                 c.set(k, obj)
             caches[ks] = c
+            cp = peers.open_cache(ctx.scratch.cache(CACHE_SIZE, serializer="pickle"))
+            for k in keys if ks == "uniform" else [HOT]:
+                cp.set(k, obj)
+            caches[ks + "-pickle"] = cp
         for ks in ("uniform", "hot"):  # cachebox, the Cache and lmdb run back to back
             o, bo = ops[ks], bops[ks]
             c = caches[ks]
@@ -371,6 +408,10 @@ def bench_cache_mix(ctx: bs.Ctx) -> Section:
             )
             cases[(CACHE, ks)] = h.Case(
                 CACHE, lambda n, o=o, c=c: h.loop_mix(c.get, c.set, o, obj, n), MIX_OPS
+            )
+            cp = caches[ks + "-pickle"]
+            cases[(MIX_PICKLE, ks)] = h.Case(
+                MIX_PICKLE, lambda n, o=o, c=cp: h.loop_mix(c.get, c.set, o, obj, n), MIX_OPS
             )
             g, s_ = lmdb_store.get, lmdb_store.set
             cases[("lmdb(/dev/shm) + pickle", ks)] = h.Case(
@@ -391,7 +432,7 @@ def bench_cache_mix(ctx: bs.Ctx) -> Section:
     def ops_s(name: str, ks: str) -> float:
         return 1e9 / res[(name, ks)]["median"]
 
-    backends = ["dict", "cachebox.LRUCache", "lmdb(/dev/shm) + pickle", CACHE]
+    backends = ["dict", "cachebox.LRUCache", "lmdb(/dev/shm) + pickle", CACHE, MIX_PICKLE]
     rows = []
     for b in backends:
         u, ho = ops_s(b, "uniform"), ops_s(b, "hot")
@@ -419,8 +460,10 @@ def bench_cache_mix(ctx: bs.Ctx) -> Section:
         "locals). Values are small dicts: the in-process caches and the Cache store the "
         "object, lmdb is given `pickle.dumps(obj)` and its gets are decoded with "
         "`pickle.loads` (an object cache over lmdb has to). The Cache is the default one (L1 "
-        "of 10,000 items over L2), filled beforehand; each set goes to L2 and keeps the object "
-        "in L1, each get is validated against L2's stamps. dict and cachebox are not coherent "
+        "of 10,000 items over L2), filled beforehand; each set encodes the dict (as JSON with "
+        'orjson under the default serializer, with pickle in the `serializer="pickle"` row), '
+        "writes L2 and keeps the object in L1; each get is validated against L2's stamps. "
+        "dict and cachebox are not coherent "
         "across processes. ops/s = 1 / median time per op over the reps; the ratios in the "
         "goal rows are medians of the per-round ratios.",
         "",
@@ -792,7 +835,8 @@ def bench_cache_fetch(ctx: bs.Ctx) -> Section:
         "each timed batch); the loader returns a prebuilt small dict at once, so the "
         "overhead column is the Cache's own cost: the L1 and L2 lookups, the cached-miss "
         "check, the per-host load lease (single flight), the loader call, then storing the "
-        "value (pickle.dumps, L2 write, L1 fill). 'get + loader() + set by hand' is the "
+        "value (encoding with the serializer: orjson for this dict under the default; L2 "
+        "write; L1 fill). 'get + loader() + set by hand' is the "
         "read-through a user would write without `fetch` (no single flight, no cached "
         f"misses). Hit rows cycle over {N_KEYS:,} keys held in L1. Median ns per call.",
         "",
@@ -834,6 +878,12 @@ def bench_cache_set(ctx: bs.Ctx) -> Section:
     cases["pickle.dumps alone"] = h.Case(
         "dumps", lambda n: h.loop_call(dumps, [obj] * N_KEYS, n), N_KEYS
     )
+    from ziggurat.serializers import resolve
+
+    auto_dumps = resolve("auto").dumps
+    cases['"auto" serializer dumps alone (orjson here)'] = h.Case(
+        "auto dumps", lambda n: h.loop_call(auto_dumps, [obj] * N_KEYS, n), N_KEYS
+    )
     cases[bs.DICT_DUMPS] = h.Case(
         "dict", lambda n: h.loop_set_encode(enc.__setitem__, dumps, bkeys, obj, n), N_KEYS
     )
@@ -841,6 +891,7 @@ def bench_cache_set(ctx: bs.Ctx) -> Section:
         (f"{CACHE}.set (default: L1 on)", {}),
         (f'{CACHE}.set (copy="copy": keeps a private decode)', {"copy": "copy"}),
         (f"{CACHE}.set (l1_items=0)", {"l1_items": 0}),
+        (f'{CACHE}.set (serializer="pickle")', {"serializer": "pickle"}),
     ]
     try:
         for label, kw in variants:
@@ -879,8 +930,9 @@ def bench_cache_set(ctx: bs.Ctx) -> Section:
     over = h.paired(cases[variants[0][0]].samples, cases[bs.DICT_DUMPS].samples, lambda x, y: x - y)
     md = [
         f"Median ns per set, overwriting {N_KEYS:,} existing keys in turn with a small dict "
-        "(6 fields). The Cache encodes with its serializer (pickle) and writes L2, then keeps "
-        "the object in this process's L1; the stores are given `pickle.dumps(obj)`. "
+        '(6 fields). The Cache encodes with its serializer (the default, "auto", writes '
+        "this dict as JSON with orjson; one row uses pickle) and writes L2, then keeps the "
+        "object in this process's L1; the stores are given `pickle.dumps(obj)`. "
         f"`{bs.DICT_DUMPS}` is the yardstick: the same loop storing the encoded bytes in a "
         "dict. Keys: str for the Cache, bytes for the stores.",
         "",
