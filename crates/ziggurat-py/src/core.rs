@@ -821,11 +821,19 @@ impl CacheCore {
                 self.store(py, key, kb, hash, v, ttl, 0.0, &tags)
             }
         };
+        let released = neg.delete(&lk);
         if let Err(e) = stored {
-            // The loaded value is still returned; it just is not cached.
+            // A value that cannot be stored (too large, not serializable, no lock in
+            // time) is still returned, just not cached; anything else propagates.
+            let expected = e.is_instance_of::<ZigguratError>(py)
+                || e.is_instance_of::<PyValueError>(py)
+                || e.is_instance_of::<PyTypeError>(py);
+            if !expected {
+                return Err(e);
+            }
             self.write_failed(py, "store", key, e);
         }
-        if let Err(e) = neg.delete(&lk) {
+        if let Err(e) = released {
             // The lease then expires after loader_timeout.
             self.write_failed(py, "lease release", key, err(e));
         }
