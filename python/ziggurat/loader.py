@@ -1,14 +1,15 @@
 """Loader coordination: one load per key per host at a time.
 
-The first caller to miss a key takes its load lease (an ``add`` of a hidden key, in the
-segment of cached misses, with a TTL of ``loader_timeout`` and the holder's pid as value); the
-other callers, threads of the same process or other processes alike, sleep on the lease key's
-version stamp, which the segment wakes with a futex when the holder removes the lease after
+The first caller to miss a key takes its load lease: a cell in the header of the segment of
+cached misses, holding the holder's pid and a deadline (``loader_timeout``), taken and given
+back with a compare-and-set each. The other callers, threads of the same process or other
+processes alike, sleep on the cell with a futex and wake when the holder releases it after
 storing the value. A holder that dies is noticed (its pid is gone) and the lease is taken
-over; a holder that is alive but slow holds the others at most ``loader_timeout``. The lease
-itself is taken and checked in the native core, in one call. asyncio tasks of one event loop
-also share a per-key future, so a loop does not park executor threads on its own lease.
-Without a segment (degraded mode), threads of the process share a per-key lock instead.
+over; a holder that is alive but slow holds the others at most ``loader_timeout``. The common
+case (the lease free, no per-call options) runs entirely in the native core; this module
+handles waits, take-overs, fail-safe, early refresh and asyncio. asyncio tasks of one event
+loop also share a per-key future. Without a segment (degraded mode), threads of a process
+share a per-key lock instead.
 
     >>> from ziggurat import Cache
     >>> c = Cache("doc-loader", size="8MiB"); c.fetch("k", lambda: 42), c.fetch("k", list)
@@ -159,20 +160,13 @@ class Flight:
         return False, None
 
     def _lease(self, key: str | bytes, stamps: int | None) -> tuple[int, Any, int, int]:
-        try:
-            st: tuple[int, Any, int, int] = self.cache._core.lease(
-                key, stamps, self.cache.loader_timeout, _HOLDER[0]
-            )
-            return st
-        except ZigguratError as e:
-            log.warning("ziggurat: cannot take a load lease (%s); loading without one", e)
-            return (_HELD, False, 0, self.cache._core.stamp(key))
+        st: tuple[int, Any, int, int] = self.cache._core.lease(
+            key, stamps, self.cache.loader_timeout
+        )
+        return st
 
     def _release(self, key: str | bytes) -> None:
-        try:
-            self.cache._core.release(key)
-        except ZigguratError as e:  # the lease then expires after loader_timeout
-            log.warning("ziggurat: cannot release a load lease: %s", e)
+        self.cache._core.release(key)
 
     def _try_lease(self, seg: Segment, lk: bytes) -> bool:
         try:
@@ -187,26 +181,13 @@ class Flight:
         except ZigguratError as e:  # the lease then expires after loader_timeout
             log.warning("ziggurat: cannot release a lease: %s", e)
 
-    def _take_over(self, lk: bytes) -> bool:
+    def _take_over(self, key: str | bytes, holder: int) -> bool:
         """Takes the lease from a holder whose process is gone; whether this caller now
-        holds it. Compare-and-set, so of several waiters that see the same dead holder
-        exactly one takes over."""
-        seg = self._seg()
-        if seg is None:
+        holds it. Compare-and-set on the holder seen, so of several waiters that see the
+        same dead holder exactly one takes over."""
+        if _pid_alive(holder & 0xFFFFFFFF):
             return False
-        holder = seg.get(lk)
-        if holder is None:
-            return False
-        try:
-            alive = _pid_alive(int(holder))
-        except ValueError:
-            alive = False
-        if alive:
-            return False
-        try:
-            return seg.replace_if(lk, holder, _HOLDER[0], ttl=self.cache.loader_timeout)
-        except ZigguratError:
-            return False
+        return self.cache._core.take_over(key, holder, self.cache.loader_timeout)
 
     def _waited(self, deadline: float, key: str | bytes) -> float:
         """Counts a wait; the seconds left before ``loader_timeout`` (raises past it)."""
@@ -261,21 +242,18 @@ class Flight:
         try:
             value = loader()
         except Exception:
-            if got is not False:
-                self._release(key)
+            self._release(key)
             if self._failed(key, t0, plan):
                 return plan[4]
             raise
         except BaseException:
-            if got is not False:
-                self._release(key)
+            self._release(key)
             raise
         try:
             cache.loader_stats.record(time.perf_counter() - t0, ok=True)
             cache._store_loaded(key, value, plan, stamp)
         finally:
-            if got is not False:
-                self._release(key)
+            self._release(key)
         return value
 
     def _load_contended(
@@ -296,9 +274,8 @@ class Flight:
                 try:
                     return self._run(key, loader, plan, seen)
                 finally:
-                    if got is not False:
-                        self._release(key)
-            if self._take_over(got):
+                    self._release(key)
+            if self._take_over(key, got):
                 self.cache.loader_stats.takeovers += 1
                 try:
                     found, value = self._lookup(key)
@@ -430,9 +407,8 @@ class Flight:
                 try:
                     return await self._arun(key, loader, plan, stamp)
                 finally:
-                    if got is not False:
-                        self._release(key)
-            if self._take_over(got):
+                    self._release(key)
+            if self._take_over(key, got):
                 self.cache.loader_stats.takeovers += 1
                 try:
                     found, value = self._lookup(key)

@@ -3,13 +3,7 @@
 //! The seed is random per segment and stored in its header, so every process
 //! hashes alike while clients cannot aim keys at one bucket.
 
-use xxhash_rust::xxh3::{xxh3_128, xxh3_64_with_seed};
-
-/// An unseeded 128-bit digest, the same in every process and every segment
-/// (used to shorten over-long hidden keys).
-pub fn digest128(bytes: &[u8]) -> [u8; 16] {
-    xxh3_128(bytes).to_le_bytes()
-}
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Maps a 32-bit hash onto `0..n` without a division (Lemire's reduction).
 #[inline(always)]

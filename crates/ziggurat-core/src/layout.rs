@@ -56,6 +56,11 @@ pub const H_STATE: usize = 256;
 pub const H_EPOCH: usize = 264;
 pub const H_TAG_INVALIDATIONS: usize = 320;
 pub const H_CLEARS: usize = 328;
+/// Load-lease cells: `LEASE_CELLS` cells of 16 bytes filling the end of the
+/// global header (see `lease`).
+pub const H_LEASES: usize = 1024;
+pub const LEASE_CELL: usize = 16;
+pub const LEASE_CELLS: u32 = ((HEADER_SIZE - H_LEASES) / LEASE_CELL) as u32;
 
 /// `state` values.
 pub const STATE_READY: u32 = 0x5245_4459;

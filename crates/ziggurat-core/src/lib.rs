@@ -15,6 +15,7 @@ pub mod failpoint;
 pub mod hash;
 pub mod index;
 pub mod layout;
+pub mod lease;
 pub mod lock;
 pub mod recovery;
 pub mod segment;

@@ -65,7 +65,7 @@ pub struct ReadMeta {
 /// An attached segment. Cheap to share between threads of one process; every
 /// process maps the same file.
 pub struct Segment {
-    shm: Shm,
+    pub(crate) shm: Shm,
     _file: File,
     path: PathBuf,
     g: Geometry,

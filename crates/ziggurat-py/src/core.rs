@@ -18,6 +18,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyTuple};
 use ziggurat_core::clock::now_ms;
+use ziggurat_core::lease::Lease;
 use ziggurat_core::tags::TagRef;
 use ziggurat_core::Segment;
 
@@ -42,22 +43,6 @@ const READ_TRIES: usize = 4;
 pub const LEASE_FOUND: u8 = 1;
 pub const LEASE_HELD: u8 = 4;
 pub const LEASE_WAIT: u8 = 5;
-
-/// The hidden key of `key`'s load lease in the cached-miss segment (a key too
-/// long for the prefix is replaced by its 128-bit hash: two such keys at worst
-/// share a lease).
-fn lease_key(kb: &[u8]) -> Vec<u8> {
-    const PREFIX: &[u8] = b"\x00lease:";
-    let mut lk = Vec::with_capacity(PREFIX.len() + kb.len().min(17));
-    lk.extend_from_slice(PREFIX);
-    if PREFIX.len() + kb.len() <= ziggurat_core::layout::MAX_KEY {
-        lk.extend_from_slice(kb);
-    } else {
-        lk.push(b'#');
-        lk.extend_from_slice(&ziggurat_core::hash::digest128(kb));
-    }
-    lk
-}
 
 /// How `get` hands out cached objects.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -791,17 +776,13 @@ impl CacheCore {
         let Some(stamps) = b.stamps else {
             return Ok(None);
         };
-        let lk = lease_key(kb);
-        let holder = std::process::id().to_string();
-        match neg.add(&lk, holder.as_bytes(), Some(f.loader_timeout), &[]) {
-            Ok(true) => {}
-            _ => return Ok(None), // held by another caller, or an error: the slow path
+        let pid = std::process::id();
+        if neg.lease_try(kb, pid, f.loader_timeout) != Lease::Taken {
+            return Ok(None); // another caller is loading it: the slow path waits
         }
         if !self.unchanged_since(kb, stamps) {
             if let Some(v) = self.find_now(py, key, hash)? {
-                if let Err(e) = neg.delete(&lk) {
-                    self.write_failed(py, "lease release", key, err(e));
-                }
+                neg.lease_release(kb, pid);
                 return Ok(Some(v));
             }
         }
@@ -821,7 +802,7 @@ impl CacheCore {
                 self.store(py, key, kb, hash, v, ttl, 0.0, &tags)
             }
         };
-        let released = neg.delete(&lk);
+        neg.lease_release(kb, pid);
         if let Err(e) = stored {
             // A value that cannot be stored (too large, not serializable, no lock in
             // time) is still returned, just not cached; anything else propagates.
@@ -832,10 +813,6 @@ impl CacheCore {
                 return Err(e);
             }
             self.write_failed(py, "store", key, e);
-        }
-        if let Err(e) = released {
-            // The lease then expires after loader_timeout.
-            self.write_failed(py, "lease release", key, err(e));
         }
         Ok(Some(loaded?.unbind()))
     }
@@ -1102,22 +1079,22 @@ impl CacheCore {
     ///
     /// - `(FOUND, value, 0, 0)`: another caller stored the value (or a cached
     ///   miss, value None) meanwhile; no lease is held;
-    /// - `(LEASED, None, 0, stamp)`: this caller holds the lease and must load,
+    /// - `(LEASED, None, 0, stamp)`: this process holds the lease and must load,
     ///   then `release`; `stamp` is the key's main stamp before the load, for
     ///   `set_negative`;
-    /// - `(WAIT, lease_key, seen, 0)`: another caller holds it; wait with
-    ///   `wait_lease(key, seen, ...)` (or take over a dead holder's lease).
+    /// - `(WAIT, holder, seq, 0)`: another caller holds it; wait with
+    ///   `wait_lease(key, seq, ...)`, or `take_over(key, holder, ...)` when the
+    ///   holder's process (`holder & 0xffffffff`) is gone.
     ///
     /// `stamps` is the last element of the missed `lookup`, or None after a
     /// wait; with it, an unchanged key needs no second probe.
-    #[pyo3(signature = (key, stamps, timeout, holder))]
+    #[pyo3(signature = (key, stamps, timeout))]
     fn lease<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
         stamps: Option<u64>,
         timeout: f64,
-        holder: &[u8],
     ) -> PyResult<Bound<'py, PyTuple>> {
         let kb = check_key(key)?;
         let hash = key.hash()? as u64;
@@ -1126,34 +1103,47 @@ impl CacheCore {
         };
         let found = |v: Py<PyAny>| (LEASE_FOUND, v, 0u32, 0u32).into_pyobject(py);
         if stamps.is_none() {
-            // After a wait most callers find the value: no lease write for them.
+            // After a wait most callers find the value: no lease taken for them.
             if let Some(v) = self.find_now(py, key, hash)? {
                 return found(v);
             }
         }
-        let lk = lease_key(kb);
-        let lstamp = neg.stamp_word(&neg.hash(&lk)).load(Ordering::Acquire);
-        if neg.add(&lk, holder, Some(timeout), &[]).map_err(err)? {
-            let unchanged = stamps.is_some_and(|s| self.unchanged_since(kb, s));
-            if !unchanged {
-                // A value may have landed between the caller's miss and the lease.
+        let pid = std::process::id();
+        match neg.lease_try(kb, pid, timeout) {
+            Lease::Taken => {
+                let unchanged = stamps.is_some_and(|s| self.unchanged_since(kb, s));
+                if !unchanged {
+                    // A value may have landed between the caller's miss and the lease.
+                    if let Some(v) = self.find_now(py, key, hash)? {
+                        neg.lease_release(kb, pid);
+                        return found(v);
+                    }
+                }
+                let stamp = main.stamp_word(&main.hash(kb)).load(Ordering::Acquire);
+                (LEASE_HELD, py.None(), 0u32, stamp).into_pyobject(py)
+            }
+            Lease::Held { holder, seq } => {
                 if let Some(v) = self.find_now(py, key, hash)? {
-                    neg.delete(&lk).map_err(err)?;
                     return found(v);
                 }
+                (LEASE_WAIT, holder, seq, 0u32).into_pyobject(py)
             }
-            let stamp = main.stamp_word(&main.hash(kb)).load(Ordering::Acquire);
-            return (LEASE_HELD, py.None(), 0u32, stamp).into_pyobject(py);
         }
-        if let Some(v) = self.find_now(py, key, hash)? {
-            return found(v);
-        }
-        let lk = PyBytes::new(py, &lk).into_any().unbind();
-        (LEASE_WAIT, lk, lstamp, 0u32).into_pyobject(py)
     }
 
-    /// Sleeps (without the GIL) until the lease of `key` changes from `seen`
-    /// or `timeout` seconds pass; returns whether it changed.
+    /// Takes the lease of `key` from `holder` (as `lease` reported it), whose
+    /// process is gone; true for exactly one of the callers that saw it.
+    fn take_over(&self, key: &Bound<'_, PyAny>, holder: u64, timeout: f64) -> PyResult<bool> {
+        let kb = check_key(key)?;
+        Ok(self
+            .neg
+            .as_ref()
+            .is_some_and(|n| n.lease_take_over(kb, holder, std::process::id(), timeout)))
+    }
+
+    /// Sleeps (without the GIL) until the lease of `key` is released after
+    /// `seen` (the `seq` that `lease` reported) or `timeout` seconds pass;
+    /// returns whether it was.
     fn wait_lease(
         &self,
         py: Python<'_>,
@@ -1165,16 +1155,15 @@ impl CacheCore {
         let Some(neg) = self.neg.as_ref() else {
             return Ok(true);
         };
-        let lk = lease_key(kb);
         let t = std::time::Duration::from_secs_f64(timeout.clamp(0.0, 86400.0));
-        py.detach(|| neg.wait(&lk, seen, t)).map_err(err)
+        Ok(py.detach(|| neg.lease_wait(kb, seen, t)))
     }
 
-    /// Gives up the lease of `key` (waiters wake and find the value).
+    /// Gives up this process's lease of `key` (waiters wake and find the value).
     fn release(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let kb = check_key(key)?;
         if let Some(neg) = self.neg.as_ref() {
-            neg.delete(&lease_key(kb)).map_err(err)?;
+            neg.lease_release(kb, std::process::id());
         }
         Ok(())
     }

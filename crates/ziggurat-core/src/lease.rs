@@ -1,0 +1,148 @@
+//! Load leases: which process is loading a key right now (single flight).
+//!
+//! A lease is one 16-byte cell in the segment's header, chosen by the key's
+//! hash: `holder: u64` (0 = free, else `deadline_s << 32 | pid`), `seq: u32`
+//! (bumped by every release, so waiters can sleep on it with a futex) and
+//! `waiters: u32` (so a release makes the wake-up system call only when
+//! someone sleeps). Taking is one compare-and-set, releasing another: far
+//! cheaper than writing and deleting a record, which is what makes `fetch`'s
+//! single flight affordable on every miss.
+//!
+//! Keys that share a cell share its lease: a caller may wait for the load of
+//! another key, then finds its own key still missing and takes the lease
+//! itself. A lease lapses at its deadline, so a holder that died (or whose pid
+//! was reused) holds nobody past it; callers can also take over earlier from a
+//! holder whose process is gone (`take_over`, compare-and-set on the holder
+//! they saw, so exactly one of them wins).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::clock::now_ms;
+use crate::hash::{reduce, KeyHash};
+use crate::layout::{H_LEASES, LEASE_CELL, LEASE_CELLS};
+use crate::segment::Segment;
+use crate::stamps;
+
+/// What a [`Segment::lease_try`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lease {
+    /// The caller holds the lease now.
+    Taken,
+    /// Another caller holds it: `holder` as read, and the cell's `seq` read
+    /// before it (pass it to [`Segment::lease_wait`]).
+    Held { holder: u64, seq: u32 },
+}
+
+/// The pid in a holder word.
+#[inline]
+pub fn holder_pid(holder: u64) -> u32 {
+    holder as u32
+}
+
+struct Cell<'a> {
+    holder: &'a AtomicU64,
+    seq: &'a AtomicU32,
+    waiters: &'a AtomicU32,
+}
+
+fn holder_word(pid: u32, ttl: f64) -> u64 {
+    // Rounded up to whole seconds, at least one: a lease never lapses early.
+    let secs = ttl.clamp(0.0, u32::MAX as f64 / 2.0).ceil().max(1.0) as u64;
+    let deadline = (now_ms() / 1000 + secs + 1).min(u32::MAX as u64);
+    deadline << 32 | pid as u64
+}
+
+fn lapsed(holder: u64) -> bool {
+    (holder >> 32) <= now_ms() / 1000
+}
+
+impl Segment {
+    fn lease_cell(&self, kh: &KeyHash) -> Cell<'_> {
+        let i = reduce((kh.h2 >> 8) as u32, LEASE_CELLS) as usize;
+        let off = H_LEASES + i * LEASE_CELL;
+        Cell {
+            holder: self.shm.u64_at(off),
+            seq: self.shm.u32_at(off + 8),
+            waiters: self.shm.u32_at(off + 12),
+        }
+    }
+
+    /// Takes the lease of `key` for process `pid` for `ttl` seconds, if it is
+    /// free or lapsed.
+    pub fn lease_try(&self, key: &[u8], pid: u32, ttl: f64) -> Lease {
+        let c = self.lease_cell(&self.hash(key));
+        // seq first: a release after this read changes it, so a waiter that
+        // passes this seq never sleeps through that release.
+        let seq = c.seq.load(Ordering::SeqCst);
+        let mut cur = c.holder.load(Ordering::SeqCst);
+        while cur == 0 || lapsed(cur) {
+            match c.holder.compare_exchange(
+                cur,
+                holder_word(pid, ttl),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return Lease::Taken,
+                Err(now) => cur = now,
+            }
+        }
+        Lease::Held { holder: cur, seq }
+    }
+
+    /// Gives up `pid`'s lease of `key` and wakes its waiters; false if `pid`
+    /// did not hold it (it lapsed and was taken over).
+    pub fn lease_release(&self, key: &[u8], pid: u32) -> bool {
+        let c = self.lease_cell(&self.hash(key));
+        let cur = c.holder.load(Ordering::SeqCst);
+        if cur == 0 || holder_pid(cur) != pid {
+            return false;
+        }
+        let released = c
+            .holder
+            .compare_exchange(cur, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if released {
+            c.seq.fetch_add(1, Ordering::SeqCst);
+            if c.waiters.load(Ordering::SeqCst) > 0 {
+                stamps::futex_wake(c.seq);
+            }
+        }
+        released
+    }
+
+    /// Replaces the holder `seen` (whose process is gone) by `pid`; true for
+    /// exactly one of several callers that saw the same holder.
+    pub fn lease_take_over(&self, key: &[u8], seen: u64, pid: u32, ttl: f64) -> bool {
+        let c = self.lease_cell(&self.hash(key));
+        seen != 0
+            && c.holder
+                .compare_exchange(
+                    seen,
+                    holder_word(pid, ttl),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_ok()
+    }
+
+    /// Sleeps until the lease of `key` is released after `seq` was read (see
+    /// [`Lease::Held`]) or `timeout` passes; returns whether it was.
+    pub fn lease_wait(&self, key: &[u8], seq: u32, timeout: Duration) -> bool {
+        let c = self.lease_cell(&self.hash(key));
+        let deadline = Instant::now() + timeout;
+        c.waiters.fetch_add(1, Ordering::SeqCst);
+        let changed = loop {
+            if c.seq.load(Ordering::SeqCst) != seq {
+                break true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break false;
+            }
+            stamps::futex_wait(c.seq, seq, deadline - now);
+        };
+        c.waiters.fetch_sub(1, Ordering::SeqCst);
+        changed
+    }
+}
