@@ -230,49 +230,18 @@ class Flight:
         self, key: str | bytes, loader: Callable[[], Any], plan: Plan, stamps: int | None
     ) -> Any:
         """Loads ``key`` once per host, or waits for the caller already loading it.
-        ``stamps`` comes from the lookup that missed."""
-        cache = self.cache
-        if cache._segment is None:
+        ``stamps`` comes from the lookup that missed. (The uncontended case usually never
+        gets here: the native ``fetch`` runs it.)"""
+        if self.cache._segment is None:
             return self._load_local(key, loader, plan)
-        status, got, seen, stamp = self._lease(key, stamps)
-        if status != _HELD:
-            return self._load_contended(key, loader, plan, status, got, seen)
-        # The common case, kept flat: this caller holds the lease.
-        t0 = time.perf_counter()
-        try:
-            value = loader()
-        except Exception:
-            self._release(key)
-            if self._failed(key, t0, plan):
-                return plan[4]
-            raise
-        except BaseException:
-            self._release(key)
-            raise
-        try:
-            cache.loader_stats.record(time.perf_counter() - t0, ok=True)
-            cache._store_loaded(key, value, plan, stamp)
-        finally:
-            self._release(key)
-        return value
-
-    def _load_contended(
-        self,
-        key: str | bytes,
-        loader: Callable[[], Any],
-        plan: Plan,
-        status: int,
-        got: Any,
-        seen: int,
-    ) -> Any:
-        """``load`` when the first lease attempt found the value or another holder."""
         deadline = time.monotonic() + self.cache.loader_timeout
         while True:
+            status, got, seen, stamp = self._lease(key, stamps)
             if status == _FOUND:
                 return got
             if status == _HELD:
                 try:
-                    return self._run(key, loader, plan, seen)
+                    return self._run(key, loader, plan, stamp)
                 finally:
                     self._release(key)
             if self._take_over(key, got):
@@ -285,9 +254,7 @@ class Flight:
                 finally:
                     self._release(key)
             self.cache._core.wait_lease(key, seen, self._waited(deadline, key))
-            status, got, seen, stamp = self._lease(key, None)
-            if status == _HELD:
-                seen = stamp  # _run's stamp argument, for the cached-miss check
+            stamps = None
 
     def _load_local(self, key: str | bytes, loader: Callable[[], Any], plan: Plan) -> Any:
         """Degraded mode: no segment to hold leases; threads share a per-key lock."""
