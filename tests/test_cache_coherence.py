@@ -416,9 +416,12 @@ def test_g1_write_that_times_out_does_not_return_normally(cache_dir: str) -> Non
                     break
             finally:
                 os.kill(pid, signal.SIGCONT)
+        # Every write that raised was also logged and counted (setup retries count too).
+        write_errors = cache.stats()["l2"]["write_errors"]
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         other.close()
         cache.unlink()
     assert violations == [], violations
+    assert write_errors >= raised, (write_errors, raised)
