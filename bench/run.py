@@ -236,7 +236,8 @@ def render(latest: dict[str, Any], meta: dict[str, Any]) -> str:
         "* cachebox, cachetools, theine, functools.lru_cache, dict: in-process, per process, "
         "no cross-process coherence; cachetools is not thread-safe.",
         "* ziggurat.Cache: default options unless the row says otherwise (L1 of 10,000 "
-        'objects per process, pickle serializer, copy="shared"), over a 64 MiB L2 segment in '
+        'objects per process, serializer "auto": orjson for JSON-shaped values such as these '
+        'small dicts, else pickle; copy="shared"), over a 64 MiB L2 segment in '
         "/dev/shm; str keys.",
         "* libCacheSim (GPL) is a benchmark-only dependency, never imported by ziggurat.",
         "",
