@@ -37,6 +37,14 @@ fmt_signed = bs.fmt_signed
 CACHE = "ziggurat.Cache"
 
 
+def l1_note(counts: dict[str, dict[str, int]]) -> str:
+    """The bullet reporting each Cache's L1 counters over the timed loops."""
+    return "* Cache L1 counters over the timed loops: " + "; ".join(
+        f"{label}: {x['hits']:,} hits, {x['misses']:,} misses, {x['stale_drops']:,} stale drops"
+        for label, x in counts.items()
+    )
+
+
 def has_cache() -> bool:
     return peers.cache_class() is not None
 
@@ -147,11 +155,7 @@ def bench_cache_l1(ctx: bs.Ctx) -> Section:
         "",
         h.md_table(["backend", "get", "× dict.get", "spread", "notes"], rows, "lrrrl"),
         "",
-        "* Cache L1 counters over the timed loops: "
-        + "; ".join(
-            f"{label}: {x['hits']:,} hits, {x['misses']:,} misses, {x['stale_drops']:,} stale drops"
-            for label, x in l1.items()
-        ),
+        l1_note(l1),
     ]
     goals = [
         Goal(
@@ -486,11 +490,7 @@ def bench_cache_mix(ctx: bs.Ctx) -> Section:
             rows,
         ),
         "",
-        "* Cache L1 counters over the timed loops: "
-        + "; ".join(
-            f"{ks}: {x['hits']:,} hits, {x['misses']:,} misses, {x['stale_drops']:,} stale drops"
-            for ks, x in l1.items()
-        ),
+        l1_note(l1),
     ]
     goals = [
         Goal(

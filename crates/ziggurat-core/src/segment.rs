@@ -514,23 +514,24 @@ impl Segment {
         self.stamp_at(kh.stamp(self.g.nstamps, self.g.nshards))
     }
 
-    /// Starts loading what a read of `kh` touches (index pair and stamp), so
-    /// the misses overlap instead of following one another.
+    /// Starts loading `kh`'s index pair, so that miss overlaps the load of its
+    /// stamp that a read does first.
     #[inline]
     pub fn prefetch_read(&self, kh: &KeyHash) {
         let sh = self.shard_of(kh);
         let pair = kh.pair(self.g.npairs);
         self.shm.prefetch(sh.slot_off(pair, 0));
         self.shm.prefetch(sh.slot_off(pair, 8));
-        self.shm
-            .prefetch(self.g.stamps_off as usize + 4 * self.stamp_index(kh) as usize);
     }
 
-    /// Like [`Segment::prefetch_read`], plus the ghost bucket a write checks.
-    /// Call it before work that does not touch the segment (encoding the value).
+    /// Starts loading everything a write of `kh` touches: its index pair,
+    /// stamp and ghost bucket, and the shard's ring ends. Call it before work
+    /// that does not touch the segment (encoding the value).
     #[inline]
     pub fn prefetch_write(&self, kh: &KeyHash) {
         self.prefetch_read(kh);
+        self.shm
+            .prefetch(self.g.stamps_off as usize + 4 * self.stamp_index(kh) as usize);
         let sh = self.shard_of(kh);
         sh.prefetch_ghost(kh);
         sh.prefetch_ends();

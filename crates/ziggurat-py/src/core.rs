@@ -153,6 +153,14 @@ impl LoadCounts {
     }
 }
 
+/// What `CacheCore::take_lease` found: a value stored meanwhile, the lease
+/// (with the key's main stamp before the load), or another holder.
+enum Leased {
+    Found(Py<PyAny>),
+    Held(u32),
+    Busy { holder: u64, seq: u32 },
+}
+
 /// What `CacheCore::l1_shared` found.
 enum Quick {
     Miss,
@@ -336,10 +344,18 @@ impl CacheCore {
         Ok(())
     }
 
-    /// L1 probe: a valid entry's contents, or None (also when another thread of
-    /// this process is inside the L1 at this instant).
+    /// L1 probe: `take` reads the key's entry if it is valid (a stale one is
+    /// dropped); None on a miss, or when another thread of this process is
+    /// inside the L1 at this instant. `take` runs inside the guard: it must not
+    /// run Python code.
     #[inline(always)]
-    fn l1_hit(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Option<L1Hit> {
+    fn l1_probe<R>(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        take: impl FnOnce(&Entry) -> R,
+    ) -> Option<R> {
         if !self.l1_enabled {
             return None;
         }
@@ -347,55 +363,44 @@ impl CacheCore {
             .try_with(py, |l1| {
                 let i = l1.find(key, hash)?;
                 let e = l1.entry(i);
-                if e.valid(now_ms()) {
-                    let hit = L1Hit {
-                        negative: e.negative,
-                        value: e.value.clone_ref(py),
-                        encoded: e.encoded.as_ref().map(|x| x.clone_ref(py)),
-                        deadline: e.deadline,
-                        ttl_ms: e.ttl_ms,
-                    };
-                    l1.mark(i);
-                    l1.stats.hits += 1;
-                    Some(hit)
-                } else {
+                if !e.valid(now_ms()) {
                     l1.remove(i);
                     l1.stats.stale += 1;
-                    None
+                    return None;
                 }
+                let out = take(e);
+                l1.mark(i);
+                l1.stats.hits += 1;
+                Some(out)
             })
             .flatten()
     }
 
-    /// The L1 probe of `get` and `fetch` when the object is handed out as is
-    /// (shared mode, no debug): returns only what those need, small enough to
-    /// come back in registers, because this is the hot path of the whole cache.
+    /// A valid entry's contents, copied out so no guard is held while Python runs.
+    #[inline(always)]
+    fn l1_hit(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Option<L1Hit> {
+        self.l1_probe(py, key, hash, |e| L1Hit {
+            negative: e.negative,
+            value: e.value.clone_ref(py),
+            encoded: e.encoded.as_ref().map(|x| x.clone_ref(py)),
+            deadline: e.deadline,
+            ttl_ms: e.ttl_ms,
+        })
+    }
+
+    /// The probe of `get` and `fetch` when the object is handed out as is
+    /// (shared mode, no debug): only what those need, small enough to come back
+    /// in registers, because this is the hot path of the whole cache.
     #[inline(always)]
     fn l1_shared(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Quick {
-        if !self.l1_enabled {
-            return Quick::Miss;
-        }
-        self.l1
-            .try_with(py, |l1| {
-                let Some(i) = l1.find(key, hash) else {
-                    return Quick::Miss;
-                };
-                let e = l1.entry(i);
-                if !e.valid(now_ms()) {
-                    l1.remove(i);
-                    l1.stats.stale += 1;
-                    return Quick::Miss;
-                }
-                let out = if e.negative {
-                    Quick::Negative
-                } else {
-                    Quick::Value(e.value.clone_ref(py))
-                };
-                l1.mark(i);
-                l1.stats.hits += 1;
-                out
-            })
-            .unwrap_or(Quick::Miss)
+        self.l1_probe(py, key, hash, |e| {
+            if e.negative {
+                Quick::Negative
+            } else {
+                Quick::Value(e.value.clone_ref(py))
+            }
+        })
+        .unwrap_or(Quick::Miss)
     }
 
     /// Puts an entry in L1 unless another thread is inside it right now.
@@ -746,11 +751,7 @@ impl CacheCore {
         loader: &Bound<'_, PyAny>,
         tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let (Some(main), Some(neg), Some(f)) = (
-            self.main.as_ref(),
-            self.neg.as_ref(),
-            self.fetch_cfg.as_ref(),
-        ) else {
+        let (Some(neg), Some(f)) = (self.neg.as_ref(), self.fetch_cfg.as_ref()) else {
             return Ok(None);
         };
         // Tags given as a generator would be consumed here and be gone for
@@ -776,17 +777,11 @@ impl CacheCore {
         let Some(stamps) = b.stamps else {
             return Ok(None);
         };
-        let pid = std::process::id();
-        if neg.lease_try(kb, pid, f.loader_timeout) != Lease::Taken {
-            return Ok(None); // another caller is loading it: the slow path waits
-        }
-        if !self.unchanged_since(kb, stamps) {
-            if let Some(v) = self.find_now(py, key, hash)? {
-                neg.lease_release(kb, pid);
-                return Ok(Some(v));
-            }
-        }
-        let stamp = main.stamp_word(&main.hash(kb)).load(Ordering::Acquire);
+        let stamp = match self.take_lease(py, key, kb, hash, Some(stamps), f.loader_timeout)? {
+            Leased::Found(v) => return Ok(Some(v)),
+            Leased::Busy { .. } => return Ok(None), // another caller loads it: the slow path waits
+            Leased::Held(stamp) => stamp,
+        };
         let t0 = std::time::Instant::now();
         let loaded = loader.call0();
         self.loads_done
@@ -802,7 +797,7 @@ impl CacheCore {
                 self.store(py, key, kb, hash, v, ttl, 0.0, &tags)
             }
         };
-        neg.lease_release(kb, pid);
+        neg.lease_release(kb, std::process::id());
         if let Err(e) = stored {
             // A value that cannot be stored (too large, not serializable, no lock in
             // time) is still returned, just not cached; anything else propagates.
@@ -815,6 +810,37 @@ impl CacheCore {
             self.write_failed(py, "store", key, e);
         }
         Ok(Some(loaded?.unbind()))
+    }
+
+    /// Takes the load lease of `key` for this process. With `stamps` from a
+    /// lookup that missed, an unchanged key needs no second probe; otherwise a
+    /// value that landed meanwhile is found (and the lease given back).
+    fn take_lease(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        kb: &[u8],
+        hash: u64,
+        stamps: Option<u64>,
+        timeout: f64,
+    ) -> PyResult<Leased> {
+        let (Some(main), Some(neg)) = (self.main.as_ref(), self.neg.as_ref()) else {
+            return Err(PyValueError::new_err("no segment: leases need one"));
+        };
+        let pid = std::process::id();
+        match neg.lease_try(kb, pid, timeout) {
+            Lease::Taken => {
+                if !stamps.is_some_and(|s| self.unchanged_since(kb, s)) {
+                    if let Some(v) = self.find_now(py, key, hash)? {
+                        neg.lease_release(kb, pid);
+                        return Ok(Leased::Found(v));
+                    }
+                }
+                let stamp = main.stamp_word(&main.hash(kb)).load(Ordering::Acquire);
+                Ok(Leased::Held(stamp))
+            }
+            Lease::Held { holder, seq } => Ok(Leased::Busy { holder, seq }),
+        }
     }
 
     /// A number in [0, 1) for TTL jitter (xorshift; races between threads
@@ -1098,9 +1124,6 @@ impl CacheCore {
     ) -> PyResult<Bound<'py, PyTuple>> {
         let kb = check_key(key)?;
         let hash = key.hash()? as u64;
-        let (Some(main), Some(neg)) = (self.main.as_ref(), self.neg.as_ref()) else {
-            return Err(PyValueError::new_err("no segment: leases need one"));
-        };
         let found = |v: Py<PyAny>| (LEASE_FOUND, v, 0u32, 0u32).into_pyobject(py);
         if stamps.is_none() {
             // After a wait most callers find the value: no lease taken for them.
@@ -1108,21 +1131,10 @@ impl CacheCore {
                 return found(v);
             }
         }
-        let pid = std::process::id();
-        match neg.lease_try(kb, pid, timeout) {
-            Lease::Taken => {
-                let unchanged = stamps.is_some_and(|s| self.unchanged_since(kb, s));
-                if !unchanged {
-                    // A value may have landed between the caller's miss and the lease.
-                    if let Some(v) = self.find_now(py, key, hash)? {
-                        neg.lease_release(kb, pid);
-                        return found(v);
-                    }
-                }
-                let stamp = main.stamp_word(&main.hash(kb)).load(Ordering::Acquire);
-                (LEASE_HELD, py.None(), 0u32, stamp).into_pyobject(py)
-            }
-            Lease::Held { holder, seq } => {
+        match self.take_lease(py, key, kb, hash, stamps, timeout)? {
+            Leased::Found(v) => found(v),
+            Leased::Held(stamp) => (LEASE_HELD, py.None(), 0u32, stamp).into_pyobject(py),
+            Leased::Busy { holder, seq } => {
                 if let Some(v) = self.find_now(py, key, hash)? {
                     return found(v);
                 }
