@@ -75,6 +75,9 @@ def test_copy_mode_returns_distinct_copies(make_cache: Callable[..., Cache]) -> 
                     a.add("new")
                 assert reader.get(f"k{i}") == value
                 assert reader.fetch(f"k{i}", lambda: None) == value
+                # fetch's hit path (native) hands out copies too.
+                f1 = reader.fetch(f"k{i}", lambda: None)
+                assert f1 is not reader.fetch(f"k{i}", lambda: None) and f1 is not value
         # Immutable values are returned as they are.
         cache.set("t", (1, 2))
         assert cache.get("t") == (1, 2)
