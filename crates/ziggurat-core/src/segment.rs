@@ -797,12 +797,26 @@ impl Segment {
 
     /// Stores `value` under `key`. `ttl` in seconds (None: no expiry).
     pub fn set(&self, key: &[u8], value: &[u8], ttl: Option<f64>, tags: &[&[u8]]) -> Result<()> {
-        self.write(key, value, ttl, tags, Cond::Always).map(|_| ())
+        self.write(key, None, value, ttl, tags, Cond::Always)
+            .map(|_| ())
+    }
+
+    /// [`Segment::set`] for a caller that already hashed `key` with [`Segment::hash`].
+    pub fn set_hashed(
+        &self,
+        key: &[u8],
+        kh: &KeyHash,
+        value: &[u8],
+        ttl: Option<f64>,
+        tags: &[&[u8]],
+    ) -> Result<()> {
+        self.write(key, Some(kh), value, ttl, tags, Cond::Always)
+            .map(|_| ())
     }
 
     /// Stores `value` only if `key` has no live entry. Returns whether it did.
     pub fn add(&self, key: &[u8], value: &[u8], ttl: Option<f64>, tags: &[&[u8]]) -> Result<bool> {
-        self.write(key, value, ttl, tags, Cond::Absent)
+        self.write(key, None, value, ttl, tags, Cond::Absent)
     }
 
     /// Stores `value` only if `key`'s live value is `expected`; returns whether it did.
@@ -814,12 +828,13 @@ impl Segment {
         ttl: Option<f64>,
         tags: &[&[u8]],
     ) -> Result<bool> {
-        self.write(key, value, ttl, tags, Cond::Equals(expected))
+        self.write(key, None, value, ttl, tags, Cond::Equals(expected))
     }
 
     fn write(
         &self,
         key: &[u8],
+        kh: Option<&KeyHash>,
         value: &[u8],
         ttl: Option<f64>,
         tags: &[&[u8]],
@@ -838,7 +853,7 @@ impl Segment {
         }
         Self::check_ttl(ttl)?;
         let tag_refs = self.tag_refs(tags)?;
-        let kh = self.hash(key);
+        let kh = kh.copied().unwrap_or_else(|| self.hash(key));
         let expiry = deadline_ms(ttl);
         let (guard, stamp_idx) = self.begin(&kh)?;
         let sh = guard.sh;

@@ -664,7 +664,7 @@ impl CacheCore {
         };
         // No GIL release: the write is a few hundred ns, and a lock wait is
         // bounded by lock_timeout without needing the GIL on the other side.
-        main.set(kb, &buf, Some(ttl + stale), &tag_refs)
+        main.set_hashed(kb, &kh, &buf, Some(ttl + stale), &tag_refs)
             .map_err(err)?;
         // Keep the object in this process's L1 if no other write of the key (or
         // of a key sharing its stamp) landed between the two stamp reads.
