@@ -59,7 +59,7 @@ def no_cache(ctx: bs.Ctx, section: str, title: str, goals: list[Goal]) -> Sectio
 
 
 def l1_counts(cache: Any) -> dict[str, int]:
-    s = cache.stats()["l1"]
+    s = cache.stats()["process"]["l1"]
     return {k: s[k] for k in ("hits", "misses", "stale_drops", "evictions")}
 
 
@@ -253,7 +253,7 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
             cases[label] = h.Case(
                 label, lambda n, g=s.get: h.loop_call_decode(g, loads, bkeys, n), N_KEYS
             )
-        before = l1_counts(c2), c2.stats()["l2"]["process_hits"]
+        before = l1_counts(c2), c2.stats()["process"]["l2"]["hits"]
         # pickle.loads, the pickle Cache and lmdb run back to back in every round, then the
         # default Cache and orjson.loads (see h.paired)
         lmdb_label = "lmdb(/dev/shm) + pickle.loads"
@@ -261,7 +261,7 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
         order = [cases[n] for n in first if n in cases]
         order += [c for n, c in cases.items() if n not in first]
         h.interleave(order, ctx.settings)
-        l1_after, l2_after = l1_counts(c2), c2.stats()["l2"]["process_hits"]
+        l1_after, l2_after = l1_counts(c2), c2.stats()["process"]["l2"]["hits"]
     finally:
         for x in opened:
             x.close()

@@ -262,9 +262,9 @@ def test_g1_two_handles_one_process(make_cache: Callable[..., Cache], variant: s
                 a.set(key, old, tags=[f"tag-{variant}-{r}"])
                 get = b.get
             assert get(key) == old
-            h = b.stats()["l1"]["hits"]
+            h = b.stats()["process"]["l1"]["hits"]
             assert get(key) == old
-            assert b.stats()["l1"]["hits"] == h + 1  # in B's L1
+            assert b.stats()["process"]["l1"]["hits"] == h + 1  # in B's L1
             new = _mutate(a, variant, key, r)  # type: ignore[arg-type]
             assert get(key) == new, (variant, r)
     finally:
@@ -370,7 +370,7 @@ def test_g1_write_that_times_out_does_not_return_normally(cache_dir: str) -> Non
     name = new_name("stall")
     cache = Cache(name, SIZE, directory=cache_dir, lock_timeout=0.1)
     other = open_like(cache, SIZE, lock_timeout=0.1)
-    assert cache.stats()["l2"]["shards"] == 1
+    assert cache.stats()["host"]["l2"]["shards"] == 1
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child
         try:
@@ -417,7 +417,7 @@ def test_g1_write_that_times_out_does_not_return_normally(cache_dir: str) -> Non
             finally:
                 os.kill(pid, signal.SIGCONT)
         # Every write that raised was also logged and counted (setup retries count too).
-        write_errors = cache.stats()["l2"]["write_errors"]
+        write_errors = cache.stats()["process"]["l2"]["write_errors"]
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)

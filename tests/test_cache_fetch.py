@@ -309,7 +309,7 @@ def test_negative_caching(make_cache: Callable[..., Cache]) -> None:
         assert other.get("gone", "dflt") == "dflt"
         kind, _, left = cache._core.lookup("gone")[:3]
         assert kind == _NEG and 0 < left <= 0.5
-        assert other.stats()["l2"]["negative_hits"] >= 1
+        assert other.stats()["process"]["l2"]["negative_hits"] >= 1
         time.sleep(0.6)
         assert cache.fetch("gone", loader) is None
         assert calls == ["x", "x"]
@@ -388,14 +388,14 @@ def test_junk_misses_do_not_evict_real_entries_l2(make_cache: Callable[..., Cach
     """G4: cached misses have their own budget: 20k junk keys overflow the negative segment
     (which evicts) and the L1 negative bound, but every real entry stays in L2 and L1."""
     cache = make_cache(size=SIZE, l1_items=1000, l1_negative_items=50, neg_size="1MiB")
-    s0 = cache.stats()["l2"]
+    s0 = cache.stats()["host"]["l2"]
     _real_and_junk(cache, 300, 20_000)
     s = cache.stats()
-    assert s["negative_l2"]["evictions"] > 0  # the junk did overflow its own budget
-    assert s["l1"]["negative_items"] <= 50
-    assert s["l1"]["items"] == 300  # no real entry was evicted from L1
-    assert s["l2"]["evictions"] == s0["evictions"]
-    assert s["l2"]["entries"] == s0["entries"] + 300
+    assert s["host"]["negative_l2"]["evictions"] > 0  # the junk did overflow its own budget
+    assert s["process"]["l1"]["negative_items"] <= 50
+    assert s["process"]["l1"]["items"] == 300  # no real entry was evicted from L1
+    assert s["host"]["l2"]["evictions"] == s0["evictions"]
+    assert s["host"]["l2"]["entries"] == s0["entries"] + 300
     reader = open_like(cache, SIZE, l1_items=0)
     try:
         assert all(reader.get(f"real{i}") is not None for i in range(300))
@@ -412,8 +412,8 @@ def test_junk_misses_do_not_void_real_entries_l1(make_cache: Callable[..., Cache
     for i in range(300):
         assert cache.get(f"real{i}") == {"i": i, "pad": "x" * 100}
     s = cache.stats()
-    assert s["l1"]["hits"] - s0["l1"]["hits"] == 300
-    assert s["l2"]["process_hits"] == s0["l2"]["process_hits"]
+    assert s["process"]["l1"]["hits"] - s0["process"]["l1"]["hits"] == 300
+    assert s["process"]["l2"]["hits"] == s0["process"]["l2"]["hits"]
 
 
 # ------------------------------------------------------------------------------- fail-safe

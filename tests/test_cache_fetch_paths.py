@@ -148,7 +148,7 @@ def test_failed_store_is_logged_counted_and_released(
     big = b"x" * (cache._segment.max_value_size + 1) if cache._segment else b""
     with caplog.at_level(logging.WARNING, logger="ziggurat"):
         assert cache.fetch("big", lambda: big, **_kwargs(kw)) == big
-    assert cache.stats()["l2"]["write_errors"] == 1
+    assert cache.stats()["process"]["l2"]["write_errors"] == 1
     assert any("store" in r.getMessage() for r in caplog.records), caplog.records
     t0 = time.monotonic()
     assert other.fetch("big", lambda: "small") == "small"
@@ -171,7 +171,7 @@ def test_unserializable_value_is_returned_not_cached(
     assert callable(cache.fetch("fn", load, **_kwargs(kw)))
     assert callable(cache.fetch("fn", load, **_kwargs(kw)))
     assert len(calls) == 2
-    assert cache.stats()["l2"]["write_errors"] == 2
+    assert cache.stats()["process"]["l2"]["write_errors"] == 2
 
 
 def test_bad_arguments_raise_before_loading(make_cache: Callable[..., Cache]) -> None:

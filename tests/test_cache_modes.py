@@ -137,8 +137,8 @@ def test_decode_mode_returns_fresh_objects(make_cache: Callable[..., Cache]) -> 
         for _ in range(5):
             other.get("k0")
         s = other.stats()
-        assert s["l1"]["hits"] - s0["l1"]["hits"] == 5
-        assert s["l2"]["process_hits"] == s0["l2"]["process_hits"]
+        assert s["process"]["l1"]["hits"] - s0["process"]["l1"]["hits"] == 5
+        assert s["process"]["l2"]["hits"] == s0["process"]["l2"]["hits"]
     finally:
         other.close()
 
@@ -261,11 +261,15 @@ def _exercise(cache: Cache) -> None:
     assert calls.count("slow") == 1
     s = cache.stats()
     assert isinstance(s["degraded"], str) and s["degraded"]
-    assert s["l1"]["hits"] > 0
-    assert s["loader"]["calls"] >= 4
+    assert s["process"]["l1"]["hits"] > 0
+    assert s["process"]["loader"]["calls"] >= 4
 
 
 def _open_degraded(name: str, directory: str, **kw: Any) -> Cache:
+    # These tests exercise the per-process L1 of a degraded cache: "local" mode, with a
+    # bound longer than the tests (the bound itself is tested in test_cache_degraded.py).
+    kw.setdefault("degraded", "local")
+    kw.setdefault("degraded_ttl", 60)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cache = Cache(name, "8MiB", directory=directory, **kw)

@@ -13,14 +13,18 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import math
 import random
 import re
+import threading
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
 from ziggurat import _native
-from ziggurat._native import CacheCore, MutationError, Segment, ZigguratError
+from ziggurat._native import Cache as CacheCore
+from ziggurat._native import MutationError, Segment, SegmentError, ZigguratError
+from ziggurat.keys import call_key
 from ziggurat.loader import _MISSING, Flight, LoaderStats, LoadTimeout, Plan
 from ziggurat.serializers import Serializer, resolve
 
@@ -30,66 +34,70 @@ log = logging.getLogger("ziggurat")
 
 _MISS, _HIT, _NEG, _STALE = 0, 1, 2, 3
 # The segment name rule, leaving room for the ".neg" suffix of the cached-miss segment.
-_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,95}")
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}")
+_VERSION = re.compile(r"[A-Za-z0-9_-]{1,16}")
+_DEGRADED = ("passthrough", "local", "raise")
+_MAX_KEY = 4096
 F = TypeVar("F", bound=Callable[..., Any])
 TagsArg = Iterable[str] | Callable[..., Iterable[str]] | None
 
 
-def _ttl(value: float | None, default: float | None, what: str) -> float | None:
+def _ttl(value: float | None, default: float | None, what: str, method: str) -> float | None:
+    """A TTL argument by the cache's rule: seconds > 0, ``math.inf`` for never."""
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a number of seconds or None, not {type(value).__name__}")
-    if not (value > 0 and value < float("inf")):
-        raise ValueError(f"{what} must be a finite number of seconds > 0, got {value!r}")
+        raise TypeError(
+            f"{method}(): {what} must be a number of seconds or None, not {type(value).__name__}"
+        )
+    if not (value > 0) or (value != math.inf and value > 100 * 365 * 86400):
+        raise ValueError(
+            f"{method}(): {what} must be a number of seconds > 0 (at most 100 years, or "
+            f"math.inf for never), got {value!r}"
+        )
     return float(value)
 
 
-def _tags(tags: Iterable[str]) -> tuple[str, ...]:
+def _tags(tags: Iterable[str], method: str) -> tuple[str, ...]:
     if isinstance(tags, (str, bytes)):
-        raise TypeError("tags must be an iterable of str, not a single str")
-    out = tuple(tags)
+        raise TypeError(f"{method}(): tags must be an iterable of str, not a single str")
+    try:
+        out = tuple(tags)
+    except TypeError:
+        raise TypeError(
+            f"{method}(): tags must be an iterable of str, not {type(tags).__name__}"
+        ) from None
     for t in out:
         if not isinstance(t, str):
-            raise TypeError(f"each tag must be a str, not {type(t).__name__}")
+            raise TypeError(f"{method}(): each tag must be a str, not {type(t).__name__}")
         if not t:
-            raise ValueError("a tag must not be empty")
+            raise ValueError(f"{method}(): a tag must not be empty")
     return out
 
 
-def _check_key(key: Any) -> None:
+def _check_key(key: Any, method: str) -> None:
     if not isinstance(key, (str, bytes)):
-        raise TypeError(f"key must be str or bytes, not {type(key).__name__}")
-    if not key:
-        raise ValueError("key must not be empty")
+        raise TypeError(f"{method}(): key must be str or bytes, not {type(key).__name__}")
+    n = len(key.encode("utf-8", "surrogatepass")) if isinstance(key, str) else len(key)
+    if not 0 < n <= _MAX_KEY:
+        raise ValueError(f"{method}(): key must be 1 to {_MAX_KEY} bytes, got {n}")
+
+
+def _closed(name: str) -> Callable[..., Any]:
+    def closed(*_args: Any, **_kwargs: Any) -> Any:
+        raise ZigguratError(f"the cache {name!r} is closed; open a new Cache to use it again")
+
+    return closed
 
 
 class Cache:
     """A cache with a per-process L1 over a per-host shared-memory L2.
 
-    Arguments (defaults in brackets):
-
-    - ``name``: segment name shared by every process of the app on this host.
-    - ``size`` ["64MiB"]: L2 byte budget (int bytes or "64MiB").
-    - ``l1_items`` [10_000]: objects kept per process (0 disables L1).
-    - ``l1_negative_items`` [l1_items // 10]: cached misses kept per process.
-    - ``ttl`` [300]: default seconds an entry is fresh.
-    - ``neg_ttl`` [30]: seconds a loader's ``None`` is cached as a miss.
-    - ``stale_ttl`` [None]: seconds past ``ttl`` a value may still be served when the loader
-      raises (fail-safe); None disables.
-    - ``jitter`` [0.1]: ``fetch`` shortens each TTL by a random fraction up to this.
-    - ``refresh_ahead`` [0.0]: fraction of the TTL at its end in which a ``fetch`` hit starts
-      one background refresh per host (0 disables).
-    - ``loader_timeout`` [10]: seconds callers wait for another caller's loader.
-    - ``serializer`` ["auto"]: "auto" (JSON-shaped values by orjson, the rest by pickle),
-      "pickle", "msgpack", "orjson" or an object with dumps/loads.
-    - ``copy`` ["shared"]: what ``get`` returns: "shared" (the cached object itself, fastest;
-      do not mutate it), "copy" (shallow copy of dict/list/set), "decode" (fresh object).
-    - ``debug`` [False]: raise ``MutationError`` when a shared cached object was mutated.
-    - ``neg_size`` [size / 16, at least 1 MiB]: L2 budget of cached misses, kept apart so
-      junk keys cannot evict real entries.
-    - ``directory`` ["/dev/shm"], ``avg_item_size`` [256], ``lock_timeout`` [0.5],
-      ``recreate`` [False]: passed to ``Segment``.
+    Every option, with its default and unit, is in the README's option table. The
+    most used: ``size`` (L2 bytes), ``l1_items``, ``ttl`` (seconds, ``math.inf`` for
+    never), ``neg_ttl``, ``stale_ttl``, ``serializer``, ``copy``, ``version`` and
+    ``degraded`` (what happens when the shared segment cannot be used: "passthrough",
+    "local" or "raise").
 
     >>> c = Cache("doc-args", size="8MiB", l1_items=1000, ttl=5)
     >>> c.set("k", [1, 2]); c.get("k")
@@ -118,41 +126,67 @@ class Cache:
         avg_item_size: int = 256,
         lock_timeout: float = 0.5,
         recreate: bool = False,
+        version: int | str | None = None,
+        degraded: str = "passthrough",
+        degraded_ttl: float = 1.0,
     ) -> None:
+        m = "Cache"
         if not isinstance(name, str):
-            raise TypeError(f"name must be a str, not {type(name).__name__}")
+            raise TypeError(f"{m}(): name must be a str, not {type(name).__name__}")
         if not _NAME.fullmatch(name):
             raise ValueError(
-                "name must be 1-96 characters of A-Z a-z 0-9 . _ - not starting with '.', "
-                f"got {name!r}"
+                f"{m}(): name must be 1-80 characters of A-Z a-z 0-9 . _ - not starting "
+                f"with '.', got {name!r}"
             )
         if isinstance(l1_items, bool) or not isinstance(l1_items, int) or l1_items < 0:
-            raise ValueError(f"l1_items must be an int >= 0, got {l1_items!r}")
+            raise ValueError(f"{m}(): l1_items must be an int >= 0, got {l1_items!r}")
         if l1_negative_items is None:
             l1_negative_items = l1_items // 10
         if not isinstance(l1_negative_items, int) or l1_negative_items < 0:
-            raise ValueError(f"l1_negative_items must be an int >= 0, got {l1_negative_items!r}")
-        default_ttl = _ttl(ttl, None, "ttl")
+            raise ValueError(
+                f"{m}(): l1_negative_items must be an int >= 0, got {l1_negative_items!r}"
+            )
+        default_ttl = _ttl(ttl, None, "ttl", m)
         if default_ttl is None:
-            raise ValueError("ttl must be a finite number of seconds > 0")
+            raise ValueError(f"{m}(): ttl must be a number of seconds > 0 or math.inf")
         self.ttl: float = default_ttl
-        self.neg_ttl = _ttl(neg_ttl, None, "neg_ttl")
-        self.stale_ttl = _ttl(stale_ttl, None, "stale_ttl")
-        if not (0.0 <= jitter < 1.0):
-            raise ValueError(f"jitter must be in [0, 1), got {jitter!r}")
-        if not (0.0 <= refresh_ahead < 1.0):
-            raise ValueError(f"refresh_ahead must be in [0, 1), got {refresh_ahead!r}")
+        self.neg_ttl = _ttl(neg_ttl, None, "neg_ttl", m)
+        self.stale_ttl = _ttl(stale_ttl, None, "stale_ttl", m)
+        if not isinstance(jitter, (int, float)) or not (0.0 <= jitter < 1.0):
+            raise ValueError(f"{m}(): jitter must be in [0, 1), got {jitter!r}")
+        if not isinstance(refresh_ahead, (int, float)) or not (0.0 <= refresh_ahead < 1.0):
+            raise ValueError(f"{m}(): refresh_ahead must be in [0, 1), got {refresh_ahead!r}")
         self.jitter = float(jitter)
         self.refresh_ahead = float(refresh_ahead)
-        self.loader_timeout = _ttl(loader_timeout, None, "loader_timeout") or 10.0
+        self.loader_timeout = _ttl(loader_timeout, None, "loader_timeout", m) or 10.0
         self.serializer = resolve(serializer)
         if copy not in ("shared", "copy", "decode"):
-            raise ValueError(f"copy must be 'shared', 'copy' or 'decode', got {copy!r}")
+            raise ValueError(f"{m}(): copy must be 'shared', 'copy' or 'decode', got {copy!r}")
+        if degraded not in _DEGRADED:
+            raise ValueError(
+                f"{m}(): degraded must be 'passthrough', 'local' or 'raise', got {degraded!r}"
+            )
+        self.degraded_ttl = cast(float, _ttl(degraded_ttl, None, "degraded_ttl", m))
+        if version is not None and (
+            isinstance(version, bool)
+            or not isinstance(version, (int, str))
+            or (isinstance(version, int) and version < 0)
+            or not _VERSION.fullmatch(str(version))
+        ):
+            raise ValueError(
+                f"{m}(): version must be None, an int >= 0 or 1-16 characters of "
+                f"A-Z a-z 0-9 _ -, got {version!r}"
+            )
         self.name = name
+        self.version = version
+        self.degraded_mode = degraded
         size_bytes = _native.parse_size(size)
         neg_bytes = (
             _native.parse_size(neg_size) if neg_size is not None else max(size_bytes // 16, 1 << 20)
         )
+        # Each version is a segment of its own: entries written by another version (an
+        # older deploy, values of another shape) are never read.
+        seg_name = name if version is None else f"{name}.ver-{version}"
         self.degraded_reason: str | None = None
         self._segment: Segment | None = None
         self._neg: Segment | None = None
@@ -162,25 +196,41 @@ class Cache:
             "lock_timeout": lock_timeout,
         }
         try:
-            self._segment = Segment(name, size_bytes, avg_item_size=avg_item_size, **seg_args)
-            self._neg = Segment(name + ".neg", neg_bytes, avg_item_size=64, **seg_args)
-        except (ZigguratError, OSError, ValueError) as e:
-            if isinstance(e, ValueError) and "must be" in str(e):
-                raise
-            self.degraded_reason = str(e)
+            self._segment = Segment(seg_name, size_bytes, avg_item_size=avg_item_size, **seg_args)
+            self._neg = Segment(seg_name + ".neg", neg_bytes, avg_item_size=64, **seg_args)
+        except (ZigguratError, OSError) as e:
             if self._segment is not None:
                 self._segment.close()
             self._segment = self._neg = None
-            msg = (
-                f"ziggurat cache {name!r} runs without its shared segment (L1 and loader only): {e}"
+            if degraded == "raise":
+                raise SegmentError(f"{m}({name!r}): the shared segment cannot be used: {e}") from e
+            self.degraded_reason = str(e)
+            msg = f"ziggurat cache {name!r} runs without its shared segment ({e}); " + (
+                "degraded='passthrough': nothing is cached until the cause is fixed "
+                "and the process restarts"
+                if degraded == "passthrough"
+                else f"degraded='local': each process caches alone, entries live at "
+                f"most degraded_ttl={self.degraded_ttl:g} s"
             )
             log.warning(msg)
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
+        if self._segment is not None and self._segment.size != self._segment.requested_size:
+            msg = (
+                f"ziggurat cache {name!r}: the segment at {self._segment.path} was created "
+                f"with other parameters (a {self._segment.size}-byte file, where size="
+                f"{size_bytes} and avg_item_size={avg_item_size} make a "
+                f"{self._segment.requested_size}-byte one); it is used as it is, and "
+                "stats() shows its real size. Pass recreate=True (once, in one process) to "
+                "rebuild it with the new parameters"
+            )
+            log.warning(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+        passthrough = self._segment is None and degraded == "passthrough"
         self._core = CacheCore(
             self._segment,
             self._neg,
-            l1_items,
-            l1_negative_items,
+            0 if passthrough else l1_items,
+            0 if passthrough else l1_negative_items,
             self.serializer.loads,
             self.serializer.dumps,
             copy,
@@ -196,28 +246,45 @@ class Cache:
             ),
             on_write_error=self._write_failed,
             codec=getattr(self.serializer, "codec", None),
+            degraded_ttl=self.degraded_ttl if self._segment is None else None,
         )
         self.copy = copy
         self.debug = debug
+        self.closed = False
         # The hot paths: `cache.get`, `cache.set` and an L1 hit of `cache.fetch` are
         # native methods called directly, no Python frame.
         self.get = self._core.get  # type: ignore[method-assign]
         self.fetch = self._core.fetch  # type: ignore[method-assign]
-        self.set = self._core.put  # type: ignore[method-assign]
+        self.set = self._core.set  # type: ignore[method-assign]
         self._flight = Flight(self)
         self.loader_stats = LoaderStats(self._core)
         self._write_errors = 0
+        self._store_failures = 0
+        self._logged: set[tuple[str, Any]] = set()
+        self._local = threading.Lock()
 
     # -- reads ------------------------------------------------------------------------------
 
     def get(self, key: str | bytes, default: Any = None) -> Any:  # replaced per instance
         """The cached value of ``key``, or ``default``.
 
+        Raises ``TypeError``/``ValueError`` for a key that is not 1 to 4096 bytes of str
+        or bytes, and ``ZigguratError`` once the cache is closed.
+
         >>> c = Cache("doc-get", size="8MiB"); c.get("nope", 0)
         0
         >>> c.unlink()
         """
         return self._core.get(key, default)
+
+    def __contains__(self, key: str | bytes) -> bool:
+        """Whether ``key`` holds a fresh value (a cached miss does not count).
+
+        >>> c = Cache("doc-in", size="8MiB"); c.set("a", 1); "a" in c, "b" in c
+        (True, False)
+        >>> c.unlink()
+        """
+        return self.get(key, _MISSING) is not _MISSING
 
     def get_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
         """The cached values of ``keys`` that are present.
@@ -227,8 +294,9 @@ class Cache:
         {'a': 1}
         >>> c.unlink()
         """
+        keys = self._key_list(keys, "Cache.get_many")
         out: dict[str | bytes, Any] = {}
-        get = self._core.get
+        get = self.get
         for k in keys:
             v = get(k, _MISSING)
             if v is not _MISSING:
@@ -243,22 +311,45 @@ class Cache:
         1
         >>> c.unlink()
         """
-        return self._core.get(key, default)
+        return self.get(key, default)
+
+    async def aget_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
+        """``get_many`` for asyncio code.
+
+        >>> import asyncio
+        >>> c = Cache("doc-agm", size="8MiB"); c.set("a", 1); asyncio.run(c.aget_many(["a"]))
+        {'a': 1}
+        >>> c.unlink()
+        """
+        return self.get_many(keys)
 
     # -- writes -----------------------------------------------------------------------------
 
-    def _write_failed(self, what: str, key: Any, e: Exception) -> None:
-        # A write that did not happen is raised, not swallowed: the previous value may still
-        # be served until its TTL, and the caller must know (LockTimeout, SegmentError).
-        self._write_errors += 1
-        log.warning("ziggurat %s of %r on cache %r failed: %s", what, key, self.name, e)
+    def _write_failed(self, what: str, key: Any, e: BaseException) -> None:
+        # Called by the native core too. A failed `set` is raised to its caller as well; a
+        # failed store of a loaded value is not (the value is still returned). Each kind
+        # of failure is logged once per key, so a hot key cannot flood the log.
+        if what == "decode":
+            tag = "undecodable value"
+        else:
+            self._write_errors += 1
+            if what == "store":
+                self._store_failures += 1
+            tag = f"failed {what}"
+        if len(self._logged) < 10_000 and (what, key) not in self._logged:
+            self._logged.add((what, key))
+            log.warning("ziggurat cache %r: %s of key %r: %s", self.name, tag, key, e)
 
     def set(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
     ) -> None:
-        """Stores ``value`` under ``key`` for ``ttl`` seconds (default: the cache's ``ttl``).
+        """Stores ``value`` under ``key`` for ``ttl`` seconds (default: the cache's ``ttl``;
+        ``math.inf``: until evicted).
 
-        Once it returns, no process on this host returns the previous value.
+        Once it returns, no process on this host returns the previous value. Raises
+        ``TypeError``/``ValueError`` for bad input (nothing is written), ``ValueError``
+        for a value above ``stats()["host"]["l2"]["max_value_size"]``, ``LockTimeout``
+        when the write could not be made in ``lock_timeout``.
 
         >>> c = Cache("doc-set", size="8MiB"); c.set("k", {"a": 1}, ttl=10, tags=["t"])
         >>> c.get("k")
@@ -267,7 +358,7 @@ class Cache:
         """
         # Replaced per instance by the native method (no Python frame); it checks key,
         # ttl and tags before writing anything, and reports a failed write like this.
-        self._core.put(key, value, ttl=ttl, tags=tags)
+        self._core.set(key, value, ttl=ttl, tags=tags)
 
     def set_many(
         self,
@@ -276,26 +367,29 @@ class Cache:
         ttl: float | None = None,
         tags: Iterable[str] = (),
     ) -> None:
-        """Stores every item of ``mapping``.
+        """Stores every item of ``mapping``; bad input anywhere writes nothing.
 
         >>> c = Cache("doc-sm", size="8MiB"); c.set_many({"a": 1, "b": 2}); c.get("b")
         2
         >>> c.unlink()
         """
-        t = _ttl(ttl, self.ttl, "ttl") or self.ttl
-        tg = _tags(tags)
+        m = "Cache.set_many"
+        _ttl(ttl, self.ttl, "ttl", m)
+        tg = _tags(tags, m)
+        if not isinstance(mapping, Mapping):
+            raise TypeError(f"{m}(): mapping must be a mapping, not {type(mapping).__name__}")
         items = list(mapping.items())
         # Check everything before writing anything: a bad key or a value that cannot be
         # encoded leaves the cache unchanged.
         for k, v in items:
-            _check_key(k)
-            self.serializer.dumps(v)
-        for k, v in items:
+            _check_key(k, m)
             try:
-                self._core.set(k, v, t, tg, self.stale_ttl)
-            except ZigguratError as e:
-                self._write_failed("set", k, e)
-                raise
+                self.serializer.dumps(v)
+            except Exception as e:
+                raise TypeError(f"{m}(): cannot serialize the value of {k!r}: {e}") from e
+        put = self.set
+        for k, v in items:
+            put(k, v, ttl=ttl, tags=tg)
 
     async def aset(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
@@ -309,6 +403,118 @@ class Cache:
         """
         self.set(key, value, ttl=ttl, tags=tags)
 
+    async def aset_many(
+        self,
+        mapping: Mapping[str | bytes, Any],
+        *,
+        ttl: float | None = None,
+        tags: Iterable[str] = (),
+    ) -> None:
+        """``set_many`` for asyncio code.
+
+        >>> import asyncio
+        >>> c = Cache("doc-asm", size="8MiB"); asyncio.run(c.aset_many({"k": 1})); c.get("k")
+        1
+        >>> c.unlink()
+        """
+        self.set_many(mapping, ttl=ttl, tags=tags)
+
+    def add(
+        self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
+    ) -> bool:
+        """Stores ``value`` only if ``key`` holds no fresh value; returns whether it did.
+
+        Of several processes of the host adding one key at once, exactly one gets True.
+
+        >>> c = Cache("doc-add", size="8MiB"); c.add("k", 1), c.add("k", 2), c.get("k")
+        (True, False, 1)
+        >>> c.unlink()
+        """
+        self._check_open()
+        if self._segment is None:
+            _check_key(key, "Cache.add")
+            with self._local:
+                if self.get(key, _MISSING) is not _MISSING:
+                    return False
+                self.set(key, value, ttl=ttl, tags=tags)
+                return True
+        return bool(self._core.add(key, value, ttl=ttl, tags=tags))
+
+    def incr(self, key: str | bytes, delta: int = 1, *, default: int | None = None) -> int:
+        """Adds ``delta`` to the integer under ``key`` and returns the result, atomically
+        for every process of the host (the counter lives in the segment).
+
+        Raises ``KeyError`` when the key holds no value and ``default`` is None (with a
+        ``default``, the counter starts from it, with the cache's TTL), ``TypeError`` when
+        the value is not an int, ``OverflowError`` outside the signed 64-bit range.
+
+        >>> c = Cache("doc-incr", size="8MiB"); c.set("n", 1); c.incr("n"), c.incr("n", 5)
+        (2, 7)
+        >>> c.incr("fresh", default=0)
+        1
+        >>> c.unlink()
+        """
+        self._check_open()
+        m = "Cache.incr"
+        for what, v in (("delta", delta), ("default", default)):
+            if v is None and what == "default":
+                continue
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"{m}(): {what} must be an int, not {type(v).__name__}")
+            if not -(2**63) <= v < 2**63:
+                raise OverflowError(f"{m}(): {what} must fit in a signed 64-bit integer")
+        if self._segment is None:
+            return self._incr_local(key, delta, default)
+        return int(self._core.incr(key, delta, default))
+
+    def decr(self, key: str | bytes, delta: int = 1, *, default: int | None = None) -> int:
+        """``incr`` by ``-delta``.
+
+        >>> c = Cache("doc-decr", size="8MiB"); c.set("n", 5); c.decr("n", 2)
+        3
+        >>> c.unlink()
+        """
+        if isinstance(delta, bool) or not isinstance(delta, int):
+            raise TypeError(f"Cache.decr(): delta must be an int, not {type(delta).__name__}")
+        return self.incr(key, -delta, default=default)
+
+    def _incr_local(self, key: str | bytes, delta: int, default: int | None) -> int:
+        """``incr`` without a segment: within this process only, as the degraded mode says."""
+        _check_key(key, "Cache.incr")
+        with self._local:
+            cur = self.get(key, _MISSING)
+            if cur is _MISSING:
+                if default is None:
+                    raise KeyError(key)
+                cur = default
+            if isinstance(cur, bool) or not isinstance(cur, int):
+                raise TypeError(f"Cache.incr(): the value of {key!r} is not an integer")
+            n = cur + delta
+            if not -(2**63) <= n < 2**63:
+                raise OverflowError(f"Cache.incr(): the counter {key!r} would leave 64 bits")
+            self.set(key, n)
+            return n
+
+    def touch(self, key: str | bytes, ttl: float | None = None) -> bool:
+        """Gives the value under ``key`` a new TTL from now (default: the cache's);
+        returns whether the key held a fresh value.
+
+        >>> c = Cache("doc-touch", size="8MiB"); c.set("k", 1, ttl=1); c.touch("k", 60)
+        True
+        >>> c.unlink()
+        """
+        self._check_open()
+        t = _ttl(ttl, self.ttl, "ttl", "Cache.touch")
+        if self._segment is None:
+            _check_key(key, "Cache.touch")
+            with self._local:
+                cur = self.get(key, _MISSING)
+                if cur is _MISSING:
+                    return False
+                self.set(key, cur, ttl=t)
+                return True
+        return bool(self._core.touch(key, cast(float, t)))
+
     def delete(self, key: str | bytes) -> bool:
         """Removes ``key`` from every tier on this host; returns whether L2 held it.
 
@@ -316,12 +522,38 @@ class Cache:
         (True, None)
         >>> c.unlink()
         """
-        _check_key(key)
+        self._check_open()
         try:
-            return self._core.delete(key)
+            return bool(self._core.delete(key))
         except ZigguratError as e:
             self._write_failed("delete", key, e)
             raise
+
+    def delete_many(self, keys: Iterable[str | bytes]) -> int:
+        """Removes every key of ``keys``; returns how many L2 held. Bad input anywhere
+        deletes nothing.
+
+        >>> c = Cache("doc-dm", size="8MiB"); c.set_many({"a": 1, "b": 2})
+        >>> c.delete_many(["a", "b", "c"])
+        2
+        >>> c.unlink()
+        """
+        keys = self._key_list(keys, "Cache.delete_many")
+        return sum(self.delete(k) for k in keys)
+
+    def _key_list(self, keys: Iterable[str | bytes], method: str) -> list[str | bytes]:
+        self._check_open()
+        if isinstance(keys, (str, bytes)):
+            raise TypeError(f"{method}(): keys must be an iterable of keys, not a single key")
+        try:
+            out = list(keys)
+        except TypeError:
+            raise TypeError(
+                f"{method}(): keys must be an iterable of keys, not {type(keys).__name__}"
+            ) from None
+        for k in out:
+            _check_key(k, method)
+        return out
 
     def invalidate_tags(self, *tags: str) -> None:
         """Voids every entry carrying any of ``tags``, in every process, at once.
@@ -330,7 +562,8 @@ class Cache:
         >>> c.invalidate_tags("users"); c.get("u1")
         >>> c.unlink()
         """
-        tg = _tags(tags)
+        self._check_open()
+        tg = _tags(tags, "Cache.invalidate_tags")
         self._core.invalidate_tags(tg)
 
     def clear(self) -> None:
@@ -339,6 +572,7 @@ class Cache:
         >>> c = Cache("doc-clear", size="8MiB"); c.set("k", 1); c.clear(); c.get("k")
         >>> c.unlink()
         """
+        self._check_open()
         try:
             self._core.clear()
         except ZigguratError as e:
@@ -360,7 +594,10 @@ class Cache:
         """The value of ``key``, calling ``loader()`` on a miss (once per key per host).
 
         A loader result of None is cached as a miss for ``neg_ttl``. If the loader raises and a
-        value expired less than ``stale_ttl`` ago, that value is returned instead.
+        value expired less than ``stale_ttl`` ago, that value is returned instead. A value
+        that cannot be stored (too large, not serializable) is still returned; the failure
+        is logged once per key and counted in ``stats()``. An async loader raises
+        ``TypeError``: use ``afetch``.
 
         >>> c = Cache("doc-fetch", size="8MiB"); c.fetch("k", lambda: "loaded")
         'loaded'
@@ -387,27 +624,31 @@ class Cache:
         kind, value, left, ttl_s, stamps = self._core.lookup(key)
         if kind == _HIT:
             if self.refresh_ahead and left < self.refresh_ahead * ttl_s:
-                plan = self._plan(_MISS, None, 0.0, tags, ttl, neg_ttl, stale_ttl)
+                plan = self._plan(_MISS, None, 0.0, tags, ttl, neg_ttl, stale_ttl, "Cache.fetch")
                 self._flight.refresh(key, loader, plan)
             return value
         if kind == _NEG:
             return None
         if not callable(loader):
-            raise TypeError("loader must be callable")
-        plan = self._plan(kind, value, left, tags, ttl, neg_ttl, stale_ttl)
+            raise TypeError("Cache.fetch(): loader must be callable")
+        if inspect.iscoroutinefunction(loader):
+            raise TypeError(
+                "Cache.fetch(): loader is an async function; use afetch() for async loaders"
+            )
+        plan = self._plan(kind, value, left, tags, ttl, neg_ttl, stale_ttl, "Cache.fetch")
         return self._flight.load(key, loader, plan, stamps)
 
     async def afetch(
         self,
         key: str | bytes,
-        loader: Callable[[], Awaitable[Any]],
+        loader: Callable[[], Any],
         *,
         ttl: float | None = None,
         tags: Iterable[str] = (),
         neg_ttl: float | None = None,
         stale_ttl: float | None = None,
     ) -> Any:
-        """``fetch`` for asyncio: ``loader`` is an async function; one load per key per host.
+        """``fetch`` for asyncio: ``loader`` may be async or not; one load per key per host.
 
         >>> import asyncio
         >>> async def load(): return 7
@@ -415,17 +656,22 @@ class Cache:
         7
         >>> c.unlink()
         """
+        self._check_open()
+        m = "Cache.afetch"
+        for what, v in (("ttl", ttl), ("neg_ttl", neg_ttl), ("stale_ttl", stale_ttl)):
+            _ttl(v, None, what, m)
+        if not callable(loader):
+            raise TypeError(f"{m}(): loader must be callable")
+        _check_key(key, m)
         kind, value, left, ttl_s, stamps = self._core.lookup(key)
         if kind == _HIT:
             if self.refresh_ahead and left < self.refresh_ahead * ttl_s:
-                plan = self._plan(_MISS, None, 0.0, tags, ttl, neg_ttl, stale_ttl)
+                plan = self._plan(_MISS, None, 0.0, tags, ttl, neg_ttl, stale_ttl, m)
                 self._flight.arefresh(key, loader, plan)
             return value
         if kind == _NEG:
             return None
-        if not callable(loader):
-            raise TypeError("loader must be an async callable")
-        plan = self._plan(kind, value, left, tags, ttl, neg_ttl, stale_ttl)
+        plan = self._plan(kind, value, left, tags, ttl, neg_ttl, stale_ttl, m)
         return await self._flight.aload(key, loader, plan, stamps)
 
     def _plan(
@@ -437,14 +683,15 @@ class Cache:
         ttl: float | None,
         neg_ttl: float | None,
         stale_ttl: float | None,
+        method: str,
     ) -> Plan:
         """Checks a missed fetch's arguments (the native lookup has checked the key) before
         any loader runs, and resolves what its result is stored with: (tags, ttl, neg_ttl,
         stale_ttl, the stale value the load may fall back on)."""
-        tg = _tags(tags) if tags else ()
-        t = self.ttl if ttl is None else cast(float, _ttl(ttl, None, "ttl"))
-        nt = self.neg_ttl if neg_ttl is None else _ttl(neg_ttl, None, "neg_ttl")
-        st = self.stale_ttl if stale_ttl is None else _ttl(stale_ttl, None, "stale_ttl")
+        tg = _tags(tags, method) if tags else ()
+        t = self.ttl if ttl is None else cast(float, _ttl(ttl, None, "ttl", method))
+        nt = self.neg_ttl if neg_ttl is None else _ttl(neg_ttl, None, "neg_ttl", method)
+        st = self.stale_ttl if stale_ttl is None else _ttl(stale_ttl, None, "stale_ttl", method)
         fresh_enough = kind == _STALE and -left < (st or 0)
         return tg, t, nt, st, value if fresh_enough else _MISSING
 
@@ -456,9 +703,10 @@ class Cache:
                 if neg_ttl:
                     self._core.set_negative(key, neg_ttl, stamp, tags)
             else:
-                if self.jitter:
+                if self.jitter and ttl != math.inf:
                     ttl *= 1.0 - self.jitter * random.random()
-                self._core.set(key, value, ttl, tags, stale_ttl)
+                stale = self.stale_ttl if stale_ttl is None else stale_ttl
+                self._core.store_value(key, value, ttl, tags, stale)
         except (ZigguratError, ValueError, TypeError) as e:
             # The loaded value is still returned; it just is not cached (too large for the
             # segment, or not serializable).
@@ -473,9 +721,13 @@ class Cache:
         neg_ttl: float | None = None,
         stale_ttl: float | None = None,
     ) -> Callable[[F], F]:
-        """Decorator: cache a function's results, keyed by its name and arguments.
+        """Decorator: cache a function's results, keyed by its name and a digest of its
+        arguments bound to its signature (``f(2)`` and ``f(x=2)`` are one key, the same in
+        every process and after a restart). An argument without a stable encoding (an
+        arbitrary object) raises ``TypeError`` naming it, unless ``key`` builds the key.
 
-        ``tags`` is a list of tags or a function of the same arguments returning one.
+        ``tags`` is a list of tags or a function of the same arguments returning one. The
+        wrapper has ``.key(*args, **kwargs)`` and ``.invalidate(*args, **kwargs)``.
 
         >>> c = Cache("doc-cached", size="8MiB")
         >>> @c.cached(ttl=60, tags=lambda user_id: [f"user:{user_id}"])
@@ -483,27 +735,44 @@ class Cache:
         ...     return {"id": user_id}
         >>> load_user(5)
         {'id': 5}
-        >>> c.invalidate_tags("user:5")
+        >>> load_user.key(5) == load_user.key(user_id=5)
+        True
+        >>> load_user.invalidate(5)
+        True
         >>> c.unlink()
         """
-        _ttl(ttl, self.ttl, "ttl")
+        m = "Cache.cached"
+        _ttl(ttl, self.ttl, "ttl", m)
+        _ttl(neg_ttl, None, "neg_ttl", m)
+        _ttl(stale_ttl, None, "stale_ttl", m)
+        if key is not None and not callable(key):
+            raise TypeError(f"{m}(): key must be a function of the arguments returning a str")
+        if tags is not None and not callable(tags):
+            tags = _tags(tags, m)
 
         def decorate(fn: F) -> F:
             prefix = f"{fn.__module__}.{fn.__qualname__}:"
 
             def make_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
                 if key is not None:
-                    return prefix + key(*args, **kwargs)
-                parts = [repr(a) for a in args]
-                parts += [f"{k}={v!r}" for k, v in sorted(kwargs.items())]
-                return prefix + ",".join(parts)
+                    k = key(*args, **kwargs)
+                    if not isinstance(k, str):
+                        raise TypeError(f"{m}(): key function returned {type(k).__name__}, not str")
+                    return prefix + k
+                return call_key(fn, args, kwargs)
 
             def make_tags(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, ...]:
                 if tags is None:
                     return ()
                 if callable(tags):
-                    return _tags(tags(*args, **kwargs))
-                return _tags(tags)
+                    return _tags(tags(*args, **kwargs), m)
+                return tags
+
+            def key_of(*args: Any, **kwargs: Any) -> str:
+                return make_key(args, kwargs)
+
+            def invalidate(*args: Any, **kwargs: Any) -> bool:
+                return self.delete(make_key(args, kwargs))
 
             if inspect.iscoroutinefunction(fn):
 
@@ -518,6 +787,8 @@ class Cache:
                         stale_ttl=stale_ttl,
                     )
 
+                awrapper.key = key_of  # type: ignore[attr-defined]
+                awrapper.invalidate = invalidate  # type: ignore[attr-defined]
                 return cast(F, awrapper)
 
             @functools.wraps(fn)
@@ -531,6 +802,8 @@ class Cache:
                     stale_ttl=stale_ttl,
                 )
 
+            wrapper.key = key_of  # type: ignore[attr-defined]
+            wrapper.invalidate = invalidate  # type: ignore[attr-defined]
             return cast(F, wrapper)
 
         return decorate
@@ -547,62 +820,97 @@ class Cache:
         >>> c.unlink()
         """
         if not isinstance(name, str) or not name or ":" in name:
-            raise ValueError("a namespace name must be a non-empty str without ':'")
+            raise ValueError(
+                f"Cache.namespace(): name must be a non-empty str without ':', got {name!r}"
+            )
         return Namespace(self, name)
 
     @property
     def degraded(self) -> bool:
-        """Whether the cache runs without its shared segment (see ``degraded_reason``)."""
+        """Whether the cache runs without its shared segment (see ``degraded_reason``).
+
+        >>> c = Cache("doc-degraded", size="8MiB"); c.degraded
+        False
+        >>> c.unlink()
+        """
         return self._segment is None
 
     def stats(self) -> dict[str, Any]:
-        """Counters per tier: L1 for this process, L2 for the whole host, and the loader.
+        """Counters of this process's tiers (``"process"``) apart from the host's
+        (``"host"``: read from the segment, the same in every worker). The README's stats
+        table explains every counter.
 
         >>> c = Cache("doc-stats", size="8MiB"); sorted(c.stats())
-        ['degraded', 'l1', 'l2', 'loader', 'negative_l2']
+        ['cache', 'degraded', 'degraded_mode', 'host', 'process']
         >>> c.unlink()
         """
+        self._check_open()
         core = self._core.stats()
         l1_total = core["l1_hits"] + core["l1_misses"]
-        l1 = {
-            "hits": core["l1_hits"],
-            "misses": core["l1_misses"],
-            "hit_ratio": core["l1_hits"] / l1_total if l1_total else 0.0,
-            "items": core["l1_items"],
-            "negative_items": core["l1_negative_items"],
-            "evictions": core["l1_evictions"],
-            "stale_drops": core["l1_stale_drops"],
-        }
-        l2: dict[str, Any] = {
-            "process_hits": core["l2_hits"],
-            "process_misses": core["l2_misses"],
-            "stale_reads": core["l2_stale_reads"],
-            "negative_hits": core["negative_hits"],
-            "decode_errors": core["decode_errors"],
-            "write_errors": self._write_errors,
-        }
-        if self._segment is not None:
-            host = self._segment.stats()
-            total = host["hits"] + host["misses"]
-            l2.update(host)
-            l2["hit_ratio"] = host["hits"] / total if total else 0.0
-        return {
-            "degraded": self.degraded_reason,
-            "l1": l1,
-            "l2": l2,
-            "negative_l2": self._neg.stats() if self._neg is not None else {},
+        l2_total = core["l2_hits"] + core["l2_misses"]
+        process = {
+            "l1": {
+                "hits": core["l1_hits"],
+                "misses": core["l1_misses"],
+                "hit_ratio": core["l1_hits"] / l1_total if l1_total else 0.0,
+                "items": core["l1_items"],
+                "negative_items": core["l1_negative_items"],
+                "evictions": core["l1_evictions"],
+                "stale_drops": core["l1_stale_drops"],
+            },
+            "l2": {
+                "hits": core["l2_hits"],
+                "misses": core["l2_misses"],
+                "hit_ratio": core["l2_hits"] / l2_total if l2_total else 0.0,
+                "stale_reads": core["l2_stale_reads"],
+                "negative_hits": core["negative_hits"],
+                "decode_errors": core["decode_errors"],
+                "write_errors": self._write_errors,
+                "store_failures": self._store_failures,
+            },
             "loader": self.loader_stats.as_dict(),
         }
+        host: dict[str, Any] = {"l2": {}, "negative_l2": {}}
+        if self._segment is not None and self._neg is not None:
+            l2: dict[str, Any] = dict(self._segment.stats())
+            total = l2["hits"] + l2["misses"]
+            l2["hit_ratio"] = l2["hits"] / total if total else 0.0
+            host = {"l2": l2, "negative_l2": self._neg.stats()}
+        return {
+            "cache": self.name,
+            "degraded": self.degraded_reason,
+            "degraded_mode": self.degraded_mode,
+            "process": process,
+            "host": host,
+        }
+
+    def _check_open(self) -> None:
+        if self.closed:
+            _closed(self.name)()
 
     def close(self) -> None:
-        """Detaches this process; the data stays for the others.
+        """Detaches this process; the data stays for the others. Every later call raises
+        ``ZigguratError``. Closing twice is allowed.
 
-        >>> c = Cache("doc-close", size="8MiB"); c.close(); c.unlink()
+        >>> c = Cache("doc-close", size="8MiB"); c.close(); c
+        <ziggurat.Cache 'doc-close' closed>
+        >>> Cache("doc-close", size="8MiB").unlink()
         """
+        if self.closed:
+            return
+        self.closed = True
+        refuse = _closed(self.name)
+        self.get = self.set = self.fetch = refuse  # type: ignore[method-assign]
         self._core.clear_l1()
         for s in (self._segment, self._neg):
             if s is not None:
                 s.close()
+
+    def __enter__(self) -> Cache:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     def unlink(self) -> None:
         """Closes and removes the segment files (for tests and tear-down scripts).
@@ -610,20 +918,21 @@ class Cache:
         >>> Cache("doc-unlink", size="8MiB").unlink()
         """
         for s in (self._segment, self._neg):
-            if s is not None:
+            if s is not None and not s.closed:
                 s.unlink()
         self.close()
 
     def __repr__(self) -> str:
-        state = "degraded" if self.degraded else "ok"
+        state = "closed" if self.closed else "degraded" if self.degraded else "ok"
         return f"<ziggurat.Cache {self.name!r} {state}>"
 
 
 class Namespace:
     """Keys under a prefix, cleared together without touching the rest of the cache.
 
-    Every entry written through the namespace carries a hidden tag, so ``clear()`` is one
-    atomic increment, seen by every process at once.
+    A key ``k`` of namespace ``n`` is the cache key ``"n:k"`` (bytes keys: ``b"n:" + k``).
+    Every entry written through the namespace carries the hidden tag ``"\\x00ns:n"``, so
+    ``clear()`` is one atomic increment, seen by every process at once.
 
     >>> c = Cache("doc-ns2", size="8MiB"); ns = c.namespace("a"); ns.set("x", 1)
     >>> c.get("a:x")
@@ -637,37 +946,126 @@ class Namespace:
         self._prefix = name + ":"
         self._tag = "\x00ns:" + name
 
-    def _k(self, key: str | bytes) -> str | bytes:
-        _check_key(key)
+    def _k(self, key: str | bytes, method: str = "Namespace") -> str | bytes:
+        _check_key(key, method)
         if isinstance(key, bytes):
             return self._prefix.encode() + key
         return self._prefix + key
 
+    def _t(self, tags: Iterable[str], method: str) -> tuple[str, ...]:
+        return (*_tags(tags, method), self._tag)
+
     def get(self, key: str | bytes, default: Any = None) -> Any:
         """``Cache.get`` within the namespace."""
-        return self.cache.get(self._k(key), default)
+        return self.cache.get(self._k(key, "Namespace.get"), default)
+
+    def __contains__(self, key: str | bytes) -> bool:
+        """``key in cache`` within the namespace."""
+        return self._k(key, "Namespace.__contains__") in self.cache
+
+    def get_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
+        """``Cache.get_many`` within the namespace (keys come back without the prefix)."""
+        keys = self.cache._key_list(keys, "Namespace.get_many")
+        out: dict[str | bytes, Any] = {}
+        for k in keys:
+            v = self.cache.get(self._k(k), _MISSING)
+            if v is not _MISSING:
+                out[k] = v
+        return out
+
+    async def aget(self, key: str | bytes, default: Any = None) -> Any:
+        """``Cache.aget`` within the namespace."""
+        return self.get(key, default)
+
+    async def aget_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
+        """``Cache.aget_many`` within the namespace."""
+        return self.get_many(keys)
 
     def set(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
     ) -> None:
         """``Cache.set`` within the namespace."""
-        self.cache.set(self._k(key), value, ttl=ttl, tags=(*_tags(tags), self._tag))
+        m = "Namespace.set"
+        self.cache.set(self._k(key, m), value, ttl=ttl, tags=self._t(tags, m))
+
+    def set_many(
+        self,
+        mapping: Mapping[str | bytes, Any],
+        *,
+        ttl: float | None = None,
+        tags: Iterable[str] = (),
+    ) -> None:
+        """``Cache.set_many`` within the namespace."""
+        m = "Namespace.set_many"
+        if not isinstance(mapping, Mapping):
+            raise TypeError(f"{m}(): mapping must be a mapping, not {type(mapping).__name__}")
+        self.cache.set_many(
+            {self._k(k, m): v for k, v in mapping.items()}, ttl=ttl, tags=self._t(tags, m)
+        )
+
+    async def aset(
+        self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
+    ) -> None:
+        """``Cache.aset`` within the namespace."""
+        self.set(key, value, ttl=ttl, tags=tags)
+
+    async def aset_many(
+        self,
+        mapping: Mapping[str | bytes, Any],
+        *,
+        ttl: float | None = None,
+        tags: Iterable[str] = (),
+    ) -> None:
+        """``Cache.aset_many`` within the namespace."""
+        self.set_many(mapping, ttl=ttl, tags=tags)
+
+    def add(
+        self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
+    ) -> bool:
+        """``Cache.add`` within the namespace."""
+        m = "Namespace.add"
+        return self.cache.add(self._k(key, m), value, ttl=ttl, tags=self._t(tags, m))
+
+    def incr(self, key: str | bytes, delta: int = 1, *, default: int | None = None) -> int:
+        """``Cache.incr`` within the namespace (a counter it creates carries the
+        namespace's tag, so ``clear()`` voids it)."""
+        k = self._k(key, "Namespace.incr")
+        if default is not None and k not in self.cache:
+            # Created through `add` so it carries the namespace's tag; a lost race
+            # just means another process created it first.
+            self.cache.add(k, default, tags=(self._tag,))
+        return self.cache.incr(k, delta, default=default)
+
+    def decr(self, key: str | bytes, delta: int = 1, *, default: int | None = None) -> int:
+        """``Cache.decr`` within the namespace."""
+        if isinstance(delta, bool) or not isinstance(delta, int):
+            raise TypeError(f"Namespace.decr(): delta must be an int, not {type(delta).__name__}")
+        return self.incr(key, -delta, default=default)
+
+    def touch(self, key: str | bytes, ttl: float | None = None) -> bool:
+        """``Cache.touch`` within the namespace."""
+        return self.cache.touch(self._k(key, "Namespace.touch"), ttl)
 
     def delete(self, key: str | bytes) -> bool:
         """``Cache.delete`` within the namespace."""
-        return self.cache.delete(self._k(key))
+        return self.cache.delete(self._k(key, "Namespace.delete"))
+
+    def delete_many(self, keys: Iterable[str | bytes]) -> int:
+        """``Cache.delete_many`` within the namespace."""
+        keys = self.cache._key_list(keys, "Namespace.delete_many")
+        return self.cache.delete_many([self._k(k) for k in keys])
 
     def fetch(self, key: str | bytes, loader: Callable[[], Any], **kw: Any) -> Any:
         """``Cache.fetch`` within the namespace."""
-        tags = (*_tags(kw.pop("tags", ())), self._tag)
-        return self.cache.fetch(self._k(key), loader, tags=tags, **kw)
+        m = "Namespace.fetch"
+        tags = self._t(kw.pop("tags", ()), m)
+        return self.cache.fetch(self._k(key, m), loader, tags=tags, **kw)
 
-    async def afetch(
-        self, key: str | bytes, loader: Callable[[], Awaitable[Any]], **kw: Any
-    ) -> Any:
+    async def afetch(self, key: str | bytes, loader: Callable[[], Any], **kw: Any) -> Any:
         """``Cache.afetch`` within the namespace."""
-        tags = (*_tags(kw.pop("tags", ())), self._tag)
-        return await self.cache.afetch(self._k(key), loader, tags=tags, **kw)
+        m = "Namespace.afetch"
+        tags = self._t(kw.pop("tags", ()), m)
+        return await self.cache.afetch(self._k(key, m), loader, tags=tags, **kw)
 
     def clear(self) -> None:
         """Voids every entry of this namespace in every process."""

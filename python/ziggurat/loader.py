@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ziggurat._native import CacheCore, Segment, ZigguratError
+from ziggurat._native import Cache as CacheCore
+from ziggurat._native import Segment, ZigguratError
 
 if TYPE_CHECKING:
     from ziggurat.cache import Cache
@@ -207,6 +209,13 @@ class Flight:
             if self._failed(key, t0, plan):
                 return plan[4]
             raise
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()  # never awaited, and never will be: no warning
+            self.cache.loader_stats.record(time.perf_counter() - t0, ok=False)
+            raise TypeError(
+                "Cache.fetch(): loader returned an awaitable; use afetch() for async loaders"
+            )
         return self._loaded(key, value, plan, stamp, t0)
 
     def _failed(self, key: str | bytes, t0: float, plan: Plan) -> bool:
@@ -257,26 +266,31 @@ class Flight:
             stamps = None
 
     def _load_local(self, key: str | bytes, loader: Callable[[], Any], plan: Plan) -> Any:
-        """Degraded mode: no segment to hold leases; threads share a per-key lock."""
+        """Degraded mode: no segment to hold leases. The threads of this process that miss
+        a key together share one load: the first runs the loader, the others wait for its
+        result (nothing may be cached to read it back from)."""
         with self._guard:
-            entry = self._locks.setdefault(key, [threading.Lock(), 0])
-            entry[1] += 1
-        lock: threading.Lock = entry[0]
-        try:
-            if not lock.acquire(timeout=self.cache.loader_timeout):
+            slot = self._locks.get(key)
+            leader = slot is None
+            if slot is None:
+                slot = self._locks[key] = [threading.Event(), None, None]
+        done: threading.Event = slot[0]
+        if not leader:
+            if not done.wait(self.cache.loader_timeout):
                 raise LoadTimeout(f"the load of {key!r} did not finish within loader_timeout")
-            try:
-                found, value = self._lookup(key)
-                if found:
-                    return value
-                return self._run(key, loader, plan, 0)
-            finally:
-                lock.release()
+            if slot[2] is not None:
+                raise slot[2]
+            return slot[1]
+        try:
+            slot[1] = self._run(key, loader, plan, 0)
+            return slot[1]
+        except BaseException as e:
+            slot[2] = e
+            raise
         finally:
             with self._guard:
-                entry[1] -= 1
-                if entry[1] == 0:
-                    self._locks.pop(key, None)
+                self._locks.pop(key, None)
+            done.set()
 
     def refresh(self, key: str | bytes, loader: Callable[[], Any], plan: Plan) -> None:
         """Starts one background reload of ``key`` per host (early refresh)."""
@@ -307,11 +321,13 @@ class Flight:
     # -- asyncio ---------------------------------------------------------------------------
 
     async def _arun(
-        self, key: str | bytes, loader: Callable[[], Awaitable[Any]], plan: Plan, stamp: int
+        self, key: str | bytes, loader: Callable[[], Any], plan: Plan, stamp: int
     ) -> Any:
         t0 = time.perf_counter()
         try:
-            value = await loader()
+            value = loader()
+            if inspect.isawaitable(value):
+                value = await value
         except Exception:
             if self._failed(key, t0, plan):
                 return plan[4]
@@ -321,7 +337,7 @@ class Flight:
     async def aload(
         self,
         key: str | bytes,
-        loader: Callable[[], Awaitable[Any]],
+        loader: Callable[[], Any],
         plan: Plan,
         stamps: int | None,
     ) -> Any:
@@ -358,7 +374,7 @@ class Flight:
     async def _aload_host(
         self,
         key: str | bytes,
-        loader: Callable[[], Awaitable[Any]],
+        loader: Callable[[], Any],
         plan: Plan,
         stamps: int | None,
     ) -> Any:
@@ -388,7 +404,7 @@ class Flight:
             await loop.run_in_executor(None, self.cache._core.wait_lease, key, seen, left)
             stamps = None
 
-    def arefresh(self, key: str | bytes, loader: Callable[[], Awaitable[Any]], plan: Plan) -> None:
+    def arefresh(self, key: str | bytes, loader: Callable[[], Any], plan: Plan) -> None:
         """Starts one background reload of ``key`` per host, as an asyncio task."""
         seg = self._seg()
         rk = _hidden(b"refresh", key)

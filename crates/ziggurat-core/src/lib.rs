@@ -26,4 +26,4 @@ pub mod tags;
 
 pub use error::{Error, Result};
 pub use recovery::Report;
-pub use segment::{Options, ReadMeta, Segment};
+pub use segment::{Options, ReadMeta, Rewrite, Segment};

@@ -87,9 +87,9 @@ pub fn ttl_arg(ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
             t.get_type().name()?
         )));
     }
-    let v: f64 = t.extract()?;
-    ziggurat_core::Segment::check_ttl(Some(v)).map_err(err)?;
-    Ok(Some(v))
+    // The value is checked by the caller's rule: a segment wants a finite TTL,
+    // a cache also accepts math.inf for "never expires".
+    Ok(Some(t.extract()?))
 }
 
 /// A tags argument: an iterable of non-empty str (a lone str is refused, as it

@@ -3,20 +3,21 @@
 //! the extension. Loader coordination, serializer choice and the friendly API
 //! live in the Python package.
 //!
-//! L2 value layout for the cache: `payload || kind:u8 || soft_deadline:u64 || ttl_ms:u32`
-//! (little-endian). The segment entry itself lives `stale_ttl` longer than the
-//! soft deadline, so a fail-safe read can still find a stale value. A cached
-//! miss lives in a second, smaller segment (its own byte budget) with payload
-//! `main_stamp:u32`: it only counts while the key's stamp in the main segment
-//! still has that value, so any later set or delete of the key voids it.
+//! The entry format (payload and trailer, counters) and the writes that read
+//! first (`add`, `incr`, `touch`) live in the `ziggurat-cache` crate, shared
+//! with every front end. A cached miss lives in a second, smaller segment (its
+//! own byte budget) with payload `main_stamp:u32`: it only counts while the
+//! key's stamp in the main segment still has that value, so any later set or
+//! delete of the key voids it.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PySet, PyTuple};
+use ziggurat_cache::{Kind, Lifetime, Trailer, UpdateError, TRAILER_LEN};
 use ziggurat_core::clock::now_ms;
 use ziggurat_core::lease::Lease;
 use ziggurat_core::tags::TagRef;
@@ -34,9 +35,6 @@ create_exception!(
     "A cached object was changed by its caller (raised in debug mode)."
 );
 
-const TRAILER: usize = 13;
-const KIND_VALUE: u8 = 1;
-const KIND_NEG: u8 = 2;
 const READ_TRIES: usize = 4;
 
 /// Statuses of `lease`.
@@ -60,7 +58,7 @@ pub const STALE: u8 = 3;
 
 struct Read {
     payload: Py<PyBytes>,
-    kind: u8,
+    kind: Kind,
     soft: u64,
     ttl_ms: u32,
     tags: Vec<Watch32>,
@@ -179,7 +177,9 @@ struct L1Hit {
 
 // Frozen: every method takes `&self`, so threads of one process never meet a
 // "borrowed" error; the L1 is behind a try-lock (see `l1::Shared`).
-#[pyclass(module = "ziggurat._native", frozen)]
+// Named "Cache" in Python: argument errors that Python itself raises for the
+// native methods then read "Cache.set() takes ...", naming the public method.
+#[pyclass(name = "Cache", module = "ziggurat._native", frozen)]
 pub struct CacheCore {
     main: Option<Arc<Segment>>,
     neg: Option<Arc<Segment>>,
@@ -197,8 +197,12 @@ pub struct CacheCore {
     refresh_ahead: f64,
     /// The cache's defaults for `fetch`; None keeps every miss on the slow path.
     fetch_cfg: Option<FetchConfig>,
-    /// Called as `(what, key, exception)` when a write made for `fetch` fails.
+    /// Called as `(what, key, exception)` when a write made for `fetch` fails,
+    /// or a stored value cannot be decoded (`what` is "decode").
     on_write_error: Option<Py<PyAny>>,
+    /// Without a segment, the longest an L1 entry may live (degraded="local"),
+    /// which bounds how long a process serves a value another process replaced.
+    degraded_ttl: Option<f64>,
     loads_done: LoadCounts,
     rng: AtomicU64,
     l1_misses: Counter,
@@ -230,27 +234,30 @@ fn read_entry(py: Python<'_>, seg: &Segment, key: &[u8]) -> PyResult<Option<Read
             None => break,
             Some(Err(())) => continue,
             Some(Ok(f)) => {
-                if f.val_len < TRAILER {
+                if f.val_len < TRAILER_LEN {
                     break; // not written by a cache: ignore
                 }
-                let n = f.val_len - TRAILER;
+                let n = f.val_len - TRAILER_LEN;
                 let payload = PyBytes::new_with(py, n, |buf| {
                     let mut all = f;
                     all.val_len = n;
                     seg.copy_value(&all, buf);
                     Ok(())
                 })?;
-                let mut tr = [0u8; TRAILER];
+                let mut tr = [0u8; TRAILER_LEN];
                 let mut tail = f;
                 tail.val_off += n;
-                tail.val_len = TRAILER;
+                tail.val_len = TRAILER_LEN;
                 seg.copy_value(&tail, &mut tr);
                 if seg.confirm(&kh, &f) {
+                    let Some(t) = Trailer::parse(&tr) else {
+                        break; // not written by a cache: ignore
+                    };
                     return Ok(Some(Read {
                         payload: payload.unbind(),
-                        kind: tr[0],
-                        soft: u64::from_le_bytes(tr[1..9].try_into().unwrap()),
-                        ttl_ms: u32::from_le_bytes(tr[9..13].try_into().unwrap()),
+                        kind: t.kind,
+                        soft: t.soft,
+                        ttl_ms: t.ttl_ms,
                         tags: tag_watches(seg, &f.tags, f.ntags),
                     }));
                 }
@@ -274,21 +281,105 @@ fn check_key<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     Ok(kb)
 }
 
-fn trailer(kind: u8, soft: u64, ttl_ms: u32) -> [u8; TRAILER] {
-    let mut t = [0u8; TRAILER];
-    t[0] = kind;
-    t[1..9].copy_from_slice(&soft.to_le_bytes());
-    t[9..13].copy_from_slice(&ttl_ms.to_le_bytes());
-    t
+/// The hash of a key argument; a key of the wrong type is reported as such
+/// (not as "unhashable").
+#[inline(always)]
+fn key_hash(key: &Bound<'_, PyAny>) -> PyResult<u64> {
+    match key.hash() {
+        Ok(h) => Ok(h as u64),
+        Err(e) => Err(check_key(key).err().unwrap_or(e)),
+    }
 }
 
+/// Puts the public method's name in front of a bad-input error, so every
+/// method reports the same input the same way ("Cache.set(): ttl must be
+/// ..."). Other errors pass unchanged.
+#[inline(always)]
+fn named<T>(py: Python<'_>, method: &str, r: PyResult<T>) -> PyResult<T> {
+    r.map_err(|e| {
+        let bad_input = e.is_instance_of::<PyTypeError>(py)
+            || e.is_instance_of::<PyValueError>(py)
+            || e.is_instance_of::<PyOverflowError>(py);
+        if !bad_input || e.is_instance_of::<PyKeyError>(py) {
+            return e;
+        }
+        let msg = e.value(py).str().map(|m| m.to_string()).unwrap_or_default();
+        if msg.starts_with("Cache.") {
+            return e;
+        }
+        let out = PyErr::from_type(e.get_type(py), format!("{method}(): {msg}"));
+        out.set_cause(py, e.cause(py));
+        out
+    })
+}
+
+/// A loader's result, unless it is an awaitable: `fetch` cannot await it, and
+/// caching the coroutine object would be wrong. The coroutine is closed so
+/// Python does not warn that it was never awaited.
+pub(crate) fn refuse_awaitable(v: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
+    if v.hasattr(pyo3::intern!(v.py(), "__await__"))? {
+        if v.hasattr(pyo3::intern!(v.py(), "close"))? {
+            let _ = v.call_method0(pyo3::intern!(v.py(), "close"));
+        }
+        return Err(PyTypeError::new_err(
+            "loader returned an awaitable; use afetch() for async loaders",
+        ));
+    }
+    Ok(v)
+}
+
+/// Checks the optional TTL arguments of a call (None means the cache's).
+fn check_ttls(args: [(Option<&Bound<'_, PyAny>>, &str); 3]) -> PyResult<()> {
+    for (a, name) in args {
+        if let Some(v) = ttl_arg(a)? {
+            positive_ttl(v, name)?;
+        }
+    }
+    Ok(())
+}
+
+/// A TTL argument checked by the shared rule; `what` names the argument.
 fn positive_ttl(ttl: f64, what: &str) -> PyResult<f64> {
-    if ttl.is_finite() && ttl > 0.0 && ttl <= 100.0 * 365.0 * 86400.0 {
-        Ok(ttl)
+    match Lifetime::from_seconds(ttl, 0.0) {
+        Ok(_) => Ok(ttl),
+        Err(m) => Err(PyValueError::new_err(format!("{what} {m}"))),
+    }
+}
+
+/// The entry's lifetime for `ttl` and `stale` seconds (both already checked).
+fn lifetime(ttl: f64, stale: f64) -> Lifetime {
+    Lifetime::from_seconds(ttl, stale).unwrap_or(Lifetime {
+        ttl_ms: None,
+        stale_ms: 0,
+    })
+}
+
+/// The counter payload of an exact `int` that fits in 64 bits: such values are
+/// stored natively, so `incr` can change them in place whatever the serializer.
+fn as_counter(value: &Bound<'_, PyAny>) -> Option<i64> {
+    if value.is_exact_instance_of::<PyInt>() {
+        value.extract::<i64>().ok()
     } else {
-        Err(PyValueError::new_err(format!(
-            "{what} must be a finite number of seconds > 0, got {ttl}"
-        )))
+        None
+    }
+}
+
+/// Maps a failed `incr` to the exception Python callers expect.
+fn incr_error(py: Python<'_>, key: &Bound<'_, PyAny>, e: UpdateError) -> PyErr {
+    let k = key.repr().map(|r| r.to_string()).unwrap_or_default();
+    match e {
+        UpdateError::Missing => PyKeyError::new_err(key.clone().unbind()),
+        UpdateError::NotInteger => PyTypeError::new_err(format!(
+            "Cache.incr(): the value of {k} is not an integer; only values stored as an \
+             int (or created by incr) can be incremented"
+        )),
+        UpdateError::Overflow => PyOverflowError::new_err(format!(
+            "Cache.incr(): the counter {k} would leave the signed 64-bit range"
+        )),
+        UpdateError::Segment(e) => {
+            let _ = py;
+            err(e)
+        }
     }
 }
 
@@ -308,6 +399,8 @@ impl CacheCore {
                     Ok(v.clone_ref(py))
                 }
             }
+            // Counters are kept as int objects, which are immutable.
+            CopyMode::Decode if v.bind(py).is_exact_instance_of::<PyInt>() => Ok(v.clone_ref(py)),
             CopyMode::Decode => self.loads(py, v.bind(py)),
         }
     }
@@ -412,15 +505,31 @@ impl CacheCore {
         }
     }
 
-    fn decode(&self, py: Python<'_>, payload: &Py<PyBytes>) -> Option<Py<PyAny>> {
+    fn decode(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        kind: Kind,
+        payload: &Py<PyBytes>,
+    ) -> Option<Py<PyAny>> {
+        if kind == Kind::Counter {
+            let b: [u8; 8] = payload.bind(py).as_bytes().try_into().ok()?;
+            return Some(
+                i64::from_le_bytes(b)
+                    .into_pyobject(py)
+                    .ok()?
+                    .into_any()
+                    .unbind(),
+            );
+        }
         match self.loads(py, payload.bind(py).as_any()) {
             Ok(v) => Some(v),
             Err(e) => {
                 // A value this process cannot decode (renamed class, other
-                // serializer) is a miss, not a failure of the request.
-                if self.decode_errors.bump() <= 3 {
-                    e.print(py);
-                }
+                // serializer) is a miss, not a failure of the request: counted,
+                // and reported to the cache, which logs it once per key.
+                self.decode_errors.bump();
+                self.write_failed(py, "decode", key, e);
                 None
             }
         }
@@ -449,13 +558,13 @@ impl CacheCore {
         let e1 = epoch.load(Ordering::Acquire);
         let now = now_ms();
         if let Some(r) = read_entry(py, main, kb)? {
-            if r.kind == KIND_VALUE {
+            if r.kind == Kind::Value || r.kind == Kind::Counter {
                 let stale = r.soft != 0 && now >= r.soft;
                 if stale && !allow_stale {
                     self.l2_misses.bump();
                     return Ok(Below::miss(s1, neg_now()));
                 }
-                let Some(obj) = self.decode(py, &r.payload) else {
+                let Some(obj) = self.decode(py, key, r.kind, &r.payload) else {
                     self.l2_misses.bump();
                     return Ok(Below::miss(s1, neg_now()));
                 };
@@ -474,11 +583,12 @@ impl CacheCore {
                 let s2 = stamp.load(Ordering::Acquire);
                 let e2 = epoch.load(Ordering::Acquire);
                 if s1 == s2 && s1 & 1 == 0 && e1 == e2 && self.l1_enabled {
+                    let counter = r.kind == Kind::Counter;
                     let (stored, encoded) = match self.mode {
-                        CopyMode::Decode => (r.payload.clone_ref(py).into_any(), None),
+                        CopyMode::Decode if !counter => (r.payload.clone_ref(py).into_any(), None),
                         _ => (
                             obj.clone_ref(py),
-                            self.debug.then(|| r.payload.clone_ref(py).into_any()),
+                            (self.debug && !counter).then(|| r.payload.clone_ref(py).into_any()),
                         ),
                     };
                     let e = Entry::new(
@@ -517,7 +627,7 @@ impl CacheCore {
                 if let Some(r) = read_entry(py, neg, kb)? {
                     let pb = r.payload.bind(py).as_bytes();
                     let fresh = r.soft == 0 || now < r.soft;
-                    if r.kind == KIND_NEG
+                    if r.kind == Kind::Negative
                         && fresh
                         && pb.len() == 4
                         && u32::from_le_bytes(pb.try_into().unwrap()) == s1
@@ -590,6 +700,30 @@ impl CacheCore {
         })
     }
 
+    /// The bytes and kind `value` is stored as: a counter for an exact `int`
+    /// in 64 bits, else what the serializer makes of it.
+    fn encode_value<'py>(
+        &self,
+        py: Python<'py>,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyBytes>, Kind)> {
+        if let Some(n) = as_counter(value) {
+            return Ok((PyBytes::new(py, &n.to_le_bytes()), Kind::Counter));
+        }
+        // Any failure to encode (an unpicklable object) is the caller's bad input.
+        let enc = self.dumps(py, value).map_err(|e| {
+            let t = PyTypeError::new_err(format!("cannot serialize the value for this cache: {e}"));
+            t.set_cause(py, Some(e));
+            t
+        })?;
+        match enc.cast_into::<PyBytes>() {
+            Ok(b) => Ok((b, Kind::Value)),
+            Err(_) => Err(PyTypeError::new_err(
+                "the serializer's dumps must return bytes",
+            )),
+        }
+    }
+
     /// Encodes and writes `value` (arguments already checked), then keeps the
     /// object in this process's L1.
     #[allow(clippy::too_many_arguments)]
@@ -609,28 +743,20 @@ impl CacheCore {
             m.prefetch_write(&kh);
             kh
         });
-        // Any failure to encode (an unpicklable object) is the caller's bad input.
-        let enc = self.dumps(py, value).map_err(|e| {
-            let t = PyTypeError::new_err(format!("cannot serialize the value for this cache: {e}"));
-            t.set_cause(py, Some(e));
-            t
-        })?;
-        let enc = &enc;
-        let payload: &[u8] = match enc.cast::<PyBytes>() {
-            Ok(b) => b.as_bytes(),
-            Err(_) => {
-                return Err(PyTypeError::new_err(
-                    "the serializer's dumps must return bytes",
-                ))
-            }
-        };
+        let (enc, kind) = self.encode_value(py, value)?;
+        let counter = kind == Kind::Counter;
+        let payload: &[u8] = enc.as_bytes();
         let Some(main) = self.main.as_ref() else {
+            let ttl = self.degraded_ttl.map_or(ttl, |cap| ttl.min(cap));
+            let life = lifetime(ttl, stale);
             // Degraded: no segment. Keep a private copy in L1 only: the encoded
             // bytes in decode mode (decoded per get), else a decoded object.
             let obj = match self.mode {
-                CopyMode::Decode => enc.clone().unbind(),
-                _ => self.loads(py, enc)?,
+                _ if counter => value.clone().unbind(),
+                CopyMode::Decode => enc.clone().into_any().unbind(),
+                _ => self.loads(py, enc.as_any())?,
             };
+            let t = Trailer::starting_now(kind, life.ttl_ms);
             let e = Entry::new(
                 key.clone().unbind(),
                 hash,
@@ -640,17 +766,15 @@ impl CacheCore {
                 None,
                 None,
                 Box::new([]),
-                now_ms() + (ttl * 1000.0) as u64,
-                (ttl * 1000.0) as u32,
+                t.soft,
+                t.ttl_ms,
             );
             self.l1_put(key, e);
             return Ok(());
         };
-        let ttl_ms = (ttl * 1000.0).ceil().min(u32::MAX as f64) as u32;
-        let soft = now_ms() + ttl_ms as u64;
-        let mut buf = Vec::with_capacity(payload.len() + TRAILER);
-        buf.extend_from_slice(payload);
-        buf.extend_from_slice(&trailer(KIND_VALUE, soft, ttl_ms));
+        let life = lifetime(ttl, stale);
+        let t = Trailer::starting_now(kind, life.ttl_ms);
+        let buf = ziggurat_cache::encode(payload, &t);
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
         let kh = kh.unwrap_or_else(|| main.hash(kb));
         let stamp = main.stamp_word(&kh);
@@ -664,7 +788,7 @@ impl CacheCore {
         };
         // No GIL release: the write is a few hundred ns, and a lock wait is
         // bounded by lock_timeout without needing the GIL on the other side.
-        main.set_hashed(kb, &kh, &buf, Some(ttl + stale), &tag_refs)
+        main.set_hashed(kb, &kh, &buf, life.record_ttl(), &tag_refs)
             .map_err(err)?;
         // Keep the object in this process's L1 if no other write of the key (or
         // of a key sharing its stamp) landed between the two stamp reads.
@@ -678,10 +802,12 @@ impl CacheCore {
             let mut arr = [0u64; ziggurat_core::layout::MAX_TAGS];
             arr[..watches.len()].copy_from_slice(&watches);
             let (stored, encoded) = match self.mode {
-                CopyMode::Decode => (PyBytes::new(py, payload).into_any().unbind(), None),
+                // Ints are immutable: every mode may keep the object itself.
+                _ if counter => (value.clone().unbind(), None),
+                CopyMode::Decode => (enc.clone().into_any().unbind(), None),
                 // "copy" promises callers their own objects: keep a private decode, not
                 // the caller's object, which the caller may still change.
-                CopyMode::Copy => match self.loads(py, PyBytes::new(py, payload).as_any()) {
+                CopyMode::Copy => match self.loads(py, enc.as_any()) {
                     Ok(obj) => (obj, None),
                     Err(_) => {
                         // The write is done; without a private copy, just forget L1's.
@@ -692,8 +818,7 @@ impl CacheCore {
                 // "shared" hands out the object that was set, as lru_cache does.
                 CopyMode::Shared => (
                     value.clone().unbind(),
-                    self.debug
-                        .then(|| PyBytes::new(py, payload).into_any().unbind()),
+                    self.debug.then(|| enc.clone().into_any().unbind()),
                 ),
             };
             // Replaces this process's previous entry for the key, if any.
@@ -706,8 +831,8 @@ impl CacheCore {
                 Some(Watch32::of(stamp, s1)),
                 Some(Watch64::of(epoch, e0)),
                 tag_watches(main, &arr, n).into_boxed_slice(),
-                soft,
-                ttl_ms,
+                t.soft,
+                t.ttl_ms,
             );
             self.l1_put(key, e);
         } else {
@@ -722,12 +847,11 @@ impl CacheCore {
         let Some(neg) = self.neg.as_ref() else {
             return Ok(());
         };
-        let ttl_ms = (ttl * 1000.0).ceil().min(u32::MAX as f64) as u32;
-        let mut buf = Vec::with_capacity(4 + TRAILER);
-        buf.extend_from_slice(&stamp.to_le_bytes());
-        buf.extend_from_slice(&trailer(KIND_NEG, now_ms() + ttl_ms as u64, ttl_ms));
+        let life = lifetime(ttl, 0.0);
+        let t = Trailer::starting_now(Kind::Negative, life.ttl_ms);
+        let buf = ziggurat_cache::encode(&stamp.to_le_bytes(), &t);
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        neg.set(kb, &buf, Some(ttl), &tag_refs).map_err(err)
+        neg.set(kb, &buf, life.record_ttl(), &tag_refs).map_err(err)
     }
 
     /// Reports a failed write to the Python side (logged and counted there).
@@ -783,7 +907,7 @@ impl CacheCore {
             Leased::Held(stamp) => stamp,
         };
         let t0 = std::time::Instant::now();
-        let loaded = loader.call0();
+        let loaded = loader.call0().and_then(refuse_awaitable);
         self.loads_done
             .record(t0.elapsed().as_nanos() as u64, loaded.is_ok());
         let stored = match &loaded {
@@ -860,6 +984,14 @@ impl CacheCore {
         let _ = self.l1.try_with(py, |l1| l1.clear());
     }
 
+    /// The main segment and the cache's defaults, for writes that need both.
+    fn writable(&self) -> PyResult<(&Arc<Segment>, &FetchConfig)> {
+        match (self.main.as_ref(), self.fetch_cfg.as_ref()) {
+            (Some(m), Some(f)) => Ok((m, f)),
+            _ => Err(ZigguratError::new_err("the cache has no shared segment")),
+        }
+    }
+
     fn main_seg(&self) -> Option<&Arc<Segment>> {
         self.main.as_ref()
     }
@@ -868,7 +1000,7 @@ impl CacheCore {
 #[pymethods]
 impl CacheCore {
     #[new]
-    #[pyo3(signature = (main, neg, l1_items, l1_neg_items, loads, dumps, copy = "shared", debug = false, miss = None, refresh_ahead = 0.0, fetch_defaults = None, on_write_error = None, codec = None))]
+    #[pyo3(signature = (main, neg, l1_items, l1_neg_items, loads, dumps, copy = "shared", debug = false, miss = None, refresh_ahead = 0.0, fetch_defaults = None, on_write_error = None, codec = None, degraded_ttl = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         main: Option<&Bound<'_, PySegment>>,
@@ -884,6 +1016,7 @@ impl CacheCore {
         fetch_defaults: Option<FetchDefaults>,
         on_write_error: Option<Py<PyAny>>,
         codec: Option<Py<AutoCodec>>,
+        degraded_ttl: Option<f64>,
     ) -> PyResult<Self> {
         let fetch_cfg =
             fetch_defaults.map(
@@ -920,6 +1053,7 @@ impl CacheCore {
             refresh_ahead,
             fetch_cfg,
             on_write_error,
+            degraded_ttl,
             loads_done: LoadCounts::default(),
             rng: AtomicU64::new(seed),
             l1_misses: Counter::default(),
@@ -939,32 +1073,38 @@ impl CacheCore {
         key: &Bound<'_, PyAny>,
         default: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        let hash = key.hash()? as u64;
-        if self.mode == CopyMode::Shared && !self.debug {
-            match self.l1_shared(py, key, hash) {
-                Quick::Value(v) => return Ok(v),
-                Quick::Negative => return Ok(default.unwrap_or_else(|| py.None())),
-                Quick::Miss => {}
-            }
-        } else if let Some(e) = self.l1_hit(py, key, hash) {
-            if e.negative {
-                return Ok(default.unwrap_or_else(|| py.None()));
-            }
-            if self.debug {
-                self.check_mutation(py, key, &e)?;
-            }
-            return self.out(py, &e.value);
-        }
-        check_key(key)?;
-        self.l1_misses.bump();
-        match self.read_below(py, key, hash, false)? {
-            Below {
-                kind: HIT,
-                value: Some(v),
-                ..
-            } => Ok(v),
-            _ => Ok(default.unwrap_or_else(|| py.None())),
-        }
+        named(
+            py,
+            "Cache.get",
+            (|| {
+                let hash = key_hash(key)?;
+                if self.mode == CopyMode::Shared && !self.debug {
+                    match self.l1_shared(py, key, hash) {
+                        Quick::Value(v) => return Ok(v),
+                        Quick::Negative => return Ok(default.unwrap_or_else(|| py.None())),
+                        Quick::Miss => {}
+                    }
+                } else if let Some(e) = self.l1_hit(py, key, hash) {
+                    if e.negative {
+                        return Ok(default.unwrap_or_else(|| py.None()));
+                    }
+                    if self.debug {
+                        self.check_mutation(py, key, &e)?;
+                    }
+                    return self.out(py, &e.value);
+                }
+                check_key(key)?;
+                self.l1_misses.bump();
+                match self.read_below(py, key, hash, false)? {
+                    Below {
+                        kind: HIT,
+                        value: Some(v),
+                        ..
+                    } => Ok(v),
+                    _ => Ok(default.unwrap_or_else(|| py.None())),
+                }
+            })(),
+        )
     }
 
     /// `Cache.fetch`: an L1 hit is answered here, with no Python frame; anything
@@ -981,56 +1121,67 @@ impl CacheCore {
         neg_ttl: Option<&Bound<'py, PyAny>>,
         stale_ttl: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        let hash = key.hash()? as u64;
-        // Whether L1 holds an entry that is due for early refresh.
-        let due = if self.mode == CopyMode::Shared && !self.debug && self.refresh_ahead == 0.0 {
-            match self.l1_shared(py, key, hash) {
-                Quick::Value(v) => return Ok(v),
-                Quick::Negative => return Ok(py.None()),
-                Quick::Miss => false,
-            }
-        } else if let Some(e) = self.l1_hit(py, key, hash) {
-            if e.negative {
-                return Ok(py.None());
-            }
-            let due = self.refresh_ahead > 0.0
-                && e.deadline != 0
-                && (e.deadline.saturating_sub(now_ms()) as f64)
-                    < self.refresh_ahead * e.ttl_ms as f64;
-            if !due {
-                if self.debug {
-                    self.check_mutation(py, key, &e)?;
-                }
-                return self.out(py, &e.value);
-            }
-            true
-        } else {
-            false
-        };
-        let unset = |a: Option<&Bound<'py, PyAny>>| a.is_none_or(|a| a.is_none());
-        if !due && unset(ttl) && unset(neg_ttl) && unset(stale_ttl) {
-            if let Some(v) = self.fetch_fast(py, key, hash, loader, tags)? {
-                return Ok(v);
-            }
-        }
-        let Some(miss) = self.miss.as_ref() else {
-            return Err(PyValueError::new_err(
-                "this CacheCore has no fetch slow path",
-            ));
-        };
-        let arg =
-            |a: Option<&Bound<'py, PyAny>>| a.cloned().unwrap_or_else(|| py.None().into_bound(py));
-        miss.call1(
+        named(
             py,
-            (
-                key,
-                loader,
-                arg(ttl),
-                tags.cloned()
-                    .unwrap_or_else(|| PyTuple::empty(py).into_any()),
-                arg(neg_ttl),
-                arg(stale_ttl),
-            ),
+            "Cache.fetch",
+            (|| {
+                let hash = key_hash(key)?;
+                if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
+                    check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
+                }
+                // Whether L1 holds an entry that is due for early refresh.
+                let due =
+                    if self.mode == CopyMode::Shared && !self.debug && self.refresh_ahead == 0.0 {
+                        match self.l1_shared(py, key, hash) {
+                            Quick::Value(v) => return Ok(v),
+                            Quick::Negative => return Ok(py.None()),
+                            Quick::Miss => false,
+                        }
+                    } else if let Some(e) = self.l1_hit(py, key, hash) {
+                        if e.negative {
+                            return Ok(py.None());
+                        }
+                        let due = self.refresh_ahead > 0.0
+                            && e.deadline != 0
+                            && (e.deadline.saturating_sub(now_ms()) as f64)
+                                < self.refresh_ahead * e.ttl_ms as f64;
+                        if !due {
+                            if self.debug {
+                                self.check_mutation(py, key, &e)?;
+                            }
+                            return self.out(py, &e.value);
+                        }
+                        true
+                    } else {
+                        false
+                    };
+                let unset = |a: Option<&Bound<'py, PyAny>>| a.is_none_or(|a| a.is_none());
+                if !due && unset(ttl) && unset(neg_ttl) && unset(stale_ttl) {
+                    if let Some(v) = self.fetch_fast(py, key, hash, loader, tags)? {
+                        return Ok(v);
+                    }
+                }
+                let Some(miss) = self.miss.as_ref() else {
+                    return Err(PyValueError::new_err(
+                        "this CacheCore has no fetch slow path",
+                    ));
+                };
+                let arg = |a: Option<&Bound<'py, PyAny>>| {
+                    a.cloned().unwrap_or_else(|| py.None().into_bound(py))
+                };
+                miss.call1(
+                    py,
+                    (
+                        key,
+                        loader,
+                        arg(ttl),
+                        tags.cloned()
+                            .unwrap_or_else(|| PyTuple::empty(py).into_any()),
+                        arg(neg_ttl),
+                        arg(stale_ttl),
+                    ),
+                )
+            })(),
         )
     }
 
@@ -1056,48 +1207,54 @@ impl CacheCore {
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let hash = key.hash()? as u64;
-        let now = now_ms();
-        let left = |soft: u64| {
-            if soft == 0 {
-                f64::INFINITY
-            } else {
-                soft.saturating_sub(now) as f64 / 1000.0
-            }
-        };
-        let tuple = |kind: u8, v: Py<PyAny>, left: f64, ttl: u32, stamps: Option<u64>| {
-            PyTuple::new(
-                py,
-                [
-                    kind.into_pyobject(py)?.into_any(),
-                    v.into_bound(py),
-                    left.into_pyobject(py)?.into_any(),
-                    (ttl as f64 / 1000.0).into_pyobject(py)?.into_any(),
-                    stamps.into_pyobject(py)?.into_any(),
-                ],
-            )
-        };
-        if let Some(e) = self.l1_hit(py, key, hash) {
-            let (soft, ttl) = (e.deadline, e.ttl_ms);
-            if e.negative {
-                return tuple(NEG, py.None(), left(soft), ttl, None);
-            }
-            if self.debug {
-                self.check_mutation(py, key, &e)?;
-            }
-            let v = self.out(py, &e.value)?;
-            return tuple(HIT, v, left(soft), ttl, None);
-        }
-        check_key(key)?;
-        self.l1_misses.bump();
-        let b = self.read_below(py, key, hash, true)?;
-        let left = if b.kind == STALE {
-            -((now.saturating_sub(b.soft)) as f64 / 1000.0)
-        } else {
-            left(b.soft)
-        };
-        let v = b.value.unwrap_or_else(|| py.None());
-        tuple(b.kind, v, left, b.ttl_ms, b.stamps)
+        named(
+            py,
+            "Cache.fetch",
+            (|| {
+                let hash = key_hash(key)?;
+                let now = now_ms();
+                let left = |soft: u64| {
+                    if soft == 0 {
+                        f64::INFINITY
+                    } else {
+                        soft.saturating_sub(now) as f64 / 1000.0
+                    }
+                };
+                let tuple = |kind: u8, v: Py<PyAny>, left: f64, ttl: u32, stamps: Option<u64>| {
+                    PyTuple::new(
+                        py,
+                        [
+                            kind.into_pyobject(py)?.into_any(),
+                            v.into_bound(py),
+                            left.into_pyobject(py)?.into_any(),
+                            (ttl as f64 / 1000.0).into_pyobject(py)?.into_any(),
+                            stamps.into_pyobject(py)?.into_any(),
+                        ],
+                    )
+                };
+                if let Some(e) = self.l1_hit(py, key, hash) {
+                    let (soft, ttl) = (e.deadline, e.ttl_ms);
+                    if e.negative {
+                        return tuple(NEG, py.None(), left(soft), ttl, None);
+                    }
+                    if self.debug {
+                        self.check_mutation(py, key, &e)?;
+                    }
+                    let v = self.out(py, &e.value)?;
+                    return tuple(HIT, v, left(soft), ttl, None);
+                }
+                check_key(key)?;
+                self.l1_misses.bump();
+                let b = self.read_below(py, key, hash, true)?;
+                let left = if b.kind == STALE {
+                    -((now.saturating_sub(b.soft)) as f64 / 1000.0)
+                } else {
+                    left(b.soft)
+                };
+                let v = b.value.unwrap_or_else(|| py.None());
+                tuple(b.kind, v, left, b.ttl_ms, b.stamps)
+            })(),
+        )
     }
 
     /// Takes the per-host load lease of `key` (single flight), after a lookup
@@ -1123,7 +1280,7 @@ impl CacheCore {
         timeout: f64,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let kb = check_key(key)?;
-        let hash = key.hash()? as u64;
+        let hash = key_hash(key)?;
         let found = |v: Py<PyAny>| (LEASE_FOUND, v, 0u32, 0u32).into_pyobject(py);
         if stamps.is_none() {
             // After a wait most callers find the value: no lease taken for them.
@@ -1182,7 +1339,7 @@ impl CacheCore {
 
     /// Encodes and stores `value`. `ttl` and `stale_ttl` in seconds.
     #[pyo3(signature = (key, value, ttl, tags = None, stale_ttl = None))]
-    fn set(
+    fn store_value(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -1202,7 +1359,7 @@ impl CacheCore {
         };
         let kb = check_key(key)?;
         let tags = tags_arg(tags)?;
-        let hash = key.hash()? as u64;
+        let hash = key_hash(key)?;
         self.store(py, key, kb, hash, value, ttl, stale, &tags)
     }
 
@@ -1210,7 +1367,7 @@ impl CacheCore {
     /// A failed write (lock timeout, segment error) is reported to the write
     /// error hook (logged and counted) and raised.
     #[pyo3(signature = (key, value, *, ttl = None, tags = None))]
-    fn put(
+    fn set(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -1218,23 +1375,104 @@ impl CacheCore {
         ttl: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let Some(f) = self.fetch_cfg.as_ref() else {
-            return Err(PyValueError::new_err("this CacheCore has no defaults"));
-        };
-        let ttl = match ttl_arg(ttl)? {
-            None => f.ttl,
-            Some(t) => positive_ttl(t, "ttl")?,
-        };
-        let stale = f.stale_ttl.unwrap_or(0.0);
-        let kb = check_key(key)?;
-        let tags = tags_arg(tags)?;
-        let hash = key.hash()? as u64;
-        self.store(py, key, kb, hash, value, ttl, stale, &tags)
-            .inspect_err(|e| {
-                if e.is_instance_of::<ZigguratError>(py) {
-                    self.write_failed(py, "set", key, e.clone_ref(py));
-                }
-            })
+        named(
+            py,
+            "Cache.set",
+            (|| {
+                let Some(f) = self.fetch_cfg.as_ref() else {
+                    return Err(PyValueError::new_err("this CacheCore has no defaults"));
+                };
+                let ttl = match ttl_arg(ttl)? {
+                    None => f.ttl,
+                    Some(t) => positive_ttl(t, "ttl")?,
+                };
+                let stale = f.stale_ttl.unwrap_or(0.0);
+                let kb = check_key(key)?;
+                let tags = tags_arg(tags)?;
+                let hash = key_hash(key)?;
+                self.store(py, key, kb, hash, value, ttl, stale, &tags)
+                    .inspect_err(|e| {
+                        if e.is_instance_of::<ZigguratError>(py) {
+                            self.write_failed(py, "set", key, e.clone_ref(py));
+                        }
+                    })
+            })(),
+        )
+    }
+
+    /// `Cache.add`: stores `value` only if `key` holds no fresh value (one
+    /// winner among every process of the host); returns whether it stored.
+    #[pyo3(signature = (key, value, *, ttl = None, tags = None))]
+    fn add(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        named(
+            py,
+            "Cache.add",
+            (|| {
+                let (main, f) = self.writable()?;
+                let ttl = match ttl_arg(ttl)? {
+                    None => f.ttl,
+                    Some(t) => positive_ttl(t, "ttl")?,
+                };
+                let kb = check_key(key)?;
+                let tags = tags_arg(tags)?;
+                let (enc, kind) = self.encode_value(py, value)?;
+                let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
+                let life = lifetime(ttl, f.stale_ttl.unwrap_or(0.0));
+                ziggurat_cache::add(main, kb, enc.as_bytes(), kind, &life, &tag_refs).map_err(err)
+            })(),
+        )
+    }
+
+    /// `Cache.incr`: adds `delta` to the counter under `key`, atomically for
+    /// every process of the host; a missing key starts from `default` (with the
+    /// cache's TTL) or raises `KeyError`.
+    #[pyo3(signature = (key, delta, default = None))]
+    fn incr(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        delta: i64,
+        default: Option<i64>,
+    ) -> PyResult<i64> {
+        named(
+            py,
+            "Cache.incr",
+            (|| {
+                let (main, f) = self.writable()?;
+                let kb = check_key(key)?;
+                let life = lifetime(f.ttl, f.stale_ttl.unwrap_or(0.0));
+                ziggurat_cache::incr(main, kb, delta, default.map(|d| (d, &life, &[][..])))
+                    .map_err(|e| incr_error(py, key, e))
+            })(),
+        )
+    }
+
+    /// `Cache.touch`: a new lifetime of `ttl` seconds from now for the fresh
+    /// value under `key`; whether there was one.
+    fn touch(&self, key: &Bound<'_, PyAny>, ttl: &Bound<'_, PyAny>) -> PyResult<bool> {
+        named(
+            key.py(),
+            "Cache.touch",
+            (|| {
+                let (main, f) = self.writable()?;
+                let Some(ttl) = ttl_arg(Some(ttl))? else {
+                    return Err(PyTypeError::new_err(
+                        "ttl must be a number of seconds (math.inf for never)",
+                    ));
+                };
+                let ttl = positive_ttl(ttl, "ttl")?;
+                let kb = check_key(key)?;
+                let life = lifetime(ttl, f.stale_ttl.unwrap_or(0.0));
+                ziggurat_cache::touch(main, kb, &life).map_err(err)
+            })(),
+        )
     }
 
     /// Caches a miss for `key` for `ttl` seconds, valid while the key's stamp
@@ -1265,13 +1503,19 @@ impl CacheCore {
 
     /// Removes `key` from every tier; returns whether L2 held it.
     fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let kb = key_bytes(key)?;
-        let hash = key.hash()? as u64;
-        let _ = self.l1.try_with(key.py(), |l1| l1.discard(key, hash));
-        match &self.main {
-            Some(main) => main.delete(kb).map_err(err),
-            None => Ok(false),
-        }
+        named(
+            key.py(),
+            "Cache.delete",
+            (|| {
+                let kb = check_key(key)?;
+                let hash = key_hash(key)?;
+                let _ = self.l1.try_with(key.py(), |l1| l1.discard(key, hash));
+                match &self.main {
+                    Some(main) => main.delete(kb).map_err(err),
+                    None => Ok(false),
+                }
+            })(),
+        )
     }
 
     /// Voids every entry carrying any of `tags`, in every process.

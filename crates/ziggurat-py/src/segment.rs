@@ -18,6 +18,9 @@ pub struct PySegment {
     pub(crate) inner: Arc<Segment>,
     name: String,
     closed: AtomicBool,
+    /// The file size the arguments of this open would have created: differs
+    /// from the file's when it was made with other parameters.
+    requested_size: u64,
 }
 
 type WriteOp =
@@ -136,6 +139,8 @@ impl PySegment {
             shards,
             lock_timeout: Duration::from_secs_f64(lock_timeout.min(3600.0)),
         };
+        let requested_size = ziggurat_core::layout::Geometry::compute(size, avg_item_size, shards)
+            .map_or(0, |g| g.file_size);
         let name_owned = name.to_string();
         let seg = py
             .detach(move || Segment::open(&name_owned, &opts))
@@ -144,7 +149,16 @@ impl PySegment {
             inner: Arc::new(seg),
             name: name.to_string(),
             closed: AtomicBool::new(false),
+            requested_size,
         })
+    }
+
+    /// The file size the constructor's arguments would have created; not
+    /// `size` when the file was made earlier with other parameters, which the
+    /// open keeps (see `recreate`).
+    #[getter]
+    fn requested_size(&self) -> u64 {
+        self.requested_size
     }
 
     /// The segment's name.

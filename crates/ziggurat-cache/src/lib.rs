@@ -1,0 +1,16 @@
+//! ziggurat-cache: what a `Cache` stores in a segment and how it changes it,
+//! with no language runtime in it, so that every front end (Python today)
+//! reads and writes the same entries by the same rules.
+//!
+//! An entry's value is `payload || trailer` (see [`Trailer`]); the segment
+//! record itself lives `stale` seconds past the trailer's soft deadline so a
+//! fail-safe read can still find a stale value. Counters are entries whose
+//! payload is a little-endian `i64`, changed in place under the shard lock.
+
+mod entry;
+mod ttl;
+mod update;
+
+pub use entry::{counter_payload, encode, split, Kind, Trailer, TRAILER_LEN};
+pub use ttl::{Lifetime, MAX_TTL_SECONDS};
+pub use update::{add, incr, touch, UpdateError};

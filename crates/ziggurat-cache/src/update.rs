@@ -1,0 +1,140 @@
+//! Writes that depend on the entry already there: `add`, `incr`, `touch`. Each
+//! is one [`Segment::rewrite`], so the read and the write happen under the
+//! key's shard lock and no other process's write can come between them.
+
+use std::fmt;
+
+use ziggurat_core::clock::now_ms;
+use ziggurat_core::{Error, Rewrite, Segment};
+
+use crate::entry::{counter_payload, encode, split, Kind, Trailer};
+use crate::ttl::Lifetime;
+
+/// Why an `incr` did not happen.
+#[derive(Debug)]
+pub enum UpdateError {
+    /// The key holds no fresh entry and no default was given.
+    Missing,
+    /// The key holds a value that is not an integer counter.
+    NotInteger,
+    /// The result does not fit in a signed 64-bit integer.
+    Overflow,
+    /// The segment refused the write (lock timeout, bad key, closed).
+    Segment(Error),
+}
+
+impl fmt::Display for UpdateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpdateError::Missing => f.write_str("the key holds no value"),
+            UpdateError::NotInteger => f.write_str("the key's value is not an integer"),
+            UpdateError::Overflow => f.write_str("the result does not fit in 64 bits"),
+            UpdateError::Segment(e) => e.fmt(f),
+        }
+    }
+}
+
+impl From<Error> for UpdateError {
+    fn from(e: Error) -> Self {
+        UpdateError::Segment(e)
+    }
+}
+
+/// The payload and trailer of a live record, if it is fresh at `now`.
+fn fresh(cur: Option<(&[u8], u64)>, now: u64) -> Option<(&[u8], Trailer, u64)> {
+    let (stored, expiry) = cur?;
+    let (payload, t) = split(stored)?;
+    (!t.stale_at(now)).then_some((payload, t, expiry))
+}
+
+/// A new record for `payload` of `kind` living `life` from now, with `tags`.
+fn fresh_record(payload: &[u8], kind: Kind, life: &Lifetime, tags: Vec<u64>) -> Rewrite {
+    let t = Trailer::starting_now(kind, life.ttl_ms);
+    Rewrite {
+        value: encode(payload, &t),
+        expiry: life.record_expiry(t.soft),
+        tags: Some(tags),
+    }
+}
+
+/// Stores `payload` (of `kind`) under `key` only if the key holds no fresh
+/// entry (a stale one, kept for fail-safe reads, does not count). Returns
+/// whether it stored. Of several processes adding the same key at once,
+/// exactly one stores.
+pub fn add(
+    seg: &Segment,
+    key: &[u8],
+    payload: &[u8],
+    kind: Kind,
+    life: &Lifetime,
+    tags: &[&[u8]],
+) -> Result<bool, Error> {
+    let refs = seg.tag_refs(tags)?;
+    seg.rewrite(key, |cur| {
+        fresh(cur, now_ms())
+            .is_none()
+            .then(|| fresh_record(payload, kind, life, refs))
+    })
+}
+
+/// Adds `delta` to the counter under `key` and returns the new value. The
+/// entry keeps its deadline and tags. A key without a fresh entry starts from
+/// `default` (with `life` and `tags`) when one is given.
+pub fn incr(
+    seg: &Segment,
+    key: &[u8],
+    delta: i64,
+    default: Option<(i64, &Lifetime, &[&[u8]])>,
+) -> Result<i64, UpdateError> {
+    let refs = match default {
+        Some((_, _, tags)) => seg.tag_refs(tags)?,
+        None => Vec::new(),
+    };
+    let mut result = Err(UpdateError::Missing);
+    seg.rewrite(key, |cur| match fresh(cur, now_ms()) {
+        Some((payload, t, expiry)) => {
+            let Ok(bytes) = <[u8; 8]>::try_from(payload) else {
+                result = Err(UpdateError::NotInteger);
+                return None;
+            };
+            if t.kind != Kind::Counter {
+                result = Err(UpdateError::NotInteger);
+                return None;
+            }
+            let Some(n) = i64::from_le_bytes(bytes).checked_add(delta) else {
+                result = Err(UpdateError::Overflow);
+                return None;
+            };
+            result = Ok(n);
+            Some(Rewrite {
+                value: encode(&counter_payload(n), &t),
+                expiry,
+                tags: None,
+            })
+        }
+        None => {
+            let (start, life, _) = default?;
+            let Some(n) = start.checked_add(delta) else {
+                result = Err(UpdateError::Overflow);
+                return None;
+            };
+            result = Ok(n);
+            Some(fresh_record(&counter_payload(n), Kind::Counter, life, refs))
+        }
+    })?;
+    result
+}
+
+/// Gives the fresh entry under `key` a new lifetime from now, keeping its
+/// value and tags. Returns whether the key held one.
+pub fn touch(seg: &Segment, key: &[u8], life: &Lifetime) -> Result<bool, Error> {
+    seg.rewrite(key, |cur| {
+        let (payload, t, _) = fresh(cur, now_ms())?;
+        let nt = Trailer::starting_now(t.kind, life.ttl_ms);
+        Some(Rewrite {
+            value: encode(payload, &nt),
+            expiry: life.record_expiry(nt.soft),
+            tags: None,
+        })
+    })
+}
