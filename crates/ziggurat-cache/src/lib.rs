@@ -8,9 +8,11 @@
 //! payload is a little-endian `i64`, changed in place under the shard lock.
 
 mod entry;
+mod size;
 mod ttl;
 mod update;
 
 pub use entry::{counter_payload, encode, split, Kind, Trailer, TRAILER_LEN};
+pub use size::{parse_size, MAX_SIZE};
 pub use ttl::{Lifetime, MAX_TTL_SECONDS};
 pub use update::{add, incr, touch, UpdateError};

@@ -146,7 +146,7 @@ pub fn size_arg(size: &Bound<'_, PyAny>) -> PyResult<u64> {
     }
     if let Ok(n) = size.cast::<PyInt>() {
         let n: i128 = n.extract()?;
-        if n <= 0 || n > u64::MAX as i128 {
+        if n <= 0 || n > ziggurat_cache::MAX_SIZE as i128 {
             return Err(PyValueError::new_err(format!(
                 "size must be a positive number of bytes, got {n}"
             )));
@@ -158,45 +158,11 @@ pub fn size_arg(size: &Bound<'_, PyAny>) -> PyResult<u64> {
             "size must be an int of bytes or a string like '64MiB'",
         ));
     };
-    parse_size(s.to_str()?).ok_or_else(|| {
+    ziggurat_cache::parse_size(s.to_str()?).ok_or_else(|| {
         PyValueError::new_err(format!(
-            "cannot read size {:?}: use bytes (4096) or a number with a unit: B, KB, MB, GB, KiB, MiB, GiB",
+            "cannot read size {:?}: use bytes (4096) or a number with a unit: KB, MB, GB, TB \
+             (decimal) or KiB, MiB, GiB, TiB (binary), at most 1024TiB",
             s.to_str().unwrap_or("?")
         ))
     })
-}
-
-fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1e3,
-        "m" | "mb" => 1e6,
-        "g" | "gb" => 1e9,
-        "kib" => 1024.0,
-        "mib" => 1024.0 * 1024.0,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let v = n * mult;
-    (1.0..1e15).contains(&v).then_some(v as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("64MiB"), Some(64 << 20));
-        assert_eq!(parse_size("1.5 GB"), Some(1_500_000_000));
-        assert_eq!(parse_size("4096"), Some(4096));
-        assert_eq!(parse_size("12 parsecs"), None);
-        assert_eq!(parse_size(""), None);
-    }
 }

@@ -1,0 +1,51 @@
+//! Sizes as people write them: "64MiB" (binary, powers of 1024) or "1.5GB"
+//! (decimal, powers of 1000), the same rule in every front end.
+
+/// The largest size accepted, in bytes (1 PiB); the segment itself may refuse
+/// less when the machine cannot hold it.
+pub const MAX_SIZE: u64 = 1 << 50;
+
+/// Bytes of a size string: a number (fractions allowed) and an optional unit,
+/// case-insensitive: B; KB, MB, GB, TB (decimal); KiB, MiB, GiB, TiB (binary).
+/// None for anything else, or outside 1 B ..= [`MAX_SIZE`].
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "t" | "tb" => 1e12,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    let v = n * mult;
+    (1.0..=MAX_SIZE as f64).contains(&v).then_some(v as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64MiB"), Some(64 << 20));
+        assert_eq!(parse_size("1.5 GB"), Some(1_500_000_000));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("2TiB"), Some(2 << 40));
+        assert_eq!(parse_size("1tb"), Some(1_000_000_000_000));
+        assert_eq!(parse_size("1024TiB"), Some(MAX_SIZE));
+        assert_eq!(parse_size("1025TiB"), None);
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size("0.5"), None);
+    }
+}
