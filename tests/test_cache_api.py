@@ -382,7 +382,7 @@ def test_version_keys_every_entry(make_cache: Callable[..., Cache]) -> None:
 
 def test_other_size_warns_and_stats_show_the_real_one(make_cache: Callable[..., Cache]) -> None:
     first = make_cache(size="8MiB")
-    with pytest.warns(RuntimeWarning, match="recreate=True") as w:
+    with pytest.warns(RuntimeWarning, match="version=") as w:
         second = make_cache(first.name, size="16MiB")
     assert "8388608" in str(w[0].message) or str(first.stats()["host"]["l2"]["file_size"]) in str(
         w[0].message

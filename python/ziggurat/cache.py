@@ -14,7 +14,6 @@ import functools
 import inspect
 import logging
 import math
-import random
 import re
 import threading
 import warnings
@@ -25,7 +24,7 @@ from ziggurat import _native
 from ziggurat._native import Cache as CacheCore
 from ziggurat._native import MutationError, Segment, SegmentError, ZigguratError
 from ziggurat.keys import call_key
-from ziggurat.loader import _MISSING, Flight, LoaderStats, LoadTimeout, Plan
+from ziggurat.loader import LoaderStats, Loads, LoadTimeout
 from ziggurat.serializers import Serializer, resolve
 
 __all__ = ["Cache", "LoadTimeout", "MutationError", "Namespace"]
@@ -38,6 +37,8 @@ _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}")
 _VERSION = re.compile(r"[A-Za-z0-9_-]{1,16}")
 _DEGRADED = ("passthrough", "local", "raise")
 _MAX_KEY = 4096
+# Marks "absent" where None is a valid cached value.
+_MISSING: Any = object()
 F = TypeVar("F", bound=Callable[..., Any])
 TagsArg = Iterable[str] | Callable[..., Iterable[str]] | None
 
@@ -220,12 +221,14 @@ class Cache:
                 f"with other parameters (a {self._segment.size}-byte file, where size="
                 f"{size_bytes} and avg_item_size={avg_item_size} make a "
                 f"{self._segment.requested_size}-byte one); it is used as it is, and "
-                "stats() shows its real size. Pass recreate=True (once, in one process) to "
-                "rebuild it with the new parameters"
+                "stats() shows its real size. To use the new parameters, remove the old "
+                "files once no process uses them (Cache.unlink()), or open the cache under "
+                "a new version="
             )
             log.warning(msg)
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
         passthrough = self._segment is None and degraded == "passthrough"
+        self._loads = Loads(name, self.loader_timeout)
         self._core = CacheCore(
             self._segment,
             self._neg,
@@ -233,17 +236,12 @@ class Cache:
             0 if passthrough else l1_negative_items,
             self.serializer.loads,
             self.serializer.dumps,
+            (self.ttl, self.neg_ttl, self.stale_ttl, self.jitter, self.loader_timeout),
             copy,
             debug,
-            miss=self._fetch_slow,
+            refresh=self._loads.refresh,
+            local=self._loads.local,
             refresh_ahead=self.refresh_ahead,
-            fetch_defaults=(
-                self.ttl,
-                self.neg_ttl,
-                self.stale_ttl,
-                self.jitter,
-                self.loader_timeout,
-            ),
             on_write_error=self._write_failed,
             codec=getattr(self.serializer, "codec", None),
             degraded_ttl=self.degraded_ttl if self._segment is None else None,
@@ -256,7 +254,7 @@ class Cache:
         self.get = self._core.get  # type: ignore[method-assign]
         self.fetch = self._core.fetch  # type: ignore[method-assign]
         self.set = self._core.set  # type: ignore[method-assign]
-        self._flight = Flight(self)
+        self._loads.core = self._core
         self.loader_stats = LoaderStats(self._core)
         self._write_errors = 0
         self._store_failures = 0
@@ -331,6 +329,8 @@ class Cache:
         # of failure is logged once per key, so a hot key cannot flood the log.
         if what == "decode":
             tag = "undecodable value"
+        elif what == "stale":
+            tag = "loader failed, stale value served instead"
         else:
             self._write_errors += 1
             if what == "store":
@@ -609,35 +609,6 @@ class Cache:
             key, loader, ttl=ttl, tags=tags, neg_ttl=neg_ttl, stale_ttl=stale_ttl
         )
 
-    def _fetch_slow(
-        self,
-        key: str | bytes,
-        loader: Callable[[], Any],
-        ttl: float | None,
-        tags: Iterable[str],
-        neg_ttl: float | None,
-        stale_ttl: float | None,
-    ) -> Any:
-        """``fetch`` past an L1 hit (the native ``fetch`` answers those): L2, the cached
-        misses, early refresh, then the loader."""
-        # The native lookup checks the key; the rest is checked on a miss.
-        kind, value, left, ttl_s, stamps = self._core.lookup(key)
-        if kind == _HIT:
-            if self.refresh_ahead and left < self.refresh_ahead * ttl_s:
-                plan = self._plan(_MISS, None, 0.0, tags, ttl, neg_ttl, stale_ttl, "Cache.fetch")
-                self._flight.refresh(key, loader, plan)
-            return value
-        if kind == _NEG:
-            return None
-        if not callable(loader):
-            raise TypeError("Cache.fetch(): loader must be callable")
-        if inspect.iscoroutinefunction(loader):
-            raise TypeError(
-                "Cache.fetch(): loader is an async function; use afetch() for async loaders"
-            )
-        plan = self._plan(kind, value, left, tags, ttl, neg_ttl, stale_ttl, "Cache.fetch")
-        return self._flight.load(key, loader, plan, stamps)
-
     async def afetch(
         self,
         key: str | bytes,
@@ -657,60 +628,8 @@ class Cache:
         >>> c.unlink()
         """
         self._check_open()
-        m = "Cache.afetch"
-        for what, v in (("ttl", ttl), ("neg_ttl", neg_ttl), ("stale_ttl", stale_ttl)):
-            _ttl(v, None, what, m)
-        if not callable(loader):
-            raise TypeError(f"{m}(): loader must be callable")
-        _check_key(key, m)
-        kind, value, left, ttl_s, stamps = self._core.lookup(key)
-        if kind == _HIT:
-            if self.refresh_ahead and left < self.refresh_ahead * ttl_s:
-                plan = self._plan(_MISS, None, 0.0, tags, ttl, neg_ttl, stale_ttl, m)
-                self._flight.arefresh(key, loader, plan)
-            return value
-        if kind == _NEG:
-            return None
-        plan = self._plan(kind, value, left, tags, ttl, neg_ttl, stale_ttl, m)
-        return await self._flight.aload(key, loader, plan, stamps)
-
-    def _plan(
-        self,
-        kind: int,
-        value: Any,
-        left: float,
-        tags: Iterable[str],
-        ttl: float | None,
-        neg_ttl: float | None,
-        stale_ttl: float | None,
-        method: str,
-    ) -> Plan:
-        """Checks a missed fetch's arguments (the native lookup has checked the key) before
-        any loader runs, and resolves what its result is stored with: (tags, ttl, neg_ttl,
-        stale_ttl, the stale value the load may fall back on)."""
-        tg = _tags(tags, method) if tags else ()
-        t = self.ttl if ttl is None else cast(float, _ttl(ttl, None, "ttl", method))
-        nt = self.neg_ttl if neg_ttl is None else _ttl(neg_ttl, None, "neg_ttl", method)
-        st = self.stale_ttl if stale_ttl is None else _ttl(stale_ttl, None, "stale_ttl", method)
-        fresh_enough = kind == _STALE and -left < (st or 0)
-        return tg, t, nt, st, value if fresh_enough else _MISSING
-
-    def _store_loaded(self, key: str | bytes, value: Any, plan: Plan, stamp: int) -> None:
-        """Stores a loader's result: a value, or a cached miss valid while ``stamp`` holds."""
-        tags, ttl, neg_ttl, stale_ttl, _ = plan
-        try:
-            if value is None:
-                if neg_ttl:
-                    self._core.set_negative(key, neg_ttl, stamp, tags)
-            else:
-                if self.jitter and ttl != math.inf:
-                    ttl *= 1.0 - self.jitter * random.random()
-                stale = self.stale_ttl if stale_ttl is None else stale_ttl
-                self._core.store_value(key, value, ttl, tags, stale)
-        except (ZigguratError, ValueError, TypeError) as e:
-            # The loaded value is still returned; it just is not cached (too large for the
-            # segment, or not serializable).
-            self._write_failed("store", key, e)
+        opts = {"ttl": ttl, "tags": tags, "neg_ttl": neg_ttl, "stale_ttl": stale_ttl}
+        return await self._loads.afetch(key, loader, opts)
 
     def cached(
         self,

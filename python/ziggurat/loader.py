@@ -1,15 +1,13 @@
-"""Loader coordination: one load per key per host at a time.
+"""What of a miss must run in Python: calling or awaiting the loader, background refreshes,
+and sharing one load among threads when there is no segment.
 
-The first caller to miss a key takes its load lease: a cell in the header of the segment of
-cached misses, holding the holder's pid and a deadline (``loader_timeout``), taken and given
-back with a compare-and-set each. The other callers, threads of the same process or other
-processes alike, sleep on the cell with a futex and wake when the holder releases it after
-storing the value. A holder that dies is noticed (its pid is gone) and the lease is taken
-over; a holder that is alive but slow holds the others at most ``loader_timeout``. The common
-case (the lease free, no per-call options) runs entirely in the native core; this module
-handles waits, take-overs, fail-safe, early refresh and asyncio. asyncio tasks of one event
-loop also share a per-key future. Without a segment (degraded mode), threads of a process
-share a per-key lock instead.
+The miss itself is a state machine in the native core (steps HIT, LOAD, WAIT, LOCAL; see
+``StepKind``): one caller per key per host holds the key's load lease (a cell in the shared
+segment's header naming its process), the others sleep on it and wake when the value lands,
+a dead holder is replaced at once by one waiter, and a slow one holds the others at most
+``loader_timeout``. ``Cache.fetch`` drives the steps natively; ``Cache.afetch`` drives the same
+steps from here, awaiting the loader, and asyncio tasks of one event loop also share a
+per-key future.
 
     >>> from ziggurat import Cache
     >>> c = Cache("doc-loader", size="8MiB"); c.fetch("k", lambda: 42), c.fetch("k", list)
@@ -20,57 +18,51 @@ share a per-key lock instead.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import enum
 import inspect
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ziggurat import _native
 from ziggurat._native import Cache as CacheCore
-from ziggurat._native import Segment, ZigguratError
+from ziggurat._native import LoadTimeout, Step
 
-if TYPE_CHECKING:
-    from ziggurat.cache import Cache
+__all__ = ["Found", "LoadTimeout", "LoaderStats", "Loads", "StepKind"]
 
 log = logging.getLogger("ziggurat")
 
-_HIT, _NEG = 1, 2
-_FOUND, _HELD, _WAIT = 1, 4, 5  # statuses of CacheCore.lease
-# Marks "no stale value to fall back on" (None is a valid cached value).
-_MISSING: Any = object()
-_SLICE = 0.25  # seconds between liveness checks of a lease holder
-# What a missed fetch stores: (tags, ttl, neg_ttl, stale_ttl, stale value or _MISSING).
-Plan = tuple[tuple[str, ...], float, "float | None", "float | None", Any]
 
-# The lease value names the holder's process; a forked child must not inherit its parent's.
-_HOLDER = [str(os.getpid()).encode()]
+class StepKind(enum.IntEnum):
+    """Steps of a miss, as the native core reports them.
 
+    >>> StepKind.LOAD.name
+    'LOAD'
+    """
 
-def _reset_holder() -> None:
-    _HOLDER[0] = str(os.getpid()).encode()
+    HIT = _native.STEP_HIT  #: a value (or a cached miss, None): done
+    LOAD = _native.STEP_LOAD  #: this process holds the lease: run the loader
+    WAIT = _native.STEP_WAIT  #: another caller loads: wait, then take the next step
+    LOCAL = _native.STEP_LOCAL  #: no segment: one load per key among this process's threads
 
 
-os.register_at_fork(after_in_child=_reset_holder)
+class Found(enum.IntEnum):
+    """What a read below L1 found (``Cache._core.lookup``'s first field).
 
-
-class LoadTimeout(ZigguratError):
-    """Another caller's loader for the key did not finish within ``loader_timeout``.
-
-    >>> issubclass(LoadTimeout, ZigguratError)
+    >>> Found.STALE > Found.HIT
     True
     """
 
-
-class _LeaderCancelled(Exception):
-    """The task loading a key was cancelled; a waiting task loads it instead."""
+    MISS = _native.FOUND_MISS
+    HIT = _native.FOUND_HIT
+    NEGATIVE = _native.FOUND_NEGATIVE
+    STALE = _native.FOUND_STALE
 
 
 class LoaderStats:
-    """Counters of the loader tier, for ``Cache.stats()``. Calls, errors and latency are
-    kept by the native core (its ``fetch`` runs most loads); the rest here.
+    """Counters of the loader tier in this process, for ``Cache.stats()``.
 
     >>> from ziggurat import Cache
     >>> c = Cache("doc-loader-stats", size="8MiB"); c.fetch("k", lambda: 1)
@@ -82,280 +74,170 @@ class LoaderStats:
 
     def __init__(self, core: CacheCore) -> None:
         self._core = core
-        self.stale_served = 0
-        self.waits = 0
-        self.takeovers = 0
-        self.refreshes = 0
 
-    def record(self, seconds: float, *, ok: bool) -> None:
-        """Counts one loader call."""
-        self._core.record_load(seconds, ok)
+    def _get(self, name: str) -> int:
+        return int(self._core.loader_counts()[name])
 
     @property
     def calls(self) -> int:
         """Loader calls in this process."""
-        return self._core.loader_counts()[0]
+        return self._get("calls")
 
     @property
     def errors(self) -> int:
         """Loader calls that raised."""
-        return self._core.loader_counts()[1]
+        return self._get("errors")
+
+    @property
+    def stale_served(self) -> int:
+        """Loader failures answered with a stale value (fail-safe)."""
+        return self._get("stale_served")
+
+    @property
+    def waits(self) -> int:
+        """Sleeps on another caller's load."""
+        return self._get("waits")
+
+    @property
+    def takeovers(self) -> int:
+        """Leases taken from a holder whose process was gone."""
+        return self._get("takeovers")
+
+    @property
+    def refreshes(self) -> int:
+        """Early refreshes started by this process."""
+        return self._get("refreshes")
 
     def as_dict(self) -> dict[str, Any]:
         """The counters as a dict, with the mean and max latency in seconds."""
-        calls, errors, total_ns, max_ns = self._core.loader_counts()
+        c = self._core.loader_counts()
+        calls = c["calls"]
         return {
             "calls": calls,
-            "errors": errors,
-            "mean_seconds": total_ns / calls / 1e9 if calls else 0.0,
-            "max_seconds": max_ns / 1e9,
-            "stale_served": self.stale_served,
-            "waits": self.waits,
-            "takeovers": self.takeovers,
-            "refreshes": self.refreshes,
+            "errors": c["errors"],
+            "mean_seconds": c["total_ns"] / calls / 1e9 if calls else 0.0,
+            "max_seconds": c["max_ns"] / 1e9,
+            "stale_served": c["stale_served"],
+            "waits": c["waits"],
+            "takeovers": c["takeovers"],
+            "refreshes": c["refreshes"],
         }
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _refuse(value: Any) -> None:
+    """A sync caller got an awaitable from the loader: close it (no "never awaited"
+    warning) and say what to use instead."""
+    if inspect.iscoroutine(value):
+        value.close()
+    raise TypeError("Cache.fetch(): loader returned an awaitable; use afetch() for async loaders")
 
 
-def _hidden(kind: bytes, key: str | bytes) -> bytes:
-    raw = key.encode() if isinstance(key, str) else key
-    if len(raw) > 3000:
-        raw = b"#" + hashlib.blake2b(raw, digest_size=20).digest()
-    return b"\x00" + kind + b":" + raw
+class Loads:
+    """The Python half of one cache's miss path: loaders run here, the state machine in
+    the core. It reaches nothing of the ``Cache`` but the core it is given."""
 
-
-class Flight:
-    """Single-flight loading for one ``Cache``."""
-
-    def __init__(self, cache: Cache) -> None:
-        self.cache = cache
+    def __init__(self, name: str, loader_timeout: float) -> None:
+        self.name = name
+        self.loader_timeout = loader_timeout
+        self.core: CacheCore | None = None
         self._guard = threading.Lock()
-        self._locks: dict[str | bytes, list[Any]] = {}
-        self._futures: dict[tuple[int, str | bytes], asyncio.Future[Any]] = {}
-        self._refreshing: set[str | bytes] = set()
+        self._inflight: dict[Any, list[Any]] = {}
+        self._futures: dict[tuple[int, Any], asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    # -- shared pieces ---------------------------------------------------------------------
+    def _core(self) -> CacheCore:
+        assert self.core is not None
+        return self.core
 
-    def _seg(self) -> Segment | None:
-        # Leases live in the cached-miss segment: their writes bump that segment's stamps,
-        # never the stamps that real entries' L1 copies are validated against.
-        if self.cache._segment is None:
-            return None
-        return self.cache._neg or self.cache._segment
+    # -- sync: hooks the native fetch calls ----------------------------------------------
 
-    def _lookup(self, key: str | bytes) -> tuple[bool, Any]:
-        kind, value = self.cache._core.lookup(key)[:2]
-        if kind == _HIT:
-            return True, value
-        if kind == _NEG:
-            return True, None
-        return False, None
+    def refresh(self, step: Step, loader: Callable[[], Any]) -> None:
+        """Runs an early refresh (this process holds its refresh lease) in a thread."""
+        threading.Thread(
+            target=self._refresh, args=(step, loader), name="ziggurat-refresh", daemon=True
+        ).start()
 
-    def _lease(self, key: str | bytes, stamps: int | None) -> tuple[int, Any, int, int]:
-        st: tuple[int, Any, int, int] = self.cache._core.lease(
-            key, stamps, self.cache.loader_timeout
-        )
-        return st
-
-    def _release(self, key: str | bytes) -> None:
-        self.cache._core.release(key)
-
-    def _try_lease(self, seg: Segment, lk: bytes) -> bool:
-        try:
-            return seg.add(lk, _HOLDER[0], ttl=self.cache.loader_timeout)
-        except ZigguratError as e:
-            log.warning("ziggurat: cannot take a lease (%s); going on without one", e)
-            return True
-
-    def _drop_lease(self, seg: Segment, lk: bytes) -> None:
-        try:
-            seg.delete(lk)
-        except ZigguratError as e:  # the lease then expires after loader_timeout
-            log.warning("ziggurat: cannot release a lease: %s", e)
-
-    def _take_over(self, key: str | bytes, holder: int) -> bool:
-        """Takes the lease from a holder whose process is gone; whether this caller now
-        holds it. Compare-and-set on the holder seen, so of several waiters that see the
-        same dead holder exactly one takes over."""
-        if _pid_alive(holder & 0xFFFFFFFF):
-            return False
-        return self.cache._core.take_over(key, holder, self.cache.loader_timeout)
-
-    def _waited(self, deadline: float, key: str | bytes) -> float:
-        """Counts a wait; the seconds left before ``loader_timeout`` (raises past it)."""
-        self.cache.loader_stats.waits += 1
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise LoadTimeout(
-                f"another caller's load of {key!r} did not finish within loader_timeout"
-            )
-        return min(_SLICE, left)
-
-    def _run(self, key: str | bytes, loader: Callable[[], Any], plan: Plan, stamp: int) -> Any:
+    def _refresh(self, step: Step, loader: Callable[[], Any]) -> None:
+        core = self._core()
         t0 = time.perf_counter()
         try:
             value = loader()
-        except Exception:
-            if self._failed(key, t0, plan):
-                return plan[4]
-            raise
-        if inspect.isawaitable(value):
-            if inspect.iscoroutine(value):
-                value.close()  # never awaited, and never will be: no warning
-            self.cache.loader_stats.record(time.perf_counter() - t0, ok=False)
-            raise TypeError(
-                "Cache.fetch(): loader returned an awaitable; use afetch() for async loaders"
+            if inspect.isawaitable(value):
+                _refuse(value)
+        except Exception as e:
+            core.fetch_failed(step, time.perf_counter() - t0)
+            log.warning(
+                "ziggurat cache %r: background refresh of %r failed: %s", self.name, step.key, e
             )
-        return self._loaded(key, value, plan, stamp, t0)
+            return
+        core.fetch_done(step, value, time.perf_counter() - t0)
 
-    def _failed(self, key: str | bytes, t0: float, plan: Plan) -> bool:
-        """Counts a failed load; whether a stale value may answer instead (fail-safe)."""
-        self.cache.loader_stats.record(time.perf_counter() - t0, ok=False)
-        if plan[4] is _MISSING:
-            return False
-        self.cache.loader_stats.stale_served += 1
-        log.warning("ziggurat: loader for %r failed; serving the stale value", key)
-        return True
-
-    def _loaded(self, key: str | bytes, value: Any, plan: Plan, stamp: int, t0: float) -> Any:
-        """Counts a successful load and stores its result."""
-        self.cache.loader_stats.record(time.perf_counter() - t0, ok=True)
-        self.cache._store_loaded(key, value, plan, stamp)
-        return value
-
-    # -- threads and processes -------------------------------------------------------------
-
-    def load(
-        self, key: str | bytes, loader: Callable[[], Any], plan: Plan, stamps: int | None
-    ) -> Any:
-        """Loads ``key`` once per host, or waits for the caller already loading it.
-        ``stamps`` comes from the lookup that missed. (The uncontended case usually never
-        gets here: the native ``fetch`` runs it.)"""
-        if self.cache._segment is None:
-            return self._load_local(key, loader, plan)
-        deadline = time.monotonic() + self.cache.loader_timeout
-        while True:
-            status, got, seen, stamp = self._lease(key, stamps)
-            if status == _FOUND:
-                return got
-            if status == _HELD:
-                try:
-                    return self._run(key, loader, plan, stamp)
-                finally:
-                    self._release(key)
-            if self._take_over(key, got):
-                self.cache.loader_stats.takeovers += 1
-                try:
-                    found, value = self._lookup(key)
-                    if found:
-                        return value
-                    return self._run(key, loader, plan, self.cache._core.stamp(key))
-                finally:
-                    self._release(key)
-            self.cache._core.wait_lease(key, seen, self._waited(deadline, key))
-            stamps = None
-
-    def _load_local(self, key: str | bytes, loader: Callable[[], Any], plan: Plan) -> Any:
-        """Degraded mode: no segment to hold leases. The threads of this process that miss
-        a key together share one load: the first runs the loader, the others wait for its
-        result (nothing may be cached to read it back from)."""
+    def local(self, step: Step, loader: Callable[[], Any]) -> Any:
+        """A miss without a segment: the threads of this process that miss a key together
+        share one load (the first runs it, the others wait for its result)."""
+        key = step.key
         with self._guard:
-            slot = self._locks.get(key)
+            slot = self._inflight.get(key)
             leader = slot is None
             if slot is None:
-                slot = self._locks[key] = [threading.Event(), None, None]
+                slot = self._inflight[key] = [threading.Event(), None, None]
         done: threading.Event = slot[0]
         if not leader:
-            if not done.wait(self.cache.loader_timeout):
+            if not done.wait(self.loader_timeout):
                 raise LoadTimeout(f"the load of {key!r} did not finish within loader_timeout")
             if slot[2] is not None:
                 raise slot[2]
             return slot[1]
         try:
-            slot[1] = self._run(key, loader, plan, 0)
+            slot[1] = self._run(step, loader)
             return slot[1]
         except BaseException as e:
             slot[2] = e
             raise
         finally:
             with self._guard:
-                self._locks.pop(key, None)
+                self._inflight.pop(key, None)
             done.set()
 
-    def refresh(self, key: str | bytes, loader: Callable[[], Any], plan: Plan) -> None:
-        """Starts one background reload of ``key`` per host (early refresh)."""
-        seg = self._seg()
-        rk = _hidden(b"refresh", key)
-        with self._guard:
-            if key in self._refreshing:
-                return
-            if seg is not None and not self._try_lease(seg, rk):
-                return
-            self._refreshing.add(key)
-        self.cache.loader_stats.refreshes += 1
-        plan = (*plan[:4], _MISSING)
-
-        def work() -> None:
-            try:
-                self._run(key, loader, plan, self.cache._core.stamp(key))
-            except Exception as e:
-                log.warning("ziggurat: background refresh of %r failed: %s", key, e)
-            finally:
-                with self._guard:
-                    self._refreshing.discard(key)
-                if seg is not None:
-                    self._drop_lease(seg, rk)
-
-        threading.Thread(target=work, name="ziggurat-refresh", daemon=True).start()
-
-    # -- asyncio ---------------------------------------------------------------------------
-
-    async def _arun(
-        self, key: str | bytes, loader: Callable[[], Any], plan: Plan, stamp: int
-    ) -> Any:
+    def _run(self, step: Step, loader: Callable[[], Any]) -> Any:
+        core = self._core()
         t0 = time.perf_counter()
         try:
             value = loader()
             if inspect.isawaitable(value):
-                value = await value
+                _refuse(value)
         except Exception:
-            if self._failed(key, t0, plan):
-                return plan[4]
+            served, stale = core.fetch_failed(step, time.perf_counter() - t0)
+            if served:
+                return stale
             raise
-        return self._loaded(key, value, plan, stamp, t0)
+        return core.fetch_done(step, value, time.perf_counter() - t0)
 
-    async def aload(
-        self,
-        key: str | bytes,
-        loader: Callable[[], Any],
-        plan: Plan,
-        stamps: int | None,
-    ) -> Any:
-        """``load`` for asyncio: one task per key per event loop, one load per host."""
+    # -- asyncio ---------------------------------------------------------------------------
+
+    async def afetch(self, key: Any, loader: Callable[[], Any], opts: dict[str, Any]) -> Any:
+        """``Cache.afetch``: the core's steps, the loader awaited; tasks of one event loop
+        share a per-key future, so one of them drives the steps for all."""
+        step = self._core().fetch_begin(key, **opts)
+        if step.kind == StepKind.HIT:
+            return self._hit(step, loader)
         loop = asyncio.get_running_loop()
         fk = (id(loop), key)
         while True:
             fut = self._futures.get(fk)
             if fut is None:
                 break
+            self._core().fetch_abandon(step)  # another task of this loop drives the key
             try:
                 return await asyncio.shield(fut)
             except _LeaderCancelled:
-                stamps = None  # the task loading it was cancelled: load it here instead
+                step = self._core().fetch_begin(key, **opts)  # load it here instead
+                if step.kind == StepKind.HIT:
+                    return self._hit(step, loader)
         fut = loop.create_future()
         self._futures[fk] = fut
         try:
-            value = await self._aload_host(key, loader, plan, stamps)
+            value = await self._drive(step, loader)
         except asyncio.CancelledError:
             # This caller was cancelled; the others waiting for the key were not.
             fut.set_exception(_LeaderCancelled())
@@ -371,61 +253,62 @@ class Flight:
         finally:
             self._futures.pop(fk, None)
 
-    async def _aload_host(
-        self,
-        key: str | bytes,
-        loader: Callable[[], Any],
-        plan: Plan,
-        stamps: int | None,
-    ) -> Any:
-        if self.cache._segment is None:
-            return await self._arun(key, loader, plan, 0)
-        deadline = time.monotonic() + self.cache.loader_timeout
+    def _hit(self, step: Step, loader: Callable[[], Any]) -> Any:
+        r = self._core().fetch_refresh(step)
+        if r is not None:
+            task = asyncio.get_running_loop().create_task(self._arefresh(r, loader))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return step.value
+
+    async def _drive(self, step: Step, loader: Callable[[], Any]) -> Any:
+        core = self._core()
         loop = asyncio.get_running_loop()
         while True:
-            status, got, seen, stamp = self._lease(key, stamps)
-            if status == _FOUND:
-                return got
-            if status == _HELD:
-                try:
-                    return await self._arun(key, loader, plan, stamp)
-                finally:
-                    self._release(key)
-            if self._take_over(key, got):
-                self.cache.loader_stats.takeovers += 1
-                try:
-                    found, value = self._lookup(key)
-                    if found:
-                        return value
-                    return await self._arun(key, loader, plan, self.cache._core.stamp(key))
-                finally:
-                    self._release(key)
-            left = self._waited(deadline, key)
-            await loop.run_in_executor(None, self.cache._core.wait_lease, key, seen, left)
-            stamps = None
-
-    def arefresh(self, key: str | bytes, loader: Callable[[], Any], plan: Plan) -> None:
-        """Starts one background reload of ``key`` per host, as an asyncio task."""
-        seg = self._seg()
-        rk = _hidden(b"refresh", key)
-        if key in self._refreshing:
-            return
-        if seg is not None and not self._try_lease(seg, rk):
-            return
-        self._refreshing.add(key)
-        self.cache.loader_stats.refreshes += 1
-        plan = (*plan[:4], _MISSING)
-
-        async def work() -> None:
+            if step.kind == StepKind.HIT:
+                return self._hit(step, loader)
+            if step.kind == StepKind.WAIT:
+                await loop.run_in_executor(None, core.fetch_wait, step)
+                step = core.fetch_next(step)
+                continue
+            t0 = time.perf_counter()
             try:
-                await self._arun(key, loader, plan, self.cache._core.stamp(key))
-            except Exception as e:
-                log.warning("ziggurat: background refresh of %r failed: %s", key, e)
-            finally:
-                self._refreshing.discard(key)
-                if seg is not None:
-                    self._drop_lease(seg, rk)
+                value = loader()
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception:
+                served, stale = core.fetch_failed(step, time.perf_counter() - t0)
+                if served:
+                    log.warning(
+                        "ziggurat cache %r: loader for %r failed; serving the stale value",
+                        self.name,
+                        step.key,
+                    )
+                    return stale
+                raise
+            except BaseException:
+                core.fetch_abandon(step)
+                raise
+            return core.fetch_done(step, value, time.perf_counter() - t0)
 
-        task = asyncio.get_running_loop().create_task(work())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    async def _arefresh(self, step: Step, loader: Callable[[], Any]) -> None:
+        core = self._core()
+        t0 = time.perf_counter()
+        try:
+            value = loader()
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as e:
+            core.fetch_failed(step, time.perf_counter() - t0)
+            log.warning(
+                "ziggurat cache %r: background refresh of %r failed: %s", self.name, step.key, e
+            )
+            return
+        except BaseException:
+            core.fetch_abandon(step)
+            raise
+        core.fetch_done(step, value, time.perf_counter() - t0)
+
+
+class _LeaderCancelled(Exception):
+    """The task loading a key was cancelled; a waiting task loads it instead."""

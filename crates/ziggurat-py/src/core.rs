@@ -19,12 +19,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PySet, PyTuple};
 use ziggurat_cache::{Kind, Lifetime, Trailer, UpdateError, TRAILER_LEN};
 use ziggurat_core::clock::now_ms;
-use ziggurat_core::lease::Lease;
 use ziggurat_core::tags::TagRef;
 use ziggurat_core::Segment;
 
 use crate::codec::AutoCodec;
 use crate::convert::{err, key_bytes, tags_arg, ttl_arg, ZigguratError};
+use crate::fetch::Step;
 use crate::l1::{Entry, Shared, Watch32, Watch64, L1};
 use crate::segment::PySegment;
 
@@ -37,11 +37,6 @@ create_exception!(
 
 const READ_TRIES: usize = 4;
 
-/// Statuses of `lease`.
-pub const LEASE_FOUND: u8 = 1;
-pub const LEASE_HELD: u8 = 4;
-pub const LEASE_WAIT: u8 = 5;
-
 /// How `get` hands out cached objects.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum CopyMode {
@@ -50,7 +45,7 @@ enum CopyMode {
     Decode,
 }
 
-/// Result kinds of `lookup`.
+/// What a read below L1 found (also the kinds of `lookup`).
 pub const MISS: u8 = 0;
 pub const HIT: u8 = 1;
 pub const NEG: u8 = 2;
@@ -67,12 +62,12 @@ struct Read {
 /// What a read below L1 found. `stamps` packs the key's stamps in the main and
 /// cached-miss segments, as read before a probe that found no fresh value: a
 /// later lease holder compares them instead of probing again.
-struct Below {
-    kind: u8,
-    value: Option<Py<PyAny>>,
-    soft: u64,
-    ttl_ms: u32,
-    stamps: Option<u64>,
+pub(crate) struct Below {
+    pub kind: u8,
+    pub value: Option<Py<PyAny>>,
+    pub soft: u64,
+    pub ttl_ms: u32,
+    pub stamps: Option<u64>,
 }
 
 impl Below {
@@ -88,18 +83,17 @@ impl Below {
 
     /// Both stamps, if both were even (no write in progress).
     fn snap(main_stamp: u32, neg_stamp: u32) -> Option<u64> {
-        (main_stamp & 1 == 0 && neg_stamp & 1 == 0)
-            .then_some(main_stamp as u64 | (neg_stamp as u64) << 32)
+        ziggurat_cache::snapshot(main_stamp, neg_stamp)
     }
 }
 
 /// A counter bumped with the GIL held (a plain load and store suffice).
 #[derive(Default)]
-struct Counter(AtomicU64);
+pub(crate) struct Counter(AtomicU64);
 
 impl Counter {
     #[inline]
-    fn bump(&self) -> u64 {
+    pub(crate) fn bump(&self) -> u64 {
         let n = self.0.load(Ordering::Relaxed) + 1;
         self.0.store(n, Ordering::Relaxed);
         n
@@ -113,26 +107,31 @@ impl Counter {
 /// (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) as passed from Python.
 type FetchDefaults = (f64, Option<f64>, Option<f64>, f64, f64);
 
-/// The cache-wide defaults the native `fetch` path stores loads with.
-struct FetchConfig {
-    ttl: f64,
-    neg_ttl: Option<f64>,
-    stale_ttl: Option<f64>,
-    jitter: f64,
-    loader_timeout: f64,
+/// The cache-wide defaults that writes and loads use.
+pub(crate) struct FetchConfig {
+    pub ttl: f64,
+    pub neg_ttl: Option<f64>,
+    pub stale_ttl: Option<f64>,
+    pub jitter: f64,
+    pub loader_timeout: f64,
 }
 
-/// Loader calls, errors and latency (bumped with the GIL held).
+/// Loader calls, errors, latency and the miss path's events (bumped with the
+/// GIL held).
 #[derive(Default)]
-struct LoadCounts {
+pub(crate) struct LoadCounts {
     calls: Counter,
     errors: Counter,
     total_ns: Counter,
     max_ns: AtomicU64,
+    pub waits: Counter,
+    pub takeovers: Counter,
+    pub stale_served: Counter,
+    pub refreshes: Counter,
 }
 
 impl LoadCounts {
-    fn record(&self, ns: u64, ok: bool) {
+    pub(crate) fn record(&self, ns: u64, ok: bool) {
         self.calls.bump();
         if !ok {
             self.errors.bump();
@@ -141,22 +140,18 @@ impl LoadCounts {
         self.max_ns.fetch_max(ns, Ordering::Relaxed);
     }
 
-    fn counts(&self) -> (u64, u64, u64, u64) {
-        (
-            self.calls.get(),
-            self.errors.get(),
-            self.total_ns.get(),
-            self.max_ns.load(Ordering::Relaxed),
-        )
+    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("calls", self.calls.get())?;
+        d.set_item("errors", self.errors.get())?;
+        d.set_item("total_ns", self.total_ns.get())?;
+        d.set_item("max_ns", self.max_ns.load(Ordering::Relaxed))?;
+        d.set_item("waits", self.waits.get())?;
+        d.set_item("takeovers", self.takeovers.get())?;
+        d.set_item("stale_served", self.stale_served.get())?;
+        d.set_item("refreshes", self.refreshes.get())?;
+        Ok(d)
     }
-}
-
-/// What `CacheCore::take_lease` found: a value stored meanwhile, the lease
-/// (with the key's main stamp before the load), or another holder.
-enum Leased {
-    Found(Py<PyAny>),
-    Held(u32),
-    Busy { holder: u64, seq: u32 },
 }
 
 /// What `CacheCore::l1_shared` found.
@@ -181,8 +176,8 @@ struct L1Hit {
 // native methods then read "Cache.set() takes ...", naming the public method.
 #[pyclass(name = "Cache", module = "ziggurat._native", frozen)]
 pub struct CacheCore {
-    main: Option<Arc<Segment>>,
-    neg: Option<Arc<Segment>>,
+    pub(crate) main: Option<Arc<Segment>>,
+    pub(crate) neg: Option<Arc<Segment>>,
     l1: Shared,
     l1_enabled: bool,
     loads: Py<PyAny>,
@@ -191,19 +186,21 @@ pub struct CacheCore {
     codec: Option<Py<AutoCodec>>,
     mode: CopyMode,
     debug: bool,
-    /// `fetch`'s slow path (a Python callable): misses and early refreshes.
-    miss: Option<Py<PyAny>>,
-    /// Fraction of the TTL at its end in which a `fetch` hit takes the slow path.
-    refresh_ahead: f64,
-    /// The cache's defaults for `fetch`; None keeps every miss on the slow path.
-    fetch_cfg: Option<FetchConfig>,
+    /// Called as `(step, loader)` to run an early refresh in the background.
+    pub(crate) refresh: Option<Py<PyAny>>,
+    /// Called as `(step, loader)` for a miss without a segment (degraded).
+    pub(crate) local: Option<Py<PyAny>>,
+    /// Fraction of the TTL at its end in which a `fetch` hit starts a refresh.
+    pub(crate) refresh_ahead: f64,
+    /// The cache's defaults.
+    pub(crate) cfg: FetchConfig,
     /// Called as `(what, key, exception)` when a write made for `fetch` fails,
     /// or a stored value cannot be decoded (`what` is "decode").
     on_write_error: Option<Py<PyAny>>,
     /// Without a segment, the longest an L1 entry may live (degraded="local"),
     /// which bounds how long a process serves a value another process replaced.
     degraded_ttl: Option<f64>,
-    loads_done: LoadCounts,
+    pub(crate) loads_done: LoadCounts,
     rng: AtomicU64,
     l1_misses: Counter,
     l2_hits: Counter,
@@ -339,7 +336,7 @@ fn check_ttls(args: [(Option<&Bound<'_, PyAny>>, &str); 3]) -> PyResult<()> {
 }
 
 /// A TTL argument checked by the shared rule; `what` names the argument.
-fn positive_ttl(ttl: f64, what: &str) -> PyResult<f64> {
+pub(crate) fn positive_ttl(ttl: f64, what: &str) -> PyResult<f64> {
     match Lifetime::from_seconds(ttl, 0.0) {
         Ok(_) => Ok(ttl),
         Err(m) => Err(PyValueError::new_err(format!("{what} {m}"))),
@@ -536,7 +533,7 @@ impl CacheCore {
     }
 
     /// The full read path below L1.
-    fn read_below(
+    pub(crate) fn read_below(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -668,19 +665,8 @@ impl CacheCore {
         self.neg.as_ref().map(|n| n.stamp_word(&n.hash(kb)))
     }
 
-    /// Whether no write of the key (value or cached miss) has landed since `snap`
-    /// was taken by a lookup that missed.
-    fn unchanged_since(&self, kb: &[u8], snap: u64) -> bool {
-        let Some(main) = self.main.as_ref() else {
-            return false;
-        };
-        let s = main.stamp_word(&main.hash(kb)).load(Ordering::Acquire);
-        let n = self.neg_stamp(kb).map_or(0, |w| w.load(Ordering::Acquire));
-        Below::snap(s, n) == Some(snap)
-    }
-
     /// L1, then L2: the value or cached miss of `key` if one is there now.
-    fn find_now(
+    pub(crate) fn find_now(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -727,7 +713,7 @@ impl CacheCore {
     /// Encodes and writes `value` (arguments already checked), then keeps the
     /// object in this process's L1.
     #[allow(clippy::too_many_arguments)]
-    fn store(
+    pub(crate) fn store(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -843,7 +829,13 @@ impl CacheCore {
     }
 
     /// Writes a cached miss of `kb` valid while its main stamp is `stamp`.
-    fn store_negative(&self, kb: &[u8], ttl: f64, stamp: u32, tags: &[Vec<u8>]) -> PyResult<()> {
+    pub(crate) fn store_negative(
+        &self,
+        kb: &[u8],
+        ttl: f64,
+        stamp: u32,
+        tags: &[Vec<u8>],
+    ) -> PyResult<()> {
         let Some(neg) = self.neg.as_ref() else {
             return Ok(());
         };
@@ -855,7 +847,13 @@ impl CacheCore {
     }
 
     /// Reports a failed write to the Python side (logged and counted there).
-    fn write_failed(&self, py: Python<'_>, what: &str, key: &Bound<'_, PyAny>, e: PyErr) {
+    pub(crate) fn write_failed(
+        &self,
+        py: Python<'_>,
+        what: &str,
+        key: &Bound<'_, PyAny>,
+        e: PyErr,
+    ) {
         if let Some(hook) = &self.on_write_error {
             if let Err(e2) = hook.call1(py, (what, key, e.value(py))) {
                 e2.print(py);
@@ -863,113 +861,9 @@ impl CacheCore {
         }
     }
 
-    /// The miss path of `fetch` when nothing is unusual: no per-call TTLs, no
-    /// stale value to fall back on, the lease free. Returns None to hand the
-    /// call to the Python slow path (which handles waits, takeovers, fail-safe
-    /// and degraded mode) before anything was changed.
-    fn fetch_fast(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        hash: u64,
-        loader: &Bound<'_, PyAny>,
-        tags: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Option<Py<PyAny>>> {
-        let (Some(neg), Some(f)) = (self.neg.as_ref(), self.fetch_cfg.as_ref()) else {
-            return Ok(None);
-        };
-        // Tags given as a generator would be consumed here and be gone for
-        // the slow path; only tuples and lists are read on this path.
-        let plain_tags = tags.is_none_or(|t| {
-            t.is_none() || t.is_exact_instance_of::<PyTuple>() || t.is_exact_instance_of::<PyList>()
-        });
-        // Early refresh and fail-safe need the hit's deadline and the stale value:
-        // the slow path reads both.
-        if self.refresh_ahead > 0.0 || f.stale_ttl.is_some() || !plain_tags || !loader.is_callable()
-        {
-            return Ok(None);
-        }
-        let kb = check_key(key)?;
-        let tags = tags_arg(tags)?;
-        self.l1_misses.bump();
-        let b = self.read_below(py, key, hash, false)?;
-        match b.kind {
-            HIT => return Ok(b.value),
-            NEG => return Ok(Some(py.None())),
-            _ => {}
-        }
-        let Some(stamps) = b.stamps else {
-            return Ok(None);
-        };
-        let stamp = match self.take_lease(py, key, kb, hash, Some(stamps), f.loader_timeout)? {
-            Leased::Found(v) => return Ok(Some(v)),
-            Leased::Busy { .. } => return Ok(None), // another caller loads it: the slow path waits
-            Leased::Held(stamp) => stamp,
-        };
-        let t0 = std::time::Instant::now();
-        let loaded = loader.call0().and_then(refuse_awaitable);
-        self.loads_done
-            .record(t0.elapsed().as_nanos() as u64, loaded.is_ok());
-        let stored = match &loaded {
-            Err(_) => Ok(()),
-            Ok(v) if v.is_none() => match f.neg_ttl {
-                Some(nt) => self.store_negative(kb, nt, stamp, &tags),
-                None => Ok(()),
-            },
-            Ok(v) => {
-                let ttl = f.ttl * (1.0 - f.jitter * self.jitter_draw());
-                self.store(py, key, kb, hash, v, ttl, 0.0, &tags)
-            }
-        };
-        neg.lease_release(kb, std::process::id());
-        if let Err(e) = stored {
-            // A value that cannot be stored (too large, not serializable, no lock in
-            // time) is still returned, just not cached; anything else propagates.
-            let expected = e.is_instance_of::<ZigguratError>(py)
-                || e.is_instance_of::<PyValueError>(py)
-                || e.is_instance_of::<PyTypeError>(py);
-            if !expected {
-                return Err(e);
-            }
-            self.write_failed(py, "store", key, e);
-        }
-        Ok(Some(loaded?.unbind()))
-    }
-
-    /// Takes the load lease of `key` for this process. With `stamps` from a
-    /// lookup that missed, an unchanged key needs no second probe; otherwise a
-    /// value that landed meanwhile is found (and the lease given back).
-    fn take_lease(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        kb: &[u8],
-        hash: u64,
-        stamps: Option<u64>,
-        timeout: f64,
-    ) -> PyResult<Leased> {
-        let (Some(main), Some(neg)) = (self.main.as_ref(), self.neg.as_ref()) else {
-            return Err(PyValueError::new_err("no segment: leases need one"));
-        };
-        let pid = std::process::id();
-        match neg.lease_try(kb, pid, timeout) {
-            Lease::Taken => {
-                if !stamps.is_some_and(|s| self.unchanged_since(kb, s)) {
-                    if let Some(v) = self.find_now(py, key, hash)? {
-                        neg.lease_release(kb, pid);
-                        return Ok(Leased::Found(v));
-                    }
-                }
-                let stamp = main.stamp_word(&main.hash(kb)).load(Ordering::Acquire);
-                Ok(Leased::Held(stamp))
-            }
-            Lease::Held { holder, seq } => Ok(Leased::Busy { holder, seq }),
-        }
-    }
-
     /// A number in [0, 1) for TTL jitter (xorshift; races between threads
     /// only mix the state further).
-    fn jitter_draw(&self) -> f64 {
+    pub(crate) fn jitter_draw(&self) -> f64 {
         let mut x = self.rng.load(Ordering::Relaxed);
         x ^= x << 13;
         x ^= x >> 7;
@@ -986,9 +880,9 @@ impl CacheCore {
 
     /// The main segment and the cache's defaults, for writes that need both.
     fn writable(&self) -> PyResult<(&Arc<Segment>, &FetchConfig)> {
-        match (self.main.as_ref(), self.fetch_cfg.as_ref()) {
-            (Some(m), Some(f)) => Ok((m, f)),
-            _ => Err(ZigguratError::new_err("the cache has no shared segment")),
+        match self.main.as_ref() {
+            Some(m) => Ok((m, &self.cfg)),
+            None => Err(ZigguratError::new_err("the cache has no shared segment")),
         }
     }
 
@@ -1000,7 +894,7 @@ impl CacheCore {
 #[pymethods]
 impl CacheCore {
     #[new]
-    #[pyo3(signature = (main, neg, l1_items, l1_neg_items, loads, dumps, copy = "shared", debug = false, miss = None, refresh_ahead = 0.0, fetch_defaults = None, on_write_error = None, codec = None, degraded_ttl = None))]
+    #[pyo3(signature = (main, neg, l1_items, l1_neg_items, loads, dumps, fetch_defaults, copy = "shared", debug = false, refresh = None, local = None, refresh_ahead = 0.0, on_write_error = None, codec = None, degraded_ttl = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         main: Option<&Bound<'_, PySegment>>,
@@ -1009,25 +903,24 @@ impl CacheCore {
         l1_neg_items: usize,
         loads: Py<PyAny>,
         dumps: Py<PyAny>,
+        fetch_defaults: FetchDefaults,
         copy: &str,
         debug: bool,
-        miss: Option<Py<PyAny>>,
+        refresh: Option<Py<PyAny>>,
+        local: Option<Py<PyAny>>,
         refresh_ahead: f64,
-        fetch_defaults: Option<FetchDefaults>,
         on_write_error: Option<Py<PyAny>>,
         codec: Option<Py<AutoCodec>>,
         degraded_ttl: Option<f64>,
     ) -> PyResult<Self> {
-        let fetch_cfg =
-            fetch_defaults.map(
-                |(ttl, neg_ttl, stale_ttl, jitter, loader_timeout)| FetchConfig {
-                    ttl,
-                    neg_ttl,
-                    stale_ttl,
-                    jitter,
-                    loader_timeout,
-                },
-            );
+        let (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) = fetch_defaults;
+        let cfg = FetchConfig {
+            ttl,
+            neg_ttl,
+            stale_ttl,
+            jitter,
+            loader_timeout,
+        };
         let seed = now_ms() ^ ((std::process::id() as u64) << 32) | 1;
         let mode = match copy {
             "shared" => CopyMode::Shared,
@@ -1049,9 +942,10 @@ impl CacheCore {
             codec,
             mode,
             debug,
-            miss,
+            refresh,
+            local,
             refresh_ahead,
-            fetch_cfg,
+            cfg,
             on_write_error,
             degraded_ttl,
             loads_done: LoadCounts::default(),
@@ -1129,69 +1023,55 @@ impl CacheCore {
                 if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
                     check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
                 }
-                // Whether L1 holds an entry that is due for early refresh.
-                let due =
+                // An L1 hit is answered here; one due for early refresh also
+                // starts the refresh.
+                let due_hit =
                     if self.mode == CopyMode::Shared && !self.debug && self.refresh_ahead == 0.0 {
                         match self.l1_shared(py, key, hash) {
                             Quick::Value(v) => return Ok(v),
                             Quick::Negative => return Ok(py.None()),
-                            Quick::Miss => false,
+                            Quick::Miss => None,
                         }
                     } else if let Some(e) = self.l1_hit(py, key, hash) {
                         if e.negative {
                             return Ok(py.None());
                         }
-                        let due = self.refresh_ahead > 0.0
-                            && e.deadline != 0
-                            && (e.deadline.saturating_sub(now_ms()) as f64)
-                                < self.refresh_ahead * e.ttl_ms as f64;
-                        if !due {
-                            if self.debug {
-                                self.check_mutation(py, key, &e)?;
-                            }
-                            return self.out(py, &e.value);
+                        if self.debug {
+                            self.check_mutation(py, key, &e)?;
                         }
-                        true
+                        let v = self.out(py, &e.value)?;
+                        if !self.due(e.deadline, e.ttl_ms) {
+                            return Ok(v);
+                        }
+                        Some(v)
                     } else {
-                        false
+                        None
                     };
-                let unset = |a: Option<&Bound<'py, PyAny>>| a.is_none_or(|a| a.is_none());
-                if !due && unset(ttl) && unset(neg_ttl) && unset(stale_ttl) {
-                    if let Some(v) = self.fetch_fast(py, key, hash, loader, tags)? {
-                        return Ok(v);
+                check_key(key)?;
+                let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
+                if let Some(v) = due_hit {
+                    let step =
+                        self.py_begin(py, key, &plan, Some((v.clone_ref(py), true)), hash)?;
+                    if let Some(r) = self.py_refresh_of(py, step.get())? {
+                        if let Some(hook) = self.refresh.as_ref() {
+                            hook.call1(py, (r, loader))?;
+                        }
                     }
+                    return Ok(v);
                 }
-                let Some(miss) = self.miss.as_ref() else {
-                    return Err(PyValueError::new_err(
-                        "this CacheCore has no fetch slow path",
-                    ));
-                };
-                let arg = |a: Option<&Bound<'py, PyAny>>| {
-                    a.cloned().unwrap_or_else(|| py.None().into_bound(py))
-                };
-                miss.call1(
-                    py,
-                    (
-                        key,
-                        loader,
-                        arg(ttl),
-                        tags.cloned()
-                            .unwrap_or_else(|| PyTuple::empty(py).into_any()),
-                        arg(neg_ttl),
-                        arg(stale_ttl),
-                    ),
-                )
+                self.l1_misses.bump();
+                self.fetch_miss(py, key, hash, loader, &plan)
             })(),
         )
     }
 
-    // The slow path is usually a bound method of the Cache that owns this core:
-    // a cycle, which the garbage collector can only see through this.
+    // The hooks are usually bound methods of the Cache that owns this core: a
+    // cycle, which the garbage collector can only see through this.
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
         visit.call(&self.loads)?;
         visit.call(&self.dumps)?;
-        if let Some(m) = &self.miss {
-            visit.call(m)?;
+        for h in [&self.refresh, &self.local].into_iter().flatten() {
+            visit.call(h)?;
         }
         if let Some(h) = &self.on_write_error {
             visit.call(h)?;
@@ -1257,86 +1137,6 @@ impl CacheCore {
         )
     }
 
-    /// Takes the per-host load lease of `key` (single flight), after a lookup
-    /// that missed. Returns `(status, value, seen, stamp)`:
-    ///
-    /// - `(FOUND, value, 0, 0)`: another caller stored the value (or a cached
-    ///   miss, value None) meanwhile; no lease is held;
-    /// - `(LEASED, None, 0, stamp)`: this process holds the lease and must load,
-    ///   then `release`; `stamp` is the key's main stamp before the load, for
-    ///   `set_negative`;
-    /// - `(WAIT, holder, seq, 0)`: another caller holds it; wait with
-    ///   `wait_lease(key, seq, ...)`, or `take_over(key, holder, ...)` when the
-    ///   holder's process (`holder & 0xffffffff`) is gone.
-    ///
-    /// `stamps` is the last element of the missed `lookup`, or None after a
-    /// wait; with it, an unchanged key needs no second probe.
-    #[pyo3(signature = (key, stamps, timeout))]
-    fn lease<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-        stamps: Option<u64>,
-        timeout: f64,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let kb = check_key(key)?;
-        let hash = key_hash(key)?;
-        let found = |v: Py<PyAny>| (LEASE_FOUND, v, 0u32, 0u32).into_pyobject(py);
-        if stamps.is_none() {
-            // After a wait most callers find the value: no lease taken for them.
-            if let Some(v) = self.find_now(py, key, hash)? {
-                return found(v);
-            }
-        }
-        match self.take_lease(py, key, kb, hash, stamps, timeout)? {
-            Leased::Found(v) => found(v),
-            Leased::Held(stamp) => (LEASE_HELD, py.None(), 0u32, stamp).into_pyobject(py),
-            Leased::Busy { holder, seq } => {
-                if let Some(v) = self.find_now(py, key, hash)? {
-                    return found(v);
-                }
-                (LEASE_WAIT, holder, seq, 0u32).into_pyobject(py)
-            }
-        }
-    }
-
-    /// Takes the lease of `key` from `holder` (as `lease` reported it), whose
-    /// process is gone; true for exactly one of the callers that saw it.
-    fn take_over(&self, key: &Bound<'_, PyAny>, holder: u64, timeout: f64) -> PyResult<bool> {
-        let kb = check_key(key)?;
-        Ok(self
-            .neg
-            .as_ref()
-            .is_some_and(|n| n.lease_take_over(kb, holder, std::process::id(), timeout)))
-    }
-
-    /// Sleeps (without the GIL) until the lease of `key` is released after
-    /// `seen` (the `seq` that `lease` reported) or `timeout` seconds pass;
-    /// returns whether it was.
-    fn wait_lease(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        seen: u32,
-        timeout: f64,
-    ) -> PyResult<bool> {
-        let kb = check_key(key)?;
-        let Some(neg) = self.neg.as_ref() else {
-            return Ok(true);
-        };
-        let t = std::time::Duration::from_secs_f64(timeout.clamp(0.0, 86400.0));
-        Ok(py.detach(|| neg.lease_wait(kb, seen, t)))
-    }
-
-    /// Gives up this process's lease of `key` (waiters wake and find the value).
-    fn release(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let kb = check_key(key)?;
-        if let Some(neg) = self.neg.as_ref() {
-            neg.lease_release(kb, std::process::id());
-        }
-        Ok(())
-    }
-
     /// Encodes and stores `value`. `ttl` and `stale_ttl` in seconds.
     #[pyo3(signature = (key, value, ttl, tags = None, stale_ttl = None))]
     fn store_value(
@@ -1379,9 +1179,7 @@ impl CacheCore {
             py,
             "Cache.set",
             (|| {
-                let Some(f) = self.fetch_cfg.as_ref() else {
-                    return Err(PyValueError::new_err("this CacheCore has no defaults"));
-                };
+                let f = &self.cfg;
                 let ttl = match ttl_arg(ttl)? {
                     None => f.ttl,
                     Some(t) => positive_ttl(t, "ttl")?,
@@ -1475,30 +1273,93 @@ impl CacheCore {
         )
     }
 
-    /// Caches a miss for `key` for `ttl` seconds, valid while the key's stamp
-    /// is still `stamp` (read before the load started).
-    #[pyo3(signature = (key, ttl, stamp, tags = None))]
-    fn set_negative(
+    /// Counters of the loader and the miss path in this process.
+    fn loader_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.loads_done.as_dict(py)
+    }
+
+    /// `afetch`'s first step: the L1 hit, or the first step of the miss.
+    #[pyo3(signature = (key, *, ttl = None, tags = None, neg_ttl = None, stale_ttl = None))]
+    fn fetch_begin(
         &self,
+        py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        ttl: f64,
-        stamp: u32,
+        ttl: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        let ttl = positive_ttl(ttl, "neg_ttl")?;
-        let kb = key_bytes(key)?;
-        let tags = tags_arg(tags)?;
-        self.store_negative(kb, ttl, stamp, &tags)
+        neg_ttl: Option<&Bound<'_, PyAny>>,
+        stale_ttl: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Step>> {
+        named(
+            py,
+            "Cache.afetch",
+            (|| {
+                let hash = key_hash(key)?;
+                check_key(key)?;
+                let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
+                if let Some(e) = self.l1_hit(py, key, hash) {
+                    let v = if e.negative {
+                        py.None()
+                    } else {
+                        if self.debug {
+                            self.check_mutation(py, key, &e)?;
+                        }
+                        self.out(py, &e.value)?
+                    };
+                    let due = !e.negative && self.due(e.deadline, e.ttl_ms);
+                    return self.py_begin(py, key, &plan, Some((v, due)), hash);
+                }
+                self.l1_misses.bump();
+                self.py_begin(py, key, &plan, None, hash)
+            })(),
+        )
     }
 
-    /// Counts one loader call that took `seconds` (for loads run from Python).
-    fn record_load(&self, seconds: f64, ok: bool) {
-        self.loads_done.record((seconds.max(0.0) * 1e9) as u64, ok);
+    /// The refresh a HIT step started (this process took the refresh lease):
+    /// run the loader in the background, then `fetch_done` or `fetch_failed`.
+    fn fetch_refresh(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Option<Py<Step>>> {
+        self.py_refresh_of(py, step.get())
     }
 
-    /// (calls, errors, total ns, max ns) of the loader.
-    fn loader_counts(&self) -> (u64, u64, u64, u64) {
-        self.loads_done.counts()
+    /// WAIT: sleeps (without the GIL) until the loader holding the key's lease
+    /// finishes or a slice passes; raises `LoadTimeout` past `loader_timeout`.
+    fn fetch_wait(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<()> {
+        self.py_wait(py, step.get())
+    }
+
+    /// The step after a wait.
+    fn fetch_next(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Py<Step>> {
+        self.py_next(py, step.get())
+    }
+
+    /// LOAD, LOCAL or a refresh: the loader returned `value` after `seconds`;
+    /// stores it and gives the lease back; returns `value`.
+    fn fetch_done(
+        &self,
+        py: Python<'_>,
+        step: &Bound<'_, Step>,
+        value: &Bound<'_, PyAny>,
+        seconds: f64,
+    ) -> PyResult<Py<PyAny>> {
+        self.py_done(py, step.get(), value.clone(), seconds)
+    }
+
+    /// The loader raised after `seconds`: gives the lease back; returns
+    /// `(True, stale value)` when fail-safe answers with one, else `(False, None)`.
+    fn fetch_failed(
+        &self,
+        py: Python<'_>,
+        step: &Bound<'_, Step>,
+        seconds: f64,
+    ) -> (bool, Py<PyAny>) {
+        match self.py_failed(py, step.get(), seconds) {
+            Some(v) => (true, v),
+            None => (false, py.None()),
+        }
+    }
+
+    /// The loading task was cancelled: gives the lease back, storing nothing.
+    fn fetch_abandon(&self, py: Python<'_>, step: &Bound<'_, Step>) {
+        self.py_abandon(py, step.get())
     }
 
     /// Removes `key` from every tier; returns whether L2 held it.

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 mod codec;
 mod convert;
 mod core;
+mod fetch;
 mod l1;
 mod segment;
 
@@ -20,6 +21,16 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<core::CacheCore>()?;
     m.add_class::<codec::AutoCodec>()?;
     m.add("MutationError", py.get_type::<core::MutationError>())?;
+    m.add("LoadTimeout", py.get_type::<fetch::LoadTimeout>())?;
+    m.add_class::<fetch::Step>()?;
+    m.add("STEP_HIT", fetch::STEP_HIT)?;
+    m.add("STEP_LOAD", fetch::STEP_LOAD)?;
+    m.add("STEP_WAIT", fetch::STEP_WAIT)?;
+    m.add("STEP_LOCAL", fetch::STEP_LOCAL)?;
+    m.add("FOUND_MISS", core::MISS)?;
+    m.add("FOUND_HIT", core::HIT)?;
+    m.add("FOUND_NEGATIVE", core::NEG)?;
+    m.add("FOUND_STALE", core::STALE)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add("LAYOUT_VERSION", ziggurat_core::layout::LAYOUT_VERSION)?;
     m.add("MAX_TAGS", ziggurat_core::layout::MAX_TAGS)?;

@@ -1,0 +1,146 @@
+//! Single flight: at most one loader per key per host, by the load leases of
+//! the cached-miss segment. Front ends drive it the same way whether they call
+//! or await the loader:
+//!
+//! 1. [`Flight::begin`] after a read that missed: `Load` (this process holds the
+//!    lease; when `recheck` is set, read again first, since a value may have
+//!    landed) or `Wait` (another process or thread loads).
+//! 2. `Load`: run the loader, store its result, then [`Flight::release`], which
+//!    wakes the waiters. A holder that dies is replaced by one waiter (a
+//!    compare-and-set on the holder it saw); one that hangs holds the others at
+//!    most until the lease's deadline.
+//! 3. `Wait`: [`Flight::wait`] (blocking: off any event loop), read again, and
+//!    begin again if there is still nothing.
+//!
+//! Early refreshes use the same cells under a derived key, so at most one
+//! refresh of a key runs per host.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ziggurat_core::lease::{holder_pid, Lease};
+use ziggurat_core::Segment;
+
+/// What a caller does after a read that found nothing fresh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// This process holds the lease: load, store, then [`Flight::release`].
+    /// `main_stamp` is the key's stamp before the load (a cached miss stored
+    /// for it counts only while the stamp still has this value). With
+    /// `recheck`, read the key again first: if a value landed meanwhile, use
+    /// it and release. `took_over`: the lease was taken from a holder whose
+    /// process is gone.
+    Load {
+        main_stamp: u32,
+        recheck: bool,
+        took_over: bool,
+    },
+    /// Another caller holds the lease: [`Flight::wait`] for `seq` to move.
+    Wait { holder: u64, seq: u32 },
+}
+
+/// The stamps of a key in both segments, as read before a probe that found
+/// nothing: a later lease holder compares them instead of reading again.
+/// None while either stamp is odd (a write in progress).
+pub fn snapshot(main_stamp: u32, neg_stamp: u32) -> Option<u64> {
+    (main_stamp & 1 == 0 && neg_stamp & 1 == 0)
+        .then_some(main_stamp as u64 | (neg_stamp as u64) << 32)
+}
+
+/// Whether the process `pid` exists (a holder whose process is gone can be
+/// replaced at once instead of at its deadline).
+pub fn process_alive(pid: u32) -> bool {
+    pid != 0 && std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The key under which the refresh lease of `key` is taken.
+fn refresh_key(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 9);
+    k.extend_from_slice(b"\x00refresh:");
+    k.extend_from_slice(key);
+    k
+}
+
+/// The load and refresh leases of one cache: its main segment (whose stamps
+/// say whether a key changed) and its cached-miss segment (which holds the
+/// lease cells).
+pub struct Flight<'a> {
+    main: &'a Segment,
+    neg: &'a Segment,
+}
+
+impl<'a> Flight<'a> {
+    /// The leases of the cache made of `main` and `neg`.
+    pub fn new(main: &'a Segment, neg: &'a Segment) -> Flight<'a> {
+        Flight { main, neg }
+    }
+
+    /// The key's stamp in the main segment now.
+    pub fn main_stamp(&self, key: &[u8]) -> u32 {
+        self.main
+            .stamp_word(&self.main.hash(key))
+            .load(Ordering::Acquire)
+    }
+
+    /// The key's stamps in both segments now, as [`snapshot`] packs them.
+    pub fn stamps(&self, key: &[u8]) -> Option<u64> {
+        let n = self
+            .neg
+            .stamp_word(&self.neg.hash(key))
+            .load(Ordering::Acquire);
+        snapshot(self.main_stamp(key), n)
+    }
+
+    /// Takes the load lease of `key` for `timeout` seconds, or says who holds
+    /// it. `snap` comes from the read that missed ([`Flight::stamps`] before
+    /// the probe); when the key has not changed since, no second read is needed.
+    pub fn begin(&self, key: &[u8], snap: Option<u64>, timeout: f64) -> Next {
+        let pid = std::process::id();
+        match self.neg.lease_try(key, pid, timeout) {
+            Lease::Taken => Next::Load {
+                main_stamp: self.main_stamp(key),
+                recheck: snap.is_none_or(|s| self.stamps(key) != Some(s)),
+                took_over: false,
+            },
+            Lease::Held { holder, seq } => {
+                let dead = !process_alive(holder_pid(holder));
+                if dead && self.neg.lease_take_over(key, holder, pid, timeout) {
+                    Next::Load {
+                        main_stamp: self.main_stamp(key),
+                        recheck: true,
+                        took_over: true,
+                    }
+                } else {
+                    Next::Wait { holder, seq }
+                }
+            }
+        }
+    }
+
+    /// Sleeps until the lease seen as `seq` is released or `timeout` passes;
+    /// whether it was released.
+    pub fn wait(&self, key: &[u8], seq: u32, timeout: Duration) -> bool {
+        self.neg.lease_wait(key, seq, timeout)
+    }
+
+    /// Gives back this process's lease of `key`, waking its waiters.
+    pub fn release(&self, key: &[u8]) {
+        self.neg.lease_release(key, std::process::id());
+    }
+
+    /// Takes the refresh lease of `key` (one early refresh per key per host);
+    /// whether this process now runs the refresh.
+    pub fn begin_refresh(&self, key: &[u8], timeout: f64) -> bool {
+        matches!(
+            self.neg
+                .lease_try(&refresh_key(key), std::process::id(), timeout),
+            Lease::Taken
+        )
+    }
+
+    /// Gives back the refresh lease of `key`.
+    pub fn end_refresh(&self, key: &[u8]) {
+        self.neg
+            .lease_release(&refresh_key(key), std::process::id());
+    }
+}

@@ -1,0 +1,563 @@
+//! `fetch` and `afetch`: the Cache's one miss path. A miss is a state machine
+//! of steps: HIT (a value, or a cached miss as None), LOAD (this process holds
+//! the key's load lease: run the loader, then `done` or `failed`), WAIT
+//! (another caller loads: `wait`, then `next`), LOCAL (no segment: the Python
+//! side shares one load among the process's threads). The sync `fetch` drives
+//! it here, calling the loader from Rust; `afetch` drives the same steps from
+//! Python, where the loader is awaited. The lease protocol itself lives in
+//! `ziggurat_cache::Flight`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use pyo3::create_exception;
+use pyo3::prelude::*;
+use ziggurat_cache::{Flight, Next};
+
+use crate::convert::{key_bytes, tags_arg, ttl_arg, ZigguratError};
+use crate::core::{positive_ttl, CacheCore, HIT, NEG, STALE};
+
+create_exception!(
+    _native,
+    LoadTimeout,
+    ZigguratError,
+    "Another caller's loader for the key did not finish within loader_timeout."
+);
+
+/// Step kinds, exported to Python once (`ziggurat.loader.StepKind`).
+pub const STEP_HIT: u8 = 1;
+pub const STEP_LOAD: u8 = 2;
+pub const STEP_WAIT: u8 = 3;
+pub const STEP_LOCAL: u8 = 4;
+
+/// The longest single sleep of a waiter: after it, the holder's liveness is
+/// checked again (a dead holder is replaced at once).
+const SLICE: Duration = Duration::from_millis(250);
+
+/// What a missed fetch stores its result with: the call's options resolved
+/// against the cache's.
+#[derive(Clone)]
+pub(crate) struct Plan {
+    pub ttl: f64,
+    pub neg_ttl: Option<f64>,
+    pub stale_ttl: Option<f64>,
+    pub tags: Vec<Vec<u8>>,
+}
+
+/// One step of a miss, as Rust drives it.
+pub(crate) struct State {
+    pub kind: u8,
+    pub value: Option<Py<PyAny>>,
+    pub key: Py<PyAny>,
+    pub hash: u64,
+    pub plan: Plan,
+    /// LOAD: the key's main stamp before the load (for a cached miss).
+    stamp: u32,
+    /// WAIT: the lease release counter seen.
+    seq: u32,
+    /// When waiting must give up (`loader_timeout` after the first miss).
+    deadline: Instant,
+    /// A stale value the loader's failure may be answered with (fail-safe).
+    stale: Option<Py<PyAny>>,
+    /// LOAD of an early refresh (its own lease).
+    refreshing: bool,
+    /// HIT due for early refresh, whose refresh lease this process took.
+    refresh: Option<Box<State>>,
+}
+
+/// A step handed to Python (`afetch`, background refreshes, degraded loads).
+#[pyclass(module = "ziggurat._native", frozen)]
+pub struct Step {
+    state: State,
+    /// The lease is given back exactly once, whoever finishes the step.
+    finished: AtomicBool,
+}
+
+#[pymethods]
+impl Step {
+    /// The step's kind (`ziggurat.loader.StepKind`).
+    #[getter]
+    fn kind(&self) -> u8 {
+        self.state.kind
+    }
+
+    /// HIT: the value (None for a cached miss).
+    #[getter]
+    fn value(&self, py: Python<'_>) -> Py<PyAny> {
+        self.state
+            .value
+            .as_ref()
+            .map_or_else(|| py.None(), |v| v.clone_ref(py))
+    }
+
+    /// The key of the step.
+    #[getter]
+    fn key(&self, py: Python<'_>) -> Py<PyAny> {
+        self.state.key.clone_ref(py)
+    }
+
+    fn __repr__(&self) -> String {
+        let kind = match self.state.kind {
+            STEP_HIT => "HIT",
+            STEP_LOAD if self.state.refreshing => "REFRESH",
+            STEP_LOAD => "LOAD",
+            STEP_WAIT => "WAIT",
+            _ => "LOCAL",
+        };
+        format!("<Step {kind}>")
+    }
+}
+
+impl Step {
+    fn wrap(py: Python<'_>, state: State) -> PyResult<Py<Step>> {
+        Py::new(
+            py,
+            Step {
+                state,
+                finished: AtomicBool::new(false),
+            },
+        )
+    }
+
+    /// Whether this call is the one that finishes the step.
+    fn finish(&self) -> bool {
+        !self.finished.swap(true, Ordering::AcqRel)
+    }
+}
+
+impl CacheCore {
+    /// Resolves a fetch's options against the cache's (each checked before any
+    /// loader runs).
+    pub(crate) fn plan(
+        &self,
+        ttl: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        neg_ttl: Option<&Bound<'_, PyAny>>,
+        stale_ttl: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Plan> {
+        let f = &self.cfg;
+        let opt = |a: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<Option<f64>> {
+            ttl_arg(a)?.map(|v| positive_ttl(v, what)).transpose()
+        };
+        Ok(Plan {
+            ttl: opt(ttl, "ttl")?.unwrap_or(f.ttl),
+            neg_ttl: match opt(neg_ttl, "neg_ttl")? {
+                Some(v) => Some(v),
+                None => f.neg_ttl,
+            },
+            stale_ttl: match opt(stale_ttl, "stale_ttl")? {
+                Some(v) => Some(v),
+                None => f.stale_ttl,
+            },
+            tags: tags_arg(tags)?,
+        })
+    }
+
+    fn flight(&self) -> Option<Flight<'_>> {
+        match (self.main.as_ref(), self.neg.as_ref()) {
+            (Some(m), Some(n)) => Some(Flight::new(m, n)),
+            _ => None,
+        }
+    }
+
+    fn state(&self, kind: u8, key: &Bound<'_, PyAny>, hash: u64, plan: &Plan) -> State {
+        State {
+            kind,
+            value: None,
+            key: key.clone().unbind(),
+            hash,
+            plan: plan.clone(),
+            stamp: 0,
+            seq: 0,
+            deadline: Instant::now() + Duration::from_secs_f64(self.cfg.loader_timeout),
+            stale: None,
+            refreshing: false,
+            refresh: None,
+        }
+    }
+
+    /// A HIT step for `value`; takes the refresh lease when the hit is due for
+    /// early refresh (`soft`/`ttl_ms` of the entry).
+    fn hit(
+        &self,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        plan: &Plan,
+        value: Option<Py<PyAny>>,
+        due: bool,
+    ) -> State {
+        let mut st = self.state(STEP_HIT, key, hash, plan);
+        st.value = value;
+        if due {
+            if let (Some(fl), Ok(kb)) = (self.flight(), key_bytes(key)) {
+                if fl.begin_refresh(kb, self.cfg.loader_timeout) {
+                    self.loads_done.refreshes.bump();
+                    let mut r = self.state(STEP_LOAD, key, hash, plan);
+                    r.refreshing = true;
+                    r.stamp = fl.main_stamp(kb);
+                    st.refresh = Some(Box::new(r));
+                }
+            }
+        }
+        st
+    }
+
+    /// Whether an entry with this soft deadline and TTL is in the last
+    /// `refresh_ahead` part of its life.
+    pub(crate) fn due(&self, soft: u64, ttl_ms: u32) -> bool {
+        self.refresh_ahead > 0.0
+            && soft != 0
+            && (soft.saturating_sub(ziggurat_core::clock::now_ms()) as f64)
+                < self.refresh_ahead * ttl_ms as f64
+    }
+
+    /// The first step of a miss (L1 already missed): L2, the cached misses,
+    /// then the lease.
+    pub(crate) fn begin(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        plan: &Plan,
+    ) -> PyResult<State> {
+        let b = self.read_below(py, key, hash, plan.stale_ttl.is_some())?;
+        let mut stale = None;
+        match b.kind {
+            HIT => {
+                let due = self.due(b.soft, b.ttl_ms);
+                return Ok(self.hit(key, hash, plan, b.value, due));
+            }
+            NEG => return Ok(self.hit(key, hash, plan, None, false)),
+            STALE => {
+                let since = ziggurat_core::clock::now_ms().saturating_sub(b.soft) as f64 / 1000.0;
+                if plan.stale_ttl.is_some_and(|s| since < s) {
+                    stale = b.value;
+                }
+            }
+            _ => {}
+        }
+        let mut st = self.state(STEP_LOAD, key, hash, plan);
+        st.stale = stale;
+        self.lease(py, st, b.stamps)
+    }
+
+    /// Takes the lease for `st`'s key, or finds who holds it.
+    fn lease(&self, py: Python<'_>, mut st: State, snap: Option<u64>) -> PyResult<State> {
+        let Some(fl) = self.flight() else {
+            st.kind = STEP_LOCAL;
+            return Ok(st);
+        };
+        let key = st.key.bind(py).clone();
+        let kb = key_bytes(&key)?;
+        match fl.begin(kb, snap, self.cfg.loader_timeout) {
+            Next::Load {
+                main_stamp,
+                recheck,
+                took_over,
+            } => {
+                if took_over {
+                    self.loads_done.takeovers.bump();
+                }
+                if recheck {
+                    if let Some(v) = self.find_now(py, &key, st.hash)? {
+                        fl.release(kb);
+                        st.kind = STEP_HIT;
+                        st.value = Some(v);
+                        return Ok(st);
+                    }
+                }
+                st.kind = STEP_LOAD;
+                st.stamp = main_stamp;
+            }
+            Next::Wait { seq, .. } => {
+                // The holder may have stored the value between our read and now.
+                if let Some(v) = self.find_now(py, &key, st.hash)? {
+                    st.kind = STEP_HIT;
+                    st.value = Some(v);
+                    return Ok(st);
+                }
+                st.kind = STEP_WAIT;
+                st.seq = seq;
+            }
+        }
+        Ok(st)
+    }
+
+    /// WAIT: sleeps (without the GIL) until the holder releases the lease, a
+    /// slice passes, or the deadline; raises `LoadTimeout` past the deadline.
+    pub(crate) fn wait(&self, py: Python<'_>, st: &State) -> PyResult<()> {
+        let left = st.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(self.timed_out(py, st));
+        }
+        self.loads_done.waits.bump();
+        if let Some(fl) = self.flight() {
+            let key = st.key.bind(py);
+            let kb = key_bytes(key)?;
+            let seq = st.seq;
+            py.detach(|| fl.wait(kb, seq, left.min(SLICE)));
+        }
+        Ok(())
+    }
+
+    fn timed_out(&self, py: Python<'_>, st: &State) -> PyErr {
+        let k = st
+            .key
+            .bind(py)
+            .repr()
+            .map(|r| r.to_string())
+            .unwrap_or_default();
+        LoadTimeout::new_err(format!(
+            "another caller's load of {k} did not finish within loader_timeout ({} s)",
+            self.cfg.loader_timeout
+        ))
+    }
+
+    /// The step after a wait: the value if it landed, else the lease again.
+    pub(crate) fn after_wait(&self, py: Python<'_>, mut st: State) -> PyResult<State> {
+        let key = st.key.bind(py).clone();
+        if let Some(v) = self.find_now(py, &key, st.hash)? {
+            st.kind = STEP_HIT;
+            st.value = Some(v);
+            return Ok(st);
+        }
+        if Instant::now() >= st.deadline {
+            return Err(self.timed_out(py, &st));
+        }
+        self.lease(py, st, None)
+    }
+
+    /// Gives back the lease a LOAD step holds.
+    fn give_back(&self, py: Python<'_>, st: &State) {
+        let (Some(fl), Ok(kb)) = (self.flight(), key_bytes(st.key.bind(py))) else {
+            return;
+        };
+        if st.refreshing {
+            fl.end_refresh(kb);
+        } else {
+            fl.release(kb);
+        }
+    }
+
+    /// LOAD or LOCAL, the loader returned `value` after `ns`: stores it (a
+    /// value, or a cached miss for None), then gives the lease back. A value
+    /// that cannot be stored is still returned (logged and counted).
+    pub(crate) fn done(
+        &self,
+        py: Python<'_>,
+        st: &State,
+        value: Bound<'_, PyAny>,
+        ns: u64,
+    ) -> PyResult<Py<PyAny>> {
+        self.loads_done.record(ns, true);
+        let key = st.key.bind(py);
+        let stored = (|| -> PyResult<()> {
+            let kb = key_bytes(key)?;
+            if value.is_none() {
+                match st.plan.neg_ttl {
+                    Some(nt) => self.store_negative(kb, nt, st.stamp, &st.plan.tags),
+                    None => Ok(()),
+                }
+            } else {
+                let ttl = if st.plan.ttl.is_finite() {
+                    st.plan.ttl * (1.0 - self.cfg.jitter * self.jitter_draw())
+                } else {
+                    st.plan.ttl
+                };
+                let stale = st.plan.stale_ttl.unwrap_or(0.0);
+                self.store(py, key, kb, st.hash, &value, ttl, stale, &st.plan.tags)
+            }
+        })();
+        if st.kind != STEP_LOCAL {
+            self.give_back(py, st);
+        }
+        if let Err(e) = stored {
+            // A value that cannot be stored (too large, not serializable, no lock
+            // in time) is still returned, just not cached; anything else propagates.
+            let expected = e.is_instance_of::<ZigguratError>(py)
+                || e.is_instance_of::<pyo3::exceptions::PyValueError>(py)
+                || e.is_instance_of::<pyo3::exceptions::PyTypeError>(py);
+            if !expected {
+                return Err(e);
+            }
+            self.write_failed(py, "store", key, e);
+        }
+        Ok(value.unbind())
+    }
+
+    /// LOAD or LOCAL, the loader raised after `ns`: gives the lease back; the
+    /// stale value to answer with instead, if fail-safe allows one.
+    pub(crate) fn failed(&self, py: Python<'_>, st: &State, ns: u64) -> Option<Py<PyAny>> {
+        self.loads_done.record(ns, false);
+        if st.kind != STEP_LOCAL {
+            self.give_back(py, st);
+        }
+        let stale = st.stale.as_ref()?.clone_ref(py);
+        self.loads_done.stale_served.bump();
+        Some(stale)
+    }
+
+    /// `fetch`, past an L1 hit: drives the steps, calling the loader here.
+    pub(crate) fn fetch_miss(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        loader: &Bound<'_, PyAny>,
+        plan: &Plan,
+    ) -> PyResult<Py<PyAny>> {
+        let mut st = self.begin(py, key, hash, plan)?;
+        loop {
+            match st.kind {
+                STEP_HIT => {
+                    if let Some(r) = st.refresh.take() {
+                        self.start_refresh(py, *r, loader)?;
+                    }
+                    return Ok(st.value.unwrap_or_else(|| py.None()));
+                }
+                STEP_LOAD => {
+                    if !loader.is_callable() {
+                        self.give_back(py, &st);
+                        return Err(pyo3::exceptions::PyTypeError::new_err(
+                            "loader must be callable",
+                        ));
+                    }
+                    let t0 = Instant::now();
+                    let r = loader.call0().and_then(crate::core::refuse_awaitable);
+                    let ns = t0.elapsed().as_nanos() as u64;
+                    return match r {
+                        Ok(v) => self.done(py, &st, v, ns),
+                        Err(e) => match self.failed(py, &st, ns) {
+                            Some(stale) => {
+                                self.write_failed(py, "stale", key, e);
+                                Ok(stale)
+                            }
+                            None => Err(e),
+                        },
+                    };
+                }
+                STEP_WAIT => {
+                    self.wait(py, &st)?;
+                    st = self.after_wait(py, st)?;
+                }
+                _ => {
+                    // No segment: the Python side shares one load among threads.
+                    let hook = self
+                        .local
+                        .as_ref()
+                        .ok_or_else(|| ZigguratError::new_err("the cache has no shared segment"))?;
+                    let step = Step::wrap(py, st)?;
+                    return hook.call1(py, (step, loader));
+                }
+            }
+        }
+    }
+
+    /// Hands a refresh step to the Python side, which runs the loader in the
+    /// background and finishes the step.
+    fn start_refresh(&self, py: Python<'_>, st: State, loader: &Bound<'_, PyAny>) -> PyResult<()> {
+        match self.refresh.as_ref() {
+            Some(hook) => {
+                let step = Step::wrap(py, st)?;
+                hook.call1(py, (step, loader))?;
+            }
+            None => self.give_back(py, &st),
+        }
+        Ok(())
+    }
+}
+
+/// The Python-facing half of the steps (`afetch`, refreshes, degraded loads).
+impl CacheCore {
+    pub(crate) fn py_begin(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        plan: &Plan,
+        l1: Option<(Py<PyAny>, bool)>,
+        hash: u64,
+    ) -> PyResult<Py<Step>> {
+        let st = match l1 {
+            Some((v, due)) => {
+                let v = if v.is_none(py) { None } else { Some(v) };
+                self.hit(key, hash, plan, v, due)
+            }
+            None => self.begin(py, key, hash, plan)?,
+        };
+        Step::wrap(py, st)
+    }
+
+    pub(crate) fn py_refresh_of(&self, py: Python<'_>, step: &Step) -> PyResult<Option<Py<Step>>> {
+        // A refresh step is created at most once per hit; hand it out once.
+        if !step.finish() {
+            return Ok(None);
+        }
+        match &step.state.refresh {
+            Some(r) => {
+                let st = State {
+                    kind: r.kind,
+                    value: None,
+                    key: r.key.clone_ref(py),
+                    hash: r.hash,
+                    plan: r.plan.clone(),
+                    stamp: r.stamp,
+                    seq: r.seq,
+                    deadline: r.deadline,
+                    stale: None,
+                    refreshing: true,
+                    refresh: None,
+                };
+                Ok(Some(Step::wrap(py, st)?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) fn py_wait(&self, py: Python<'_>, step: &Step) -> PyResult<()> {
+        self.wait(py, &step.state)
+    }
+
+    pub(crate) fn py_next(&self, py: Python<'_>, step: &Step) -> PyResult<Py<Step>> {
+        let st = State {
+            kind: step.state.kind,
+            value: None,
+            key: step.state.key.clone_ref(py),
+            hash: step.state.hash,
+            plan: step.state.plan.clone(),
+            stamp: step.state.stamp,
+            seq: step.state.seq,
+            deadline: step.state.deadline,
+            stale: step.state.stale.as_ref().map(|v| v.clone_ref(py)),
+            refreshing: false,
+            refresh: None,
+        };
+        let st = self.after_wait(py, st)?;
+        Step::wrap(py, st)
+    }
+
+    pub(crate) fn py_done(
+        &self,
+        py: Python<'_>,
+        step: &Step,
+        value: Bound<'_, PyAny>,
+        seconds: f64,
+    ) -> PyResult<Py<PyAny>> {
+        if !step.finish() {
+            return Ok(value.unbind());
+        }
+        self.done(py, &step.state, value, (seconds.max(0.0) * 1e9) as u64)
+    }
+
+    pub(crate) fn py_failed(&self, py: Python<'_>, step: &Step, seconds: f64) -> Option<Py<PyAny>> {
+        if !step.finish() {
+            return None;
+        }
+        self.failed(py, &step.state, (seconds.max(0.0) * 1e9) as u64)
+    }
+
+    pub(crate) fn py_abandon(&self, py: Python<'_>, step: &Step) {
+        if step.finish() && step.state.kind == STEP_LOAD {
+            self.give_back(py, &step.state);
+        }
+    }
+}
