@@ -112,7 +112,7 @@ def test_incr_errors_change_nothing(make_cache: Callable[..., Cache]) -> None:
     with pytest.raises(OverflowError):
         cache.incr("max")
     assert cache.get("max") == 2**63 - 1
-    for bad in (1.5, "1", True, None):
+    for bad in (1.5, "1", True):
         with pytest.raises(TypeError, match="delta"):
             cache.incr("max", bad)  # type: ignore[arg-type]
     with pytest.raises(OverflowError, match="delta"):

@@ -254,6 +254,11 @@ class Cache:
         self.get = self._core.get  # type: ignore[method-assign]
         self.fetch = self._core.fetch  # type: ignore[method-assign]
         self.set = self._core.set  # type: ignore[method-assign]
+        if self._segment is not None:
+            # With a segment, incr is one native call too (degraded, it is per process).
+            self.incr = self._core.incr  # type: ignore[method-assign]
+            self.add = self._core.add  # type: ignore[method-assign]
+            self.touch = self._core.touch  # type: ignore[method-assign]
         self._loads.core = self._core
         self.loader_stats = LoaderStats(self._core)
         self._write_errors = 0
@@ -465,7 +470,7 @@ class Cache:
                 raise OverflowError(f"{m}(): {what} must fit in a signed 64-bit integer")
         if self._segment is None:
             return self._incr_local(key, delta, default)
-        return int(self._core.incr(key, delta, default))
+        return self._core.incr(key, delta, default=default)
 
     def decr(self, key: str | bytes, delta: int = 1, *, default: int | None = None) -> int:
         """``incr`` by ``-delta``.
@@ -513,7 +518,7 @@ class Cache:
                     return False
                 self.set(key, cur, ttl=t)
                 return True
-        return bool(self._core.touch(key, cast(float, t)))
+        return bool(self._core.touch(key, t))
 
     def delete(self, key: str | bytes) -> bool:
         """Removes ``key`` from every tier on this host; returns whether L2 held it.
@@ -820,6 +825,7 @@ class Cache:
         self.closed = True
         refuse = _closed(self.name)
         self.get = self.set = self.fetch = refuse  # type: ignore[method-assign]
+        self.incr = self.add = self.touch = refuse  # type: ignore[method-assign]
         self._core.clear_l1()
         for s in (self._segment, self._neg):
             if s is not None:

@@ -361,6 +361,19 @@ fn as_counter(value: &Bound<'_, PyAny>) -> Option<i64> {
     }
 }
 
+/// An int argument that fits in 64 bits (not a bool).
+fn int64(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    if !v.is_instance_of::<PyInt>() || v.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int, not {}",
+            v.get_type().name()?
+        )));
+    }
+    v.extract::<i64>().map_err(|_| {
+        PyOverflowError::new_err(format!("{what} must fit in a signed 64-bit integer"))
+    })
+}
+
 /// Maps a failed `incr` to the exception Python callers expect.
 fn incr_error(py: Python<'_>, key: &Bound<'_, PyAny>, e: UpdateError) -> PyErr {
     let k = key.repr().map(|r| r.to_string()).unwrap_or_default();
@@ -1231,18 +1244,26 @@ impl CacheCore {
     /// `Cache.incr`: adds `delta` to the counter under `key`, atomically for
     /// every process of the host; a missing key starts from `default` (with the
     /// cache's TTL) or raises `KeyError`.
-    #[pyo3(signature = (key, delta, default = None))]
+    #[pyo3(signature = (key, delta = None, *, default = None))]
     fn incr(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        delta: i64,
-        default: Option<i64>,
+        delta: Option<&Bound<'_, PyAny>>,
+        default: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<i64> {
         named(
             py,
             "Cache.incr",
             (|| {
+                let delta = match delta {
+                    None => 1,
+                    Some(d) => int64(d, "delta")?,
+                };
+                let default = match default {
+                    Some(d) if !d.is_none() => Some(int64(d, "default")?),
+                    _ => None,
+                };
                 let (main, f) = self.writable()?;
                 let kb = check_key(key)?;
                 let life = lifetime(f.ttl, f.stale_ttl.unwrap_or(0.0));
@@ -1254,18 +1275,17 @@ impl CacheCore {
 
     /// `Cache.touch`: a new lifetime of `ttl` seconds from now for the fresh
     /// value under `key`; whether there was one.
-    fn touch(&self, key: &Bound<'_, PyAny>, ttl: &Bound<'_, PyAny>) -> PyResult<bool> {
+    #[pyo3(signature = (key, ttl = None))]
+    fn touch(&self, key: &Bound<'_, PyAny>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
         named(
             key.py(),
             "Cache.touch",
             (|| {
                 let (main, f) = self.writable()?;
-                let Some(ttl) = ttl_arg(Some(ttl))? else {
-                    return Err(PyTypeError::new_err(
-                        "ttl must be a number of seconds (math.inf for never)",
-                    ));
+                let ttl = match ttl_arg(ttl)? {
+                    None => f.ttl,
+                    Some(t) => positive_ttl(t, "ttl")?,
                 };
-                let ttl = positive_ttl(ttl, "ttl")?;
                 let kb = check_key(key)?;
                 let life = lifetime(ttl, f.stale_ttl.unwrap_or(0.0));
                 ziggurat_cache::touch(main, kb, &life).map_err(err)
