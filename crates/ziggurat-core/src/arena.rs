@@ -18,7 +18,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::index::RingId;
+use crate::layout::RingId;
 use crate::shm::Shm;
 
 pub const HAS_EXPIRY: u8 = 1;

@@ -13,8 +13,6 @@ pub const LAYOUT_VERSION: u32 = 1;
 pub const HEADER_SIZE: usize = 4096;
 /// Bytes of each shard header.
 pub const SHARD_HDR: usize = 1024;
-/// Slots per index bucket (one 64-byte cache line of u64 slot words).
-pub const SLOTS_PER_BUCKET: usize = 8;
 /// Cells per ghost bucket (u32 fingerprints, 32 bytes).
 pub const GHOST_CELLS: usize = 8;
 /// Longest key, in bytes.
@@ -62,6 +60,15 @@ pub const H_LEASES: usize = 1024;
 pub const LEASE_CELL: usize = 16;
 pub const LEASE_CELLS: u32 = ((HEADER_SIZE - H_LEASES) / LEASE_CELL) as u32;
 
+/// Which log ring of a shard a record lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RingId {
+    /// S3-FIFO's small queue: new entries.
+    Small = 0,
+    /// S3-FIFO's main queue: entries seen again.
+    Main = 1,
+}
+
 /// `state` values.
 pub const STATE_READY: u32 = 0x5245_4459;
 pub const STATE_RETIRED: u32 = 0x5245_5449;
@@ -70,7 +77,7 @@ pub const STATE_RETIRED: u32 = 0x5245_5449;
 pub const S_MUTEX: usize = 0;
 pub const S_MUTEX_BYTES: usize = 64;
 pub const S_INTENT_ACTIVE: usize = 64;
-pub const S_INTENT_OP: usize = 68;
+// Offset 68 (u32) is reserved: zero in every shard.
 pub const S_INTENT_STAMP: usize = 72;
 pub const S_SMALL_HEAD: usize = 128;
 pub const S_SMALL_TAIL: usize = 136;

@@ -334,7 +334,7 @@ fn processes_opening_a_new_name_at_once_share_one_file() {
 
 #[test]
 fn lease_take_busy_release_and_take_over() {
-    use ziggurat_core::lease::{holder_pid, Lease};
+    use ziggurat_core::{holder_pid, Lease};
     let d = Dir::new("lease");
     let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
     let b = Segment::open("l", &d.opts(4 << 20)).unwrap();
@@ -370,7 +370,7 @@ fn lease_take_busy_release_and_take_over() {
 
 #[test]
 fn lease_lapses_at_its_deadline() {
-    use ziggurat_core::lease::Lease;
+    use ziggurat_core::Lease;
     let d = Dir::new("lease-lapse");
     let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
     assert_eq!(a.lease_try(b"k", 100, 0.001), Lease::Taken);
@@ -386,7 +386,7 @@ fn lease_lapses_at_its_deadline() {
 
 #[test]
 fn lease_wait_wakes_on_release_from_another_thread() {
-    use ziggurat_core::lease::Lease;
+    use ziggurat_core::Lease;
     let d = Dir::new("lease-wait");
     let a = std::sync::Arc::new(Segment::open("l", &d.opts(4 << 20)).unwrap());
     assert_eq!(a.lease_try(b"k", 100, 10.0), Lease::Taken);

@@ -127,10 +127,10 @@ pub fn tags_arg(tags: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Vec<u8>>> {
         }
         out.push(s.as_bytes().to_vec());
     }
-    if out.len() > ziggurat_core::layout::MAX_TAGS {
+    if out.len() > ziggurat_core::MAX_TAGS {
         return Err(PyValueError::new_err(format!(
             "at most {} tags per entry, got {}",
-            ziggurat_core::layout::MAX_TAGS,
+            ziggurat_core::MAX_TAGS,
             out.len()
         )));
     }

@@ -21,8 +21,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<codec::AutoCodec>()?;
     m.add("MutationError", py.get_type::<core::MutationError>())?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
-    m.add("LAYOUT_VERSION", ziggurat_core::layout::LAYOUT_VERSION)?;
-    m.add("MAX_TAGS", ziggurat_core::layout::MAX_TAGS)?;
+    m.add("LAYOUT_VERSION", ziggurat_core::LAYOUT_VERSION)?;
+    m.add("MAX_TAGS", ziggurat_core::MAX_TAGS)?;
     Ok(())
 }
 

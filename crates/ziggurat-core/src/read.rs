@@ -1,0 +1,134 @@
+//! The lock-free read path: probe, copy, confirm; and this process's hit and
+//! miss counts.
+
+use std::sync::atomic::Ordering;
+
+use crate::clock::now_ms;
+use crate::error::Result;
+use crate::hash::KeyHash;
+use crate::layout::{Stat, MAX_TAGS};
+use crate::segment::Segment;
+use crate::shard::{Found, Probe};
+
+/// What a successful read returns besides the value.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadMeta {
+    /// Absolute monotonic deadline in ms (0 = none).
+    pub expiry: u64,
+    /// Tag references of the entry (cell, version).
+    pub ntags: u8,
+    pub tags: [u64; MAX_TAGS],
+}
+
+/// Attempts before a read that keeps seeing writes is reported as a miss.
+const READ_TRIES: usize = 4;
+/// Reads between flushes of this process's hit/miss counts into the segment.
+const FLUSH_EVERY: u64 = 1024;
+
+impl Segment {
+    /// Finds a key without locking. Returns the record to copy from, or `None`.
+    /// The caller copies with [`Segment::copy_value`] and then must call
+    /// [`Segment::confirm`]; if that fails the copy is garbage: probe again.
+    #[inline]
+    pub fn probe(&self, kh: &KeyHash, key: &[u8]) -> Option<std::result::Result<Found, ()>> {
+        match self.shard_of(kh).probe(kh, key, now_ms()) {
+            Probe::Hit(f) => Some(Ok(f)),
+            Probe::Miss => None,
+            Probe::Unstable => Some(Err(())),
+        }
+    }
+
+    /// Copies the value of `f` into `dst` (`dst.len() == f.val_len`).
+    #[inline]
+    pub fn copy_value(&self, f: &Found, dst: &mut [u8]) {
+        self.shm.read_racy(f.val_off, dst);
+    }
+
+    /// Whether the copy from `f` was stable; if so, counts the hit.
+    #[inline]
+    pub fn confirm(&self, kh: &KeyHash, f: &Found) -> bool {
+        let sh = self.shard_of(kh);
+        if sh.stable(f) {
+            sh.touch(f);
+            self.count(true);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Counts a hit or a miss in this process, flushing to the segment now and then.
+    #[inline]
+    pub fn count(&self, hit: bool) {
+        let c = if hit {
+            &self.local_hits
+        } else {
+            &self.local_misses
+        };
+        // Only this process touches these; a plain load+store is enough.
+        let n = c.load(Ordering::Relaxed) + 1;
+        c.store(n, Ordering::Relaxed);
+        if n >= FLUSH_EVERY {
+            self.flush_counts();
+        }
+    }
+
+    /// Moves this process's pending hit/miss counts into the segment.
+    pub fn flush_counts(&self) {
+        let sh = self.shard(0);
+        let h = self.local_hits.swap(0, Ordering::Relaxed);
+        let m = self.local_misses.swap(0, Ordering::Relaxed);
+        let pid = std::process::id();
+        if self.local_pid.swap(pid, Ordering::Relaxed) != pid {
+            return; // inherited through fork: the parent counts these
+        }
+        if h > 0 {
+            sh.bump(Stat::Hits, h);
+        }
+        if m > 0 {
+            sh.bump(Stat::Misses, m);
+        }
+    }
+
+    /// Reads a key's value with a caller-provided buffer maker. `make` gets the
+    /// value length and a filler; it must call the filler on a buffer of that
+    /// length and return the buffer. Returns the value and its metadata.
+    pub fn read_with<T>(
+        &self,
+        key: &[u8],
+        mut make: impl FnMut(usize, &dyn Fn(&mut [u8])) -> T,
+    ) -> Result<Option<(T, ReadMeta)>> {
+        self.check_key(key)?;
+        let kh = self.hash(key);
+        for _ in 0..READ_TRIES {
+            match self.probe(&kh, key) {
+                None => break,
+                Some(Err(())) => continue,
+                Some(Ok(f)) => {
+                    let v = make(f.val_len, &|dst: &mut [u8]| self.copy_value(&f, dst));
+                    if self.confirm(&kh, &f) {
+                        let meta = ReadMeta {
+                            expiry: f.expiry,
+                            ntags: f.ntags,
+                            tags: f.tags,
+                        };
+                        return Ok(Some((v, meta)));
+                    }
+                }
+            }
+        }
+        self.count(false);
+        Ok(None)
+    }
+
+    /// Reads a key's value into a new vector.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .read_with(key, |n, fill| {
+                let mut v = vec![0u8; n];
+                fill(&mut v);
+                v
+            })?
+            .map(|(v, _)| v))
+    }
+}
