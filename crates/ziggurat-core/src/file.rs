@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::clock::now_ms;
-use crate::error::{Error, Result};
+use crate::error::{Error, OpenCause, Result};
 use crate::hash::checksum;
 use crate::layout::*;
 use crate::lock::Mutex;
@@ -33,6 +33,11 @@ pub struct Options {
     pub shards: Option<u32>,
     /// How long a writer waits for a shard lock.
     pub lock_timeout: Duration,
+    /// Share the file with the users of this group (a gid): a new file is
+    /// created mode 660 with this group, and a file of another user is
+    /// accepted when it has this group and mode exactly 660. `None`: the file
+    /// is mode 600 and only its owner may use it.
+    pub group: Option<u32>,
 }
 
 impl Default for Options {
@@ -44,6 +49,7 @@ impl Default for Options {
             avg_item_size: 128,
             shards: None,
             lock_timeout: Duration::from_millis(500),
+            group: None,
         }
     }
 }
@@ -113,6 +119,102 @@ impl Drop for TmpName {
     }
 }
 
+/// The owner, group and mode rule for sharing a segment file: whether this
+/// process may use a file with `uid`, `gid` and `mode`.
+enum Access {
+    /// Usable.
+    Ok,
+    /// Owned by this user but with permissions it would not have created
+    /// (replaceable with `recreate`).
+    Loose(String),
+    /// Owned by another user, and not shared through the configured group.
+    Refused(String),
+}
+
+fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, group: Option<u32>) -> Access {
+    let mode = mode & 0o7777;
+    let me = sys::euid();
+    let group_ok = group == Some(gid) && mode == 0o660;
+    if uid == me {
+        if mode & 0o077 == 0 || group_ok {
+            return Access::Ok;
+        }
+        return Access::Loose(match group {
+            Some(g) if g == gid => format!(
+                "its mode is {mode:o}; a segment shared with {} must be exactly 660",
+                sys::describe_group(g)
+            ),
+            Some(g) => format!(
+                "its mode is {mode:o} and its group is {}, not the configured {}",
+                sys::describe_group(gid),
+                sys::describe_group(g)
+            ),
+            None => format!(
+                "it is readable or writable by other users (mode {mode:o}; without group= \
+                 a segment must be 600)"
+            ),
+        });
+    }
+    if group_ok {
+        return Access::Ok;
+    }
+    let mut why = format!(
+        "segment file {} is owned by {}, this process runs as {}",
+        path.display(),
+        sys::describe_user(uid),
+        sys::describe_user(me)
+    );
+    match group {
+        Some(g) if g == gid => why += &format!(
+            "; it has the configured {} but mode {mode:o}, and a shared segment must be exactly 660",
+            sys::describe_group(g)
+        ),
+        Some(g) => why += &format!(
+            "; its group is {}, not the configured {}",
+            sys::describe_group(gid),
+            sys::describe_group(g)
+        ),
+        None => {}
+    }
+    why += ". Refusing to share memory with another user: run every process as the same user, \
+            or share a group (group=<gid>, which creates the file mode 660 for that group), \
+            or have its owner reopen it with recreate=True, or choose another directory";
+    Access::Refused(why)
+}
+
+/// The process's user, for messages.
+fn me() -> String {
+    sys::describe_user(sys::euid())
+}
+
+/// Classifies a failure to create a file in `dir`.
+fn create_failure(dir: &Path, e: io::Error) -> Error {
+    let d = dir.display();
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => Error::open(
+            OpenCause::MissingDirectory,
+            format!("directory {d} does not exist: create it, or pass another directory"),
+        ),
+        Some(libc::ENOTDIR) => Error::open(
+            OpenCause::MissingDirectory,
+            format!("{d} is not a directory (a part of the path is a file): pass another directory"),
+        ),
+        Some(libc::EACCES | libc::EPERM | libc::EROFS) => Error::open(
+            OpenCause::NotWritable,
+            format!(
+                "cannot create a segment file in directory {d}: {e}. This process runs as {}; \
+                 give it write access to the directory, or pass another directory",
+                me()
+            ),
+        ),
+        Some(libc::ENOSPC | libc::EDQUOT) => Error::open(
+            OpenCause::NoSpace,
+            format!("cannot create a segment file in directory {d}: {e}. Free space there, or pass another directory"),
+        ),
+        _ => Error::Io(format!("cannot create a segment file in directory {d}"), e),
+    }
+}
+
 impl Segment {
     /// Creates the segment `name`, or attaches to it if it exists.
     ///
@@ -121,6 +223,8 @@ impl Segment {
     /// place with `link(2)`, which fails if the name exists. So the name only
     /// ever refers to a complete segment, and when several processes open a new
     /// name at once exactly one file wins and every process attaches to it.
+    ///
+    /// Failures to create or attach are [`Error::Open`] with an [`OpenCause`].
     pub fn open(name: &str, opts: &Options) -> Result<Segment> {
         if !valid_name(name) {
             return Err(Error::Invalid(format!(
@@ -130,6 +234,11 @@ impl Segment {
         if opts.lock_timeout.is_zero() || opts.lock_timeout > Duration::from_secs(3600) {
             return Err(Error::Invalid(
                 "lock_timeout must be > 0 and at most 3600 seconds".into(),
+            ));
+        }
+        if opts.group == Some(u32::MAX) {
+            return Err(Error::Invalid(
+                "group must be a group id (gid) below 4294967295".into(),
             ));
         }
         let geom = Geometry::compute(opts.size, opts.avg_item_size, opts.shards)?;
@@ -144,52 +253,44 @@ impl Segment {
                 .open(&path)
             {
                 Ok(f) => f,
+                // The file, or the directory, is missing; `create` tells which.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     match Self::create(&path, geom, opts)? {
                         Some(seg) => return Ok(seg),
                         None => continue, // another process linked its file first
                     }
                 }
-                Err(e) => {
-                    return Err(Error::Io(
-                        format!(
-                            "cannot open segment file {} (does the directory exist and is it accessible?)",
-                            path.display()
-                        ),
-                        e,
-                    ))
-                }
+                Err(e) => return Err(Self::open_failure(&path, opts, e)),
             };
             let meta = file
                 .metadata()
                 .map_err(io_err(format!("cannot stat {}", path.display())))?;
-            let me = sys::euid();
-            if meta.uid() != me {
-                return Err(Error::Permission(format!(
-                    "segment file {} is owned by uid {}, not by this process's uid {me}; \
-                     refusing to share memory with another user (choose another name or directory)",
-                    path.display(),
-                    meta.uid()
-                )));
-            }
             if !meta.file_type().is_file() {
-                return Err(Error::Permission(format!(
-                    "{} is not a regular file",
-                    path.display()
-                )));
+                return Err(Error::open(
+                    OpenCause::Incompatible,
+                    format!(
+                        "{} is not a regular file: remove it, or choose another name or directory",
+                        path.display()
+                    ),
+                ));
             }
-            let loose = meta.permissions().mode() & 0o077 != 0;
-            let attached = if loose {
-                Err(Error::Permission(format!(
-                    "it is readable or writable by other users (mode {:o})",
-                    meta.permissions().mode() & 0o777
-                )))
-            } else {
-                Self::attach(&file, &path, meta.len())
+            let attached = match judge_access(
+                &path,
+                meta.uid(),
+                meta.gid(),
+                meta.permissions().mode(),
+                opts.group,
+            ) {
+                Access::Refused(m) => return Err(Error::open(OpenCause::OtherOwner, m)),
+                Access::Loose(m) => Err(Error::open(OpenCause::Incompatible, m)),
+                Access::Ok => Self::attach(&file, &path, meta.len()),
             };
             match attached {
                 Ok((shm, g, seed)) => return Ok(Segment::assemble(shm, file, path, g, seed, opts)),
-                Err(Error::Corrupt(_) | Error::Permission(_)) if opts.recreate => {
+                Err(Error::Open {
+                    cause: OpenCause::Damaged | OpenCause::Incompatible,
+                    ..
+                }) if opts.recreate => {
                     // Replace it, unless another process already did (then the
                     // name no longer refers to the file we judged).
                     sys::flock(&file, libc::LOCK_EX)
@@ -198,16 +299,33 @@ impl Segment {
                         .map(|m| m.ino() == meta.ino() && m.dev() == meta.dev())
                         .unwrap_or(false);
                     if same {
-                        let _ = std::fs::remove_file(&path);
+                        std::fs::remove_file(&path).map_err(|e| {
+                            Error::open(
+                                OpenCause::NotWritable,
+                                format!(
+                                    "cannot remove {} to recreate it: {e}. This process runs as {}; \
+                                     give it write access to the directory, or choose another directory",
+                                    path.display(),
+                                    me()
+                                ),
+                            )
+                        })?;
                     }
                     continue;
                 }
-                Err(Error::Corrupt(m) | Error::Permission(m)) => {
-                    return Err(Error::Corrupt(format!(
-                        "segment file {} cannot be used: {m}. Open it with recreate=True to replace it \
-                         (processes still attached to the old file keep using it until they reopen)",
-                        path.display()
-                    )));
+                Err(Error::Open {
+                    cause: cause @ (OpenCause::Damaged | OpenCause::Incompatible),
+                    message,
+                }) => {
+                    return Err(Error::open(
+                        cause,
+                        format!(
+                            "segment file {} cannot be used: {message}. Open it with recreate=True to \
+                             replace it (processes still attached to the old file keep using it \
+                             until they reopen)",
+                            path.display()
+                        ),
+                    ));
                 }
                 Err(e) => return Err(e),
             }
@@ -221,27 +339,101 @@ impl Segment {
         ))
     }
 
+    /// Classifies a failure to open the existing name `path`.
+    fn open_failure(path: &Path, opts: &Options, e: io::Error) -> Error {
+        let p = path.display();
+        match e.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) => {
+                if let Ok(m) = std::fs::symlink_metadata(path) {
+                    if let Access::Refused(why) =
+                        judge_access(path, m.uid(), m.gid(), m.mode(), opts.group)
+                    {
+                        return Error::open(OpenCause::OtherOwner, why);
+                    }
+                }
+                Error::open(
+                    OpenCause::NotWritable,
+                    format!(
+                        "cannot open segment file {p} for writing: {e}. This process runs as {}; \
+                         give it read and write access to the file, or choose another directory",
+                        me()
+                    ),
+                )
+            }
+            Some(libc::EROFS) => Error::open(
+                OpenCause::NotWritable,
+                format!("segment file {p} is on a read-only file system: choose another directory"),
+            ),
+            Some(libc::ENOTDIR) => create_failure(&opts.directory, e),
+            Some(libc::ELOOP | libc::EISDIR | libc::ENXIO) => Error::open(
+                OpenCause::Incompatible,
+                format!(
+                    "{p} is not a regular file ({e}): remove it, or choose another name or directory"
+                ),
+            ),
+            _ => Error::Io(format!("cannot open segment file {p}"), e),
+        }
+    }
+
     /// Builds a new segment aside and links it in at `path`. `Ok(None)` when
     /// another process linked its own first.
     fn create(path: &Path, g: Geometry, opts: &Options) -> Result<Option<Segment>> {
-        let (file, tmp) = open_aside(&opts.directory).map_err(io_err(format!(
-            "cannot create a segment file in {} (does the directory exist and is it writable?)",
-            opts.directory.display()
-        )))?;
+        let dir = &opts.directory;
+        let (file, tmp) = open_aside(dir).map_err(|e| create_failure(dir, e))?;
         // A named temporary file must not outlive this call, whatever happens.
         let _cleanup = TmpName(tmp.clone());
-        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+        // The group is set before the file gets its name, so the name never
+        // refers to a file with the wrong group or mode.
+        let mode = match opts.group {
+            Some(gid) => {
+                sys::fchown_group(&file, gid).map_err(|e| {
+                    Error::Invalid(format!(
+                        "group={gid}: cannot give the new segment file {}: {e}. This process \
+                         ({}) must be a member of that group; pass a group it belongs to",
+                        sys::describe_group(gid),
+                        me()
+                    ))
+                })?;
+                0o660
+            }
+            None => 0o600,
+        };
+        // Explicitly, because the umask may have narrowed the creation mode.
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(io_err(format!(
+                "cannot set the mode of a new segment file in {}",
+                dir.display()
+            )))?;
         // Reserve every page now, so a full tmpfs fails here with ENOSPC rather
         // than with SIGBUS on some later write.
         if let Err(e) = sys::fallocate(&file, g.file_size) {
-            let dir = opts.directory.display().to_string();
-            return Err(Error::Io(
+            let no_room = matches!(
+                e.raw_os_error(),
+                Some(libc::ENOSPC | libc::ENOMEM | libc::EDQUOT | libc::EFBIG)
+            );
+            if !no_room {
+                return Err(Error::Io(
+                    format!(
+                        "cannot reserve {} bytes for a segment in {}",
+                        g.file_size,
+                        dir.display()
+                    ),
+                    e,
+                ));
+            }
+            let free = sys::free_bytes(dir)
+                .map(|b| format!("{b} bytes are available there"))
+                .unwrap_or_else(|| "the space available there is unknown".into());
+            return Err(Error::open(
+                OpenCause::NoSpace,
                 format!(
-                    "no room for a {} byte segment in {dir}: free space there, give a smaller size, \
-                     or pick another directory",
-                    g.file_size
+                    "no room for the segment file {}: it needs {} bytes ({:.1} MiB) in {} ({e}), \
+                     and {free}. Free space there, give a smaller size, or pick another directory",
+                    path.display(),
+                    g.file_size,
+                    g.file_size as f64 / (1u64 << 20) as f64,
+                    dir.display()
                 ),
-                e,
             ));
         }
         let shm = Shm::map(&file, g.file_size as usize).map_err(|e| {
@@ -311,9 +503,10 @@ impl Segment {
 
     fn attach(file: &File, path: &Path, file_len: u64) -> Result<(Shm, Geometry, u64)> {
         if file_len < HEADER_SIZE as u64 || file_len % 8 != 0 {
-            return Err(Error::Corrupt(format!(
-                "incomplete file of {file_len} bytes"
-            )));
+            return Err(Error::open(
+                OpenCause::Damaged,
+                format!("it is an incomplete file of {file_len} bytes"),
+            ));
         }
         let shm = Shm::map(file, file_len as usize)
             .map_err(|e| Error::Io(format!("cannot map {}", path.display()), e))?;
@@ -322,32 +515,36 @@ impl Segment {
         let get64 = |off: usize| shm.u64_at(off).load(Ordering::Acquire);
         let get32 = |off: usize| shm.u32_at(off).load(Ordering::Acquire);
         if magic == [0u8; 8] && get32(H_STATE) == 0 {
-            return Err(Error::Corrupt(
-                "it is empty: it was never initialised".into(),
+            return Err(Error::open(
+                OpenCause::Damaged,
+                "it is empty: it was never initialised",
             ));
         }
         if magic != MAGIC {
-            return Err(Error::Corrupt(
-                "it is not a ziggurat segment (foreign magic)".into(),
+            return Err(Error::open(
+                OpenCause::Incompatible,
+                "it is not a ziggurat segment (foreign magic)",
             ));
         }
         let v = get32(H_VERSION);
         if v != LAYOUT_VERSION {
-            return Err(Error::Corrupt(format!(
-                "its layout version is {v}, this build reads version {LAYOUT_VERSION}"
-            )));
+            return Err(Error::open(
+                OpenCause::Incompatible,
+                format!("its layout version is {v}, this build reads version {LAYOUT_VERSION}"),
+            ));
         }
         let mut hdr = vec![0u8; H_CHECKSUM];
         shm.read_racy(0, &mut hdr);
         if checksum(&hdr) != get64(H_CHECKSUM) {
-            return Err(Error::Corrupt(
-                "its header checksum does not match (the header is damaged)".into(),
+            return Err(Error::open(
+                OpenCause::Damaged,
+                "its header checksum does not match (the header is damaged)",
             ));
         }
         match get32(H_STATE) {
             STATE_READY => {}
-            STATE_RETIRED => return Err(Error::Corrupt("it was retired".into())),
-            _ => return Err(Error::Corrupt("its state word is damaged".into())),
+            STATE_RETIRED => return Err(Error::open(OpenCause::Damaged, "it was retired")),
+            _ => return Err(Error::open(OpenCause::Damaged, "its state word is damaged")),
         }
         let g = Geometry {
             file_size: get64(H_FILE_SIZE),

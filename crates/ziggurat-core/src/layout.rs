@@ -3,7 +3,7 @@
 //!
 //! The byte-level description is in docs/format.md; keep the two in step.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, OpenCause, Result};
 
 /// File magic: the first 8 bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"ZIGGURAT";
@@ -294,9 +294,10 @@ impl Geometry {
     /// header that checksums but lies cannot send offsets out of the file).
     pub fn check(&self, actual_file_size: u64) -> Result<()> {
         let bad = |what: &str| {
-            Err(Error::Corrupt(format!(
-                "header geometry is invalid: {what}"
-            )))
+            Err(Error::open(
+                OpenCause::Damaged,
+                format!("header geometry is invalid: {what}"),
+            ))
         };
         if self.file_size != actual_file_size {
             return bad("file size differs from the header");

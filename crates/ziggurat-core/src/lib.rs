@@ -32,7 +32,7 @@ mod tags;
 mod write;
 
 pub use clock::now_ms;
-pub use error::{Error, Result};
+pub use error::{Error, OpenCause, Result};
 pub use file::Options;
 pub use hash::KeyHash;
 pub use layout::{Geometry, LAYOUT_VERSION, MAX_KEY, MAX_TAGS};

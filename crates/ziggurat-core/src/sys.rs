@@ -2,7 +2,7 @@
 //! shared memory (files, identities, clocks, randomness, fork), so that every
 //! other module is free of `unsafe`.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -105,4 +105,75 @@ pub fn kill_self() -> ! {
     loop {
         std::thread::park();
     }
+}
+/// Changes the group of `file` (the owner stays).
+pub fn fchown_group(file: &File, gid: u32) -> io::Result<()> {
+    // SAFETY: a descriptor borrowed for the call and plain integers (uid -1
+    // means "leave the owner"); no memory of this process is involved.
+    let rc = unsafe { libc::fchown(file.as_raw_fd(), u32::MAX, gid) };
+    last_error_if(rc != 0)
+}
+
+/// The name of user `uid` from the password database, if it has one.
+pub fn user_name(uid: u32) -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: an all-zero `passwd` is a valid value of this plain C struct
+    // (null pointers and zero integers).
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: `pw`, `buf` (with its true length) and `out` are live, writable
+    // and owned by this frame; getpwuid_r writes only into them, and the
+    // strings it points `pw` at live inside `buf`.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    if rc != 0 || out.is_null() || pw.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: on success `pw_name` points to a NUL-terminated string inside
+    // `buf`, which is still alive and unmodified here.
+    let name = unsafe { CStr::from_ptr(pw.pw_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// The name of group `gid` from the group database, if it has one.
+pub fn group_name(gid: u32) -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 16384];
+    // SAFETY: an all-zero `group` is a valid value of this plain C struct.
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: as in `user_name`: every pointer refers to live, writable memory
+    // of this frame, and `buf.len()` is its true length.
+    let rc = unsafe { libc::getgrgid_r(gid, &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) };
+    if rc != 0 || out.is_null() || gr.gr_name.is_null() {
+        return None;
+    }
+    // SAFETY: on success `gr_name` points to a NUL-terminated string in `buf`.
+    let name = unsafe { CStr::from_ptr(gr.gr_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// `'name' (uid N)`, or `uid N` when the user has no name.
+pub fn describe_user(uid: u32) -> String {
+    match user_name(uid) {
+        Some(n) => format!("user '{n}' (uid {uid})"),
+        None => format!("uid {uid}"),
+    }
+}
+
+/// `'name' (gid N)`, or `gid N` when the group has no name.
+pub fn describe_group(gid: u32) -> String {
+    match group_name(gid) {
+        Some(n) => format!("group '{n}' (gid {gid})"),
+        None => format!("gid {gid}"),
+    }
+}
+
+/// Bytes available to this process in the file system holding `dir`.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero `statvfs` is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a live NUL-terminated path and `st` a writable struct,
+    // both owned by this frame; statvfs reads the one and writes the other.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }

@@ -166,7 +166,10 @@ fn reopen_attaches_and_refuses_damage() {
     bytes[100] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
     match Segment::open("att", &d.opts(4 << 20)) {
-        Err(Error::Corrupt(m)) => assert!(m.contains("recreate"), "{m}"),
+        Err(e @ Error::Open { .. }) => {
+            assert_eq!(e.cause(), "damaged");
+            assert!(e.to_string().contains("recreate"), "{e}");
+        }
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("a damaged header must be refused"),
     }
