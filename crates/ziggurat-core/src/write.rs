@@ -97,7 +97,8 @@ impl Segment {
         }
         if value.len() > self.g.max_value as usize {
             return Err(Error::Invalid(format!(
-                "value is {} bytes, the maximum for this segment is {} (max_value_size)",
+                "value is {} bytes, the maximum for this segment is {} bytes (max_value_size); \
+                 store a smaller value, or open the segment with a larger size",
                 value.len(),
                 self.g.max_value
             )));

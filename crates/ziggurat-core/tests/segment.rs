@@ -418,3 +418,40 @@ fn lease_wait_wakes_on_release_from_another_thread() {
     };
     assert!(!a.lease_wait(b"k", seq, Duration::from_millis(20)));
 }
+
+#[test]
+fn a_value_of_an_eighth_of_the_segment_is_stored() {
+    let d = Dir::new("eighth");
+    let size = 64u64 << 20;
+    let seg = Segment::open("eighth", &d.opts(size)).unwrap();
+    let max = stat(&seg, "max_value_size");
+    assert!(max >= size / 8, "max_value_size {max} < {}", size / 8);
+    for i in 0..50u32 {
+        seg.set(format!("small{i}").as_bytes(), b"v", None, &[])
+            .unwrap();
+    }
+    let big: Vec<u8> = (0..size / 8).map(|i| (i * 7 + i / 251) as u8).collect();
+    seg.set(b"big", &big, None, &[]).unwrap();
+    assert_eq!(seg.get(b"big").unwrap().as_deref(), Some(&big[..]));
+    // Overwriting it with another value of the same size works, too.
+    let big2: Vec<u8> = big.iter().map(|b| b ^ 0x5a).collect();
+    seg.set(b"big", &big2, None, &[]).unwrap();
+    assert_eq!(seg.get(b"big").unwrap().as_deref(), Some(&big2[..]));
+    let max_v = vec![1u8; max as usize];
+    seg.set(b"max", &max_v, None, &[]).unwrap();
+    assert_eq!(
+        seg.get(b"max").unwrap().map(|v| v.len()),
+        Some(max as usize)
+    );
+    match seg.set(b"over", &vec![0u8; max as usize + 1], None, &[]) {
+        Err(Error::Invalid(m)) => {
+            assert!(
+                m.contains(&(max + 1).to_string()) && m.contains(&max.to_string()),
+                "{m}"
+            )
+        }
+        other => panic!("a value above the maximum must be refused, got {other:?}"),
+    }
+    let rep = seg.verify(false).unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+}
