@@ -1,7 +1,8 @@
 //! The lock-free read path: probe, copy, confirm; and this process's hit and
 //! miss counts.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
 
 use crate::clock::now_ms;
 use crate::error::Result;
@@ -9,6 +10,7 @@ use crate::hash::KeyHash;
 use crate::layout::{Stat, MAX_TAGS};
 use crate::segment::Segment;
 use crate::shard::{Found, Probe};
+use crate::sys;
 
 /// What a successful read returns besides the value.
 #[derive(Clone, Copy, Debug)]
@@ -24,6 +26,37 @@ pub struct ReadMeta {
 const READ_TRIES: usize = 4;
 /// Reads between flushes of this process's hit/miss counts into the segment.
 const FLUSH_EVERY: u64 = 1024;
+
+/// A pending-count word is `fork generation << GEN_SHIFT | count`.
+const GEN_SHIFT: u32 = 40;
+const COUNT_MASK: u64 = (1 << GEN_SHIFT) - 1;
+
+/// How many `fork`s lie between this process and the first process of its
+/// line that loaded the engine (modulo 2^24): bumped in every child. Pending
+/// counts carry the generation they were counted in, so a child tells its own
+/// from its parent's with one relaxed load and no `getpid` call.
+static FORK_GEN: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn on_fork_child() {
+    // Runs in the child before fork returns there; an atomic add is
+    // async-signal-safe, as a handler in a threaded parent's child must be.
+    FORK_GEN.fetch_add(1, Ordering::Relaxed);
+}
+
+#[inline(always)]
+fn fork_generation() -> u64 {
+    FORK_GEN.load(Ordering::Relaxed) & ((1 << (64 - GEN_SHIFT)) - 1)
+}
+
+/// Registers the fork handler once per process (every segment calls this
+/// when it opens). Without it (the registration failed for lack of memory),
+/// a forked child would also flush counts it inherited: never fewer counts.
+pub(crate) fn track_forks() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = sys::at_fork_child(on_fork_child);
+    });
+}
 
 impl Segment {
     /// Finds a key without locking. Returns the record to copy from, or `None`.
@@ -65,23 +98,36 @@ impl Segment {
         } else {
             &self.local_misses
         };
-        // Only this process touches these; a plain load+store is enough.
-        let n = c.load(Ordering::Relaxed) + 1;
-        c.store(n, Ordering::Relaxed);
-        if n >= FLUSH_EVERY {
+        // Only this process touches these; a plain load+store is enough. A
+        // word of another fork generation holds the parent's pending counts,
+        // which the parent flushes: start again from zero.
+        let gen = fork_generation();
+        let mut w = c.load(Ordering::Relaxed);
+        if w >> GEN_SHIFT != gen {
+            w = gen << GEN_SHIFT;
+        }
+        let w = w + 1;
+        c.store(w, Ordering::Relaxed);
+        if w & COUNT_MASK >= FLUSH_EVERY {
             self.flush_counts();
         }
     }
 
-    /// Moves this process's pending hit/miss counts into the segment.
+    /// Moves this process's pending hit/miss counts into the segment. Counts
+    /// inherited through `fork` are left to the parent, which still has them.
     pub fn flush_counts(&self) {
         let sh = self.shard(0);
-        let h = self.local_hits.swap(0, Ordering::Relaxed);
-        let m = self.local_misses.swap(0, Ordering::Relaxed);
-        let pid = std::process::id();
-        if self.local_pid.swap(pid, Ordering::Relaxed) != pid {
-            return; // inherited through fork: the parent counts these
-        }
+        let gen = fork_generation();
+        let take = |c: &std::sync::atomic::AtomicU64| {
+            let w = c.swap(gen << GEN_SHIFT, Ordering::Relaxed);
+            if w >> GEN_SHIFT == gen {
+                w & COUNT_MASK
+            } else {
+                0
+            }
+        };
+        let h = take(&self.local_hits);
+        let m = take(&self.local_misses);
         if h > 0 {
             sh.bump(Stat::Hits, h);
         }

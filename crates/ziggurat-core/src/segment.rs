@@ -28,11 +28,9 @@ pub struct Segment {
     pub(crate) g: Geometry,
     seed: u64,
     lock_timeout: Duration,
+    /// Pending hit and miss counts of this process (see `read::count`).
     pub(crate) local_hits: AtomicU64,
     pub(crate) local_misses: AtomicU64,
-    /// Process that owns the pending counts (a forked child must not add its
-    /// parent's pending counts a second time).
-    pub(crate) local_pid: AtomicU32,
 }
 
 impl Segment {
@@ -44,6 +42,7 @@ impl Segment {
         seed: u64,
         opts: &Options,
     ) -> Segment {
+        crate::read::track_forks();
         Segment {
             shm,
             _file: file,
@@ -53,7 +52,6 @@ impl Segment {
             lock_timeout: opts.lock_timeout,
             local_hits: AtomicU64::new(0),
             local_misses: AtomicU64::new(0),
-            local_pid: AtomicU32::new(std::process::id()),
         }
     }
 

@@ -177,3 +177,15 @@ pub fn free_bytes(dir: &Path) -> Option<u64> {
     let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
     (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
+
+/// Registers `child` to run in the child of every later `fork()`.
+pub fn at_fork_child(child: extern "C" fn()) -> io::Result<()> {
+    // SAFETY: `child` is a plain function with no captured state, valid for
+    // the life of the process; the null handlers are allowed by POSIX.
+    let rc = unsafe { libc::pthread_atfork(None, None, Some(child)) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
+    }
+}
