@@ -158,23 +158,41 @@ impl Stat {
 /// The sizes and offsets of a segment, derived once from its budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
+    /// Bytes of the file.
     pub file_size: u64,
+    /// Number of shards (a power of two).
     pub nshards: u32,
+    /// Index bucket pairs per shard.
     pub npairs: u32,
+    /// Stamp words in the stamp table (a multiple of `nshards`).
     pub nstamps: u32,
+    /// Tag cells in the tag table.
     pub ntags: u32,
+    /// Bytes of each shard's small ring.
     pub small_cap: u64,
+    /// Bytes of each shard's main ring.
     pub main_cap: u64,
+    /// Ghost buckets per shard.
     pub ghost_buckets: u32,
+    /// Longest key, in bytes.
     pub max_key: u32,
+    /// Longest value, in bytes.
     pub max_value: u32,
+    /// File offset of the stamp table.
     pub stamps_off: u64,
+    /// File offset of the tag table.
     pub tags_off: u64,
+    /// File offset of shard 0.
     pub shards_off: u64,
+    /// Bytes from one shard to the next.
     pub shard_stride: u64,
+    /// Offset of a shard's index from the shard's start.
     pub index_rel: u64,
+    /// Offset of a shard's ghost table from the shard's start.
     pub ghost_rel: u64,
+    /// Offset of a shard's small ring from the shard's start.
     pub small_rel: u64,
+    /// Offset of a shard's main ring from the shard's start.
     pub main_rel: u64,
 }
 

@@ -31,7 +31,12 @@ pub enum Lease {
     Taken,
     /// Another caller holds it: `holder` as read, and the cell's `seq` read
     /// before it (pass it to [`Segment::lease_wait`]).
-    Held { holder: u64, seq: u32 },
+    Held {
+        /// The holder word: `deadline_s << 32 | pid`.
+        holder: u64,
+        /// The cell's release counter, read before `holder`.
+        seq: u32,
+    },
 }
 
 /// The pid in a holder word.

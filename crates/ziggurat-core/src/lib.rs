@@ -10,6 +10,8 @@
 //! `unsafe` code lives only in `shm` (the mapping), `lock` (the shard
 //! mutexes), `stamps` (futex calls) and `sys` (other system calls).
 
+#![warn(missing_docs)]
+
 mod arena;
 mod clock;
 mod error;

@@ -17,8 +17,9 @@ use crate::sys;
 pub struct ReadMeta {
     /// Absolute monotonic deadline in ms (0 = none).
     pub expiry: u64,
-    /// Tag references of the entry (cell, version).
+    /// Number of tag references in `tags`.
     pub ntags: u8,
+    /// Tag references of the entry (packed [`TagRef`](crate::TagRef)s); the first `ntags` count.
     pub tags: [u64; MAX_TAGS],
 }
 

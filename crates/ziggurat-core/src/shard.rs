@@ -24,15 +24,19 @@ pub struct Shard<'a> {
 /// A record found by a read, not yet confirmed stable.
 #[derive(Clone, Copy, Debug)]
 pub struct Found {
-    pub ring: Ring,
-    pub slot: usize,
-    pub word: u64,
-    pub logical: u64,
+    pub(crate) ring: Ring,
+    pub(crate) slot: usize,
+    pub(crate) word: u64,
+    pub(crate) logical: u64,
+    /// File offset of the value's first byte.
     pub val_off: usize,
+    /// Length of the value.
     pub val_len: usize,
     /// Absolute monotonic deadline in ms, 0 = none.
     pub expiry: u64,
+    /// Number of tag references in `tags`.
     pub ntags: u8,
+    /// The entry's tag references (packed [`TagRef`]s); the first `ntags` count.
     pub tags: [u64; MAX_TAGS],
 }
 
@@ -58,7 +62,6 @@ impl<'a> Shard<'a> {
             RingId::Main => (S_MAIN_HEAD, S_MAIN_TAIL, self.g.main_rel, self.g.main_cap),
         };
         Ring {
-            id,
             head_off: self.base + h,
             tail_off: self.base + t,
             data: self.base + rel as usize,

@@ -46,12 +46,6 @@ impl Shm {
         self.len
     }
 
-    /// Whether the mapping is empty (never, for a valid segment).
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The 8-byte word at `off` as an atomic.
     #[inline]
     pub fn u64_at(&self, off: usize) -> &AtomicU64 {
@@ -155,12 +149,5 @@ impl Shm {
         // exists; concurrent readers only perform relaxed atomic loads on it and
         // discard what they read unless the range was stable (seqlock protocol).
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(off), src.len()) }
-    }
-
-    /// Zeroes `len` bytes at `off` (initialisation and shard reset, under lock).
-    pub fn zero(&self, off: usize, len: usize) {
-        assert!(off + len <= self.len, "zero past the mapping");
-        // SAFETY: in range (checked above); same exclusivity argument as `write`.
-        unsafe { std::ptr::write_bytes(self.ptr.add(off), 0, len) }
     }
 }
