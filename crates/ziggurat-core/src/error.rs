@@ -23,11 +23,16 @@ pub enum OpenCause {
     /// The file is not a segment this build can use: foreign content, another
     /// layout version, not a regular file, or loose permissions.
     Incompatible,
+    /// A read-only open found no segment file (it never creates one).
+    MissingSegment,
+    /// A read-only open may not read the file.
+    NotReadable,
 }
 
 impl OpenCause {
     /// Stable short name: "missing_directory", "not_writable", "other_owner",
-    /// "no_space", "damaged" or "incompatible".
+    /// "no_space", "damaged", "incompatible", and for read-only opens
+    /// "missing_segment" or "not_readable".
     pub fn name(self) -> &'static str {
         match self {
             OpenCause::MissingDirectory => "missing_directory",
@@ -36,6 +41,8 @@ impl OpenCause {
             OpenCause::NoSpace => "no_space",
             OpenCause::Damaged => "damaged",
             OpenCause::Incompatible => "incompatible",
+            OpenCause::MissingSegment => "missing_segment",
+            OpenCause::NotReadable => "not_readable",
         }
     }
 }

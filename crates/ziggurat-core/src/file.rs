@@ -38,6 +38,12 @@ pub struct Options {
     /// accepted when it has this group and mode exactly 660. `None`: the file
     /// is mode 600 and only its owner may use it.
     pub group: Option<u32>,
+    /// Attach to an existing segment without ever writing to it (an operator's
+    /// view): the file is mapped read-only, it is never created or repaired,
+    /// its owner and mode are not checked (what the OS lets this process read,
+    /// it may inspect), reads do not raise entry frequencies nor count hits,
+    /// and every operation that writes fails with [`Error::Invalid`].
+    pub read_only: bool,
 }
 
 impl Default for Options {
@@ -50,6 +56,7 @@ impl Default for Options {
             shards: None,
             lock_timeout: Duration::from_millis(500),
             group: None,
+            read_only: false,
         }
     }
 }
@@ -241,10 +248,19 @@ impl Segment {
                 "group must be a group id (gid) below 4294967295".into(),
             ));
         }
+        if opts.read_only && opts.recreate {
+            return Err(Error::Invalid(
+                "read_only and recreate exclude each other: a read-only open never replaces a file"
+                    .into(),
+            ));
+        }
         let geom = Geometry::compute(opts.size, opts.avg_item_size, opts.shards)?;
         let path = opts
             .directory
             .join(format!("ziggurat.{name}.v{LAYOUT_VERSION}"));
+        if opts.read_only {
+            return Self::open_read_only(path, opts);
+        }
         for _ in 0..8 {
             let file = match OpenOptions::new()
                 .read(true)
@@ -283,7 +299,7 @@ impl Segment {
             ) {
                 Access::Refused(m) => return Err(Error::open(OpenCause::OtherOwner, m)),
                 Access::Loose(m) => Err(Error::open(OpenCause::Incompatible, m)),
-                Access::Ok => Self::attach(&file, &path, meta.len()),
+                Access::Ok => Self::attach(&file, &path, meta.len(), false),
             };
             match attached {
                 Ok((shm, g, seed)) => return Ok(Segment::assemble(shm, file, path, g, seed, opts)),
@@ -501,14 +517,83 @@ impl Segment {
         }
     }
 
-    fn attach(file: &File, path: &Path, file_len: u64) -> Result<(Shm, Geometry, u64)> {
+    /// Attaches read-only to the existing file `path` (see [`Options::read_only`]).
+    fn open_read_only(path: PathBuf, opts: &Options) -> Result<Segment> {
+        let p = path.display().to_string();
+        let file = match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let dir = &opts.directory;
+                return Err(match std::fs::metadata(dir) {
+                    Err(e) => create_failure(dir, e),
+                    Ok(m) if !m.is_dir() => {
+                        create_failure(dir, io::Error::from_raw_os_error(libc::ENOTDIR))
+                    }
+                    Ok(_) => Error::open(
+                        OpenCause::MissingSegment,
+                        format!(
+                            "segment file {p} does not exist, and a read-only open never creates \
+                             one: check the name and the directory"
+                        ),
+                    ),
+                });
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                return Err(Error::open(
+                    OpenCause::NotReadable,
+                    format!(
+                        "cannot read segment file {p}: {e}. This process runs as {}; run it as \
+                         the segment's owner or a member of its group",
+                        me()
+                    ),
+                ));
+            }
+            Err(e) => return Err(Self::open_failure(&path, opts, e)),
+        };
+        let meta = file
+            .metadata()
+            .map_err(io_err(format!("cannot stat {p}")))?;
+        if !meta.file_type().is_file() {
+            return Err(Error::open(
+                OpenCause::Incompatible,
+                format!("{p} is not a regular file"),
+            ));
+        }
+        match Self::attach(&file, &path, meta.len(), true) {
+            Ok((shm, g, seed)) => Ok(Segment::assemble(shm, file, path, g, seed, opts)),
+            Err(Error::Open { cause, message }) => Err(Error::open(
+                cause,
+                format!(
+                    "segment file {p} cannot be used: {message}. A read-write open with \
+                     recreate=True replaces it"
+                ),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn attach(
+        file: &File,
+        path: &Path,
+        file_len: u64,
+        read_only: bool,
+    ) -> Result<(Shm, Geometry, u64)> {
         if file_len < HEADER_SIZE as u64 || file_len % 8 != 0 {
             return Err(Error::open(
                 OpenCause::Damaged,
                 format!("it is an incomplete file of {file_len} bytes"),
             ));
         }
-        let shm = Shm::map(file, file_len as usize)
+        let map = if read_only {
+            Shm::map_read_only
+        } else {
+            Shm::map
+        };
+        let shm = map(file, file_len as usize)
             .map_err(|e| Error::Io(format!("cannot map {}", path.display()), e))?;
         let mut magic = [0u8; 8];
         shm.read_racy(H_MAGIC, &mut magic);

@@ -83,7 +83,7 @@ impl Segment {
     pub fn confirm(&self, kh: &KeyHash, f: &Found) -> bool {
         let sh = self.shard_of(kh);
         if sh.stable(f) {
-            sh.touch(f);
+            sh.touch(f, self.freq_cap);
             self.count(true);
             true
         } else {
@@ -129,6 +129,9 @@ impl Segment {
         };
         let h = take(&self.local_hits);
         let m = take(&self.local_misses);
+        if self.read_only {
+            return; // the shared counters are in the read-only mapping
+        }
         if h > 0 {
             sh.bump(Stat::Hits, h);
         }

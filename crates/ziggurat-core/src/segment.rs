@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::file::Options;
 use crate::hash::KeyHash;
+use crate::index::FREQ_MAX;
 use crate::layout::*;
 use crate::lock::{LockError, Locked};
 use crate::recovery::Report;
@@ -28,6 +29,10 @@ pub struct Segment {
     pub(crate) g: Geometry,
     seed: u64,
     lock_timeout: Duration,
+    /// Attached with [`Options::read_only`]: the mapping is read-only.
+    pub(crate) read_only: bool,
+    /// Highest slot frequency a read raises a slot to: 0 when read-only.
+    pub(crate) freq_cap: u8,
     /// Pending hit and miss counts of this process (see `read::count`).
     pub(crate) local_hits: AtomicU64,
     pub(crate) local_misses: AtomicU64,
@@ -50,9 +55,27 @@ impl Segment {
             g,
             seed,
             lock_timeout: opts.lock_timeout,
+            read_only: opts.read_only,
+            freq_cap: if opts.read_only { 0 } else { FREQ_MAX },
             local_hits: AtomicU64::new(0),
             local_misses: AtomicU64::new(0),
         }
+    }
+
+    /// Whether this handle was attached read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Refuses an operation that would write to a read-only handle.
+    pub(crate) fn check_writable(&self, what: &str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::Invalid(format!(
+                "{what} writes to the segment, and this handle was opened read-only \
+                 (read_only=True): open the segment without read_only to {what}"
+            )));
+        }
+        Ok(())
     }
 
     /// Path of the segment file.
@@ -205,6 +228,9 @@ impl Segment {
     }
 
     pub(crate) fn lock(&self, s: u32) -> Result<Guard<'_>> {
+        // Every write path checks first, naming itself; this is the backstop,
+        // since locking writes to the mapping.
+        self.check_writable("taking a shard lock")?;
         let sh = self.shard(s);
         match sh.mutex().lock(self.lock_timeout) {
             Ok(Locked::Clean) => Ok(Guard {
@@ -238,6 +264,7 @@ impl Segment {
     /// Removes every entry. Shards are emptied one by one under their locks,
     /// then the epoch is bumped so every L1 copy stops validating.
     pub fn clear(&self) -> Result<()> {
+        self.check_writable("clear")?;
         for s in 0..self.g.nshards {
             let guard = self.lock(s)?;
             guard.sh.reset();
@@ -250,6 +277,8 @@ impl Segment {
     /// Sleeps until `key`'s stamp differs from `seen` or `timeout` passes.
     /// Returns whether it changed.
     pub fn wait(&self, key: &[u8], seen: u32, timeout: Duration) -> Result<bool> {
+        // A waiter registers itself in the shard header.
+        self.check_writable("wait")?;
         self.check_key(key)?;
         let kh = self.hash(key);
         let sh = self.shard_of(&kh);
@@ -314,6 +343,8 @@ impl Segment {
 
     /// Checks every shard under its lock; with `repair`, fixes what it finds.
     pub fn verify(&self, repair: bool) -> Result<Report> {
+        // Even a check takes the shard locks, so that it sees no write half done.
+        self.check_writable("verify")?;
         let mut rep = Report::default();
         for s in 0..self.g.nshards {
             let guard = self.lock(s)?;
@@ -329,6 +360,7 @@ impl Segment {
 
     /// Removes the file (attached processes keep their mapping until they close).
     pub fn unlink(&self) -> Result<()> {
+        self.check_writable("unlink")?;
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

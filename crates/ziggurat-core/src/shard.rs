@@ -207,12 +207,13 @@ impl<'a> Shard<'a> {
     }
 
     /// Records a hit in the slot's 2-bit frequency (S3-FIFO). Skipped once
-    /// saturated, so hot keys stop writing to shared lines.
+    /// the frequency reaches `cap` (at most [`index::FREQ_MAX`]), so hot keys
+    /// stop writing to shared lines; a `cap` of 0 never writes (read-only).
     #[inline]
-    pub fn touch(&self, f: &Found) {
+    pub fn touch(&self, f: &Found, cap: u8) {
         let slot = self.shm.u64_at(f.slot);
         let w = slot.load(Ordering::Relaxed);
-        if index::same_target(w, f.word) && index::freq(w) < index::FREQ_MAX {
+        if index::same_target(w, f.word) && index::freq(w) < cap {
             let _ =
                 slot.compare_exchange(w, w + index::FREQ_ONE, Ordering::Relaxed, Ordering::Relaxed);
         }

@@ -40,6 +40,18 @@ impl Shm {
         })
     }
 
+    /// Maps `len` bytes of `file` shared and read-only: any store into it
+    /// faults, so callers must never hand out a path that writes.
+    pub fn map_read_only(file: &File, len: usize) -> io::Result<Self> {
+        let map = MmapOptions::new().len(len).map_raw_read_only(file)?;
+        let ptr = map.as_mut_ptr();
+        Ok(Shm {
+            _map: map,
+            ptr,
+            len,
+        })
+    }
+
     /// Length of the mapping in bytes.
     #[inline]
     pub fn len(&self) -> usize {

@@ -91,6 +91,7 @@ impl Segment {
         tags: &[&[u8]],
         cond: Cond<'_>,
     ) -> Result<bool> {
+        self.check_writable("set")?;
         self.check_key(key)?;
         if value.is_empty() {
             return Err(Error::Invalid("value must not be empty".into()));
@@ -201,6 +202,7 @@ impl Segment {
     /// Removes `key`. Returns whether a live entry was removed. Always bumps the
     /// key's stamp, so a copy held in any process's L1 stops validating.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.check_writable("delete")?;
         self.check_key(key)?;
         let kh = self.hash(key);
         let (guard, stamp_idx) = self.begin(&kh)?;
@@ -222,6 +224,7 @@ impl Segment {
 
     /// Makes every entry carrying `tag` a miss, in every process, at once. Lock-free.
     pub fn invalidate_tag(&self, tag: &[u8]) -> Result<()> {
+        self.check_writable("invalidate_tag")?;
         if tag.is_empty() {
             return Err(Error::Invalid("a tag must not be empty".into()));
         }

@@ -135,7 +135,7 @@ impl PySegment {
             avg_item_size,
             shards,
             lock_timeout: Duration::from_secs_f64(lock_timeout.min(3600.0)),
-            group: None,
+            ..Options::default()
         };
         let name_owned = name.to_string();
         let seg = py
