@@ -138,13 +138,25 @@ enum Access {
     Refused(String),
 }
 
-fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, group: Option<u32>) -> Access {
+fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, opts: &Options) -> Access {
+    let group = opts.group;
     let mode = mode & 0o7777;
     let me = sys::euid();
     let group_ok = group == Some(gid) && mode == 0o660;
     if uid == me {
-        if mode & 0o077 == 0 || group_ok {
+        if group_ok {
             return Access::Ok;
+        }
+        if mode & 0o077 == 0 {
+            // A private file is fine, unless its owner asks to rebuild it
+            // shared with a group (the remedy other users are told about).
+            return match group {
+                Some(g) if opts.recreate => Access::Loose(format!(
+                    "it is private to its owner (mode {mode:o}), not shared with {}",
+                    sys::describe_group(g)
+                )),
+                _ => Access::Ok,
+            };
         }
         return Access::Loose(match group {
             Some(g) if g == gid => format!(
@@ -184,8 +196,9 @@ fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, group: Option<u32>) 
         None => {}
     }
     why += ". Refusing to share memory with another user: run every process as the same user, \
-            or share a group (group=<gid>, which creates the file mode 660 for that group), \
-            or have its owner reopen it with recreate=True, or choose another directory";
+            or share a group (group=<gid>, which creates the file mode 660 for that group; \
+            its owner rebuilds an existing file that way by opening it with group=<gid> and \
+            recreate=True), or choose another directory";
     Access::Refused(why)
 }
 
@@ -295,7 +308,7 @@ impl Segment {
                 meta.uid(),
                 meta.gid(),
                 meta.permissions().mode(),
-                opts.group,
+                opts,
             ) {
                 Access::Refused(m) => return Err(Error::open(OpenCause::OtherOwner, m)),
                 Access::Loose(m) => Err(Error::open(OpenCause::Incompatible, m)),
@@ -362,7 +375,7 @@ impl Segment {
             Some(libc::EACCES | libc::EPERM) => {
                 if let Ok(m) = std::fs::symlink_metadata(path) {
                     if let Access::Refused(why) =
-                        judge_access(path, m.uid(), m.gid(), m.mode(), opts.group)
+                        judge_access(path, m.uid(), m.gid(), m.mode(), opts)
                     {
                         return Error::open(OpenCause::OtherOwner, why);
                     }

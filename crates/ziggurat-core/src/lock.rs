@@ -34,10 +34,16 @@ pub enum LockError {
 ///
 /// The handle borrows the mapping, so the mutex cannot be unmapped while a
 /// call is in progress or while the lock is held through a [`Shard`] view.
-/// Every operation is memory-safe whatever bytes another process left in the
-/// mutex: a process-shared robust mutex in glibc is plain integers in the
-/// mapping, so damage yields an error return or a timeout, never an access
-/// outside its 40 bytes.
+///
+/// What the calls touch: the mutex's bytes, and while this thread holds it,
+/// glibc links the mutex into the thread's robust list through pointers kept
+/// in those bytes (so the kernel can mark it owner-dead if the thread dies).
+/// Whatever another process left in a mutex that is free, locking it yields
+/// an error, a timeout or the lock: glibc writes the list pointers itself
+/// when it takes it. Only a process that overwrites a mutex *another thread
+/// holds* can make that thread's unlock write through a bad pointer, and a
+/// process with write access to the segment can already corrupt everything
+/// in it: that is why only the owner (or the configured group) may open one.
 ///
 /// [`Shard`]: crate::shard::Shard
 #[derive(Clone, Copy)]
@@ -72,7 +78,8 @@ impl<'a> Mutex<'a> {
         let mut attr: libc::pthread_mutexattr_t = unsafe { std::mem::zeroed() };
         // SAFETY: `attr` is live, writable and owned by this frame; `self.m`
         // points to S_MUTEX_BYTES (>= size_of::<pthread_mutex_t>()) 64-aligned
-        // bytes inside a mapping that outlives `'a` (checked in `at`).
+        // bytes inside a mapping that outlives `'a` (checked in `at`). The
+        // mutex is not in use: the file is not yet visible to anyone.
         unsafe {
             check(libc::pthread_mutexattr_init(&mut attr))?;
             let r = check(libc::pthread_mutexattr_setpshared(
@@ -95,7 +102,8 @@ impl<'a> Mutex<'a> {
     pub fn lock(&self, timeout: Duration) -> Result<Locked, LockError> {
         // Uncontended fast path: no clock read.
         // SAFETY: `self.m` is in range and aligned for the mapping's lifetime
-        // (see `at`); the call reads and writes only the mutex's bytes.
+        // (see `at`); on success glibc links it into this thread's robust list,
+        // which stays valid while the mapping does (see the type's notes).
         match unsafe { libc::pthread_mutex_trylock(self.m) } {
             0 => return Ok(Locked::Clean),
             libc::EOWNERDEAD => return Ok(Locked::OwnerDied),
@@ -133,8 +141,9 @@ impl<'a> Mutex<'a> {
     /// Unlocks the mutex. A robust mutex checks ownership, so a call by a
     /// thread that does not hold it returns EPERM and changes nothing.
     pub fn unlock(&self) {
-        // SAFETY: `self.m` is in range and aligned (see `at`); the call only
-        // touches the mutex's bytes.
+        // SAFETY: `self.m` is in range and aligned (see `at`). glibc checks
+        // that this thread owns it before it unlinks it from this thread's
+        // robust list, through the pointers it stored there when locking.
         unsafe { libc::pthread_mutex_unlock(self.m) };
     }
 }

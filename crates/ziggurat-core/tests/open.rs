@@ -277,3 +277,34 @@ fn a_bad_group_is_refused_naming_the_argument() {
     }
     assert_eq!(std::fs::read_dir(&d.0).unwrap().count(), 0);
 }
+
+#[test]
+fn its_owner_rebuilds_a_private_file_for_a_group() {
+    if !is_root() {
+        eprintln!("skipped: needs root to chown");
+        return;
+    }
+    let d = Dir::new("regroup");
+    let seg = Segment::open("rg", &d.opts()).unwrap();
+    seg.set(b"k", b"v", None, &[]).unwrap();
+    let path = seg.path().to_path_buf();
+    drop(seg);
+    let mut o = d.opts();
+    o.group = Some(65534);
+    // Without recreate, the owner keeps using its private file as it is.
+    let seg = Segment::open("rg", &o).unwrap();
+    assert_eq!(seg.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    drop(seg);
+    assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+    // With it, the file is rebuilt for the group.
+    o.recreate = true;
+    let seg = Segment::open("rg", &o).unwrap();
+    assert_eq!(seg.get(b"k").unwrap(), None);
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!((meta.mode() & 0o777, meta.gid()), (0o660, 65534));
+    // Once shared, recreate leaves it alone.
+    seg.set(b"k", b"w", None, &[]).unwrap();
+    drop(seg);
+    let seg = Segment::open("rg", &o).unwrap();
+    assert_eq!(seg.get(b"k").unwrap().as_deref(), Some(&b"w"[..]));
+}
