@@ -44,3 +44,4 @@ pub use recovery::Report;
 pub use segment::Segment;
 pub use shard::Found;
 pub use tags::TagRef;
+pub use write::Rewrite;

@@ -97,12 +97,7 @@ impl Segment {
             return Err(Error::Invalid("value must not be empty".into()));
         }
         if value.len() > self.g.max_value as usize {
-            return Err(Error::Invalid(format!(
-                "value is {} bytes, the maximum for this segment is {} bytes (max_value_size); \
-                 store a smaller value, or open the segment with a larger size",
-                value.len(),
-                self.g.max_value
-            )));
+            return Err(self.too_large(value.len()));
         }
         Self::check_ttl(ttl)?;
         let tag_refs = self.tag_refs(tags)?;
@@ -123,6 +118,95 @@ impl Segment {
             sh.intent_active().store(0, Ordering::Release);
             return Ok(false);
         }
+        self.append(&sh, stamp_idx, &kh, key, value, expiry, &tag_refs);
+        Ok(true)
+    }
+
+    fn too_large(&self, len: usize) -> Error {
+        Error::Invalid(format!(
+            "value is {len} bytes, the maximum for this segment is {} bytes (max_value_size); \
+             store a smaller value, or open the segment with a larger size",
+            self.g.max_value
+        ))
+    }
+
+    /// Rewrites `key`'s entry under its shard lock, so no other write can come
+    /// between the read and the write: `f` gets the live value and its expiry
+    /// (absolute, ms of [`now_ms`](crate::now_ms); 0 never), or None when there
+    /// is none, and returns the new record, or None to leave the key as it is.
+    /// Returns whether a record was written. `f` runs with the lock held: it
+    /// must be short and must not call into this segment.
+    pub fn rewrite(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<(&[u8], u64)>) -> Option<Rewrite>,
+    ) -> Result<bool> {
+        self.check_writable("rewrite")?;
+        self.check_key(key)?;
+        let kh = self.hash(key);
+        let (guard, stamp_idx) = self.begin(&kh)?;
+        let sh = guard.sh;
+        let current = sh
+            .locate(&kh, key)
+            .found
+            .filter(|&(_, w)| self.live(&sh, w))
+            .map(|(_, w)| self.record_of(&sh, w));
+        let out = f(current.as_ref().map(|(v, e, _)| (v.as_slice(), *e)));
+        let Some(rw) = out else {
+            sh.intent_active().store(0, Ordering::Release);
+            return Ok(false);
+        };
+        let bad = if rw.value.is_empty() {
+            Some(Error::Invalid("value must not be empty".into()))
+        } else if rw.value.len() > self.g.max_value as usize {
+            Some(self.too_large(rw.value.len()))
+        } else if rw.tags.as_ref().is_some_and(|t| t.len() > MAX_TAGS) {
+            Some(Error::Invalid(format!("at most {MAX_TAGS} tags per entry")))
+        } else {
+            None
+        };
+        if let Some(e) = bad {
+            sh.intent_active().store(0, Ordering::Release);
+            return Err(e);
+        }
+        let tags = match rw.tags {
+            Some(t) => t,
+            None => current.map(|(_, _, t)| t).unwrap_or_default(),
+        };
+        self.append(&sh, stamp_idx, &kh, key, &rw.value, rw.expiry, &tags);
+        Ok(true)
+    }
+
+    /// The value, expiry and tag references of the record a slot word points
+    /// to (writers, under the shard lock).
+    fn record_of(&self, sh: &Shard<'_>, w: u64) -> (Vec<u8>, u64, Vec<u64>) {
+        let ring = sh.ring(index::ring(w));
+        let phys = index::phys(w);
+        let Some((h, expiry)) = ring.header(&self.shm, phys) else {
+            return (Vec::new(), 0, Vec::new());
+        };
+        let mut v = vec![0u8; h.val_len as usize];
+        self.shm
+            .read_racy(ring.at(phys) + h.meta_len() + h.key_len as usize, &mut v);
+        let tags = (0..h.ntags as usize)
+            .map(|t| ring.tag(&self.shm, phys, &h, t))
+            .collect();
+        (v, expiry, tags)
+    }
+
+    /// Appends a record and publishes it (the shard lock held, the intent set).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn append(
+        &self,
+        sh: &Shard<'_>,
+        stamp_idx: u32,
+        kh: &KeyHash,
+        key: &[u8],
+        value: &[u8],
+        expiry: u64,
+        tag_refs: &[u64],
+    ) {
         let h = Header {
             val_len: value.len() as u32,
             key_len: key.len() as u16,
@@ -130,7 +214,7 @@ impl Segment {
             flags: if expiry != 0 { HAS_EXPIRY } else { 0 },
         };
         let len = record_len(h.meta_len(), key.len(), value.len());
-        let target = if len > self.g.small_cap / 4 || sh.ghost_take(&kh) {
+        let target = if len > self.g.small_cap / 4 || sh.ghost_take(kh) {
             if len <= self.g.small_cap / 4 {
                 sh.bump(Stat::GhostHits, 1);
             }
@@ -140,12 +224,12 @@ impl Segment {
         };
         let at = sh.reserve(target, len, true);
         let ring = sh.ring(target);
-        ring.write_record(&self.shm, at, &h, expiry, &tag_refs, key, value);
+        ring.write_record(&self.shm, at, &h, expiry, tag_refs, key, value);
         let head = ring.head(&self.shm).load(Ordering::Relaxed);
         ring.head(&self.shm).store(head + len, Ordering::Release);
         failpoint::hit(Point::Appended);
         // Locate after reserving: eviction may have moved or dropped the old record.
-        let loc = sh.locate(&kh, key);
+        let loc = sh.locate(kh, key);
         let stamp = self.stamp_odd(stamp_idx);
         let word = index::pack(kh.fingerprint(), 0, target, at);
         match (loc.found, loc.empty, loc.victim) {
@@ -161,9 +245,8 @@ impl Segment {
             }
             (None, None, None) => unreachable!("a full pair always has a victim"),
         }
-        Self::stamp_even(&sh, stamp);
+        Self::stamp_even(sh, stamp);
         sh.bump(Stat::Sets, 1);
-        Ok(true)
     }
 
     /// Whether the value of the record a slot word points to equals `expected`
@@ -245,4 +328,16 @@ enum Cond<'a> {
     Absent,
     /// Only if the key's live value equals this.
     Equals(&'a [u8]),
+}
+
+/// A record [`Segment::rewrite`] writes: the value, its absolute expiry (ms of
+/// [`now_ms`](crate::now_ms), 0 never) and its tag references (None keeps the
+/// current ones).
+pub struct Rewrite {
+    /// The new value.
+    pub value: Vec<u8>,
+    /// Absolute expiry in ms of [`now_ms`](crate::now_ms); 0 never expires.
+    pub expiry: u64,
+    /// Tag references from [`Segment::tag_refs`]; None keeps the entry's own.
+    pub tags: Option<Vec<u64>>,
 }

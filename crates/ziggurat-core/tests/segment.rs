@@ -455,3 +455,66 @@ fn a_value_of_an_eighth_of_the_segment_is_stored() {
     let rep = seg.verify(false).unwrap();
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
 }
+
+#[test]
+fn rewrite_reads_and_writes_under_one_lock() {
+    use ziggurat_core::Rewrite;
+    let d = Dir::new("rewrite");
+    let seg = Segment::open("rw", &d.opts(2 << 20)).unwrap();
+    let bump = |seg: &Segment| {
+        seg.rewrite(b"n", |cur| {
+            let n = cur.map_or(0, |(v, _)| u64::from_le_bytes(v.try_into().unwrap()));
+            Some(Rewrite {
+                value: (n + 1).to_le_bytes().to_vec(),
+                expiry: 0,
+                tags: None,
+            })
+        })
+        .unwrap()
+    };
+    assert!(bump(&seg));
+    assert!(bump(&seg));
+    assert_eq!(seg.get(b"n").unwrap().unwrap(), 2u64.to_le_bytes());
+
+    // Tags: None keeps the entry's own, so invalidating the tag still works.
+    seg.set(b"t", b"a", None, &[b"tag"]).unwrap();
+    let stamp = seg.stamp_word(&seg.hash(b"t")).load(Ordering::SeqCst);
+    assert!(seg
+        .rewrite(b"t", |cur| {
+            assert_eq!(cur.map(|(v, e)| (v.to_vec(), e)), Some((b"a".to_vec(), 0)));
+            Some(Rewrite {
+                value: b"b".to_vec(),
+                expiry: 0,
+                tags: None,
+            })
+        })
+        .unwrap());
+    assert_eq!(
+        seg.stamp_word(&seg.hash(b"t")).load(Ordering::SeqCst),
+        stamp + 2
+    );
+    assert_eq!(seg.get(b"t").unwrap().as_deref(), Some(&b"b"[..]));
+    seg.invalidate_tag(b"tag").unwrap();
+    assert_eq!(seg.get(b"t").unwrap(), None);
+
+    // Declining, or a bad record, changes nothing and leaves no write open.
+    assert!(!seg.rewrite(b"n", |_| None).unwrap());
+    let max = seg.geometry().max_value as usize;
+    for bad in [Vec::new(), vec![0u8; max + 1]] {
+        let r = seg.rewrite(b"n", |_| {
+            Some(Rewrite {
+                value: bad.clone(),
+                expiry: 0,
+                tags: None,
+            })
+        });
+        assert!(matches!(r, Err(Error::Invalid(_))), "{r:?}");
+    }
+    assert_eq!(seg.get(b"n").unwrap().unwrap(), 2u64.to_le_bytes());
+    assert_eq!(
+        seg.stamp_word(&seg.hash(b"n")).load(Ordering::SeqCst) % 2,
+        0
+    );
+    let rep = seg.verify(false).unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+}
