@@ -68,14 +68,20 @@ impl Segment {
     }
 
     /// Refuses an operation that would write to a read-only handle.
+    #[inline]
     pub(crate) fn check_writable(&self, what: &str) -> Result<()> {
         if self.read_only {
-            return Err(Error::Invalid(format!(
-                "{what} writes to the segment, and this handle was opened read-only \
-                 (read_only=True): open the segment without read_only to {what}"
-            )));
+            return Err(Self::read_only_error(what));
         }
         Ok(())
+    }
+
+    #[cold]
+    fn read_only_error(what: &str) -> Error {
+        Error::Invalid(format!(
+            "{what} writes to the segment, and this handle was opened read-only \
+             (read_only=True): open the segment without read_only to {what}"
+        ))
     }
 
     /// Path of the segment file.

@@ -91,7 +91,11 @@ impl Segment {
         tags: &[&[u8]],
         cond: Cond<'_>,
     ) -> Result<bool> {
-        self.check_writable("set")?;
+        self.check_writable(match cond {
+            Cond::Always => "set",
+            Cond::Absent => "add",
+            Cond::Equals(_) => "replace_if",
+        })?;
         self.check_key(key)?;
         if value.is_empty() {
             return Err(Error::Invalid("value must not be empty".into()));

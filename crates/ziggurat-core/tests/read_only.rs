@@ -83,8 +83,9 @@ fn reads_see_everything_and_write_nothing() {
 
     // Every write is refused by name, and nothing changed in the file.
     assert_refused(ro.set(b"k", b"x", None, &[]), "set");
-    assert_refused(ro.add(b"new", b"x", None, &[]), "set");
-    assert_refused(ro.replace_if(b"k", b"value", b"x", None, &[]), "set");
+    assert_refused(ro.add(b"new", b"x", None, &[]), "add");
+    assert_refused(ro.replace_if(b"k", b"value", b"x", None, &[]), "replace_if");
+    assert_refused(ro.rewrite(b"k", |_| None), "rewrite");
     assert_refused(ro.delete(b"k"), "delete");
     assert_refused(ro.invalidate_tag(b"t"), "invalidate_tag");
     assert_refused(ro.clear(), "clear");
