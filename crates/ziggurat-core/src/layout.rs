@@ -375,6 +375,8 @@ impl Geometry {
             || self.main_cap % 8 != 0
             || self.small_cap == 0
             || self.main_cap == 0
+            || self.main_cap > u32::MAX as u64 - 7
+            || self.small_cap > self.main_cap
             || self.shards_off % 64 != 0
             || self.shard_stride % 64 != 0
             || self.small_rel % 8 != 0
