@@ -466,3 +466,36 @@ def test_positional_ttl_names_the_method(make_cache: Callable[..., Cache]) -> No
     cache = make_cache()
     with pytest.raises(TypeError, match=r"^Cache\.set\(\)"):
         cache.set("k", 1, 60)  # type: ignore[misc]
+
+
+# -- group ------------------------------------------------------------------------------------
+
+
+def test_group_shares_the_segment_with_another_user(cache_dir: str) -> None:
+    """group=: the files are made 0660 for that group, and a worker of another user in
+    that group opens them; without group= the other user's files are refused."""
+    import grp
+    import stat
+
+    gid = 65534
+    gname = grp.getgrgid(gid).gr_name
+    name = new_name()
+    first = Cache(name, "8MiB", directory=cache_dir, group=gname)
+    first.set("k", {"v": 1})
+    files = sorted(os.listdir(cache_dir))
+    assert len(files) == 2
+    for f in files:
+        st = os.stat(os.path.join(cache_dir, f))
+        assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == gid, f
+        os.chown(os.path.join(cache_dir, f), 65534, gid)  # now another user's files
+    first.close()
+    shared = Cache(name, "8MiB", directory=cache_dir, group=gid)
+    assert not shared.degraded and shared.get("k") == {"v": 1}
+    shared.close()
+    with pytest.warns(RuntimeWarning, match="uid 65534"):
+        alone = Cache(name, "8MiB", directory=cache_dir)
+    assert alone.degraded_cause == "other_owner"
+    with pytest.raises(ValueError, match="does not exist"):
+        Cache(name, "8MiB", directory=cache_dir, group="no-such-group-here")
+    with pytest.raises(TypeError, match="group"):
+        Cache(name, "8MiB", directory=cache_dir, group=1.5)  # type: ignore[arg-type]

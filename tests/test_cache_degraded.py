@@ -36,12 +36,8 @@ def _missing_dir(d: str) -> tuple[str, str]:
 
 
 def _not_writable(d: str) -> tuple[str, str]:
-    # Tests run as root, which ignores permission bits: a "directory" that is a regular
-    # file cannot be written into by anyone.
-    path = os.path.join(d, "a-file")
-    with open(path, "w") as f:
-        f.write("not a directory")
-    return path, new_name()
+    # Tests run as root, which ignores permission bits; sysfs refuses new files to root too.
+    return "/sys", new_name()
 
 
 def _other_owner(d: str) -> tuple[str, str]:
@@ -69,10 +65,10 @@ def _damaged(d: str) -> tuple[str, str]:
 
 
 CAUSES: dict[str, tuple[Cause, tuple[str, ...]]] = {
-    "missing_directory": (_missing_dir, ("no/such/dir",)),
-    "not_writable": (_not_writable, ("a-file",)),
-    "other_owner": (_other_owner, ("65534",)),
-    "no_space": (_no_room, ()),
+    "missing_directory": (_missing_dir, ("no/such/dir", "does not exist", "create it")),
+    "not_writable": (_not_writable, ("/sys",)),
+    "other_owner": (_other_owner, ("'nobody' (uid 65534)", "'root' (uid 0)", "group=")),
+    "no_space": (_no_room, ("no room", "smaller size")),
     "damaged": (_damaged, ("recreate=True",)),
 }
 
@@ -87,12 +83,17 @@ def _open(directory: str, name: str, **kw: Any) -> Cache:
         return Cache(name, size, directory=directory, **kw)
 
 
+# Which cause each (directory, name) was made for.
+_MADE: dict[tuple[str, str], str] = {}
+
+
 @pytest.fixture(params=sorted(CAUSES))
 def cause(
     request: pytest.FixtureRequest, cache_dir: str
 ) -> Iterator[tuple[str, str, tuple[str, ...]]]:
     make, words = CAUSES[request.param]
     directory, name = make(cache_dir)
+    _MADE[(directory, name)] = request.param
     yield directory, name, words
     shutil.rmtree(cache_dir, ignore_errors=True)
     os.makedirs(cache_dir, exist_ok=True)
@@ -102,6 +103,8 @@ def test_raise_mode_raises_with_the_cause(cause: tuple[str, str, tuple[str, ...]
     directory, name, words = cause
     with pytest.raises(SegmentError) as info:
         _open(directory, name, degraded="raise")
+    expected = {"damaged": ("damaged", "incompatible")}.get(_MADE[(directory, name)])
+    assert info.value.cause in (expected or (_MADE[(directory, name)],))  # type: ignore[attr-defined]
     msg = str(info.value)
     assert name.split("@")[0] in msg
     for w in words:
@@ -222,3 +225,5 @@ def test_messages_name_the_cause_and_remedy(cause: tuple[str, str, tuple[str, ..
     for word in words:
         assert word in msg, msg
     assert c.stats()["degraded"]
+    assert c.stats()["degraded_cause"] == c.degraded_cause
+    assert c.degraded_cause in (_MADE[(directory, name)], "incompatible")

@@ -18,6 +18,7 @@ import cache_helpers
 import pytest
 from cache_helpers import new_name, open_like
 from ziggurat import Cache, MutationError
+from ziggurat._native import LAYOUT_VERSION
 
 cache_dir = cache_helpers.cache_dir
 make_cache = cache_helpers.make_cache
@@ -302,10 +303,10 @@ def test_degraded_nonexistent_directory(caplog: pytest.LogCaptureFixture) -> Non
 
 
 def test_degraded_corrupt_segment_file(cache_dir: str) -> None:
-    """G5: a corrupt segment file at {dir}/ziggurat.{name}.v1 (garbage bytes) -> degraded
-    with one warning, the app keeps working, and the file is left as it was."""
+    """G5: a corrupt segment file at {dir}/ziggurat.{name}.v{LAYOUT_VERSION} (garbage bytes)
+    -> degraded with one warning, the app keeps working, and the file is left as it was."""
     name = new_name("corrupt")
-    path = os.path.join(cache_dir, f"ziggurat.{name}.v1")
+    path = os.path.join(cache_dir, f"ziggurat.{name}.v{LAYOUT_VERSION}")
     garbage = os.urandom(1 << 16)
     with open(path, "wb") as f:
         f.write(garbage)
@@ -329,7 +330,7 @@ def test_degraded_corrupt_segment_file(cache_dir: str) -> None:
 def test_degraded_corrupt_negative_segment(cache_dir: str) -> None:
     """G5: a corrupt NAME.neg segment file degrades the cache too, and it keeps working."""
     name = new_name("corneg")
-    path = os.path.join(cache_dir, f"ziggurat.{name}.neg.v1")
+    path = os.path.join(cache_dir, f"ziggurat.{name}.neg.v{LAYOUT_VERSION}")
     with open(path, "wb") as f:
         f.write(b"\xff" * (1 << 16))
     os.chmod(path, 0o600)

@@ -18,6 +18,9 @@ class Segment:
         avg_item_size: expected average entry size in bytes (key + value + ~16 B), sizes the index.
         shards: number of writer shards (power of two), default chosen from size.
         lock_timeout: seconds a writer waits for a shard lock before raising LockTimeout.
+        group: a gid: a new file is created mode 0660 for that group, and a file of another
+            user is accepted when it has that group and mode 0660.
+        read_only: attach an existing file for reading only (never created or repaired).
     """
 
     def __init__(
@@ -30,6 +33,8 @@ class Segment:
         avg_item_size: int = 128,
         shards: int | None = None,
         lock_timeout: float = 0.5,
+        group: int | None = None,
+        read_only: bool = False,
     ) -> None: ...
     @property
     def name(self) -> str: ...

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import functools
+import grp
 import inspect
 import logging
 import math
@@ -84,6 +85,22 @@ def _check_key(key: Any, method: str) -> None:
         raise ValueError(f"{method}(): key must be 1 to {_MAX_KEY} bytes, got {n}")
 
 
+def _gid(group: str | int | None) -> int | None:
+    """The gid of a ``group`` option: a group name or a gid."""
+    if group is None:
+        return None
+    if isinstance(group, bool) or not isinstance(group, (str, int)):
+        raise TypeError(f"Cache(): group must be a group name or a gid, not {type(group).__name__}")
+    if isinstance(group, int):
+        if not 0 <= group < 2**32:
+            raise ValueError(f"Cache(): group must be a gid from 0 to 2**32-1, got {group}")
+        return group
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise ValueError(f"Cache(): group {group!r} does not exist on this host") from None
+
+
 def _closed(name: str) -> Callable[..., Any]:
     def closed(*_args: Any, **_kwargs: Any) -> Any:
         raise ZigguratError(f"the cache {name!r} is closed; open a new Cache to use it again")
@@ -130,6 +147,7 @@ class Cache:
         version: int | str | None = None,
         degraded: str = "passthrough",
         degraded_ttl: float = 1.0,
+        group: str | int | None = None,
     ) -> None:
         m = "Cache"
         if not isinstance(name, str):
@@ -189,12 +207,16 @@ class Cache:
         # older deploy, values of another shape) are never read.
         seg_name = name if version is None else f"{name}.ver-{version}"
         self.degraded_reason: str | None = None
+        #: Why the segment cannot be used, as a short name (the segment error's ``cause``:
+        #: missing_directory, not_writable, other_owner, no_space, damaged, incompatible, io).
+        self.degraded_cause: str | None = None
         self._segment: Segment | None = None
         self._neg: Segment | None = None
         seg_args: dict[str, Any] = {
             "directory": directory,
             "recreate": recreate,
             "lock_timeout": lock_timeout,
+            "group": _gid(group),
         }
         try:
             self._segment = Segment(seg_name, size_bytes, avg_item_size=avg_item_size, **seg_args)
@@ -203,9 +225,13 @@ class Cache:
             if self._segment is not None:
                 self._segment.close()
             self._segment = self._neg = None
+            cause = getattr(e, "cause", None) or "io"
             if degraded == "raise":
-                raise SegmentError(f"{m}({name!r}): the shared segment cannot be used: {e}") from e
+                err = SegmentError(f"{m}({name!r}): the shared segment cannot be used: {e}")
+                err.cause = cause  # type: ignore[attr-defined]
+                raise err from e
             self.degraded_reason = str(e)
+            self.degraded_cause = cause
             msg = f"ziggurat cache {name!r} runs without its shared segment ({e}); " + (
                 "degraded='passthrough': nothing is cached until the cause is fixed "
                 "and the process restarts"
@@ -765,7 +791,7 @@ class Cache:
         table explains every counter.
 
         >>> c = Cache("doc-stats", size="8MiB"); sorted(c.stats())
-        ['cache', 'degraded', 'degraded_mode', 'host', 'process']
+        ['cache', 'degraded', 'degraded_cause', 'degraded_mode', 'host', 'process']
         >>> c.unlink()
         """
         self._check_open()
@@ -803,6 +829,7 @@ class Cache:
         return {
             "cache": self.name,
             "degraded": self.degraded_reason,
+            "degraded_cause": self.degraded_cause,
             "degraded_mode": self.degraded_mode,
             "process": process,
             "host": host,

@@ -1,6 +1,6 @@
 //! The entry format: a payload followed by a fixed trailer.
 
-use ziggurat_core::clock::now_ms;
+use ziggurat_core::now_ms;
 
 /// Bytes of the trailer: `kind:u8 || soft_deadline:u64 || ttl_ms:u32`, little-endian.
 pub const TRAILER_LEN: usize = 13;

@@ -18,8 +18,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ziggurat_core::lease::{holder_pid, Lease};
 use ziggurat_core::Segment;
+use ziggurat_core::{holder_pid, Lease};
 
 /// What a caller does after a read that found nothing fresh.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use ziggurat_core::clock::now_ms;
+use ziggurat_core::now_ms;
 use ziggurat_core::{Error, Rewrite, Segment};
 
 use crate::entry::{counter_payload, encode, split, Kind, Trailer};

@@ -18,7 +18,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::index::RingId;
 use crate::shm::Shm;
 
 pub const HAS_EXPIRY: u8 = 1;
@@ -124,7 +123,6 @@ pub fn record_len(meta: usize, key: usize, val: usize) -> u64 {
 /// One ring of a shard: where its head and tail words and its bytes are.
 #[derive(Clone, Copy, Debug)]
 pub struct Ring {
-    pub id: RingId,
     pub head_off: usize,
     pub tail_off: usize,
     pub data: usize,
@@ -275,7 +273,6 @@ mod tests {
     #[test]
     fn logical_positions() {
         let r = Ring {
-            id: RingId::Small,
             head_off: 0,
             tail_off: 8,
             data: 0,

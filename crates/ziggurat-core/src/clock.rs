@@ -5,13 +5,7 @@
 /// Milliseconds on the host's monotonic clock (coarse: ~1-4 ms resolution, vDSO, no syscall).
 #[inline]
 pub fn now_ms() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+    crate::sys::monotonic_coarse_ms()
 }
 
 /// Absolute deadline `ttl` seconds from now, or 0 for "never".

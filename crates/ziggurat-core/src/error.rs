@@ -6,15 +6,60 @@ use std::io;
 /// Result alias of the engine.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Why a segment file could not be created or attached. Callers branch on
+/// this (or on its [`name`](OpenCause::name)), never on the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpenCause {
+    /// The directory does not exist (or a component of it is not a directory).
+    MissingDirectory,
+    /// The directory or the file cannot be written by this process.
+    NotWritable,
+    /// The file belongs to another user (and not to a group this segment shares).
+    OtherOwner,
+    /// The file system has no room for the segment.
+    NoSpace,
+    /// The file is damaged or was never completed.
+    Damaged,
+    /// The file is not a segment this build can use: foreign content, another
+    /// layout version, not a regular file, or loose permissions.
+    Incompatible,
+    /// A read-only open found no segment file (it never creates one).
+    MissingSegment,
+    /// A read-only open may not read the file.
+    NotReadable,
+}
+
+impl OpenCause {
+    /// Stable short name: "missing_directory", "not_writable", "other_owner",
+    /// "no_space", "damaged", "incompatible", and for read-only opens
+    /// "missing_segment" or "not_readable".
+    pub fn name(self) -> &'static str {
+        match self {
+            OpenCause::MissingDirectory => "missing_directory",
+            OpenCause::NotWritable => "not_writable",
+            OpenCause::OtherOwner => "other_owner",
+            OpenCause::NoSpace => "no_space",
+            OpenCause::Damaged => "damaged",
+            OpenCause::Incompatible => "incompatible",
+            OpenCause::MissingSegment => "missing_segment",
+            OpenCause::NotReadable => "not_readable",
+        }
+    }
+}
+
 /// What can go wrong with a segment.
 #[derive(Debug)]
 pub enum Error {
     /// Bad argument from the caller; nothing was changed.
     Invalid(String),
-    /// The file exists but cannot be used as is (foreign, incompatible or damaged).
-    Corrupt(String),
-    /// The file belongs to someone else or has loose permissions.
-    Permission(String),
+    /// The segment file could not be created or attached: why, and a message
+    /// that names the file and the remedy.
+    Open {
+        /// Why, as a stable value.
+        cause: OpenCause,
+        /// What happened and what to do.
+        message: String,
+    },
     /// A shard lock was not obtained within the lock timeout; nothing was changed.
     LockTimeout,
     /// The segment was closed.
@@ -23,10 +68,31 @@ pub enum Error {
     Io(String, io::Error),
 }
 
+impl Error {
+    /// Stable short name of the error: the [`OpenCause`] name for
+    /// [`Error::Open`], else "invalid", "lock_timeout", "closed" or "io".
+    pub fn cause(&self) -> &'static str {
+        match self {
+            Error::Invalid(_) => "invalid",
+            Error::Open { cause, .. } => cause.name(),
+            Error::LockTimeout => "lock_timeout",
+            Error::Closed => "closed",
+            Error::Io(..) => "io",
+        }
+    }
+
+    pub(crate) fn open(cause: OpenCause, message: impl Into<String>) -> Error {
+        Error::Open {
+            cause,
+            message: message.into(),
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Invalid(m) | Error::Corrupt(m) | Error::Permission(m) => f.write_str(m),
+            Error::Invalid(m) | Error::Open { message: m, .. } => f.write_str(m),
             Error::LockTimeout => f.write_str(
                 "a shard lock was not obtained within lock_timeout; the write was not made \
                  (another process holds the lock for too long: stopped, or being debugged)",
@@ -37,4 +103,11 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(_, e) => Some(e),
+            _ => None,
+        }
+    }
+}

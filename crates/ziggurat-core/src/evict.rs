@@ -19,7 +19,8 @@ use crate::arena::Header;
 use crate::clock::now_ms;
 use crate::failpoint::{self, Point};
 use crate::hash::KeyHash;
-use crate::index::{self, RingId};
+use crate::index;
+use crate::layout::RingId;
 use crate::layout::{Stat, GHOST_CELLS, S_GHOST_CURSOR, S_GHOST_EPOCH, S_GHOST_EPOCH_START};
 
 /// Ghost epochs a fingerprint stays valid for.

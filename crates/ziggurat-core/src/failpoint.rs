@@ -45,9 +45,6 @@ pub fn arm(p: Option<Point>) {
 #[inline(always)]
 pub fn hit(p: Point) {
     if ARMED.load(Ordering::Relaxed) == p as u32 {
-        // SAFETY: plain libc calls; SIGKILL cannot be caught, so nothing runs after.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
-        }
+        crate::sys::kill_self();
     }
 }

@@ -8,14 +8,7 @@
 //! Slot word (u64), 0 = empty:
 //! `valid:1 | fingerprint:16 | freq:2 | ring:1 | offset/8:44`
 
-/// Which log ring of a shard a record lives in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RingId {
-    /// S3-FIFO's small queue: new entries.
-    Small = 0,
-    /// S3-FIFO's main queue: entries seen again.
-    Main = 1,
-}
+use crate::layout::RingId;
 
 pub const VALID: u64 = 1 << 63;
 const FP_SHIFT: u32 = 47;
@@ -67,7 +60,7 @@ pub fn phys(w: u64) -> u64 {
 }
 
 /// The same word with another frequency.
-#[inline]
+#[cfg(test)]
 pub fn with_freq(w: u64, f: u8) -> u64 {
     (w & !FREQ_MASK) | (f as u64) << FREQ_SHIFT
 }
@@ -97,76 +90,5 @@ mod tests {
         let s = pack(0, 0, RingId::Small, 0);
         assert_eq!(ring(s), RingId::Small);
         assert_ne!(s, 0, "a valid slot is never the empty word");
-    }
-}
-
-/// What a writer found in a key's bucket pair.
-#[derive(Debug, Default)]
-pub struct Located {
-    /// The key's slot and its word, if the key is indexed.
-    pub found: Option<(usize, u64)>,
-    /// First empty slot.
-    pub empty: Option<usize>,
-    /// Coldest occupied slot: the in-place victim when the pair is full.
-    pub victim: Option<(usize, u64)>,
-}
-
-impl crate::shard::Shard<'_> {
-    /// Finds `key` in its pair (writers, under the shard lock).
-    pub fn locate(&self, kh: &crate::hash::KeyHash, key: &[u8]) -> Located {
-        let pair = kh.pair(self.g.npairs);
-        let fpv = kh.fingerprint();
-        let mut out = Located::default();
-        for i in 0..PAIR_SLOTS {
-            let off = self.slot_off(pair, i);
-            let w = self
-                .shm
-                .u64_at(off)
-                .load(std::sync::atomic::Ordering::Acquire);
-            if w == 0 {
-                out.empty.get_or_insert(off);
-                continue;
-            }
-            if out.found.is_none() && fp(w) == fpv {
-                let r = self.ring(ring(w));
-                if let Some((h, _)) = r.header(self.shm, phys(w)) {
-                    if !h.is_pad() && r.key_eq(self.shm, phys(w), &h, key) {
-                        out.found = Some((off, w));
-                        continue;
-                    }
-                }
-            }
-            // Coldest first; among equals prefer the small ring (newer, unproven).
-            let better = match out.victim {
-                None => true,
-                Some((_, v)) => (freq(w), ring(w) as u8) < (freq(v), ring(v) as u8),
-            };
-            if better {
-                out.victim = Some((off, w));
-            }
-        }
-        out
-    }
-
-    /// Finds the slot that points at the record at (`ring`, `phys`) whose key
-    /// hashes to `kh` (writers, under the shard lock).
-    pub fn slot_of(&self, kh: &crate::hash::KeyHash, id: RingId, at: u64) -> Option<(usize, u64)> {
-        let pair = kh.pair(self.g.npairs);
-        (0..PAIR_SLOTS).find_map(|i| {
-            let off = self.slot_off(pair, i);
-            let w = self
-                .shm
-                .u64_at(off)
-                .load(std::sync::atomic::Ordering::Acquire);
-            (w != 0 && ring(w) == id && phys(w) == at).then_some((off, w))
-        })
-    }
-
-    /// Replaces a slot's word, whatever frequency a reader bumped meanwhile.
-    #[inline]
-    pub fn publish(&self, slot_off: usize, w: u64) {
-        self.shm
-            .u64_at(slot_off)
-            .swap(w, std::sync::atomic::Ordering::Release);
     }
 }

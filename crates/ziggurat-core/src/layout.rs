@@ -3,18 +3,16 @@
 //!
 //! The byte-level description is in docs/format.md; keep the two in step.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, OpenCause, Result};
 
 /// File magic: the first 8 bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"ZIGGURAT";
 /// Layout version; part of the file name so incompatible builds never share a file.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 /// Bytes of the global header.
 pub const HEADER_SIZE: usize = 4096;
 /// Bytes of each shard header.
 pub const SHARD_HDR: usize = 1024;
-/// Slots per index bucket (one 64-byte cache line of u64 slot words).
-pub const SLOTS_PER_BUCKET: usize = 8;
 /// Cells per ghost bucket (u32 fingerprints, 32 bytes).
 pub const GHOST_CELLS: usize = 8;
 /// Longest key, in bytes.
@@ -62,6 +60,15 @@ pub const H_LEASES: usize = 1024;
 pub const LEASE_CELL: usize = 16;
 pub const LEASE_CELLS: u32 = ((HEADER_SIZE - H_LEASES) / LEASE_CELL) as u32;
 
+/// Which log ring of a shard a record lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RingId {
+    /// S3-FIFO's small queue: new entries.
+    Small = 0,
+    /// S3-FIFO's main queue: entries seen again.
+    Main = 1,
+}
+
 /// `state` values.
 pub const STATE_READY: u32 = 0x5245_4459;
 pub const STATE_RETIRED: u32 = 0x5245_5449;
@@ -70,7 +77,7 @@ pub const STATE_RETIRED: u32 = 0x5245_5449;
 pub const S_MUTEX: usize = 0;
 pub const S_MUTEX_BYTES: usize = 64;
 pub const S_INTENT_ACTIVE: usize = 64;
-pub const S_INTENT_OP: usize = 68;
+// Offset 68 (u32) is reserved: zero in every shard.
 pub const S_INTENT_STAMP: usize = 72;
 pub const S_SMALL_HEAD: usize = 128;
 pub const S_SMALL_TAIL: usize = 136;
@@ -151,23 +158,41 @@ impl Stat {
 /// The sizes and offsets of a segment, derived once from its budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
+    /// Bytes of the file.
     pub file_size: u64,
+    /// Number of shards (a power of two).
     pub nshards: u32,
+    /// Index bucket pairs per shard.
     pub npairs: u32,
+    /// Stamp words in the stamp table (a multiple of `nshards`).
     pub nstamps: u32,
+    /// Tag cells in the tag table.
     pub ntags: u32,
+    /// Bytes of each shard's small ring.
     pub small_cap: u64,
+    /// Bytes of each shard's main ring.
     pub main_cap: u64,
+    /// Ghost buckets per shard.
     pub ghost_buckets: u32,
+    /// Longest key, in bytes.
     pub max_key: u32,
+    /// Longest value, in bytes.
     pub max_value: u32,
+    /// File offset of the stamp table.
     pub stamps_off: u64,
+    /// File offset of the tag table.
     pub tags_off: u64,
+    /// File offset of shard 0.
     pub shards_off: u64,
+    /// Bytes from one shard to the next.
     pub shard_stride: u64,
+    /// Offset of a shard's index from the shard's start.
     pub index_rel: u64,
+    /// Offset of a shard's ghost table from the shard's start.
     pub ghost_rel: u64,
+    /// Offset of a shard's small ring from the shard's start.
     pub small_rel: u64,
+    /// Offset of a shard's main ring from the shard's start.
     pub main_rel: u64,
 }
 
@@ -183,12 +208,22 @@ fn largest_pow2_le(x: u64) -> u64 {
     }
 }
 
+/// Bytes a record needs besides its value, at most: word0, expiry, tags and
+/// the longest key, rounded up generously.
+const RECORD_OVERHEAD: u64 = MAX_KEY as u64 + 256;
+
 impl Geometry {
     /// Lays out a segment of `size` bytes for entries of about `avg_item` bytes.
     ///
     /// Costs per expected entry: `avg_item` bytes of log, 1.6 index slots
     /// (12.8 B: pairs of 8-slot buckets stay below ~65% load, so in-place index
     /// evictions are rare), 4 B of ghost fingerprint, 4 B of stamp.
+    ///
+    /// A record lives in one shard's ring, so one shard's main ring bounds the
+    /// largest value. Without an explicit shard count, the count starts at one
+    /// shard per 8 MiB (at most 64) and is halved until a value of an eighth of
+    /// the segment fits (so 4 shards from 32 MiB up to 16 GiB); larger
+    /// segments keep enough shards for every ring to stay below 4 GiB.
     pub fn compute(size: u64, avg_item: u64, shards: Option<u32>) -> Result<Geometry> {
         if !(MIN_SIZE..=MAX_SIZE).contains(&size) {
             return Err(Error::Invalid(format!(
@@ -201,17 +236,30 @@ impl Geometry {
             )));
         }
         let size = size / 4096 * 4096;
-        let nshards = match shards {
-            Some(n) => {
-                if n == 0 || n > 256 || !n.is_power_of_two() {
-                    return Err(Error::Invalid(format!(
-                        "shards must be a power of two from 1 to 256, got {n}"
-                    )));
-                }
-                n
+        if let Some(n) = shards {
+            if n == 0 || n > 256 || !n.is_power_of_two() {
+                return Err(Error::Invalid(format!(
+                    "shards must be a power of two from 1 to 256, got {n}"
+                )));
             }
-            None => largest_pow2_le(size / (8 << 20)).clamp(1, 64) as u32,
-        };
+            return Self::with_shards(size, avg_item, n);
+        }
+        let want = size / 8;
+        let mut n = largest_pow2_le(size / (8 << 20)).clamp(1, 64) as u32;
+        let mut best = Self::with_shards(size, avg_item, n)?;
+        while best.max_value < want.min(u32::MAX as u64) as u32 && n > 1 {
+            n /= 2;
+            match Self::with_shards(size, avg_item, n) {
+                Ok(g) => best = g,
+                // Rings of 4 GiB and more: keep the last layout that fits.
+                Err(_) => break,
+            }
+        }
+        Ok(best)
+    }
+
+    /// Lays out a segment of `size` bytes (a multiple of 4096) in `nshards` shards.
+    fn with_shards(size: u64, avg_item: u64, nshards: u32) -> Result<Geometry> {
         let est_entries = (size / avg_item).max(1024);
         let nstamps =
             (est_entries.min(u32::MAX as u64 / 2) / nshards as u64 * nshards as u64) as u32;
@@ -252,9 +300,14 @@ impl Geometry {
             )));
         }
         let main_rel = small_rel + small_cap;
-        let max_value = (main_cap / 4)
-            .saturating_sub(MAX_KEY as u64 + 256)
-            .min(64 << 20) as u32;
+        // A quarter of the main ring, so one value evicts at most that much of
+        // its shard; more where needed for an eighth of the segment; never more
+        // than 7/8 of the ring, so a write of the largest value still leaves
+        // room for the shard's hottest entries.
+        let record = (main_cap / 4)
+            .max(size / 8 + RECORD_OVERHEAD)
+            .min(main_cap / 8 * 7);
+        let max_value = record.saturating_sub(RECORD_OVERHEAD) as u32;
         Ok(Geometry {
             file_size: shards_off + stride * nshards as u64,
             nshards,
@@ -287,9 +340,10 @@ impl Geometry {
     /// header that checksums but lies cannot send offsets out of the file).
     pub fn check(&self, actual_file_size: u64) -> Result<()> {
         let bad = |what: &str| {
-            Err(Error::Corrupt(format!(
-                "header geometry is invalid: {what}"
-            )))
+            Err(Error::open(
+                OpenCause::Damaged,
+                format!("header geometry is invalid: {what}"),
+            ))
         };
         if self.file_size != actual_file_size {
             return bad("file size differs from the header");
@@ -321,13 +375,17 @@ impl Geometry {
             || self.main_cap % 8 != 0
             || self.small_cap == 0
             || self.main_cap == 0
+            || self.main_cap > u32::MAX as u64 - 7
+            || self.small_cap > self.main_cap
             || self.shards_off % 64 != 0
             || self.shard_stride % 64 != 0
             || self.small_rel % 8 != 0
         {
             return bad("shard layout");
         }
-        if self.max_key as usize != MAX_KEY || self.max_value as u64 > self.main_cap / 4 {
+        if self.max_key as usize != MAX_KEY
+            || self.max_value as u64 + RECORD_OVERHEAD > self.main_cap / 8 * 7
+        {
             return bad("limits");
         }
         Ok(())
@@ -346,6 +404,45 @@ mod tests {
             g.check(g.file_size).unwrap();
             assert!(g.max_value > 1000, "{g:?}");
         }
+    }
+
+    #[test]
+    fn an_eighth_of_the_segment_fits_in_one_value() {
+        for size in [
+            2u64 << 20,
+            16 << 20,
+            64 << 20,
+            256 << 20,
+            1 << 30,
+            8 << 30,
+            16 << 30,
+        ] {
+            for avg in [32, 128, 4096] {
+                if size > 8 << 30 && avg < 128 {
+                    // The stamp table (4 bytes per expected entry) leaves too
+                    // little for rings below 4 GiB in 4 shards.
+                    continue;
+                }
+                let g = Geometry::compute(size, avg, None).unwrap();
+                g.check(g.file_size).unwrap();
+                assert!(
+                    g.max_value as u64 >= size / 8,
+                    "size {size} avg {avg}: max_value {} with {g:?}",
+                    g.max_value
+                );
+            }
+        }
+        // Small segments keep one shard per 8 MiB.
+        assert_eq!(Geometry::compute(16 << 20, 128, None).unwrap().nshards, 2);
+        assert_eq!(Geometry::compute(64 << 20, 128, None).unwrap().nshards, 4);
+        // The largest keep rings below 4 GiB, with values an eighth of a shard.
+        let g = Geometry::compute(MAX_SIZE, 128, None).unwrap();
+        g.check(g.file_size).unwrap();
+        assert!(g.main_cap < u32::MAX as u64 && g.nshards >= 32, "{g:?}");
+        // An explicit shard count is kept; the largest value follows from it.
+        let g = Geometry::compute(64 << 20, 128, Some(8)).unwrap();
+        assert_eq!(g.nshards, 8);
+        assert!(g.max_value as u64 + RECORD_OVERHEAD <= g.main_cap / 8 * 7);
     }
 
     #[test]

@@ -31,7 +31,12 @@ pub enum Lease {
     Taken,
     /// Another caller holds it: `holder` as read, and the cell's `seq` read
     /// before it (pass it to [`Segment::lease_wait`]).
-    Held { holder: u64, seq: u32 },
+    Held {
+        /// The holder word: `deadline_s << 32 | pid`.
+        holder: u64,
+        /// The cell's release counter, read before `holder`.
+        seq: u32,
+    },
 }
 
 /// The pid in a holder word.
@@ -69,13 +74,17 @@ impl Segment {
     }
 
     /// Takes the lease of `key` for process `pid` for `ttl` seconds, if it is
-    /// free or lapsed.
+    /// free or lapsed. A read-only handle never takes it: it reports the
+    /// lease as held by its current holder (0 when free).
     pub fn lease_try(&self, key: &[u8], pid: u32, ttl: f64) -> Lease {
         let c = self.lease_cell(&self.hash(key));
         // seq first: a release after this read changes it, so a waiter that
         // passes this seq never sleeps through that release.
         let seq = c.seq.load(Ordering::SeqCst);
         let mut cur = c.holder.load(Ordering::SeqCst);
+        if self.read_only {
+            return Lease::Held { holder: cur, seq };
+        }
         while cur == 0 || lapsed(cur) {
             match c.holder.compare_exchange(
                 cur,
@@ -91,8 +100,11 @@ impl Segment {
     }
 
     /// Gives up `pid`'s lease of `key` and wakes its waiters; false if `pid`
-    /// did not hold it (it lapsed and was taken over).
+    /// did not hold it (it lapsed and was taken over; always false read-only).
     pub fn lease_release(&self, key: &[u8], pid: u32) -> bool {
+        if self.read_only {
+            return false;
+        }
         let c = self.lease_cell(&self.hash(key));
         let cur = c.holder.load(Ordering::SeqCst);
         if cur == 0 || holder_pid(cur) != pid {
@@ -112,8 +124,12 @@ impl Segment {
     }
 
     /// Replaces the holder `seen` (whose process is gone) by `pid`; true for
-    /// exactly one of several callers that saw the same holder.
+    /// exactly one of several callers that saw the same holder (always false
+    /// read-only).
     pub fn lease_take_over(&self, key: &[u8], seen: u64, pid: u32, ttl: f64) -> bool {
+        if self.read_only {
+            return false;
+        }
         let c = self.lease_cell(&self.hash(key));
         seen != 0
             && c.holder
@@ -131,7 +147,12 @@ impl Segment {
     pub fn lease_wait(&self, key: &[u8], seq: u32, timeout: Duration) -> bool {
         let c = self.lease_cell(&self.hash(key));
         let deadline = Instant::now() + timeout;
-        c.waiters.fetch_add(1, Ordering::SeqCst);
+        // A read-only handle cannot register as a waiter, so a release may not
+        // wake it: it notices the change at the latest when its timeout ends.
+        let registered = !self.read_only;
+        if registered {
+            c.waiters.fetch_add(1, Ordering::SeqCst);
+        }
         let changed = loop {
             if c.seq.load(Ordering::SeqCst) != seq {
                 break true;
@@ -142,7 +163,9 @@ impl Segment {
             }
             stamps::futex_wait(c.seq, seq, deadline - now);
         };
-        c.waiters.fetch_sub(1, Ordering::SeqCst);
+        if registered {
+            c.waiters.fetch_sub(1, Ordering::SeqCst);
+        }
         changed
     }
 }

@@ -6,24 +6,42 @@
 //! log rings evicted with S3-FIFO, each key has a version stamp that process-
 //! local caches validate against, and tags and a segment epoch invalidate in
 //! bulk. The byte layout is described in docs/format.md.
+//!
+//! `unsafe` code lives only in `shm` (the mapping), `lock` (the shard
+//! mutexes), `stamps` (futex calls) and `sys` (other system calls).
 
-pub mod arena;
-pub mod clock;
-pub mod error;
-pub mod evict;
+#![warn(missing_docs)]
+
+mod arena;
+mod clock;
+mod error;
+mod evict;
 pub mod failpoint;
-pub mod hash;
-pub mod index;
-pub mod layout;
-pub mod lease;
-pub mod lock;
-pub mod recovery;
-pub mod segment;
-pub mod shard;
-pub mod shm;
-pub mod stamps;
-pub mod tags;
+mod file;
+mod hash;
+mod index;
+mod layout;
+mod lease;
+mod lock;
+mod read;
+mod recovery;
+mod segment;
+mod shard;
+mod shm;
+mod stamps;
+mod sys;
+mod tags;
+mod write;
 
-pub use error::{Error, Result};
+pub use clock::now_ms;
+pub use error::{Error, OpenCause, Result};
+pub use file::Options;
+pub use hash::KeyHash;
+pub use layout::{Geometry, LAYOUT_VERSION, MAX_KEY, MAX_TAGS};
+pub use lease::{holder_pid, Lease};
+pub use read::ReadMeta;
 pub use recovery::Report;
-pub use segment::{Options, ReadMeta, Rewrite, Segment};
+pub use segment::Segment;
+pub use shard::Found;
+pub use tags::TagRef;
+pub use write::Rewrite;

@@ -6,7 +6,11 @@
 //! (stopped, in a debugger) is covered by the timeout instead.
 
 use std::io;
+use std::marker::PhantomData;
 use std::time::Duration;
+
+use crate::layout::S_MUTEX_BYTES;
+use crate::shm::Shm;
 
 /// What `lock` found.
 #[derive(Debug, PartialEq, Eq)]
@@ -26,73 +30,122 @@ pub enum LockError {
     Os(io::Error),
 }
 
-/// Initialises a process-shared robust mutex at `m`.
+/// The robust mutex of one shard, inside a live mapping.
 ///
-/// # Safety
-/// `m` must point to at least `size_of::<pthread_mutex_t>()` writable bytes,
-/// aligned for it, that no process is using as a mutex at this moment.
-pub unsafe fn init(m: *mut libc::pthread_mutex_t) -> io::Result<()> {
-    let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
-    check(libc::pthread_mutexattr_init(&mut attr))?;
-    let r = (|| {
-        check(libc::pthread_mutexattr_setpshared(
-            &mut attr,
-            libc::PTHREAD_PROCESS_SHARED,
-        ))?;
-        check(libc::pthread_mutexattr_setrobust(
-            &mut attr,
-            libc::PTHREAD_MUTEX_ROBUST,
-        ))?;
-        check(libc::pthread_mutex_init(m, &attr))
-    })();
-    libc::pthread_mutexattr_destroy(&mut attr);
-    r
+/// The handle borrows the mapping, so the mutex cannot be unmapped while a
+/// call is in progress or while the lock is held through a [`Shard`] view.
+///
+/// What the calls touch: the mutex's bytes, and while this thread holds it,
+/// glibc links the mutex into the thread's robust list through pointers kept
+/// in those bytes (so the kernel can mark it owner-dead if the thread dies).
+/// Whatever another process left in a mutex that is free, locking it yields
+/// an error, a timeout or the lock: glibc writes the list pointers itself
+/// when it takes it. Only a process that overwrites a mutex *another thread
+/// holds* can make that thread's unlock write through a bad pointer, and a
+/// process with write access to the segment can already corrupt everything
+/// in it: that is why only the owner (or the configured group) may open one.
+///
+/// [`Shard`]: crate::shard::Shard
+#[derive(Clone, Copy)]
+pub struct Mutex<'a> {
+    m: *mut libc::pthread_mutex_t,
+    _map: PhantomData<&'a Shm>,
 }
 
-/// Locks `m`, waiting at most `timeout`.
-///
-/// # Safety
-/// `m` must point to a mutex initialised by [`init`] inside a live mapping.
-pub unsafe fn lock(m: *mut libc::pthread_mutex_t, timeout: Duration) -> Result<Locked, LockError> {
-    // Uncontended fast path: no clock read.
-    match libc::pthread_mutex_trylock(m) {
-        0 => return Ok(Locked::Clean),
-        libc::EOWNERDEAD => return Ok(Locked::OwnerDied),
-        libc::EBUSY => {}
-        e => return Err(LockError::Os(io::Error::from_raw_os_error(e))),
+impl<'a> Mutex<'a> {
+    /// The mutex stored at `off` of `shm`.
+    ///
+    /// Panics if the `S_MUTEX_BYTES` bytes at `off` are not inside the mapping
+    /// or not 64-aligned (offsets come from a checked geometry).
+    #[inline]
+    pub fn at(shm: &'a Shm, off: usize) -> Mutex<'a> {
+        assert!(
+            off % 64 == 0 && off + S_MUTEX_BYTES <= shm.len(),
+            "mutex offset {off} out of range"
+        );
+        const _: () = assert!(std::mem::size_of::<libc::pthread_mutex_t>() <= S_MUTEX_BYTES);
+        Mutex {
+            m: shm.addr(off).cast(),
+            _map: PhantomData,
+        }
     }
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    libc::clock_gettime(libc::CLOCK_REALTIME, &mut now);
-    let total = now.tv_nsec as u128 + timeout.as_nanos();
-    let abs = libc::timespec {
-        tv_sec: now.tv_sec + (total / 1_000_000_000) as libc::time_t,
-        tv_nsec: (total % 1_000_000_000) as libc::c_long,
-    };
-    match libc::pthread_mutex_timedlock(m, &abs) {
-        0 => Ok(Locked::Clean),
-        libc::EOWNERDEAD => Ok(Locked::OwnerDied),
-        libc::ETIMEDOUT => Err(LockError::Timeout),
-        e => Err(LockError::Os(io::Error::from_raw_os_error(e))),
+
+    /// Initialises the mutex as process-shared and robust. Only the creator of
+    /// a segment calls this, before the file is visible to anyone else.
+    pub fn init(&self) -> io::Result<()> {
+        // SAFETY: an all-zero attribute object is valid storage for
+        // pthread_mutexattr_init, which fully initialises it.
+        let mut attr: libc::pthread_mutexattr_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `attr` is live, writable and owned by this frame; `self.m`
+        // points to S_MUTEX_BYTES (>= size_of::<pthread_mutex_t>()) 64-aligned
+        // bytes inside a mapping that outlives `'a` (checked in `at`). The
+        // mutex is not in use: the file is not yet visible to anyone.
+        unsafe {
+            check(libc::pthread_mutexattr_init(&mut attr))?;
+            let r = check(libc::pthread_mutexattr_setpshared(
+                &mut attr,
+                libc::PTHREAD_PROCESS_SHARED,
+            ))
+            .and_then(|()| {
+                check(libc::pthread_mutexattr_setrobust(
+                    &mut attr,
+                    libc::PTHREAD_MUTEX_ROBUST,
+                ))
+            })
+            .and_then(|()| check(libc::pthread_mutex_init(self.m, &attr)));
+            libc::pthread_mutexattr_destroy(&mut attr);
+            r
+        }
     }
-}
 
-/// Marks a mutex obtained with [`Locked::OwnerDied`] as consistent again.
-///
-/// # Safety
-/// The caller holds `m` after an `EOWNERDEAD` and has repaired what it guards.
-pub unsafe fn make_consistent(m: *mut libc::pthread_mutex_t) -> io::Result<()> {
-    check(libc::pthread_mutex_consistent(m))
-}
+    /// Locks the mutex, waiting at most `timeout`.
+    pub fn lock(&self, timeout: Duration) -> Result<Locked, LockError> {
+        // Uncontended fast path: no clock read.
+        // SAFETY: `self.m` is in range and aligned for the mapping's lifetime
+        // (see `at`); on success glibc links it into this thread's robust list,
+        // which stays valid while the mapping does (see the type's notes).
+        match unsafe { libc::pthread_mutex_trylock(self.m) } {
+            0 => return Ok(Locked::Clean),
+            libc::EOWNERDEAD => return Ok(Locked::OwnerDied),
+            libc::EBUSY => {}
+            e => return Err(LockError::Os(io::Error::from_raw_os_error(e))),
+        }
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `now` is a writable timespec owned by this frame.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+        let total = now.tv_nsec as u128 + timeout.as_nanos();
+        let abs = libc::timespec {
+            tv_sec: now.tv_sec + (total / 1_000_000_000) as libc::time_t,
+            tv_nsec: (total % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: as for trylock; `abs` is a live timespec the call only reads.
+        match unsafe { libc::pthread_mutex_timedlock(self.m, &abs) } {
+            0 => Ok(Locked::Clean),
+            libc::EOWNERDEAD => Ok(Locked::OwnerDied),
+            libc::ETIMEDOUT => Err(LockError::Timeout),
+            e => Err(LockError::Os(io::Error::from_raw_os_error(e))),
+        }
+    }
 
-/// Unlocks `m`.
-///
-/// # Safety
-/// The calling thread holds `m`.
-pub unsafe fn unlock(m: *mut libc::pthread_mutex_t) {
-    libc::pthread_mutex_unlock(m);
+    /// Marks a mutex obtained with [`Locked::OwnerDied`] consistent again,
+    /// once what it guards was repaired. Fails (EINVAL) if it is not in that state.
+    pub fn make_consistent(&self) -> io::Result<()> {
+        // SAFETY: `self.m` is in range and aligned (see `at`); the call only
+        // touches the mutex's bytes and checks the caller's ownership itself.
+        check(unsafe { libc::pthread_mutex_consistent(self.m) })
+    }
+
+    /// Unlocks the mutex. A robust mutex checks ownership, so a call by a
+    /// thread that does not hold it returns EPERM and changes nothing.
+    pub fn unlock(&self) {
+        // SAFETY: `self.m` is in range and aligned (see `at`). glibc checks
+        // that this thread owns it before it unlinks it from this thread's
+        // robust list, through the pointers it stored there when locking.
+        unsafe { libc::pthread_mutex_unlock(self.m) };
+    }
 }
 
 fn check(rc: libc::c_int) -> io::Result<()> {
@@ -109,24 +162,39 @@ mod tests {
 
     #[test]
     fn lock_unlock_and_timeout() {
-        let mut storage = vec![0u64; 8];
-        let m = storage.as_mut_ptr() as *mut libc::pthread_mutex_t;
-        // SAFETY: 64 zeroed, aligned bytes owned by this test, used only here.
-        unsafe {
-            init(m).unwrap();
-            assert_eq!(lock(m, Duration::from_millis(10)).unwrap(), Locked::Clean);
-            let h = std::thread::spawn({
-                let addr = m as usize;
-                move || {
-                    let m = addr as *mut libc::pthread_mutex_t;
-                    matches!(lock(m, Duration::from_millis(20)), Err(LockError::Timeout))
-                }
-            });
-            assert!(
-                h.join().unwrap(),
-                "a held lock must time out in another thread"
-            );
-            unlock(m);
-        }
+        let file = tempfile_of(4096);
+        let shm = Shm::map(&file, 4096).unwrap();
+        let m = Mutex::at(&shm, 0);
+        m.init().unwrap();
+        assert_eq!(m.lock(Duration::from_millis(10)).unwrap(), Locked::Clean);
+        let timed_out = std::thread::scope(|s| {
+            s.spawn(|| {
+                matches!(
+                    Mutex::at(&shm, 0).lock(Duration::from_millis(20)),
+                    Err(LockError::Timeout)
+                )
+            })
+            .join()
+            .unwrap()
+        });
+        assert!(timed_out, "a held lock must time out in another thread");
+        m.unlock();
+        assert_eq!(m.lock(Duration::from_millis(10)).unwrap(), Locked::Clean);
+        m.unlock();
+    }
+
+    fn tempfile_of(len: u64) -> std::fs::File {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("ziggurat-lock-test.{}", std::process::id()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        let _ = std::fs::remove_file(&path);
+        f.set_len(len).unwrap();
+        f
     }
 }

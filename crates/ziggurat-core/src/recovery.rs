@@ -14,7 +14,8 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use crate::hash::KeyHash;
-use crate::index::{self, RingId, PAIR_SLOTS};
+use crate::index::{self, PAIR_SLOTS};
+use crate::layout::RingId;
 use crate::layout::{Stat, GHOST_CELLS};
 use crate::shard::Shard;
 use crate::stamps;

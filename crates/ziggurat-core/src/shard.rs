@@ -5,8 +5,9 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use crate::arena::Ring;
 use crate::hash::KeyHash;
-use crate::index::{self, RingId, PAIR_SLOTS};
+use crate::index::{self, PAIR_SLOTS};
 use crate::layout::*;
+use crate::lock::Mutex;
 use crate::shm::Shm;
 use crate::tags::TagRef;
 
@@ -23,15 +24,19 @@ pub struct Shard<'a> {
 /// A record found by a read, not yet confirmed stable.
 #[derive(Clone, Copy, Debug)]
 pub struct Found {
-    pub ring: Ring,
-    pub slot: usize,
-    pub word: u64,
-    pub logical: u64,
+    pub(crate) ring: Ring,
+    pub(crate) slot: usize,
+    pub(crate) word: u64,
+    pub(crate) logical: u64,
+    /// File offset of the value's first byte.
     pub val_off: usize,
+    /// Length of the value.
     pub val_len: usize,
     /// Absolute monotonic deadline in ms, 0 = none.
     pub expiry: u64,
+    /// Number of tag references in `tags`.
     pub ntags: u8,
+    /// The entry's tag references (packed [`TagRef`]s); the first `ntags` count.
     pub tags: [u64; MAX_TAGS],
 }
 
@@ -57,7 +62,6 @@ impl<'a> Shard<'a> {
             RingId::Main => (S_MAIN_HEAD, S_MAIN_TAIL, self.g.main_rel, self.g.main_cap),
         };
         Ring {
-            id,
             head_off: self.base + h,
             tail_off: self.base + t,
             data: self.base + rel as usize,
@@ -93,9 +97,10 @@ impl<'a> Shard<'a> {
         self.shm.u64_at(self.slot_off(pair, i))
     }
 
+    /// The shard's writer lock.
     #[inline]
-    pub fn mutex(&self) -> *mut libc::pthread_mutex_t {
-        self.shm.addr(self.base + S_MUTEX) as *mut libc::pthread_mutex_t
+    pub fn mutex(&self) -> Mutex<'a> {
+        Mutex::at(self.shm, self.base + S_MUTEX)
     }
 
     #[inline]
@@ -202,14 +207,80 @@ impl<'a> Shard<'a> {
     }
 
     /// Records a hit in the slot's 2-bit frequency (S3-FIFO). Skipped once
-    /// saturated, so hot keys stop writing to shared lines.
+    /// the frequency reaches `cap` (at most [`index::FREQ_MAX`]), so hot keys
+    /// stop writing to shared lines; a `cap` of 0 never writes (read-only).
     #[inline]
-    pub fn touch(&self, f: &Found) {
+    pub fn touch(&self, f: &Found, cap: u8) {
         let slot = self.shm.u64_at(f.slot);
         let w = slot.load(Ordering::Relaxed);
-        if index::same_target(w, f.word) && index::freq(w) < index::FREQ_MAX {
+        if index::same_target(w, f.word) && index::freq(w) < cap {
             let _ =
                 slot.compare_exchange(w, w + index::FREQ_ONE, Ordering::Relaxed, Ordering::Relaxed);
         }
+    }
+}
+
+/// What a writer found in a key's bucket pair.
+#[derive(Debug, Default)]
+pub struct Located {
+    /// The key's slot and its word, if the key is indexed.
+    pub found: Option<(usize, u64)>,
+    /// First empty slot.
+    pub empty: Option<usize>,
+    /// Coldest occupied slot: the in-place victim when the pair is full.
+    pub victim: Option<(usize, u64)>,
+}
+
+impl Shard<'_> {
+    /// Finds `key` in its pair (writers, under the shard lock).
+    pub fn locate(&self, kh: &KeyHash, key: &[u8]) -> Located {
+        let pair = kh.pair(self.g.npairs);
+        let fpv = kh.fingerprint();
+        let mut out = Located::default();
+        for i in 0..PAIR_SLOTS {
+            let off = self.slot_off(pair, i);
+            let w = self.shm.u64_at(off).load(Ordering::Acquire);
+            if w == 0 {
+                out.empty.get_or_insert(off);
+                continue;
+            }
+            if out.found.is_none() && index::fp(w) == fpv {
+                let r = self.ring(index::ring(w));
+                if let Some((h, _)) = r.header(self.shm, index::phys(w)) {
+                    if !h.is_pad() && r.key_eq(self.shm, index::phys(w), &h, key) {
+                        out.found = Some((off, w));
+                        continue;
+                    }
+                }
+            }
+            // Coldest first; among equals prefer the small ring (newer, unproven).
+            let better = match out.victim {
+                None => true,
+                Some((_, v)) => {
+                    (index::freq(w), index::ring(w) as u8) < (index::freq(v), index::ring(v) as u8)
+                }
+            };
+            if better {
+                out.victim = Some((off, w));
+            }
+        }
+        out
+    }
+
+    /// Finds the slot that points at the record at (`ring`, `phys`) whose key
+    /// hashes to `kh` (writers, under the shard lock).
+    pub fn slot_of(&self, kh: &KeyHash, id: RingId, at: u64) -> Option<(usize, u64)> {
+        let pair = kh.pair(self.g.npairs);
+        (0..PAIR_SLOTS).find_map(|i| {
+            let off = self.slot_off(pair, i);
+            let w = self.shm.u64_at(off).load(Ordering::Acquire);
+            (w != 0 && index::ring(w) == id && index::phys(w) == at).then_some((off, w))
+        })
+    }
+
+    /// Replaces a slot's word, whatever frequency a reader bumped meanwhile.
+    #[inline]
+    pub fn publish(&self, slot_off: usize, w: u64) {
+        self.shm.u64_at(slot_off).swap(w, Ordering::Release);
     }
 }

@@ -40,16 +40,22 @@ impl Shm {
         })
     }
 
+    /// Maps `len` bytes of `file` shared and read-only: any store into it
+    /// faults, so callers must never hand out a path that writes.
+    pub fn map_read_only(file: &File, len: usize) -> io::Result<Self> {
+        let map = MmapOptions::new().len(len).map_raw_read_only(file)?;
+        let ptr = map.as_mut_ptr();
+        Ok(Shm {
+            _map: map,
+            ptr,
+            len,
+        })
+    }
+
     /// Length of the mapping in bytes.
     #[inline]
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// Whether the mapping is empty (never, for a valid segment).
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// The 8-byte word at `off` as an atomic.
@@ -155,12 +161,5 @@ impl Shm {
         // exists; concurrent readers only perform relaxed atomic loads on it and
         // discard what they read unless the range was stable (seqlock protocol).
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(off), src.len()) }
-    }
-
-    /// Zeroes `len` bytes at `off` (initialisation and shard reset, under lock).
-    pub fn zero(&self, off: usize, len: usize) {
-        assert!(off + len <= self.len, "zero past the mapping");
-        // SAFETY: in range (checked above); same exclusivity argument as `write`.
-        unsafe { std::ptr::write_bytes(self.ptr.add(off), 0, len) }
     }
 }

@@ -7,7 +7,7 @@
 //! only spurious L1 misses. Waiters sleep on the stamp with a shared futex, so
 //! a process waiting for another process's load wakes when the value lands.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 /// Sleeps while `*word == expected`, at most `timeout`. Returns early on a wake,
@@ -56,15 +56,10 @@ pub fn is_odd(stamp: u32) -> bool {
     stamp & 1 == 1
 }
 
-/// Loads a stamp for an L1 fill or check.
-#[inline]
-pub fn load(word: &AtomicU32) -> u32 {
-    word.load(Ordering::Acquire)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
     use std::sync::Arc;
     use std::time::Instant;
 

@@ -10,7 +10,9 @@ use crate::hash::{reduce, tag_hash};
 /// A tag reference as stored in a record: cell index and version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TagRef {
+    /// Index of the tag's cell in the tag table.
     pub cell: u32,
+    /// The cell's version when the entry was written.
     pub version: u32,
 }
 

@@ -166,7 +166,10 @@ fn reopen_attaches_and_refuses_damage() {
     bytes[100] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
     match Segment::open("att", &d.opts(4 << 20)) {
-        Err(Error::Corrupt(m)) => assert!(m.contains("recreate"), "{m}"),
+        Err(e @ Error::Open { .. }) => {
+            assert_eq!(e.cause(), "damaged");
+            assert!(e.to_string().contains("recreate"), "{e}");
+        }
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("a damaged header must be refused"),
     }
@@ -334,7 +337,7 @@ fn processes_opening_a_new_name_at_once_share_one_file() {
 
 #[test]
 fn lease_take_busy_release_and_take_over() {
-    use ziggurat_core::lease::{holder_pid, Lease};
+    use ziggurat_core::{holder_pid, Lease};
     let d = Dir::new("lease");
     let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
     let b = Segment::open("l", &d.opts(4 << 20)).unwrap();
@@ -370,7 +373,7 @@ fn lease_take_busy_release_and_take_over() {
 
 #[test]
 fn lease_lapses_at_its_deadline() {
-    use ziggurat_core::lease::Lease;
+    use ziggurat_core::Lease;
     let d = Dir::new("lease-lapse");
     let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
     assert_eq!(a.lease_try(b"k", 100, 0.001), Lease::Taken);
@@ -386,7 +389,7 @@ fn lease_lapses_at_its_deadline() {
 
 #[test]
 fn lease_wait_wakes_on_release_from_another_thread() {
-    use ziggurat_core::lease::Lease;
+    use ziggurat_core::Lease;
     let d = Dir::new("lease-wait");
     let a = std::sync::Arc::new(Segment::open("l", &d.opts(4 << 20)).unwrap());
     assert_eq!(a.lease_try(b"k", 100, 10.0), Lease::Taken);
@@ -414,4 +417,104 @@ fn lease_wait_wakes_on_release_from_another_thread() {
         panic!("taken twice");
     };
     assert!(!a.lease_wait(b"k", seq, Duration::from_millis(20)));
+}
+
+#[test]
+fn a_value_of_an_eighth_of_the_segment_is_stored() {
+    let d = Dir::new("eighth");
+    let size = 64u64 << 20;
+    let seg = Segment::open("eighth", &d.opts(size)).unwrap();
+    let max = stat(&seg, "max_value_size");
+    assert!(max >= size / 8, "max_value_size {max} < {}", size / 8);
+    for i in 0..50u32 {
+        seg.set(format!("small{i}").as_bytes(), b"v", None, &[])
+            .unwrap();
+    }
+    let big: Vec<u8> = (0..size / 8).map(|i| (i * 7 + i / 251) as u8).collect();
+    seg.set(b"big", &big, None, &[]).unwrap();
+    assert_eq!(seg.get(b"big").unwrap().as_deref(), Some(&big[..]));
+    // Overwriting it with another value of the same size works, too.
+    let big2: Vec<u8> = big.iter().map(|b| b ^ 0x5a).collect();
+    seg.set(b"big", &big2, None, &[]).unwrap();
+    assert_eq!(seg.get(b"big").unwrap().as_deref(), Some(&big2[..]));
+    let max_v = vec![1u8; max as usize];
+    seg.set(b"max", &max_v, None, &[]).unwrap();
+    assert_eq!(
+        seg.get(b"max").unwrap().map(|v| v.len()),
+        Some(max as usize)
+    );
+    match seg.set(b"over", &vec![0u8; max as usize + 1], None, &[]) {
+        Err(Error::Invalid(m)) => {
+            assert!(
+                m.contains(&(max + 1).to_string()) && m.contains(&max.to_string()),
+                "{m}"
+            )
+        }
+        other => panic!("a value above the maximum must be refused, got {other:?}"),
+    }
+    let rep = seg.verify(false).unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+}
+
+#[test]
+fn rewrite_reads_and_writes_under_one_lock() {
+    use ziggurat_core::Rewrite;
+    let d = Dir::new("rewrite");
+    let seg = Segment::open("rw", &d.opts(2 << 20)).unwrap();
+    let bump = |seg: &Segment| {
+        seg.rewrite(b"n", |cur| {
+            let n = cur.map_or(0, |(v, _)| u64::from_le_bytes(v.try_into().unwrap()));
+            Some(Rewrite {
+                value: (n + 1).to_le_bytes().to_vec(),
+                expiry: 0,
+                tags: None,
+            })
+        })
+        .unwrap()
+    };
+    assert!(bump(&seg));
+    assert!(bump(&seg));
+    assert_eq!(seg.get(b"n").unwrap().unwrap(), 2u64.to_le_bytes());
+
+    // Tags: None keeps the entry's own, so invalidating the tag still works.
+    seg.set(b"t", b"a", None, &[b"tag"]).unwrap();
+    let stamp = seg.stamp_word(&seg.hash(b"t")).load(Ordering::SeqCst);
+    assert!(seg
+        .rewrite(b"t", |cur| {
+            assert_eq!(cur.map(|(v, e)| (v.to_vec(), e)), Some((b"a".to_vec(), 0)));
+            Some(Rewrite {
+                value: b"b".to_vec(),
+                expiry: 0,
+                tags: None,
+            })
+        })
+        .unwrap());
+    assert_eq!(
+        seg.stamp_word(&seg.hash(b"t")).load(Ordering::SeqCst),
+        stamp + 2
+    );
+    assert_eq!(seg.get(b"t").unwrap().as_deref(), Some(&b"b"[..]));
+    seg.invalidate_tag(b"tag").unwrap();
+    assert_eq!(seg.get(b"t").unwrap(), None);
+
+    // Declining, or a bad record, changes nothing and leaves no write open.
+    assert!(!seg.rewrite(b"n", |_| None).unwrap());
+    let max = seg.geometry().max_value as usize;
+    for bad in [Vec::new(), vec![0u8; max + 1]] {
+        let r = seg.rewrite(b"n", |_| {
+            Some(Rewrite {
+                value: bad.clone(),
+                expiry: 0,
+                tags: None,
+            })
+        });
+        assert!(matches!(r, Err(Error::Invalid(_))), "{r:?}");
+    }
+    assert_eq!(seg.get(b"n").unwrap().unwrap(), 2u64.to_le_bytes());
+    assert_eq!(
+        seg.stamp_word(&seg.hash(b"n")).load(Ordering::SeqCst) % 2,
+        0
+    );
+    let rep = seg.verify(false).unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
 }

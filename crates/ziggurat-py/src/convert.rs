@@ -15,7 +15,9 @@ create_exception!(
     _native,
     SegmentError,
     ZigguratError,
-    "The segment file cannot be created, attached or used; the message says what to do."
+    "The segment file cannot be created, attached or used; the message says what to do. \
+     Its `cause` attribute names why, stably: missing_directory, not_writable, other_owner, \
+     no_space, damaged, incompatible, missing_segment, not_readable (opening), closed or io."
 );
 create_exception!(
     _native,
@@ -24,14 +26,20 @@ create_exception!(
     "A shard lock was not obtained within lock_timeout; the write was not made."
 );
 
-/// Maps a core error to the Python exception a caller expects.
+/// Maps a core error to the Python exception a caller expects. A
+/// `SegmentError` carries the core's stable cause name in its `cause` attribute.
 pub fn err(e: ziggurat_core::Error) -> PyErr {
     use ziggurat_core::Error as E;
     match e {
         E::Invalid(m) => PyValueError::new_err(m),
         E::LockTimeout => LockTimeout::new_err(e.to_string()),
-        E::Closed => SegmentError::new_err("the segment is closed"),
-        other => SegmentError::new_err(other.to_string()),
+        other => Python::attach(|py| {
+            let pe = SegmentError::new_err(other.to_string());
+            // Setting an attribute on a fresh exception instance cannot fail
+            // short of memory exhaustion; the message still says everything then.
+            let _ = pe.value(py).setattr("cause", other.cause());
+            pe
+        }),
     }
 }
 
@@ -127,10 +135,10 @@ pub fn tags_arg(tags: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Vec<u8>>> {
         }
         out.push(s.as_bytes().to_vec());
     }
-    if out.len() > ziggurat_core::layout::MAX_TAGS {
+    if out.len() > ziggurat_core::MAX_TAGS {
         return Err(PyValueError::new_err(format!(
             "at most {} tags per entry, got {}",
-            ziggurat_core::layout::MAX_TAGS,
+            ziggurat_core::MAX_TAGS,
             out.len()
         )));
     }

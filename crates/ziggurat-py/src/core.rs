@@ -18,9 +18,9 @@ use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PySet, PyTuple};
 use ziggurat_cache::{Kind, Lifetime, Trailer, UpdateError, TRAILER_LEN};
-use ziggurat_core::clock::now_ms;
-use ziggurat_core::tags::TagRef;
+use ziggurat_core::now_ms;
 use ziggurat_core::Segment;
+use ziggurat_core::TagRef;
 
 use crate::codec::AutoCodec;
 use crate::convert::{err, key_bytes, tags_arg, ttl_arg, ZigguratError};
@@ -268,10 +268,10 @@ fn read_entry(py: Python<'_>, seg: &Segment, key: &[u8]) -> PyResult<Option<Read
 /// Refuses keys no tier could store (checked on L1 misses, so the hit path stays short).
 fn check_key<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     let kb = key_bytes(key)?;
-    if kb.is_empty() || kb.len() > ziggurat_core::layout::MAX_KEY {
+    if kb.is_empty() || kb.len() > ziggurat_core::MAX_KEY {
         return Err(PyValueError::new_err(format!(
             "key must be 1 to {} bytes, got {}",
-            ziggurat_core::layout::MAX_KEY,
+            ziggurat_core::MAX_KEY,
             kb.len()
         )));
     }
@@ -798,7 +798,7 @@ impl CacheCore {
             && epoch.load(Ordering::Acquire) == e0
         {
             let n = watches.len() as u8;
-            let mut arr = [0u64; ziggurat_core::layout::MAX_TAGS];
+            let mut arr = [0u64; ziggurat_core::MAX_TAGS];
             arr[..watches.len()].copy_from_slice(&watches);
             let (stored, encoded) = match self.mode {
                 // Ints are immutable: every mode may keep the object itself.

@@ -207,7 +207,7 @@ impl CacheCore {
     pub(crate) fn due(&self, soft: u64, ttl_ms: u32) -> bool {
         self.refresh_ahead > 0.0
             && soft != 0
-            && (soft.saturating_sub(ziggurat_core::clock::now_ms()) as f64)
+            && (soft.saturating_sub(ziggurat_core::now_ms()) as f64)
                 < self.refresh_ahead * ttl_ms as f64
     }
 
@@ -229,7 +229,7 @@ impl CacheCore {
             }
             NEG => return Ok(self.hit(key, hash, plan, None, false)),
             STALE => {
-                let since = ziggurat_core::clock::now_ms().saturating_sub(b.soft) as f64 / 1000.0;
+                let since = ziggurat_core::now_ms().saturating_sub(b.soft) as f64 / 1000.0;
                 if plan.stale_ttl.is_some_and(|s| since < s) {
                     stale = b.value;
                 }

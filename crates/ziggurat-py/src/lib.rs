@@ -32,8 +32,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FOUND_NEGATIVE", core::NEG)?;
     m.add("FOUND_STALE", core::STALE)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
-    m.add("LAYOUT_VERSION", ziggurat_core::layout::LAYOUT_VERSION)?;
-    m.add("MAX_TAGS", ziggurat_core::layout::MAX_TAGS)?;
+    m.add("LAYOUT_VERSION", ziggurat_core::LAYOUT_VERSION)?;
+    m.add("MAX_TAGS", ziggurat_core::MAX_TAGS)?;
     Ok(())
 }
 

@@ -95,7 +95,7 @@ fn check_key_len(seg: &Segment, key: &[u8]) -> PyResult<()> {
 #[pymethods]
 impl PySegment {
     #[new]
-    #[pyo3(signature = (name, size = None, *, directory = "/dev/shm", recreate = false, avg_item_size = 128, shards = None, lock_timeout = 0.5))]
+    #[pyo3(signature = (name, size = None, *, directory = "/dev/shm", recreate = false, avg_item_size = 128, shards = None, lock_timeout = 0.5, group = None, read_only = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -106,6 +106,8 @@ impl PySegment {
         avg_item_size: i128,
         shards: Option<i128>,
         lock_timeout: f64,
+        group: Option<u32>,
+        read_only: bool,
     ) -> PyResult<Self> {
         if !(32..=1 << 24).contains(&avg_item_size) {
             return Err(PyValueError::new_err(format!(
@@ -138,8 +140,10 @@ impl PySegment {
             avg_item_size,
             shards,
             lock_timeout: Duration::from_secs_f64(lock_timeout.min(3600.0)),
+            group,
+            read_only,
         };
-        let requested_size = ziggurat_core::layout::Geometry::compute(size, avg_item_size, shards)
+        let requested_size = ziggurat_core::Geometry::compute(size, avg_item_size, shards)
             .map_or(0, |g| g.file_size);
         let name_owned = name.to_string();
         let seg = py

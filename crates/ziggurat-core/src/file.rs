@@ -1,0 +1,671 @@
+//! The life of a segment file: creating it aside and linking it into place,
+//! attaching to an existing one, and refusing a file that cannot be trusted
+//! (owner, mode, magic, layout version, checksum, geometry).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::clock::now_ms;
+use crate::error::{Error, OpenCause, Result};
+use crate::hash::checksum;
+use crate::layout::*;
+use crate::lock::Mutex;
+use crate::segment::Segment;
+use crate::shm::Shm;
+use crate::sys;
+
+/// How to open a segment.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Byte budget of the whole file (used when creating it).
+    pub size: u64,
+    /// Directory of the file.
+    pub directory: PathBuf,
+    /// Replace a file that cannot be used instead of refusing it.
+    pub recreate: bool,
+    /// Expected bytes per entry (key + value + ~16), which sizes the index.
+    pub avg_item_size: u64,
+    /// Number of shards (power of two); `None` picks one from the size.
+    pub shards: Option<u32>,
+    /// How long a writer waits for a shard lock.
+    pub lock_timeout: Duration,
+    /// Share the file with the users of this group (a gid): a new file is
+    /// created mode 660 with this group, and a file of another user is
+    /// accepted when it has this group and mode exactly 660. `None`: the file
+    /// is mode 600 and only its owner may use it.
+    pub group: Option<u32>,
+    /// Attach to an existing segment without ever writing to it (an operator's
+    /// view): the file is mapped read-only, it is never created or repaired,
+    /// its owner and mode are not checked (what the OS lets this process read,
+    /// it may inspect), reads do not raise entry frequencies nor count hits,
+    /// and every operation that writes fails with [`Error::Invalid`].
+    pub read_only: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            size: 64 << 20,
+            directory: PathBuf::from("/dev/shm"),
+            recreate: false,
+            avg_item_size: 128,
+            shards: None,
+            lock_timeout: Duration::from_millis(500),
+            group: None,
+            read_only: false,
+        }
+    }
+}
+
+fn io_err(what: String) -> impl FnOnce(io::Error) -> Error {
+    move |e| Error::Io(what, e)
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+fn random_u64() -> u64 {
+    sys::getrandom_u64().unwrap_or_else(|| {
+        // No entropy source: still unpredictable enough to vary per segment.
+        let t = Instant::now().elapsed().as_nanos() as u64;
+        xxhash_rust::xxh3::xxh3_64_with_seed(&t.to_ne_bytes(), std::process::id() as u64 ^ now_ms())
+    })
+}
+
+/// Opens a new, unnamed file in `dir` (`O_TMPFILE`), or, where the file system
+/// lacks that, a hidden uniquely named one (returned so it can be removed).
+fn open_aside(dir: &Path) -> io::Result<(File, Option<PathBuf>)> {
+    match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir)
+    {
+        Ok(f) => return Ok((f, None)),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL)
+            ) => {}
+        Err(e) => return Err(e),
+    }
+    let tmp = dir.join(format!(
+        ".ziggurat-new.{}.{:016x}",
+        std::process::id(),
+        random_u64()
+    ));
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    Ok((f, Some(tmp)))
+}
+
+/// Removes a temporary file name when dropped.
+struct TmpName(Option<PathBuf>);
+
+impl Drop for TmpName {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The owner, group and mode rule for sharing a segment file: whether this
+/// process may use a file with `uid`, `gid` and `mode`.
+enum Access {
+    /// Usable.
+    Ok,
+    /// Owned by this user but with permissions it would not have created
+    /// (replaceable with `recreate`).
+    Loose(String),
+    /// Owned by another user, and not shared through the configured group.
+    Refused(String),
+}
+
+fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, opts: &Options) -> Access {
+    let group = opts.group;
+    let mode = mode & 0o7777;
+    let me = sys::euid();
+    let group_ok = group == Some(gid) && mode == 0o660;
+    if uid == me {
+        if group_ok {
+            return Access::Ok;
+        }
+        if mode & 0o077 == 0 {
+            // A private file is fine, unless its owner asks to rebuild it
+            // shared with a group (the remedy other users are told about).
+            return match group {
+                Some(g) if opts.recreate => Access::Loose(format!(
+                    "it is private to its owner (mode {mode:o}), not shared with {}",
+                    sys::describe_group(g)
+                )),
+                _ => Access::Ok,
+            };
+        }
+        return Access::Loose(match group {
+            Some(g) if g == gid => format!(
+                "its mode is {mode:o}; a segment shared with {} must be exactly 660",
+                sys::describe_group(g)
+            ),
+            Some(g) => format!(
+                "its mode is {mode:o} and its group is {}, not the configured {}",
+                sys::describe_group(gid),
+                sys::describe_group(g)
+            ),
+            None => format!(
+                "it is readable or writable by other users (mode {mode:o}; without group= \
+                 a segment must be 600)"
+            ),
+        });
+    }
+    if group_ok {
+        return Access::Ok;
+    }
+    let mut why = format!(
+        "segment file {} is owned by {}, this process runs as {}",
+        path.display(),
+        sys::describe_user(uid),
+        sys::describe_user(me)
+    );
+    match group {
+        Some(g) if g == gid => why += &format!(
+            "; it has the configured {} but mode {mode:o}, and a shared segment must be exactly 660",
+            sys::describe_group(g)
+        ),
+        Some(g) => why += &format!(
+            "; its group is {}, not the configured {}",
+            sys::describe_group(gid),
+            sys::describe_group(g)
+        ),
+        None => {}
+    }
+    why += ". Refusing to share memory with another user: run every process as the same user, \
+            or share a group (group=<gid>, which creates the file mode 660 for that group; \
+            its owner rebuilds an existing file that way by opening it with group=<gid> and \
+            recreate=True), or choose another directory";
+    Access::Refused(why)
+}
+
+/// The process's user, for messages.
+fn me() -> String {
+    sys::describe_user(sys::euid())
+}
+
+/// Classifies a failure to create a file in `dir`.
+fn create_failure(dir: &Path, e: io::Error) -> Error {
+    let d = dir.display();
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => Error::open(
+            OpenCause::MissingDirectory,
+            format!("directory {d} does not exist: create it, or pass another directory"),
+        ),
+        Some(libc::ENOTDIR) => Error::open(
+            OpenCause::MissingDirectory,
+            format!("{d} is not a directory (a part of the path is a file): pass another directory"),
+        ),
+        Some(libc::EACCES | libc::EPERM | libc::EROFS) => Error::open(
+            OpenCause::NotWritable,
+            format!(
+                "cannot create a segment file in directory {d}: {e}. This process runs as {}; \
+                 give it write access to the directory, or pass another directory",
+                me()
+            ),
+        ),
+        Some(libc::ENOSPC | libc::EDQUOT) => Error::open(
+            OpenCause::NoSpace,
+            format!("cannot create a segment file in directory {d}: {e}. Free space there, or pass another directory"),
+        ),
+        _ => Error::Io(format!("cannot create a segment file in directory {d}"), e),
+    }
+}
+
+impl Segment {
+    /// Creates the segment `name`, or attaches to it if it exists.
+    ///
+    /// A new file is built aside (an anonymous `O_TMPFILE`, or a hidden temporary
+    /// name where that is not supported), fully initialised, then linked into
+    /// place with `link(2)`, which fails if the name exists. So the name only
+    /// ever refers to a complete segment, and when several processes open a new
+    /// name at once exactly one file wins and every process attaches to it.
+    ///
+    /// Failures to create or attach are [`Error::Open`] with an [`OpenCause`].
+    pub fn open(name: &str, opts: &Options) -> Result<Segment> {
+        if !valid_name(name) {
+            return Err(Error::Invalid(format!(
+                "segment name must be 1-100 characters of A-Z a-z 0-9 . _ - not starting with '.', got {name:?}"
+            )));
+        }
+        if opts.lock_timeout.is_zero() || opts.lock_timeout > Duration::from_secs(3600) {
+            return Err(Error::Invalid(
+                "lock_timeout must be > 0 and at most 3600 seconds".into(),
+            ));
+        }
+        if opts.group == Some(u32::MAX) {
+            return Err(Error::Invalid(
+                "group must be a group id (gid) below 4294967295".into(),
+            ));
+        }
+        if opts.read_only && opts.recreate {
+            return Err(Error::Invalid(
+                "read_only and recreate exclude each other: a read-only open never replaces a file"
+                    .into(),
+            ));
+        }
+        let geom = Geometry::compute(opts.size, opts.avg_item_size, opts.shards)?;
+        let path = opts
+            .directory
+            .join(format!("ziggurat.{name}.v{LAYOUT_VERSION}"));
+        if opts.read_only {
+            return Self::open_read_only(path, opts);
+        }
+        for _ in 0..8 {
+            let file = match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&path)
+            {
+                Ok(f) => f,
+                // The file, or the directory, is missing; `create` tells which.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    match Self::create(&path, geom, opts)? {
+                        Some(seg) => return Ok(seg),
+                        None => continue, // another process linked its file first
+                    }
+                }
+                Err(e) => return Err(Self::open_failure(&path, opts, e)),
+            };
+            let meta = file
+                .metadata()
+                .map_err(io_err(format!("cannot stat {}", path.display())))?;
+            if !meta.file_type().is_file() {
+                return Err(Error::open(
+                    OpenCause::Incompatible,
+                    format!(
+                        "{} is not a regular file: remove it, or choose another name or directory",
+                        path.display()
+                    ),
+                ));
+            }
+            let attached = match judge_access(
+                &path,
+                meta.uid(),
+                meta.gid(),
+                meta.permissions().mode(),
+                opts,
+            ) {
+                Access::Refused(m) => return Err(Error::open(OpenCause::OtherOwner, m)),
+                Access::Loose(m) => Err(Error::open(OpenCause::Incompatible, m)),
+                Access::Ok => Self::attach(&file, &path, meta.len(), false),
+            };
+            match attached {
+                Ok((shm, g, seed)) => return Ok(Segment::assemble(shm, file, path, g, seed, opts)),
+                Err(Error::Open {
+                    cause: OpenCause::Damaged | OpenCause::Incompatible,
+                    ..
+                }) if opts.recreate => {
+                    // Replace it, unless another process already did (then the
+                    // name no longer refers to the file we judged).
+                    sys::flock(&file, libc::LOCK_EX)
+                        .map_err(io_err(format!("cannot lock {}", path.display())))?;
+                    let same = std::fs::symlink_metadata(&path)
+                        .map(|m| m.ino() == meta.ino() && m.dev() == meta.dev())
+                        .unwrap_or(false);
+                    if same {
+                        std::fs::remove_file(&path).map_err(|e| {
+                            Error::open(
+                                OpenCause::NotWritable,
+                                format!(
+                                    "cannot remove {} to recreate it: {e}. This process runs as {}; \
+                                     give it write access to the directory, or choose another directory",
+                                    path.display(),
+                                    me()
+                                ),
+                            )
+                        })?;
+                    }
+                    continue;
+                }
+                Err(Error::Open {
+                    cause: cause @ (OpenCause::Damaged | OpenCause::Incompatible),
+                    message,
+                }) => {
+                    return Err(Error::open(
+                        cause,
+                        format!(
+                            "segment file {} cannot be used: {message}. Open it with recreate=True to \
+                             replace it (processes still attached to the old file keep using it \
+                             until they reopen)",
+                            path.display()
+                        ),
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Io(
+            format!(
+                "segment file {} keeps being replaced by another process",
+                path.display()
+            ),
+            io::Error::from(io::ErrorKind::WouldBlock),
+        ))
+    }
+
+    /// Classifies a failure to open the existing name `path`.
+    fn open_failure(path: &Path, opts: &Options, e: io::Error) -> Error {
+        let p = path.display();
+        match e.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) => {
+                if let Ok(m) = std::fs::symlink_metadata(path) {
+                    if let Access::Refused(why) =
+                        judge_access(path, m.uid(), m.gid(), m.mode(), opts)
+                    {
+                        return Error::open(OpenCause::OtherOwner, why);
+                    }
+                }
+                Error::open(
+                    OpenCause::NotWritable,
+                    format!(
+                        "cannot open segment file {p} for writing: {e}. This process runs as {}; \
+                         give it read and write access to the file, or choose another directory",
+                        me()
+                    ),
+                )
+            }
+            Some(libc::EROFS) => Error::open(
+                OpenCause::NotWritable,
+                format!("segment file {p} is on a read-only file system: choose another directory"),
+            ),
+            Some(libc::ENOTDIR) => create_failure(&opts.directory, e),
+            Some(libc::ELOOP | libc::EISDIR | libc::ENXIO) => Error::open(
+                OpenCause::Incompatible,
+                format!(
+                    "{p} is not a regular file ({e}): remove it, or choose another name or directory"
+                ),
+            ),
+            _ => Error::Io(format!("cannot open segment file {p}"), e),
+        }
+    }
+
+    /// Builds a new segment aside and links it in at `path`. `Ok(None)` when
+    /// another process linked its own first.
+    fn create(path: &Path, g: Geometry, opts: &Options) -> Result<Option<Segment>> {
+        let dir = &opts.directory;
+        let (file, tmp) = open_aside(dir).map_err(|e| create_failure(dir, e))?;
+        // A named temporary file must not outlive this call, whatever happens.
+        let _cleanup = TmpName(tmp.clone());
+        // The group is set before the file gets its name, so the name never
+        // refers to a file with the wrong group or mode.
+        let mode = match opts.group {
+            Some(gid) => {
+                sys::fchown_group(&file, gid).map_err(|e| {
+                    Error::Invalid(format!(
+                        "group={gid}: cannot give the new segment file {}: {e}. This process \
+                         ({}) must be a member of that group; pass a group it belongs to",
+                        sys::describe_group(gid),
+                        me()
+                    ))
+                })?;
+                0o660
+            }
+            None => 0o600,
+        };
+        // Explicitly, because the umask may have narrowed the creation mode.
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(io_err(format!(
+                "cannot set the mode of a new segment file in {}",
+                dir.display()
+            )))?;
+        // Reserve every page now, so a full tmpfs fails here with ENOSPC rather
+        // than with SIGBUS on some later write.
+        if let Err(e) = sys::fallocate(&file, g.file_size) {
+            let no_room = matches!(
+                e.raw_os_error(),
+                Some(libc::ENOSPC | libc::ENOMEM | libc::EDQUOT | libc::EFBIG)
+            );
+            if !no_room {
+                return Err(Error::Io(
+                    format!(
+                        "cannot reserve {} bytes for a segment in {}",
+                        g.file_size,
+                        dir.display()
+                    ),
+                    e,
+                ));
+            }
+            let free = sys::free_bytes(dir)
+                .map(|b| format!("{b} bytes are available there"))
+                .unwrap_or_else(|| "the space available there is unknown".into());
+            return Err(Error::open(
+                OpenCause::NoSpace,
+                format!(
+                    "no room for the segment file {}: it needs {} bytes ({:.1} MiB) in {} ({e}), \
+                     and {free}. Free space there, give a smaller size, or pick another directory",
+                    path.display(),
+                    g.file_size,
+                    g.file_size as f64 / (1u64 << 20) as f64,
+                    dir.display()
+                ),
+            ));
+        }
+        let shm = Shm::map(&file, g.file_size as usize).map_err(|e| {
+            Error::Io(
+                format!("cannot map a new segment for {}", path.display()),
+                e,
+            )
+        })?;
+        let seed = random_u64();
+        let put64 = |off: usize, v: u64| shm.u64_at(off).store(v, Ordering::Relaxed);
+        let put32 = |off: usize, v: u32| shm.u32_at(off).store(v, Ordering::Relaxed);
+        for s in 0..g.nshards {
+            // No other process can see the file yet (it is not linked), so no
+            // one uses these mutexes while they are initialised.
+            Mutex::at(&shm, g.shard_off(s) + S_MUTEX)
+                .init()
+                .map_err(|e| Error::Io("cannot initialise a shard lock".into(), e))?;
+        }
+        shm.write(H_MAGIC, &MAGIC);
+        put32(H_VERSION, LAYOUT_VERSION);
+        put32(H_HEADER_SIZE, HEADER_SIZE as u32);
+        put64(H_FILE_SIZE, g.file_size);
+        put32(H_NSHARDS, g.nshards);
+        put32(H_NPAIRS, g.npairs);
+        put32(H_NSTAMPS, g.nstamps);
+        put32(H_NTAGS, g.ntags);
+        put64(H_SMALL_CAP, g.small_cap);
+        put64(H_MAIN_CAP, g.main_cap);
+        put32(H_GHOST_BUCKETS, g.ghost_buckets);
+        put32(H_MAX_KEY, g.max_key);
+        put32(H_MAX_VALUE, g.max_value);
+        put64(H_SEED, seed);
+        put64(H_INSTANCE, random_u64());
+        put64(H_STAMPS_OFF, g.stamps_off);
+        put64(H_TAGS_OFF, g.tags_off);
+        put64(H_SHARDS_OFF, g.shards_off);
+        put64(H_SHARD_STRIDE, g.shard_stride);
+        put64(H_INDEX_REL, g.index_rel);
+        put64(H_GHOST_REL, g.ghost_rel);
+        put64(H_SMALL_REL, g.small_rel);
+        put64(H_MAIN_REL, g.main_rel);
+        let mut hdr = vec![0u8; H_CHECKSUM];
+        shm.read_racy(0, &mut hdr);
+        put64(H_CHECKSUM, checksum(&hdr));
+        // Everything above must be visible before anyone sees READY.
+        shm.u32_at(H_STATE).store(STATE_READY, Ordering::Release);
+        let linked = match &tmp {
+            Some(t) => std::fs::hard_link(t, path),
+            None => sys::link_fd(&file, path),
+        };
+        match linked {
+            Ok(()) => Ok(Some(Segment::assemble(
+                shm,
+                file,
+                path.to_path_buf(),
+                g,
+                seed,
+                opts,
+            ))),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(Error::Io(
+                format!("cannot link the new segment at {}", path.display()),
+                e,
+            )),
+        }
+    }
+
+    /// Attaches read-only to the existing file `path` (see [`Options::read_only`]).
+    fn open_read_only(path: PathBuf, opts: &Options) -> Result<Segment> {
+        let p = path.display().to_string();
+        let file = match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let dir = &opts.directory;
+                return Err(match std::fs::metadata(dir) {
+                    Err(e) => create_failure(dir, e),
+                    Ok(m) if !m.is_dir() => {
+                        create_failure(dir, io::Error::from_raw_os_error(libc::ENOTDIR))
+                    }
+                    Ok(_) => Error::open(
+                        OpenCause::MissingSegment,
+                        format!(
+                            "segment file {p} does not exist, and a read-only open never creates \
+                             one: check the name and the directory"
+                        ),
+                    ),
+                });
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                return Err(Error::open(
+                    OpenCause::NotReadable,
+                    format!(
+                        "cannot read segment file {p}: {e}. This process runs as {}; run it as \
+                         the segment's owner or a member of its group",
+                        me()
+                    ),
+                ));
+            }
+            Err(e) => return Err(Self::open_failure(&path, opts, e)),
+        };
+        let meta = file
+            .metadata()
+            .map_err(io_err(format!("cannot stat {p}")))?;
+        if !meta.file_type().is_file() {
+            return Err(Error::open(
+                OpenCause::Incompatible,
+                format!("{p} is not a regular file"),
+            ));
+        }
+        match Self::attach(&file, &path, meta.len(), true) {
+            Ok((shm, g, seed)) => Ok(Segment::assemble(shm, file, path, g, seed, opts)),
+            Err(Error::Open { cause, message }) => Err(Error::open(
+                cause,
+                format!(
+                    "segment file {p} cannot be used: {message}. A read-write open with \
+                     recreate=True replaces it"
+                ),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn attach(
+        file: &File,
+        path: &Path,
+        file_len: u64,
+        read_only: bool,
+    ) -> Result<(Shm, Geometry, u64)> {
+        if file_len < HEADER_SIZE as u64 || file_len % 8 != 0 {
+            return Err(Error::open(
+                OpenCause::Damaged,
+                format!("it is an incomplete file of {file_len} bytes"),
+            ));
+        }
+        let map = if read_only {
+            Shm::map_read_only
+        } else {
+            Shm::map
+        };
+        let shm = map(file, file_len as usize)
+            .map_err(|e| Error::Io(format!("cannot map {}", path.display()), e))?;
+        let mut magic = [0u8; 8];
+        shm.read_racy(H_MAGIC, &mut magic);
+        let get64 = |off: usize| shm.u64_at(off).load(Ordering::Acquire);
+        let get32 = |off: usize| shm.u32_at(off).load(Ordering::Acquire);
+        if magic == [0u8; 8] && get32(H_STATE) == 0 {
+            return Err(Error::open(
+                OpenCause::Damaged,
+                "it is empty: it was never initialised",
+            ));
+        }
+        if magic != MAGIC {
+            return Err(Error::open(
+                OpenCause::Incompatible,
+                "it is not a ziggurat segment (foreign magic)",
+            ));
+        }
+        let v = get32(H_VERSION);
+        if v != LAYOUT_VERSION {
+            return Err(Error::open(
+                OpenCause::Incompatible,
+                format!("its layout version is {v}, this build reads version {LAYOUT_VERSION}"),
+            ));
+        }
+        let mut hdr = vec![0u8; H_CHECKSUM];
+        shm.read_racy(0, &mut hdr);
+        if checksum(&hdr) != get64(H_CHECKSUM) {
+            return Err(Error::open(
+                OpenCause::Damaged,
+                "its header checksum does not match (the header is damaged)",
+            ));
+        }
+        match get32(H_STATE) {
+            STATE_READY => {}
+            STATE_RETIRED => return Err(Error::open(OpenCause::Damaged, "it was retired")),
+            _ => return Err(Error::open(OpenCause::Damaged, "its state word is damaged")),
+        }
+        let g = Geometry {
+            file_size: get64(H_FILE_SIZE),
+            nshards: get32(H_NSHARDS),
+            npairs: get32(H_NPAIRS),
+            nstamps: get32(H_NSTAMPS),
+            ntags: get32(H_NTAGS),
+            small_cap: get64(H_SMALL_CAP),
+            main_cap: get64(H_MAIN_CAP),
+            ghost_buckets: get32(H_GHOST_BUCKETS),
+            max_key: get32(H_MAX_KEY),
+            max_value: get32(H_MAX_VALUE),
+            stamps_off: get64(H_STAMPS_OFF),
+            tags_off: get64(H_TAGS_OFF),
+            shards_off: get64(H_SHARDS_OFF),
+            shard_stride: get64(H_SHARD_STRIDE),
+            index_rel: get64(H_INDEX_REL),
+            ghost_rel: get64(H_GHOST_REL),
+            small_rel: get64(H_SMALL_REL),
+            main_rel: get64(H_MAIN_REL),
+        };
+        g.check(file_len)?;
+        let seed = get64(H_SEED);
+        Ok((shm, g, seed))
+    }
+}

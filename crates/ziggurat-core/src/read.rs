@@ -1,0 +1,184 @@
+//! The lock-free read path: probe, copy, confirm; and this process's hit and
+//! miss counts.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+
+use crate::clock::now_ms;
+use crate::error::Result;
+use crate::hash::KeyHash;
+use crate::layout::{Stat, MAX_TAGS};
+use crate::segment::Segment;
+use crate::shard::{Found, Probe};
+use crate::sys;
+
+/// What a successful read returns besides the value.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadMeta {
+    /// Absolute monotonic deadline in ms (0 = none).
+    pub expiry: u64,
+    /// Number of tag references in `tags`.
+    pub ntags: u8,
+    /// Tag references of the entry (packed [`TagRef`](crate::TagRef)s); the first `ntags` count.
+    pub tags: [u64; MAX_TAGS],
+}
+
+/// Attempts before a read that keeps seeing writes is reported as a miss.
+const READ_TRIES: usize = 4;
+/// Reads between flushes of this process's hit/miss counts into the segment.
+const FLUSH_EVERY: u64 = 1024;
+
+/// A pending-count word is `fork generation << GEN_SHIFT | count`.
+const GEN_SHIFT: u32 = 40;
+const COUNT_MASK: u64 = (1 << GEN_SHIFT) - 1;
+
+/// How many `fork`s lie between this process and the first process of its
+/// line that loaded the engine (modulo 2^24): bumped in every child. Pending
+/// counts carry the generation they were counted in, so a child tells its own
+/// from its parent's with one relaxed load and no `getpid` call.
+static FORK_GEN: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn on_fork_child() {
+    // Runs in the child before fork returns there; an atomic add is
+    // async-signal-safe, as a handler in a threaded parent's child must be.
+    FORK_GEN.fetch_add(1, Ordering::Relaxed);
+}
+
+#[inline(always)]
+fn fork_generation() -> u64 {
+    FORK_GEN.load(Ordering::Relaxed) & ((1 << (64 - GEN_SHIFT)) - 1)
+}
+
+/// Registers the fork handler once per process (every segment calls this
+/// when it opens). Without it (the registration failed for lack of memory),
+/// a forked child would also flush counts it inherited: never fewer counts.
+pub(crate) fn track_forks() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = sys::at_fork_child(on_fork_child);
+    });
+}
+
+impl Segment {
+    /// Finds a key without locking. Returns the record to copy from, or `None`.
+    /// The caller copies with [`Segment::copy_value`] and then must call
+    /// [`Segment::confirm`]; if that fails the copy is garbage: probe again.
+    #[inline]
+    pub fn probe(&self, kh: &KeyHash, key: &[u8]) -> Option<std::result::Result<Found, ()>> {
+        match self.shard_of(kh).probe(kh, key, now_ms()) {
+            Probe::Hit(f) => Some(Ok(f)),
+            Probe::Miss => None,
+            Probe::Unstable => Some(Err(())),
+        }
+    }
+
+    /// Copies the value of `f` into `dst` (`dst.len() == f.val_len`).
+    #[inline]
+    pub fn copy_value(&self, f: &Found, dst: &mut [u8]) {
+        self.shm.read_racy(f.val_off, dst);
+    }
+
+    /// Whether the copy from `f` was stable; if so, counts the hit.
+    #[inline]
+    pub fn confirm(&self, kh: &KeyHash, f: &Found) -> bool {
+        let sh = self.shard_of(kh);
+        if sh.stable(f) {
+            sh.touch(f, self.freq_cap);
+            self.count(true);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Counts a hit or a miss in this process, flushing to the segment now and then.
+    #[inline]
+    pub fn count(&self, hit: bool) {
+        let c = if hit {
+            &self.local_hits
+        } else {
+            &self.local_misses
+        };
+        // Only this process touches these; a plain load+store is enough. A
+        // word of another fork generation holds the parent's pending counts,
+        // which the parent flushes: start again from zero.
+        let gen = fork_generation();
+        let mut w = c.load(Ordering::Relaxed);
+        if w >> GEN_SHIFT != gen {
+            w = gen << GEN_SHIFT;
+        }
+        let w = w + 1;
+        c.store(w, Ordering::Relaxed);
+        if w & COUNT_MASK >= FLUSH_EVERY {
+            self.flush_counts();
+        }
+    }
+
+    /// Moves this process's pending hit/miss counts into the segment. Counts
+    /// inherited through `fork` are left to the parent, which still has them.
+    pub fn flush_counts(&self) {
+        let sh = self.shard(0);
+        let gen = fork_generation();
+        let take = |c: &std::sync::atomic::AtomicU64| {
+            let w = c.swap(gen << GEN_SHIFT, Ordering::Relaxed);
+            if w >> GEN_SHIFT == gen {
+                w & COUNT_MASK
+            } else {
+                0
+            }
+        };
+        let h = take(&self.local_hits);
+        let m = take(&self.local_misses);
+        if self.read_only {
+            return; // the shared counters are in the read-only mapping
+        }
+        if h > 0 {
+            sh.bump(Stat::Hits, h);
+        }
+        if m > 0 {
+            sh.bump(Stat::Misses, m);
+        }
+    }
+
+    /// Reads a key's value with a caller-provided buffer maker. `make` gets the
+    /// value length and a filler; it must call the filler on a buffer of that
+    /// length and return the buffer. Returns the value and its metadata.
+    pub fn read_with<T>(
+        &self,
+        key: &[u8],
+        mut make: impl FnMut(usize, &dyn Fn(&mut [u8])) -> T,
+    ) -> Result<Option<(T, ReadMeta)>> {
+        self.check_key(key)?;
+        let kh = self.hash(key);
+        for _ in 0..READ_TRIES {
+            match self.probe(&kh, key) {
+                None => break,
+                Some(Err(())) => continue,
+                Some(Ok(f)) => {
+                    let v = make(f.val_len, &|dst: &mut [u8]| self.copy_value(&f, dst));
+                    if self.confirm(&kh, &f) {
+                        let meta = ReadMeta {
+                            expiry: f.expiry,
+                            ntags: f.ntags,
+                            tags: f.tags,
+                        };
+                        return Ok(Some((v, meta)));
+                    }
+                }
+            }
+        }
+        self.count(false);
+        Ok(None)
+    }
+
+    /// Reads a key's value into a new vector.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .read_with(key, |n, fill| {
+                let mut v = vec![0u8; n];
+                fill(&mut v);
+                v
+            })?
+            .map(|(v, _)| v))
+    }
+}
