@@ -18,8 +18,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ziggurat_core::Segment;
-use ziggurat_core::{holder_pid, Lease};
+use ziggurat_core::{current_pid, holder_pid, Lease};
+use ziggurat_core::{KeyHash, Segment};
 
 /// What a caller does after a read that found nothing fresh.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +61,14 @@ fn refresh_key(key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// A key hashed once for both segments of a cache (each has its own seed):
+/// every step of a miss uses these instead of hashing the key again.
+#[derive(Clone, Copy, Debug)]
+pub struct FlightKey {
+    main: KeyHash,
+    neg: KeyHash,
+}
+
 /// The load and refresh leases of one cache: its main segment (whose stamps
 /// say whether a key changed) and its cached-miss segment (which holds the
 /// lease cells).
@@ -75,38 +83,42 @@ impl<'a> Flight<'a> {
         Flight { main, neg }
     }
 
+    /// The key's hashes in both segments.
+    pub fn key(&self, key: &[u8]) -> FlightKey {
+        FlightKey {
+            main: self.main.hash(key),
+            neg: self.neg.hash(key),
+        }
+    }
+
     /// The key's stamp in the main segment now.
-    pub fn main_stamp(&self, key: &[u8]) -> u32 {
-        self.main
-            .stamp_word(&self.main.hash(key))
-            .load(Ordering::Acquire)
+    pub fn main_stamp(&self, k: &FlightKey) -> u32 {
+        self.main.stamp_word(&k.main).load(Ordering::Acquire)
     }
 
     /// The key's stamps in both segments now, as [`snapshot`] packs them.
-    pub fn stamps(&self, key: &[u8]) -> Option<u64> {
-        let n = self
-            .neg
-            .stamp_word(&self.neg.hash(key))
-            .load(Ordering::Acquire);
-        snapshot(self.main_stamp(key), n)
+    pub fn stamps(&self, k: &FlightKey) -> Option<u64> {
+        let n = self.neg.stamp_word(&k.neg).load(Ordering::Acquire);
+        snapshot(self.main_stamp(k), n)
     }
 
-    /// Takes the load lease of `key` for `timeout` seconds, or says who holds
-    /// it. `snap` comes from the read that missed ([`Flight::stamps`] before
-    /// the probe); when the key has not changed since, no second read is needed.
-    pub fn begin(&self, key: &[u8], snap: Option<u64>, timeout: f64) -> Next {
-        let pid = std::process::id();
-        match self.neg.lease_try(key, pid, timeout) {
+    /// Takes the load lease of the key for `timeout` seconds, or says who
+    /// holds it. `snap` comes from the read that missed ([`Flight::stamps`]
+    /// before the probe); when the key has not changed since, no second read
+    /// is needed.
+    pub fn begin(&self, k: &FlightKey, snap: Option<u64>, timeout: f64) -> Next {
+        let pid = current_pid();
+        match self.neg.lease_try(&k.neg, pid, timeout) {
             Lease::Taken => Next::Load {
-                main_stamp: self.main_stamp(key),
-                recheck: snap.is_none_or(|s| self.stamps(key) != Some(s)),
+                main_stamp: self.main_stamp(k),
+                recheck: snap.is_none_or(|s| self.stamps(k) != Some(s)),
                 took_over: false,
             },
             Lease::Held { holder, seq } => {
                 let dead = !process_alive(holder_pid(holder));
-                if dead && self.neg.lease_take_over(key, holder, pid, timeout) {
+                if dead && self.neg.lease_take_over(&k.neg, holder, pid, timeout) {
                     Next::Load {
-                        main_stamp: self.main_stamp(key),
+                        main_stamp: self.main_stamp(k),
                         recheck: true,
                         took_over: true,
                     }
@@ -119,28 +131,25 @@ impl<'a> Flight<'a> {
 
     /// Sleeps until the lease seen as `seq` is released or `timeout` passes;
     /// whether it was released.
-    pub fn wait(&self, key: &[u8], seq: u32, timeout: Duration) -> bool {
-        self.neg.lease_wait(key, seq, timeout)
+    pub fn wait(&self, k: &FlightKey, seq: u32, timeout: Duration) -> bool {
+        self.neg.lease_wait(&k.neg, seq, timeout)
     }
 
-    /// Gives back this process's lease of `key`, waking its waiters.
-    pub fn release(&self, key: &[u8]) {
-        self.neg.lease_release(key, std::process::id());
+    /// Gives back this process's lease of the key, waking its waiters.
+    pub fn release(&self, k: &FlightKey) {
+        self.neg.lease_release(&k.neg, current_pid());
     }
 
     /// Takes the refresh lease of `key` (one early refresh per key per host);
     /// whether this process now runs the refresh.
     pub fn begin_refresh(&self, key: &[u8], timeout: f64) -> bool {
-        matches!(
-            self.neg
-                .lease_try(&refresh_key(key), std::process::id(), timeout),
-            Lease::Taken
-        )
+        let k = self.neg.hash(&refresh_key(key));
+        matches!(self.neg.lease_try(&k, current_pid(), timeout), Lease::Taken)
     }
 
     /// Gives back the refresh lease of `key`.
     pub fn end_refresh(&self, key: &[u8]) {
-        self.neg
-            .lease_release(&refresh_key(key), std::process::id());
+        let k = self.neg.hash(&refresh_key(key));
+        self.neg.lease_release(&k, current_pid());
     }
 }

@@ -73,11 +73,11 @@ impl Segment {
         }
     }
 
-    /// Takes the lease of `key` for process `pid` for `ttl` seconds, if it is
+    /// Takes the lease of the key hashed as `kh` (by this segment) for process `pid` for `ttl` seconds, if it is
     /// free or lapsed. A read-only handle never takes it: it reports the
     /// lease as held by its current holder (0 when free).
-    pub fn lease_try(&self, key: &[u8], pid: u32, ttl: f64) -> Lease {
-        let c = self.lease_cell(&self.hash(key));
+    pub fn lease_try(&self, kh: &KeyHash, pid: u32, ttl: f64) -> Lease {
+        let c = self.lease_cell(kh);
         // seq first: a release after this read changes it, so a waiter that
         // passes this seq never sleeps through that release.
         let seq = c.seq.load(Ordering::SeqCst);
@@ -99,13 +99,13 @@ impl Segment {
         Lease::Held { holder: cur, seq }
     }
 
-    /// Gives up `pid`'s lease of `key` and wakes its waiters; false if `pid`
+    /// Gives up `pid`'s lease of the key hashed as `kh` and wakes its waiters; false if `pid`
     /// did not hold it (it lapsed and was taken over; always false read-only).
-    pub fn lease_release(&self, key: &[u8], pid: u32) -> bool {
+    pub fn lease_release(&self, kh: &KeyHash, pid: u32) -> bool {
         if self.read_only {
             return false;
         }
-        let c = self.lease_cell(&self.hash(key));
+        let c = self.lease_cell(kh);
         let cur = c.holder.load(Ordering::SeqCst);
         if cur == 0 || holder_pid(cur) != pid {
             return false;
@@ -126,11 +126,11 @@ impl Segment {
     /// Replaces the holder `seen` (whose process is gone) by `pid`; true for
     /// exactly one of several callers that saw the same holder (always false
     /// read-only).
-    pub fn lease_take_over(&self, key: &[u8], seen: u64, pid: u32, ttl: f64) -> bool {
+    pub fn lease_take_over(&self, kh: &KeyHash, seen: u64, pid: u32, ttl: f64) -> bool {
         if self.read_only {
             return false;
         }
-        let c = self.lease_cell(&self.hash(key));
+        let c = self.lease_cell(kh);
         seen != 0
             && c.holder
                 .compare_exchange(
@@ -142,10 +142,10 @@ impl Segment {
                 .is_ok()
     }
 
-    /// Sleeps until the lease of `key` is released after `seq` was read (see
+    /// Sleeps until the lease of the key hashed as `kh` is released after `seq` was read (see
     /// [`Lease::Held`]) or `timeout` passes; returns whether it was.
-    pub fn lease_wait(&self, key: &[u8], seq: u32, timeout: Duration) -> bool {
-        let c = self.lease_cell(&self.hash(key));
+    pub fn lease_wait(&self, kh: &KeyHash, seq: u32, timeout: Duration) -> bool {
+        let c = self.lease_cell(kh);
         let deadline = Instant::now() + timeout;
         // A read-only handle cannot register as a waiter, so a release may not
         // wake it: it notices the change at the latest when its timeout ends.

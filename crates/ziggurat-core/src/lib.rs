@@ -39,7 +39,7 @@ pub use file::Options;
 pub use hash::KeyHash;
 pub use layout::{Geometry, LAYOUT_VERSION, MAX_KEY, MAX_TAGS};
 pub use lease::{holder_pid, Lease};
-pub use read::ReadMeta;
+pub use read::{current_pid, ReadMeta};
 pub use recovery::Report;
 pub use segment::Segment;
 pub use shard::Found;

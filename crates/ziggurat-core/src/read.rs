@@ -1,7 +1,7 @@
 //! The lock-free read path: probe, copy, confirm; and this process's hit and
 //! miss counts.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Once;
 
 use crate::clock::now_ms;
@@ -38,10 +38,28 @@ const COUNT_MASK: u64 = (1 << GEN_SHIFT) - 1;
 /// from its parent's with one relaxed load and no `getpid` call.
 static FORK_GEN: AtomicU64 = AtomicU64::new(0);
 
+/// This process's id, once asked for (0: not yet, or forked since). Lease
+/// holders are named by pid on every miss; `getpid` is a system call.
+static PID: AtomicU32 = AtomicU32::new(0);
+
 extern "C" fn on_fork_child() {
-    // Runs in the child before fork returns there; an atomic add is
+    // Runs in the child before fork returns there; atomic stores are
     // async-signal-safe, as a handler in a threaded parent's child must be.
     FORK_GEN.fetch_add(1, Ordering::Relaxed);
+    PID.store(0, Ordering::Relaxed);
+}
+
+/// This process's id, without a system call after the first (a forked child
+/// asks again: the fork handler forgets the parent's).
+pub fn current_pid() -> u32 {
+    let p = PID.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    track_forks();
+    let p = std::process::id();
+    PID.store(p, Ordering::Relaxed);
+    p
 }
 
 #[inline(always)]

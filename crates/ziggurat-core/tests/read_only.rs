@@ -94,11 +94,11 @@ fn reads_see_everything_and_write_nothing() {
     assert_refused(ro.unlink(), "unlink");
     let pid = std::process::id();
     assert!(matches!(
-        ro.lease_try(b"k", pid, 5.0),
+        ro.lease_try(&ro.hash(b"k"), pid, 5.0),
         Lease::Held { holder: 0, .. }
     ));
-    assert!(!ro.lease_release(b"k", pid));
-    assert!(!ro.lease_take_over(b"k", 1, pid, 5.0));
+    assert!(!ro.lease_release(&ro.hash(b"k"), pid));
+    assert!(!ro.lease_take_over(&ro.hash(b"k"), 1, pid, 5.0));
     drop(ro);
     assert_eq!(
         std::fs::read(rw.path()).unwrap(),

@@ -341,34 +341,34 @@ fn lease_take_busy_release_and_take_over() {
     let d = Dir::new("lease");
     let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
     let b = Segment::open("l", &d.opts(4 << 20)).unwrap();
-    assert_eq!(a.lease_try(b"k", 100, 10.0), Lease::Taken);
+    assert_eq!(a.lease_try(&a.hash(b"k"), 100, 10.0), Lease::Taken);
     // Another handle (another process) sees it held by pid 100.
-    let Lease::Held { holder, seq } = b.lease_try(b"k", 200, 10.0) else {
+    let Lease::Held { holder, seq } = b.lease_try(&b.hash(b"k"), 200, 10.0) else {
         panic!("the lease was taken twice");
     };
     assert_eq!(holder_pid(holder), 100);
     // Only the holder releases; a release wakes the waiter's seq.
-    assert!(!b.lease_release(b"k", 200));
-    assert!(a.lease_release(b"k", 100));
+    assert!(!b.lease_release(&b.hash(b"k"), 200));
+    assert!(a.lease_release(&a.hash(b"k"), 100));
     assert!(
-        b.lease_wait(b"k", seq, Duration::ZERO),
+        b.lease_wait(&b.hash(b"k"), seq, Duration::ZERO),
         "seq did not move on release"
     );
-    assert_eq!(b.lease_try(b"k", 200, 10.0), Lease::Taken);
+    assert_eq!(b.lease_try(&b.hash(b"k"), 200, 10.0), Lease::Taken);
     // Take-over is a compare-and-set on the holder seen: one winner.
-    let Lease::Held { holder, .. } = a.lease_try(b"k", 300, 10.0) else {
+    let Lease::Held { holder, .. } = a.lease_try(&a.hash(b"k"), 300, 10.0) else {
         panic!("held by 200");
     };
-    assert!(a.lease_take_over(b"k", holder, 300, 10.0));
+    assert!(a.lease_take_over(&a.hash(b"k"), holder, 300, 10.0));
     assert!(
-        !b.lease_take_over(b"k", holder, 400, 10.0),
+        !b.lease_take_over(&b.hash(b"k"), holder, 400, 10.0),
         "two take-overs won"
     );
     assert!(
-        !b.lease_release(b"k", 200),
+        !b.lease_release(&b.hash(b"k"), 200),
         "the old holder released the new one's lease"
     );
-    assert!(a.lease_release(b"k", 300));
+    assert!(a.lease_release(&a.hash(b"k"), 300));
 }
 
 #[test]
@@ -376,12 +376,15 @@ fn lease_lapses_at_its_deadline() {
     use ziggurat_core::Lease;
     let d = Dir::new("lease-lapse");
     let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
-    assert_eq!(a.lease_try(b"k", 100, 0.001), Lease::Taken);
-    assert!(matches!(a.lease_try(b"k", 200, 10.0), Lease::Held { .. }));
+    assert_eq!(a.lease_try(&a.hash(b"k"), 100, 0.001), Lease::Taken);
+    assert!(matches!(
+        a.lease_try(&a.hash(b"k"), 200, 10.0),
+        Lease::Held { .. }
+    ));
     // At least 1 s and at most 3 s (whole coarse seconds, rounded up).
     std::thread::sleep(Duration::from_millis(3100));
     assert_eq!(
-        a.lease_try(b"k", 200, 10.0),
+        a.lease_try(&a.hash(b"k"), 200, 10.0),
         Lease::Taken,
         "a lapsed lease held"
     );
@@ -392,17 +395,17 @@ fn lease_wait_wakes_on_release_from_another_thread() {
     use ziggurat_core::Lease;
     let d = Dir::new("lease-wait");
     let a = std::sync::Arc::new(Segment::open("l", &d.opts(4 << 20)).unwrap());
-    assert_eq!(a.lease_try(b"k", 100, 10.0), Lease::Taken);
-    let Lease::Held { seq, .. } = a.lease_try(b"k", 200, 10.0) else {
+    assert_eq!(a.lease_try(&a.hash(b"k"), 100, 10.0), Lease::Taken);
+    let Lease::Held { seq, .. } = a.lease_try(&a.hash(b"k"), 200, 10.0) else {
         panic!("taken twice");
     };
     let a2 = a.clone();
     let releaser = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
-        assert!(a2.lease_release(b"k", 100));
+        assert!(a2.lease_release(&a2.hash(b"k"), 100));
     });
     let t0 = std::time::Instant::now();
-    assert!(a.lease_wait(b"k", seq, Duration::from_secs(5)));
+    assert!(a.lease_wait(&a.hash(b"k"), seq, Duration::from_secs(5)));
     assert!(
         t0.elapsed() < Duration::from_secs(2),
         "woken late: {:?}",
@@ -411,12 +414,12 @@ fn lease_wait_wakes_on_release_from_another_thread() {
     releaser.join().unwrap();
     // Nothing released since: a wait with the current seq times out.
     let Lease::Held { seq, .. } = ({
-        assert_eq!(a.lease_try(b"k", 100, 10.0), Lease::Taken);
-        a.lease_try(b"k", 200, 10.0)
+        assert_eq!(a.lease_try(&a.hash(b"k"), 100, 10.0), Lease::Taken);
+        a.lease_try(&a.hash(b"k"), 200, 10.0)
     }) else {
         panic!("taken twice");
     };
-    assert!(!a.lease_wait(b"k", seq, Duration::from_millis(20)));
+    assert!(!a.lease_wait(&a.hash(b"k"), seq, Duration::from_millis(20)));
 }
 
 #[test]

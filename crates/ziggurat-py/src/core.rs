@@ -314,7 +314,14 @@ fn named<T>(py: Python<'_>, method: &str, r: PyResult<T>) -> PyResult<T> {
 /// caching the coroutine object would be wrong. The coroutine is closed so
 /// Python does not warn that it was never awaited.
 pub(crate) fn refuse_awaitable(v: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
-    if v.hasattr(pyo3::intern!(v.py(), "__await__"))? {
+    // The type's am_await slot, not `hasattr(v, "__await__")`: a failed attribute
+    // lookup builds an AttributeError, which would cost more than the rest of a miss.
+    // SAFETY: `v` keeps its type object alive; PyType_GetSlot only reads it, and
+    // accepts static types from Python 3.10, the oldest this package supports.
+    let awaitable = unsafe {
+        !pyo3::ffi::PyType_GetSlot(pyo3::ffi::Py_TYPE(v.as_ptr()), pyo3::ffi::Py_am_await).is_null()
+    };
+    if awaitable {
         if v.hasattr(pyo3::intern!(v.py(), "close"))? {
             let _ = v.call_method0(pyo3::intern!(v.py(), "close"));
         }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::create_exception;
 use pyo3::prelude::*;
-use ziggurat_cache::{Flight, Next};
+use ziggurat_cache::{Flight, FlightKey, Next};
 
 use crate::convert::{key_bytes, tags_arg, ttl_arg, ZigguratError};
 use crate::core::{positive_ttl, CacheCore, HIT, NEG, STALE};
@@ -55,14 +55,17 @@ pub(crate) struct State {
     stamp: u32,
     /// WAIT: the lease release counter seen.
     seq: u32,
-    /// When waiting must give up (`loader_timeout` after the first miss).
-    deadline: Instant,
+    /// When waiting must give up (`loader_timeout` after the first wait):
+    /// set by the first wait, so an uncontended miss never reads the clock.
+    deadline: Option<Instant>,
     /// A stale value the loader's failure may be answered with (fail-safe).
     stale: Option<Py<PyAny>>,
     /// LOAD of an early refresh (its own lease).
     refreshing: bool,
     /// HIT due for early refresh, whose refresh lease this process took.
     refresh: Option<Box<State>>,
+    /// The key hashed for both segments, once per miss.
+    fk: Option<FlightKey>,
 }
 
 /// A step handed to Python (`afetch`, background refreshes, degraded loads).
@@ -169,10 +172,11 @@ impl CacheCore {
             plan: plan.clone(),
             stamp: 0,
             seq: 0,
-            deadline: Instant::now() + Duration::from_secs_f64(self.cfg.loader_timeout),
+            deadline: None,
             stale: None,
             refreshing: false,
             refresh: None,
+            fk: None,
         }
     }
 
@@ -194,7 +198,9 @@ impl CacheCore {
                     self.loads_done.refreshes.bump();
                     let mut r = self.state(STEP_LOAD, key, hash, plan);
                     r.refreshing = true;
-                    r.stamp = fl.main_stamp(kb);
+                    let fk = fl.key(kb);
+                    r.stamp = fl.main_stamp(&fk);
+                    r.fk = Some(fk);
                     st.refresh = Some(Box::new(r));
                 }
             }
@@ -248,8 +254,11 @@ impl CacheCore {
             return Ok(st);
         };
         let key = st.key.bind(py).clone();
-        let kb = key_bytes(&key)?;
-        match fl.begin(kb, snap, self.cfg.loader_timeout) {
+        let fk = match st.fk {
+            Some(fk) => fk,
+            None => *st.fk.insert(fl.key(key_bytes(&key)?)),
+        };
+        match fl.begin(&fk, snap, self.cfg.loader_timeout) {
             Next::Load {
                 main_stamp,
                 recheck,
@@ -260,7 +269,7 @@ impl CacheCore {
                 }
                 if recheck {
                     if let Some(v) = self.find_now(py, &key, st.hash)? {
-                        fl.release(kb);
+                        fl.release(&fk);
                         st.kind = STEP_HIT;
                         st.value = Some(v);
                         return Ok(st);
@@ -278,6 +287,10 @@ impl CacheCore {
                 }
                 st.kind = STEP_WAIT;
                 st.seq = seq;
+                if st.deadline.is_none() {
+                    let t = Duration::from_secs_f64(self.cfg.loader_timeout);
+                    st.deadline = Some(Instant::now() + t);
+                }
             }
         }
         Ok(st)
@@ -286,16 +299,19 @@ impl CacheCore {
     /// WAIT: sleeps (without the GIL) until the holder releases the lease, a
     /// slice passes, or the deadline; raises `LoadTimeout` past the deadline.
     pub(crate) fn wait(&self, py: Python<'_>, st: &State) -> PyResult<()> {
-        let left = st.deadline.saturating_duration_since(Instant::now());
+        let deadline = st.deadline.unwrap_or_else(Instant::now);
+        let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(self.timed_out(py, st));
         }
         self.loads_done.waits.bump();
         if let Some(fl) = self.flight() {
             let key = st.key.bind(py);
-            let kb = key_bytes(key)?;
+            let fk = st
+                .fk
+                .unwrap_or_else(|| fl.key(key_bytes(key).unwrap_or_default()));
             let seq = st.seq;
-            py.detach(|| fl.wait(kb, seq, left.min(SLICE)));
+            py.detach(|| fl.wait(&fk, seq, left.min(SLICE)));
         }
         Ok(())
     }
@@ -321,7 +337,7 @@ impl CacheCore {
             st.value = Some(v);
             return Ok(st);
         }
-        if Instant::now() >= st.deadline {
+        if st.deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(self.timed_out(py, &st));
         }
         self.lease(py, st, None)
@@ -335,7 +351,7 @@ impl CacheCore {
         if st.refreshing {
             fl.end_refresh(kb);
         } else {
-            fl.release(kb);
+            fl.release(&st.fk.unwrap_or_else(|| fl.key(kb)));
         }
     }
 
@@ -506,6 +522,7 @@ impl CacheCore {
                     stale: None,
                     refreshing: true,
                     refresh: None,
+                    fk: r.fk,
                 };
                 Ok(Some(Step::wrap(py, st)?))
             }
@@ -530,6 +547,7 @@ impl CacheCore {
             stale: step.state.stale.as_ref().map(|v| v.clone_ref(py)),
             refreshing: false,
             refresh: None,
+            fk: step.state.fk,
         };
         let st = self.after_wait(py, st)?;
         Step::wrap(py, st)
