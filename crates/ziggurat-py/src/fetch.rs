@@ -12,10 +12,13 @@ use std::time::{Duration, Instant};
 
 use pyo3::create_exception;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use ziggurat_cache::{Flight, FlightKey, Next};
 
+use crate::args::{check_key, check_ttls, key_hash, named, positive_ttl, refuse_awaitable};
 use crate::convert::{key_bytes, tags_arg, ttl_arg, ZigguratError};
-use crate::core::{positive_ttl, CacheCore, HIT, NEG, STALE};
+use crate::core::{CacheCore, CopyMode, Quick};
+use crate::read::{HIT, NEG, STALE};
 
 create_exception!(
     _native,
@@ -439,7 +442,7 @@ impl CacheCore {
                         ));
                     }
                     let t0 = Instant::now();
-                    let r = loader.call0().and_then(crate::core::refuse_awaitable);
+                    let r = loader.call0().and_then(refuse_awaitable);
                     let ns = t0.elapsed().as_nanos() as u64;
                     return match r {
                         Ok(v) => self.done(py, &st, v, ns),
@@ -577,5 +580,161 @@ impl CacheCore {
         if step.finish() && step.state.kind == STEP_LOAD {
             self.give_back(py, &step.state);
         }
+    }
+}
+
+#[pymethods]
+impl CacheCore {
+    /// `Cache.fetch`: an L1 hit is answered here, with no Python frame; anything
+    /// else (a miss, an entry due for early refresh) goes to the slow path.
+    #[pyo3(signature = (key, loader, *, ttl = None, tags = None, neg_ttl = None, stale_ttl = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn fetch<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        loader: &Bound<'py, PyAny>,
+        ttl: Option<&Bound<'py, PyAny>>,
+        tags: Option<&Bound<'py, PyAny>>,
+        neg_ttl: Option<&Bound<'py, PyAny>>,
+        stale_ttl: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        named(
+            py,
+            "Cache.fetch",
+            (|| {
+                let hash = key_hash(key)?;
+                if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
+                    check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
+                }
+                // An L1 hit is answered here; one due for early refresh also
+                // starts the refresh.
+                let due_hit =
+                    if self.mode == CopyMode::Shared && !self.debug && self.refresh_ahead == 0.0 {
+                        match self.l1_shared(py, key, hash) {
+                            Quick::Value(v) => return Ok(v),
+                            Quick::Negative => return Ok(py.None()),
+                            Quick::Miss => None,
+                        }
+                    } else if let Some(e) = self.l1_hit(py, key, hash) {
+                        if e.negative {
+                            return Ok(py.None());
+                        }
+                        if self.debug {
+                            self.check_mutation(py, key, &e)?;
+                        }
+                        let v = self.out(py, &e.value)?;
+                        if !self.due(e.deadline, e.ttl_ms) {
+                            return Ok(v);
+                        }
+                        Some(v)
+                    } else {
+                        None
+                    };
+                check_key(key)?;
+                let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
+                if let Some(v) = due_hit {
+                    let step =
+                        self.py_begin(py, key, &plan, Some((v.clone_ref(py), true)), hash)?;
+                    if let Some(r) = self.py_refresh_of(py, step.get())? {
+                        if let Some(hook) = self.refresh.as_ref() {
+                            hook.call1(py, (r, loader))?;
+                        }
+                    }
+                    return Ok(v);
+                }
+                self.l1_misses.bump();
+                self.fetch_miss(py, key, hash, loader, &plan)
+            })(),
+        )
+    }
+
+    /// Counters of the loader and the miss path in this process.
+    fn loader_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.loads_done.as_dict(py)
+    }
+
+    /// `afetch`'s first step: the L1 hit, or the first step of the miss.
+    #[pyo3(signature = (key, *, ttl = None, tags = None, neg_ttl = None, stale_ttl = None))]
+    fn fetch_begin(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        neg_ttl: Option<&Bound<'_, PyAny>>,
+        stale_ttl: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Step>> {
+        named(
+            py,
+            "Cache.afetch",
+            (|| {
+                let hash = key_hash(key)?;
+                check_key(key)?;
+                let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
+                if let Some(e) = self.l1_hit(py, key, hash) {
+                    let v = if e.negative {
+                        py.None()
+                    } else {
+                        if self.debug {
+                            self.check_mutation(py, key, &e)?;
+                        }
+                        self.out(py, &e.value)?
+                    };
+                    let due = !e.negative && self.due(e.deadline, e.ttl_ms);
+                    return self.py_begin(py, key, &plan, Some((v, due)), hash);
+                }
+                self.l1_misses.bump();
+                self.py_begin(py, key, &plan, None, hash)
+            })(),
+        )
+    }
+
+    /// The refresh a HIT step started (this process took the refresh lease):
+    /// run the loader in the background, then `fetch_done` or `fetch_failed`.
+    fn fetch_refresh(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Option<Py<Step>>> {
+        self.py_refresh_of(py, step.get())
+    }
+
+    /// WAIT: sleeps (without the GIL) until the loader holding the key's lease
+    /// finishes or a slice passes; raises `LoadTimeout` past `loader_timeout`.
+    fn fetch_wait(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<()> {
+        self.py_wait(py, step.get())
+    }
+
+    /// The step after a wait.
+    fn fetch_next(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Py<Step>> {
+        self.py_next(py, step.get())
+    }
+
+    /// LOAD, LOCAL or a refresh: the loader returned `value` after `seconds`;
+    /// stores it and gives the lease back; returns `value`.
+    fn fetch_done(
+        &self,
+        py: Python<'_>,
+        step: &Bound<'_, Step>,
+        value: &Bound<'_, PyAny>,
+        seconds: f64,
+    ) -> PyResult<Py<PyAny>> {
+        self.py_done(py, step.get(), value.clone(), seconds)
+    }
+
+    /// The loader raised after `seconds`: gives the lease back; returns
+    /// `(True, stale value)` when fail-safe answers with one, else `(False, None)`.
+    fn fetch_failed(
+        &self,
+        py: Python<'_>,
+        step: &Bound<'_, Step>,
+        seconds: f64,
+    ) -> (bool, Py<PyAny>) {
+        match self.py_failed(py, step.get(), seconds) {
+            Some(v) => (true, v),
+            None => (false, py.None()),
+        }
+    }
+
+    /// The loading task was cancelled: gives the lease back, storing nothing.
+    fn fetch_abandon(&self, py: Python<'_>, step: &Bound<'_, Step>) {
+        self.py_abandon(py, step.get())
     }
 }

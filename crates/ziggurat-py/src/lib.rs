@@ -4,12 +4,16 @@
 
 use pyo3::prelude::*;
 
+mod args;
 mod codec;
 mod convert;
 mod core;
 mod fetch;
 mod l1;
+mod read;
 mod segment;
+mod stats;
+mod store;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -27,10 +31,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("STEP_LOAD", fetch::STEP_LOAD)?;
     m.add("STEP_WAIT", fetch::STEP_WAIT)?;
     m.add("STEP_LOCAL", fetch::STEP_LOCAL)?;
-    m.add("FOUND_MISS", core::MISS)?;
-    m.add("FOUND_HIT", core::HIT)?;
-    m.add("FOUND_NEGATIVE", core::NEG)?;
-    m.add("FOUND_STALE", core::STALE)?;
+    m.add("FOUND_MISS", read::MISS)?;
+    m.add("FOUND_HIT", read::HIT)?;
+    m.add("FOUND_NEGATIVE", read::NEG)?;
+    m.add("FOUND_STALE", read::STALE)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add("LAYOUT_VERSION", ziggurat_core::LAYOUT_VERSION)?;
     m.add("MAX_TAGS", ziggurat_core::MAX_TAGS)?;

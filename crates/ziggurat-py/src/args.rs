@@ -1,0 +1,93 @@
+//! Argument checks shared by every method of the Cache, so the same bad input
+//! gets the same exception and message wherever it is passed.
+
+use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use ziggurat_cache::Lifetime;
+
+use crate::convert::{key_bytes, ttl_arg};
+
+/// Refuses keys no tier could store (checked on L1 misses, so the hit path stays short).
+pub(crate) fn check_key<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    let kb = key_bytes(key)?;
+    if kb.is_empty() || kb.len() > ziggurat_core::MAX_KEY {
+        return Err(PyValueError::new_err(format!(
+            "key must be 1 to {} bytes, got {}",
+            ziggurat_core::MAX_KEY,
+            kb.len()
+        )));
+    }
+    Ok(kb)
+}
+
+/// The hash of a key argument; a key of the wrong type is reported as such
+/// (not as "unhashable").
+#[inline(always)]
+pub(crate) fn key_hash(key: &Bound<'_, PyAny>) -> PyResult<u64> {
+    match key.hash() {
+        Ok(h) => Ok(h as u64),
+        Err(e) => Err(check_key(key).err().unwrap_or(e)),
+    }
+}
+
+/// Puts the public method's name in front of a bad-input error, so every
+/// method reports the same input the same way ("Cache.set(): ttl must be
+/// ..."). Other errors pass unchanged.
+#[inline(always)]
+pub(crate) fn named<T>(py: Python<'_>, method: &str, r: PyResult<T>) -> PyResult<T> {
+    r.map_err(|e| {
+        let bad_input = e.is_instance_of::<PyTypeError>(py)
+            || e.is_instance_of::<PyValueError>(py)
+            || e.is_instance_of::<PyOverflowError>(py);
+        if !bad_input || e.is_instance_of::<PyKeyError>(py) {
+            return e;
+        }
+        let msg = e.value(py).str().map(|m| m.to_string()).unwrap_or_default();
+        if msg.starts_with("Cache.") {
+            return e;
+        }
+        let out = PyErr::from_type(e.get_type(py), format!("{method}(): {msg}"));
+        out.set_cause(py, e.cause(py));
+        out
+    })
+}
+
+/// A loader's result, unless it is an awaitable: `fetch` cannot await it, and
+/// caching the coroutine object would be wrong. The coroutine is closed so
+/// Python does not warn that it was never awaited.
+pub(crate) fn refuse_awaitable(v: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
+    // The type's am_await slot, not `hasattr(v, "__await__")`: a failed attribute
+    // lookup builds an AttributeError, which would cost more than the rest of a miss.
+    // SAFETY: `v` keeps its type object alive; PyType_GetSlot only reads it, and
+    // accepts static types from Python 3.10, the oldest this package supports.
+    let awaitable = unsafe {
+        !pyo3::ffi::PyType_GetSlot(pyo3::ffi::Py_TYPE(v.as_ptr()), pyo3::ffi::Py_am_await).is_null()
+    };
+    if awaitable {
+        if v.hasattr(pyo3::intern!(v.py(), "close"))? {
+            let _ = v.call_method0(pyo3::intern!(v.py(), "close"));
+        }
+        return Err(PyTypeError::new_err(
+            "loader returned an awaitable; use afetch() for async loaders",
+        ));
+    }
+    Ok(v)
+}
+
+/// Checks the optional TTL arguments of a call (None means the cache's).
+pub(crate) fn check_ttls(args: [(Option<&Bound<'_, PyAny>>, &str); 3]) -> PyResult<()> {
+    for (a, name) in args {
+        if let Some(v) = ttl_arg(a)? {
+            positive_ttl(v, name)?;
+        }
+    }
+    Ok(())
+}
+
+/// A TTL argument checked by the shared rule; `what` names the argument.
+pub(crate) fn positive_ttl(ttl: f64, what: &str) -> PyResult<f64> {
+    match Lifetime::from_seconds(ttl, 0.0) {
+        Ok(_) => Ok(ttl),
+        Err(m) => Err(PyValueError::new_err(format!("{what} {m}"))),
+    }
+}

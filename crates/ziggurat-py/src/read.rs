@@ -1,0 +1,375 @@
+//! Reads below L1: a cache entry from the main segment (fresh, stale past its
+//! soft deadline, or a miss), then the cached misses, filling this process's
+//! L1 only when the key's stamp and the epoch held across the read.
+
+use std::sync::atomic::{fence, Ordering};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+use ziggurat_cache::{Kind, Trailer, TRAILER_LEN};
+use ziggurat_core::{now_ms, Segment, TagRef};
+
+use crate::args::{check_key, key_hash, named};
+use crate::convert::key_bytes;
+use crate::core::{CacheCore, CopyMode};
+use crate::l1::{Entry, Watch32, Watch64};
+
+pub(crate) const READ_TRIES: usize = 4;
+
+/// What a read below L1 found (also the kinds of `lookup`).
+pub const MISS: u8 = 0;
+
+pub const HIT: u8 = 1;
+
+pub const NEG: u8 = 2;
+
+pub const STALE: u8 = 3;
+
+pub(crate) struct Read {
+    payload: Py<PyBytes>,
+    kind: Kind,
+    soft: u64,
+    ttl_ms: u32,
+    tags: Vec<Watch32>,
+}
+
+/// What a read below L1 found. `stamps` packs the key's stamps in the main and
+/// cached-miss segments, as read before a probe that found no fresh value: a
+/// later lease holder compares them instead of probing again.
+pub(crate) struct Below {
+    pub kind: u8,
+    pub value: Option<Py<PyAny>>,
+    pub soft: u64,
+    pub ttl_ms: u32,
+    pub stamps: Option<u64>,
+}
+
+impl Below {
+    pub(crate) fn miss(main_stamp: u32, neg_stamp: u32) -> Below {
+        Below {
+            kind: MISS,
+            value: None,
+            soft: 0,
+            ttl_ms: 0,
+            stamps: Below::snap(main_stamp, neg_stamp),
+        }
+    }
+
+    /// Both stamps, if both were even (no write in progress).
+    pub(crate) fn snap(main_stamp: u32, neg_stamp: u32) -> Option<u64> {
+        ziggurat_cache::snapshot(main_stamp, neg_stamp)
+    }
+}
+
+pub(crate) fn tag_watches(seg: &Segment, tags: &[u64], n: u8) -> Vec<Watch32> {
+    tags[..n as usize]
+        .iter()
+        .map(|&t| {
+            let r = TagRef::unpack(t);
+            Watch32 {
+                word: seg.tag_word(r.cell) as *const _,
+                seen: r.version,
+            }
+        })
+        .collect()
+}
+
+/// Reads a cache entry (payload + trailer) from `seg`.
+pub(crate) fn read_entry(py: Python<'_>, seg: &Segment, key: &[u8]) -> PyResult<Option<Read>> {
+    let kh = seg.hash(key);
+    for _ in 0..READ_TRIES {
+        match seg.probe(&kh, key) {
+            None => break,
+            Some(Err(())) => continue,
+            Some(Ok(f)) => {
+                if f.val_len < TRAILER_LEN {
+                    break; // not written by a cache: ignore
+                }
+                let n = f.val_len - TRAILER_LEN;
+                let payload = PyBytes::new_with(py, n, |buf| {
+                    let mut all = f;
+                    all.val_len = n;
+                    seg.copy_value(&all, buf);
+                    Ok(())
+                })?;
+                let mut tr = [0u8; TRAILER_LEN];
+                let mut tail = f;
+                tail.val_off += n;
+                tail.val_len = TRAILER_LEN;
+                seg.copy_value(&tail, &mut tr);
+                if seg.confirm(&kh, &f) {
+                    let Some(t) = Trailer::parse(&tr) else {
+                        break; // not written by a cache: ignore
+                    };
+                    return Ok(Some(Read {
+                        payload: payload.unbind(),
+                        kind: t.kind,
+                        soft: t.soft,
+                        ttl_ms: t.ttl_ms,
+                        tags: tag_watches(seg, &f.tags, f.ntags),
+                    }));
+                }
+            }
+        }
+    }
+    seg.count(false);
+    Ok(None)
+}
+
+impl CacheCore {
+    fn decode(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        kind: Kind,
+        payload: &Py<PyBytes>,
+    ) -> Option<Py<PyAny>> {
+        if kind == Kind::Counter {
+            let b: [u8; 8] = payload.bind(py).as_bytes().try_into().ok()?;
+            return Some(
+                i64::from_le_bytes(b)
+                    .into_pyobject(py)
+                    .ok()?
+                    .into_any()
+                    .unbind(),
+            );
+        }
+        match self.loads(py, payload.bind(py).as_any()) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                // A value this process cannot decode (renamed class, other
+                // serializer) is a miss, not a failure of the request: counted,
+                // and reported to the cache, which logs it once per key.
+                self.decode_errors.bump();
+                self.write_failed(py, "decode", key, e);
+                None
+            }
+        }
+    }
+
+    /// The full read path below L1.
+    pub(crate) fn read_below(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        allow_stale: bool,
+    ) -> PyResult<Below> {
+        let Some(main) = self.main.as_ref() else {
+            return Ok(Below::miss(0, 0));
+        };
+        let kb = key_bytes(key)?; // checked by the callers
+        let kh = main.hash(kb);
+        main.prefetch_read(&kh);
+        let stamp = main.stamp_word(&kh);
+        let s1 = stamp.load(Ordering::Acquire);
+        // The key's stamp in the cached-miss segment, read before that segment
+        // is probed (a loader's None bumps it); only misses need it.
+        let neg_now = || self.neg_stamp(kb).map_or(0, |w| w.load(Ordering::Acquire));
+        let epoch = main.epoch();
+        let e1 = epoch.load(Ordering::Acquire);
+        let now = now_ms();
+        if let Some(r) = read_entry(py, main, kb)? {
+            if r.kind == Kind::Value || r.kind == Kind::Counter {
+                let stale = r.soft != 0 && now >= r.soft;
+                if stale && !allow_stale {
+                    self.l2_misses.bump();
+                    return Ok(Below::miss(s1, neg_now()));
+                }
+                let Some(obj) = self.decode(py, key, r.kind, &r.payload) else {
+                    self.l2_misses.bump();
+                    return Ok(Below::miss(s1, neg_now()));
+                };
+                if stale {
+                    self.l2_stale.bump();
+                    return Ok(Below {
+                        kind: STALE,
+                        value: Some(obj),
+                        soft: r.soft,
+                        ttl_ms: r.ttl_ms,
+                        stamps: Below::snap(s1, neg_now()),
+                    });
+                }
+                self.l2_hits.bump();
+                fence(Ordering::Acquire);
+                let s2 = stamp.load(Ordering::Acquire);
+                let e2 = epoch.load(Ordering::Acquire);
+                if s1 == s2 && s1 & 1 == 0 && e1 == e2 && self.l1_enabled {
+                    let counter = r.kind == Kind::Counter;
+                    let (stored, encoded) = match self.mode {
+                        CopyMode::Decode if !counter => (r.payload.clone_ref(py).into_any(), None),
+                        _ => (
+                            obj.clone_ref(py),
+                            (self.debug && !counter).then(|| r.payload.clone_ref(py).into_any()),
+                        ),
+                    };
+                    let e = Entry::new(
+                        key.clone().unbind(),
+                        hash,
+                        stored,
+                        encoded,
+                        false,
+                        Some(Watch32::of(stamp, s1)),
+                        Some(Watch64::of(epoch, e1)),
+                        r.tags.into_boxed_slice(),
+                        r.soft,
+                        r.ttl_ms,
+                    );
+                    self.l1_put(key, e);
+                }
+                let out = match self.mode {
+                    // `obj` is already a private decode: hand it out as is.
+                    CopyMode::Decode => obj,
+                    _ => self.out(py, &obj)?,
+                };
+                return Ok(Below {
+                    kind: HIT,
+                    value: Some(out),
+                    soft: r.soft,
+                    ttl_ms: r.ttl_ms,
+                    stamps: None,
+                });
+            }
+        }
+        self.l2_misses.bump();
+        let n1 = neg_now();
+        // A cached miss counts only while the key's main stamp is unchanged.
+        if let Some(neg) = self.neg.as_ref() {
+            if s1 & 1 == 0 {
+                if let Some(r) = read_entry(py, neg, kb)? {
+                    let pb = r.payload.bind(py).as_bytes();
+                    let fresh = r.soft == 0 || now < r.soft;
+                    if r.kind == Kind::Negative
+                        && fresh
+                        && pb.len() == 4
+                        && u32::from_le_bytes(pb.try_into().unwrap()) == s1
+                    {
+                        self.neg_hits.bump();
+                        let e2 = epoch.load(Ordering::Acquire);
+                        if e1 == e2 && stamp.load(Ordering::Acquire) == s1 {
+                            let e = Entry::new(
+                                key.clone().unbind(),
+                                hash,
+                                py.None(),
+                                None,
+                                true,
+                                Some(Watch32::of(stamp, s1)),
+                                Some(Watch64::of(epoch, e1)),
+                                r.tags.into_boxed_slice(),
+                                r.soft,
+                                r.ttl_ms,
+                            );
+                            self.l1_put(key, e);
+                        }
+                        return Ok(Below {
+                            kind: NEG,
+                            value: None,
+                            soft: r.soft,
+                            ttl_ms: r.ttl_ms,
+                            stamps: None,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(Below::miss(s1, n1))
+    }
+
+    /// The stamp word of `kb` in the cached-miss segment.
+    fn neg_stamp(&self, kb: &[u8]) -> Option<&std::sync::atomic::AtomicU32> {
+        self.neg.as_ref().map(|n| n.stamp_word(&n.hash(kb)))
+    }
+
+    /// L1, then L2: the value or cached miss of `key` if one is there now.
+    pub(crate) fn find_now(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        if let Some(e) = self.l1_hit(py, key, hash) {
+            if e.negative {
+                return Ok(Some(py.None()));
+            }
+            return Ok(Some(self.out(py, &e.value)?));
+        }
+        let b = self.read_below(py, key, hash, false)?;
+        Ok(match b.kind {
+            HIT => b.value,
+            NEG => Some(py.None()),
+            _ => None,
+        })
+    }
+
+    /// The fresh value of `key` below L1 (None for a miss or a cached miss).
+    pub(crate) fn read_value(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let b = self.read_below(py, key, hash, false)?;
+        Ok(if b.kind == HIT { b.value } else { None })
+    }
+}
+
+#[pymethods]
+impl CacheCore {
+    /// (kind, value, seconds_left, ttl_seconds, stamps) with kind 0 miss, 1 hit,
+    /// 2 cached miss, 3 stale (past its TTL, within stale_ttl). `stamps` (an int
+    /// or None) is for `lease`: it lets the lease holder skip a second probe.
+    fn lookup<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        named(
+            py,
+            "Cache.fetch",
+            (|| {
+                let hash = key_hash(key)?;
+                let now = now_ms();
+                let left = |soft: u64| {
+                    if soft == 0 {
+                        f64::INFINITY
+                    } else {
+                        soft.saturating_sub(now) as f64 / 1000.0
+                    }
+                };
+                let tuple = |kind: u8, v: Py<PyAny>, left: f64, ttl: u32, stamps: Option<u64>| {
+                    PyTuple::new(
+                        py,
+                        [
+                            kind.into_pyobject(py)?.into_any(),
+                            v.into_bound(py),
+                            left.into_pyobject(py)?.into_any(),
+                            (ttl as f64 / 1000.0).into_pyobject(py)?.into_any(),
+                            stamps.into_pyobject(py)?.into_any(),
+                        ],
+                    )
+                };
+                if let Some(e) = self.l1_hit(py, key, hash) {
+                    let (soft, ttl) = (e.deadline, e.ttl_ms);
+                    if e.negative {
+                        return tuple(NEG, py.None(), left(soft), ttl, None);
+                    }
+                    if self.debug {
+                        self.check_mutation(py, key, &e)?;
+                    }
+                    let v = self.out(py, &e.value)?;
+                    return tuple(HIT, v, left(soft), ttl, None);
+                }
+                check_key(key)?;
+                self.l1_misses.bump();
+                let b = self.read_below(py, key, hash, true)?;
+                let left = if b.kind == STALE {
+                    -((now.saturating_sub(b.soft)) as f64 / 1000.0)
+                } else {
+                    left(b.soft)
+                };
+                let v = b.value.unwrap_or_else(|| py.None());
+                tuple(b.kind, v, left, b.ttl_ms, b.stamps)
+            })(),
+        )
+    }
+}
