@@ -7,8 +7,9 @@
 //! local caches validate against, and tags and a segment epoch invalidate in
 //! bulk. The byte layout is described in docs/format.md.
 //!
-//! `unsafe` code lives only in `shm` (the mapping), `lock` (the shard
-//! mutexes), `stamps` (futex calls) and `sys` (other system calls).
+//! `unsafe` code lives only in `shm` (the mapping and the word handles that
+//! outlive a borrow of it), `lock` (the shard mutexes), `stamps` (futex calls)
+//! and `sys` (other system calls); the workspace denies it everywhere else.
 
 #![warn(missing_docs)]
 
@@ -22,13 +23,17 @@ mod hash;
 mod index;
 mod layout;
 mod lease;
+#[allow(unsafe_code)]
 mod lock;
 mod read;
 mod recovery;
 mod segment;
 mod shard;
+#[allow(unsafe_code)]
 mod shm;
+#[allow(unsafe_code)]
 mod stamps;
+#[allow(unsafe_code)]
 mod sys;
 mod tags;
 mod write;
@@ -43,5 +48,6 @@ pub use read::ReadMeta;
 pub use recovery::Report;
 pub use segment::Segment;
 pub use shard::Found;
+pub use shm::{Word32, Word64};
 pub use tags::TagRef;
 pub use write::Rewrite;

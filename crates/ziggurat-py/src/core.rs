@@ -215,10 +215,7 @@ fn tag_watches(seg: &Segment, tags: &[u64], n: u8) -> Vec<Watch32> {
         .iter()
         .map(|&t| {
             let r = TagRef::unpack(t);
-            Watch32 {
-                word: seg.tag_word(r.cell) as *const _,
-                seen: r.version,
-            }
+            Watch32::of(seg.tag_watch(r.cell), r.version)
         })
         .collect()
 }
@@ -607,8 +604,8 @@ impl CacheCore {
                         stored,
                         encoded,
                         false,
-                        Some(Watch32::of(stamp, s1)),
-                        Some(Watch64::of(epoch, e1)),
+                        Some(Watch32::of(main.stamp_watch(&kh), s1)),
+                        Some(Watch64::of(main.epoch_watch(), e1)),
                         r.tags.into_boxed_slice(),
                         r.soft,
                         r.ttl_ms,
@@ -651,8 +648,8 @@ impl CacheCore {
                                 py.None(),
                                 None,
                                 true,
-                                Some(Watch32::of(stamp, s1)),
-                                Some(Watch64::of(epoch, e1)),
+                                Some(Watch32::of(main.stamp_watch(&kh), s1)),
+                                Some(Watch64::of(main.epoch_watch(), e1)),
                                 r.tags.into_boxed_slice(),
                                 r.soft,
                                 r.ttl_ms,
@@ -827,8 +824,8 @@ impl CacheCore {
                 stored,
                 encoded,
                 false,
-                Some(Watch32::of(stamp, s1)),
-                Some(Watch64::of(epoch, e0)),
+                Some(Watch32::of(main.stamp_watch(&kh), s1)),
+                Some(Watch64::of(main.epoch_watch(), e0)),
                 tag_watches(main, &arr, n).into_boxed_slice(),
                 t.soft,
                 t.ttl_ms,
