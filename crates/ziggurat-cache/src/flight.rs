@@ -31,12 +31,20 @@ pub enum Next {
     /// it and release. `took_over`: the lease was taken from a holder whose
     /// process is gone.
     Load {
+        /// The key's main stamp before the load.
         main_stamp: u32,
+        /// Read the key again before loading.
         recheck: bool,
+        /// The lease was taken from a dead holder.
         took_over: bool,
     },
     /// Another caller holds the lease: [`Flight::wait`] for `seq` to move.
-    Wait { holder: u64, seq: u32 },
+    Wait {
+        /// The holder word seen (deadline and pid).
+        holder: u64,
+        /// The lease's release counter seen: wait for it to move.
+        seq: u32,
+    },
 }
 
 /// The stamps of a key in both segments, as read before a probe that found

@@ -1,16 +1,15 @@
 //! The lock-free read path: probe, copy, confirm; and this process's hit and
 //! miss counts.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::atomic::Ordering;
 
 use crate::clock::now_ms;
 use crate::error::Result;
+use crate::fork::{fork_generation, GEN_BITS};
 use crate::hash::KeyHash;
 use crate::layout::{Stat, MAX_TAGS};
 use crate::segment::Segment;
 use crate::shard::{Found, Probe};
-use crate::sys;
 
 /// What a successful read returns besides the value.
 #[derive(Clone, Copy, Debug)]
@@ -29,53 +28,8 @@ const READ_TRIES: usize = 4;
 const FLUSH_EVERY: u64 = 1024;
 
 /// A pending-count word is `fork generation << GEN_SHIFT | count`.
-const GEN_SHIFT: u32 = 40;
+const GEN_SHIFT: u32 = 64 - GEN_BITS;
 const COUNT_MASK: u64 = (1 << GEN_SHIFT) - 1;
-
-/// How many `fork`s lie between this process and the first process of its
-/// line that loaded the engine (modulo 2^24): bumped in every child. Pending
-/// counts carry the generation they were counted in, so a child tells its own
-/// from its parent's with one relaxed load and no `getpid` call.
-static FORK_GEN: AtomicU64 = AtomicU64::new(0);
-
-/// This process's id, once asked for (0: not yet, or forked since). Lease
-/// holders are named by pid on every miss; `getpid` is a system call.
-static PID: AtomicU32 = AtomicU32::new(0);
-
-extern "C" fn on_fork_child() {
-    // Runs in the child before fork returns there; atomic stores are
-    // async-signal-safe, as a handler in a threaded parent's child must be.
-    FORK_GEN.fetch_add(1, Ordering::Relaxed);
-    PID.store(0, Ordering::Relaxed);
-}
-
-/// This process's id, without a system call after the first (a forked child
-/// asks again: the fork handler forgets the parent's).
-pub fn current_pid() -> u32 {
-    let p = PID.load(Ordering::Relaxed);
-    if p != 0 {
-        return p;
-    }
-    track_forks();
-    let p = std::process::id();
-    PID.store(p, Ordering::Relaxed);
-    p
-}
-
-#[inline(always)]
-fn fork_generation() -> u64 {
-    FORK_GEN.load(Ordering::Relaxed) & ((1 << (64 - GEN_SHIFT)) - 1)
-}
-
-/// Registers the fork handler once per process (every segment calls this
-/// when it opens). Without it (the registration failed for lack of memory),
-/// a forked child would also flush counts it inherited: never fewer counts.
-pub(crate) fn track_forks() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = sys::at_fork_child(on_fork_child);
-    });
-}
 
 impl Segment {
     /// Finds a key without locking. Returns the record to copy from, or `None`.

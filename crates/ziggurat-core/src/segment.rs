@@ -9,14 +9,14 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::file::Options;
 use crate::hash::KeyHash;
 use crate::index::FREQ_MAX;
 use crate::layout::*;
 use crate::lock::{LockError, Locked};
+use crate::options::Options;
 use crate::recovery::Report;
 use crate::shard::Shard;
-use crate::shm::Shm;
+use crate::shm::{Shm, Word32, Word64};
 use crate::stamps;
 use crate::tags::{self, TagRef};
 
@@ -47,7 +47,7 @@ impl Segment {
         seed: u64,
         opts: &Options,
     ) -> Segment {
-        crate::read::track_forks();
+        crate::fork::track_forks();
         Segment {
             shm,
             _file: file,
@@ -163,6 +163,27 @@ impl Segment {
     pub fn tag_word(&self, cell: u32) -> &AtomicU32 {
         self.shm
             .u32_at(self.g.tags_off as usize + 4 * cell as usize)
+    }
+
+    /// A handle on a key's stamp word that may be kept without borrowing the
+    /// segment: what a process-local cache stores to validate an entry.
+    #[inline]
+    pub fn stamp_watch(&self, kh: &KeyHash) -> Word32 {
+        self.shm
+            .word32(self.g.stamps_off as usize + 4 * self.stamp_index(kh) as usize)
+    }
+
+    /// Like [`Segment::stamp_watch`], for the version word of a tag cell.
+    #[inline]
+    pub fn tag_watch(&self, cell: u32) -> Word32 {
+        self.shm
+            .word32(self.g.tags_off as usize + 4 * cell as usize)
+    }
+
+    /// Like [`Segment::stamp_watch`], for the segment epoch.
+    #[inline]
+    pub fn epoch_watch(&self) -> Word64 {
+        self.shm.word64(H_EPOCH)
     }
 
     /// The tag cell of a tag name.

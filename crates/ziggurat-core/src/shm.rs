@@ -8,15 +8,68 @@
 
 use std::fs::File;
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
 
 /// A shared, writable mapping of a whole segment file.
 pub struct Shm {
-    _map: MmapRaw,
+    /// Unmapped on drop only if no [`Word32`] or [`Word64`] was ever made.
+    map: ManuallyDrop<MmapRaw>,
     ptr: *mut u8,
     len: usize,
+    /// Set by the first word handle: from then on the address range must stay
+    /// readable for the rest of the process (see `Drop`).
+    pinned: AtomicBool,
+}
+
+/// A handle on a 32-bit word of a segment (a key's version stamp, a tag's
+/// version) that, unlike a borrowed `&AtomicU32`, may be kept without the
+/// segment: a process-local cache stores it in each entry and loads it on every
+/// hit, with no indirection. Loads are always defined: the word's address stays
+/// mapped for the rest of the process. Once the segment is dropped the word no
+/// longer follows the file and reads 0, so a holder that needs live values
+/// keeps the segment alive as long as its handles.
+#[derive(Clone, Copy, Debug)]
+pub struct Word32(NonNull<AtomicU32>);
+
+/// Like [`Word32`], for a 64-bit word (the segment epoch).
+#[derive(Clone, Copy, Debug)]
+pub struct Word64(NonNull<AtomicU64>);
+
+// SAFETY: a handle only ever loads its word atomically, and the address stays
+// readable for the life of the process (see `Word32::load`), so using it from
+// any thread is as sound as from the one that made it.
+unsafe impl Send for Word32 {}
+// SAFETY: see `Send` above; a shared handle allows nothing more than loads.
+unsafe impl Sync for Word32 {}
+// SAFETY: as for `Word32`.
+unsafe impl Send for Word64 {}
+// SAFETY: as for `Word32`.
+unsafe impl Sync for Word64 {}
+
+impl Word32 {
+    /// The word's current value (acquire).
+    #[inline(always)]
+    pub fn load(self) -> u32 {
+        // SAFETY: made only by `Shm::word32` from an in-range, 4-aligned word of
+        // a mapping it pinned, which `Drop for Shm` then never unmaps (it swaps
+        // in zero pages at the same addresses instead): the pointer is valid for
+        // reads for the rest of the process. Every access to shared words is
+        // atomic, and an atomic load of read-only memory is allowed.
+        unsafe { self.0.as_ref() }.load(Ordering::Acquire)
+    }
+}
+
+impl Word64 {
+    /// The word's current value (acquire).
+    #[inline(always)]
+    pub fn load(self) -> u64 {
+        // SAFETY: as in `Word32::load` (made by `Shm::word64`, 8-aligned).
+        unsafe { self.0.as_ref() }.load(Ordering::Acquire)
+    }
 }
 
 // SAFETY: the mapping is plain shared memory. All mutation of shared words goes
@@ -34,9 +87,10 @@ impl Shm {
         let map = MmapOptions::new().len(len).map_raw(file)?;
         let ptr = map.as_mut_ptr();
         Ok(Shm {
-            _map: map,
+            map: ManuallyDrop::new(map),
             ptr,
             len,
+            pinned: AtomicBool::new(false),
         })
     }
 
@@ -46,9 +100,10 @@ impl Shm {
         let map = MmapOptions::new().len(len).map_raw_read_only(file)?;
         let ptr = map.as_mut_ptr();
         Ok(Shm {
-            _map: map,
+            map: ManuallyDrop::new(map),
             ptr,
             len,
+            pinned: AtomicBool::new(false),
         })
     }
 
@@ -80,6 +135,33 @@ impl Shm {
         );
         // SAFETY: 4-aligned and in range (checked above); same reasoning as `u64_at`.
         unsafe { &*(self.ptr.add(off) as *const AtomicU32) }
+    }
+
+    /// A handle on the 4-byte word at `off` that may outlive `self`; pins the
+    /// mapping's address range for the rest of the process.
+    #[inline]
+    pub fn word32(&self, off: usize) -> Word32 {
+        let w = NonNull::from(self.u32_at(off));
+        self.pin();
+        Word32(w)
+    }
+
+    /// Like [`Shm::word32`] for the 8-byte word at `off`.
+    #[inline]
+    pub fn word64(&self, off: usize) -> Word64 {
+        let w = NonNull::from(self.u64_at(off));
+        self.pin();
+        Word64(w)
+    }
+
+    /// Marks the mapping as referenced by word handles. Read first: every L1
+    /// fill makes handles, and a store each time would keep taking the cache
+    /// line away from the other threads that read this handle.
+    #[inline(always)]
+    fn pin(&self) {
+        if !self.pinned.load(Ordering::Relaxed) {
+            self.pinned.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Raw address of `off`, for the pthread mutex and futex calls that need one.
@@ -161,5 +243,38 @@ impl Shm {
         // exists; concurrent readers only perform relaxed atomic loads on it and
         // discard what they read unless the range was stable (seqlock protocol).
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(off), src.len()) }
+    }
+}
+
+impl Drop for Shm {
+    fn drop(&mut self) {
+        // `&mut self`: every thread that used this handle has synchronised with
+        // the drop, so a relaxed flag set by any of them is visible here.
+        if !*self.pinned.get_mut() {
+            // SAFETY: dropped exactly once, here; nothing points into the mapping
+            // (no word handle was made and all borrows of `self` have ended).
+            unsafe { ManuallyDrop::drop(&mut self.map) };
+            return;
+        }
+        // Word handles may still be loaded, from any thread. Replace the file's
+        // pages with read-only zero pages at the same addresses, in one mmap that
+        // the kernel applies atomically: a concurrent load sees either page, never
+        // a hole, and the file's memory is released (a tmpfs file is freed once
+        // unlinked). The address range itself is never returned. Should the call
+        // fail, the file mapping is kept instead, which is just as sound.
+        // SAFETY: MAP_FIXED over exactly the range this handle mapped and owns;
+        // no Rust reference into it remains (`&mut self`), and the word handles
+        // only load atomically, which the new pages allow.
+        let _ = unsafe {
+            libc::mmap(
+                self.ptr.cast(),
+                self.len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        // `map` is deliberately not dropped: unmapping would free the range.
     }
 }

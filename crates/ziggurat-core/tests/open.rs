@@ -1,6 +1,9 @@
 //! Opening a segment: every refusal has a stable cause and a message that
 //! names the file and the remedy; sharing through a group.
 
+// The tests call libc directly to set up ownership and read free space.
+#![allow(unsafe_code)]
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,8 @@
 //! A read-only attach: sees everything, writes nothing, refuses writes by name.
 
+// The tests call libc directly to set up ownership.
+#![allow(unsafe_code)]
+
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Duration;

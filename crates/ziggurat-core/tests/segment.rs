@@ -1,5 +1,8 @@
 //! Engine tests through the public API: behaviour, eviction, repair.
 
+// The tests map the file themselves to damage it on purpose.
+#![allow(unsafe_code)]
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -73,6 +76,56 @@ fn stamps_move_by_two_per_write() {
     assert_eq!(seg.stamp_word(&kh).load(Ordering::SeqCst), s0 + 2);
     seg.delete(b"k").unwrap();
     assert_eq!(seg.stamp_word(&kh).load(Ordering::SeqCst), s0 + 4);
+}
+
+/// Whether this process still maps the file with inode `ino` (the maps list
+/// shows the name the file was created under, not the one it was linked to).
+fn mapped(ino: u64) -> bool {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines()
+        .any(|l| l.split_whitespace().nth(4) == Some(&ino.to_string()))
+}
+
+fn inode(seg: &Segment) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(seg.path()).unwrap().ino()
+}
+
+#[test]
+fn word_handles_follow_writes_and_stay_loadable_after_the_segment() {
+    let d = Dir::new("watch");
+    let seg = Segment::open("watch", &d.opts(4 << 20)).unwrap();
+    let kh = seg.hash(b"k");
+    let stamp = seg.stamp_watch(&kh);
+    let tag = seg.tag_watch(seg.tag_cell(b"t"));
+    let epoch = seg.epoch_watch();
+    let (s0, t0, e0) = (stamp.load(), tag.load(), epoch.load());
+    seg.set(b"k", b"v", None, &[b"t"]).unwrap();
+    seg.invalidate_tag(b"t").unwrap();
+    seg.clear().unwrap();
+    // Handles are Send: another thread sees the same words.
+    let seen = std::thread::spawn(move || (stamp.load(), tag.load(), epoch.load()))
+        .join()
+        .unwrap();
+    assert_eq!(seen, (s0 + 2, t0 + 1, e0 + 1));
+    let ino = inode(&seg);
+    assert!(mapped(ino));
+    seg.unlink().unwrap();
+    drop(seg);
+    // The file's pages are released, yet the handles still load (zero pages).
+    assert!(!mapped(ino));
+    assert_eq!((stamp.load(), tag.load(), epoch.load()), (0, 0, 0));
+}
+
+#[test]
+fn a_segment_without_handles_is_unmapped_on_drop() {
+    let d = Dir::new("unmap");
+    let seg = Segment::open("unmap", &d.opts(4 << 20)).unwrap();
+    seg.set(b"k", b"v", None, &[]).unwrap();
+    let ino = inode(&seg);
+    assert!(mapped(ino));
+    drop(seg);
+    assert!(!mapped(ino));
 }
 
 #[test]

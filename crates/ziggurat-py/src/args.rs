@@ -3,6 +3,7 @@
 
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use ziggurat_cache::Lifetime;
 
 use crate::convert::{key_bytes, ttl_arg};
@@ -56,13 +57,19 @@ pub(crate) fn named<T>(py: Python<'_>, method: &str, r: PyResult<T>) -> PyResult
 /// caching the coroutine object would be wrong. The coroutine is closed so
 /// Python does not warn that it was never awaited.
 pub(crate) fn refuse_awaitable(v: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
-    // The type's am_await slot, not `hasattr(v, "__await__")`: a failed attribute
-    // lookup builds an AttributeError, which would cost more than the rest of a miss.
-    // SAFETY: `v` keeps its type object alive; PyType_GetSlot only reads it, and
-    // accepts static types from Python 3.10, the oldest this package supports.
-    let awaitable = unsafe {
-        !pyo3::ffi::PyType_GetSlot(pyo3::ffi::Py_TYPE(v.as_ptr()), pyo3::ffi::Py_am_await).is_null()
-    };
+    // What loaders return most is never awaitable; asking the others with
+    // `hasattr` builds an AttributeError when the answer is no, which would cost
+    // more than the rest of a miss if done for every value.
+    let plain = v.is_none()
+        || v.is_exact_instance_of::<PyDict>()
+        || v.is_exact_instance_of::<PyList>()
+        || v.is_exact_instance_of::<PyString>()
+        || v.is_exact_instance_of::<PyInt>()
+        || v.is_exact_instance_of::<PyBytes>()
+        || v.is_exact_instance_of::<PyTuple>()
+        || v.is_exact_instance_of::<PyFloat>()
+        || v.is_exact_instance_of::<PyBool>();
+    let awaitable = !plain && v.hasattr(pyo3::intern!(v.py(), "__await__"))?;
     if awaitable {
         if v.hasattr(pyo3::intern!(v.py(), "close"))? {
             let _ = v.call_method0(pyo3::intern!(v.py(), "close"));

@@ -46,15 +46,13 @@ pub fn err(e: ziggurat_core::Error) -> PyErr {
 /// The bytes of a str (UTF-8) or bytes key.
 #[inline]
 pub fn key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    // Both borrows are tied to `key`: the cast keeps its lifetime, and `to_str`
+    // (the UTF-8 form CPython caches inside the str) and `as_bytes` borrow from
+    // the object they are called on.
     if let Ok(s) = key.cast::<PyString>() {
-        // SAFETY-free: to_str returns UTF-8 cached by CPython inside the object,
-        // which lives as long as `key`.
-        let s: &str = s.to_str()?;
-        // Extend the borrow to the key object's lifetime: the UTF-8 buffer is
-        // owned by the str object and immutable.
-        Ok(unsafe_extend(s.as_bytes()))
+        Ok(s.to_str()?.as_bytes())
     } else if let Ok(b) = key.cast::<PyBytes>() {
-        Ok(unsafe_extend(b.as_bytes()))
+        Ok(b.as_bytes())
     } else {
         Err(PyTypeError::new_err(format!(
             "key must be str or bytes, not {}",
@@ -63,17 +61,10 @@ pub fn key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     }
 }
 
-#[inline(always)]
-fn unsafe_extend<'a>(b: &[u8]) -> &'a [u8] {
-    // SAFETY: callers pass bytes owned by an immutable Python str/bytes object
-    // that they keep alive (`key: &'a Bound`) for all of 'a.
-    unsafe { std::slice::from_raw_parts(b.as_ptr(), b.len()) }
-}
-
 /// The bytes of a value (bytes only: the segment stores bytes).
 pub fn value_bytes<'a>(v: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     match v.cast::<PyBytes>() {
-        Ok(b) => Ok(unsafe_extend(b.as_bytes())),
+        Ok(b) => Ok(b.as_bytes()),
         Err(_) => Err(PyTypeError::new_err(format!(
             "value must be bytes, not {}",
             v.get_type().name()?

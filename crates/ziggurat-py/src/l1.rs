@@ -7,64 +7,48 @@
 //! since they were queued).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use hashbrown::HashTable;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
+use ziggurat_core::{Word32, Word64};
 
 /// A shared word an entry validates against, with the value it had at fill time.
-/// The pointer targets the mapping of a segment that the owning `CacheCore`
-/// keeps alive (an `Arc`) for as long as the L1 exists.
+/// The engine's handle keeps the load defined whatever happens to the segment;
+/// the owning `CacheCore` also keeps the segment alive (an `Arc`) for as long as
+/// the L1 exists, so the word still follows the file.
 #[derive(Clone, Copy)]
 pub struct Watch32 {
-    pub word: *const AtomicU32,
+    pub word: Word32,
     pub seen: u32,
 }
 
 /// Like [`Watch32`] for the 64-bit epoch.
 #[derive(Clone, Copy)]
 pub struct Watch64 {
-    pub word: *const AtomicU64,
+    pub word: Word64,
     pub seen: u64,
 }
 
 impl Watch32 {
     /// Watches `word` for a change from `seen`.
     #[inline]
-    pub fn of(word: &AtomicU32, seen: u32) -> Watch32 {
-        Watch32 { word, seen }
-    }
-
-    #[inline(always)]
-    fn of_raw(word: *const AtomicU32, seen: u32) -> Watch32 {
+    pub fn of(word: Word32, seen: u32) -> Watch32 {
         Watch32 { word, seen }
     }
 
     #[inline(always)]
     fn holds(&self) -> bool {
-        // SAFETY: `word` points into a live mapping (see the type's comment),
-        // 4-aligned, accessed only atomically.
-        unsafe { (*self.word).load(Ordering::Acquire) == self.seen }
+        self.word.load() == self.seen
     }
 }
 
 impl Watch64 {
     /// Watches `word` for a change from `seen`.
     #[inline]
-    pub fn of(word: &AtomicU64, seen: u64) -> Watch64 {
+    pub fn of(word: Word64, seen: u64) -> Watch64 {
         Watch64 { word, seen }
-    }
-
-    #[inline(always)]
-    fn of_raw(word: *const AtomicU64, seen: u64) -> Watch64 {
-        Watch64 { word, seen }
-    }
-
-    #[inline(always)]
-    fn holds(&self) -> bool {
-        // SAFETY: as for `Watch32::holds`.
-        unsafe { (*self.word).load(Ordering::Acquire) == self.seen }
     }
 }
 
@@ -80,14 +64,15 @@ pub struct Entry {
     pub hash: u64,
     /// Monotonic ms after which the entry is stale (0 = never).
     pub deadline: u64,
-    /// Key stamp word (null when there is no segment: degraded mode) and the
-    /// value it had at fill time.
-    stamp_word: *const AtomicU32,
+    /// Key stamp word (none when there is no segment: degraded mode) and the
+    /// value it had at fill time. Split from its value, unlike a `Watch32`, so
+    /// that the flags below fill the padding and the line holds everything.
+    stamp_word: Option<Word32>,
     stamp_seen: u32,
     pub negative: bool,
     visited: bool,
     has_tags: bool,
-    epoch_word: *const AtomicU64,
+    epoch_word: Option<Word64>,
     epoch_seen: u64,
     // Second line: read on fills, evictions, debug checks and early refresh.
     tags: Box<[Watch32]>,
@@ -102,6 +87,14 @@ pub struct Entry {
 // The hit path's fields end within the first cache line.
 const _: () = assert!(std::mem::offset_of!(Entry, tags) == 64);
 const _: () = assert!(std::mem::size_of::<Option<Entry>>() == 128);
+// An absent word costs no tag: the handles are non-null pointers.
+const _: () = assert!(std::mem::size_of::<Option<Word32>>() == 8);
+const _: () = assert!(std::mem::size_of::<Option<Word64>>() == 8);
+// Entries cross threads inside the pyclass, which is `Send + Sync`.
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<Entry>()
+};
 
 impl Entry {
     #[allow(clippy::too_many_arguments)]
@@ -122,12 +115,12 @@ impl Entry {
             value,
             hash,
             deadline,
-            stamp_word: stamp.map_or(std::ptr::null(), |s| s.word),
+            stamp_word: stamp.map(|s| s.word),
             stamp_seen: stamp.map_or(0, |s| s.seen),
             negative,
             visited: false,
             has_tags: !tags.is_empty(),
-            epoch_word: epoch.map_or(std::ptr::null(), |e| e.word),
+            epoch_word: epoch.map(|e| e.word),
             epoch_seen: epoch.map_or(0, |e| e.seen),
             tags,
             encoded,
@@ -142,24 +135,15 @@ impl Entry {
         if self.deadline != 0 && now >= self.deadline {
             return false;
         }
-        if !self.stamp_word.is_null() && !Watch32::of_raw(self.stamp_word, self.stamp_seen).holds()
-        {
+        if self.stamp_word.is_some_and(|w| w.load() != self.stamp_seen) {
             return false;
         }
-        if !self.epoch_word.is_null() && !Watch64::of_raw(self.epoch_word, self.epoch_seen).holds()
-        {
+        if self.epoch_word.is_some_and(|w| w.load() != self.epoch_seen) {
             return false;
         }
         !self.has_tags || self.tags.iter().all(|t| t.holds())
     }
 }
-
-// SAFETY: entries hold Python objects (only touched with the GIL held, as the
-// owning pyclass guarantees) and pointers into a shared mapping that is only
-// read atomically. Nothing is tied to the creating thread.
-unsafe impl Send for Entry {}
-// SAFETY: see `Send`.
-unsafe impl Sync for Entry {}
 
 /// Counters of the L1 tier.
 #[derive(Default, Clone, Copy)]
@@ -402,10 +386,10 @@ pub struct Shared {
 }
 
 // SAFETY: `l1` is only reached through `try_with`, which requires the GIL and
-// hands out the `&mut` to at most one caller at a time (the `busy` flag).
+// hands out the `&mut` to at most one caller at a time (the `busy` flag); the
+// `L1` itself is `Send` (so `Shared` is `Send` without help).
+#[allow(unsafe_code)]
 unsafe impl Sync for Shared {}
-// SAFETY: `L1` holds only `Send` data (see `Entry`).
-unsafe impl Send for Shared {}
 
 impl Shared {
     pub fn new(l1: L1) -> Shared {
@@ -417,6 +401,7 @@ impl Shared {
 
     /// Runs `f` on the L1 unless another caller is inside; `None` then.
     #[inline(always)]
+    #[allow(unsafe_code)] // the cell access below; the binding's only other is `Sync`
     pub fn try_with<R>(&self, _gil: Python<'_>, f: impl FnOnce(&mut L1) -> R) -> Option<R> {
         // The GIL orders every access: a plain load and store suffice, no
         // locked instruction (this is on the path of every L1 hit).

@@ -66,10 +66,7 @@ pub(crate) fn tag_watches(seg: &Segment, tags: &[u64], n: u8) -> Vec<Watch32> {
         .iter()
         .map(|&t| {
             let r = TagRef::unpack(t);
-            Watch32 {
-                word: seg.tag_word(r.cell) as *const _,
-                seen: r.version,
-            }
+            Watch32::of(seg.tag_watch(r.cell), r.version)
         })
         .collect()
 }
@@ -209,8 +206,8 @@ impl CacheCore {
                         stored,
                         encoded,
                         false,
-                        Some(Watch32::of(stamp, s1)),
-                        Some(Watch64::of(epoch, e1)),
+                        Some(Watch32::of(main.stamp_watch(&kh), s1)),
+                        Some(Watch64::of(main.epoch_watch(), e1)),
                         r.tags.into_boxed_slice(),
                         r.soft,
                         r.ttl_ms,
@@ -253,8 +250,8 @@ impl CacheCore {
                                 py.None(),
                                 None,
                                 true,
-                                Some(Watch32::of(stamp, s1)),
-                                Some(Watch64::of(epoch, e1)),
+                                Some(Watch32::of(main.stamp_watch(&kh), s1)),
+                                Some(Watch64::of(main.epoch_watch(), e1)),
                                 r.tags.into_boxed_slice(),
                                 r.soft,
                                 r.ttl_ms,

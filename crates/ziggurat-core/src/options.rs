@@ -1,0 +1,47 @@
+//! How to open a segment.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How to open a segment.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Byte budget of the whole file (used when creating it).
+    pub size: u64,
+    /// Directory of the file.
+    pub directory: PathBuf,
+    /// Replace a file that cannot be used instead of refusing it.
+    pub recreate: bool,
+    /// Expected bytes per entry (key + value + ~16), which sizes the index.
+    pub avg_item_size: u64,
+    /// Number of shards (power of two); `None` picks one from the size.
+    pub shards: Option<u32>,
+    /// How long a writer waits for a shard lock.
+    pub lock_timeout: Duration,
+    /// Share the file with the users of this group (a gid): a new file is
+    /// created mode 660 with this group, and a file of another user is
+    /// accepted when it has this group and mode exactly 660. `None`: the file
+    /// is mode 600 and only its owner may use it.
+    pub group: Option<u32>,
+    /// Attach to an existing segment without ever writing to it (an operator's
+    /// view): the file is mapped read-only, it is never created or repaired,
+    /// its owner and mode are not checked (what the OS lets this process read,
+    /// it may inspect), reads do not raise entry frequencies nor count hits,
+    /// and every operation that writes fails with [`Error::Invalid`].
+    pub read_only: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            size: 64 << 20,
+            directory: PathBuf::from("/dev/shm"),
+            recreate: false,
+            avg_item_size: 128,
+            shards: None,
+            lock_timeout: Duration::from_millis(500),
+            group: None,
+            read_only: false,
+        }
+    }
+}
