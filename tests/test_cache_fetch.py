@@ -16,12 +16,13 @@ import cache_helpers
 import pytest
 from cache_helpers import CTX, CallLog, Worker, new_name, open_like, wait_until
 from ziggurat import Cache, LoadTimeout
+from ziggurat.loader import Found
 
 cache_dir = cache_helpers.cache_dir
 make_cache = cache_helpers.make_cache
 
 SIZE = "8MiB"
-_HIT, _NEG, _STALE = 1, 2, 3
+_HIT, _NEG, _STALE = Found.HIT, Found.NEGATIVE, Found.STALE
 
 
 # ------------------------------------------------------------------------- single-flight
@@ -292,7 +293,8 @@ def test_negative_caching(make_cache: Callable[..., Cache]) -> None:
         assert calls == ["x"]
         assert cache.get("gone", "dflt") == "dflt"
         assert other.get("gone", "dflt") == "dflt"
-        kind, _, left = cache._core.lookup("gone")[:3]
+        p = cache._core.peek("gone")
+        kind, left = p.found, p.seconds_left
         assert kind == _NEG and 0 < left <= 0.5
         assert other.stats()["process"]["l2"]["negative_hits"] >= 1
         time.sleep(0.6)
@@ -335,7 +337,7 @@ def test_cached_miss_voided_by_later_write(make_cache: Callable[..., Cache], wri
     try:
         assert cache.fetch("k", loader, tags=["t"]) is None
         assert other.fetch("k", loader) is None  # other's L1 now holds the cached miss
-        assert other._core.lookup("k")[0] == _NEG
+        assert other._core.peek("k").found == _NEG
         assert calls == ["load"]
         if write == "set":
             other.set("k", "real")
@@ -420,7 +422,7 @@ def test_fail_safe_serves_stale(make_cache: Callable[..., Cache]) -> None:
     assert cache.fetch("k", lambda: "v1", ttl=0.3) == "v1"
     time.sleep(0.4)
     assert cache.get("k") is None  # expired for normal reads
-    assert cache._core.lookup("k")[0] == _STALE
+    assert cache._core.peek("k").found == _STALE
     assert cache.fetch("k", _boom) == "v1"
     assert cache.loader_stats.stale_served == 1
     assert cache.loader_stats.errors == 1
@@ -449,7 +451,7 @@ def _assert_nothing_cached_after_error(cache: Cache) -> None:
     with pytest.raises(Boom):
         cache.fetch("k", _boom)
     assert cache.get("k") is None
-    assert cache._core.lookup("k")[0] not in (_HIT, _NEG)
+    assert cache._core.peek("k").found not in (_HIT, _NEG)
     # The exception was not cached: the next fetch calls its loader.
     assert cache.fetch("k", lambda: calls.append(1) or "fresh") == "fresh"
     assert calls == [1]
@@ -568,8 +570,8 @@ def test_ttl_jitter_spreads_deadlines(make_cache: Callable[..., Cache]) -> None:
     try:
         for i in range(60):
             cache.fetch(f"k{i}", lambda i=i: i)
-        lefts = [cache._core.lookup(f"k{i}")[2] for i in range(60)]
-        l2_lefts = [other._core.lookup(f"k{i}")[2] for i in range(60)]
+        lefts = [cache._core.peek(f"k{i}").seconds_left for i in range(60)]
+        l2_lefts = [other._core.peek(f"k{i}").seconds_left for i in range(60)]
         for left in (*lefts, *l2_lefts):
             assert 50 - 0.5 <= left <= 100
         assert len({round(x, 1) for x in lefts}) > 30
@@ -578,13 +580,13 @@ def test_ttl_jitter_spreads_deadlines(make_cache: Callable[..., Cache]) -> None:
             assert abs(a - b) < 0.5  # the same stored deadline through both tiers
         # set() stores the exact ttl.
         cache.set("s", 1, ttl=100)
-        assert 99 <= cache._core.lookup("s")[2] <= 100
+        assert 99 <= cache._core.peek("s").seconds_left <= 100
     finally:
         other.close()
     flat = make_cache(ttl=100, jitter=0)
     for i in range(20):
         flat.fetch(f"k{i}", lambda i=i: i)
-    lefts = [flat._core.lookup(f"k{i}")[2] for i in range(20)]
+    lefts = [flat._core.peek(f"k{i}").seconds_left for i in range(20)]
     assert max(lefts) - min(lefts) < 1.0
     assert min(lefts) > 99
 

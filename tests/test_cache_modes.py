@@ -48,7 +48,7 @@ def test_shared_mode_returns_same_object(make_cache: Callable[..., Cache]) -> No
             first = other.get(f"k{i}")
             assert first == value and first is not value
             assert other.get(f"k{i}") is first
-            assert other._core.lookup(f"k{i}")[1] is first  # fetch path too
+            assert other._core.peek(f"k{i}").value is first  # fetch path too
     finally:
         other.close()
 

@@ -106,6 +106,14 @@ FOUND_HIT: int
 FOUND_NEGATIVE: int
 FOUND_STALE: int
 
+class Peek:
+    """What ``Cache.peek`` found."""
+
+    found: int
+    value: Any
+    seconds_left: float
+    ttl: float
+
 class Step:
     """One step of a miss (see ``ziggurat.loader.StepKind``)."""
 
@@ -182,7 +190,7 @@ class Cache:
         neg_ttl: float | None = None,
         stale_ttl: float | None = None,
     ) -> Any: ...
-    def lookup(self, key: str | bytes) -> tuple[int, Any, float, float, int | None]: ...
+    def peek(self, key: str | bytes) -> Peek: ...
     def store_value(
         self,
         key: str | bytes,

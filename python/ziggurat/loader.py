@@ -49,7 +49,7 @@ class StepKind(enum.IntEnum):
 
 
 class Found(enum.IntEnum):
-    """What a read below L1 found (``Cache._core.lookup``'s first field).
+    """What a read below L1 found (``found`` of the core's ``peek``).
 
     >>> Found.STALE > Found.HIT
     True

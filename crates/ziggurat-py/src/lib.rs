@@ -27,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MutationError", py.get_type::<core::MutationError>())?;
     m.add("LoadTimeout", py.get_type::<fetch::LoadTimeout>())?;
     m.add_class::<fetch::Step>()?;
+    m.add_class::<read::Peek>()?;
     m.add("STEP_HIT", fetch::STEP_HIT)?;
     m.add("STEP_LOAD", fetch::STEP_LOAD)?;
     m.add("STEP_WAIT", fetch::STEP_WAIT)?;

@@ -5,7 +5,7 @@
 use std::sync::atomic::{fence, Ordering};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::PyBytes;
 use ziggurat_cache::{Kind, Trailer, TRAILER_LEN};
 use ziggurat_core::{now_ms, Segment, TagRef};
 
@@ -310,19 +310,29 @@ impl CacheCore {
     }
 }
 
+/// What `peek` found (named fields, see `CacheCore::peek`).
+#[pyclass(module = "ziggurat._native", frozen, get_all)]
+pub struct Peek {
+    /// `ziggurat.loader.Found`: 0 miss, 1 hit, 2 cached miss, 3 stale.
+    found: u8,
+    /// The value (None unless hit or stale).
+    value: Py<PyAny>,
+    /// Seconds before the entry goes stale; negative: stale for that long.
+    seconds_left: f64,
+    /// The TTL the entry was written with, in seconds (0: never expires).
+    ttl: f64,
+}
+
 #[pymethods]
 impl CacheCore {
-    /// (kind, value, seconds_left, ttl_seconds, stamps) with kind 0 miss, 1 hit,
-    /// 2 cached miss, 3 stale (past its TTL, within stale_ttl). `stamps` (an int
-    /// or None) is for `lease`: it lets the lease holder skip a second probe.
-    fn lookup<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
+    /// What this process would find for `key` now, without loading: the
+    /// kind (`ziggurat.loader.Found`), the value, the seconds left before it
+    /// goes stale (negative: stale for that long) and its TTL. Fills L1 like
+    /// a read does.
+    fn peek(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Peek> {
         named(
             py,
-            "Cache.fetch",
+            "Cache.peek",
             (|| {
                 let hash = key_hash(key)?;
                 let now = now_ms();
@@ -333,17 +343,13 @@ impl CacheCore {
                         soft.saturating_sub(now) as f64 / 1000.0
                     }
                 };
-                let tuple = |kind: u8, v: Py<PyAny>, left: f64, ttl: u32, stamps: Option<u64>| {
-                    PyTuple::new(
-                        py,
-                        [
-                            kind.into_pyobject(py)?.into_any(),
-                            v.into_bound(py),
-                            left.into_pyobject(py)?.into_any(),
-                            (ttl as f64 / 1000.0).into_pyobject(py)?.into_any(),
-                            stamps.into_pyobject(py)?.into_any(),
-                        ],
-                    )
+                let tuple = |kind: u8, v: Py<PyAny>, left: f64, ttl: u32, _: Option<u64>| {
+                    Ok(Peek {
+                        found: kind,
+                        value: v,
+                        seconds_left: left,
+                        ttl: ttl as f64 / 1000.0,
+                    })
                 };
                 if let Some(e) = self.l1_hit(py, key, hash) {
                     let (soft, ttl) = (e.deadline, e.ttl_ms);
