@@ -67,6 +67,18 @@ pub(crate) fn incr_error(py: Python<'_>, key: &Bound<'_, PyAny>, e: UpdateError)
 }
 
 impl CacheCore {
+    /// A `ttl` argument checked, or `default` when it is None.
+    pub(crate) fn ttl_or_default(
+        &self,
+        ttl: Option<&Bound<'_, PyAny>>,
+        default: f64,
+    ) -> PyResult<f64> {
+        match ttl_arg(ttl)? {
+            None => Ok(default),
+            Some(t) => positive_ttl(t, "ttl"),
+        }
+    }
+
     /// The bytes and kind `value` is stored as: a counter for an exact `int`
     /// in 64 bits, else what the serializer makes of it.
     fn encode_value<'py>(
@@ -273,10 +285,7 @@ impl CacheCore {
             "Cache.set",
             (|| {
                 let f = &self.cfg;
-                let ttl = match ttl_arg(ttl)? {
-                    None => f.ttl,
-                    Some(t) => positive_ttl(t, "ttl")?,
-                };
+                let ttl = self.ttl_or_default(ttl, f.ttl)?;
                 let stale = f.stale_ttl.unwrap_or(0.0);
                 let kb = check_key(key)?;
                 let tags = tags_arg(tags)?;
@@ -307,10 +316,7 @@ impl CacheCore {
             "Cache.add",
             (|| {
                 let (main, f) = self.writable()?;
-                let ttl = match ttl_arg(ttl)? {
-                    None => f.ttl,
-                    Some(t) => positive_ttl(t, "ttl")?,
-                };
+                let ttl = self.ttl_or_default(ttl, f.ttl)?;
                 let kb = check_key(key)?;
                 let tags = tags_arg(tags)?;
                 let (enc, kind) = self.encode_value(py, value)?;
@@ -362,10 +368,7 @@ impl CacheCore {
             "Cache.touch",
             (|| {
                 let (main, f) = self.writable()?;
-                let ttl = match ttl_arg(ttl)? {
-                    None => f.ttl,
-                    Some(t) => positive_ttl(t, "ttl")?,
-                };
+                let ttl = self.ttl_or_default(ttl, f.ttl)?;
                 let kb = check_key(key)?;
                 let life = lifetime(ttl, f.stale_ttl.unwrap_or(0.0));
                 ziggurat_cache::touch(main, kb, &life).map_err(err)
