@@ -109,14 +109,20 @@ impl Segment {
         let expiry = deadline_ms(ttl);
         let (guard, stamp_idx) = self.begin(&kh)?;
         let sh = guard.sh;
-        let current = sh
-            .locate(&kh, key)
-            .found
-            .filter(|&(_, w)| self.live(&sh, w));
+        // A plain set needs nothing of the current record: `append` finds its
+        // slot again after reserving. Reading it would cost a cache miss in the
+        // ring on every overwrite.
+        let current = || {
+            sh.locate(&kh, key)
+                .found
+                .filter(|&(_, w)| self.live(&sh, w))
+        };
         let go = match cond {
             Cond::Always => true,
-            Cond::Absent => current.is_none(),
-            Cond::Equals(expected) => current.is_some_and(|(_, w)| self.value_is(&sh, w, expected)),
+            Cond::Absent => current().is_none(),
+            Cond::Equals(expected) => {
+                current().is_some_and(|(_, w)| self.value_is(&sh, w, expected))
+            }
         };
         if !go {
             sh.intent_active().store(0, Ordering::Release);
