@@ -499,3 +499,34 @@ def test_group_shares_the_segment_with_another_user(cache_dir: str) -> None:
         Cache(name, "8MiB", directory=cache_dir, group="no-such-group-here")
     with pytest.raises(TypeError, match="group"):
         Cache(name, "8MiB", directory=cache_dir, group=1.5)  # type: ignore[arg-type]
+
+
+# -- stats after fork (gunicorn --preload) ----------------------------------------------------
+
+
+def _child_reads(cache: Cache, conn: Any) -> None:
+    before = cache.stats()["host"]["l2"]["hits"]
+    for i in range(6):
+        assert cache.get(f"k{i}") == i
+    conn.send((before, cache.stats()["host"]["l2"]["hits"], cache.stats()["process"]["l2"]["hits"]))
+    conn.close()
+
+
+def test_host_counters_are_right_in_a_forked_worker(cache_dir: str) -> None:
+    """A cache opened before fork (as under gunicorn --preload): the worker's L2 hits reach
+    the host-wide counters (it used to flush nothing after the fork)."""
+    cache = Cache(new_name(), "8MiB", directory=cache_dir, l1_items=0)
+    try:
+        for i in range(6):
+            cache.set(f"k{i}", i)
+        r, w = CTX.Pipe(duplex=False)
+        p = CTX.Process(target=_child_reads, args=(cache, w))
+        p.start()
+        before, after, process_hits = r.recv()
+        p.join(30)
+        assert p.exitcode == 0
+        assert process_hits == 6
+        assert after - before == 6
+        assert cache.stats()["host"]["l2"]["hits"] >= before + 6
+    finally:
+        cache.unlink()
