@@ -1,7 +1,6 @@
-"""``fetch`` takes one of two paths on a miss: a native one when nothing is unusual (no
-per-call TTLs, tags given as a tuple or list, no stale value or early refresh to handle, the
-lease free), and the Python one for everything else. These tests run the same scenarios
-through both and check they behave alike: one loader call, the value stored for the other
+"""``fetch``'s one miss path under each of the options that change what it does (per-call
+TTLs, tags as a list or a generator, fail-safe stale values, early refresh, copy modes, no
+L1). Every variant must behave alike: one loader call, the value stored for the other
 handles, cached misses, the lease released after a failed store or a failed loader, the
 loader counters, and failed stores logged and counted without failing the call.
 """
@@ -21,11 +20,10 @@ from ziggurat import Cache
 make_cache = cache_helpers.make_cache
 cache_dir = cache_helpers.cache_dir
 
-# (label, Cache options, fetch keyword arguments): the first runs the native miss path,
-# every other one is routed to the Python path by one of its conditions.
+# (label, Cache options, fetch keyword arguments): the plain case, then one option each.
 PATHS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-    ("native", {}, {}),
-    ("native-tags-list", {}, {"tags": ["t1"]}),
+    ("plain", {}, {}),
+    ("tags-list", {}, {"tags": ["t1"]}),
     ("per-call-ttl", {}, {"ttl": 60}),
     ("per-call-neg-ttl", {}, {"neg_ttl": 30}),
     ("tags-generator", {}, {"tags": "generator"}),
@@ -52,7 +50,7 @@ def path(request: pytest.FixtureRequest) -> Iterator[tuple[dict[str, Any], dict[
 def test_miss_loads_once_and_stores(
     make_cache: Callable[..., Cache], path: tuple[dict[str, Any], dict[str, Any]]
 ) -> None:
-    """Both paths: a miss calls the loader once, returns its value, stores it where another
+    """Every variant: a miss calls the loader once, returns its value, stores it where another
     handle reads it from L2, and the next fetch hits without calling the loader."""
     opts, kw = path
     cache = make_cache(**opts)
@@ -74,7 +72,7 @@ def test_miss_loads_once_and_stores(
 def test_none_is_cached_as_a_miss(
     make_cache: Callable[..., Cache], path: tuple[dict[str, Any], dict[str, Any]]
 ) -> None:
-    """Both paths: a loader's None is returned and cached as a miss (no second call, for
+    """Every variant: a loader's None is returned and cached as a miss (no second call, for
     this handle and another), and a later set voids the cached miss."""
     opts, kw = path
     cache = make_cache(**opts)
@@ -96,7 +94,7 @@ def test_none_is_cached_as_a_miss(
 def test_tags_reach_the_stored_entry(
     make_cache: Callable[..., Cache], path: tuple[dict[str, Any], dict[str, Any]]
 ) -> None:
-    """Both paths: tags given to fetch are stored with the value, so invalidating one makes
+    """Every variant: tags given to fetch are stored with the value, so invalidating one makes
     the next fetch load again."""
     opts, kw = path
     if "tags" not in kw:
@@ -116,7 +114,7 @@ def test_tags_reach_the_stored_entry(
 def test_loader_error_propagates_and_releases_the_lease(
     make_cache: Callable[..., Cache], path: tuple[dict[str, Any], dict[str, Any]]
 ) -> None:
-    """Both paths: a loader's exception propagates, is counted, caches nothing, and releases
+    """Every variant: a loader's exception propagates, is counted, caches nothing, and releases
     the lease: the next fetch (another handle) calls its loader at once instead of waiting
     for loader_timeout."""
     opts, kw = path
@@ -139,7 +137,7 @@ def test_failed_store_is_logged_counted_and_released(
     path: tuple[dict[str, Any], dict[str, Any]],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Both paths: a loaded value that cannot be stored (larger than the segment's largest
+    """Every variant: a loaded value that cannot be stored (larger than the segment's largest
     value) is still returned; the failure is logged and counted in write_errors; the lease
     is released (another handle's fetch loads at once)."""
     opts, kw = path
@@ -158,7 +156,7 @@ def test_failed_store_is_logged_counted_and_released(
 def test_unserializable_value_is_returned_not_cached(
     make_cache: Callable[..., Cache], path: tuple[dict[str, Any], dict[str, Any]]
 ) -> None:
-    """Both paths: a loaded value the serializer cannot encode is returned, not cached (the
+    """Every variant: a loaded value the serializer cannot encode is returned, not cached (the
     next fetch calls the loader again), and counted as a failed write."""
     opts, kw = path
     cache = make_cache(**opts)
@@ -175,8 +173,8 @@ def test_unserializable_value_is_returned_not_cached(
 
 
 def test_bad_arguments_raise_before_loading(make_cache: Callable[..., Cache]) -> None:
-    """Bad input on a miss raises TypeError/ValueError before the loader runs, on the native
-    path (tags) as on the Python one (TTLs), and leaves nothing behind."""
+    """Bad input on a miss (tags, TTLs) raises TypeError/ValueError before the loader runs,
+    and leaves nothing behind."""
     cache = make_cache()
     calls: list[int] = []
 
