@@ -372,15 +372,36 @@ class ZigguratCache(BaseCache):
     # its shard lock, as ziggurat's own aset does, rather than paying a thread hop. -------
 
     async def aget(self, key: Any, default: Any | None = None, version: int | None = None) -> Any:
-        """``get`` for asyncio code."""
+        """``get`` for asyncio code.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-aget", {"OPTIONS": {"size": "8MiB"}})
+        >>> asyncio.run(backend.aget("k", "absent"))
+        'absent'
+        >>> backend.cache.unlink()
+        """
         return self.get(key, default, version)
 
     async def aget_many(self, keys: Iterable[Any], version: int | None = None) -> dict[Any, Any]:
-        """``get_many`` for asyncio code."""
+        """``get_many`` for asyncio code.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-agetmany", {"OPTIONS": {"size": "8MiB"}})
+        >>> backend.set("a", 1); asyncio.run(backend.aget_many(["a", "b"]))
+        {'a': 1}
+        >>> backend.cache.unlink()
+        """
         return self.get_many(keys, version)
 
     async def ahas_key(self, key: Any, version: int | None = None) -> bool:
-        """``has_key`` for asyncio code."""
+        """``has_key`` for asyncio code.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-ahaskey", {"OPTIONS": {"size": "8MiB"}})
+        >>> asyncio.run(backend.ahas_key("k"))
+        False
+        >>> backend.cache.unlink()
+        """
         return self.has_key(key, version)
 
     async def aset(
@@ -390,7 +411,14 @@ class ZigguratCache(BaseCache):
         timeout: float | None = DEFAULT_TIMEOUT,
         version: int | None = None,
     ) -> None:
-        """``set`` for asyncio code."""
+        """``set`` for asyncio code.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-aset", {"OPTIONS": {"size": "8MiB"}})
+        >>> asyncio.run(backend.aset("k", 1)); backend.get("k")
+        1
+        >>> backend.cache.unlink()
+        """
         self.set(key, value, timeout, version)
 
     async def aadd(
@@ -400,7 +428,14 @@ class ZigguratCache(BaseCache):
         timeout: float | None = DEFAULT_TIMEOUT,
         version: int | None = None,
     ) -> bool:
-        """``add`` for asyncio code."""
+        """``add`` for asyncio code.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-aadd", {"OPTIONS": {"size": "8MiB"}})
+        >>> asyncio.run(backend.aadd("k", 1)), asyncio.run(backend.aadd("k", 2))
+        (True, False)
+        >>> backend.cache.unlink()
+        """
         return self.add(key, value, timeout, version)
 
     async def aset_many(
@@ -409,34 +444,90 @@ class ZigguratCache(BaseCache):
         timeout: float | None = DEFAULT_TIMEOUT,
         version: int | None = None,
     ) -> list[Any]:
-        """``set_many`` for asyncio code."""
+        """``set_many`` for asyncio code.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-asetmany", {"OPTIONS": {"size": "8MiB"}})
+        >>> asyncio.run(backend.aset_many({"a": 1}))
+        []
+        >>> backend.cache.unlink()
+        """
         return self.set_many(data, timeout, version)
 
     async def atouch(
         self, key: Any, timeout: float | None = DEFAULT_TIMEOUT, version: int | None = None
     ) -> bool:
-        """``touch`` for asyncio code."""
+        """``touch`` for asyncio code.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-atouch", {"OPTIONS": {"size": "8MiB"}})
+        >>> backend.set("k", 1); asyncio.run(backend.atouch("k", None))
+        True
+        >>> backend.cache.unlink()
+        """
         return self.touch(key, timeout, version)
 
     async def adelete(self, key: Any, version: int | None = None) -> bool:
-        """``delete`` for asyncio code."""
+        """``delete`` for asyncio code.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-adelete", {"OPTIONS": {"size": "8MiB"}})
+        >>> backend.set("k", 1); asyncio.run(backend.adelete("k"))
+        True
+        >>> backend.cache.unlink()
+        """
         return self.delete(key, version)
 
     async def adelete_many(self, keys: Iterable[Any], version: int | None = None) -> None:
-        """``delete_many`` for asyncio code."""
+        """``delete_many`` for asyncio code.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-adeletemany", {"OPTIONS": {"size": "8MiB"}})
+        >>> backend.set("k", 1); asyncio.run(backend.adelete_many(["k"])); backend.get("k", 0)
+        0
+        >>> backend.cache.unlink()
+        """
         self.delete_many(keys, version)
 
     async def aincr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
-        """``incr`` for asyncio code (atomic across the host's processes)."""
+        """``incr`` for asyncio code (atomic across the host's processes).
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-aincr", {"OPTIONS": {"size": "8MiB"}})
+        >>> backend.set("n", 1); asyncio.run(backend.aincr("n"))
+        2
+        >>> backend.cache.unlink()
+        """
         return self.incr(key, delta, version)
 
     async def adecr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
-        """``decr`` for asyncio code."""
+        """``decr`` for asyncio code.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-adecr", {"OPTIONS": {"size": "8MiB"}})
+        >>> backend.set("n", 1); asyncio.run(backend.adecr("n"))
+        0
+        >>> backend.cache.unlink()
+        """
         return self.decr(key, delta, version)
 
     async def aclear(self) -> None:
-        """``clear`` for asyncio code."""
+        """``clear`` for asyncio code.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-aclear", {"OPTIONS": {"size": "8MiB"}})
+        >>> backend.set("k", 1); asyncio.run(backend.aclear()); backend.get("k", 0)
+        0
+        >>> backend.cache.unlink()
+        """
         self.clear()
 
     async def aclose(self, **kwargs: Any) -> None:
-        """``close`` for asyncio code: does nothing."""
+        """``close`` for asyncio code: does nothing.
+
+        >>> import asyncio
+        >>> backend = ZigguratCache("doc-django-aclose", {"OPTIONS": {"size": "8MiB"}})
+        >>> asyncio.run(backend.aclose()); backend.cache.closed
+        False
+        >>> backend.cache.unlink()
+        """
