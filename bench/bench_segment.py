@@ -1093,7 +1093,7 @@ SEG = "ziggurat.Segment"
 SEG_HINT = f"ziggurat.Segment (avg_item_size={MR_VALUE + 24})"
 
 TRACES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "traces")
-REAL_SIZES = (0.01, 0.05, 0.10)  # cache sizes, as fractions of a trace's distinct objects
+MR_SIZES = (0.01, 0.05, 0.10)  # cache sizes, as fractions of a trace's distinct objects
 EXTENT_SECTORS = 64  # 32 KiB extents of 512-byte sectors
 MR_GAP = 0.005  # the goal: within half a point of the best peer
 
@@ -1126,24 +1126,31 @@ def real_value(target: int) -> bytes:
     return b"x" * max(MR_VALUE, -(-2 * MiB // target))
 
 
-def missratio_real(ctx: Ctx, lcs: Any) -> tuple[list[str], dict[str, Any], list[Goal]]:
-    """Miss ratios on the real traces at several cache sizes: Markdown, data and goals."""
-    traces = load_real_traces()
-    if not traces:
-        return ["Real traces not found in bench/traces/: not measured."], {}, []
+def missratio_sizes(
+    ctx: Ctx, lcs: Any, synthetic: dict[str, list[int]]
+) -> tuple[list[str], dict[str, Any], list[Goal]]:
+    """Miss ratios on the real and the synthetic traces at several cache sizes: Markdown,
+    data and goals."""
+    import numpy as np
+
+    real = load_real_traces()
     if not ctx.has_segment or lcs is None:
-        return ["Real traces need ziggurat.Segment and libcachesim: not measured."], {}, []
+        return ["Cache sizes: need ziggurat.Segment and libcachesim, not measured."], {}, []
+    traces = dict(real)
+    for k, v in synthetic.items():
+        traces[k] = np.unique(np.asarray(v), return_inverse=True)[1].astype(np.int64)
     data: dict[str, Any] = {}
     rows = []
-    worst: tuple[float, str] | None = None
+    worst: dict[bool, tuple[float, str]] = {}
     for tname, ids in traces.items():
+        is_real = tname in real
         trace = ids.tolist()
         n = len(trace)
         objects = int(ids.max()) + 1
         table = [b"o%07d" % i for i in range(objects)]
         keys = [table[i] for i in trace]
         del table
-        for frac in REAL_SIZES:
+        for frac in MR_SIZES:
             target = max(1, round(objects * frac))
             value = real_value(target)
             size, kept, _ = calibrate_segment(ctx, value, target)
@@ -1163,8 +1170,8 @@ def missratio_real(ctx: Ctx, lcs: Any) -> tuple[list[str], dict[str, Any], list[
                 s.unlink()
             gap = seg - r[best_name]
             label = f"{tname} at {frac:.0%}"
-            if worst is None or gap > worst[0]:
-                worst = (gap, label)
+            if is_real not in worst or gap > worst[is_real][0]:
+                worst[is_real] = (gap, label)
             data[label] = {
                 "requests": n,
                 "objects": objects,
@@ -1187,21 +1194,28 @@ def missratio_real(ctx: Ctx, lcs: Any) -> tuple[list[str], dict[str, Any], list[
                 ]
             )
         del keys
-    assert worst is not None
     goals = [
         Goal(
-            "miss ratio, real traces: gap to the best peer, every trace and size",
-            f"{100 * worst[0]:+.2f} points (worst: {worst[1]})",
+            f"miss ratio, {kind} traces at {', '.join(f'{f:.0%}' for f in MR_SIZES)}: "
+            "gap to the best peer",
+            f"{100 * worst[k][0]:+.2f} points (worst: {worst[k][1]})",
             f"≤ +{100 * MR_GAP:.1f} points",
-            worst[0] <= MR_GAP,
+            worst[k][0] <= MR_GAP,
         )
+        for k, kind in ((True, "real"), (False, "synthetic"))
+        if k in worst
     ]
-    md = [
-        "Real traces (bench/traces/README.md: libCacheSim's sample trace `cloudPhysicsIO`, "
-        + ", ".join(
-            f"{k}: {len(v):,} requests over {int(v.max()) + 1:,} objects" for k, v in traces.items()
+    described = (
+        ", ".join(
+            f"{k}: {len(v):,} requests over {int(v.max()) + 1:,} objects" for k, v in real.items()
         )
-        + "), at caches of 1%, 5% and 10% of each trace's distinct objects. Each size first "
+        if real
+        else "not found in bench/traces/, not measured"
+    )
+    md = [
+        "Every trace at several cache sizes. Real traces (bench/traces/README.md, "
+        f"libCacheSim's sample trace `cloudPhysicsIO`; {described}) and the synthetic ones "
+        "above, at caches of 1%, 5% and 10% of each trace's distinct objects. Each size first "
         "calibrates a Segment to keep that many entries, then gives its measured object "
         "capacity (in parentheses) to LRU, S3-FIFO and W-TinyLFU (libCacheSim). Values are "
         f"{MR_VALUE} B, or larger so that the smallest segments stay above 1 MiB. Gap: the "
@@ -1378,10 +1392,10 @@ def bench_missratio(ctx: Ctx) -> Section:
             ),
         ]
     t1 = time.perf_counter()
-    real_md, data["real"], real_goals = missratio_real(ctx, lcs)
-    data["real_seconds"] = time.perf_counter() - t1
-    goals += real_goals
-    md += ["", *real_md]
+    sizes_md, data["sizes"], sizes_goals = missratio_sizes(ctx, lcs, traces)
+    data["sizes_seconds"] = time.perf_counter() - t1
+    goals += sizes_goals
+    md += ["", *sizes_md]
     return Section(
         "missratio", "f) miss ratio on synthetic and real traces", "\n".join(md), data, goals
     )
