@@ -11,6 +11,10 @@ use crate::lock::Mutex;
 use crate::shm::Shm;
 use crate::tags::TagRef;
 
+/// Reads of a record within the newest `cap / CORRELATED_FRACTION` bytes of
+/// the small ring do not count towards its promotion (see [`Shard::touch`]).
+pub const CORRELATED_FRACTION: u64 = 8;
+
 /// One shard of a mapped segment.
 #[derive(Clone, Copy)]
 pub struct Shard<'a> {
@@ -209,14 +213,27 @@ impl<'a> Shard<'a> {
     /// Records a hit in the slot's 2-bit frequency (S3-FIFO). Skipped once
     /// the frequency reaches `cap` (at most [`index::FREQ_MAX`]), so hot keys
     /// stop writing to shared lines; a `cap` of 0 never writes (read-only).
+    ///
+    /// Also skipped while the record is among the newest
+    /// 1/[`CORRELATED_FRACTION`] of the small ring's bytes: a read that closely
+    /// follows the write (the same block read again by the next request, a
+    /// value read back right after it was computed) says nothing about reuse,
+    /// and counting it would promote one-off keys to main (2Q's correlated
+    /// reference period).
     #[inline]
     pub fn touch(&self, f: &Found, cap: u8) {
         let slot = self.shm.u64_at(f.slot);
         let w = slot.load(Ordering::Relaxed);
-        if index::same_target(w, f.word) && index::freq(w) < cap {
-            let _ =
-                slot.compare_exchange(w, w + index::FREQ_ONE, Ordering::Relaxed, Ordering::Relaxed);
+        if !index::same_target(w, f.word) || index::freq(w) >= cap {
+            return;
         }
+        if index::ring(w) == RingId::Small {
+            let head = f.ring.head(self.shm).load(Ordering::Relaxed);
+            if head.saturating_sub(f.logical) <= f.ring.cap / CORRELATED_FRACTION {
+                return;
+            }
+        }
+        let _ = slot.compare_exchange(w, w + index::FREQ_ONE, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 
