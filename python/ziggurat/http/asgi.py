@@ -237,8 +237,7 @@ class CacheMiddleware:
             return fill.marker()
 
         try:
-            marker = None
-            if fill.coalesce:
+            for attempt in range(2 if fill.coalesce else 0):
                 try:
                     marker = await self.cache.afetch(
                         fill.lock, loader, ttl=MARKER_TTL, neg_ttl=self.options.hit_for_miss
@@ -246,15 +245,19 @@ class CacheMiddleware:
                 except Exception as e:
                     if not state.ran:
                         log.info("ziggurat.http: not coalesced: %r", e)
+                        break
+                if state.ran:
+                    break
+                try:
+                    r = fill.after_wait(marker, now())
+                except Exception:
+                    r = None
+                if r is not None:
+                    await _send_reply(r, send)
+                    return
+                if not fill.retry_wait(marker, attempt):
+                    break
             if not state.ran:
-                if fill.coalesce:
-                    try:
-                        r = fill.after_wait(marker, now())
-                    except Exception:
-                        r = None
-                    if r is not None:
-                        await _send_reply(r, send)
-                        return
                 await loader()
             if state.error is not None:
                 r = fill.stale_if_error(None, now())

@@ -409,6 +409,22 @@ class Fill:
             return self.stale_if_error(None, now)
         return None
 
+    def retry_wait(self, marker: Any, attempt: int) -> bool:
+        """Whether to wait once more after a marker that did not lead to a usable response.
+
+        A marker can be older than this request (the response it announced was purged or
+        went stale since): it is removed, and the requests that meet here coalesce again.
+        The fill's loader looks at the cache before calling the app, so a second round
+        never calls the app twice.
+        """
+        if attempt or marker is None or marker == ERROR:
+            return False
+        try:
+            self.engine.cache.delete(self.lock)
+        except Exception:
+            return False
+        return True
+
     def stale_if_error(self, status: int | None, now: float) -> Reply | None:
         """The stale response when the app failed (raised, or ``status`` 500/502/503/504)
         and ``stale-if-error`` (response or request) allows it; else None."""

@@ -210,8 +210,7 @@ class WSGICacheMiddleware:
                 return ERROR if fill.stale is not None else None
             return fill.marker()
 
-        marker = None
-        if fill.coalesce:
+        for attempt in range(2 if fill.coalesce else 0):
             try:
                 marker = self.cache.fetch(
                     fill.lock, loader, ttl=MARKER_TTL, neg_ttl=self.options.hit_for_miss
@@ -220,15 +219,17 @@ class WSGICacheMiddleware:
                 # A wait that ran out (LoadTimeout) or a broken segment: go to the app.
                 if not state.ran:
                     log.info("ziggurat.http: not coalesced: %r", e)
-        if state.ran:
-            return self._outcome(state, fill, start_response)
-        if fill.coalesce:
+                    break
+            if state.ran:
+                return self._outcome(state, fill, start_response)
             try:
                 r = fill.after_wait(marker, now())
             except Exception:
                 r = None
             if r is not None:
                 return self._send(r, start_response)
+            if not fill.retry_wait(marker, attempt):
+                break
         loader()
         return self._outcome(state, fill, start_response)
 
