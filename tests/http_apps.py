@@ -17,7 +17,8 @@ Endpoints, steered by query parameters:
   file ``<counts>/fail-<name>`` exists, the endpoint raises (content "raise") or answers
   the status it holds.
 - ``/stream/<name>``: ``n`` chunks of ``size`` bytes; before the last one it waits until the
-  file ``<counts>/<gate>`` exists (the tests open the gate after the first chunk arrived).
+  file ``<counts>/<gate>`` exists (the tests open the gate after the first chunk arrived);
+  ``break`` is the index of a chunk that raises instead.
 - ``/boom/<name>``: raises, or answers ``s`` when given.
 - ``/admin/tag/<tag>`` and ``/admin/url?u=``: invalidate a tag, purge a URL (as a view would).
 """
@@ -75,6 +76,17 @@ def failing(name: str) -> str:
         return ""
 
 
+def spec(name: str) -> dict[str, Any] | None:
+    """A response the tests wrote for ``name``: {"status": int, "headers": [[k, v], ...]}
+    (header values of any size or bytes, which a query string cannot carry)."""
+    try:
+        with open(os.path.join(COUNTS, "spec-" + name.replace("/", "_")), encoding="utf-8") as f:
+            out: dict[str, Any] = json.load(f)
+            return out
+    except FileNotFoundError:
+        return None
+
+
 def _header_lines(values: list[str]) -> list[tuple[str, str]]:
     out = []
     for line in values:
@@ -120,6 +132,10 @@ async def s_scripted(request: Request) -> Response:
     if fail:
         return Response(b"failed", status_code=int(fail))
     headers = _header_lines(q.getlist("h"))
+    sp = spec(name)
+    if sp is not None:
+        body = f"{name} #{n}".encode()
+        return _starlette_response(body, sp["status"], [tuple(h) for h in sp["headers"]])
     etag = q.get("etag")
     if etag:
         headers.append(("ETag", etag))
@@ -137,8 +153,12 @@ async def s_stream(request: Request) -> Response:
     q = request.query_params
     n, size, gate = int(q.get("n", "3")), int(q.get("size", "10")), q.get("gate", "")
 
+    breaks = int(q.get("break", "-1"))
+
     async def chunks() -> Any:
         for i in range(n):
+            if i == breaks:
+                raise RuntimeError("the body failed midway")
             if i == n - 1 and gate:
                 while not _gate_open(gate):
                     await asyncio.sleep(0.01)
@@ -210,6 +230,10 @@ def f_scripted(name: str) -> flask.Response:
     if fail:
         return flask.Response(b"failed", status=int(fail))
     headers = _header_lines(q.getlist("h"))
+    sp = spec(name)
+    if sp is not None:
+        body = f"{name} #{n}".encode()
+        return _flask_response(body, sp["status"], [tuple(h) for h in sp["headers"]])
     etag = q.get("etag")
     if etag:
         headers.append(("ETag", etag))
@@ -229,8 +253,12 @@ def f_stream(name: str) -> flask.Response:
     q = flask.request.args
     n, size, gate = int(q.get("n", "3")), int(q.get("size", "10")), q.get("gate", "")
 
+    breaks = int(q.get("break", "-1"))
+
     def chunks() -> Any:
         for i in range(n):
+            if i == breaks:
+                raise RuntimeError("the body failed midway")
             if i == n - 1 and gate:
                 while not _gate_open(gate):
                     time.sleep(0.01)

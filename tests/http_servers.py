@@ -106,6 +106,12 @@ class Server:
             with open(path, "w") as f:
                 f.write(how)
 
+    def spec(self, name: str, status: int, headers: list[tuple[str, str]]) -> None:
+        """Makes ``/e/<name>`` answer ``status`` with exactly these headers."""
+        path = os.path.join(self.counts, "spec-" + name.replace("/", "_"))
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"status": status, "headers": headers}, f)
+
     def open_gate(self, gate: str) -> None:
         open(os.path.join(self.counts, gate), "w").close()
 
@@ -137,7 +143,9 @@ def _wait_ready(srv: Server, deadline: float) -> None:
 
 
 @contextlib.contextmanager
-def running(kind: str, workers: int, opts: dict[str, Any] | None = None) -> Iterator[Server]:
+def running(
+    kind: str, workers: int, opts: dict[str, Any] | None = None, cache_dir: str | None = None
+) -> Iterator[Server]:
     """A server of ``kind`` ("asgi": uvicorn + Starlette, "wsgi": gunicorn + Flask)."""
     base = f"/dev/shm/zighttp-{uuid.uuid4().hex}"
     os.mkdir(base, 0o700)
@@ -147,7 +155,7 @@ def running(kind: str, workers: int, opts: dict[str, Any] | None = None) -> Iter
     env = dict(os.environ)
     env.update(
         ZIG_HTTP_CACHE="http-" + uuid.uuid4().hex[:12],
-        ZIG_HTTP_DIR=base,
+        ZIG_HTTP_DIR=cache_dir or base,
         ZIG_HTTP_COUNTS=counts,
         ZIG_HTTP_OPTS=json.dumps(opts if opts is not None else OPTS),
         PYTHONPATH=HERE + os.pathsep + env.get("PYTHONPATH", ""),
