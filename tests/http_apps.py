@@ -187,7 +187,7 @@ async def s_url(request: Request) -> Response:
     return Response(str(found).encode(), headers={"cache-control": "no-store"})
 
 
-METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "FROB"]
+METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "MKCOL"]
 starlette_app = Starlette(
     routes=[
         Route("/e/{name:path}", s_scripted, methods=METHODS),

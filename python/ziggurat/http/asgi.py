@@ -170,7 +170,8 @@ class CacheMiddleware:
             return
         method = scope.get("method", "GET")
         scheme = scope.get("scheme", "http")
-        headers = _headers(scope.get("headers") or ())
+        # ASGI servers give lower-case names as bytes; the list is used as it is.
+        headers: Hdrs = scope.get("headers") or []
         host = rules.field(headers, b"host")
         if host is None and scope.get("server"):
             h, p = scope["server"][0], scope["server"][1]

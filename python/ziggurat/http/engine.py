@@ -40,6 +40,8 @@ _MAX_TTL = 365 * 86400.0
 # Waiters read the fill's result right after it lands: the marker only needs to outlive that.
 MARKER_TTL = 0.5
 STORED, ERROR, TEE = "S", "E", "T"
+_UNSEEN: Any = object()
+_BYPASS, _PASS_COND, _LENGTH, _CHUNKED, _AUTH, _COND, _COOKIE, _CC, _PRAGMA = range(9)
 
 
 @dataclass
@@ -52,6 +54,9 @@ class Reply:
     # Set when a stale response is served under stale-while-revalidate: the fill that
     # refreshes it in the background.
     refresh: Fill | None = None
+    # For hits: the leading part of ``headers`` that is the same object on every hit of
+    # one stored response (adapters may convert it once).
+    base: Hdrs | None = None
 
 
 @dataclass
@@ -77,6 +82,20 @@ class Engine:
         self._bypass = opts.bypass_headers
         self._cookies = tuple(c.encode("latin-1") + b"=" for c in opts.bypass_cookies)
         self._key_headers = tuple(sorted(opts.key_headers))
+        self._hosts: dict[bytes, str | None] = {}
+        # Request header name -> what it means for the lookup (one dict probe per header).
+        self._special: dict[bytes, int] = {
+            b"content-length": _LENGTH,
+            b"transfer-encoding": _CHUNKED,
+            b"authorization": _AUTH,
+            b"cookie": _COOKIE,
+            b"cache-control": _CC,
+            b"pragma": _PRAGMA,
+            **dict.fromkeys(_CLIENT_CONDITIONALS, _COND),
+            **dict.fromkeys(_PASS_CONDITIONALS, _PASS_COND),
+            **dict.fromkeys(opts.bypass_headers, _BYPASS),
+        }
+        self._hits: dict[int, tuple[Stored, Hdrs]] = {}
 
     # -- requests -------------------------------------------------------------------------
 
@@ -114,45 +133,59 @@ class Engine:
             if method in SAFE_UNCACHED:
                 return Pass(rules.cache_status("fwd", fwd="method"))
             return Pass(rules.cache_status("fwd", fwd="method", detail="invalidates"), True)
-        host = rules.normalise_host(host_raw)
-        if host is None or not o.host_allowed(host):
+        host = self._hosts.get(host_raw or b"", _UNSEEN)
+        if host is _UNSEEN:
+            host = self._host(host_raw)
+        if host is None:
             return Pass(rules.cache_status("fwd", fwd="bypass", detail="host"))
         if scheme not in ("http", "https"):
             return Pass(rules.cache_status("fwd", fwd="bypass", detail="scheme"))
         req_cc: dict[str, str | None] = {}
         has_auth = False
+        conditional = False
+        special = self._special
         for k, v in headers:
-            if k in self._bypass:
+            what = special.get(k)
+            if what is None:
+                continue
+            if what == _BYPASS:
                 return Pass(rules.cache_status("fwd", fwd="bypass", detail="header"))
-            if k in _PASS_CONDITIONALS:
+            if what == _PASS_COND:
                 return Pass(rules.cache_status("fwd", fwd="bypass", detail=k.decode()))
-            if k == b"content-length":
+            if what == _LENGTH:
                 if v.strip() not in (b"0", b""):
                     return Pass(rules.cache_status("fwd", fwd="bypass", detail="body"))
-            elif k == b"transfer-encoding":
+            elif what == _CHUNKED:
                 return Pass(rules.cache_status("fwd", fwd="bypass", detail="body"))
-            elif k == b"authorization":
+            elif what == _AUTH:
                 has_auth = True
-            elif k == b"cookie" and self._cookies:
-                for c in v.split(b";"):
-                    if c.strip().startswith(self._cookies):
-                        return Pass(rules.cache_status("fwd", fwd="bypass", detail="cookie"))
-            elif k == b"cache-control" and o.request_directives:
-                req_cc = rules.parse_cache_control(rules.fields(headers, b"cache-control"))
+            elif what == _COND:
+                conditional = True
+            elif what == _COOKIE:
+                if self._cookies:
+                    for c in v.split(b";"):
+                        if c.strip().startswith(self._cookies):
+                            return Pass(rules.cache_status("fwd", fwd="bypass", detail="cookie"))
+            elif what == _CC:
+                if o.request_directives:
+                    req_cc = rules.parse_cache_control(rules.fields(headers, b"cache-control"))
             elif (
-                k == b"pragma"
-                and o.request_directives
+                o.request_directives
                 and b"no-cache" in v.lower()
                 and not rules.field(headers, b"cache-control")
             ):
-                # RFC 9111 §5.4: Pragma: no-cache counts only without Cache-Control.
+                # Pragma: RFC 9111 §5.4: "no-cache" counts only without Cache-Control.
                 req_cc.setdefault("no-cache", None)
         q = target.find(b"?")
         if q >= 0 and b"_method=" in target[q:].lower():
             return Pass(rules.cache_status("fwd", fwd="bypass", detail="method-override"))
         base = store.base_key(scheme, host, target)
-        lookup_headers = headers
-        stored, key = store.lookup(self.cache, base, lookup_headers)
+        stored, key = store.lookup(self.cache, base, headers)
+        if stored is not None and not (req_cc or conditional or stored.flags):
+            # The common hit: nothing in the request or the response asks for more checks.
+            age = stored.initial_age + max(0.0, now - stored.response_time)
+            if age < stored.lifetime:
+                return self._hit(stored, age, method)
         fill = Fill(
             self, method, scheme, host, target, headers, base, key, stored, req_cc, has_auth, now
         )
@@ -207,6 +240,32 @@ class Engine:
             return Pass(rules.cache_status("fwd", fwd="uri-miss", detail="request-no-store"))
         fill.coalesce = not fill.has_auth
         return fill
+
+    def _host(self, raw: bytes | None) -> str | None:
+        """The normalised host if it is allowed, else None (remembered per raw value)."""
+        host = rules.normalise_host(raw)
+        if host is not None and not self.opts.host_allowed(host):
+            host = None
+        if len(self._hosts) > 1024:
+            self._hosts.clear()
+        self._hosts[raw or b""] = host
+        return host
+
+    def _hit(self, s: Stored, age: float, method: str) -> Reply:
+        """A fresh stored response: its headers (with Content-Length) are built once per
+        stored object and process; only Age and Cache-Status are added per request."""
+        memo = self._hits.get(id(s))
+        if memo is None or memo[0] is not s:
+            base: Hdrs = list(s.headers)
+            if s.status not in (204, 304):
+                base.append((b"content-length", b"%d" % len(s.body)))
+            if len(self._hits) > 4096:
+                self._hits.clear()
+            memo = self._hits[id(s)] = (s, base)
+        hdrs = [*memo[1], (b"age", b"%d" % age)]
+        if self.opts.cache_status:
+            hdrs.append((b"cache-status", b"ziggurat; hit; ttl=%d" % (s.lifetime - age)))
+        return Reply(s.status, hdrs, b"" if method == "HEAD" else s.body, base=memo[1])
 
     def _purge(
         self, scheme: str, host_raw: bytes | None, target: bytes, headers: Hdrs, client: str | None

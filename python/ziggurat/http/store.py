@@ -65,17 +65,14 @@ class Stored(NamedTuple):
         return not (self.flags & {"must-revalidate", "proxy-revalidate", "no-cache", "s-maxage"})
 
 
-def _to_tuple(s: Stored) -> tuple[Any, ...]:
-    return ("R1", *s)
+def _to_tuple(s: Stored) -> Stored:
+    # Stored as the named tuple itself (pickled by the cache's serializer): each process's
+    # L1 then hands back the same object on every hit, with nothing to convert.
+    return s
 
 
 def _from_value(v: Any) -> Stored | None:
-    if type(v) is tuple and len(v) == 16 and v[0] == "R1":
-        try:
-            return Stored(*v[1:])
-        except TypeError:
-            return None
-    return None
+    return v if type(v) is Stored else None
 
 
 def _bound(key: bytes) -> bytes:

@@ -36,11 +36,18 @@ WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 _END = object()
 
 
+_STATUS_LINES: dict[int, str] = {}
+
+
 def _status_line(code: int) -> str:
-    try:
-        return f"{code} {HTTPStatus(code).phrase}"
-    except ValueError:
-        return f"{code} Unknown"
+    line = _STATUS_LINES.get(code)
+    if line is None:
+        try:
+            line = f"{code} {HTTPStatus(code).phrase}"
+        except ValueError:
+            line = f"{code} Unknown"
+        _STATUS_LINES[code] = line
+    return line
 
 
 def _to_wsgi(headers: Hdrs) -> list[tuple[str, str]]:
@@ -140,6 +147,7 @@ class WSGICacheMiddleware:
         self.engine = Engine(cache, self.options)
         self._refreshing: set[bytes] = set()
         self._guard = threading.Lock()
+        self._converted: dict[int, tuple[Hdrs, list[tuple[str, str]]]] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "GET")
@@ -164,7 +172,16 @@ class WSGICacheMiddleware:
     # -- the three outcomes --------------------------------------------------------------
 
     def _send(self, r: Reply, start_response: StartResponse) -> Iterable[bytes]:
-        start_response(_status_line(r.status), _to_wsgi(r.headers))
+        if r.base is not None:
+            memo = self._converted.get(id(r.base))
+            if memo is None or memo[0] is not r.base:
+                if len(self._converted) > 4096:
+                    self._converted.clear()
+                memo = self._converted[id(r.base)] = (r.base, _to_wsgi(r.base))
+            headers = memo[1] + _to_wsgi(r.headers[len(r.base) :])
+        else:
+            headers = _to_wsgi(r.headers)
+        start_response(_status_line(r.status), headers)
         return [r.body] if r.body else []
 
     def _pass(
@@ -349,19 +366,30 @@ def _from_wsgi_safe(headers: Any) -> Hdrs:
         return []
 
 
+# environ key -> header name; None for keys that are not headers. Bounded: unknown keys
+# come from clients.
+_NAMES: dict[str, bytes | None] = {}
+
+
+def _environ_name(k: str) -> bytes | None:
+    if k.startswith("HTTP_"):
+        name: bytes | None = k[5:].replace("_", "-").lower().encode("latin-1", "replace")
+    elif k in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        name = k.replace("_", "-").lower().encode()
+    else:
+        name = None
+    if len(_NAMES) < 4096:
+        _NAMES[k] = name
+    return name
+
+
 def _environ_headers(environ: dict[str, Any]) -> Hdrs:
     out: Hdrs = []
+    names = _NAMES
     for k, v in environ.items():
-        if k.startswith("HTTP_"):
-            name = k[5:].replace("_", "-").lower()
-        elif k in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-            if not v:
-                continue
-            name = k.replace("_", "-").lower()
-        else:
-            continue
-        if isinstance(v, str):
-            out.append((name.encode("latin-1", "replace"), v.encode("latin-1", "replace")))
+        name = names[k] if k in names else _environ_name(k)
+        if name is not None and isinstance(v, str) and (v or k[0] == "H"):
+            out.append((name, v.encode("latin-1", "replace")))
     return out
 
 
