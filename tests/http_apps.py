@@ -106,7 +106,8 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import Response, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-cache = open_cache()
+# Opened only in the servers (pytest's doctest collection imports this module too).
+cache: Any = open_cache() if os.environ.get("ZIG_HTTP_CACHE") else None
 
 
 def _starlette_response(body: bytes, status: int, headers: list[tuple[str, str]]) -> Response:
@@ -197,7 +198,7 @@ starlette_app = Starlette(
         Route("/admin/url", s_url, methods=["POST"]),
     ]
 )
-asgi_app = CacheMiddleware(starlette_app, cache, **OPTS)
+asgi_app = CacheMiddleware(starlette_app, cache, **OPTS) if cache is not None else None
 
 
 # -- Flask ----------------------------------------------------------------------------------
@@ -290,4 +291,4 @@ def f_url() -> flask.Response:
     return flask.Response(str(found).encode(), headers={"Cache-Control": "no-store"})
 
 
-wsgi_app = WSGICacheMiddleware(flask_app.wsgi_app, cache, **OPTS)
+wsgi_app = WSGICacheMiddleware(flask_app.wsgi_app, cache, **OPTS) if cache is not None else None
