@@ -64,3 +64,26 @@ def test_invalidation_in_one_worker_seen_by_all(srv: Server, how: str) -> None:
     assert old not in after
     # One new fill (plus the POST itself when the invalidation was a POST).
     assert srv.count(n) == (3 if how == "post" else 2)
+
+
+def test_stale_while_revalidate_refreshes_once_for_the_host(srv: Server) -> None:
+    import time
+
+    n = srv.name()
+    u = url(n, "Cache-Control: max-age=1, stale-while-revalidate=60", sleep=0.5)
+    first = srv.request(u).body
+    assert set(_many(srv, u, SPREAD)) == {first}
+    time.sleep(1.5)
+    # Every worker sees the stale response; each serves it and asks for a refresh.
+    served = _many(srv, u, SPREAD)
+    assert first in served
+    deadline = time.monotonic() + 20
+    while srv.count(n) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert srv.count(n) == 2
+    fresh = srv.request(u).body
+    deadline = time.monotonic() + 20
+    while fresh == first and time.monotonic() < deadline:
+        fresh = srv.request(u).body
+    assert fresh != first
+    assert srv.count(n) == 2

@@ -181,8 +181,9 @@ class Engine:
             return Pass(rules.cache_status("fwd", fwd="bypass", detail="method-override"))
         base = store.base_key(scheme, host, target)
         stored, key = store.lookup(self.cache, base, headers)
-        if stored is not None and not (req_cc or conditional or stored.flags):
-            # The common hit: nothing in the request or the response asks for more checks.
+        if stored is not None and not (req_cc or conditional or "no-cache" in stored.flags):
+            # The common hit: nothing in the request or the response asks for more checks
+            # (the other flags only matter once the response is stale).
             age = stored.initial_age + max(0.0, now - stored.response_time)
             if age < stored.lifetime:
                 return self._hit(stored, age, method)
