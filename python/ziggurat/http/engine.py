@@ -46,7 +46,11 @@ _BYPASS, _PASS_COND, _LENGTH, _CHUNKED, _AUTH, _COND, _COOKIE, _CC, _PRAGMA = ra
 
 @dataclass
 class Reply:
-    """A complete response the middleware sends itself."""
+    """A complete response the middleware sends itself.
+
+    >>> Reply(504, [(b"content-type", b"text/plain")], b"not in cache").status
+    504
+    """
 
     status: int
     headers: Hdrs
@@ -61,7 +65,11 @@ class Reply:
 
 @dataclass
 class Pass:
-    """Forward to the app untouched; ``status`` is the Cache-Status member to add."""
+    """Forward to the app untouched; ``status`` is the Cache-Status member to add.
+
+    >>> Pass(b"ziggurat; fwd=method", unsafe=True).unsafe
+    True
+    """
 
     status: bytes
     unsafe: bool = False
@@ -74,7 +82,17 @@ def _status(opts: Options, headers: Hdrs, value: bytes) -> Hdrs:
 
 
 class Engine:
-    """The caching rules bound to one cache and one set of options."""
+    """The caching rules bound to one cache and one set of options.
+
+    >>> from ziggurat import Cache
+    >>> c = Cache("doc-engine", size="8MiB")
+    >>> e = Engine(c, Options())
+    >>> type(e.classify("GET", "http", b"localhost", b"/", [], None, now())).__name__
+    'Fill'
+    >>> e.classify("GET", "http", b"evil.test", b"/", [], None, now()).status
+    b'ziggurat; fwd=bypass; detail=host'
+    >>> c.unlink()
+    """
 
     def __init__(self, cache: Any, opts: Options) -> None:
         self.cache = cache
@@ -340,7 +358,8 @@ class Engine:
 
 
 class Fill:
-    """One GET/HEAD request that the cache cannot answer alone."""
+    """One GET request that the cache cannot answer alone (see the module docstring for
+    the calls an adapter makes; ``Engine`` shows how one is obtained)."""
 
     def __init__(
         self,
@@ -802,5 +821,9 @@ class Fill:
 
 
 def now() -> float:
-    """The clock of stored times (wall clock: Date and Expires are wall-clock times)."""
+    """The clock of stored times (wall clock: Date and Expires are wall-clock times).
+
+    >>> now() > 1.7e9
+    True
+    """
     return time.time()

@@ -91,12 +91,20 @@ def base_key(scheme: str, host: str, target: bytes) -> bytes:
 
 
 def variant_key(base: bytes, generation: str, digest: bytes) -> bytes:
-    """The key of one ``Vary`` variant of ``base``."""
+    """The key of one ``Vary`` variant of ``base``.
+
+    >>> variant_key(b"zh1:http://h/x", "ab12", b"d1")
+    b'zh1:http://h/x\\x00vab12:d1'
+    """
     return _bound(base + b"\x00v" + generation.encode("ascii") + b":" + digest)
 
 
 def lock_key(key: bytes) -> bytes:
-    """The key whose ``fetch`` lease coalesces the fills of ``key`` across processes."""
+    """The key whose ``fetch`` lease coalesces the fills of ``key`` across processes.
+
+    >>> lock_key(b"zh1:http://h/x")
+    b'zh1L:http://h/x'
+    """
     return b"zh1L" + key[3:] if key.startswith(_PREFIX) else b"zh1L:" + key
 
 
@@ -122,7 +130,14 @@ def url_key(url: str) -> bytes:
 
 def lookup(cache: Any, base: bytes, headers: rules.Headers) -> tuple[Stored | None, bytes]:
     """The stored response matching the request (or None), and the key it lives under
-    (the key to fill when there is none)."""
+    (the key to fill when there is none).
+
+    >>> from ziggurat import Cache
+    >>> c = Cache("doc-http-lookup", size="8MiB")
+    >>> lookup(c, base_key("http", "h", b"/x"), [])
+    (None, b'zh1:http://h/x')
+    >>> c.unlink()
+    """
     v = cache.get(base)
     if v is None:
         return None, base
@@ -142,7 +157,8 @@ def lookup(cache: Any, base: bytes, headers: rules.Headers) -> tuple[Stored | No
 
 
 def save(cache: Any, base: bytes, s: Stored, ttl: float, now: float) -> None:
-    """Stores ``s`` for ``ttl`` seconds under ``base`` (or a variant of it)."""
+    """Stores ``s`` for ``ttl`` seconds under ``base`` (or a variant of it); the
+    middleware's ``Fill`` builds ``s``. See ``lookup`` for reading it back."""
     tags = s.tags
     if not s.vary:
         cache.set(base, _to_tuple(s), ttl=ttl, tags=tags)
