@@ -4,9 +4,9 @@
     python bench/bench_http.py --quick          1 s runs, 3 reps (smoke run)
     python bench/bench_http.py --only asgi      one server
 
-For each server, two apps run under the same server with the same number of workers: a
-bare app that returns a fixed body, and the same app behind the cache middleware, where
-every request is a hit (the response carries ``Cache-Control: max-age``). The app is a
+For each server, two apps run under the same server with the same number of workers: the
+bare app, which returns a fixed response with ``Cache-Control: max-age``, and the same app
+behind the cache middleware, where every request is then a hit. The app is a
 framework app (Starlette, Flask) and, as the harshest comparison, a plain callable that
 does nothing but return the bytes. ``wrk`` loads
 each in turn; repetitions alternate between the two so drift hits both alike; the figure
@@ -35,21 +35,15 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BODY = b"<!doctype html><title>post</title>" + b"<p>lorem ipsum dolor sit amet</p>" * 60
-HEADERS_ASGI = [(b"content-type", b"text/html; charset=utf-8")]
-CACHED_ASGI = [*HEADERS_ASGI, (b"cache-control", b"max-age=3600"), (b"cache-tag", b"posts")]
-
-
-async def bare_asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """The bare ASGI app: a fixed body."""
-    if scope["type"] != "http":
-        return
-    headers = [*HEADERS_ASGI, (b"content-length", str(len(BODY)).encode())]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": BODY})
+CACHED_ASGI = [
+    (b"content-type", b"text/html; charset=utf-8"),
+    (b"cache-control", b"max-age=3600"),
+    (b"cache-tag", b"posts"),
+]
 
 
 async def origin_asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """The app behind the middleware: the same body, cacheable."""
+    """A plain ASGI app: a fixed, cacheable response."""
     if scope["type"] != "http":
         return
     headers = [*CACHED_ASGI, (b"content-length", str(len(BODY)).encode())]
@@ -57,17 +51,8 @@ async def origin_asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": BODY})
 
 
-def bare_wsgi(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-    """The bare WSGI app: a fixed body."""
-    start_response(
-        "200 OK",
-        [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(BODY)))],
-    )
-    return [BODY]
-
-
 def origin_wsgi(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-    """The app behind the middleware: the same body, cacheable."""
+    """A plain WSGI app: a fixed, cacheable response."""
     start_response(
         "200 OK",
         [
@@ -85,39 +70,40 @@ def _starlette() -> Any:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    def make(cached: bool) -> Any:
-        headers = {"content-type": "text/html; charset=utf-8"}
-        if cached:
-            headers.update({"cache-control": "max-age=3600", "cache-tag": "posts"})
+    headers = {
+        "content-type": "text/html; charset=utf-8",
+        "cache-control": "max-age=3600",
+        "cache-tag": "posts",
+    }
 
-        async def post(request: Any) -> Response:
-            return Response(BODY, headers=headers)
+    async def post(request: Any) -> Response:
+        return Response(BODY, headers=headers)
 
-        return Starlette(routes=[Route("/post/{n}", post)])
-
-    return make(False), make(True)
+    return Starlette(routes=[Route("/post/{n}", post)])
 
 
 def _flask() -> Any:
     import flask
 
-    def make(cached: bool) -> Any:
-        app = flask.Flask(f"bench{int(cached)}")
-        headers = {"Content-Type": "text/html; charset=utf-8"}
-        if cached:
-            headers.update({"Cache-Control": "max-age=3600", "Cache-Tag": "posts"})
+    app = flask.Flask("bench")
+    headers = {
+        "Content-Type": "text/html; charset=utf-8",
+        "Cache-Control": "max-age=3600",
+        "Cache-Tag": "posts",
+    }
 
-        @app.route("/post/<n>")
-        def post(n: str) -> Any:
-            return flask.Response(BODY, headers=headers)
+    @app.route("/post/<n>")
+    def post(n: str) -> Any:
+        return flask.Response(BODY, headers=headers)
 
-        return app
-
-    return make(False), make(True)
+    return app
 
 
-bare_starlette, _origin_starlette = _starlette()
-bare_flask, _origin_flask = _flask()
+# The bare apps are the very apps the middleware wraps: same code, same response bytes
+# (the cached response adds Age and Cache-Status and drops the tag header).
+bare_asgi, bare_wsgi = origin_asgi, origin_wsgi
+bare_starlette = _origin_starlette = _starlette()
+bare_flask = _origin_flask = _flask()
 
 if os.environ.get("ZIG_BENCH_HTTP_CACHE"):
     from ziggurat import Cache

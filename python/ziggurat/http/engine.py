@@ -44,7 +44,7 @@ _UNSEEN: Any = object()
 _BYPASS, _PASS_COND, _LENGTH, _CHUNKED, _AUTH, _COND, _COOKIE, _CC, _PRAGMA = range(9)
 
 
-@dataclass
+@dataclass(slots=True)
 class Reply:
     """A complete response the middleware sends itself.
 
@@ -63,7 +63,7 @@ class Reply:
     base: Hdrs | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Pass:
     """Forward to the app untouched; ``status`` is the Cache-Status member to add.
 

@@ -14,7 +14,6 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
-from ziggurat.http import rules
 from ziggurat.http.engine import (
     ERROR,
     MARKER_TTL,
@@ -153,7 +152,8 @@ class WSGICacheMiddleware:
         method = environ.get("REQUEST_METHOD", "GET")
         scheme = environ.get("wsgi.url_scheme", "http")
         headers = _environ_headers(environ)
-        host = rules.field(headers, b"host")
+        h = environ.get("HTTP_HOST")
+        host = h.encode("latin-1", "replace") if isinstance(h, str) else None
         if host is None:
             host = f"{environ.get('SERVER_NAME', '')}:{environ.get('SERVER_PORT', '')}".encode(
                 "latin-1", "replace"
@@ -178,7 +178,9 @@ class WSGICacheMiddleware:
                 if len(self._converted) > 4096:
                     self._converted.clear()
                 memo = self._converted[id(r.base)] = (r.base, _to_wsgi(r.base))
-            headers = memo[1] + _to_wsgi(r.headers[len(r.base) :])
+            headers = memo[1].copy()
+            for k, v in r.headers[len(r.base) :]:
+                headers.append((k.decode("latin-1"), v.decode("latin-1")))
         else:
             headers = _to_wsgi(r.headers)
         start_response(_status_line(r.status), headers)
