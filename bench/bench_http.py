@@ -12,6 +12,11 @@ does nothing but return the bytes. ``wrk`` loads
 each in turn; repetitions alternate between the two so drift hits both alike; the figure
 is the median of the requests per second. The ratio is cached / bare.
 
+Besides requests per second, each run reads the CPU time the server's processes used
+(master and workers, from /proc) and reports requests per CPU second: on a machine
+shared with other work, throughput moves with the neighbours' load, while the server's
+CPU cost per request does not.
+
 Results go to bench/results/http.json and, as a Markdown table, to standard output.
 This module is also the app module the servers import (``bench_http:bare_asgi`` …).
 """
@@ -162,7 +167,27 @@ def _stop(proc: Any) -> None:
         proc.wait(5)
 
 
-def _wrk(port: int, seconds: int, connections: int, threads: int) -> float:
+def _server_cpu(root: int) -> float:
+    """CPU seconds used so far by a server: its master process and every worker."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields[1] is the parent pid, fields[11] and [12] user and system ticks.
+        if int(entry) == root or int(fields[1]) == root:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _wrk(port: int, seconds: int, connections: int, threads: int, root: int) -> tuple[float, float]:
+    """Requests per second, and requests per CPU second of the server's processes."""
+    cpu0 = _server_cpu(root)
     out = subprocess.run(
         [
             "wrk",
@@ -175,10 +200,12 @@ def _wrk(port: int, seconds: int, connections: int, threads: int) -> float:
         text=True,
         check=True,
     ).stdout
+    cpu = _server_cpu(root) - cpu0
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    if m is None or "Non-2xx" in out:
+    n = re.search(r"(\d+) requests in", out)
+    if m is None or n is None or "Non-2xx" in out:
         raise RuntimeError(f"wrk failed or saw errors:\n{out}")
-    return float(m.group(1))
+    return float(m.group(1)), int(n.group(1)) / cpu if cpu > 0 else float("nan")
 
 
 def run(
@@ -197,18 +224,25 @@ def run(
         with urllib.request.urlopen(f"http://127.0.0.1:{cached_port}/post/1") as r:
             status = r.headers.get("Cache-Status", "")
         # Warm both (and every worker's L1).
-        _wrk(bare_port, 1, connections, 1)
-        _wrk(cached_port, 1, connections, 1)
+        _wrk(bare_port, 1, connections, 1, bare.pid)
+        _wrk(cached_port, 1, connections, 1, cached.pid)
         with urllib.request.urlopen(f"http://127.0.0.1:{cached_port}/post/1") as r:
             status = r.headers.get("Cache-Status", "")
         if "hit" not in status:
             raise RuntimeError(f"the cached server does not hit: Cache-Status {status!r}")
         rb: list[float] = []
         rc: list[float] = []
+        eb: list[float] = []
+        ec: list[float] = []
         for _ in range(reps):
-            rb.append(_wrk(bare_port, seconds, connections, 1))
-            rc.append(_wrk(cached_port, seconds, connections, 1))
+            rps, per_cpu = _wrk(bare_port, seconds, connections, 1, bare.pid)
+            rb.append(rps)
+            eb.append(per_cpu)
+            rps, per_cpu = _wrk(cached_port, seconds, connections, 1, cached.pid)
+            rc.append(rps)
+            ec.append(per_cpu)
         b, c = statistics.median(rb), statistics.median(rc)
+        cb, cc = statistics.median(eb), statistics.median(ec)
         return {
             "server": "uvicorn" if kind == "asgi" else "gunicorn (sync)",
             "app": {
@@ -221,6 +255,9 @@ def run(
             "bare_rps": b,
             "cached_rps": c,
             "ratio": c / b,
+            "bare_per_cpu_s": cb,
+            "cached_per_cpu_s": cc,
+            "cpu_ratio": cc / cb,
             "bare_reps": rb,
             "cached_reps": rc,
         }
@@ -262,12 +299,16 @@ def main(argv: list[str]) -> int:
         f"body {len(BODY)} bytes, wrk -t1 -c{args.connections} -d{seconds}s, "
         f"median of {reps} interleaved reps, {os.cpu_count()} CPUs\n"
     )
-    print("| server | app | workers | bare app (req/s) | cached, middleware (req/s) | ratio |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| server | app | bare app (req/s) | cached (req/s) | ratio "
+        "| bare app (req per server CPU s) | cached (req per server CPU s) | ratio |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['server']} | {r['app']} | {r['workers']} | {r['bare_rps']:,.0f} "
-            f"| {r['cached_rps']:,.0f} | {100 * r['ratio']:.0f} % |"
+            f"| {r['server']} | {r['app']} | {r['bare_rps']:,.0f} | {r['cached_rps']:,.0f} "
+            f"| {100 * r['ratio']:.0f} % | {r['bare_per_cpu_s']:,.0f} "
+            f"| {r['cached_per_cpu_s']:,.0f} | {100 * r['cpu_ratio']:.0f} % |"
         )
     return 0
 
