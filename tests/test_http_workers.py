@@ -87,3 +87,29 @@ def test_stale_while_revalidate_refreshes_once_for_the_host(srv: Server) -> None
         fresh = srv.request(u).body
     assert fresh != first
     assert srv.count(n) == 2
+
+
+def test_concurrent_requests_for_many_urls_get_their_own_bodies(srv: Server) -> None:
+    names = [srv.name() for _ in range(20)]
+    paths = [url(n, "Cache-Control: max-age=60", "Vary: Accept-Language") for n in names]
+    langs = ["fr", "en", "de"]
+    jobs = [(p, lang) for p in paths for lang in langs] * 4
+    # Requests for the three variants of one URL arrive together.
+    jobs.sort(key=lambda j: j[0])
+
+    def get(job: tuple[str, str]) -> tuple[str, str, bytes, str]:
+        p, lang = job
+        r = srv.request(p, headers={"Accept-Language": lang}, timeout=60)
+        return p, lang, r.body, r.cache_status
+
+    with ThreadPoolExecutor(16) as ex:
+        results = list(ex.map(get, jobs))
+    seen: dict[tuple[str, str], bytes] = {}
+    for p, lang, body, _status in results:
+        assert body.startswith(p.encode() + b" #"), (p, body)
+        seen.setdefault((p, lang), body)
+        # Every answer for one URL and language is the one stored response.
+        assert seen[(p, lang)] == body
+    # One fill per URL and language: the three variants of a URL are three responses.
+    for n in names:
+        assert srv.count(n) == 3

@@ -392,6 +392,7 @@ class Fill:
         self.start = now
         self.stale: Stored | None = None
         self.coalesce = False
+        self._moved = False
         self.stored = False
         self.tee = False
         self._validated = False
@@ -473,9 +474,14 @@ class Fill:
         if marker is None:
             return None
         stored, key = store.lookup(self.engine.cache, self.base, self.headers)
+        # The fill waited for may have stored another Vary variant: a second round waits
+        # on this request's own variant.
+        lock = store.lock_key(key)
+        self._moved = lock != self.lock
+        self.key, self.lock = key, lock
+        self.refresh_lock = lock + b"\x00refresh"
         if stored is None:
             return None
-        self.key, self.lock = key, store.lock_key(key)
         age = stored.age(now)
         # A response validated after this request arrived is as good as validating it now.
         if self.usable(stored, age) or stored.response_time >= self.start:
@@ -498,6 +504,8 @@ class Fill:
         """
         if attempt or marker is None or marker == ERROR:
             return False
+        if self._moved:
+            return True  # the next round waits on another key, whose marker is current
         try:
             self.engine.cache.delete(self.lock)
         except Exception:
