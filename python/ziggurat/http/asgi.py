@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
-from ziggurat.http import rules
 from ziggurat.http.engine import ERROR, MARKER_TTL, Engine, Fill, Hdrs, Pass, Reply, now
 from ziggurat.http.options import Options
 
@@ -172,17 +171,24 @@ class CacheMiddleware:
         scheme = scope.get("scheme", "http")
         # ASGI servers give lower-case names as bytes; the list is used as it is.
         headers: Hdrs = scope.get("headers") or []
-        host = rules.field(headers, b"host")
+        host = None
+        for k, v in headers:
+            if k == b"host":
+                host = v
+                break
         if host is None and scope.get("server"):
             h, p = scope["server"][0], scope["server"][1]
             host = f"{h}:{p}".encode("latin-1", "replace") if p else str(h).encode()
-        target = _target(scope)
+        raw = scope.get("raw_path")
+        qs = scope.get("query_string")
+        target = (raw + b"?" + qs if qs else raw) if type(raw) is bytes else _target(scope)
         client = scope.get("client")
         d = self.engine.classify(
             method, scheme, host, target, headers, client[0] if client else None, now()
         )
         if isinstance(d, Reply):
-            await _send_reply(d, send)
+            await send({"type": "http.response.start", "status": d.status, "headers": d.headers})
+            await send({"type": "http.response.body", "body": d.body, "more_body": False})
             if d.refresh is not None:
                 self._refresh(scope, d.refresh)
             return

@@ -101,6 +101,9 @@ class Engine:
         self._cookies = tuple(c.encode("latin-1") + b"=" for c in opts.bypass_cookies)
         self._key_headers = tuple(sorted(opts.key_headers))
         self._hosts: dict[bytes, str | None] = {}
+        # host -> the key prefix of its URLs, per scheme
+        self._http: dict[str, bytes] = {}
+        self._https: dict[str, bytes] = {}
         # Request header name -> what it means for the lookup (one dict probe per header).
         self._special: dict[bytes, int] = {
             b"content-length": _LENGTH,
@@ -113,7 +116,8 @@ class Engine:
             **dict.fromkeys(_PASS_CONDITIONALS, _PASS_COND),
             **dict.fromkeys(opts.bypass_headers, _BYPASS),
         }
-        self._hits: dict[int, tuple[Stored, Hdrs]] = {}
+        # id(stored) -> [stored, headers with Content-Length, whole age, full headers]
+        self._hits: dict[int, list[Any]] = {}
 
     # -- requests -------------------------------------------------------------------------
 
@@ -156,8 +160,18 @@ class Engine:
             host = self._host(host_raw)
         if host is None:
             return Pass(rules.cache_status("fwd", fwd="bypass", detail="host"))
-        if scheme not in ("http", "https"):
+        if scheme == "http":
+            prefixes = self._http
+        elif scheme == "https":
+            prefixes = self._https
+        else:
             return Pass(rules.cache_status("fwd", fwd="bypass", detail="scheme"))
+        prefix = prefixes.get(host)
+        if prefix is None:
+            prefix = store.base_key(scheme, host, b"")
+            if len(prefixes) > 1024:
+                prefixes.clear()
+            prefixes[host] = prefix
         req_cc: dict[str, str | None] = {}
         has_auth = False
         conditional = False
@@ -197,8 +211,15 @@ class Engine:
         q = target.find(b"?")
         if q >= 0 and b"_method=" in target[q:].lower():
             return Pass(rules.cache_status("fwd", fwd="bypass", detail="method-override"))
-        base = store.base_key(scheme, host, target)
-        stored, key = store.lookup(self.cache, base, headers)
+        base = prefix + target
+        if len(base) > store.MAX_KEY:
+            base = store.base_key(scheme, host, target)
+        v = self.cache.get(base)
+        stored: Stored | None
+        if type(v) is Stored and not v.vary:
+            stored, key = v, base
+        else:
+            stored, key = store.lookup(self.cache, base, headers, v)
         if stored is not None and not (req_cc or conditional or "no-cache" in stored.flags):
             # The common hit: nothing in the request or the response asks for more checks
             # (the other flags only matter once the response is stale).
@@ -272,7 +293,7 @@ class Engine:
 
     def _hit(self, s: Stored, age: float, method: str) -> Reply:
         """A fresh stored response: its headers (with Content-Length) are built once per
-        stored object and process; only Age and Cache-Status are added per request."""
+        stored object and process, ``Age`` and ``Cache-Status`` once per second."""
         memo = self._hits.get(id(s))
         if memo is None or memo[0] is not s:
             base: Hdrs = list(s.headers)
@@ -280,11 +301,15 @@ class Engine:
                 base.append((b"content-length", b"%d" % len(s.body)))
             if len(self._hits) > 4096:
                 self._hits.clear()
-            memo = self._hits[id(s)] = (s, base)
-        hdrs = [*memo[1], (b"age", b"%d" % age)]
-        if self.opts.cache_status:
-            hdrs.append((b"cache-status", b"ziggurat; hit; ttl=%d" % (s.lifetime - age)))
-        return Reply(s.status, hdrs, b"" if method == "HEAD" else s.body, base=memo[1])
+            memo = self._hits[id(s)] = [s, base, -1, None]
+        whole = int(age)
+        if memo[2] != whole:
+            hdrs = [*memo[1], (b"age", b"%d" % whole)]
+            if self.opts.cache_status:
+                hdrs.append((b"cache-status", b"ziggurat; hit; ttl=%d" % (s.lifetime - age)))
+            memo[2], memo[3] = whole, hdrs
+        # Each request gets its own list: servers and outer middleware may change it.
+        return Reply(s.status, memo[3].copy(), b"" if method == "HEAD" else s.body, base=memo[1])
 
     def _purge(
         self, scheme: str, host_raw: bytes | None, target: bytes, headers: Hdrs, client: str | None

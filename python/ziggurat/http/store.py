@@ -24,11 +24,12 @@ from urllib.parse import urlsplit
 
 from ziggurat.http import rules
 
-__all__ = ["Stored", "base_key", "lock_key", "purge", "url_key", "variant_key"]
+__all__ = ["MAX_KEY", "Stored", "base_key", "lock_key", "purge", "url_key", "variant_key"]
 
 _PREFIX = b"zh1:"
+_UNREAD: Any = object()
 # Segment keys are at most 4096 bytes; longer URLs are keyed by a digest.
-_MAX_KEY = 2048
+MAX_KEY = 2048
 
 
 class Stored(NamedTuple):
@@ -76,7 +77,7 @@ def _from_value(v: Any) -> Stored | None:
 
 
 def _bound(key: bytes) -> bytes:
-    if len(key) <= _MAX_KEY:
+    if len(key) <= MAX_KEY:
         return key
     return _PREFIX + b"#" + hashlib.sha256(key).hexdigest().encode()
 
@@ -128,9 +129,12 @@ def url_key(url: str) -> bytes:
     return base_key(parts.scheme, host, target)
 
 
-def lookup(cache: Any, base: bytes, headers: rules.Headers) -> tuple[Stored | None, bytes]:
+def lookup(
+    cache: Any, base: bytes, headers: rules.Headers, value: Any = _UNREAD
+) -> tuple[Stored | None, bytes]:
     """The stored response matching the request (or None), and the key it lives under
-    (the key to fill when there is none).
+    (the key to fill when there is none). ``value``: the entry under ``base`` if the
+    caller already read it.
 
     >>> from ziggurat import Cache
     >>> c = Cache("doc-http-lookup", size="8MiB")
@@ -138,7 +142,7 @@ def lookup(cache: Any, base: bytes, headers: rules.Headers) -> tuple[Stored | No
     (None, b'zh1:http://h/x')
     >>> c.unlink()
     """
-    v = cache.get(base)
+    v = cache.get(base) if value is _UNREAD else value
     if v is None:
         return None, base
     s = _from_value(v)

@@ -371,6 +371,7 @@ def _from_wsgi_safe(headers: Any) -> Hdrs:
 # environ key -> header name; None for keys that are not headers. Bounded: unknown keys
 # come from clients.
 _NAMES: dict[str, bytes | None] = {}
+_UNKNOWN: Any = object()
 
 
 def _environ_name(k: str) -> bytes | None:
@@ -386,12 +387,19 @@ def _environ_name(k: str) -> bytes | None:
 
 
 def _environ_headers(environ: dict[str, Any]) -> Hdrs:
-    out: Hdrs = []
     names = _NAMES
+    out: Hdrs = []
+    append = out.append
     for k, v in environ.items():
-        name = names[k] if k in names else _environ_name(k)
-        if name is not None and isinstance(v, str) and (v or k[0] == "H"):
-            out.append((name, v.encode("latin-1", "replace")))
+        name = names.get(k, _UNKNOWN)
+        if name is None:
+            continue
+        if name is _UNKNOWN:
+            name = _environ_name(k)
+            if name is None:
+                continue
+        if type(v) is str and (v or k[0] == "H"):
+            append((name, v.encode("latin-1", "replace")))
     return out
 
 
