@@ -315,19 +315,21 @@ class Engine:
         self, scheme: str, host_raw: bytes | None, target: bytes, headers: Hdrs, client: str | None
     ) -> Reply:
         o = self.opts
+        cs = rules.cache_status("fwd", fwd="method", detail="purge")
+        text = [(b"content-type", b"text/plain")]
         token = rules.field(headers, b"purge-token") or b""
         expected = (o.purge_token or "").encode()
         if client not in o.purge_clients or not hmac.compare_digest(token, expected):
-            return Reply(403, [(b"content-type", b"text/plain")], b"purge not allowed\n")
+            return Reply(403, _status(o, [*text], cs), b"purge not allowed\n")
         tags = rules.split_tags(rules.fields(headers, o.tag_header))
         if tags:
             self.cache.invalidate_tags(*tags)
-            return Reply(200, [(b"content-type", b"text/plain")], b"purged tags\n")
+            return Reply(200, _status(o, [*text], cs), b"purged tags\n")
         host = rules.normalise_host(host_raw)
         if host is None:
-            return Reply(400, [(b"content-type", b"text/plain")], b"bad host\n")
+            return Reply(400, _status(o, [*text], cs), b"bad host\n")
         found = self.cache.delete(store.base_key(scheme, host, target))
-        return Reply(200 if found else 404, [(b"content-type", b"text/plain")], b"purged\n")
+        return Reply(200 if found else 404, _status(o, [*text], cs), b"purged\n")
 
     # -- responses to requests that pass -------------------------------------------------
 
