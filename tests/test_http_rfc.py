@@ -320,7 +320,9 @@ def test_stale_if_error_serves_stale(srv: Server) -> None:
         assert "stale-if-error" in r.cache_status
 
 
-@pytest.mark.parametrize("directive", ["must-revalidate", "proxy-revalidate", "no-cache"])
+@pytest.mark.parametrize(
+    "directive", ["must-revalidate", "proxy-revalidate", "no-cache", "s-maxage=1"]
+)
 def test_stale_if_error_forbidden(srv: Server, directive: str) -> None:
     n = srv.name()
     u = url(n, f"Cache-Control: max-age=1, stale-if-error=600, {directive}", etag='"e"')
