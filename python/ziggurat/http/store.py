@@ -39,6 +39,11 @@ class Stored(NamedTuple):
     app marked ``private="…"``/``no-cache="…"`` removed); ``initial_age`` is the corrected
     initial age at ``response_time``; ``flags`` holds directive names that matter at reuse
     (``no-cache``, ``must-revalidate``, ``proxy-revalidate``, ``s-maxage``).
+
+    >>> s = Stored(200, ((b"content-type", b"text/plain"),), b"hi", 99.0, 100.0, 5.0, 60.0,
+    ...            0.0, 0.0, frozenset(), None, None, (), (), ("posts",))
+    >>> s.age(110.0), s.may_serve_stale()
+    (15.0, True)
     """
 
     status: int
@@ -58,11 +63,12 @@ class Stored(NamedTuple):
     tags: tuple[str, ...]
 
     def age(self, now: float) -> float:
-        """Current age in seconds (RFC 9111 §4.2.3)."""
+        """Current age in seconds at ``now`` (RFC 9111 §4.2.3; see the class example)."""
         return self.initial_age + max(0.0, now - self.response_time)
 
     def may_serve_stale(self) -> bool:
-        """Whether any stale use is allowed at all (RFC 9111 §4.2.4)."""
+        """Whether any stale use is allowed at all (RFC 9111 §4.2.4; see the class
+        example)."""
         return not (self.flags & {"must-revalidate", "proxy-revalidate", "no-cache", "s-maxage"})
 
 
@@ -162,7 +168,19 @@ def lookup(
 
 def save(cache: Any, base: bytes, s: Stored, ttl: float, now: float) -> None:
     """Stores ``s`` for ``ttl`` seconds under ``base`` (or a variant of it); the
-    middleware's ``Fill`` builds ``s``. See ``lookup`` for reading it back."""
+    middleware's ``Fill`` builds ``s``.
+
+    >>> from ziggurat import Cache
+    >>> c = Cache("doc-http-save", size="8MiB")
+    >>> s = Stored(200, (), b"hi", 0.0, 0.0, 0.0, 60.0, 0.0, 0.0, frozenset(), None, None,
+    ...            ("accept",), (b"text/html",), ())
+    >>> save(c, b"zh1:http://h/x", s, 60.0, 0.0)
+    >>> lookup(c, b"zh1:http://h/x", [(b"accept", b"text/html")])[0].body
+    b'hi'
+    >>> lookup(c, b"zh1:http://h/x", [(b"accept", b"text/plain")])[0] is None
+    True
+    >>> c.unlink()
+    """
     tags = s.tags
     if not s.vary:
         cache.set(base, _to_tuple(s), ttl=ttl, tags=tags)
@@ -188,7 +206,8 @@ def _variant_digest(s: Stored) -> bytes:
 
 
 def replace(cache: Any, key: bytes, s: Stored, ttl: float) -> None:
-    """Rewrites a stored response in place (after a 304 freshened it)."""
+    """Rewrites a stored response in place (after a 304 freshened it); ``key`` is the key
+    ``lookup`` returned for it."""
     cache.set(key, _to_tuple(s), ttl=ttl, tags=s.tags)
 
 
