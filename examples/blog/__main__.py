@@ -10,6 +10,7 @@ import argparse
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,11 +48,20 @@ def main(argv: list[str]) -> int:
         f"new post: curl -d 'title=Hello&body=Text&tags=python' "
         f"-H 'X-Admin-Token: {token}' http://127.0.0.1:{args.port}/admin/posts"
     )
+    # SIGTERM ends the demo as Ctrl-C does: the server stops, the directory goes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    server = subprocess.Popen(cmd, cwd=root, env=env)
     try:
-        return subprocess.call(cmd, cwd=root, env=env)
+        return server.wait()
     except KeyboardInterrupt:
         return 0
     finally:
+        if server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(15)
+            except subprocess.TimeoutExpired:
+                server.kill()
         shutil.rmtree(work, ignore_errors=True)
 
 
