@@ -456,3 +456,17 @@ def test_cache_status_on_every_response(srv: Server) -> None:
     ]:
         r = srv.request(u, method=method, body=b"" if method == "POST" else None)
         assert r.cache_status.startswith("ziggurat"), (method, u, r.headers)
+
+
+def test_tag_header_stripped_from_every_response(srv: Server) -> None:
+    n = srv.name()
+    for method, u in [
+        ("GET", url(n, "Cache-Control: no-store", "Cache-Tag: secret-a")),
+        ("POST", url(n, "Cache-Tag: secret-b")),
+        ("GET", url(n, "Cache-Control: max-age=60", "Cache-Tag: secret-c")),
+    ]:
+        for _ in range(2):
+            r = srv.request(u, method=method, body=b"" if method == "POST" else None)
+            assert r.h("cache-tag") is None and b"secret" not in b"".join(
+                v.encode() for vs in r.headers.values() for v in vs
+            )
