@@ -87,7 +87,7 @@ class _Stream:
                 if isinstance(m, _Failed):
                     self.finished = True
                     raise m.error
-                await send(m)
+                last = m.get("type") == "http.response.body" and not m.get("more_body", False)
                 if kept is not None and self.tee is not None:
                     if m.get("type") != "http.response.body":
                         kept = None
@@ -98,10 +98,12 @@ class _Stream:
                             kept.append(chunk)
                         else:
                             kept = None
-                if m.get("type") == "http.response.body" and not m.get("more_body", False):
-                    self.finished = True
-                    if kept is not None and self.tee is not None:
+                    if last and kept is not None:
+                        # Stored before the client sees the end, so its next request hits.
                         self.tee[0].store_streamed(b"".join(kept), now())
+                await send(m)
+                if last:
+                    self.finished = True
                     return
         finally:
             self.cancel()
