@@ -12,10 +12,11 @@ Endpoints, steered by query parameters:
 - ``/e/<name>``: ``s`` status, ``h`` a header line ``Name: Value`` (repeatable), ``b`` body,
   ``sleep`` seconds before answering, ``etag`` an ETag answered with 304 when the request's
   If-None-Match names it, ``reflect`` a request header whose value goes into the body.
-  The default body names the path, the query and the call number.
-  ``barrier`` waits (at most 10 s) until that many calls of ``name`` arrived; while the
-  file ``<counts>/fail-<name>`` exists, the endpoint raises (content "raise") or answers
-  the status it holds.
+  The default body names the path, the query and the call number. While the file
+  ``<counts>/barrier-<name>`` holds N, a call waits until N calls of ``name`` arrived
+  (answering 500 after 10 s); while ``<counts>/fail-<name>`` exists, the endpoint raises
+  (content "raise") or answers the status it holds; while ``<counts>/spec-<name>`` exists,
+  it answers the status and headers written there.
 - ``/stream/<name>``: ``n`` chunks of ``size`` bytes; before the last one it waits until the
   file ``<counts>/<gate>`` exists (the tests open the gate after the first chunk arrived);
   ``break`` is the index of a chunk that raises instead.
@@ -63,6 +64,16 @@ def bump_count(name: str) -> int:
     """How many app calls ``name`` has had."""
     try:
         return os.path.getsize(os.path.join(COUNTS, "count-" + name.replace("/", "_")))
+    except FileNotFoundError:
+        return 0
+
+
+def barrier(name: str) -> int:
+    """While the file ``<counts>/barrier-<name>`` holds N, a call of ``name`` waits until N
+    calls have arrived (so N - k calls must be in the app together)."""
+    try:
+        with open(os.path.join(COUNTS, "barrier-" + name.replace("/", "_"))) as f:
+            return int(f.read().strip() or 0)
     except FileNotFoundError:
         return 0
 
@@ -123,9 +134,12 @@ async def s_scripted(request: Request) -> Response:
     q = request.query_params
     if q.get("sleep"):
         await asyncio.sleep(float(q["sleep"]))
-    if q.get("barrier"):
+    target = barrier(name)
+    if target:
         deadline = time.monotonic() + 10
-        while bump_count(name) < int(q["barrier"]) and time.monotonic() < deadline:
+        while bump_count(name) < target:
+            if time.monotonic() > deadline:
+                return Response(b"barrier not reached", status_code=500)
             await asyncio.sleep(0.01)
     fail = failing(name)
     if fail == "raise":
@@ -221,9 +235,12 @@ def f_scripted(name: str) -> flask.Response:
     q = flask.request.args
     if q.get("sleep"):
         time.sleep(float(q["sleep"]))
-    if q.get("barrier"):
+    target = barrier(name)
+    if target:
         deadline = time.monotonic() + 10
-        while bump_count(name) < int(q["barrier"]) and time.monotonic() < deadline:
+        while bump_count(name) < target:
+            if time.monotonic() > deadline:
+                return flask.Response(b"barrier not reached", status=500)
             time.sleep(0.01)
     fail = failing(name)
     if fail == "raise":

@@ -112,6 +112,11 @@ class Server:
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"status": status, "headers": headers}, f)
 
+    def barrier(self, name: str, calls: int) -> None:
+        """Makes calls of ``/e/<name>`` wait until ``calls`` calls have arrived."""
+        with open(os.path.join(self.counts, "barrier-" + name.replace("/", "_")), "w") as f:
+            f.write(str(calls))
+
     def open_gate(self, gate: str) -> None:
         open(os.path.join(self.counts, gate), "w").close()
 
