@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 
-.PHONY: all build test lint pytest rust-test bench stress demo clean
+.PHONY: all build test lint pytest rust-test bench bench-http stress demo blog clean
 
 all: test
 
@@ -54,8 +54,14 @@ stress: build
 bench: build $(VENV)/.bench
 	$(PY) bench/run.py
 
+bench-http: build $(VENV)/.bench
+	$(PY) bench/bench_http.py
+
 demo: build $(VENV)/.demo
 	$(PY) -m examples.shortener.demo
+
+blog: build
+	$(PY) -m examples.blog
 
 clean:
 	rm -rf target $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,317 @@
+"""HTTP response cache: a cached response through the middleware against a bare app.
+
+    python bench/bench_http.py                  uvicorn (ASGI) and gunicorn (WSGI), 5 reps
+    python bench/bench_http.py --quick          1 s runs, 3 reps (smoke run)
+    python bench/bench_http.py --only asgi      one server
+
+For each server, two apps run under the same server with the same number of workers: the
+bare app, which returns a fixed response with ``Cache-Control: max-age``, and the same app
+behind the cache middleware, where every request is then a hit. The app is a
+framework app (Starlette, Flask) and, as the harshest comparison, a plain callable that
+does nothing but return the bytes. ``wrk`` loads
+each in turn; repetitions alternate between the two so drift hits both alike; the figure
+is the median of the requests per second. The ratio is cached / bare.
+
+Besides requests per second, each run reads the CPU time the server's processes used
+(master and workers, from /proc) and reports requests per CPU second: on a machine
+shared with other work, throughput moves with the neighbours' load, while the server's
+CPU cost per request does not.
+
+Results go to bench/results/http.json and, as a Markdown table, to standard output.
+This module is also the app module the servers import (``bench_http:bare_asgi`` …).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BODY = b"<!doctype html><title>post</title>" + b"<p>lorem ipsum dolor sit amet</p>" * 60
+CACHED_ASGI = [
+    (b"content-type", b"text/html; charset=utf-8"),
+    (b"cache-control", b"max-age=3600"),
+    (b"cache-tag", b"posts"),
+]
+
+
+async def origin_asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A plain ASGI app: a fixed, cacheable response."""
+    if scope["type"] != "http":
+        return
+    headers = [*CACHED_ASGI, (b"content-length", str(len(BODY)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": BODY})
+
+
+def origin_wsgi(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    """A plain WSGI app: a fixed, cacheable response."""
+    start_response(
+        "200 OK",
+        [
+            ("Content-Type", "text/html; charset=utf-8"),
+            ("Content-Length", str(len(BODY))),
+            ("Cache-Control", "max-age=3600"),
+            ("Cache-Tag", "posts"),
+        ],
+    )
+    return [BODY]
+
+
+def _starlette() -> Any:
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    headers = {
+        "content-type": "text/html; charset=utf-8",
+        "cache-control": "max-age=3600",
+        "cache-tag": "posts",
+    }
+
+    async def post(request: Any) -> Response:
+        return Response(BODY, headers=headers)
+
+    return Starlette(routes=[Route("/post/{n}", post)])
+
+
+def _flask() -> Any:
+    import flask
+
+    app = flask.Flask("bench")
+    headers = {
+        "Content-Type": "text/html; charset=utf-8",
+        "Cache-Control": "max-age=3600",
+        "Cache-Tag": "posts",
+    }
+
+    @app.route("/post/<n>")
+    def post(n: str) -> Any:
+        return flask.Response(BODY, headers=headers)
+
+    return app
+
+
+# The bare apps are the very apps the middleware wraps: same code, same response bytes
+# (the cached response adds Age and Cache-Status and drops the tag header).
+bare_asgi, bare_wsgi = origin_asgi, origin_wsgi
+bare_starlette = _origin_starlette = _starlette()
+bare_flask = _origin_flask = _flask()
+
+if os.environ.get("ZIG_BENCH_HTTP_CACHE"):
+    from ziggurat import Cache
+    from ziggurat.http import CacheMiddleware, WSGICacheMiddleware
+
+    _cache = Cache(
+        os.environ["ZIG_BENCH_HTTP_CACHE"],
+        size="64MiB",
+        directory=os.environ.get("ZIG_BENCH_HTTP_DIR", "/dev/shm"),
+    )
+    cached_asgi = CacheMiddleware(origin_asgi, _cache, allowed_hosts=["127.0.0.1"])
+    cached_wsgi = WSGICacheMiddleware(origin_wsgi, _cache, allowed_hosts=["127.0.0.1"])
+    cached_starlette = CacheMiddleware(_origin_starlette, _cache, allowed_hosts=["127.0.0.1"])
+    cached_flask = WSGICacheMiddleware(_origin_flask, _cache, allowed_hosts=["127.0.0.1"])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(kind: str, app: str, workers: int, env: dict[str, str]) -> tuple[Any, int]:
+    port = _free_port()
+    if kind == "asgi":
+        cmd = [sys.executable, "-m", "uvicorn", f"bench_http:{app}", "--host", "127.0.0.1"]
+        cmd += ["--port", str(port), "--workers", str(workers), "--log-level", "warning"]
+        # uvloop and httptools: the asyncio loop leaves Nagle's algorithm on for the
+        # workers' sockets here, which adds the client's delayed ACK (about 40 ms) to
+        # every keep-alive response, for the bare app and the cached one alike.
+        cmd += ["--no-access-log", "--loop", "uvloop", "--http", "httptools"]
+    else:
+        cmd = [sys.executable, "-m", "gunicorn", f"bench_http:{app}", "-b", f"127.0.0.1:{port}"]
+        cmd += ["-w", str(workers), "--log-level", "warning"]
+    proc = subprocess.Popen(
+        cmd, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/post/1", timeout=2) as r:
+                if r.read() == BODY:
+                    return proc, port
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"{kind} server for {app} did not start")
+
+
+def _stop(proc: Any) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def _server_cpu(root: int) -> float:
+    """CPU seconds used so far by a server: its master process and every worker."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields[1] is the parent pid, fields[11] and [12] user and system ticks.
+        if int(entry) == root or int(fields[1]) == root:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _wrk(port: int, seconds: int, connections: int, threads: int, root: int) -> tuple[float, float]:
+    """Requests per second, and requests per CPU second of the server's processes."""
+    cpu0 = _server_cpu(root)
+    out = subprocess.run(
+        [
+            "wrk",
+            f"-t{threads}",
+            f"-c{connections}",
+            f"-d{int(seconds)}s",
+            f"http://127.0.0.1:{port}/post/1",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    cpu = _server_cpu(root) - cpu0
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    n = re.search(r"(\d+) requests in", out)
+    if m is None or n is None or "Non-2xx" in out:
+        raise RuntimeError(f"wrk failed or saw errors:\n{out}")
+    return float(m.group(1)), int(n.group(1)) / cpu if cpu > 0 else float("nan")
+
+
+def run(
+    kind: str, app: str, workers: int, reps: int, seconds: int, connections: int
+) -> dict[str, Any]:
+    base = f"/dev/shm/zigbench-http-{uuid.uuid4().hex}"
+    os.mkdir(base, 0o700)
+    env = dict(os.environ)
+    env.update(ZIG_BENCH_HTTP_CACHE="bench-http-" + uuid.uuid4().hex[:8], ZIG_BENCH_HTTP_DIR=base)
+    procs = []
+    try:
+        bare, bare_port = _start(kind, f"bare_{app}", workers, env)
+        procs.append(bare)
+        cached, cached_port = _start(kind, f"cached_{app}", workers, env)
+        procs.append(cached)
+        with urllib.request.urlopen(f"http://127.0.0.1:{cached_port}/post/1") as r:
+            status = r.headers.get("Cache-Status", "")
+        # Warm both (and every worker's L1).
+        _wrk(bare_port, 1, connections, 1, bare.pid)
+        _wrk(cached_port, 1, connections, 1, cached.pid)
+        with urllib.request.urlopen(f"http://127.0.0.1:{cached_port}/post/1") as r:
+            status = r.headers.get("Cache-Status", "")
+        if "hit" not in status:
+            raise RuntimeError(f"the cached server does not hit: Cache-Status {status!r}")
+        rb: list[float] = []
+        rc: list[float] = []
+        eb: list[float] = []
+        ec: list[float] = []
+        for _ in range(reps):
+            rps, per_cpu = _wrk(bare_port, seconds, connections, 1, bare.pid)
+            rb.append(rps)
+            eb.append(per_cpu)
+            rps, per_cpu = _wrk(cached_port, seconds, connections, 1, cached.pid)
+            rc.append(rps)
+            ec.append(per_cpu)
+        b, c = statistics.median(rb), statistics.median(rc)
+        cb, cc = statistics.median(eb), statistics.median(ec)
+        return {
+            "server": "uvicorn" if kind == "asgi" else "gunicorn (sync)",
+            "app": {
+                "asgi": "plain ASGI callable",
+                "wsgi": "plain WSGI callable",
+                "starlette": "Starlette",
+                "flask": "Flask",
+            }[app],
+            "workers": workers,
+            "bare_rps": b,
+            "cached_rps": c,
+            "ratio": c / b,
+            "bare_per_cpu_s": cb,
+            "cached_per_cpu_s": cc,
+            "cpu_ratio": cc / cb,
+            "bare_reps": rb,
+            "cached_reps": rc,
+        }
+    finally:
+        for p in procs:
+            _stop(p)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", choices=["asgi", "wsgi"], default=None)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--connections", type=int, default=32)
+    args = p.parse_args(argv)
+    if shutil.which("wrk") is None:
+        print("bench_http: wrk is required (apt-get install wrk)", file=sys.stderr)
+        return 2
+    reps, seconds = (3, 1) if args.quick else (5, 4)
+    kinds = [args.only] if args.only else ["asgi", "wsgi"]
+    apps = {"asgi": ["starlette", "asgi"], "wsgi": ["flask", "wsgi"]}
+    rows = [
+        run(k, a, args.workers, reps, seconds, args.connections) for k in kinds for a in apps[k]
+    ]
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    result = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "body_bytes": len(BODY),
+        "reps": reps,
+        "seconds": seconds,
+        "connections": args.connections,
+        "cpus": os.cpu_count(),
+        "rows": rows,
+    }
+    with open(os.path.join(HERE, "results", "http.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    print(
+        f"body {len(BODY)} bytes, wrk -t1 -c{args.connections} -d{seconds}s, "
+        f"median of {reps} interleaved reps, {os.cpu_count()} CPUs\n"
+    )
+    print(
+        "| server | app | bare app (req/s) | cached (req/s) | ratio "
+        "| bare app (req per server CPU s) | cached (req per server CPU s) | ratio |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['server']} | {r['app']} | {r['bare_rps']:,.0f} | {r['cached_rps']:,.0f} "
+            f"| {100 * r['ratio']:.0f} % | {r['bare_per_cpu_s']:,.0f} "
+            f"| {r['cached_per_cpu_s']:,.0f} | {100 * r['cpu_ratio']:.0f} % |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""A blog served from the ziggurat HTTP response cache (see README.md)."""

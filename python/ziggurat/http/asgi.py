@@ -1,0 +1,405 @@
+"""``CacheMiddleware``: the HTTP response cache for ASGI apps (Starlette, FastAPI, Django).
+
+A thin adapter over the shared ``Engine``. On a fill the app runs in its own task and its
+messages pass through a small queue: the middleware decides on the response head, and
+either buffers the body to store it or relays the messages as they come, so the fill's
+lease is given back (and the waiters released) as soon as the response turns out not
+storable, while its body still streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import quote
+
+from ziggurat.http.engine import ERROR, MARKER_TTL, Engine, Fill, Hdrs, Pass, Reply, now
+from ziggurat.http.options import Options
+
+__all__ = ["CacheMiddleware"]
+
+log = logging.getLogger("ziggurat.http")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_DONE: Message = {"type": "ziggurat.done"}
+
+
+class _Failed:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _headers(raw: Any) -> Hdrs:
+    return [(bytes(k).lower(), bytes(v)) for k, v in raw]
+
+
+async def _send_reply(r: Reply, send: Send) -> None:
+    await send({"type": "http.response.start", "status": r.status, "headers": r.headers})
+    await send({"type": "http.response.body", "body": r.body, "more_body": False})
+
+
+class _Stream:
+    """A forwarded response: its start message, the body messages already read, then the
+    rest as the app produces it."""
+
+    def __init__(
+        self,
+        start: Message,
+        prefix: list[Message],
+        queue: asyncio.Queue[Any],
+        task: asyncio.Future[None],
+        error: BaseException | None = None,
+        tee: tuple[Fill, int] | None = None,
+    ) -> None:
+        self.start, self.prefix, self.queue, self.task, self.error = (
+            start,
+            prefix,
+            queue,
+            task,
+            error,
+        )
+        self.finished = False
+        self.tee = tee
+
+    async def relay(self, send: Send) -> None:
+        # After a normal end the app's task is left to finish on its own: it may still run
+        # work after its last message (Starlette's background tasks).
+        try:
+            await send(self.start)
+            for m in self.prefix:
+                await send(m)
+            if self.error is not None:
+                raise self.error
+            kept: list[bytes] | None = [] if self.tee is not None else None
+            size = 0
+            while True:
+                m = await self.queue.get()
+                if m is _DONE:
+                    self.finished = True
+                    return
+                if isinstance(m, _Failed):
+                    self.finished = True
+                    raise m.error
+                last = m.get("type") == "http.response.body" and not m.get("more_body", False)
+                if kept is not None and self.tee is not None:
+                    if m.get("type") != "http.response.body":
+                        kept = None
+                    else:
+                        chunk = bytes(m.get("body", b""))
+                        size += len(chunk)
+                        if size <= self.tee[1]:
+                            kept.append(chunk)
+                        else:
+                            kept = None
+                    if last and kept is not None:
+                        # Stored before the client sees the end, so its next request hits.
+                        self.tee[0].store_streamed(b"".join(kept), now())
+                await send(m)
+                if last:
+                    self.finished = True
+                    return
+        finally:
+            self.cancel()
+
+    async def drain(self) -> None:
+        try:
+            while True:
+                m = await self.queue.get()
+                if m is _DONE or isinstance(m, _Failed):
+                    self.finished = True
+                    return
+                if m.get("type") == "http.response.body" and not m.get("more_body", False):
+                    self.finished = True
+                    return
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        """Stops the app's task unless its response was complete."""
+        if not self.finished and not self.task.done():
+            self.task.cancel()
+
+
+class _State:
+    ran = False
+    outcome: Reply | _Stream | None = None
+    error: Exception | None = None
+
+
+class CacheMiddleware:
+    """Caches an ASGI app's responses in a ``ziggurat.Cache`` shared by every worker.
+
+    Options (defaults and units in docs/http.md): ``allowed_hosts``, ``max_body``,
+    ``request_directives``, ``tag_header``, ``cache_status``, ``default_ttl``,
+    ``heuristic``, ``store_set_cookie``, ``bypass_headers``, ``bypass_cookies``,
+    ``key_headers``, ``hit_for_miss``, ``revalidate_keep``, ``purge_token``,
+    ``purge_clients``.
+
+    >>> from ziggurat import Cache
+    >>> async def app(scope, receive, send):
+    ...     await send({"type": "http.response.start", "status": 200,
+    ...                 "headers": [(b"cache-control", b"max-age=60"), (b"cache-tag", b"home")]})
+    ...     await send({"type": "http.response.body", "body": b"hello"})
+    >>> cache = Cache("doc-asgi-mw", size="8MiB")
+    >>> wrapped = CacheMiddleware(app, cache, allowed_hosts=["example.com"], max_body=65536)
+    >>> cache.unlink()
+    """
+
+    def __init__(self, app: ASGIApp, cache: Any, **options: Any) -> None:
+        if not callable(app):
+            raise TypeError("CacheMiddleware(): app must be an ASGI callable")
+        for m in ("get", "set", "delete", "afetch", "invalidate_tags"):
+            if not callable(getattr(cache, m, None)):
+                raise TypeError(f"CacheMiddleware(): cache must be a ziggurat.Cache, got {cache!r}")
+        self.app = app
+        self.cache = cache
+        self.options = Options.build("CacheMiddleware", **options)
+        self.engine = Engine(cache, self.options)
+        self._refreshing: set[bytes] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        method = scope.get("method", "GET")
+        scheme = scope.get("scheme", "http")
+        # ASGI servers give lower-case names as bytes; the list is used as it is.
+        headers: Hdrs = scope.get("headers") or []
+        host = None
+        for k, v in headers:
+            if k == b"host":
+                host = v
+                break
+        if host is None and scope.get("server"):
+            h, p = scope["server"][0], scope["server"][1]
+            host = f"{h}:{p}".encode("latin-1", "replace") if p else str(h).encode()
+        raw = scope.get("raw_path")
+        qs = scope.get("query_string")
+        target = (raw + b"?" + qs if qs else raw) if type(raw) is bytes else _target(scope)
+        client = scope.get("client")
+        d = self.engine.classify(
+            method, scheme, host, target, headers, client[0] if client else None, now()
+        )
+        if isinstance(d, Reply):
+            await send({"type": "http.response.start", "status": d.status, "headers": d.headers})
+            await send({"type": "http.response.body", "body": d.body, "more_body": False})
+            if d.refresh is not None:
+                self._refresh(scope, d.refresh)
+            return
+        if isinstance(d, Pass):
+            await self._pass(d, scope, receive, send, scheme, host, target)
+            return
+        await self._fill(d, scope, receive, send)
+
+    async def _pass(
+        self,
+        p: Pass,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        scheme: str,
+        host: bytes | None,
+        target: bytes,
+    ) -> None:
+        engine = self.engine
+
+        async def wrapped(message: Message) -> None:
+            if message.get("type") == "http.response.start":
+                try:
+                    hdrs = engine.passed_head(
+                        p,
+                        int(message["status"]),
+                        _headers(message.get("headers") or ()),
+                        scheme,
+                        host,
+                        target,
+                    )
+                    message = {**message, "headers": hdrs}
+                except Exception as e:
+                    log.warning("ziggurat.http: response head left as is: %r", e)
+            await send(message)
+
+        await self.app(scope, receive, wrapped)
+
+    async def _fill(self, fill: Fill, scope: Scope, receive: Receive, send: Send) -> None:
+        state = _State()
+
+        async def loader() -> str | None:
+            state.ran = True
+            r = fill.recheck(now())
+            if r is not None:
+                state.outcome = r
+                return fill.marker()
+            try:
+                state.outcome = await self._forward(scope, receive, fill)
+            except Exception as e:
+                state.error = e
+                return ERROR if fill.stale is not None else None
+            return fill.marker()
+
+        try:
+            for attempt in range(2 if fill.coalesce else 0):
+                try:
+                    marker = await self.cache.afetch(
+                        fill.lock, loader, ttl=MARKER_TTL, neg_ttl=self.options.hit_for_miss
+                    )
+                except Exception as e:
+                    if not state.ran:
+                        log.info("ziggurat.http: not coalesced: %r", e)
+                        break
+                if state.ran:
+                    break
+                try:
+                    r = fill.after_wait(marker, now())
+                except Exception:
+                    r = None
+                if r is not None:
+                    await _send_reply(r, send)
+                    return
+                if not fill.retry_wait(marker, attempt):
+                    break
+            if not state.ran:
+                await loader()
+            if state.error is not None:
+                r = fill.stale_if_error(None, now())
+                if r is None:
+                    raise state.error
+                await _send_reply(r, send)
+                return
+            out = state.outcome
+            if isinstance(out, Reply):
+                await _send_reply(out, send)
+            elif out is not None:
+                await out.relay(send)
+        finally:
+            if isinstance(state.outcome, _Stream):
+                state.outcome.cancel()
+
+    async def _forward(self, scope: Scope, receive: Receive, fill: Fill) -> Reply | _Stream:
+        """Runs the app for ``fill``; reads the body only when it is to be stored."""
+        sc = dict(scope)
+        sc["headers"] = fill.upstream_headers()
+        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=16)
+        t0 = now()
+
+        async def app_send(message: Message) -> None:
+            await queue.put(message)
+
+        async def run() -> None:
+            try:
+                await self.app(sc, receive, app_send)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:
+                await queue.put(_Failed(e))
+            else:
+                await queue.put(_DONE)
+
+        task = asyncio.ensure_future(run())
+        try:
+            first = await queue.get()
+        except BaseException:
+            task.cancel()
+            raise
+        if isinstance(first, _Failed):
+            raise first.error
+        if first is _DONE or first.get("type") != "http.response.start":
+            task.cancel()
+            raise RuntimeError("the ASGI app did not start a response")
+        status = int(first["status"])
+        hdrs = _headers(first.get("headers") or ())
+        d = fill.head(status, hdrs, t0, now())
+        if isinstance(d, Reply):
+            await _Stream(first, [], queue, task).drain()
+            return d
+        if isinstance(d, list):
+            return _Stream({**first, "headers": d}, [], queue, task)
+        if fill.tee:
+            return _Stream({**first, "headers": fill.tee_headers()}, [], queue, task, tee=(fill, d))
+        if first.get("trailers"):
+            return _Stream(
+                {**first, "headers": fill._pass(hdrs, "trailers", status)}, [], queue, task
+            )
+        parts: list[Message] = []
+        size = 0
+        while True:
+            m = await queue.get()
+            if m is _DONE:
+                break
+            if isinstance(m, _Failed):
+                start = {**first, "headers": fill._pass(hdrs, "body-error", status)}
+                return _Stream(start, parts, queue, task, m.error)
+            if m.get("type") != "http.response.body":
+                parts.append(m)
+                return _Stream(
+                    {**first, "headers": fill._pass(hdrs, "extension", status)}, parts, queue, task
+                )
+            parts.append(m)
+            size += len(m.get("body", b""))
+            if size > d:
+                return _Stream(
+                    {**first, "headers": fill.too_large(hdrs, status)}, parts, queue, task
+                )
+            if not m.get("more_body", False):
+                break
+        body = b"".join(bytes(m.get("body", b"")) for m in parts)
+        return fill.complete(body, now())
+
+    def _refresh(self, scope: Scope, fill: Fill) -> None:
+        """stale-while-revalidate: one background validation per URL per host."""
+        if fill.refresh_lock in self._refreshing:
+            return
+        self._refreshing.add(fill.refresh_lock)
+        done = asyncio.Event()
+        sc = dict(scope)
+        sent = False
+
+        async def receive() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def load() -> str | None:
+            out = await self._forward(sc, receive, fill)
+            if isinstance(out, _Stream):
+                await out.drain()
+            return fill.marker()
+
+        async def work() -> None:
+            try:
+                await self.cache.afetch(
+                    fill.refresh_lock, load, ttl=MARKER_TTL, neg_ttl=self.options.hit_for_miss
+                )
+            except Exception as e:
+                log.warning("ziggurat.http: background refresh failed: %r", e)
+            finally:
+                done.set()
+                self._refreshing.discard(fill.refresh_lock)
+
+        task = asyncio.ensure_future(work())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _target(scope: Scope) -> bytes:
+    raw = scope.get("raw_path")
+    if not raw:
+        raw = quote(
+            scope.get("root_path", "") + scope.get("path", "/"), safe="/:@!$&'()*+,;=-._~%"
+        ).encode("ascii")
+    t = bytes(raw)
+    qs = scope.get("query_string")
+    if qs:
+        t += b"?" + bytes(qs)
+    return t

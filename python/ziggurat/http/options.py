@@ -1,0 +1,176 @@
+"""The middleware's settings, checked once when the middleware is built.
+
+>>> o = Options.build("CacheMiddleware", allowed_hosts=["example.com"], max_body=65536)
+>>> o.max_body, o.host_allowed("example.com:8000"), o.host_allowed("evil.test")
+(65536, True, False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DEFAULT_BYPASS_HEADERS", "Options"]
+
+# Request headers that apps (or their frameworks) reflect into pages and links but that a
+# key on scheme + host + path does not cover: a request carrying one is neither looked up
+# nor stored (see the poisoning notes in docs/http.md).
+DEFAULT_BYPASS_HEADERS = (
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-forwarded-scheme",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-host",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-original-host",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "forwarded",
+)
+
+_KNOWN = (
+    "allowed_hosts",
+    "max_body",
+    "request_directives",
+    "tag_header",
+    "cache_status",
+    "default_ttl",
+    "heuristic",
+    "store_set_cookie",
+    "bypass_headers",
+    "bypass_cookies",
+    "key_headers",
+    "hit_for_miss",
+    "revalidate_keep",
+    "purge_token",
+    "purge_clients",
+)
+
+
+def _names(who: str, arg: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(f"{who}(): {arg} must be a list of str, got {value!r}")
+    out = []
+    for v in value:
+        if not isinstance(v, str) or not v or not v.isascii():
+            raise ValueError(
+                f"{who}(): every item of {arg} must be a non-empty ASCII str, got {v!r}"
+            )
+        out.append(v.strip().lower())
+    return tuple(out)
+
+
+def _seconds(who: str, arg: str, value: Any, *, none_ok: bool) -> float | None:
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{who}(): {arg} must be a number of seconds, got {value!r}")
+    if not (0 < value < float("inf")):
+        raise ValueError(f"{who}(): {arg} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Settings of ``CacheMiddleware`` and ``WSGICacheMiddleware`` (see docs/http.md).
+
+    >>> Options.build("CacheMiddleware", tag_header="Surrogate-Key").tag_header
+    b'surrogate-key'
+    """
+
+    allowed_hosts: tuple[str, ...] = ("localhost", "127.0.0.1", "[::1]")
+    max_body: int = 1 << 20
+    request_directives: bool = True
+    tag_header: bytes = b"cache-tag"
+    cache_status: bool = True
+    default_ttl: float | None = None
+    heuristic: bool = False
+    store_set_cookie: bool = False
+    bypass_headers: frozenset[bytes] = field(
+        default_factory=lambda: frozenset(h.encode() for h in DEFAULT_BYPASS_HEADERS)
+    )
+    bypass_cookies: tuple[str, ...] = ()
+    key_headers: tuple[str, ...] = ()
+    hit_for_miss: float = 10.0
+    revalidate_keep: float = 60.0
+    purge_token: str | None = None
+    purge_clients: tuple[str, ...] = ("127.0.0.1", "::1")
+
+    @classmethod
+    def build(cls, who: str, **kw: Any) -> Options:
+        """Checks keyword options; ``who`` names the caller in error messages."""
+        unknown = sorted(set(kw) - set(_KNOWN))
+        if unknown:
+            raise TypeError(
+                f"{who}(): unknown option(s) {', '.join(unknown)}; known: {', '.join(_KNOWN)}"
+            )
+        out: dict[str, Any] = {}
+        if "allowed_hosts" in kw:
+            out["allowed_hosts"] = _names(who, "allowed_hosts", kw["allowed_hosts"])
+        if "max_body" in kw:
+            mb = kw["max_body"]
+            if isinstance(mb, bool) or not isinstance(mb, int) or mb < 0:
+                raise ValueError(
+                    f"{who}(): max_body must be an int number of bytes >= 0, got {mb!r}"
+                )
+            out["max_body"] = mb
+        for flag in ("request_directives", "cache_status", "heuristic", "store_set_cookie"):
+            if flag in kw:
+                if not isinstance(kw[flag], bool):
+                    raise TypeError(f"{who}(): {flag} must be True or False, got {kw[flag]!r}")
+                out[flag] = kw[flag]
+        if "tag_header" in kw:
+            th = kw["tag_header"]
+            if not isinstance(th, str) or not th.strip() or not th.isascii() or " " in th.strip():
+                raise ValueError(f"{who}(): tag_header must be a header name (str), got {th!r}")
+            out["tag_header"] = th.strip().lower().encode()
+        if "default_ttl" in kw:
+            out["default_ttl"] = _seconds(who, "default_ttl", kw["default_ttl"], none_ok=True)
+        for arg in ("hit_for_miss", "revalidate_keep"):
+            if arg in kw:
+                out[arg] = _seconds(who, arg, kw[arg], none_ok=False)
+        if "bypass_headers" in kw:
+            names = _names(who, "bypass_headers", kw["bypass_headers"])
+            out["bypass_headers"] = frozenset(n.encode() for n in names)
+        if "bypass_cookies" in kw:
+            # Cookie names are case-sensitive: keep them as given.
+            cookies = kw["bypass_cookies"]
+            _names(who, "bypass_cookies", cookies)
+            out["bypass_cookies"] = tuple(c.strip() for c in cookies)
+        if "key_headers" in kw:
+            out["key_headers"] = _names(who, "key_headers", kw["key_headers"])
+        if "purge_token" in kw:
+            tok = kw["purge_token"]
+            if tok is not None and (not isinstance(tok, str) or len(tok) < 16):
+                raise ValueError(
+                    f"{who}(): purge_token must be None (PURGE off) or a str of at least 16 "
+                    "characters"
+                )
+            out["purge_token"] = tok
+        if "purge_clients" in kw:
+            out["purge_clients"] = _names(who, "purge_clients", kw["purge_clients"])
+        return cls(**out)
+
+    def host_allowed(self, host: str) -> bool:
+        """Whether a (normalised) ``host[:port]`` is in ``allowed_hosts``.
+
+        An entry ``".example.com"`` allows the domain and its subdomains, ``"*"`` any host.
+
+        >>> Options(allowed_hosts=(".example.com",)).host_allowed("a.example.com")
+        True
+        """
+        if host.startswith("["):
+            name = host[: host.find("]") + 1]
+        else:
+            name = host.rsplit(":", 1)[0] if ":" in host else host
+        name = name.rstrip(".")
+        for pattern in self.allowed_hosts:
+            if pattern == "*" or pattern == name:
+                return True
+            if pattern.startswith(".") and (name == pattern[1:] or name.endswith(pattern)):
+                return True
+        return False
