@@ -208,6 +208,9 @@ def render(latest: dict[str, Any], meta: dict[str, Any]) -> str:
         "This machine has 2 vCPUs that deliver roughly 1.2–1.6 CPUs and noisy neighbours; "
         "anything that talks to a server (Redis) is bimodal from run to run.",
         "",
+        "The HTTP response cache is measured through real servers by `bench/bench_http.py` "
+        "(`make bench-http`); its figures are in [http.md](http.md).",
+        "",
         "## Goals",
         "",
     ]
