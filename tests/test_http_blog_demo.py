@@ -22,7 +22,7 @@ MODES = ("no cache", "Redis page cache", "ziggurat")
 
 
 def test_short_demo_prints_three_modes_and_passes_coherence() -> None:
-    env = dict(os.environ, DEMO_SECONDS="1", DEMO_WARMUP_SECONDS="0", COLUMNS="160")
+    env = dict(os.environ, DEMO_SECONDS="1", DEMO_WARMUP_SECONDS="0")
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run(
         [sys.executable, "-m", "examples.blog.demo"],

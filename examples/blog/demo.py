@@ -40,6 +40,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -202,7 +203,7 @@ class BlogServer:
 
     def start(self, timeout: float = 60) -> None:
         seed(str(self.db))
-        self.port = loadgen_free_port()
+        self.port = free_port()
         env = dict(os.environ)
         env.update(
             BLOG_DB=str(self.db),
@@ -261,9 +262,7 @@ class BlogServer:
         _stop_group(proc)
 
 
-def loadgen_free_port() -> int:
-    import socket
-
+def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         port: int = s.getsockname()[1]
