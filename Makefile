@@ -57,7 +57,9 @@ bench: build $(VENV)/.bench
 bench-http: build $(VENV)/.bench
 	$(PY) bench/bench_http.py
 
+# The blog first (three ways of caching its pages), then the shortener.
 demo: build $(VENV)/.demo
+	$(PY) -m examples.blog.demo
 	$(PY) -m examples.shortener.demo
 
 blog: build

@@ -338,10 +338,13 @@ def summed_delta(
 def tier_counts(stats: Any, tier: str) -> tuple[int, int] | None:
     """(hits, lookups) of one tier in one worker's ``Cache.stats()``; ``None`` if absent.
 
-    ``stats["l1"]`` counts this worker's own L1; ``stats["l2"]["hits"]`` and ``["misses"]``
-    are the shared segment's counters, for every process on the host that maps it.
+    ``stats["process"]["l1"]`` counts this worker's own L1; ``stats["host"]["l2"]["hits"]``
+    and ``["misses"]`` are the shared segment's counters, for every process on the host that
+    maps it.
     """
-    counts = stats.get(tier) if isinstance(stats, dict) else None
+    part = "process" if tier == "l1" else "host"
+    scope = stats.get(part) if isinstance(stats, dict) else None
+    counts = scope.get(tier) if isinstance(scope, dict) else None
     if not isinstance(counts, dict):
         return None
     hits = counts.get("hits")
