@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import cache_helpers
@@ -283,3 +285,24 @@ def test_bad_calls_name_the_method(
     with pytest.raises(error, match=message):
         call(backend)
     assert isinstance(backend.get_mutex("k"), ZigguratMutex)
+
+
+# -- the README example ----------------------------------------------------------------------
+
+
+def test_the_readme_example_runs(cache_dir: str) -> None:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("\n### dogpile.cache\n", 1)[1].split("\n### ", 1)[0]
+    code = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[0]
+    where = f'"name": "{new_name("rd")}", "directory": {cache_dir!r}, "size": "8MiB"'
+    assert '"name": "myapp", "size": "256MiB"' in code
+    code = code.replace('"name": "myapp", "size": "256MiB"', where)
+    code = code.replace("    ...", "    return {'id': user_id, 'loads': next(loads)}")
+    namespace: dict[str, Any] = {"loads": iter(range(1, 10))}
+    exec(compile(code, "README.md", "exec"), namespace)
+    try:
+        assert namespace["load_user"](7) == {"id": 7, "loads": 1}
+        assert namespace["load_user"](7) == {"id": 7, "loads": 1}
+        assert namespace["load_user"](8) == {"id": 8, "loads": 2}
+    finally:
+        namespace["region"].backend.cache.unlink()
