@@ -114,6 +114,11 @@ def test_apps_of_one_name_share_one_cache(configure: Configure, cache_dir: str) 
         ({"CACHE_DEFAULT_TIMEOUT": -1}, ValueError, "default_timeout must be >= 0"),
         ({"CACHE_DEFAULT_TIMEOUT": "soon"}, ValueError, "invalid literal"),
         ({"CACHE_KEY_PREFIX": 3}, TypeError, "key_prefix must be a str"),
+        (
+            {"CACHE_DEFAULT_TIMEOUT": None},
+            TypeError,
+            r"ZigguratCache\(\): default_timeout must be a number of seconds or a datetime",
+        ),
     ],
 )
 def test_bad_configuration_is_refused(

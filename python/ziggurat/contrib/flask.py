@@ -97,7 +97,7 @@ class ZigguratCache(BaseCache):
         ignore_delete_many_errors: bool = False,
         options: dict[str, Any] | None = None,
     ) -> None:
-        default = self._seconds(default_timeout, "__init__", "default_timeout")
+        default = self._seconds(default_timeout, "", "default_timeout")
         if default < 0:
             raise ValueError(
                 f"ZigguratCache(): default_timeout must be >= 0 seconds (0: never expires), "
@@ -201,15 +201,18 @@ class ZigguratCache(BaseCache):
 
     @staticmethod
     def _seconds(timeout: Any, method: str, what: str = "timeout") -> float:
+        where = f"ZigguratCache.{method}()" if method else "ZigguratCache()"
         if isinstance(timeout, dt.timedelta):
             return timeout.total_seconds()
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            # A call's timeout may be None (the default timeout); the default may not.
+            accepted = ", a datetime.timedelta or None" if method else " or a datetime.timedelta"
             raise TypeError(
-                f"ZigguratCache.{method}(): {what} must be a number of seconds, a "
-                f"datetime.timedelta or None, not {type(timeout).__name__}"
+                f"{where}: {what} must be a number of seconds{accepted}, "
+                f"not {type(timeout).__name__}"
             )
         if math.isnan(timeout):
-            raise ValueError(f"ZigguratCache.{method}(): {what} must be a number, got nan")
+            raise ValueError(f"{where}: {what} must be a number, got nan")
         return timeout
 
     def _ttl(self, timeout: Any, method: str) -> float | None:
@@ -377,11 +380,12 @@ class ZigguratCache(BaseCache):
             raise RuntimeError(f"ZigguratCache.delete_many(): failed to delete keys: {failed}")
         return deleted
 
-    def inc(self, key: str, delta: int = 1) -> int:
+    def inc(self, key: str, delta: int = 1) -> int | None:
         """Adds ``delta`` to the integer under ``key`` and returns the result, atomically
         for every process of the host; an absent key starts from 0 (with the default
-        timeout). Raises ``TypeError`` when the value is not an int in the signed 64-bit
-        range, ``OverflowError`` when the result leaves that range.
+        timeout). Returns ``None`` when the write could not be made (its shard lock was not
+        obtained in ``lock_timeout``). Raises ``TypeError`` when the value is not an int in
+        the signed 64-bit range, ``OverflowError`` when the result leaves that range.
 
         >>> backend = ZigguratCache("doc-flask-inc", options={"size": "8MiB"})
         >>> backend.inc("n"), backend.inc("n", 41), backend.get("n")
@@ -390,7 +394,7 @@ class ZigguratCache(BaseCache):
         """
         return self._incr(key, self._delta(delta, "inc"), "inc")
 
-    def dec(self, key: str, delta: int = 1) -> int:
+    def dec(self, key: str, delta: int = 1) -> int | None:
         """``inc`` by ``-delta``: an absent key starts from 0.
 
         >>> backend = ZigguratCache("doc-flask-dec", options={"size": "8MiB"})
@@ -400,7 +404,7 @@ class ZigguratCache(BaseCache):
         """
         return self._incr(key, -self._delta(delta, "dec"), "dec")
 
-    def _incr(self, key: str, delta: int, method: str) -> int:
+    def _incr(self, key: str, delta: int, method: str) -> int | None:
         k = self._key(key, method)
         ttl = self._ttl(None, method) or math.inf
         try:
@@ -409,6 +413,9 @@ class ZigguratCache(BaseCache):
                 # the prefix's tag; a lost race only means another process created it first.
                 self._cache.add(k, 0, ttl=ttl, tags=self._tags)
             return self._cache.incr(k, delta, default=0)
+        except LockTimeout:
+            # Flask-Caching's contract: None for a backend error (the Cache logs it).
+            return None
         except TypeError:
             raise TypeError(
                 f"ZigguratCache.{method}(): the value of {key!r} is not an integer; only "
