@@ -274,7 +274,11 @@ def test_unknown_arguments_are_warned_about(cache_dir: str) -> None:
         (lambda b: b.set("k", "v"), TypeError, r"ZigguratBackend.set\(\): value must be a"),
         (lambda b: b.set_multi({"k": 1}), TypeError, r"ZigguratBackend.set_multi\(\): each"),
         (lambda b: b.get_mutex(None), TypeError, r"ZigguratBackend.get_mutex\(\): key must"),
-        (lambda b: b.get_mutex("k").acquire(1), TypeError, r"ZigguratMutex.acquire\(\): wait"),
+        (
+            lambda b: b.get_mutex("k").acquire(1),
+            TypeError,
+            r"ZigguratMutex.acquire\(\): wait must be a bool, not int",
+        ),
     ],
 )
 def test_bad_calls_name_the_method(

@@ -161,7 +161,9 @@ class ZigguratMutex(CacheMutex):
         >>> m.release(); backend.cache.unlink()
         """
         if not isinstance(wait, bool):
-            raise TypeError(f"ZigguratMutex.acquire(): wait must be a bool, not {type(wait)}")
+            raise TypeError(
+                f"ZigguratMutex.acquire(): wait must be a bool, not {type(wait).__name__}"
+            )
         token = f"{os.getpid()}:{threading.get_ident()}:{next(_tokens)}"
         pause = 0.001
         while True:
