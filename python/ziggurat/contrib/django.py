@@ -27,10 +27,8 @@ Every alias, thread and backend instance of a process naming the same ``LOCATION
 from __future__ import annotations
 
 import hashlib
-import inspect
 import math
 import pickle
-import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,37 +36,13 @@ from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.core.exceptions import ImproperlyConfigured
 
 from ziggurat import Cache, LockTimeout
+from ziggurat.contrib.shared import CACHE_OPTIONS, MAX_KEY, MAX_TTL, shared_cache
 
 __all__ = ["ZigguratCache"]
 
-# Django timeouts above the Cache's limit (100 years) mean "forever" in practice.
-_MAX_TTL = 100 * 365 * 86400
-_MAX_KEY = 4096
 # Django's own settings for its culling backends; eviction here is the segment's own.
 _IGNORED_OPTIONS = frozenset({"MAX_ENTRIES", "CULL_FREQUENCY"})
-_CACHE_OPTIONS = frozenset(inspect.signature(Cache).parameters) - {"name", "ttl"}
 _MISSING: Any = object()
-
-_registry: dict[tuple[str, str], Cache] = {}
-_registry_lock = threading.Lock()
-
-
-def _shared_cache(location: str, options: dict[str, Any]) -> Cache:
-    """The process's one ``Cache`` for these settings: Django builds a backend per thread
-    and per alias, and opening the segments for each would cost a mapping per request."""
-    key = (location, repr(sorted(options.items(), key=lambda item: item[0])))
-    with _registry_lock:
-        cache = _registry.get(key)
-        if cache is None or cache.closed:
-            try:
-                cache = Cache(location, **options)
-            except (TypeError, ValueError) as e:
-                raise ImproperlyConfigured(
-                    f"ZigguratCache: cannot open the cache LOCATION={location!r} with "
-                    f"OPTIONS={options!r}: {e}"
-                ) from e
-            _registry[key] = cache
-        return cache
 
 
 class ZigguratCache(BaseCache):
@@ -98,18 +72,22 @@ class ZigguratCache(BaseCache):
                 "ZigguratCache: OPTIONS must not set 'ttl'; the cache's TIMEOUT setting is "
                 "the default timeout"
             )
-        unknown = sorted(set(options) - _CACHE_OPTIONS)
+        unknown = sorted(set(options) - CACHE_OPTIONS)
         if unknown:
             raise ImproperlyConfigured(
                 f"ZigguratCache: unknown OPTIONS {', '.join(map(repr, unknown))}; OPTIONS "
-                f"takes ziggurat.Cache's options: {', '.join(sorted(_CACHE_OPTIONS))}"
+                f"takes ziggurat.Cache's options: {', '.join(sorted(CACHE_OPTIONS))}"
             )
         if not isinstance(location, str):
             raise ImproperlyConfigured(
                 f"ZigguratCache: LOCATION must be a str naming the cache, not "
                 f"{type(location).__name__}"
             )
-        self._cache = _shared_cache(location or "django", options)
+        self._cache = shared_cache(
+            location or "django",
+            options,
+            lambda m: ImproperlyConfigured(f"ZigguratCache: LOCATION={location!r}: {m}"),
+        )
 
     @property
     def cache(self) -> Cache:
@@ -129,9 +107,9 @@ class ZigguratCache(BaseCache):
         made = self.make_and_validate_key(key, version=version)
         # A key the segment cannot hold (over 4096 bytes) is replaced by a digest of it, so
         # every key Django accepts works, with the same meaning.
-        if isinstance(made, str) and len(made) > _MAX_KEY // 4:
+        if isinstance(made, str) and len(made) > MAX_KEY // 4:
             raw = made.encode("utf-8", "surrogatepass")
-            if len(raw) > _MAX_KEY:
+            if len(raw) > MAX_KEY:
                 return f"{made[:256]}#{hashlib.blake2b(raw, digest_size=32).hexdigest()}"
         return made
 
@@ -150,7 +128,7 @@ class ZigguratCache(BaseCache):
             raise ValueError(f"ZigguratCache.{method}(): timeout must be a number, got nan")
         if timeout <= 0:
             return None
-        return math.inf if timeout > _MAX_TTL else float(timeout)
+        return math.inf if timeout > MAX_TTL else float(timeout)
 
     @staticmethod
     def _delta(delta: Any, method: str) -> int:

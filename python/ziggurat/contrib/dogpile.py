@@ -34,7 +34,6 @@ its entries and its creation locks.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import itertools
 import math
 import os
@@ -56,41 +55,19 @@ from dogpile.cache.api import (
 )
 
 from ziggurat import Cache, LockTimeout
+from ziggurat.contrib.shared import CACHE_OPTIONS, MAX_KEY, MAX_TTL, fitting_key, shared_cache
 
 __all__ = ["ZigguratBackend", "ZigguratMutex"]
 
 # dogpile's register_backend carries no annotations.
 register_backend("ziggurat", "ziggurat.contrib.dogpile", "ZigguratBackend")  # type: ignore[no-untyped-call]
 
-_MAX_TTL = 100 * 365 * 86400
-_MAX_KEY = 4096
-_CACHE_OPTIONS = frozenset(inspect.signature(Cache).parameters) - {"name", "ttl"}
 _OWN_ARGUMENTS = frozenset({"name", "expiration_time", "mutex_ttl"})
 # Creation locks live beside the values, under keys no dogpile key produced by a region
 # can equal by accident.
 _LOCK_PREFIX = "\x00dogpile-mutex:"
 
-_registry: dict[tuple[str, str], Cache] = {}
-_registry_lock = threading.Lock()
 _tokens = itertools.count()
-
-
-def _shared_cache(name: str, options: dict[str, Any]) -> Cache:
-    """The process's one ``Cache`` for these settings: dogpile builds a backend per region
-    (and its test suites one per test); opening the segments for each would map them again."""
-    key = (name, repr(sorted(options.items(), key=lambda item: item[0])))
-    with _registry_lock:
-        cache = _registry.get(key)
-        if cache is None or cache.closed:
-            try:
-                cache = Cache(name, **options)
-            except (TypeError, ValueError) as e:
-                raise ValueError(
-                    f"ZigguratBackend(): cannot open the cache {name!r} with arguments "
-                    f"{options!r}: {e}"
-                ) from e
-            _registry[key] = cache
-        return cache
 
 
 def _seconds(arguments: Mapping[str, Any], what: str, default: float) -> float:
@@ -105,7 +82,7 @@ def _seconds(arguments: Mapping[str, Any], what: str, default: float) -> float:
             f"ZigguratBackend(): the argument {what} must be a number of seconds > 0 "
             f"(math.inf: never), got {value!r}"
         )
-    return math.inf if value > _MAX_TTL else float(value)
+    return math.inf if value > MAX_TTL else float(value)
 
 
 def _made_key(key: Any, method: str) -> str | bytes:
@@ -119,8 +96,8 @@ def _made_key(key: Any, method: str) -> str | bytes:
     raw = key.encode("utf-8", "surrogatepass")
     # A key the segment cannot hold (over 4096 bytes) is replaced by a digest of it, so
     # every key a region makes works, with the same meaning.
-    if len(raw) > _MAX_KEY:
-        return raw[:256] + b"#" + hashlib.blake2b(raw, digest_size=32).hexdigest().encode()
+    if len(raw) > MAX_KEY:
+        return fitting_key(raw)
     return key
 
 
@@ -145,7 +122,7 @@ class ZigguratMutex(CacheMutex):
     def __init__(self, cache: Cache, key: str | bytes, ttl: float) -> None:
         raw = key if isinstance(key, bytes) else key.encode("utf-8", "surrogatepass")
         self._key = _LOCK_PREFIX.encode() + raw
-        if len(self._key) > _MAX_KEY:
+        if len(self._key) > MAX_KEY:
             self._key = (_LOCK_PREFIX + hashlib.blake2b(raw, digest_size=32).hexdigest()).encode()
         self._cache = cache
         self._ttl = ttl
@@ -242,7 +219,7 @@ class ZigguratBackend(CacheBackend):
             raise TypeError(
                 f"ZigguratBackend(): the argument name must be a str, not {type(name).__name__}"
             )
-        unknown = sorted(set(arguments) - _CACHE_OPTIONS - _OWN_ARGUMENTS)
+        unknown = sorted(set(arguments) - CACHE_OPTIONS - _OWN_ARGUMENTS)
         if unknown:
             # dogpile hands a backend every argument of a configuration, as its own
             # backends do; an unknown one is most likely a typo, so it is not silent.
@@ -253,8 +230,8 @@ class ZigguratBackend(CacheBackend):
             )
         self.expiration_time = _seconds(arguments, "expiration_time", math.inf)
         self.mutex_ttl = _seconds(arguments, "mutex_ttl", 30.0)
-        options = {k: v for k, v in arguments.items() if k in _CACHE_OPTIONS}
-        self._cache = _shared_cache(name, options)
+        options = {k: v for k, v in arguments.items() if k in CACHE_OPTIONS}
+        self._cache = shared_cache(name, options, lambda m: ValueError(f"ZigguratBackend(): {m}"))
 
     @property
     def cache(self) -> Cache:

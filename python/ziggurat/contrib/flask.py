@@ -27,48 +27,21 @@ True
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import inspect
 import math
 import pickle
-import threading
 from typing import Any
 
 from flask import Flask
 from flask_caching.backends.base import BaseCache
 
 from ziggurat import Cache, LockTimeout
+from ziggurat.contrib.shared import CACHE_OPTIONS, MAX_KEY, MAX_TTL, fitting_key, shared_cache
 
 __all__ = ["ZigguratCache"]
 
-# Timeouts above the Cache's limit (100 years) mean "forever" in practice.
-_MAX_TTL = 100 * 365 * 86400
-_MAX_KEY = 4096
-_CACHE_OPTIONS = frozenset(inspect.signature(Cache).parameters) - {"name", "ttl"}
 # Options Flask-Caching passes to every backend's factory besides CACHE_OPTIONS.
 _FLASK_OPTIONS = frozenset({"default_timeout", "ignore_delete_many_errors"})
 _MISSING: Any = object()
-
-_registry: dict[tuple[str, str], Cache] = {}
-_registry_lock = threading.Lock()
-
-
-def _shared_cache(name: str, options: dict[str, Any]) -> Cache:
-    """The process's one ``Cache`` for these settings: an app may make several
-    ``flask_caching.Cache`` objects (or apps) on one cache, and opening the segments for
-    each would map them again."""
-    key = (name, repr(sorted(options.items(), key=lambda item: item[0])))
-    with _registry_lock:
-        cache = _registry.get(key)
-        if cache is None or cache.closed:
-            try:
-                cache = Cache(name, **options)
-            except (TypeError, ValueError) as e:
-                raise ValueError(
-                    f"ZigguratCache(): cannot open the cache {name!r} with options {options!r}: {e}"
-                ) from e
-            _registry[key] = cache
-        return cache
 
 
 class ZigguratCache(BaseCache):
@@ -120,18 +93,18 @@ class ZigguratCache(BaseCache):
                 "ZigguratCache(): options must not set 'ttl'; default_timeout "
                 "(CACHE_DEFAULT_TIMEOUT) is the default timeout"
             )
-        unknown = sorted(set(options) - _CACHE_OPTIONS)
+        unknown = sorted(set(options) - CACHE_OPTIONS)
         if unknown:
             raise ValueError(
                 f"ZigguratCache(): unknown options {', '.join(map(repr, unknown))}; "
                 f"CACHE_OPTIONS takes ziggurat.Cache's options: "
-                f"{', '.join(sorted(_CACHE_OPTIONS))}"
+                f"{', '.join(sorted(CACHE_OPTIONS))}"
             )
         self.key_prefix = key_prefix
         # Entries written under a prefix carry a hidden tag, so clear() voids that prefix
         # alone, in every process at once, as the Redis backend clears its prefix only.
         self._tags: tuple[str, ...] = ("\x00flask:" + key_prefix,) if key_prefix else ()
-        self._cache = _shared_cache(name, options)
+        self._cache = shared_cache(name, options, lambda m: ValueError(f"ZigguratCache(): {m}"))
 
     @classmethod
     def factory(
@@ -195,8 +168,8 @@ class ZigguratCache(BaseCache):
             raise ValueError(f"ZigguratCache.{method}(): key must not be empty")
         # A key the segment cannot hold (over 4096 bytes) is replaced by a digest of it, so
         # long memoize keys work, with the same meaning.
-        if len(raw) > _MAX_KEY:
-            return raw[:256] + b"#" + hashlib.blake2b(raw, digest_size=32).hexdigest().encode()
+        if len(raw) > MAX_KEY:
+            return fitting_key(raw)
         return made
 
     @staticmethod
@@ -218,7 +191,7 @@ class ZigguratCache(BaseCache):
     def _ttl(self, timeout: Any, method: str) -> float | None:
         """The Cache TTL for a Flask-Caching timeout; ``None`` when nothing is stored."""
         seconds = self._seconds(self.default_timeout if timeout is None else timeout, method)
-        if seconds == 0 or seconds > _MAX_TTL:
+        if seconds == 0 or seconds > MAX_TTL:
             return math.inf
         if seconds < 0:
             return None
