@@ -471,12 +471,20 @@ class Cache:
                 return True
         return bool(self._core.add(key, value, ttl=ttl, tags=tags))
 
-    def incr(self, key: str | bytes, delta: int = 1, *, default: int | None = None) -> int:
+    def incr(
+        self,
+        key: str | bytes,
+        delta: int = 1,
+        *,
+        default: int | None = None,
+        tags: Iterable[str] = (),
+    ) -> int:
         """Adds ``delta`` to the integer under ``key`` and returns the result, atomically
         for every process of the host (the counter lives in the segment).
 
         Raises ``KeyError`` when the key holds no value and ``default`` is None (with a
-        ``default``, the counter starts from it, with the cache's TTL), ``TypeError`` when
+        ``default``, the counter starts from it, with the cache's TTL and ``tags``; an
+        existing counter keeps its own), ``TypeError`` when
         the value is not an int, ``OverflowError`` outside the signed 64-bit range.
 
         >>> c = Cache("doc-incr", size="8MiB"); c.set("n", 1); c.incr("n"), c.incr("n", 5)
@@ -494,9 +502,10 @@ class Cache:
                 raise TypeError(f"{m}(): {what} must be an int, not {type(v).__name__}")
             if not -(2**63) <= v < 2**63:
                 raise OverflowError(f"{m}(): {what} must fit in a signed 64-bit integer")
+        tg = _tags(tags, m)
         if self._segment is None:
-            return self._incr_local(key, delta, default)
-        return self._core.incr(key, delta, default=default)
+            return self._incr_local(key, delta, default, tg)
+        return self._core.incr(key, delta, default=default, tags=tg)
 
     def decr(self, key: str | bytes, delta: int = 1, *, default: int | None = None) -> int:
         """``incr`` by ``-delta``.
@@ -509,12 +518,15 @@ class Cache:
             raise TypeError(f"Cache.decr(): delta must be an int, not {type(delta).__name__}")
         return self.incr(key, -delta, default=default)
 
-    def _incr_local(self, key: str | bytes, delta: int, default: int | None) -> int:
+    def _incr_local(
+        self, key: str | bytes, delta: int, default: int | None, tags: tuple[str, ...]
+    ) -> int:
         """``incr`` without a segment: within this process only, as the degraded mode says."""
         _check_key(key, "Cache.incr")
         with self._local:
             cur = self.get(key, _MISSING)
-            if cur is _MISSING:
+            created = cur is _MISSING
+            if created:
                 if default is None:
                     raise KeyError(key)
                 cur = default
@@ -523,7 +535,7 @@ class Cache:
             n = cur + delta
             if not -(2**63) <= n < 2**63:
                 raise OverflowError(f"Cache.incr(): the counter {key!r} would leave 64 bits")
-            self.set(key, n)
+            self.set(key, n, tags=tags if created else ())
             return n
 
     def touch(self, key: str | bytes, ttl: float | None = None) -> bool:
@@ -982,11 +994,7 @@ class Namespace:
         """``Cache.incr`` within the namespace (a counter it creates carries the
         namespace's tag, so ``clear()`` voids it)."""
         k = self._k(key, "Namespace.incr")
-        if default is not None and k not in self.cache:
-            # Created through `add` so it carries the namespace's tag; a lost race
-            # just means another process created it first.
-            self.cache.add(k, default, tags=(self._tag,))
-        return self.cache.incr(k, delta, default=default)
+        return self.cache.incr(k, delta, default=default, tags=(self._tag,))
 
     def decr(self, key: str | bytes, delta: int = 1, *, default: int | None = None) -> int:
         """``Cache.decr`` within the namespace."""

@@ -48,7 +48,7 @@ pub(crate) fn int64(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
 }
 
 /// Maps a failed `incr` to the exception Python callers expect.
-pub(crate) fn incr_error(py: Python<'_>, key: &Bound<'_, PyAny>, e: UpdateError) -> PyErr {
+pub(crate) fn incr_error(key: &Bound<'_, PyAny>, e: UpdateError) -> PyErr {
     let k = key.repr().map(|r| r.to_string()).unwrap_or_default();
     match e {
         UpdateError::Missing => PyKeyError::new_err(key.clone().unbind()),
@@ -59,10 +59,7 @@ pub(crate) fn incr_error(py: Python<'_>, key: &Bound<'_, PyAny>, e: UpdateError)
         UpdateError::Overflow => PyOverflowError::new_err(format!(
             "Cache.incr(): the counter {k} would leave the signed 64-bit range"
         )),
-        UpdateError::Segment(e) => {
-            let _ = py;
-            err(e)
-        }
+        UpdateError::Segment(e) => err(e),
     }
 }
 
@@ -329,14 +326,15 @@ impl CacheCore {
 
     /// `Cache.incr`: adds `delta` to the counter under `key`, atomically for
     /// every process of the host; a missing key starts from `default` (with the
-    /// cache's TTL) or raises `KeyError`.
-    #[pyo3(signature = (key, delta = None, *, default = None))]
+    /// cache's TTL and `tags`) or raises `KeyError`.
+    #[pyo3(signature = (key, delta = None, *, default = None, tags = None))]
     fn incr(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         delta: Option<&Bound<'_, PyAny>>,
         default: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<i64> {
         named(
             py,
@@ -352,9 +350,11 @@ impl CacheCore {
                 };
                 let (main, f) = self.writable()?;
                 let kb = check_key(key)?;
+                let tags = tags_arg(tags)?;
+                let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
                 let life = lifetime(f.ttl, f.stale_ttl.unwrap_or(0.0));
-                ziggurat_cache::incr(main, kb, delta, default.map(|d| (d, &life, &[][..])))
-                    .map_err(|e| incr_error(py, key, e))
+                ziggurat_cache::incr(main, kb, delta, default.map(|d| (d, &life, &tag_refs[..])))
+                    .map_err(|e| incr_error(key, e))
             })(),
         )
     }
