@@ -71,6 +71,27 @@ pub(crate) struct State {
     fk: Option<FlightKey>,
 }
 
+impl State {
+    /// The step to continue from this one (a refresh's own, or the next after a
+    /// wait): same key, plan and lease; no value yet.
+    fn successor(&self, py: Python<'_>, refreshing: bool) -> State {
+        State {
+            kind: self.kind,
+            value: None,
+            key: self.key.clone_ref(py),
+            hash: self.hash,
+            plan: self.plan.clone(),
+            stamp: self.stamp,
+            seq: self.seq,
+            deadline: self.deadline,
+            stale: self.stale.as_ref().map(|v| v.clone_ref(py)),
+            refreshing,
+            refresh: None,
+            fk: self.fk,
+        }
+    }
+}
+
 /// A step handed to Python (`afetch`, background refreshes, degraded loads).
 #[pyclass(module = "ziggurat._native", frozen)]
 pub struct Step {
@@ -472,6 +493,27 @@ impl CacheCore {
         }
     }
 
+    /// The L1 step of `fetch` and `afetch`: the value (None for a cached miss)
+    /// and whether it is due for early refresh, or None on an L1 miss.
+    fn l1_fetch(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+    ) -> PyResult<Option<(Py<PyAny>, bool)>> {
+        let Some(e) = self.l1_hit(py, key, hash) else {
+            return Ok(None);
+        };
+        if e.negative {
+            return Ok(Some((py.None(), false)));
+        }
+        if self.debug {
+            self.check_mutation(py, key, &e)?;
+        }
+        let v = self.out(py, &e.value)?;
+        Ok(Some((v, self.due(e.deadline, e.ttl_ms))))
+    }
+
     /// Hands a refresh step to the Python side, which runs the loader in the
     /// background and finishes the step.
     fn start_refresh(&self, py: Python<'_>, st: State, loader: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -512,23 +554,7 @@ impl CacheCore {
             return Ok(None);
         }
         match &step.state.refresh {
-            Some(r) => {
-                let st = State {
-                    kind: r.kind,
-                    value: None,
-                    key: r.key.clone_ref(py),
-                    hash: r.hash,
-                    plan: r.plan.clone(),
-                    stamp: r.stamp,
-                    seq: r.seq,
-                    deadline: r.deadline,
-                    stale: None,
-                    refreshing: true,
-                    refresh: None,
-                    fk: r.fk,
-                };
-                Ok(Some(Step::wrap(py, st)?))
-            }
+            Some(r) => Ok(Some(Step::wrap(py, r.successor(py, true))?)),
             None => Ok(None),
         }
     }
@@ -538,21 +564,7 @@ impl CacheCore {
     }
 
     pub(crate) fn py_next(&self, py: Python<'_>, step: &Step) -> PyResult<Py<Step>> {
-        let st = State {
-            kind: step.state.kind,
-            value: None,
-            key: step.state.key.clone_ref(py),
-            hash: step.state.hash,
-            plan: step.state.plan.clone(),
-            stamp: step.state.stamp,
-            seq: step.state.seq,
-            deadline: step.state.deadline,
-            stale: step.state.stale.as_ref().map(|v| v.clone_ref(py)),
-            refreshing: false,
-            refresh: None,
-            fk: step.state.fk,
-        };
-        let st = self.after_wait(py, st)?;
+        let st = self.after_wait(py, step.state.successor(py, false))?;
         Step::wrap(py, st)
     }
 
@@ -616,30 +628,19 @@ impl CacheCore {
                             Quick::Negative => return Ok(py.None()),
                             Quick::Miss => None,
                         }
-                    } else if let Some(e) = self.l1_hit(py, key, hash) {
-                        if e.negative {
-                            return Ok(py.None());
-                        }
-                        if self.debug {
-                            self.check_mutation(py, key, &e)?;
-                        }
-                        let v = self.out(py, &e.value)?;
-                        if !self.due(e.deadline, e.ttl_ms) {
-                            return Ok(v);
-                        }
-                        Some(v)
                     } else {
-                        None
+                        match self.l1_fetch(py, key, hash)? {
+                            Some((v, false)) => return Ok(v),
+                            Some((v, true)) => Some(v),
+                            None => None,
+                        }
                     };
                 check_key(key)?;
                 let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
                 if let Some(v) = due_hit {
-                    let step =
-                        self.py_begin(py, key, &plan, Some((v.clone_ref(py), true)), hash)?;
-                    if let Some(r) = self.py_refresh_of(py, step.get())? {
-                        if let Some(hook) = self.refresh.as_ref() {
-                            hook.call1(py, (r, loader))?;
-                        }
+                    let mut st = self.hit(key, hash, &plan, Some(v.clone_ref(py)), true);
+                    if let Some(r) = st.refresh.take() {
+                        self.start_refresh(py, *r, loader)?;
                     }
                     return Ok(v);
                 }
@@ -672,17 +673,8 @@ impl CacheCore {
                 let hash = key_hash(key)?;
                 check_key(key)?;
                 let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
-                if let Some(e) = self.l1_hit(py, key, hash) {
-                    let v = if e.negative {
-                        py.None()
-                    } else {
-                        if self.debug {
-                            self.check_mutation(py, key, &e)?;
-                        }
-                        self.out(py, &e.value)?
-                    };
-                    let due = !e.negative && self.due(e.deadline, e.ttl_ms);
-                    return self.py_begin(py, key, &plan, Some((v, due)), hash);
+                if let Some(hit) = self.l1_fetch(py, key, hash)? {
+                    return self.py_begin(py, key, &plan, Some(hit), hash);
                 }
                 self.l1_misses.bump();
                 self.py_begin(py, key, &plan, None, hash)
