@@ -530,3 +530,43 @@ def test_host_counters_are_right_in_a_forked_worker(cache_dir: str) -> None:
         assert cache.stats()["host"]["l2"]["hits"] >= before + 6
     finally:
         cache.unlink()
+
+
+# -- G1 for the writes that read first ---------------------------------------------------------
+
+
+def _reader(name: str, directory: str, conn: Any) -> None:
+    """Another worker: holds each key in its own L1, then reports what it reads after the
+    parent's write returned."""
+    cache = Cache(name, "8MiB", directory=directory)
+    for k in ("n", "t", "a"):
+        cache.get(k)  # fills this process's L1
+    conn.send([cache.stats()["process"]["l1"]["items"]])
+    conn.recv()  # the parent's writes have returned
+    conn.send([cache.get("n"), cache.get("a"), cache.get("t")])
+    conn.close()
+
+
+def test_incr_touch_add_void_other_processes_l1(cache_dir: str) -> None:
+    """G1: once incr, add (over a stale value) or touch returns, another process that held
+    the key in its L1 reads the new entry, not its copy."""
+    name = new_name()
+    cache = Cache(name, "8MiB", directory=cache_dir, stale_ttl=60)
+    try:
+        cache.set("n", 1)
+        cache.set("t", "v", ttl=0.4)
+        cache.set("a", "old", ttl=0.4)
+        parent, child = CTX.Pipe()
+        p = CTX.Process(target=_reader, args=(name, cache_dir, child))
+        p.start()
+        assert parent.recv() == [3]
+        time.sleep(0.5)  # "a" and "t" are stale now (kept for stale_ttl)
+        assert cache.incr("n", 41) == 42
+        assert cache.add("a", "new") is True
+        assert cache.touch("t", 60) is False  # a stale value is not touched
+        parent.send("go")
+        assert parent.recv() == [42, "new", None]
+        p.join(30)
+        assert p.exitcode == 0
+    finally:
+        cache.unlink()
