@@ -24,6 +24,10 @@ from typing import Any, TypeVar, cast
 from ziggurat import _native
 from ziggurat._native import Cache as CacheCore
 from ziggurat._native import MutationError, Segment, SegmentError, ZigguratError
+from ziggurat.cluster.link import Link
+from ziggurat.cluster.reader import Reader
+from ziggurat.cluster.signing import Signer, secrets_of
+from ziggurat.cluster.tier import ClusterTier
 from ziggurat.keys import call_key
 from ziggurat.loader import LoaderStats, Loads, LoadTimeout
 from ziggurat.serializers import Serializer, resolve
@@ -83,6 +87,31 @@ def _check_key(key: Any, method: str) -> None:
     n = len(key.encode("utf-8", "surrogatepass")) if isinstance(key, str) else len(key)
     if not 0 < n <= _MAX_KEY:
         raise ValueError(f"{method}(): key must be 1 to {_MAX_KEY} bytes, got {n}")
+
+
+def _cluster_args(
+    redis: object, secret: object, timeout: float, stream_length: int, method: str
+) -> tuple[Link | None, list[bytes] | None]:
+    """The cluster tier's link and secrets, or (None, None) without ``redis``."""
+    if redis is None:
+        if secret is not None:
+            raise ValueError(f"{method}(): secret is only used with redis=; give both or neither")
+        return None, None
+    if secret is None:
+        raise ValueError(
+            f"{method}(): secret is required with redis=: every value and event in Redis is "
+            "authenticated with it (give the same secret, at least 16 bytes, on every host)"
+        )
+    secrets = secrets_of(secret, method)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not (0 < timeout <= 60)
+    ):
+        raise ValueError(f"{method}(): redis_timeout must be seconds in (0, 60], got {timeout!r}")
+    if isinstance(stream_length, bool) or not isinstance(stream_length, int) or stream_length < 100:
+        raise ValueError(f"{method}(): stream_length must be an int >= 100, got {stream_length!r}")
+    return Link.of(redis, timeout=float(timeout), method=method), secrets
 
 
 def _gid(group: str | int | None) -> int | None:
@@ -148,8 +177,14 @@ class Cache:
         degraded: str = "passthrough",
         degraded_ttl: float = 1.0,
         group: str | int | None = None,
+        redis: object = None,
+        secret: str | bytes | list[str | bytes] | None = None,
+        redis_timeout: float = 0.1,
+        stream_length: int = 100_000,
     ) -> None:
         m = "Cache"
+        # The cluster tier's arguments are checked first: bad input creates no file.
+        link, secrets = _cluster_args(redis, secret, redis_timeout, stream_length, m)
         if not isinstance(name, str):
             raise TypeError(f"{m}(): name must be a str, not {type(name).__name__}")
         if not _NAME.fullmatch(name):
@@ -287,10 +322,103 @@ class Cache:
             self.touch = self._core.touch  # type: ignore[method-assign]
         self._loads.core = self._core
         self.loader_stats = LoaderStats(self._core)
+        self._tier: ClusterTier | None = None
+        self._reader: Reader | None = None
+        if link is not None and secrets is not None:
+            self._join_cluster(link, secrets, seg_name, stream_length)
         self._write_errors = 0
         self._store_failures = 0
         self._logged: set[tuple[str, Any]] = set()
         self._local = threading.Lock()
+
+    def _join_cluster(
+        self, link: Link, secrets: list[bytes], seg_name: str, stream_length: int
+    ) -> None:
+        if self._segment is None:
+            log.warning(
+                "ziggurat cache %r: no shared segment, so no cluster tier either (%s)",
+                self.name,
+                self.degraded_reason,
+            )
+            return
+        tier = ClusterTier(
+            self._core,
+            seg_name,
+            link,
+            Signer(seg_name, secrets),
+            self.serializer.loads,
+            self.serializer.dumps,
+            stream_length=stream_length,
+            tombstone_ttl=min(max(self.loader_timeout, 1.0), 60.0),
+        )
+        self._core.join_below(tier.below, tier.above)
+        self._tier = tier
+        # Writes go to Redis first, then to this host: Python methods (a network round
+        # trip dwarfs the frame); reads stay native, asking Redis only after an L2 miss.
+        self.set = self._cluster_set  # type: ignore[method-assign]
+        self.add = self._cluster_add  # type: ignore[method-assign]
+        self.incr = self._cluster_incr  # type: ignore[method-assign]
+        self.touch = self._cluster_touch  # type: ignore[method-assign]
+        self._reader = Reader(tier)
+        self._reader.start()
+
+    def _cluster_set(
+        self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
+    ) -> None:
+        m = "Cache.set"
+        self._check_open()
+        _check_key(key, m)
+        t = cast(float, _ttl(ttl, self.ttl, "ttl", m))
+        tg = _tags(tags, m)
+        assert self._tier is not None
+        try:
+            self._tier.set(key, value, t, tg)
+        except TypeError as e:
+            raise TypeError(f"{m}(): cannot serialize the value for this cache: {e}") from e
+
+    def _cluster_add(
+        self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
+    ) -> bool:
+        m = "Cache.add"
+        self._check_open()
+        _check_key(key, m)
+        t = cast(float, _ttl(ttl, self.ttl, "ttl", m))
+        tg = _tags(tags, m)
+        assert self._tier is not None
+        return self._tier.add(key, value, t, tg)
+
+    def _cluster_incr(
+        self,
+        key: str | bytes,
+        delta: int = 1,
+        *,
+        default: int | None = None,
+        tags: Iterable[str] = (),
+    ) -> int:
+        m = "Cache.incr"
+        self._check_open()
+        _check_key(key, m)
+        for what, v in (("delta", delta), ("default", default)):
+            if v is None and what == "default":
+                continue
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"{m}(): {what} must be an int, not {type(v).__name__}")
+            if not -(2**53) < v < 2**53:
+                raise OverflowError(
+                    f"{m}(): {what} must be within ±2**53 with a cluster tier (Redis "
+                    "scripts count exactly in that range)"
+                )
+        tg = _tags(tags, m)
+        assert self._tier is not None
+        return self._tier.incr(key, delta, default, self.ttl, tg)
+
+    def _cluster_touch(self, key: str | bytes, ttl: float | None = None) -> bool:
+        m = "Cache.touch"
+        self._check_open()
+        _check_key(key, m)
+        t = cast(float, _ttl(ttl, self.ttl, "ttl", m))
+        assert self._tier is not None
+        return self._tier.touch(key, t)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -567,6 +695,9 @@ class Cache:
         """
         self._check_open()
         try:
+            if self._tier is not None:
+                _check_key(key, "Cache.delete")
+                return self._tier.delete(key)
             return bool(self._core.delete(key))
         except ZigguratError as e:
             self._write_failed("delete", key, e)
@@ -607,6 +738,9 @@ class Cache:
         """
         self._check_open()
         tg = _tags(tags, "Cache.invalidate_tags")
+        if self._tier is not None:
+            self._tier.invalidate_tags(tg)
+            return
         self._core.invalidate_tags(tg)
 
     def clear(self) -> None:
@@ -617,6 +751,9 @@ class Cache:
         """
         self._check_open()
         try:
+            if self._tier is not None:
+                self._tier.clear()
+                return
             self._core.clear()
         except ZigguratError as e:
             self._write_failed("clear", "*", e)
@@ -838,7 +975,7 @@ class Cache:
             total = l2["hits"] + l2["misses"]
             l2["hit_ratio"] = l2["hits"] / total if total else 0.0
             host = {"l2": l2, "negative_l2": self._neg.stats()}
-        return {
+        out = {
             "cache": self.name,
             "degraded": self.degraded_reason,
             "degraded_cause": self.degraded_cause,
@@ -846,6 +983,9 @@ class Cache:
             "process": process,
             "host": host,
         }
+        if self._tier is not None:
+            out["l3"] = self._tier.stats()
+        return out
 
     def _check_open(self) -> None:
         if self.closed:
@@ -865,6 +1005,10 @@ class Cache:
         refuse = _closed(self.name)
         self.get = self.set = self.fetch = refuse  # type: ignore[method-assign]
         self.incr = self.add = self.touch = refuse  # type: ignore[method-assign]
+        if self._reader is not None:
+            self._reader.stop()
+        if self._tier is not None:
+            self._tier.link.close()
         self._core.clear_l1()
         for s in (self._segment, self._neg):
             if s is not None:

@@ -17,4 +17,4 @@ pub use entry::{counter_payload, encode, split, Kind, Trailer, TRAILER_LEN};
 pub use flight::{process_alive, snapshot, Flight, FlightKey, Next};
 pub use size::{parse_size, MAX_SIZE};
 pub use ttl::{Lifetime, MAX_TTL_SECONDS};
-pub use update::{add, incr, touch, UpdateError};
+pub use update::{add, fill, incr, touch, Seen, UpdateError};

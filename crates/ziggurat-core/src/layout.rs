@@ -54,6 +54,12 @@ pub const H_STATE: usize = 256;
 pub const H_EPOCH: usize = 264;
 pub const H_TAG_INVALIDATIONS: usize = 320;
 pub const H_CLEARS: usize = 328;
+/// Words the layers above the engine keep in the segment (the cluster tier's
+/// cursor and the election of its reader): `APP_WORDS` u64s, zero in a new
+/// file, never read by the engine itself.
+pub const H_APP: usize = 512;
+/// How many such words there are.
+pub const APP_WORDS: usize = 32;
 /// Load-lease cells: `LEASE_CELLS` cells of 16 bytes filling the end of the
 /// global header (see `lease`).
 pub const H_LEASES: usize = 1024;

@@ -42,7 +42,7 @@ pub use clock::now_ms;
 pub use error::{Error, OpenCause, Result};
 pub use fork::current_pid;
 pub use hash::KeyHash;
-pub use layout::{Geometry, LAYOUT_VERSION, MAX_KEY, MAX_TAGS};
+pub use layout::{Geometry, APP_WORDS, LAYOUT_VERSION, MAX_KEY, MAX_TAGS};
 pub use lease::{holder_pid, Lease};
 pub use options::Options;
 pub use read::ReadMeta;

@@ -192,6 +192,36 @@ impl Segment {
         tags::cell(self.seed, self.g.ntags, tag)
     }
 
+    /// Word `i` of the words kept for the layers above the engine (see
+    /// [`APP_WORDS`](crate::APP_WORDS)); zero in a new file. `None` past the end.
+    pub fn app_load(&self, i: usize) -> Option<u64> {
+        (i < APP_WORDS).then(|| self.shm.u64_at(H_APP + 8 * i).load(Ordering::Acquire))
+    }
+
+    /// Compares word `i` with `old` and, if equal, replaces it with `new`, in
+    /// one atomic step across processes. Returns whether it did.
+    pub fn app_cas(&self, i: usize, old: u64, new: u64) -> Result<bool> {
+        self.check_writable("app_cas")?;
+        if i >= APP_WORDS {
+            return Err(Error::Invalid(format!(
+                "word {i} does not exist: there are {APP_WORDS}"
+            )));
+        }
+        Ok(self
+            .shm
+            .u64_at(H_APP + 8 * i)
+            .compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok())
+    }
+
+    /// How many tag invalidations the segment has seen: a reader that copies
+    /// an entry from elsewhere compares it before and after, since any of them
+    /// may have voided the entry's tags meanwhile.
+    #[inline]
+    pub fn tag_invalidations(&self) -> u64 {
+        self.shm.u64_at(H_TAG_INVALIDATIONS).load(Ordering::Acquire)
+    }
+
     /// The segment epoch: bumped by `clear` and by shard resets.
     #[inline]
     pub fn epoch(&self) -> &AtomicU64 {

@@ -103,6 +103,8 @@ pub struct CacheCore {
     pub(crate) l2_stale: Counter,
     pub(crate) neg_hits: Counter,
     pub(crate) decode_errors: Counter,
+    /// The tier below the host, when one is joined (see `l3`).
+    pub(crate) hooks: crate::l3::Hooks,
 }
 
 impl CacheCore {
@@ -351,6 +353,7 @@ impl CacheCore {
             l2_stale: Counter::default(),
             neg_hits: Counter::default(),
             decode_errors: Counter::default(),
+            hooks: crate::l3::Hooks::default(),
         })
     }
 
@@ -384,7 +387,10 @@ impl CacheCore {
                 }
                 check_key(key)?;
                 self.l1_misses.bump();
-                match self.read_value(py, key, hash)? {
+                if let Some(v) = self.read_value(py, key, hash)? {
+                    return Ok(v);
+                }
+                match self.ask_below(py, key)? {
                     Some(v) => Ok(v),
                     None => Ok(default.unwrap_or_else(|| py.None())),
                 }
@@ -403,7 +409,7 @@ impl CacheCore {
         if let Some(h) = &self.on_write_error {
             visit.call(h)?;
         }
-        Ok(())
+        self.hooks.traverse(&visit)
     }
 
     /// Empties this process's L1 only.

@@ -72,6 +72,11 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Whether this LOAD is an early refresh (which reloads from the source).
+    pub(crate) fn is_refresh(&self) -> bool {
+        self.refreshing
+    }
+
     /// The step to continue from this one (a refresh's own, or the next after a
     /// wait): same key, plan and lease; no value yet.
     fn successor(&self, py: Python<'_>, refreshing: bool) -> State {
@@ -95,7 +100,7 @@ impl State {
 /// A step handed to Python (`afetch`, background refreshes, degraded loads).
 #[pyclass(module = "ziggurat._native", frozen)]
 pub struct Step {
-    state: State,
+    pub(crate) state: State,
     /// The lease is given back exactly once, whoever finishes the step.
     finished: AtomicBool,
 }
@@ -147,7 +152,7 @@ impl Step {
     }
 
     /// Whether this call is the one that finishes the step.
-    fn finish(&self) -> bool {
+    pub(crate) fn finish(&self) -> bool {
         !self.finished.swap(true, Ordering::AcqRel)
     }
 }
@@ -368,7 +373,7 @@ impl CacheCore {
     }
 
     /// Gives back the lease a LOAD step holds.
-    fn give_back(&self, py: Python<'_>, st: &State) {
+    pub(crate) fn give_back(&self, py: Python<'_>, st: &State) {
         let (Some(fl), Ok(kb)) = (self.flight(), key_bytes(st.key.bind(py))) else {
             return;
         };
@@ -405,7 +410,9 @@ impl CacheCore {
                     st.plan.ttl
                 };
                 let stale = st.plan.stale_ttl.unwrap_or(0.0);
-                self.store(py, key, kb, st.hash, &value, ttl, stale, &st.plan.tags)
+                self.store(py, key, kb, st.hash, &value, ttl, stale, &st.plan.tags)?;
+                self.tell_above(py, key, &value, ttl, &st.plan.tags);
+                Ok(())
             }
         })();
         if st.kind != STEP_LOCAL {
@@ -456,6 +463,9 @@ impl CacheCore {
                     return Ok(st.value.unwrap_or_else(|| py.None()));
                 }
                 STEP_LOAD => {
+                    if let Some(v) = self.below_load(py, &st)? {
+                        return Ok(v);
+                    }
                     if !loader.is_callable() {
                         self.give_back(py, &st);
                         return Err(pyo3::exceptions::PyTypeError::new_err(

@@ -10,6 +10,7 @@ mod convert;
 mod core;
 mod fetch;
 mod l1;
+mod l3;
 mod read;
 mod segment;
 mod stats;

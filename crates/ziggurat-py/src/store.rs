@@ -78,7 +78,7 @@ impl CacheCore {
 
     /// The bytes and kind `value` is stored as: a counter for an exact `int`
     /// in 64 bits, else what the serializer makes of it.
-    fn encode_value<'py>(
+    pub(crate) fn encode_value<'py>(
         &self,
         py: Python<'py>,
         value: &Bound<'py, PyAny>,

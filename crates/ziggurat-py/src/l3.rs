@@ -1,0 +1,184 @@
+//! Where a tier below the host joins the miss path: the cluster tier, written
+//! in Python over a Redis client, is asked after an L2 miss and before any
+//! loader (`below`), and told each value a loader produced (`above`). What it
+//! finds is copied into the segment by `fill`, only if nothing voided the key
+//! while the value travelled. The words the tier keeps in the segment (its
+//! reader's election and stream cursor) are read and swapped here too.
+
+use std::sync::OnceLock;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+use ziggurat_cache::Seen;
+
+use crate::args::{check_key, positive_ttl};
+use crate::convert::{err, tags_arg, ZigguratError};
+use crate::core::CacheCore;
+use crate::fetch::{State, Step, STEP_LOAD};
+use crate::store::lifetime;
+
+/// The two hooks, installed once.
+#[derive(Default)]
+pub(crate) struct Hooks {
+    below: OnceLock<Py<PyAny>>,
+    above: OnceLock<Py<PyAny>>,
+}
+
+impl Hooks {
+    pub(crate) fn traverse(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        for h in [self.below.get(), self.above.get()].into_iter().flatten() {
+            visit.call(h)?;
+        }
+        Ok(())
+    }
+}
+
+impl CacheCore {
+    /// Asks the tier below for `key`: its value, or None on a miss (or when
+    /// there is no tier below). The tier never makes the caller fail: an error
+    /// it raises is reported as a failed read and counts as a miss.
+    pub(crate) fn ask_below(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let Some(below) = self.hooks.below.get() else {
+            return Ok(None);
+        };
+        match below.call1(py, (key,)) {
+            Ok(r) if r.is_none(py) => Ok(None),
+            Ok(r) => {
+                let t = r.bind(py).cast::<PyTuple>().map_err(|_| {
+                    PyTypeError::new_err("the tier below must return None or a 1-tuple")
+                })?;
+                Ok(Some(t.get_item(0)?.unbind()))
+            }
+            Err(e) => {
+                self.write_failed(py, "l3 read", key, e);
+                Ok(None)
+            }
+        }
+    }
+
+    /// A LOAD step's value from the tier below, if it has one: the lease is
+    /// given back and the loader never runs. Refreshes skip it (they exist to
+    /// reload from the source).
+    pub(crate) fn below_load(&self, py: Python<'_>, st: &State) -> PyResult<Option<Py<PyAny>>> {
+        if st.kind != STEP_LOAD || st.is_refresh() || self.hooks.below.get().is_none() {
+            return Ok(None);
+        }
+        let v = self.ask_below(py, st.key.bind(py))?;
+        if v.is_some() {
+            self.give_back(py, st);
+        }
+        Ok(v)
+    }
+
+    /// Tells the tier below about a value a loader produced for `key`.
+    pub(crate) fn tell_above(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        ttl: f64,
+        tags: &[Vec<u8>],
+    ) {
+        let Some(above) = self.hooks.above.get() else {
+            return;
+        };
+        let r = PyList::new(
+            py,
+            tags.iter().map(|t| String::from_utf8_lossy(t).into_owned()),
+        )
+        .and_then(|tags| above.call1(py, (key, value, ttl, tags)));
+        if let Err(e) = r {
+            self.write_failed(py, "l3 write", key, e);
+        }
+    }
+}
+
+#[pymethods]
+impl CacheCore {
+    /// Installs the tier below: `below(key)` returns None or `(value,)`;
+    /// `above(key, value, ttl, tags)` is told each loaded value. Once only.
+    fn join_below(&self, below: Py<PyAny>, above: Py<PyAny>) -> PyResult<()> {
+        if self.hooks.below.set(below).is_err() || self.hooks.above.set(above).is_err() {
+            return Err(PyValueError::new_err("a tier below is already joined"));
+        }
+        Ok(())
+    }
+
+    /// What `fill` compares against for `key`: None without a segment or while
+    /// a write of the key is in progress (then do not fill).
+    fn seen(&self, key: &Bound<'_, PyAny>) -> PyResult<Option<(u32, u64, u64)>> {
+        let kb = check_key(key)?;
+        Ok(self
+            .main_seg()
+            .and_then(|m| Seen::now(m, kb))
+            .map(Seen::parts))
+    }
+
+    /// Stores `value` under `key` for `ttl` seconds with `tags`, only if the
+    /// key's stamp, the epoch and the tag invalidations are still what `seen`
+    /// says. Returns whether it stored.
+    fn fill(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        ttl: f64,
+        tags: Option<&Bound<'_, PyAny>>,
+        seen: (u32, u64, u64),
+    ) -> PyResult<bool> {
+        let (main, f) = self.writable()?;
+        let kb = check_key(key)?;
+        let ttl = positive_ttl(ttl, "ttl")?;
+        let tags = tags_arg(tags)?;
+        let (enc, kind) = self.encode_value(py, value)?;
+        let refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
+        let life = lifetime(ttl, f.stale_ttl.unwrap_or(0.0));
+        let (s, e, t) = seen;
+        ziggurat_cache::fill(
+            main,
+            kb,
+            enc.as_bytes(),
+            kind,
+            &life,
+            &refs,
+            Seen::from_parts(s, e, t),
+        )
+        .map_err(err)
+    }
+
+    /// `fetch`'s LOAD step answered from the tier below: `(value,)`, with the
+    /// lease given back, or None (run the loader).
+    fn fetch_below(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Option<Py<PyAny>>> {
+        let step = step.get();
+        if step.state.kind != STEP_LOAD || step.state.is_refresh() {
+            return Ok(None);
+        }
+        let Some(v) = self.ask_below(py, step.state.key.bind(py))? else {
+            return Ok(None);
+        };
+        if step.finish() {
+            self.give_back(py, &step.state);
+        }
+        Ok(Some(PyTuple::new(py, [v])?.into_any().unbind()))
+    }
+
+    /// Word `i` of the words the cluster tier keeps in the segment.
+    fn app_load(&self, i: usize) -> PyResult<u64> {
+        let m = self
+            .main_seg()
+            .ok_or_else(|| ZigguratError::new_err("the cache has no shared segment"))?;
+        m.app_load(i)
+            .ok_or_else(|| PyValueError::new_err(format!("word {i} does not exist")))
+    }
+
+    /// Replaces word `i` with `new` if it holds `old`; returns whether it did.
+    fn app_cas(&self, i: usize, old: u64, new: u64) -> PyResult<bool> {
+        let (m, _) = self.writable()?;
+        m.app_cas(i, old, new).map_err(err)
+    }
+}

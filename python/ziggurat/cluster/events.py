@@ -1,0 +1,115 @@
+"""Invalidation events: their fields, their check, and the rule that keeps a host from
+ever following the stream past a hole without noticing.
+
+Redis never says that a read skipped entries: reading from a position the stream no longer
+holds (trimmed, or lost with the server's data, or on a replica that never had it) just
+returns the next entry that survived. So each event carries the next number of a sequence
+kept beside the stream, and a host expects exactly ``last + 1``. Anything else means events
+were lost (a gap) or the sequence started again (the server lost its data): the host
+cannot know what changed, and clears.
+
+>>> follow(41, 42), follow(41, 45), follow(41, 3), follow(0, 1)
+(<Next.APPLY: 1>, <Next.GAP: 2>, <Next.BACK: 3>, <Next.APPLY: 1>)
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+import orjson
+
+from ziggurat.cluster.signing import Signer
+
+__all__ = ["Event", "Next", "follow", "key_field", "parse", "tags_field"]
+
+
+class Next(enum.IntEnum):
+    """What a host does with an event of sequence number ``seq`` after ``last``."""
+
+    APPLY = 1  # the next one: apply it (or skip it, when the host wrote it)
+    GAP = 2  # events between were lost: clear
+    BACK = 3  # the sequence went back: the server lost its data; clear
+
+
+def follow(last: int, seq: int) -> Next:
+    """The rule (see the module's example). A host that starts following takes the
+    stream's last number as ``last`` (0 for a new stream), so it is strict from the first
+    event on.
+
+    >>> follow(5, 5), follow(0, 7)
+    (<Next.BACK: 3>, <Next.GAP: 2>)
+    """
+    if seq == last + 1:
+        return Next.APPLY
+    return Next.GAP if seq > last + 1 else Next.BACK
+
+
+class Event(NamedTuple):
+    """One event: ``op`` is set, add, del, incr, touch (a key changed), tags or clear;
+    ``keys`` the key (bytes) or the tags (str)."""
+
+    seq: int
+    host: str
+    op: str
+    keys: tuple[bytes | str, ...]
+
+
+def key_field(key: bytes) -> bytes:
+    """The ``k`` field of an event about one key.
+
+    >>> key_field(b"user:1")
+    b'user:1'
+    """
+    return key
+
+
+def tags_field(tags: tuple[str, ...]) -> bytes:
+    """The ``k`` field of an event about tags (any str is a valid tag, so it is JSON).
+
+    >>> tags_field(("a", "\\x00ns:x"))
+    b'["a","\\\\u0000ns:x"]'
+    """
+    return orjson.dumps(list(tags))
+
+
+def signed_body(host: str, op: str, k: bytes) -> bytes:
+    """What an event's MAC covers.
+
+    >>> signed_body("h1", "del", b"k")
+    b'h1\\x00del\\x00k'
+    """
+    return host.encode() + b"\x00" + op.encode() + b"\x00" + k
+
+
+def parse(fields: dict[bytes, bytes], signer: Signer) -> Event | None:
+    """The event in a stream entry's fields, or None when it is malformed or its MAC does
+    not check (a forged or damaged event has no effect).
+
+    >>> s = Signer("c", [b"0123456789abcdef"])
+    >>> f = {b"s": b"7", b"h": b"h1", b"o": b"del", b"k": b"x"}
+    >>> f[b"m"] = s.event_mac(signed_body("h1", "del", b"x"))
+    >>> parse(f, s)
+    Event(seq=7, host='h1', op='del', keys=(b'x',))
+    >>> parse({**f, b"k": b"y"}, s) is None
+    True
+    """
+    try:
+        seq = int(fields[b"s"])
+        host = fields[b"h"].decode()
+        op = fields[b"o"].decode()
+        k = fields[b"k"]
+        mac = fields[b"m"]
+    except (KeyError, ValueError, UnicodeDecodeError):
+        return None
+    if not signer.event_ok(signed_body(host, op, k), mac):
+        return None
+    if op in ("tags", "clear"):
+        try:
+            tags = orjson.loads(k)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            return None
+        return Event(seq, host, op, tuple(tags))
+    return Event(seq, host, op, (k,))

@@ -1,0 +1,184 @@
+"""The connection to Redis or Valkey: made from a URL or an application's client, with
+short timeouts and no retries, and a breaker that skips the server for a moment after it
+failed, so no request waits on a server that is down or hung.
+
+redis-py's defaults retry ten times with a 5-second socket timeout (one ``GET`` against a
+stopped server took about a minute); valkey-py's have no timeout at all. A cache must
+answer from the tiers it has instead, so every call here is bounded by ``timeout``, and
+after a failure the link stays open (reporting a miss, or a write kept local) for
+``retry_after`` seconds before it tries the server again.
+
+>>> link = Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="Cache")
+>>> link.up
+False
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["Down", "Link"]
+
+_SCHEMES = ("redis", "rediss", "unix", "valkey", "valkeys")
+
+
+class Down(Exception):
+    """The server cannot be used now (unreachable, timed out, or within ``retry_after`` of
+    such a failure): the caller falls back to the host's tiers.
+
+    >>> isinstance(Down("refused"), Exception)
+    True
+    """
+
+
+class Link:
+    """A client for the data path and the means to make a second one for the stream reader.
+
+    ``up`` tells whether the last call reached the server.
+    """
+
+    def __init__(self, client: Any, timeout: float, retry_after: float = 1.0) -> None:
+        self.client = client
+        self.timeout = timeout
+        self.retry_after = retry_after
+        self._down_until = 0.0
+        self._lock = threading.Lock()
+        self.up = False
+        self.errors = 0
+        self.timeouts = 0
+
+    @classmethod
+    def of(cls, redis: object, *, timeout: float, method: str) -> Link:
+        """A link from a URL or a client; bad input raises naming ``method``'s argument.
+
+        >>> Link.of("http://x", timeout=0.1, method="Cache")
+        Traceback (most recent call last):
+        ...
+        ValueError: Cache(): redis must be a redis://, rediss:// or unix:// URL, got 'http://x'
+        """
+        if isinstance(redis, str):
+            parts = urlsplit(redis)
+            if parts.scheme not in _SCHEMES or not (parts.hostname or parts.path):
+                raise ValueError(
+                    f"{method}(): redis must be a redis://, rediss:// or unix:// URL, got {redis!r}"
+                )
+            import redis as redis_py
+
+            try:
+                client = redis_py.Redis.from_url(redis, **_bounded(timeout))
+            except ValueError as e:
+                raise ValueError(f"{method}(): redis URL {redis!r} is not valid: {e}") from e
+            return cls(client, timeout)
+        if callable(getattr(redis, "execute_command", None)) and callable(
+            getattr(redis, "register_script", None)
+        ):
+            if type(redis).__module__.split(".")[0] not in ("redis", "valkey") or hasattr(
+                redis, "__aenter__"
+            ):
+                raise TypeError(
+                    f"{method}(): redis must be a URL or a synchronous redis-py or valkey-py "
+                    f"client, not {type(redis).__module__}.{type(redis).__name__}"
+                )
+            return cls(_rebound(redis, timeout, timeout), timeout)
+        raise TypeError(
+            f"{method}(): redis must be a URL or a redis-py or valkey-py client, "
+            f"not {type(redis).__name__}"
+        )
+
+    def reader_client(self, block_s: float) -> Any:
+        """A client of its own for blocking stream reads: its socket timeout must outlast
+        the block, which the data path's short timeout would cut.
+
+        >>> c = Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="C").reader_client(1.0)
+        >>> c.connection_pool.connection_kwargs["socket_timeout"]
+        2.0
+        """
+        return _rebound(self.client, block_s + 1.0, self.timeout)
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` against the server; raises ``Down`` when it cannot be
+        reached now. Errors the server answers with (a script's ``error_reply``) pass."""
+        if self._down_until and time.monotonic() < self._down_until:
+            raise Down("the server failed less than retry_after seconds ago")
+        errors = _errors()
+        try:
+            r = fn(*args, **kwargs)
+        except errors[1] as e:
+            self._fail(timeout=True)
+            raise Down(f"timed out: {e}") from e
+        except errors[0] as e:
+            self._fail(timeout=False)
+            raise Down(f"unreachable: {e}") from e
+        self.up = True
+        self._down_until = 0.0
+        return r
+
+    def _fail(self, timeout: bool) -> None:
+        with self._lock:
+            self.up = False
+            if timeout:
+                self.timeouts += 1
+            else:
+                self.errors += 1
+            self._down_until = time.monotonic() + self.retry_after
+
+    def close(self) -> None:
+        """Closes the data path's connections.
+
+        >>> Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="C").close()
+        """
+        with contextlib.suppress(Exception):
+            self.client.close()
+
+
+def _bounded(timeout: float) -> dict[str, Any]:
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": Retry(NoBackoff(), 0),
+        "protocol": 2,
+        "health_check_interval": 0,
+    }
+
+
+def _rebound(client: Any, timeout: float, connect_timeout: float) -> Any:
+    """A client on the same server and credentials as ``client`` with our timeouts."""
+    pool = client.connection_pool
+    kwargs = dict(pool.connection_kwargs)
+    kwargs.update(_bounded(timeout))
+    kwargs["socket_connect_timeout"] = connect_timeout
+    kwargs.pop("retry", None)
+    new_pool = type(pool)(connection_class=pool.connection_class, **kwargs)
+    cls = type(client)
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return cls(connection_pool=new_pool, retry=Retry(NoBackoff(), 0))
+
+
+_ERRORS: tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]] | None = None
+
+
+def _errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    global _ERRORS
+    if _ERRORS is None:
+        import redis
+
+        conn: list[type[BaseException]] = [redis.exceptions.ConnectionError, OSError]
+        tmo: list[type[BaseException]] = [redis.exceptions.TimeoutError, TimeoutError]
+        try:
+            import valkey
+
+            conn.append(valkey.exceptions.ConnectionError)
+            tmo.append(valkey.exceptions.TimeoutError)
+        except ImportError:
+            pass
+        _ERRORS = (tuple(conn), tuple(tmo))
+    return _ERRORS

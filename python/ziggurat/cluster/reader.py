@@ -1,0 +1,246 @@
+"""The stream reader: on each host, one process follows the cache's invalidation stream
+and applies other hosts' events to the host's segment, which voids every process's L1 at
+once through the stamps.
+
+Every process that opens the cache runs a small thread that stands for election: a lease
+in the segment (the holder's pid and a heartbeat). When the holder dies, or stops beating
+for ``STALE_MS``, another process takes over within ``CHECK_S`` seconds and resumes from
+the position the holder left in the segment (the last event applied), so no event is
+missed; a restarted worker set or a restarted Redis resumes the same way. The position
+is checked against every event's sequence number (see ``events``): a gap or a rewind
+means events were lost, and the host clears its segment rather than stay stale.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Any
+
+from ziggurat.cluster import events
+from ziggurat.cluster.link import Down
+from ziggurat.cluster.tier import ALL, ClusterTier, W
+
+__all__ = ["Reader"]
+
+log = logging.getLogger("ziggurat")
+
+#: How often a process that does not hold the lease looks at it, in seconds.
+CHECK_S = 0.25
+#: A holder whose heartbeat is older than this is taken over, in ms.
+STALE_MS = 3000
+
+
+def _mono_ms() -> int:
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1_000_000
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Reader:
+    """Stands for election and, when elected, follows the stream (see the module)."""
+
+    def __init__(self, tier: ClusterTier, block_s: float = 1.0) -> None:
+        self.tier = tier
+        self.core = tier.core
+        self.block_ms = int(block_s * 1000)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lags: collections.deque[float] = collections.deque(maxlen=2000)
+        self._last_lag_flush = 0.0
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _restart(ref))
+
+    def start(self) -> None:
+        """Starts the thread (again, in a child after ``fork``)."""
+        self._stop = threading.Event()
+        t = threading.Thread(target=self._run, name=f"ziggurat-l3-{self.tier.name}", daemon=True)
+        self._thread = t
+        t.start()
+
+    def stop(self) -> None:
+        """Stops the thread and gives the lease up, so another process takes over at once."""
+        self._stop.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(self.block_ms / 1000 + 2)
+        pid = os.getpid()
+        try:
+            if self.core.app_load(W.LEASE) == pid:
+                self.core.app_cas(W.LEASE, pid, 0)
+        except Exception:
+            pass
+
+    # -- election -------------------------------------------------------------------------
+
+    def _take(self) -> bool:
+        pid = os.getpid()
+        cur = self.core.app_load(W.LEASE)
+        if cur == pid:
+            return True
+        beat = self.core.app_load(W.BEAT)
+        if cur != 0 and _alive(cur) and _mono_ms() - beat < STALE_MS:
+            return False
+        if not self.core.app_cas(W.LEASE, cur, pid):
+            return False
+        self._beat()
+        return True
+
+    def _beat(self) -> None:
+        b = self.core.app_load(W.BEAT)
+        self.core.app_cas(W.BEAT, b, _mono_ms())
+
+    def _holding(self) -> bool:
+        return bool(self.core.app_load(W.LEASE) == os.getpid())
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self._take():
+                    self._follow()
+            except Exception as e:  # never let the thread die: log and stand again
+                log.warning("ziggurat cache %r: stream reader: %s", self.tier.name, e)
+            self._stop.wait(CHECK_S)
+
+    # -- following ------------------------------------------------------------------------
+
+    def _position(self) -> tuple[int, str]:
+        w = self.core.app_load
+        return w(W.SEQ), f"{w(W.ID_MS)}-{w(W.ID_SEQ)}"
+
+    def _set_position(self, seq: int, sid: str) -> None:
+        ms, _, n = sid.partition("-")
+        words = ((W.ID_MS, int(ms)), (W.ID_SEQ, int(n or 0)), (W.SEQ, seq), (W.POSITIONED, 1))
+        for word, v in words:
+            cur = self.core.app_load(word)
+            if cur != v:
+                self.core.app_cas(word, cur, v)
+
+    def _clear(self, why: str) -> None:
+        log.warning("ziggurat cache %r: clearing this host's cache: %s", self.tier.name, why)
+        self.core.clear()
+        self.tier._bump(W.GAP_CLEARS)
+
+    def _adopt_end(self, client: Any, server_seq: int) -> None:
+        """Starts following at the stream's end: a host with no position has nothing to
+        catch up with (its segment is new, or was just cleared)."""
+        tier = self.tier
+        last = client.xrevrange(tier.stream_key, count=1)
+        ev = events.parse(last[0][1], tier.signer) if last else None
+        if last and ev is not None:
+            self._set_position(ev.seq, last[0][0].decode())
+        else:
+            # An empty stream (or a forged last entry): the sequence says where it is.
+            self._set_position(server_seq, last[0][0].decode() if last else "0-0")
+
+    def _follow(self) -> None:
+        tier = self.tier
+        link = tier.link
+        client = link.reader_client(self.block_ms / 1000)
+        try:
+            seq, _ = self._position()
+            try:
+                server_seq = int(link.call(client.get, tier.seq_key) or 0)
+            except Down:
+                return
+            if not self.core.app_load(W.POSITIONED):
+                # Nothing from Redis was kept before this (see ClusterTier.positioned):
+                # the host has nothing to catch up with.
+                self._adopt_end(client, server_seq)
+            elif server_seq < seq:
+                self._clear(
+                    f"the server's event sequence went back from {seq} to {server_seq} "
+                    "(it restarted without its data, or failed over to a replica that "
+                    "lacked the latest events)"
+                )
+                self._adopt_end(client, server_seq)
+            me = tier.host_id()
+            while not self._stop.is_set() and self._holding():
+                self._beat()
+                dirty = self.core.app_load(W.DIRTY)
+                if dirty:
+                    try:
+                        tier.publish_clear()
+                    except Down:
+                        return
+                    self.core.app_cas(W.DIRTY, dirty, 0)
+                    log.warning(
+                        "ziggurat cache %r: %d writes were kept on this host while Redis "
+                        "was unreachable; published a clear of the cache to every host",
+                        tier.name,
+                        dirty,
+                    )
+                last, sid = self._position()
+                try:
+                    resp = link.call(
+                        client.xread, {tier.stream_key: sid}, count=1000, block=self.block_ms
+                    )
+                except Down:
+                    return
+                for _stream, entries in resp or ():
+                    for eid, fields in entries:
+                        last = self._one(eid.decode(), fields, last, me)
+                self._flush_lags()
+        finally:
+            client.close()
+
+    def _one(self, sid: str, fields: dict[bytes, bytes], last: int, me: str) -> int:
+        tier = self.tier
+        ev = events.parse(fields, tier.signer)
+        if ev is None:
+            tier.bad_signatures += 1
+            self._set_position(last, sid)
+            return last
+        step = events.follow(last, ev.seq)
+        if step is events.Next.GAP:
+            self._clear(
+                f"events {last + 1} to {ev.seq - 1} are no longer in the stream "
+                "(trimmed, or lost by the server) and cannot be applied"
+            )
+        elif step is events.Next.BACK:
+            self._clear(f"the event sequence went back from {last} to {ev.seq}")
+        elif ev.host != me:
+            self._apply(ev)
+        self._set_position(ev.seq, sid)
+        tier._bump(W.APPLIED)
+        self._lags.append(time.time() * 1000 - int(sid.partition("-")[0]))
+        return ev.seq
+
+    def _apply(self, ev: events.Event) -> None:
+        core = self.core
+        if ev.op == "clear" or (ev.op == "tags" and ALL in ev.keys):
+            core.clear()
+        elif ev.op == "tags":
+            core.invalidate_tags(tuple(str(t) for t in ev.keys))
+        else:
+            for k in ev.keys:
+                core.delete(k)
+
+    def _flush_lags(self) -> None:
+        now = time.monotonic()
+        if not self._lags or now - self._last_lag_flush < 0.5:
+            return
+        self._last_lag_flush = now
+        xs = sorted(self._lags)
+        for word, q in ((W.LAG_P50, 0.5), (W.LAG_P99, 0.99)):
+            v = max(0, int(xs[min(len(xs) - 1, int(q * len(xs)))] * 1000))
+            cur = self.core.app_load(word)
+            self.core.app_cas(word, cur, v)
+
+
+def _restart(ref: weakref.ref[Reader]) -> None:
+    r = ref()
+    if r is not None and r._thread is not None and not r._stop.is_set():
+        r.start()

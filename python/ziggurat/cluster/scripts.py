@@ -1,0 +1,171 @@
+"""The server-side scripts of the cluster tier: each write and its invalidation event are
+one atomic step in Redis, and a read checks the value's tags there too.
+
+A stored value is ``prefix + body``. The prefix (written by the script, read only by the
+scripts) lists the value's tags with each tag's version when it was written; ``body`` is
+what the client signed. A read returns ``body`` only while every tag still has that
+version, so ``invalidate_tags`` (one ``HINCRBY`` per tag) voids every value carrying the tag
+at once, on every host, without touching the values. A clear of the whole cache is the
+same with a tag every value carries.
+
+Every write except a fill takes the next number of the cache's sequence and appends the
+event (``s`` seq, ``h`` host, ``o`` op, ``k`` key or tags, ``m`` MAC) to the stream, trimmed
+to about ``maxlen`` entries. Keys are named in ``KEYS`` and share one hash tag, so the
+scripts run on a Redis Cluster too.
+
+>>> "XADD" in WRITE and "HMGET" in READ
+True
+"""
+
+from __future__ import annotations
+
+__all__ = ["READ", "WRITE"]
+
+_COMMON = r"""
+local function tag_prefix(tagkey, tags)
+  local out = {string.char(#tags)}
+  if #tags == 0 then return out[1] end
+  local vers = redis.call('HMGET', tagkey, unpack(tags))
+  for i, t in ipairs(tags) do
+    local v = vers[i]
+    if not v then v = '0' end
+    out[#out + 1] = string.char(math.floor(#t / 256), #t % 256) .. t .. string.char(#v) .. v
+  end
+  return table.concat(out)
+end
+
+-- A counter's body: 'C', its tags as the client encodes them, ':', the count.
+local function counter(tags, n)
+  local out = {'C', string.char(#tags)}
+  for _, t in ipairs(tags) do
+    out[#out + 1] = string.char(math.floor(#t / 256), #t % 256) .. t
+  end
+  out[#out + 1] = ':' .. string.format('%d', n)
+  return table.concat(out)
+end
+
+-- The body of a stored value and its prefix, or nil when a tag moved since it was written.
+local function current(tagkey, s)
+  if not s or #s == 0 then return nil end
+  local n = string.byte(s, 1)
+  local pos = 2
+  local tags, vers = {}, {}
+  for i = 1, n do
+    local l = string.byte(s, pos) * 256 + string.byte(s, pos + 1)
+    tags[i] = string.sub(s, pos + 2, pos + 1 + l)
+    pos = pos + 2 + l
+    local vl = string.byte(s, pos)
+    vers[i] = string.sub(s, pos + 1, pos + vl)
+    pos = pos + 1 + vl
+  end
+  if n > 0 then
+    local cur = redis.call('HMGET', tagkey, unpack(tags))
+    for i = 1, n do
+      local v = cur[i]
+      if not v then v = '0' end
+      if v ~= vers[i] then return nil end
+    end
+  end
+  return string.sub(s, pos), string.sub(s, 1, pos - 1)
+end
+"""
+
+#: KEYS: value, tag versions. Returns the body, or nil (missing, tombstone, voided by a tag).
+READ = (
+    _COMMON
+    + r"""
+local s = redis.call('GET', KEYS[1])
+if not s then return nil end
+local body = current(KEYS[2], s)
+if not body and #s > 0 then redis.call('DEL', KEYS[1]) end
+return body
+"""
+)
+
+#: KEYS: value, tag versions, sequence, stream.
+#: ARGV: op, host, maxlen, event key field, event MAC, then per op:
+#:   set/add/fill: body, px (0: no expiry), tags...
+#:   del: tombstone px
+#:   incr: delta, default ('' for none), px, tags...
+#:   touch: px, expected body ('' for a counter), new body
+#:   tags: tags...           clear: the tag every value carries
+#: Returns {seq (0 when nothing was published), result}.
+WRITE = (
+    _COMMON
+    + r"""
+local op = ARGV[1]
+local result = 1
+
+local function set_px(key, val, px, extra)
+  if px > 0 then
+    if extra then return redis.call('SET', key, val, 'PX', px, extra) end
+    return redis.call('SET', key, val, 'PX', px)
+  end
+  if extra then return redis.call('SET', key, val, extra) end
+  return redis.call('SET', key, val)
+end
+
+local function tags_from(i)
+  local t = {}
+  for j = i, #ARGV do t[#t + 1] = ARGV[j] end
+  return t
+end
+
+if op == 'set' or op == 'add' or op == 'fill' then
+  local px = tonumber(ARGV[7])
+  local tags = tags_from(8)
+  local s = redis.call('GET', KEYS[1])
+  if op ~= 'set' and s then
+    -- add: a live value wins; fill: a live value or a tombstone wins.
+    if op == 'fill' or current(KEYS[2], s) then return {0, 0} end
+  end
+  set_px(KEYS[1], tag_prefix(KEYS[2], tags) .. ARGV[6], px)
+  if op == 'fill' then return {0, 1} end
+elseif op == 'del' then
+  local existed = redis.call('GET', KEYS[1])
+  result = (existed and current(KEYS[2], existed)) and 1 or 0
+  set_px(KEYS[1], '', tonumber(ARGV[6]))
+elseif op == 'incr' then
+  local delta = tonumber(ARGV[6])
+  local px = tonumber(ARGV[8])
+  local s = redis.call('GET', KEYS[1])
+  local body, prefix = current(KEYS[2], s or '')
+  local n
+  if body then
+    local head, num = string.match(body, '^(C.*):(-?%d+)$')
+    if not head then return redis.error_reply('NOTINT') end
+    n = tonumber(num) + delta
+    if math.abs(n) > 9007199254740991 then return redis.error_reply('OVERFLOW') end
+    redis.call('SET', KEYS[1], prefix .. head .. ':' .. string.format('%d', n), 'KEEPTTL')
+  else
+    if ARGV[7] == '' then return redis.error_reply('MISSING') end
+    n = tonumber(ARGV[7]) + delta
+    if math.abs(n) > 9007199254740991 then return redis.error_reply('OVERFLOW') end
+    local tags = tags_from(9)
+    set_px(KEYS[1], tag_prefix(KEYS[2], tags) .. counter(tags, n), px)
+  end
+  result = string.format('%d', n)
+elseif op == 'touch' then
+  local px = tonumber(ARGV[6])
+  local s = redis.call('GET', KEYS[1])
+  local body, prefix = current(KEYS[2], s or '')
+  if not body then return {0, 0} end
+  if ARGV[7] == '' then
+    if string.sub(body, 1, 1) ~= 'C' then return {0, 0} end
+    set_px(KEYS[1], s, px)
+  else
+    if body ~= ARGV[7] then return {0, 0} end
+    set_px(KEYS[1], prefix .. ARGV[8], px)
+  end
+elseif op == 'tags' or op == 'clear' then
+  for _, t in ipairs(tags_from(6)) do redis.call('HINCRBY', KEYS[2], t, 1) end
+else
+  return redis.error_reply('unknown op ' .. op)
+end
+
+local seq = redis.call('INCR', KEYS[3])
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*',
+  's', seq, 'h', ARGV[2], 'o', op, 'k', ARGV[4], 'm', ARGV[5])
+return {seq, result}
+"""
+)

