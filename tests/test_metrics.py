@@ -31,7 +31,6 @@ import pytest
 from http_servers import Server, free_port
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-
 from ziggurat import Cache, metrics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,6 +63,11 @@ def val(samples: Samples, name: str, **labels: str) -> float:
 
 def series(samples: Samples, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     return {labels: v for (n, labels), v in samples.items() if n == name}
+
+
+def proc_series(s: Samples) -> list[tuple[tuple[str, str], ...]]:
+    """The label sets of a scrape's per-process series (one per worker and tier)."""
+    return list(series(s, "ziggurat_process_hits_total"))
 
 
 @pytest.fixture
@@ -225,9 +229,7 @@ def test_several_caches_one_collector(shm_dir: str) -> None:
         with pytest.raises(ValueError, match="Duplicated timeseries"):
             registry.register(metrics.ZigguratCollector(a))
         coll.remove(b)
-        assert {dict(lab)["cache"] for lab in series(scrape(registry), "ziggurat_up")} == {
-            a.name
-        }
+        assert {dict(lab)["cache"] for lab in series(scrape(registry), "ziggurat_up")} == {a.name}
         with pytest.raises(ValueError, match=r"ZigguratCollector\.remove\(\): the cache"):
             coll.remove(b)
     finally:
@@ -259,7 +261,7 @@ def test_a_closed_or_degraded_cache_never_fails_a_scrape(cache: Cache, shm_dir: 
     s = scrape(registry)  # must not raise
     assert val(s, "ziggurat_up", cache=cache.name) == 0
     assert val(s, "ziggurat_up", cache="metrics-down") == 0
-    assert all(dict(lab)["cache"] != cache.name for (_, lab) in s if _ != "ziggurat_up")
+    assert all(dict(lab)["cache"] != cache.name for (n, lab) in s if n != "ziggurat_up")
 
     # A closed cache is replaced by a new one of the same name; two open ones are refused.
     again = Cache(cache.name, size="8MiB", directory=shm_dir)
@@ -267,8 +269,11 @@ def test_a_closed_or_degraded_cache_never_fails_a_scrape(cache: Cache, shm_dir: 
     assert again in coll.caches and cache not in coll.caches
     assert val(scrape(registry), "ziggurat_entries", cache=cache.name, tier="l2") == 1
     twin = Cache(cache.name, size="8MiB", directory=shm_dir)
-    with pytest.raises(ValueError, match=r"a cache named .* is already reported"):
+    with pytest.raises(ValueError, match=r"ZigguratCollector.add\(\): a cache named .* is alr"):
         coll.add(twin)
+    with pytest.raises(ValueError, match=r"register\(\): a cache named"):
+        metrics.register(twin, registry=registry)
+    assert twin not in coll.caches
     twin.close()
     again.close()
 
@@ -288,13 +293,13 @@ def test_bad_arguments_name_the_function() -> None:
 
 def test_missing_packages_name_the_extra(monkeypatch: pytest.MonkeyPatch, cache: Cache) -> None:
     for mod in [m for m in sys.modules if m.startswith("prometheus_client")]:
-        monkeypatch.setitem(sys.modules, mod, None)  # type: ignore[arg-type]
+        monkeypatch.setitem(sys.modules, mod, None)
     with pytest.raises(ImportError, match=r"pip install 'ziggurat\[prometheus\]'"):
         metrics.register(cache, registry=CollectorRegistry())
     with pytest.raises(ImportError, match=r"ZigguratCollector needs the prometheus_client"):
         list(metrics.ZigguratCollector(cache).collect())
     for mod in [m for m in sys.modules if m.startswith("opentelemetry")]:
-        monkeypatch.setitem(sys.modules, mod, None)  # type: ignore[arg-type]
+        monkeypatch.setitem(sys.modules, mod, None)
     with pytest.raises(ImportError, match=r"pip install 'ziggurat\[otel\]'"):
         metrics.instrument(cache)
 
@@ -391,6 +396,11 @@ def test_opentelemetry_instruments_in_memory(cache: Cache, shm_dir: str) -> None
         pts = _points(reader)  # a closed cache does not fail the collection
         assert pts["ziggurat.up"][(("cache", other.name),)] == 0
         assert pts["ziggurat.sets"][host] == 5
+        inst.remove(other)
+        assert inst.caches == [cache]
+        assert (("cache", other.name),) not in _points(reader)["ziggurat.up"]
+        with pytest.raises(ValueError, match=r"ZigguratInstruments.remove\(\): the cache"):
+            inst.remove(other)
     finally:
         other.unlink()
 
@@ -586,7 +596,3 @@ def test_one_scrape_of_any_worker_reports_the_whole_host(workers: Server) -> Non
         assert val(s, "ziggurat_misses_total", **neg) == absent
         assert val(s, "ziggurat_hits_total", **neg) == 0
         assert val(s, "ziggurat_up", cache=name) == 1
-
-
-def proc_series(s: Samples) -> list[tuple[tuple[str, str], ...]]:
-    return list(series(s, "ziggurat_process_hits_total"))

@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -223,7 +223,7 @@ _SPECS: tuple[_Spec, ...] = (
 )
 
 _Row = tuple[_Spec, dict[str, str], float]
-_failed: set[tuple[int, str]] = set()
+_failed: set[tuple[str, str]] = set()
 
 
 def _rows(cache: Cache) -> list[_Row]:
@@ -236,7 +236,7 @@ def _rows(cache: Cache) -> list[_Row]:
     except Exception as e:
         # A scrape must not fail because one cache cannot be read: report it down, and
         # log the cause once per cache and error.
-        key = (id(cache), type(e).__name__)
+        key = (name, type(e).__name__)
         if key not in _failed:
             _failed.add(key)
             log.warning("ziggurat metrics: cannot read the stats of cache %r: %s", name, e)
@@ -287,13 +287,13 @@ class _Caches:
         self._lock = threading.Lock()
         self._caches: list[Cache] = []
         for c in caches:
-            self.add(c)
+            self.add(c, owner)
 
-    def add(self, cache: Cache) -> None:
+    def add(self, cache: Cache, method: str) -> None:
         """Reports ``cache`` too; a closed cache of the same name is replaced by it."""
         if not isinstance(cache, Cache):
             raise TypeError(
-                f"{self._owner}(): each cache must be a ziggurat.Cache, not "
+                f"{method}(): each cache must be a ziggurat.Cache, not "
                 f"{type(cache).__name__} (pass the Cache itself: a Namespace's .cache, a "
                 "Django or Flask backend's Cache, a dogpile backend's .cache)"
             )
@@ -304,7 +304,7 @@ class _Caches:
                 if have.name == cache.name:
                     if not have.closed:
                         raise ValueError(
-                            f"{self._owner}(): a cache named {cache.name!r} is already "
+                            f"{method}(): a cache named {cache.name!r} is already "
                             "reported, and two open caches of one name would give the same "
                             "series; close the other one first or report only one of them"
                         )
@@ -367,7 +367,7 @@ class ZigguratCollector:
         [<ziggurat.Cache 'doc-coll-add' ok>]
         >>> c.unlink()
         """
-        self._caches.add(cache)
+        self._caches.add(cache, "ZigguratCollector.add")
 
     def remove(self, cache: Cache) -> None:
         """Stops reporting ``cache``.
@@ -465,14 +465,12 @@ def register(*caches: Cache, registry: CollectorRegistry | None = None) -> Ziggu
                 f"{type(c).__name__}"
             )
     with _registered_lock:
-        collector = _registered.get(reg)
-        if collector is None:
-            collector = ZigguratCollector(*caches)
+        collector = _registered.get(reg) or ZigguratCollector()
+        for c in caches:
+            collector._caches.add(c, "ziggurat.metrics.register")
+        if reg not in _registered:
             reg.register(collector)
             _registered[reg] = collector
-            return collector
-    for c in caches:
-        collector.add(c)
     return collector
 
 
@@ -497,7 +495,7 @@ class ZigguratInstruments:
     """
 
     def __init__(self, meter: Meter, *caches: Cache) -> None:
-        self._caches = _Caches(caches, "ziggurat.metrics.instrument")
+        self._caches = _Caches(caches, "ZigguratInstruments")
         self.meter = meter
         for spec in _SPECS:
             make = (
@@ -508,23 +506,45 @@ class ZigguratInstruments:
             make(spec.otel, callbacks=[self._callback(spec)], unit=spec.unit, description=spec.help)
 
     def add(self, cache: Cache) -> None:
-        """Reports ``cache`` too (replacing a closed cache of the same name)."""
-        self._caches.add(cache)
+        """Reports ``cache`` too (replacing a closed cache of the same name).
+
+        >>> from opentelemetry.sdk.metrics import MeterProvider
+        >>> from ziggurat import Cache
+        >>> inst = instrument(meter=MeterProvider().get_meter("doc-add"))
+        >>> c = Cache("doc-inst-add", size="8MiB"); inst.add(c); inst.caches
+        [<ziggurat.Cache 'doc-inst-add' ok>]
+        >>> c.unlink()
+        """
+        self._caches.add(cache, "ZigguratInstruments.add")
 
     def remove(self, cache: Cache) -> None:
-        """Stops reporting ``cache``."""
+        """Stops reporting ``cache``.
+
+        >>> from opentelemetry.sdk.metrics import MeterProvider
+        >>> from ziggurat import Cache
+        >>> c = Cache("doc-inst-rm", size="8MiB")
+        >>> inst = instrument(c, meter=MeterProvider().get_meter("doc-rm"))
+        >>> inst.remove(c); inst.caches
+        []
+        >>> c.unlink()
+        """
         self._caches.remove(cache)
 
     @property
     def caches(self) -> list[Cache]:
-        """The caches reported, in the order they were added."""
+        """The caches reported, in the order they were added.
+
+        >>> from opentelemetry.sdk.metrics import MeterProvider
+        >>> instrument(meter=MeterProvider().get_meter("doc-caches")).caches
+        []
+        """
         return self._caches.snapshot()
 
-    def _callback(self, spec: _Spec) -> Any:
+    def _callback(self, spec: _Spec) -> Callable[[CallbackOptions], Iterable[Observation]]:
         from opentelemetry.metrics import Observation
 
         def observe(_options: CallbackOptions) -> Iterable[Observation]:
-            out = []
+            out: list[Observation] = []
             for c in self._caches.snapshot():
                 for s, labels, value in _rows(c):
                     if s is not spec:
@@ -535,7 +555,7 @@ class ZigguratInstruments:
                             attrs["process.pid"] = int(v)
                         elif v:  # an empty cause means none: no attribute
                             attrs[k] = v
-                    number = int(value) if spec.unit not in ("s",) else value
+                    number = value if spec.unit == "s" else int(value)
                     out.append(Observation(number, attrs))
             return out
 
@@ -581,9 +601,7 @@ def instrument(*caches: Cache, meter: Meter | None = None) -> ZigguratInstrument
     with _registered_lock:
         inst = _instrumented.get(meter)
         if inst is None:
-            inst = ZigguratInstruments(meter, *caches)
-            _instrumented[meter] = inst
-            return inst
-    for c in caches:
-        inst.add(c)
+            inst = _instrumented[meter] = ZigguratInstruments(meter)
+        for c in caches:
+            inst._caches.add(c, "ziggurat.metrics.instrument")
     return inst
