@@ -556,9 +556,16 @@ def test_one_scrape_of_any_worker_reports_the_whole_host(workers: Server) -> Non
     assert val(first, "ziggurat_deletes_total", **host) == deleted
     assert val(first, "ziggurat_entries", **host) == n_set - deleted
     assert val(first, "ziggurat_evictions_total", **host) == 0
-    # Lookups are batched: a worker adds its own when it reads stats(), or every 1024.
-    assert val(first, "ziggurat_misses_total", **host) <= absent
-    assert val(first, "ziggurat_hits_total", **host) <= found
+    # Lookups are batched: a worker adds its own when it reads stats() (a scrape), or every
+    # 1024. Each worker made 100 misses and at most 200 segment hits, so the first scrape
+    # shows exactly the answering worker's own lookups, none of the others' yet.
+    (answering,) = {dict(lab)["pid"] for lab in proc_series(first)}
+    own = {"cache": name, "pid": answering, "tier": "l2"}
+    assert val(first, "ziggurat_process_misses_total", **own) == absent / WORKERS
+    assert val(first, "ziggurat_misses_total", **host) == absent / WORKERS
+    assert val(first, "ziggurat_hits_total", **host) == val(
+        first, "ziggurat_process_hits_total", **own
+    )
 
     # Every worker reads its stats once (a scrape each): from then on every scrape, of any
     # worker, gives the exact host figures.
