@@ -149,34 +149,42 @@ def collect(directory: str) -> list[dict[str, Any]]:
 
 
 def _table(rows: list[dict[str, Any]], directory: str) -> Table:
+    from rich import box
     from rich.table import Table
 
-    t = Table(title=f"ziggurat caches in {directory}", title_justify="left")
-    for col, justify in (
-        ("name", "left"),
-        ("size", "right"),
-        ("used", "right"),
-        ("entries", "right"),
-        ("hit ratio", "right"),
-        ("owner", "left"),
-        ("created", "left"),
-        ("procs", "right"),
-        ("status", "left"),
+    t = Table(
+        title=f"ziggurat caches in {directory}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    # The status comes first after the name: rich drops the last columns when the
+    # terminal is too narrow for all of them.
+    for col, justify, least in (
+        ("name", "left", 12),
+        ("status", "left", 6),
+        ("size", "right", 7),
+        ("used", "right", 7),
+        ("entries", "right", 7),
+        ("hit ratio", "right", 5),
+        ("procs", "right", 5),
+        ("owner", "left", 4),
+        ("created", "left", 10),
     ):
-        t.add_column(col, justify=justify, no_wrap=col != "status")  # type: ignore[arg-type]
+        t.add_column(col, justify=justify, min_width=least, overflow="fold")  # type: ignore[arg-type]
     for r in rows:
         size = (r["size"] or 0) + (r["negative_size"] or 0)
         entries = "-" if r["entries"] is None else f"{r['entries']:,}"
         t.add_row(
             r["name"],
+            r["status"],
             human_bytes(size),
             human_bytes(r["bytes_used"]),
             entries,
             percent(r["hit_ratio"]),
+            str(r["processes"]),
             r["owner"],
             (r["created"] or "-")[:16].replace("T", " "),
-            str(r["processes"]),
-            r["status"],
         )
     return t
 

@@ -93,13 +93,13 @@ def report(name: str, a: Sample, b: Sample) -> dict[str, Any]:
     >>> r = report("api", a, b); r["per_second"], r["hit_ratio"]
     ({'hits': 6.0, 'misses': 2.0, 'evictions': 0.0, 'loads': None, 'writes': 2.0}, 0.75)
     """
-    seconds = b.t - a.t
+    seconds = round(b.t - a.t, 3)
     delta = changes(a, b)
     lookups = (delta["hits"] or 0) + (delta["misses"] or 0)
     return {
         "name": name,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "seconds": round(seconds, 3),
+        "seconds": seconds,
         "delta": delta,
         "per_second": {
             k: None if v is None else round(v / seconds, 3) if seconds > 0 else 0.0
