@@ -207,6 +207,8 @@ def _table(e: dict[str, Any]) -> Table:
 
 def run(args: argparse.Namespace, out: Output) -> int:
     """Shows what ``args.name`` holds for ``args.key``; exits 0 whatever it found."""
+    if args.width < 16:
+        raise CliError(f"--width must be at least 16 characters, got {args.width}", "invalid")
     files = CacheFiles.of(args.name, args.directory, args.version)
     e = collect(files, args.key, args.serializer, args.width, args.tag)
     out.show(e, lambda: _table(e))

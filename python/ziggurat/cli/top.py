@@ -153,13 +153,10 @@ def run(args: argparse.Namespace, out: Output) -> int:
     live = None
     try:
         if not out.as_json:
+            console = out.console  # first: it says what to do when rich is missing
             from rich.live import Live
 
-            live = Live(
-                _table(files, args.interval, None),
-                console=out.console,
-                auto_refresh=False,
-            )
+            live = Live(_table(files, args.interval, None), console=console, auto_refresh=False)
             live.start(refresh=True)
         prev = sample(main, neg)
         n = 0
