@@ -776,3 +776,58 @@ def test_usage_errors_and_help() -> None:
     assert r.returncode == 0
     for command in ("ls", "stats", "top", "get", "purge", "verify", "rm"):
         assert command in r.stdout
+
+
+def test_get_decodes_with_the_caches_serializer(shm_dir: str, name: str) -> None:
+    c = Cache(name, size="8MiB", directory=shm_dir, serializer="msgpack")
+    try:
+        c.set("m", {"a": [1, 2], "b": "x"})
+        wrong = get(shm_dir, name, "m")  # "auto" reads it as JSON, which it is not
+        assert (wrong["format"], wrong["value"]) == ("raw", None)
+        assert wrong["error"] is not None and wrong["error"].startswith("not orjson: ")
+        right = get(shm_dir, name, "m", "--serializer", "msgpack")
+        assert (right["format"], right["value"], right["error"]) == (
+            "msgpack",
+            {"a": [1, 2], "b": "x"},
+            None,
+        )
+    finally:
+        c.unlink()
+    assert json_error("get", name, "m", "-d", shm_dir, "--width", "3") == {
+        "error": "--width must be at least 16 characters, got 3",
+        "cause": "invalid",
+    }
+
+
+@as_root
+def test_a_cache_shared_with_a_group_of_this_user_is_used(
+    shm_dir: str, cache: Cache, name: str
+) -> None:
+    cache.set("k", 1)
+    for p in paths(shm_dir, name):
+        os.chown(p, NOBODY, os.getegid())
+        os.chmod(p, 0o660)
+    assert zig_json("stats", name, "-d", shm_dir)["host"]["l2"]["entries"] == 1
+    assert get(shm_dir, name, "k")["value"] == 1
+    # Shared with the group but readable by everyone: not the engine's sharing rule.
+    for p in paths(shm_dir, name):
+        os.chmod(p, 0o664)
+    assert json_error("stats", name, "-d", shm_dir)["cause"] == "other_owner"
+
+
+def test_segment_leases_need_a_read_only_handle(shm_dir: str, cache: Cache, name: str) -> None:
+    # Looking at a lease through a writable handle would take it: refused, by name.
+    rw = Segment(f"{name}.neg", directory=shm_dir)
+    ro = Segment(f"{name}.neg", directory=shm_dir, read_only=True)
+    try:
+        with pytest.raises(ValueError, match=r"Segment\.leases\(\) .* read_only=True"):
+            rw.leases()
+        cells = ro.leases()
+        assert len(cells) == 192 and cells == [(0, 0)] * 192
+        cache.fetch("k", lambda: 1)
+        after = ro.leases()
+        assert sum(seq for _, seq in after) == 1 and all(pid == 0 for pid, _ in after)
+        assert ro.read_only and not rw.read_only
+    finally:
+        rw.close()
+        ro.close()
