@@ -809,6 +809,8 @@ def test_a_cache_shared_with_a_group_of_this_user_is_used(
         os.chmod(p, 0o660)
     assert zig_json("stats", name, "-d", shm_dir)["host"]["l2"]["entries"] == 1
     assert get(shm_dir, name, "k")["value"] == 1
+    assert zig_json("verify", name, "-d", shm_dir)["ok"] is True
+    assert zig_json("purge", name, "-d", shm_dir, "--key", "k")["deleted"] is True
     # Shared with the group but readable by everyone: not the engine's sharing rule.
     for p in paths(shm_dir, name):
         os.chmod(p, 0o664)
@@ -831,3 +833,17 @@ def test_segment_leases_need_a_read_only_handle(shm_dir: str, cache: Cache, name
     finally:
         rw.close()
         ro.close()
+
+
+def test_bytes_keys_are_given_as_their_bytes(shm_dir: str, cache: Cache, name: str) -> None:
+    # A key that is not UTF-8 (a bytes key) is given as its bytes on the command line.
+    key = b"bin:\xff\xfe"
+    cache.set(key, "binary")
+    base = [os.fsencode(a) for a in ZIGGURAT]
+    where = [b"-d", os.fsencode(shm_dir), b"--json"]
+    r = subprocess.run([*base, b"get", name.encode(), key, *where], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["value"] == "binary"
+    r = subprocess.run([*base, b"purge", name.encode(), b"--key", key, *where], capture_output=True)
+    assert r.returncode == 0 and json.loads(r.stdout)["deleted"] is True
+    assert cache.get(key) is None

@@ -24,6 +24,7 @@ was not written since), ``foreign`` (a record a ``Cache`` did not write) or ``ab
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +101,10 @@ def collect(
     ...
     ziggurat.cli.errors.CliError: KEY must be 1 to 4096 bytes, got 0
     """
-    n = len(key.encode("utf-8", "surrogateescape"))
+    # The key's bytes as the command line gave them: UTF-8 for text, and any other byte
+    # sequence as it is (a bytes key).
+    kb = os.fsencode(key)
+    n = len(kb)
     if not 0 < n <= _MAX_KEY:
         raise CliError(f"KEY must be 1 to {_MAX_KEY} bytes, got {n}", "invalid")
     names = list(dict.fromkeys(tags))
@@ -111,14 +115,14 @@ def collect(
     neg = attach(files, negative=True)
     try:
         out = _absent(files, key)
-        seg, info = main, main.inspect(key)
+        seg, info = main, main.inspect(kb)
         parts = split(info["value"]) if info is not None else None
         if (
             info is None
             or (parts is not None and parts[1].soft_ms != 0 and info["now_ms"] >= parts[1].soft_ms)
         ) and neg is not None:
             # Absent or stale in the main segment: a cached miss may answer instead.
-            miss = neg.inspect(key)
+            miss = neg.inspect(kb)
             mparts = split(miss["value"]) if miss is not None else None
             if miss is not None and mparts is not None and mparts[1].kind == KIND_NEGATIVE:
                 seg, info, parts = neg, miss, mparts
@@ -149,7 +153,7 @@ def collect(
             # A cached miss counts while the key's stamp in the main segment is the one
             # it recorded: any write or delete of the key since voids it.
             recorded = int.from_bytes(payload, "little") if len(payload) == 4 else None
-            out.update(found="cached_miss", fresh=fresh and recorded == main.stamp(key))
+            out.update(found="cached_miss", fresh=fresh and recorded == main.stamp(kb))
             return out
         d = decode(payload, t.kind, serializer, width)
         found = "counter" if t.kind == KIND_COUNTER else "value"

@@ -23,6 +23,7 @@ them (the command never creates one).
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from ziggurat.cli.errors import CliError
@@ -49,7 +50,7 @@ def purge(
     """
     if sum(x is not None for x in (key, tag, namespace)) + everything != 1:
         raise CliError("give exactly one of --key, --tag, --namespace or --all", "invalid")
-    if key is not None and not 0 < len(key.encode("utf-8", "surrogateescape")) <= 4096:
+    if key is not None and not 0 < len(os.fsencode(key)) <= 4096:
         raise CliError("--key must be 1 to 4096 bytes", "invalid")
     if tag is not None and not tag:
         raise CliError("--tag must not be empty", "invalid")
@@ -75,7 +76,8 @@ def purge(
     }
     try:
         if key is not None:
-            out["deleted"] = main.delete(key)
+            # The argument's bytes: UTF-8 for text, any other sequence as it is.
+            out["deleted"] = main.delete(os.fsencode(key))
         elif tag is not None or namespace is not None:
             name = tag if tag is not None else "\x00ns:" + str(namespace)
             for s in segs:

@@ -183,7 +183,10 @@ def attach(files: CacheFiles, negative: bool = False, read_only: bool = True) ->
         if read_only:
             return seg
         seg.close()
-        seg = Segment(name, None, directory=files.directory)
+        # A file shared with a group is only accepted by an open that names the group.
+        shared = stat.S_IMODE(before.st_mode) == 0o660
+        group = before.st_gid if shared else None
+        seg = Segment(name, None, directory=files.directory, group=group)
     except ZigguratError as e:
         raise CliError(str(e), getattr(e, "cause", None) or "io") from None
     after = os.stat(path)
