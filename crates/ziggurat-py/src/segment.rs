@@ -10,10 +10,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ziggurat_core::{failpoint, holder_pid, Lease, Options, Segment};
 
+use crate::convert::{err, key_bytes, size_arg, tags_arg, ttl_arg, value_bytes, SegmentError};
+
 /// Load-lease cells in a segment header: (4096 - 1024) / 16 (docs/format.md).
 const LEASE_CELLS: u32 = 192;
-
-use crate::convert::{err, key_bytes, size_arg, tags_arg, ttl_arg, value_bytes, SegmentError};
 
 /// A shared-memory segment, attached by name. See the package documentation.
 #[pyclass(name = "Segment", module = "ziggurat._native", frozen)]
