@@ -26,7 +26,7 @@ class Segment:
     def __init__(
         self,
         name: str,
-        size: int,
+        size: int | str | None = None,
         *,
         directory: str = "/dev/shm",
         recreate: bool = False,
@@ -71,6 +71,16 @@ class Segment:
     def wait(self, key: str | bytes, stamp: int, timeout: float) -> bool: ...
     def stats(self) -> dict[str, int]: ...
     def verify(self, repair: bool = True) -> dict[str, Any]: ...
+    @property
+    def read_only(self) -> bool: ...
+    def inspect(self, key: str | bytes) -> dict[str, Any] | None:
+        """The live record of ``key`` as stored, or None: ``{"value": bytes, "expiry_ms":
+        the record's deadline (0: none), "now_ms": the clock it is on, "tags": [(cell,
+        version, current version or None)], "record_bytes": its size in its ring}``."""
+    def tag_version(self, tag: str) -> tuple[int, int]:
+        """The tag's cell and that cell's current version."""
+    def leases(self) -> list[tuple[int, int]]:
+        """Per load-lease cell: ``(holder pid or 0, releases)``; read-only handles only."""
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...

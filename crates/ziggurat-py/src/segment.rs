@@ -8,9 +8,12 @@ use std::time::Duration;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use ziggurat_core::{failpoint, Options, Segment};
+use ziggurat_core::{failpoint, holder_pid, Lease, Options, Segment};
 
 use crate::convert::{err, key_bytes, size_arg, tags_arg, ttl_arg, value_bytes, SegmentError};
+
+/// Load-lease cells in a segment header: (4096 - 1024) / 16 (docs/format.md).
+const LEASE_CELLS: u32 = 192;
 
 /// A shared-memory segment, attached by name. See the package documentation.
 #[pyclass(name = "Segment", module = "ziggurat._native", frozen)]
@@ -195,6 +198,12 @@ impl PySegment {
         self.inner.geometry().max_value
     }
 
+    /// Whether this handle was attached with `read_only=True`.
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.inner.is_read_only()
+    }
+
     /// Whether `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
@@ -327,6 +336,94 @@ impl PySegment {
             d.set_item(k, v)?;
         }
         Ok(d)
+    }
+
+    /// The live record of `key` as stored, with what the segment knows of it:
+    /// `{"value": bytes, "expiry_ms": deadline or 0, "now_ms": the clock the
+    /// deadline is on, "tags": [(cell, version, current version)],
+    /// "record_bytes": bytes of the record in its ring}`, or None when the key
+    /// has no live record. Counts nothing and changes nothing on a read-only handle.
+    fn inspect<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let seg = self.seg()?;
+        let k = key_bytes(key)?;
+        check_key_len(seg, k)?;
+        let read = seg
+            .read_with(k, |n, fill| {
+                PyBytes::new_with(py, n, |buf| {
+                    fill(buf);
+                    Ok(())
+                })
+            })
+            .map_err(err)?;
+        let Some((value, meta)) = read else {
+            return Ok(None);
+        };
+        let value = value?;
+        let ntags = seg.geometry().ntags;
+        let tags = PyList::empty(py);
+        for &w in &meta.tags[..meta.ntags as usize] {
+            let r = ziggurat_core::TagRef::unpack(w);
+            // A recorded cell outside the table never matches (docs/format.md).
+            let current = (r.cell < ntags).then(|| seg.tag_word(r.cell).load(Ordering::Acquire));
+            tags.append((r.cell, r.version, current))?;
+        }
+        let len = value.as_bytes().len();
+        let record =
+            8 + if meta.expiry != 0 { 8 } else { 0 } + 8 * meta.ntags as usize + k.len() + len;
+        let d = PyDict::new(py);
+        d.set_item("value", value)?;
+        d.set_item("expiry_ms", meta.expiry)?;
+        d.set_item("now_ms", ziggurat_core::now_ms())?;
+        d.set_item("tags", tags)?;
+        d.set_item("record_bytes", record.div_ceil(8) * 8)?;
+        Ok(Some(d))
+    }
+
+    /// The tag cell of `tag` and its current version: `(cell, version)`.
+    fn tag_version(&self, tag: &Bound<'_, PyAny>) -> PyResult<(u32, u32)> {
+        let seg = self.seg()?;
+        let Ok(t) = tag.cast::<pyo3::types::PyString>() else {
+            return Err(PyTypeError::new_err("tag must be a str"));
+        };
+        let cell = seg.tag_cell(t.to_str()?.as_bytes());
+        Ok((cell, seg.tag_word(cell).load(Ordering::Acquire)))
+    }
+
+    /// The load-lease cells of the header (docs/format.md), read without
+    /// touching them: a list of `(pid, releases)` per cell, `pid` the holder's
+    /// (0 when free or lapsed), `releases` the cell's release counter (wraps at
+    /// 2**32). Needs a `read_only=True` handle, since looking at a lease through
+    /// a writable one would take it.
+    fn leases<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let seg = self.seg()?;
+        if !seg.is_read_only() {
+            return Err(PyValueError::new_err(
+                "Segment.leases() reads the lease cells without taking them, which only a \
+                 read_only=True handle does: open the segment with read_only=True",
+            ));
+        }
+        let now_s = ziggurat_core::now_ms() / 1000;
+        let out = PyList::empty(py);
+        for i in 0..LEASE_CELLS {
+            // A hash whose lease cell is `i`: the cell is Lemire's reduction of
+            // bits 8..40 of h2, so the smallest 32-bit x reducing to `i` picks it.
+            let x = ((i as u64) << 32).div_ceil(LEASE_CELLS as u64);
+            let kh = ziggurat_core::KeyHash { h: 0, h2: x << 8 };
+            let (pid, seq) = match seg.lease_try(&kh, 0, 1.0) {
+                Lease::Held { holder, seq } if holder != 0 && (holder >> 32) > now_s => {
+                    (holder_pid(holder), seq)
+                }
+                Lease::Held { seq, .. } => (0, seq),
+                // A read-only handle never takes a lease.
+                Lease::Taken => (0, 0),
+            };
+            out.append((pid, seq))?;
+        }
+        Ok(out)
     }
 
     /// Checks every shard (taking each lock briefly); with `repair`, fixes what

@@ -1,0 +1,111 @@
+"""``ziggurat purge NAME --key K | --tag T | --namespace NS | --all``: removes entries for
+every process of the host, as the ``Cache`` methods do.
+
+- ``--key K``: ``Cache.delete(K)``: the record goes, and the key's stamp moves, so every
+  process's L1 copy and any cached miss of the key stop counting.
+- ``--tag T``: ``Cache.invalidate_tags(T)``: one increment of the tag's version in both
+  segments voids every entry and cached miss carrying it.
+- ``--namespace NS``: ``cache.namespace(NS).clear()``: the same for the namespace's tag.
+- ``--all``: ``Cache.clear()``: both segments emptied, shard by shard under their locks.
+
+The segments are attached read-write for this, and only after a read-only attach checked
+them (the command never creates one).
+
+>>> import tempfile, shutil
+>>> from ziggurat import Cache
+>>> d = tempfile.mkdtemp(dir="/dev/shm")
+>>> c = Cache("doc-purge", size="8MiB", directory=d); c.set("k", 1)
+>>> purge(CacheFiles("doc-purge", d), key="k")["deleted"], c.get("k")
+(True, None)
+>>> c.close(); shutil.rmtree(d)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from ziggurat.cli.errors import CliError
+from ziggurat.cli.output import Output
+from ziggurat.cli.segments import CacheFiles, attach
+
+__all__ = ["purge", "run"]
+
+
+def purge(
+    files: CacheFiles,
+    key: str | None = None,
+    tag: str | None = None,
+    namespace: str | None = None,
+    everything: bool = False,
+) -> dict[str, Any]:
+    """Purges what one of ``key``, ``tag``, ``namespace`` or ``everything`` names; returns
+    the ``--json`` document.
+
+    >>> purge(CacheFiles("x", "/dev/shm"))
+    Traceback (most recent call last):
+    ...
+    ziggurat.cli.errors.CliError: give exactly one of --key, --tag, --namespace or --all
+    """
+    if sum(x is not None for x in (key, tag, namespace)) + everything != 1:
+        raise CliError("give exactly one of --key, --tag, --namespace or --all", "invalid")
+    if key is not None and not 0 < len(os.fsencode(key)) <= 4096:
+        raise CliError("--key must be 1 to 4096 bytes", "invalid")
+    if tag is not None and not tag:
+        raise CliError("--tag must not be empty", "invalid")
+    if namespace is not None and (not namespace or ":" in namespace):
+        raise CliError(f"--namespace must be non-empty, without ':', got {namespace!r}", "invalid")
+    main = attach(files, read_only=False)
+    assert main is not None
+    try:
+        neg = attach(files, negative=True, read_only=False)
+    except BaseException:
+        main.close()
+        raise
+    segs = [s for s in (main, neg) if s is not None]
+    out: dict[str, Any] = {
+        "name": files.name,
+        "directory": files.directory,
+        "purged": "all" if everything else "key" if key else "tag" if tag else "namespace",
+        "key": key,
+        "tag": tag,
+        "namespace": namespace,
+        "deleted": None,
+        "entries_before": None,
+    }
+    try:
+        if key is not None:
+            # The argument's bytes: UTF-8 for text, any other sequence as it is.
+            out["deleted"] = main.delete(os.fsencode(key))
+        elif tag is not None or namespace is not None:
+            name = tag if tag is not None else "\x00ns:" + str(namespace)
+            for s in segs:
+                s.invalidate_tag(name)
+        else:
+            out["entries_before"] = main.stats()["entries"]
+            for s in segs:
+                s.clear()
+    finally:
+        for s in segs:
+            s.close()
+    return out
+
+
+def _say(d: dict[str, Any]) -> str:
+    if d["purged"] == "key":
+        did = "deleted" if d["deleted"] else "had no live record of"
+        return f"{d['name']}: {did} key {d['key']!r}"
+    if d["purged"] == "tag":
+        return f"{d['name']}: invalidated tag {d['tag']!r}"
+    if d["purged"] == "namespace":
+        return f"{d['name']}: cleared namespace {d['namespace']!r}"
+    return f"{d['name']}: cleared ({d['entries_before']:,} entries before)"
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    """Purges ``args.name`` as its options say."""
+    files = CacheFiles.of(args.name, args.directory, args.version)
+    d = purge(files, args.key, args.tag, args.namespace, args.all)
+    out.show(d, lambda: _say(d))
+    return 0

@@ -1,0 +1,196 @@
+"""The files of a cache on this host, and how the command attaches to them.
+
+A ``Cache`` named ``api`` has two segment files in its directory:
+``ziggurat.api.v<LAYOUT>`` (entries) and ``ziggurat.api.neg.v<LAYOUT>`` (cached misses and
+load leases); with ``version="2"`` the segment name is ``api.ver-2``. A bare ``Segment``
+has the first file only.
+
+>>> files = CacheFiles.of("api", "/dev/shm")
+>>> files.main_path, files.neg_path
+('/dev/shm/ziggurat.api.v2', '/dev/shm/ziggurat.api.neg.v2')
+>>> CacheFiles.of("api", "/dev/shm", version="2").name
+'api.ver-2'
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import stat
+from dataclasses import dataclass
+
+from ziggurat._native import LAYOUT_VERSION, Segment, ZigguratError
+from ziggurat.cli.errors import CliError
+
+__all__ = ["NEG_SUFFIX", "CacheFiles", "attach", "check_owner", "owner_name", "segment_file"]
+
+#: Suffix of the cached-miss segment's name.
+NEG_SUFFIX = ".neg"
+# A segment name is at most 100 characters; the cache's leaves room for ".neg".
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,95}")
+_VERSION = re.compile(r"[A-Za-z0-9_-]{1,16}")
+
+
+def segment_file(segment: str, layout: int = LAYOUT_VERSION) -> str:
+    """The file name of segment ``segment``.
+
+    >>> segment_file("api.neg")
+    'ziggurat.api.neg.v2'
+    """
+    return f"ziggurat.{segment}.v{layout}"
+
+
+def owner_name(uid: int) -> str:
+    """The user name of ``uid``, or the number when it has none.
+
+    >>> owner_name(0)
+    'root'
+    """
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def check_owner(path: str) -> os.stat_result:
+    """``lstat`` of a segment file, refused with a ``CliError`` unless it is a regular file
+    this process may use by the engine's rule: owned by this user, or shared with one of
+    its groups with mode 0660. Root is held to the rule too: the command never maps
+    another user's memory.
+
+    >>> check_owner("/dev/shm/ziggurat.no-such-cache.v2")
+    Traceback (most recent call last):
+    ...
+    ziggurat.cli.errors.CliError: /dev/shm/ziggurat.no-such-cache.v2 does not exist
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise CliError(f"{path} does not exist", "missing_segment") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CliError(f"{path} is not a regular file", "incompatible")
+    me = os.geteuid()
+    shared = stat.S_IMODE(st.st_mode) == 0o660 and (
+        st.st_gid == os.getegid() or st.st_gid in os.getgroups()
+    )
+    if st.st_uid != me and not shared:
+        owner = owner_name(st.st_uid)
+        raise CliError(
+            f"{path} is owned by {owner} (uid {st.st_uid}) and this command runs as "
+            f"{owner_name(me)} (uid {me}): run it as {owner}, e.g. sudo -u {owner} ziggurat ...",
+            "other_owner",
+        )
+    return st
+
+
+@dataclass(frozen=True)
+class CacheFiles:
+    """The segment files of one cache: ``name`` is its main segment's name.
+
+    >>> CacheFiles.of("shop", "/run/app").neg_name
+    'shop.neg'
+    """
+
+    name: str
+    directory: str
+
+    @classmethod
+    def of(cls, name: str, directory: str, version: str | None = None) -> CacheFiles:
+        """The files of the cache ``name`` (of ``version``, if given) in ``directory``;
+        ``CliError`` for a name the engine would refuse.
+
+        >>> CacheFiles.of("a b", "/dev/shm")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ziggurat.cli.errors.CliError: NAME must be 1-96 characters of ..., got 'a b'
+        """
+        if not _NAME.fullmatch(name):
+            raise CliError(
+                "NAME must be 1-96 characters of A-Z a-z 0-9 . _ - not starting with '.', "
+                f"got {name!r}",
+                "invalid",
+            )
+        if name.endswith(NEG_SUFFIX):
+            raise CliError(
+                f"{name!r} is the cached-miss segment of the cache "
+                f"{name[: -len(NEG_SUFFIX)]!r}: name the cache, which covers both",
+                "invalid",
+            )
+        if version is not None:
+            if not _VERSION.fullmatch(version):
+                raise CliError(
+                    f"--version must be 1-16 characters of A-Z a-z 0-9 _ -, got {version!r}",
+                    "invalid",
+                )
+            name = f"{name}.ver-{version}"
+        return cls(name, directory)
+
+    @property
+    def neg_name(self) -> str:
+        """Name of the cached-miss segment."""
+        return self.name + NEG_SUFFIX
+
+    @property
+    def main_path(self) -> str:
+        """Path of the entries' segment file."""
+        return os.path.join(self.directory, segment_file(self.name))
+
+    @property
+    def neg_path(self) -> str:
+        """Path of the cached-miss segment file."""
+        return os.path.join(self.directory, segment_file(self.neg_name))
+
+    def missing(self) -> CliError:
+        """The error for a cache with no main segment file.
+
+        >>> print(CacheFiles("x", "/dev/shm").missing())  # doctest: +ELLIPSIS
+        no cache 'x' in /dev/shm (no file ziggurat.x.v2); ziggurat ls ... lists them
+        """
+        if not os.path.isdir(self.directory):
+            return CliError(f"directory {self.directory} does not exist", "missing_directory")
+        return CliError(
+            f"no cache {self.name!r} in {self.directory} (no file {segment_file(self.name)}); "
+            f"ziggurat ls --directory {self.directory} lists them",
+            "missing_segment",
+        )
+
+
+def attach(files: CacheFiles, negative: bool = False, read_only: bool = True) -> Segment | None:
+    """Attaches the main segment (or, with ``negative``, the cached-miss one) of ``files``.
+
+    Read-only by default: the mapping cannot be written, and nothing is counted. A missing
+    main file, another user's file or one the engine refuses (damaged, incompatible) raise
+    ``CliError``; a missing cached-miss file returns None (a bare ``Segment`` has none).
+    A read-write attach (for ``purge`` and ``verify``) is only made to a file that exists
+    and passed the read-only checks, and is refused if the name refers to another file
+    afterwards. (A read-write open creates a missing file: only a file removed in the
+    instant between the two opens could be created, and the command then says so.)
+
+    >>> attach(CacheFiles("no-such-cache", "/dev/shm"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ziggurat.cli.errors.CliError: no cache 'no-such-cache' in /dev/shm (no file ...); ...
+    """
+    path, name = (files.neg_path, files.neg_name) if negative else (files.main_path, files.name)
+    if not os.path.lexists(path):
+        if negative:
+            return None
+        raise files.missing()
+    before = check_owner(path)
+    try:
+        seg = Segment(name, None, directory=files.directory, read_only=True)
+        if read_only:
+            return seg
+        seg.close()
+        # A file shared with a group is only accepted by an open that names the group.
+        shared = stat.S_IMODE(before.st_mode) == 0o660
+        group = before.st_gid if shared else None
+        seg = Segment(name, None, directory=files.directory, group=group)
+    except ZigguratError as e:
+        raise CliError(str(e), getattr(e, "cause", None) or "io") from None
+    after = os.stat(path)
+    if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+        seg.close()
+        raise CliError(f"{path} was replaced while it was being opened: run again", "replaced")
+    return seg
