@@ -209,6 +209,7 @@ def test_wheel_holds_the_package_and_its_metadata(wheel: Path) -> None:
 SMOKE = r"""
 import json, os, sys
 import ziggurat
+import ziggurat.http  # the response cache needs no extra
 from ziggurat import Cache
 
 directory = sys.argv[1]
