@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 
-.PHONY: all build test lint pytest rust-test bench bench-http stress demo blog clean
+.PHONY: all build test lint pytest rust-test bench bench-http stress demo blog clean wheel sdist
 
 all: test
 
@@ -32,6 +32,18 @@ $(VENV)/.built: $(RUST_SRC) $(VENV)/.dev
 	touch $@
 
 build: $(VENV)/.built
+
+# One wheel for every CPython from 3.10 on (abi3), in target/wheels/. The manylinux tag is
+# asked for, not guessed: maturin refuses to build if the library needs a newer glibc than
+# the tag promises (docs/packaging.md). Run in the venv as `make build` is, so that cargo sees
+# the same interpreter version and reuses what `make build` compiled.
+wheel: $(VENV)/.dev
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin build --release --features abi3 --compatibility manylinux_2_34 -o target/wheels
+	$(VENV)/bin/auditwheel show "$$(ls -t target/wheels/*.whl | head -n 1)"
+
+# The source distribution, in target/wheels/: pip builds it with maturin and a Rust toolchain.
+sdist: $(VENV)/.dev
+	$(VENV)/bin/maturin sdist -o target/wheels
 
 lint: $(VENV)/.dev
 	cargo fmt --all -- --check
