@@ -323,3 +323,75 @@ def test_bad_cluster_arguments_are_refused_before_anything_is_created(shm_dir: s
     with pytest.raises(ValueError, match="redis_timeout"):
         make(redis="redis://127.0.0.1:6379/0", secret=SECRET, redis_timeout=0)
     assert os.listdir(shm_dir) == []
+
+
+ROUNDS = int(os.environ.get("ZIGGURAT_CLUSTER_ROUNDS", "2000"))
+
+
+def _writer(name: str, d: str, url: str, done: Any, go: Any) -> None:
+    c = Cache(name, size="8MiB", directory=d, redis=url, secret=SECRET)
+    go.wait(30)
+    for i in range(1, ROUNDS + 1):
+        if i % 10 == 0:
+            c.delete("k")  # round i leaves no value
+        elif i % 10 == 5:
+            c.invalidate_tags("g")
+        else:
+            c.set("k", i, tags=["g"])
+        done[i] = time.monotonic()
+    c.close()
+
+
+def _reader(name: str, d: str, url: str, done: Any, go: Any, bound: float, out: Any) -> None:
+    c = Cache(name, size="8MiB", directory=d, redis=url, secret=SECRET)
+    while not c._tier.positioned():  # type: ignore[union-attr]
+        time.sleep(0.01)
+    go.wait(30)
+    violations = reads = 0
+    worst = 0.0
+    while done[ROUNDS] == 0:
+        start = time.monotonic()
+        v = c.get("k")
+        reads += 1
+        if v is None:
+            continue
+        # Value v was written in round v; any later round that completed before this read
+        # started makes v stale, allowed for `bound` seconds at most.
+        later = [done[j] for j in range(v + 1, min(v + 12, ROUNDS + 1)) if done[j]]
+        if later:
+            late = start - min(later)
+            worst = max(worst, late)
+            if late > bound:
+                violations += 1
+    out.put((violations, reads, worst))
+    c.close()
+
+
+def test_two_hosts_of_two_processes_never_serve_a_replaced_value_past_the_lag(
+    server: Server, shm_dir: str
+) -> None:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    name = "c" + uuid.uuid4().hex[:10]
+    dirs = [os.path.join(shm_dir, h) for h in ("a", "b")]
+    for d in dirs:
+        os.mkdir(d)
+    done = ctx.Array("d", ROUNDS + 1, lock=False)
+    go, out = ctx.Event(), ctx.Queue()
+    # Host a: the writer and a reader (same host: never stale at all, G1); host b: two
+    # readers, allowed the invalidation lag.
+    procs = [ctx.Process(target=_writer, args=(name, dirs[0], server.url, done, go))]
+    bounds = [0.0, LAG_BOUND, LAG_BOUND]
+    for d, bound in zip([dirs[0], dirs[1], dirs[1]], bounds, strict=True):
+        procs.append(ctx.Process(target=_reader, args=(name, d, server.url, done, go, bound, out)))
+    for p in procs:
+        p.start()
+    time.sleep(1.0)  # every process has opened its cache and its reader has a position
+    go.set()
+    results = [out.get(timeout=100) for _ in bounds]
+    for p in procs:
+        p.join(30)
+    assert all(p.exitcode == 0 for p in procs)
+    assert all(r[1] > 100 for r in results), results  # the readers really read
+    assert [r[0] for r in results] == [0, 0, 0], results

@@ -32,6 +32,7 @@ ARCH = platform.machine()
 # The tag `make wheel` asks maturin for: the glibc floor docs/packaging.md states.
 TAG_GLIBC = (2, 34)
 BUILD_TIMEOUT = 1800
+MANYLINUX = ("--compatibility", "manylinux_2_34")
 
 pytestmark = [pytest.mark.wheel, pytest.mark.timeout(BUILD_TIMEOUT + 600)]
 
@@ -131,8 +132,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env["PATH"] = os.pathsep.join([str(TOOLS), env.get("PATH", "")])
     start = time.monotonic()
     run(
-        [TOOLS / "maturin", "build", "--release", "--features", "abi3"]
-        + ["--compatibility", "manylinux_2_34", "-o", out],
+        [TOOLS / "maturin", "build", "--release", "--features", "abi3", *MANYLINUX, "-o", out],
         cwd=ROOT,
         env=env,
         timeout=BUILD_TIMEOUT,
