@@ -333,8 +333,10 @@ def test_sdist_builds_into_a_wheel(sdist: Path) -> None:
     )
     (built,) = out.glob("*.whl")
     assert built.name.startswith("ziggurat-")
-    assert "-cp310-abi3-" in built.name
+    # Built from source for this interpreter alone (no stable ABI: see docs/packaging.md).
+    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert f"-{py}-{py}-" in built.name
     with zipfile.ZipFile(built) as zf:
         names = set(zf.namelist())
-    assert "ziggurat/_native.abi3.so" in names
+    assert any(n.startswith("ziggurat/_native.cpython-") for n in names), names
     assert "ziggurat/cache.py" in names

@@ -46,13 +46,15 @@ def follow(last: int, seq: int) -> Next:
 
 
 class Event(NamedTuple):
-    """One event: ``op`` is set, add, del, incr, touch (a key changed), tags or clear;
+    """One event: ``op`` is set, add, del, incr, touch (a key changed), tags, clear or
+    recover (a clear after a cut-off);
     ``keys`` the key (bytes) or the tags (str)."""
 
     seq: int
     host: str
     op: str
     keys: tuple[bytes | str, ...]
+    gen: int = 0
 
 
 def key_field(key: bytes) -> bytes:
@@ -90,7 +92,7 @@ def parse(fields: dict[bytes, bytes], signer: Signer) -> Event | None:
     >>> f = {b"s": b"7", b"h": b"h1", b"o": b"del", b"k": b"x"}
     >>> f[b"m"] = s.event_mac(signed_body("h1", "del", b"x"))
     >>> parse(f, s)
-    Event(seq=7, host='h1', op='del', keys=(b'x',))
+    Event(seq=7, host='h1', op='del', keys=(b'x',), gen=0)
     >>> parse({**f, b"k": b"y"}, s) is None
     True
     """
@@ -100,16 +102,17 @@ def parse(fields: dict[bytes, bytes], signer: Signer) -> Event | None:
         op = fields[b"o"].decode()
         k = fields[b"k"]
         mac = fields[b"m"]
+        gen = int(fields.get(b"g", b"0"))
     except (KeyError, ValueError, UnicodeDecodeError):
         return None
     if not signer.event_ok(signed_body(host, op, k), mac):
         return None
-    if op in ("tags", "clear"):
+    if op in ("tags", "clear", "recover"):
         try:
             tags = orjson.loads(k)
         except orjson.JSONDecodeError:
             return None
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             return None
-        return Event(seq, host, op, tuple(tags))
-    return Event(seq, host, op, (k,))
+        return Event(seq, host, op, tuple(tags), gen)
+    return Event(seq, host, op, (k,), gen)

@@ -124,19 +124,26 @@ class Reader:
         ms, _, n = sid.partition("-")
         words = ((W.ID_MS, int(ms)), (W.ID_SEQ, int(n or 0)), (W.SEQ, seq), (W.POSITIONED, 1))
         for word, v in words:
-            cur = self.core.app_load(word)
-            if cur != v:
-                self.core.app_cas(word, cur, v)
+            self._set_word(word, v)
 
     def _clear(self, why: str) -> None:
         log.warning("ziggurat cache %r: clearing this host's cache: %s", self.tier.name, why)
         self.core.clear()
         self.tier._bump(W.GAP_CLEARS)
 
-    def _adopt_end(self, client: Any, server_seq: int) -> None:
+    def _set_word(self, word: int, v: int) -> None:
+        cur = self.core.app_load(word)
+        if cur != v:
+            self.core.app_cas(word, cur, v)
+
+    def _adopt_end(self, client: Any, server_seq: int, server_gen: int) -> None:
         """Starts following at the stream's end: a host with no position has nothing to
         catch up with (its segment is new, or was just cleared)."""
         tier = self.tier
+        if not server_gen:
+            # A new stream: name its generation now, so a later loss is told apart.
+            client.set(tier.gen_key, str(time.time_ns() // 1000), nx=True)
+            server_gen = int(client.get(tier.gen_key) or 0)
         last = client.xrevrange(tier.stream_key, count=1)
         ev = events.parse(last[0][1], tier.signer) if last else None
         if last and ev is not None:
@@ -144,6 +151,7 @@ class Reader:
         else:
             # An empty stream (or a forged last entry): the sequence says where it is.
             self._set_position(server_seq, last[0][0].decode() if last else "0-0")
+        self._set_word(W.GEN, server_gen)
 
     def _follow(self) -> None:
         tier = self.tier
@@ -152,27 +160,37 @@ class Reader:
         try:
             seq, _ = self._position()
             try:
-                server_seq = int(link.call(client.get, tier.seq_key) or 0)
+                server_seq, server_gen = (
+                    int(x or 0) for x in link.call(client.mget, tier.seq_key, tier.gen_key)
+                )
             except Down:
                 return
+            gen = self.core.app_load(W.GEN)
             if not self.core.app_load(W.POSITIONED):
                 # Nothing from Redis was kept before this (see ClusterTier.positioned):
                 # the host has nothing to catch up with.
-                self._adopt_end(client, server_seq)
+                self._adopt_end(client, server_seq, server_gen)
+            elif gen and server_gen != gen:
+                self._clear(
+                    "the server's event stream is not the one this host followed (it "
+                    "restarted without its data, or failed over to a replica that lacked it)"
+                )
+                self._adopt_end(client, server_seq, server_gen)
             elif server_seq < seq:
                 self._clear(
                     f"the server's event sequence went back from {seq} to {server_seq} "
-                    "(it restarted without its data, or failed over to a replica that "
-                    "lacked the latest events)"
+                    "(it lost its latest events: a failover to a replica that lacked them)"
                 )
-                self._adopt_end(client, server_seq)
+                self._adopt_end(client, server_seq, server_gen)
+            elif not gen and server_gen:
+                self._set_word(W.GEN, server_gen)
             me = tier.host_id()
             while not self._stop.is_set() and self._holding():
                 self._beat()
                 dirty = self.core.app_load(W.DIRTY)
                 if dirty:
                     try:
-                        tier.publish_clear()
+                        tier.recover()
                     except Down:
                         return
                     self.core.app_cas(W.DIRTY, dirty, 0)
@@ -203,6 +221,15 @@ class Reader:
             tier.bad_signatures += 1
             self._set_position(last, sid)
             return last
+        gen = self.core.app_load(W.GEN)
+        if ev.gen and gen and ev.gen != gen:
+            self._clear(
+                "the server's event stream changed generation (it restarted without its "
+                "data while this host followed it)"
+            )
+            last = ev.seq - 1
+        if ev.gen and ev.gen != gen:
+            self._set_word(W.GEN, ev.gen)
         step = events.follow(last, ev.seq)
         if step is events.Next.GAP:
             self._clear(
@@ -220,7 +247,7 @@ class Reader:
 
     def _apply(self, ev: events.Event) -> None:
         core = self.core
-        if ev.op == "clear" or (ev.op == "tags" and ALL in ev.keys):
+        if ev.op in ("clear", "recover") or (ev.op == "tags" and ALL in ev.keys):
             core.clear()
         elif ev.op == "tags":
             core.invalidate_tags(tuple(str(t) for t in ev.keys))

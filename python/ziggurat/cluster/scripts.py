@@ -9,9 +9,14 @@ at once, on every host, without touching the values. A clear of the whole cache 
 same with a tag every value carries.
 
 Every write except a fill takes the next number of the cache's sequence and appends the
-event (``s`` seq, ``h`` host, ``o`` op, ``k`` key or tags, ``m`` MAC) to the stream, trimmed
-to about ``maxlen`` entries. Keys are named in ``KEYS`` and share one hash tag, so the
-scripts run on a Redis Cluster too.
+event (``s`` seq, ``h`` host, ``o`` op, ``k`` key or tags, ``m`` MAC, ``g`` the stream's
+generation) to the stream, trimmed to about ``maxlen`` entries. Keys are named in ``KEYS``
+and share one hash tag, so the scripts run on a Redis Cluster too.
+
+A write carries its host's fence. A host that could not reach Redis raises its fence before
+it publishes its clear; a write it sent before (which timed out, so the host kept it local,
+but which the server may still run when it wakes up) carries the old fence and is refused,
+so it cannot land after the clear that was meant to void it.
 
 >>> "XADD" in WRITE and "HMGET" in READ
 True
@@ -82,19 +87,23 @@ return body
 """
 )
 
-#: KEYS: value, tag versions, sequence, stream.
-#: ARGV: op, host, maxlen, event key field, event MAC, then per op:
+#: KEYS: value, tag versions, sequence, stream, generation, host fences.
+#: ARGV: op, host:fence, maxlen, event key field, event MAC, then per op:
 #:   set/add/fill: body, px (0: no expiry), tags...
 #:   del: tombstone px
 #:   incr: delta, default ('' for none), px, tags...
 #:   touch: px, expected body ('' for a counter), new body
-#:   tags: tags...           clear: the tag every value carries
-#: Returns {seq (0 when nothing was published), result}.
+#:   tags: tags...           clear, recover: the tag every value carries
+#: Returns {seq (0 when nothing was published), result}, or the error FENCED.
 WRITE = (
     _COMMON
     + r"""
 local op = ARGV[1]
 local result = 1
+local host, fence = string.match(ARGV[2], '^(%x+):(%d+)$')
+local known = redis.call('HGET', KEYS[6], host)
+if known and tonumber(known) > tonumber(fence) then return redis.error_reply('FENCED') end
+if op == 'recover' then redis.call('HSET', KEYS[6], host, fence) end
 
 local function set_px(key, val, px, extra)
   if px > 0 then
@@ -157,15 +166,24 @@ elseif op == 'touch' then
     if body ~= ARGV[7] then return {0, 0} end
     set_px(KEYS[1], prefix .. ARGV[8], px)
   end
-elseif op == 'tags' or op == 'clear' then
+elseif op == 'tags' or op == 'clear' or op == 'recover' then
   for _, t in ipairs(tags_from(6)) do redis.call('HINCRBY', KEYS[2], t, 1) end
 else
   return redis.error_reply('unknown op ' .. op)
 end
 
+-- The stream's generation: made once, from the server's clock, by the first write. A server
+-- that lost its data makes a new one, which tells every host that events were lost even
+-- when the new sequence has caught up with the old numbers.
+local gen = redis.call('GET', KEYS[5])
+if not gen then
+  local t = redis.call('TIME')
+  gen = t[1] .. string.format('%06d', tonumber(t[2]))
+  redis.call('SET', KEYS[5], gen)
+end
 local seq = redis.call('INCR', KEYS[3])
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*',
-  's', seq, 'h', ARGV[2], 'o', op, 'k', ARGV[4], 'm', ARGV[5])
+  's', seq, 'h', host, 'o', op, 'k', ARGV[4], 'm', ARGV[5], 'g', gen)
 return {seq, result}
 """
 )

@@ -51,6 +51,8 @@ class W:
     LAG_P99 = 10
     PUBLISHED = 11  # events published by the host
     POSITIONED = 12  # 1 once SEQ and ID_* hold a position (SEQ 0 is a valid one)
+    GEN = 13  # the stream's generation that position is in (0: not known yet)
+    FENCE = 14  # the host's fence: raised before each recovery from a cut-off
 
 
 class ClusterTier:
@@ -81,6 +83,8 @@ class ClusterTier:
         self.tags_key = prefix + b"tags"
         self.seq_key = prefix + b"seq"
         self.stream_key = prefix + b"ev"
+        self.gen_key = prefix + b"gen"
+        self.fence_key = prefix + b"hosts"
         self._read = link.client.register_script(scripts.READ)
         self._write = link.client.register_script(scripts.WRITE)
         self.hits = 0
@@ -110,7 +114,14 @@ class ClusterTier:
         return self.prefix + b"v:" + kb
 
     def _keys(self, kb: bytes) -> list[bytes]:
-        return [self._vkey(kb), self.tags_key, self.seq_key, self.stream_key]
+        return [
+            self._vkey(kb),
+            self.tags_key,
+            self.seq_key,
+            self.stream_key,
+            self.gen_key,
+            self.fence_key,
+        ]
 
     # -- bodies ---------------------------------------------------------------------------
 
@@ -208,9 +219,18 @@ class ClusterTier:
     def _run(self, op: str, kb: bytes, k: bytes, extra: list[Any]) -> list[Any]:
         host = self.host_id()
         mac = self.signer.event_mac(events.signed_body(host, op, k))
-        args = [op, host, self.stream_length, k, mac, *extra]
+        fenced = f"{host}:{self.core.app_load(W.FENCE)}"
+        args = [op, fenced, self.stream_length, k, mac, *extra]
         keys = self._keys(kb)
-        r = self.link.call(self._write, keys=keys, args=args)
+        try:
+            r = self.link.call(self._write, keys=keys, args=args)
+        except Down:
+            raise
+        except Exception as e:
+            if "FENCED" in str(e):
+                # This process's fence is older than its host's: a recovery is under way.
+                raise Down("fenced: the host is recovering from a cut-off") from None
+            raise
         if int(r[0]):
             self._bump(W.PUBLISHED)
         return list(r)
@@ -336,6 +356,13 @@ class ClusterTier:
     def publish_clear(self) -> None:
         """Voids every value in Redis and tells every host to clear (raises ``Down``)."""
         self._run("clear", self.tags_key, events.tags_field((ALL,)), [ALL])
+
+    def recover(self) -> None:
+        """After writes were kept on this host: raises the host's fence (writes it sent
+        before, which may still run on the server, are refused from now on), then voids
+        every value in Redis and tells every host to clear (raises ``Down``)."""
+        self._bump(W.FENCE)
+        self._run("recover", self.tags_key, events.tags_field((ALL,)), [ALL])
 
     def clear(self) -> None:
         """``Cache.clear`` for the whole cluster: every value in Redis is voided too."""
