@@ -584,13 +584,15 @@ def report(console: Console, settings: Settings, out: Outcome) -> bool:
         mark = "[green]serves the changed link[/]" if fine else "[bold red]served an old link[/]"
         worst = f", at the latest {max(seen) * 1000:.1f} ms after host A" if seen else ""
         console.print(
-            f"Host B worker {worker}: {mark} ({len(seen)}/{len(out.changes)} changes{worst})"
+            f"Host B worker {worker}: {mark} ({len(seen)}/{len(out.changes)} changes{worst})",
+            soft_wrap=True,
         )
     if lags:
         console.print(
-            f"Lag from host A's answer to host B's first read showing the change, over "
+            f"Lag, host A's answer to host B's first read showing the change, "
             f"{len(lags)} changes: p50 {statistics.median(lags) * 1000:.1f} ms, max "
-            f"{max(lags) * 1000:.1f} ms (bound {bound * 1000:.0f} ms)"
+            f"{max(lags) * 1000:.1f} ms (bound {bound * 1000:.0f} ms)",
+            soft_wrap=True,  # one line, whatever the width: easy to grep
         )
     else:
         ok = False
