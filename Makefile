@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 
-.PHONY: all build test lint pytest rust-test bench bench-http stress demo blog clean wheel sdist
+.PHONY: all build test lint pytest rust-test bench bench-http stress demo demo-cluster blog clean wheel sdist
 
 all: test
 
@@ -73,6 +73,11 @@ bench-http: build $(VENV)/.bench
 demo: build $(VENV)/.demo
 	$(PY) -m examples.blog.demo
 	$(PY) -m examples.shortener.demo
+
+# The shortener on two hosts (two cache directories, two uvicorn servers) sharing one cache
+# through a private Valkey: a link changed through one host, read at once through the other.
+demo-cluster: build $(VENV)/.demo
+	$(PY) -m examples.shortener.cluster_demo
 
 blog: build
 	$(PY) -m examples.blog

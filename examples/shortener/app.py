@@ -21,6 +21,11 @@ Settings (environment variables):
 * ``SHORTENER_CACHE_NAME`` (default ``shortener``), ``SHORTENER_CACHE_SIZE`` (default
   ``64MiB``), ``SHORTENER_CACHE_TTL`` (seconds, default 300), ``SHORTENER_L1_ITEMS``
   (L1 bound in ``l1+l2`` mode; the Cache's own default if unset).
+* ``SHORTENER_CACHE_DIR``: where the cache's segment files live (default ``/dev/shm``); two
+  hosts on one machine are two directories.
+* ``SHORTENER_REDIS_URL`` and ``SHORTENER_SECRET``: if set, the cache gets its cluster tier
+  (L3): every host started with the same URL, secret and cache name shares it, and a link
+  changed through one host is seen by every host within the invalidation lag.
 * ``SHORTENER_DB_LATENCY_MS`` (default 0): each database query also waits this long, to let
   the embedded SQLite file stand in for a database across the network.
 * ``SHORTENER_STATS_DIR``: if set, each worker also writes its ``/_stats`` document to
@@ -143,6 +148,12 @@ def make_cache(mode: str) -> Any:
         kwargs["l1_items"] = 0  # no per-process tier: every get reads the shared segment
     elif os.environ.get("SHORTENER_L1_ITEMS"):
         kwargs["l1_items"] = int(os.environ["SHORTENER_L1_ITEMS"])
+    if os.environ.get("SHORTENER_CACHE_DIR"):
+        kwargs["directory"] = os.environ["SHORTENER_CACHE_DIR"]
+    if os.environ.get("SHORTENER_REDIS_URL"):
+        # Without a secret the Cache refuses the URL and says why: the worker does not start.
+        kwargs["redis"] = os.environ["SHORTENER_REDIS_URL"]
+        kwargs["secret"] = os.environ.get("SHORTENER_SECRET") or None
     return Cache(name, **kwargs)
 
 
