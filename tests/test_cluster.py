@@ -192,7 +192,8 @@ def test_redis_killed_and_restarted_with_its_data_is_replayed(
     server.start()
     b._reader.start()  # type: ignore[union-attr]
     assert converges(lambda: b.get("k") == "new")
-    assert b.stats()["l3"]["gap_clears"] == 0  # replayed, not cleared
+    st = b.stats()["l3"]
+    assert st["gap_clears"] == 0 and st["replays"] >= 1  # replayed, not cleared
 
 
 def test_redis_restarted_without_its_data_makes_hosts_clear(

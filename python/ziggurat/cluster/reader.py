@@ -52,7 +52,7 @@ def _alive(pid: int) -> bool:
 class Reader:
     """Stands for election and, when elected, follows the stream (see the module)."""
 
-    def __init__(self, tier: ClusterTier, block_s: float = 1.0) -> None:
+    def __init__(self, tier: ClusterTier, block_s: float = 0.5) -> None:
         self.tier = tier
         self.core = tier.core
         self.block_ms = int(block_s * 1000)
@@ -60,6 +60,7 @@ class Reader:
         self._thread: threading.Thread | None = None
         self._lags: collections.deque[float] = collections.deque(maxlen=2000)
         self._last_lag_flush = 0.0
+        self._replay_until = (0, 0)
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _restart(ref))
 
@@ -185,6 +186,13 @@ class Reader:
             elif not gen and server_gen:
                 self._set_word(W.GEN, server_gen)
             me = tier.host_id()
+            # Events already in the stream when the reader (re)connects are a replay of
+            # what the host missed while no process followed (or Redis was away).
+            try:
+                tail = link.call(client.xrevrange, tier.stream_key, count=1)
+            except Down:
+                return
+            self._replay_until = _id(tail[0][0].decode()) if tail else (0, 0)
             while not self._stop.is_set() and self._holding():
                 self._beat()
                 dirty = self.core.app_load(W.DIRTY)
@@ -242,6 +250,8 @@ class Reader:
             self._apply(ev)
         self._set_position(ev.seq, sid)
         tier._bump(W.APPLIED)
+        if _id(sid) <= self._replay_until:
+            tier._bump(W.REPLAYS)
         self._lags.append(time.time() * 1000 - int(sid.partition("-")[0]))
         return ev.seq
 
@@ -265,6 +275,11 @@ class Reader:
             v = max(0, int(xs[min(len(xs) - 1, int(q * len(xs)))] * 1000))
             cur = self.core.app_load(word)
             self.core.app_cas(word, cur, v)
+
+
+def _id(sid: str) -> tuple[int, int]:
+    ms, _, n = sid.partition("-")
+    return int(ms), int(n or 0)
 
 
 def _restart(ref: weakref.ref[Reader]) -> None:

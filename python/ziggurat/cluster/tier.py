@@ -53,6 +53,7 @@ class W:
     POSITIONED = 12  # 1 once SEQ and ID_* hold a position (SEQ 0 is a valid one)
     GEN = 13  # the stream's generation that position is in (0: not known yet)
     FENCE = 14  # the host's fence: raised before each recovery from a cut-off
+    REPLAYS = 15  # events applied that were in the stream before the reader connected
 
 
 class ClusterTier:
@@ -387,6 +388,7 @@ class ClusterTier:
             "connected": self.link.up,
             "events_published": w(W.PUBLISHED),
             "events_applied": w(W.APPLIED),
+            "replays": w(W.REPLAYS),
             "gap_clears": w(W.GAP_CLEARS),
             "dirty_writes": w(W.DIRTY),
             "last_seq": w(W.SEQ),
