@@ -399,3 +399,44 @@ def test_two_hosts_of_two_processes_never_serve_a_replaced_value_past_the_lag(
     assert all(p.exitcode == 0 for p in procs)
     assert all(r[1] > 100 for r in results), results  # the readers really read
     assert [r[0] for r in results] == [0, 0, 0], results
+
+
+@pytest.mark.parametrize("single_flight", [True, False])
+def test_cluster_single_flight_loads_once_for_all_hosts(
+    server: Server, hosts: Callable[..., Cache], single_flight: bool
+) -> None:
+    import threading
+
+    caches = [hosts(server.url, h, cluster_single_flight=single_flight) for h in "abc"]
+    calls: list[str] = []
+    lock = threading.Lock()
+
+    def loader() -> str:
+        with lock:
+            calls.append("x")
+        time.sleep(0.3)
+        return "loaded"
+
+    results: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda c=c: results.append(c.fetch("k", loader))) for c in caches
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == ["loaded"] * 3
+    # One load for the cluster; without the option, one per host (the default).
+    assert len(calls) == (1 if single_flight else 3)
+    if single_flight:
+        assert sum(c.stats()["l3"]["lease_waits"] for c in caches) == 2
+
+    # A failed load gives the lease back at once: the next host loads without waiting.
+    def boom() -> str:
+        raise RuntimeError("down")
+
+    with pytest.raises(RuntimeError):
+        caches[0].fetch("k2", boom)
+    t0 = time.monotonic()
+    assert caches[1].fetch("k2", lambda: "second") == "second"
+    assert time.monotonic() - t0 < 2.0

@@ -224,7 +224,7 @@ class Cache:
     # The tier below the host (the cluster tier).
     def join_below(
         self,
-        below: Callable[[str | bytes], tuple[Any] | None],
+        below: Callable[[str | bytes, bool], tuple[Any] | None],
         above: Callable[[str | bytes, Any, float, list[str]], None],
     ) -> None: ...
     def seen(self, key: str | bytes) -> tuple[int, int, int] | None: ...

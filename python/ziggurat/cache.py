@@ -181,10 +181,15 @@ class Cache:
         secret: str | bytes | list[str | bytes] | None = None,
         redis_timeout: float = 0.1,
         stream_length: int = 100_000,
+        cluster_single_flight: bool = False,
     ) -> None:
         m = "Cache"
         # The cluster tier's arguments are checked first: bad input creates no file.
         link, secrets = _cluster_args(redis, secret, redis_timeout, stream_length, m)
+        if not isinstance(cluster_single_flight, bool):
+            raise TypeError(f"{m}(): cluster_single_flight must be True or False")
+        if cluster_single_flight and redis is None:
+            raise ValueError(f"{m}(): cluster_single_flight needs redis= (a cluster tier)")
         if not isinstance(name, str):
             raise TypeError(f"{m}(): name must be a str, not {type(name).__name__}")
         if not _NAME.fullmatch(name):
@@ -325,14 +330,19 @@ class Cache:
         self._tier: ClusterTier | None = None
         self._reader: Reader | None = None
         if link is not None and secrets is not None:
-            self._join_cluster(link, secrets, seg_name, stream_length)
+            self._join_cluster(link, secrets, seg_name, stream_length, cluster_single_flight)
         self._write_errors = 0
         self._store_failures = 0
         self._logged: set[tuple[str, Any]] = set()
         self._local = threading.Lock()
 
     def _join_cluster(
-        self, link: Link, secrets: list[bytes], seg_name: str, stream_length: int
+        self,
+        link: Link,
+        secrets: list[bytes],
+        seg_name: str,
+        stream_length: int,
+        single_flight: bool,
     ) -> None:
         if self._segment is None:
             log.warning(
@@ -350,6 +360,8 @@ class Cache:
             self.serializer.dumps,
             stream_length=stream_length,
             tombstone_ttl=min(max(self.loader_timeout, 1.0), 60.0),
+            loader_timeout=self.loader_timeout,
+            single_flight=bool(single_flight),
         )
         self._core.join_below(tier.below, tier.above)
         self._tier = tier

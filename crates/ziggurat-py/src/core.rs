@@ -390,7 +390,7 @@ impl CacheCore {
                 if let Some(v) = self.read_value(py, key, hash)? {
                     return Ok(v);
                 }
-                match self.ask_below(py, key)? {
+                match self.ask_below(py, key, false)? {
                     Some(v) => Ok(v),
                     None => Ok(default.unwrap_or_else(|| py.None())),
                 }

@@ -399,6 +399,7 @@ impl CacheCore {
         let stored = (|| -> PyResult<()> {
             let kb = key_bytes(key)?;
             if value.is_none() {
+                self.tell_above(py, key, &value, 0.0, &st.plan.tags);
                 match st.plan.neg_ttl {
                     Some(nt) => self.store_negative(kb, nt, st.stamp, &st.plan.tags),
                     None => Ok(()),
@@ -438,6 +439,7 @@ impl CacheCore {
         self.loads_done.record(ns, false);
         if st.kind != STEP_LOCAL {
             self.give_back(py, st);
+            self.tell_above(py, st.key.bind(py), &py.None().into_bound(py), -1.0, &[]);
         }
         let stale = st.stale.as_ref()?.clone_ref(py);
         self.loads_done.stale_served.bump();

@@ -36,17 +36,20 @@ impl Hooks {
 
 impl CacheCore {
     /// Asks the tier below for `key`: its value, or None on a miss (or when
-    /// there is no tier below). The tier never makes the caller fail: an error
-    /// it raises is reported as a failed read and counts as a miss.
+    /// there is no tier below). `loading`: the caller holds the key's load
+    /// lease and will run the loader on a miss (the tier may make the hosts of
+    /// the cluster share that load). The tier never makes the caller fail: an
+    /// error it raises is reported as a failed read and counts as a miss.
     pub(crate) fn ask_below(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
+        loading: bool,
     ) -> PyResult<Option<Py<PyAny>>> {
         let Some(below) = self.hooks.below.get() else {
             return Ok(None);
         };
-        match below.call1(py, (key,)) {
+        match below.call1(py, (key, loading)) {
             Ok(r) if r.is_none(py) => Ok(None),
             Ok(r) => {
                 let t = r.bind(py).cast::<PyTuple>().map_err(|_| {
@@ -68,14 +71,16 @@ impl CacheCore {
         if st.kind != STEP_LOAD || st.is_refresh() || self.hooks.below.get().is_none() {
             return Ok(None);
         }
-        let v = self.ask_below(py, st.key.bind(py))?;
+        let v = self.ask_below(py, st.key.bind(py), true)?;
         if v.is_some() {
             self.give_back(py, st);
         }
         Ok(v)
     }
 
-    /// Tells the tier below about a value a loader produced for `key`.
+    /// Tells the tier below how a load of `key` ended: the value it produced
+    /// (None for a cached miss) with its TTL, or, with a negative `ttl`, that the
+    /// loader failed.
     pub(crate) fn tell_above(
         &self,
         py: Python<'_>,
@@ -100,8 +105,9 @@ impl CacheCore {
 
 #[pymethods]
 impl CacheCore {
-    /// Installs the tier below: `below(key)` returns None or `(value,)`;
-    /// `above(key, value, ttl, tags)` is told each loaded value. Once only.
+    /// Installs the tier below: `below(key, loading)` returns None or
+    /// `(value,)`; `above(key, value, ttl, tags)` is told how each load ended
+    /// (see `tell_above`). Once only.
     fn join_below(&self, below: Py<PyAny>, above: Py<PyAny>) -> PyResult<()> {
         if self.hooks.below.set(below).is_err() || self.hooks.above.set(above).is_err() {
             return Err(PyValueError::new_err("a tier below is already joined"));
@@ -158,7 +164,7 @@ impl CacheCore {
         if step.state.kind != STEP_LOAD || step.state.is_refresh() {
             return Ok(None);
         }
-        let Some(v) = self.ask_below(py, step.state.key.bind(py))? else {
+        let Some(v) = self.ask_below(py, step.state.key.bind(py), true)? else {
             return Ok(None);
         };
         if step.finish() {

@@ -24,7 +24,14 @@ True
 
 from __future__ import annotations
 
-__all__ = ["READ", "WRITE"]
+__all__ = ["READ", "RELEASE", "WRITE"]
+
+#: KEYS: a cluster-wide load lease. ARGV: the holder's token. Deletes it only if it is still
+#: that holder's (it may have expired and been taken by another host).
+RELEASE = r"""
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 _COMMON = r"""
 local function tag_prefix(tagkey, tags)

@@ -16,6 +16,7 @@ script can add to them).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -70,6 +71,8 @@ class ClusterTier:
         *,
         stream_length: int,
         tombstone_ttl: float,
+        loader_timeout: float = 10.0,
+        single_flight: bool = False,
     ) -> None:
         self.core = core
         self.name = name
@@ -88,6 +91,15 @@ class ClusterTier:
         self.fence_key = prefix + b"hosts"
         self._read = link.client.register_script(scripts.READ)
         self._write = link.client.register_script(scripts.WRITE)
+        self._release = link.client.register_script(scripts.RELEASE)
+        self.single_flight = single_flight
+        self.loader_timeout = loader_timeout
+        self._lease_ms = max(1, int(loader_timeout * 1000))
+        # Names this process's cluster-wide leases; keys it holds one for.
+        self._token = os.urandom(8).hex()
+        self._leases: set[bytes] = set()
+        self.lease_waits = 0
+        self.lease_timeouts = 0
         self.hits = 0
         self.misses = 0
         self.bad_signatures = 0
@@ -174,10 +186,9 @@ class ClusterTier:
 
     # -- the miss path's hooks --------------------------------------------------------------
 
-    def below(self, key: str | bytes) -> tuple[Any] | None:
-        """The value of ``key`` in Redis as ``(value,)``, copied into the host's segment,
-        or None. Called by the segment's miss path; never raises for Redis's sake."""
-        kb = _kb(key)
+    def _lookup(self, key: str | bytes, kb: bytes) -> tuple[Any] | None:
+        """One read of ``key`` in Redis: ``(value,)`` copied into the host's segment (see
+        ``below``), or None (missing, voided, expired, failing its MAC, unreachable)."""
         seen = self.core.seen(key) if self.positioned() else None
         try:
             body = self.link.call(
@@ -185,10 +196,7 @@ class ClusterTier:
             )
         except Down:
             return None
-        if body is None:
-            self.misses += 1
-            return None
-        found = self.decode(kb, body)
+        found = None if body is None else self.decode(kb, body)
         if found is None:
             self.misses += 1
             return None
@@ -203,17 +211,60 @@ class ClusterTier:
                 log.debug("ziggurat cache %r: L3 value of %r not kept: %s", self.name, key, e)
         return (value,)
 
+    def below(self, key: str | bytes, loading: bool = False) -> tuple[Any] | None:
+        """The value of ``key`` in Redis as ``(value,)``, copied into the host's segment,
+        or None. Called by the segment's miss path (``loading``: by a ``fetch`` about to
+        run its loader); never raises for Redis's sake.
+
+        With ``cluster_single_flight``, a loading caller first takes the key's lease in
+        Redis; while another host holds it, the caller waits for that host's value to
+        appear in Redis, at most ``loader_timeout``, and then loads it itself."""
+        kb = _kb(key)
+        found = self._lookup(key, kb)
+        if found is not None or not (loading and self.single_flight):
+            return found
+        lease = self.prefix + b"lease:" + kb
+        deadline = time.monotonic() + self.loader_timeout
+        pause = 0.002
+        while True:
+            try:
+                if self.link.call(
+                    self.link.client.set, lease, self._token, nx=True, px=self._lease_ms
+                ):
+                    self._leases.add(kb)
+                    return None  # this host loads; `above` gives the lease back
+            except Down:
+                return None
+            if time.monotonic() + pause > deadline:
+                self.lease_timeouts += 1
+                return None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+            found = self._lookup(key, kb)
+            if found is not None:
+                self.lease_waits += 1
+                return found
+
     def above(self, key: str | bytes, value: Any, ttl: float, tags: list[str]) -> None:
-        """A loader produced ``value`` on this host: offer it to Redis, where it lands only
+        """How a load on this host ended: a value is offered to Redis, where it lands only
         if no value and no recent delete is there (a delete leaves a tombstone for
         ``tombstone_ttl`` so a load that started before it cannot bring the old value
-        back)."""
+        back); a cached miss (``value`` None) or a failure (``ttl`` < 0) only gives the
+        cluster-wide lease back, if this host held it."""
         kb = _kb(key)
         try:
-            body = self.encode(kb, value, ttl, (*tags, ALL))
-            self._run("fill", kb, b"", [body, _px(ttl), *tags, ALL])
+            if value is not None and ttl > 0:
+                body = self.encode(kb, value, ttl, (*tags, ALL))
+                self._run("fill", kb, b"", [body, _px(ttl), *tags, ALL])
         except Down:
             pass
+        finally:
+            if kb in self._leases:
+                self._leases.discard(kb)
+                with contextlib.suppress(Down):
+                    self.link.call(
+                        self._release, keys=[self.prefix + b"lease:" + kb], args=[self._token]
+                    )
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -382,6 +433,8 @@ class ClusterTier:
             "hits": self.hits,
             "misses": self.misses,
             "fills": self.fills,
+            "lease_waits": self.lease_waits,
+            "lease_timeouts": self.lease_timeouts,
             "errors": self.link.errors,
             "timeouts": self.link.timeouts,
             "bad_signatures": self.bad_signatures,
