@@ -50,6 +50,7 @@ class Server:
         self.aof = aof
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.extra: list[str] = []
 
     @property
     def url(self) -> str:
@@ -58,7 +59,7 @@ class Server:
     def start(self) -> Server:
         cmd = [self.path, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
         cmd += ["--dir", self.dir, "--daemonize", "no", "--appendonly", "yes" if self.aof else "no"]
-        cmd += ["--appendfsync", "always"]
+        cmd += ["--appendfsync", "always", *self.extra]
         with open(os.path.join(self.dir, "server.log"), "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
@@ -106,3 +107,55 @@ class Server:
         import redis
 
         return redis.Redis(port=self.port, socket_timeout=5, protocol=2)
+
+
+class ClusterServers:
+    """A Redis Cluster of three masters on 127.0.0.1 (``redis-server --cluster-enabled``,
+    joined with ``redis-cli --cluster create``)."""
+
+    def __init__(self, directory: str) -> None:
+        if binary("redis") is None or shutil.which("redis-cli") is None:
+            pytest.skip("no redis-server / redis-cli on this machine")
+        self.nodes = []
+        for i in range(3):
+            d = os.path.join(directory, f"node{i}")
+            os.mkdir(d)
+            self.nodes.append(Server("redis", d))
+
+    def start(self) -> ClusterServers:
+        for n in self.nodes:
+            n.extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+            n.start()
+        addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
+        subprocess.run(
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *addrs,
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        import redis
+
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            info = redis.Redis(port=self.nodes[0].port).execute_command("CLUSTER INFO")
+            if info.get("cluster_state") == "ok":
+                return self
+            time.sleep(0.1)
+        raise RuntimeError("the cluster did not reach cluster_state:ok")
+
+    def client(self):  # type: ignore[no-untyped-def]
+        from redis.cluster import RedisCluster
+
+        return RedisCluster(host="127.0.0.1", port=self.nodes[0].port, protocol=2)
+
+    def kill(self) -> None:
+        for n in self.nodes:
+            n.kill()

@@ -440,3 +440,28 @@ def test_cluster_single_flight_loads_once_for_all_hosts(
     t0 = time.monotonic()
     assert caches[1].fetch("k2", lambda: "second") == "second"
     assert time.monotonic() - t0 < 2.0
+
+
+def test_a_redis_cluster_of_three_masters(shm_dir: str, hosts: Callable[..., Cache]) -> None:
+    from redis_servers import ClusterServers
+
+    cluster = ClusterServers(shm_dir).start()
+    try:
+        # The application's own cluster client; every key of the cache shares one slot.
+        a = hosts(cluster.client(), "a")
+        b = hosts(cluster.client(), "b")
+        a.set("k", "one", tags=["t"])
+        assert b.get("k") == "one"
+        a.set("k", "two")
+        assert converges(lambda: b.get("k") == "two")
+        b.invalidate_tags("t")
+        a.set("x", 1, tags=["t"])
+        assert b.get("x") == 1
+        b.invalidate_tags("t")
+        assert converges(lambda: a.get("x") is None)
+        assert a.incr("n", default=0) == 1 and b.incr("n") == 2
+        a.clear()
+        assert converges(lambda: b.get("k") is None)
+        assert b.stats()["l3"]["bad_signatures"] == 0
+    finally:
+        cluster.kill()

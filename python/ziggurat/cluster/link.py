@@ -150,17 +150,25 @@ def _bounded(timeout: float) -> dict[str, Any]:
 
 def _rebound(client: Any, timeout: float, connect_timeout: float) -> Any:
     """A client on the same server and credentials as ``client`` with our timeouts."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    if callable(getattr(client, "get_nodes", None)):
+        # A Redis Cluster client: the same nodes and credentials, our timeouts.
+        kwargs = dict(client.get_connection_kwargs())
+        for k in ("host", "port", "retry", "connection_pool", "redis_connect_func"):
+            kwargs.pop(k, None)
+        kwargs.update(_bounded(timeout))
+        kwargs["socket_connect_timeout"] = connect_timeout
+        nodes = [type(n)(n.host, n.port) for n in client.get_nodes()]
+        return type(client)(startup_nodes=nodes, **kwargs)
     pool = client.connection_pool
     kwargs = dict(pool.connection_kwargs)
     kwargs.update(_bounded(timeout))
     kwargs["socket_connect_timeout"] = connect_timeout
     kwargs.pop("retry", None)
     new_pool = type(pool)(connection_class=pool.connection_class, **kwargs)
-    cls = type(client)
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
-    return cls(connection_pool=new_pool, retry=Retry(NoBackoff(), 0))
+    return type(client)(connection_pool=new_pool, retry=Retry(NoBackoff(), 0))
 
 
 _ERRORS: tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]] | None = None
