@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import cProfile
+import functools
 import io
 import pickle
 import pstats
@@ -181,10 +182,12 @@ def close_all(xs: list[Any]) -> None:
 Sample = tuple[float, float, float]
 
 
-def timed_reads(r: Any, read: Callable[[Any], Any], keys: list[Any], command: str) -> Sample:
-    """``read`` of each key once; the server's own time comes from its command stats
-    (reset just before), so what the wall time adds to it is the client and the trip."""
-    r.config_resetstat()
+def timed_reads(r: Any, read: Callable[[Any], Any], keys: list[Any], command: str | None) -> Sample:
+    """``read`` of each key once (or any one-key operation); the server's own time comes
+    from its command stats (reset just before), so what the wall time adds to it is the
+    client and the trip. ``command`` None: no server involved."""
+    if command is not None:
+        r.config_resetstat()
     with h.GcOff():
         c0 = time.thread_time_ns()
         t0 = h.perf_counter_ns()
@@ -192,7 +195,7 @@ def timed_reads(r: Any, read: Callable[[Any], Any], keys: list[Any], command: st
             read(k)
         ns = h.perf_counter_ns() - t0
         cpu = time.thread_time_ns() - c0
-    st = r.info("commandstats").get(f"cmdstat_{command}", {})
+    st = r.info("commandstats").get(f"cmdstat_{command}", {}) if command is not None else {}
     n = len(keys)
     return ns / n, cpu / n, float(st.get("usec_per_call", 0.0))
 
@@ -399,6 +402,11 @@ def bench_cluster_l3(ctx: bs.Ctx) -> Section:
 SET_TITLE = "o) Cluster tier: Cache.set with L3 against redis-py SET"
 
 
+def setter(set_: Callable[[Any, Any], Any], value: Any) -> Callable[[Any], Any]:
+    """``set_(key, value)`` as a one-argument call, for ``timed_reads``."""
+    return lambda key: set_(key, value)
+
+
 def bench_cluster_set(ctx: bs.Ctx) -> Section:
     goal_txt = "≤ ×1.3 redis SET + pickle.dumps"
     goals_none = [Goal(f"Cache.set with L3, {v}", "—", goal_txt, None) for v in VALUES]
@@ -409,7 +417,9 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
     dumps = pickle.dumps
     opened: list[Any] = [r]
     holder: Holder | None = None
-    cases: dict[tuple[str, str], h.Case] = {}
+    inside: dict[str, tuple[int, int]] = {}
+    samples: dict[tuple[str, str], list[Sample]] = {}
+    n_ops = 300 if ctx.settings.quick else 2000
     # one key set per value size: every row overwrites keys that hold a value of its size
     key_sets = {v: [f"w:{v[:5]}:{i:06d}" for i in range(N_KEYS)] for v in VALUES}
     try:
@@ -423,30 +433,57 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
             host_spec(ctx, cache_name(ctx, "set-nol3"), "a3", redis=None, serializer="pickle")
         )
         opened += [c, own, local_p]
+        groups: list[list[tuple[tuple[str, str], Callable[[], Sample]]]] = []
         for vname, make in VALUES.items():
             obj = make(7)
             keys = key_sets[vname]
-            bkeys = [k.encode() for k in keys]
+            ks = (keys * (n_ops // len(keys) + 1))[:n_ops]
+            bks = [k.encode() for k in ks]
             for x in (c, own, local_p):
                 for k in keys:
                     x.set(k, obj)
-            for k in bkeys:
+            for k in bks:
                 r.set(k, dumps(obj))
-            cases[(vname, "redis")] = h.Case(
-                "redis",
-                lambda n, o=obj, ks=bkeys: h.loop_set_encode(r.set, dumps, ks, o, n),
-                N_KEYS,
+
+            def rset(k: bytes, o: Any = obj) -> None:
+                r.set(k, dumps(o))
+
+            group: list[tuple[tuple[str, str], Callable[[], Sample]]] = [
+                ((vname, "redis"), functools.partial(timed_reads, r, rset, bks, "set"))
+            ]
+            for kind, cache, cmd in (("l3", c, "evalsha"), ("own", own, "evalsha")):
+                group.append(
+                    (
+                        (vname, kind),
+                        functools.partial(timed_reads, r, setter(cache.set, obj), ks, cmd),
+                    )
+                )
+            group.append(
+                (
+                    (vname, "nol3"),
+                    functools.partial(timed_reads, r, setter(local_p.set, obj), ks, None),
+                )
             )
-            cases[(vname, "l3")] = h.Case(
-                "l3", lambda n, o=obj, ks=keys: h.loop_set(c.set, ks, o, n), N_KEYS
-            )
-            cases[(vname, "own")] = h.Case(
-                "own", lambda n, o=obj, ks=keys: h.loop_set(own.set, ks, o, n), N_KEYS
-            )
-            cases[(vname, "nol3")] = h.Case(
-                "nol3", lambda n, o=obj, ks=keys: h.loop_set(local_p.set, ks, o, n), N_KEYS
-            )
-        h.interleave(list(cases.values()), ctx.settings)
+            groups.append(group)
+        for group in groups:  # warm-up round, not kept
+            for _key, run in group:
+                run()
+        for rnd in range(ctx.settings.reps):
+            # the rows of a value size run back to back; their order rotates
+            for group in groups:
+                for key, run in h.rotate(group, rnd):
+                    samples.setdefault(key, []).append(run())
+        # one more pass of L3 sets: the server's time per command, those the script calls
+        # included (the server counts them too)
+        small = VALUES["small dict (~90 B)"](7)
+        r.config_resetstat()
+        for k in key_sets["small dict (~90 B)"]:
+            c.set(k, small)
+        inside = {
+            name.removeprefix("cmdstat_"): (v["calls"], v["usec"])
+            for name, v in r.info("commandstats").items()
+            if name.startswith("cmdstat_") and v["calls"] >= N_KEYS
+        }
         for vname, make in VALUES.items():
             for k in key_sets[vname][:10]:
                 if c.get(k) != make(7) or pickle.loads(r.get(k.encode())) != make(7):
@@ -464,26 +501,50 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
     }
     rows = []
     goals = []
-    data: dict[str, Any] = {"events_published": published}
+    data: dict[str, Any] = {
+        "events_published": published,
+        "ops_per_rep": n_ops,
+        "server_commands": inside,
+    }
+    per_set = [
+        [cmd, f"{calls / N_KEYS:g}", h.fmt_ns(usec * 1000 / N_KEYS)]
+        for cmd, (calls, usec) in sorted(inside.items(), key=lambda x: -x[1][1])
+    ]
     for vname in VALUES:
-        base = cases[(vname, "redis")].samples
+        base = [x[0] for x in samples[(vname, "redis")]]
         for kind, label in labels.items():
-            s = cases[(vname, kind)].samples
+            xs = samples[(vname, kind)]
+            s = [x[0] for x in xs]
             sm = h.summary(s)
             rq = h.paired(s, base)
-            rows.append([vname, label, h.fmt_ns(sm["median"]), h.fmt_ratio(rq), h.fmt_spread(sm)])
-            data[f"{vname}|{kind}"] = {**sm, "samples": s}
-        rq = h.paired(cases[(vname, "l3")].samples, base)
+            cpu = h.median(x[1] for x in xs)
+            srv = h.median(x[2] for x in xs) * 1000
+            rows.append(
+                [
+                    vname,
+                    label,
+                    h.fmt_ns(sm["median"]),
+                    h.fmt_ratio(rq),
+                    h.fmt_spread(sm),
+                    h.fmt_ns(cpu),
+                    h.fmt_ns(srv) if kind != "nol3" else "—",
+                ]
+            )
+            data[f"{vname}|{kind}"] = {**sm, "cpu_ns": cpu, "server_ns": srv, "samples": xs}
+        l3s = [x[0] for x in samples[(vname, "l3")]]
+        rq = h.paired(l3s, base)
         goals.append(
             Goal(
                 f"Cache.set with L3, {vname}, vs redis-py SET + pickle.dumps",
-                f"{h.fmt_ratio(rq)} ({h.fmt_ns(h.median(cases[(vname, 'l3')].samples))})",
+                f"{h.fmt_ratio(rq)} ({h.fmt_ns(h.median(l3s))} vs {h.fmt_ns(h.median(base))})",
                 "≤ ×1.3",
                 rq <= 1.3,
             )
         )
     md = [
-        f"Median ns per set, overwriting {N_KEYS:,} existing keys in turn. With L3 a set "
+        f"Median ns per set over the rounds ({n_ops:,} sets per row and round, the rows of "
+        f"a size back to back in each round), overwriting {N_KEYS:,} existing keys in turn. "
+        "Client CPU and server per call as in the L3 hit table. With L3 a set "
         'encodes the value (`serializer="pickle"`), signs it, runs one script in Redis '
         "that stores it and appends its event to the stream, then updates the host's "
         "segment and this process's L1. The yardstick is redis-py `SET` of "
@@ -493,9 +554,16 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
         "process is the host's only one, so its reader thread wakes for each of its own "
         "events (it skips them, but reads and checks them) and competes for the GIL.",
         "",
-        h.md_table(["value", "set", "median", "× redis SET", "spread"], rows, "llrrr"),
+        h.md_table(
+            ["value", "set", "median", "× redis SET", "spread", "client CPU", "server per call"],
+            rows,
+            "llrrrrr",
+        ),
         "",
-        "Beyond the round trip, a set with L3 pays for the write script on the server (it "
+        "The machine's round trip to its local server is bimodal (about 30 µs or about 100 "
+        "µs, for seconds at a time; the wire and wake-ups): when it is fast, the CPU "
+        "columns decide the ratio. Beyond the round trip, a set with L3 pays for the write "
+        "script on the server (it "
         "reads the old value, writes the new one with its tag versions, takes the next "
         "sequence number and appends the event to the stream with a trim), two MACs "
         "(value and event) and the copy into the host's segment; a larger value adds its "
@@ -503,6 +571,18 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
         "runs the host's stream reader, the reader thread wakes for every event the "
         "process itself wrote and takes the GIL to read and skip it, which costs the "
         "writer more than the rest together.",
+        "",
+        f"The server's time per `Cache.set` of a small dict, over {N_KEYS:,} more sets "
+        "(`INFO commandstats`, which counts the commands a script calls as well as the "
+        "script; `evalsha` includes the others):",
+        "",
+        h.md_table(["command", "calls per set", "server time per set"], per_set, "lrr"),
+        "",
+        "What `evalsha` takes beyond the commands it calls is the script itself: the "
+        "call into Lua with its keys and arguments, and the Lua work around the commands "
+        "(building the value's tag prefix and concatenating it to the body). The script "
+        "also reads the old value with `GET` for a plain set, where only `add` and `fill` "
+        "use it: for a set that read could go.",
     ]
     return Section(
         "cluster_set", SET_TITLE, "\n".join(md), {"timings": data, "keys": N_KEYS}, goals
