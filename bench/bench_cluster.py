@@ -203,6 +203,41 @@ def timed_reads(r: Any, read: Callable[[Any], Any], keys: list[Any], command: st
 L3_TITLE = "n) Cluster tier: L3 hit (a value another host wrote) against redis-py GET"
 
 
+def interleaved(
+    r: Any, ops: list[tuple[Callable[[Any], Any], list[Any], str | None]], n: int
+) -> list[Sample]:
+    """Item ``i`` of every op for ``i`` in ``range(n)``, the ops one after another in an
+    order that rotates with ``i``: each op meets the machine in the same state (its
+    round trip to the server is bimodal, for seconds at a time). Per op: mean wall ns,
+    mean CPU ns of this thread, and the server's µs per call of its command (ops that
+    send the same command share that figure)."""
+    k = len(ops)
+    wall = [0] * k
+    cpu = [0] * k
+    orders = [h.rotate(list(range(k)), j) for j in range(k)]
+    pc = h.perf_counter_ns
+    tt = time.thread_time_ns
+    r.config_resetstat()
+    with h.GcOff():
+        for i in range(n):
+            for j in orders[i % k]:
+                f, items, _cmd = ops[j]
+                x = items[i]
+                c0 = tt()
+                t0 = pc()
+                f(x)
+                t1 = pc()
+                c1 = tt()
+                wall[j] += t1 - t0
+                cpu[j] += c1 - c0
+    st = r.info("commandstats")
+    out = []
+    for j, (_f, _items, cmd) in enumerate(ops):
+        per_call = st.get(f"cmdstat_{cmd}", {}).get("usec_per_call", 0.0) if cmd else 0.0
+        out.append((wall[j] / n, cpu[j] / n, float(per_call)))
+    return out
+
+
 def bench_cluster_l3(ctx: bs.Ctx) -> Section:
     goal_txt = "≤ ×1.1 redis GET + pickle.loads"
     goals_none = [Goal(f"Cache L3 hit, {v}", "—", goal_txt, None) for v in VALUES]
@@ -225,72 +260,55 @@ def bench_cluster_l3(ctx: bs.Ctx) -> Section:
         b = open_host(spec_b)
         opened += [a, b]
 
-        def l3_case(vname: str, make: Callable[[int], Any]) -> Callable[[int], Sample]:
-            def run(rnd: int) -> Sample:
-                keys = [f"l3:{vname[:5]}:{rnd}:{i:06d}" for i in range(batch)]
-                objs = [make(i) for i in range(batch)]
-                for k, o in zip(keys, objs, strict=True):
-                    a.set(k, o)
-                settle(r, name, b)
-                before = b.stats()["l3"]
-                out = timed_reads(r, b.get, keys, "evalsha")
-                after = b.stats()["l3"]
-                counters["hits"] += after["hits"] - before["hits"]
-                counters["fills"] += after["fills"] - before["fills"]
-                counters["reads"] += batch
-                bad = sum(b.get(k) != o for k, o in zip(keys, objs, strict=True))
-                if bad:
-                    raise RuntimeError(f"host B read {bad} of {batch} values wrong")
-                return out
+        tier = b._tier
+        tags_key = tier.tags_key
+        ex = r.execute_command
 
-            return run
+        def script_read(vk: bytes) -> Any:
+            return ex("EVALSHA", tier._read.sha, 2, vk, tags_key)
 
-        def redis_case(vname: str, make: Callable[[int], Any]) -> Callable[[int], Sample]:
-            def run(rnd: int) -> Sample:
-                keys = [f"rg:{vname[:5]}:{rnd}:{i:06d}".encode() for i in range(batch)]
+        def get_loads(k: bytes) -> Any:
+            return loads(r.get(k))
+
+        # the read script is in the server's cache once host B has read through it
+        b.get("warm-up key")
+        for rnd in range(-1, st.reps):  # round -1 warms up and is not kept
+            for vname, make in VALUES.items():
+                tag = f"{vname[:5]}:{rnd}"
                 objs = [make(i) for i in range(batch)]
+                l3_keys = [f"l3:{tag}:{i:06d}" for i in range(batch)]
+                sc_keys = [f"sc:{tag}:{i:06d}" for i in range(batch)]
+                rg_keys = [f"rg:{tag}:{i:06d}".encode() for i in range(batch)]
+                for k1, k2, o in zip(l3_keys, sc_keys, objs, strict=True):
+                    a.set(k1, o)
+                    a.set(k2, o)
                 p = r.pipeline(transaction=False)
-                for k, o in zip(keys, objs, strict=True):
+                for k, o in zip(rg_keys, objs, strict=True):
                     p.set(k, pickle.dumps(o, protocol=5))
                 p.execute()
-                g = r.get
-                out = timed_reads(r, lambda k: loads(g(k)), keys, "get")
-                if loads(r.get(keys[-1])) != objs[-1]:
-                    raise RuntimeError("redis read back a wrong value")
-                return out
-
-            return run
-
-        def script_case(vname: str, make: Callable[[int], Any]) -> Callable[[int], Sample]:
-            tier = b._tier
-            tags_key = tier.tags_key
-
-            def run(rnd: int) -> Sample:
-                keys = [f"sc:{vname[:5]}:{rnd}:{i:06d}" for i in range(batch)]
-                for i, k in enumerate(keys):
-                    a.set(k, make(i))
-                vkeys = [tier.prefix + b"v:" + k.encode() for k in keys]
-                ex = r.execute_command
-                sha = tier._read.sha
-                out = timed_reads(r, lambda k: ex("EVALSHA", sha, 2, k, tags_key), vkeys, "evalsha")
-                if not ex("EVALSHA", sha, 2, vkeys[-1], tags_key):
-                    raise RuntimeError("the read script found no value")
-                return out
-
-            return run
-
-        cases: list[tuple[tuple[str, str], Callable[[int], Sample]]] = []
-        for vname, make in VALUES.items():
-            cases.append(((vname, "redis"), redis_case(vname, make)))
-            cases.append(((vname, "l3"), l3_case(vname, make)))
-            cases.append(((vname, "script"), script_case(vname, make)))
-        for _key, run in cases:  # warm-up round, not kept
-            run(-1)
-        for rnd in range(st.reps):
-            # the rows of a value size run back to back; their order rotates
-            for i in range(0, len(cases), 3):
-                for key, run in h.rotate(cases[i : i + 3], rnd):
-                    samples.setdefault(key, []).append(run(rnd))
+                vkeys = [tier.prefix + b"v:" + k.encode() for k in sc_keys]
+                settle(r, name, b)
+                before = b.stats()["l3"]
+                got = interleaved(
+                    r,
+                    [
+                        (get_loads, rg_keys, "get"),
+                        (b.get, l3_keys, "evalsha"),
+                        (script_read, vkeys, "evalsha"),
+                    ],
+                    batch,
+                )
+                after = b.stats()["l3"]
+                if rnd >= 0:
+                    for kind, sample in zip(("redis", "l3", "script"), got, strict=True):
+                        samples.setdefault((vname, kind), []).append(sample)
+                    counters["hits"] += after["hits"] - before["hits"]
+                    counters["fills"] += after["fills"] - before["fills"]
+                    counters["reads"] += batch
+                bad = sum(b.get(k) != o for k, o in zip(l3_keys, objs, strict=True))
+                bad += get_loads(rg_keys[-1]) != objs[-1]
+                if bad or not script_read(vkeys[-1]):
+                    raise RuntimeError(f"{bad} values read back wrong")
         # one more round of L3 hits (small dicts) under cProfile, for the where-it-goes list
         keys = [f"pr:{i:06d}" for i in range(batch)]
         for i, k in enumerate(keys):
@@ -355,8 +373,14 @@ def bench_cluster_l3(ctx: bs.Ctx) -> Section:
         "stream, so the value is kept). The yardstick reads the same pickled bytes, "
         "written beforehand under fresh keys, with redis-py `GET` and `pickle.loads` on "
         'the same server and connection settings. Both hosts use `serializer="pickle"`. '
-        "Median ns per read over the rounds; the two rows of a size run back to back "
-        "in each round and the goal is the median of the per-round ratios.",
+        "The third row sends the tier's read script by hand (`execute_command`) to values "
+        "host A wrote, and does nothing with the answer. The reads of the three rows are "
+        "interleaved one by one (key i of each row, in an order that rotates with i), so "
+        "that each row meets the machine in the same state: its round trip to the local "
+        "server is bimodal (about 30 µs or about 100 µs, for seconds at a time). Each "
+        f"round reads {batch:,} keys per row; the table gives the median over "
+        f"{st.reps} rounds of the mean per read, and the goal is the median of the "
+        "per-round ratios.",
         "",
         h.md_table(
             [
@@ -376,8 +400,9 @@ def bench_cluster_l3(ctx: bs.Ctx) -> Section:
         f"{counters['fills']:,} values kept in its segment for {counters['reads']:,} reads.",
         "* client CPU: this thread's CPU time per read (`time.thread_time_ns`, the kernel's "
         "socket work included); server per call: `usec_per_call` of the command in the "
-        "server's `INFO commandstats`, reset before each timed loop; the rest is the wire "
-        "and the wake-ups of both sides (2 vCPUs, so often a halted vCPU to wake).",
+        "server's `INFO commandstats`, reset before each round (the L3 row and the script "
+        "row send the same script, and share the figure); the rest is the wire and the "
+        "wake-ups of both sides (2 vCPUs, so often a halted vCPU to wake).",
         "",
         "Where the time goes. The wire and the wake-ups are the same for the two reads; the "
         "difference is the client's CPU, plus a few µs of Lua on the server (the read script "
@@ -433,7 +458,7 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
             host_spec(ctx, cache_name(ctx, "set-nol3"), "a3", redis=None, serializer="pickle")
         )
         opened += [c, own, local_p]
-        groups: list[list[tuple[tuple[str, str], Callable[[], Sample]]]] = []
+        plans = []
         for vname, make in VALUES.items():
             obj = make(7)
             keys = key_sets[vname]
@@ -448,31 +473,25 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
             def rset(k: bytes, o: Any = obj) -> None:
                 r.set(k, dumps(o))
 
-            group: list[tuple[tuple[str, str], Callable[[], Sample]]] = [
-                ((vname, "redis"), functools.partial(timed_reads, r, rset, bks, "set"))
+            ops: list[tuple[Callable[[Any], Any], list[Any], str | None]] = [
+                (rset, bks, "set"),
+                (setter(c.set, obj), ks, "evalsha"),
+                (setter(local_p.set, obj), ks, None),
             ]
-            for kind, cache, cmd in (("l3", c, "evalsha"), ("own", own, "evalsha")):
-                group.append(
-                    (
-                        (vname, kind),
-                        functools.partial(timed_reads, r, setter(cache.set, obj), ks, cmd),
-                    )
-                )
-            group.append(
-                (
-                    (vname, "nol3"),
-                    functools.partial(timed_reads, r, setter(local_p.set, obj), ks, None),
-                )
+            plans.append(
+                (vname, ops, functools.partial(timed_reads, r, setter(own.set, obj), ks, "evalsha"))
             )
-            groups.append(group)
-        for group in groups:  # warm-up round, not kept
-            for _key, run in group:
-                run()
-        for rnd in range(ctx.settings.reps):
-            # the rows of a value size run back to back; their order rotates
-            for group in groups:
-                for key, run in h.rotate(group, rnd):
-                    samples.setdefault(key, []).append(run())
+        for rnd in range(-1, ctx.settings.reps):  # round -1 warms up and is not kept
+            for vname, ops, own_run in plans:
+                got = interleaved(r, ops, n_ops)
+                # the writer that also reads the stream runs apart: its reader thread's
+                # work would land on the other rows' sets
+                own_got = own_run()
+                if rnd >= 0:
+                    for kind, sample in zip(
+                        ("redis", "l3", "nol3", "own"), [*got, own_got], strict=True
+                    ):
+                        samples.setdefault((vname, kind), []).append(sample)
         # one more pass of L3 sets: the server's time per command, those the script calls
         # included (the server counts them too)
         small = VALUES["small dict (~90 B)"](7)
@@ -482,7 +501,7 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
         inside = {
             name.removeprefix("cmdstat_"): (v["calls"], v["usec"])
             for name, v in r.info("commandstats").items()
-            if name.startswith("cmdstat_") and v["calls"] >= N_KEYS
+            if name.startswith("cmdstat_") and v["calls"] >= N_KEYS // 20
         }
         for vname, make in VALUES.items():
             for k in key_sets[vname][:10]:
@@ -542,8 +561,11 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
             )
         )
     md = [
-        f"Median ns per set over the rounds ({n_ops:,} sets per row and round, the rows of "
-        f"a size back to back in each round), overwriting {N_KEYS:,} existing keys in turn. "
+        f"Median over {ctx.settings.reps} rounds of the mean ns per set ({n_ops:,} sets per "
+        f"row and round), overwriting {N_KEYS:,} existing keys in turn. The sets of the "
+        "yardstick, of the first L3 row and of the row without L3 are interleaved one by "
+        "one, as the reads of the L3 hit table; the second L3 row runs after them in each "
+        "round, since its reader thread works on after each of its sets. "
         "Client CPU and server per call as in the L3 hit table. With L3 a set "
         'encodes the value (`serializer="pickle"`), signs it, runs one script in Redis '
         "that stores it and appends its event to the stream, then updates the host's "
@@ -582,7 +604,11 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
         "call into Lua with its keys and arguments, and the Lua work around the commands "
         "(building the value's tag prefix and concatenating it to the body). The script "
         "also reads the old value with `GET` for a plain set, where only `add` and `fill` "
-        "use it: for a set that read could go.",
+        "use it: for a set that read could go. `xread` is the host's stream reader (in "
+        "the other process) woken by the events: each event also costs the server the "
+        "reply to every host's blocked reader, and here the reader process competes with "
+        "the writer and the server for the 2 CPUs: both add to the L3 row's time that is "
+        "neither its client CPU nor its script's server time.",
     ]
     return Section(
         "cluster_set", SET_TITLE, "\n".join(md), {"timings": data, "keys": N_KEYS}, goals

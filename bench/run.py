@@ -244,6 +244,10 @@ def render(latest: dict[str, Any], meta: dict[str, Any]) -> str:
         'small dicts, else pickle; copy="shared"), over a 64 MiB L2 segment in '
         "/dev/shm; str keys.",
         "* libCacheSim (GPL) is a benchmark-only dependency, never imported by ziggurat.",
+        "* Cluster tier (L3): two hosts are two `ziggurat.Cache`s with the same name and the "
+        "run's redis-server but their own directories (segments) in /dev/shm; each host's "
+        "stream reader is a thread of a process that opened its cache, as in production; "
+        'rows compared with redis-py + pickle use `serializer="pickle"`.',
         "",
     ]
     return "\n".join(out)
