@@ -591,8 +591,9 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
         "(value and event) and the copy into the host's segment; a larger value adds its "
         "bytes to the MAC and to the script's string work. When the writing process also "
         "runs the host's stream reader, the reader thread wakes for every event the "
-        "process itself wrote and takes the GIL to read and skip it, which costs the "
-        "writer more than the rest together.",
+        "process itself wrote and takes the GIL to read and skip it; that row runs apart "
+        "from the others (in whatever state the machine is in then), so its ratio is "
+        "less exact than theirs.",
         "",
         f"The server's time per `Cache.set` of a small dict, over {N_KEYS:,} more sets "
         "(`INFO commandstats`, which counts the commands a script calls as well as the "
