@@ -30,15 +30,16 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import bench_cache as bc  # noqa: E402
+import bench_cluster as bcl  # noqa: E402
 import bench_segment as bs  # noqa: E402
 import harness as h  # noqa: E402
 import peers  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
-# report order: the segment (L2 alone), then the multi-level Cache
-BENCHMARKS = {**bs.BENCHMARKS, **bc.BENCHMARKS}
-NEEDS_REDIS = bs.NEEDS_REDIS | bc.NEEDS_REDIS
+# report order: the segment (L2 alone), the multi-level Cache, then its cluster tier
+BENCHMARKS = {**bs.BENCHMARKS, **bc.BENCHMARKS, **bcl.BENCHMARKS}
+NEEDS_REDIS = bs.NEEDS_REDIS | bc.NEEDS_REDIS | bcl.NEEDS_REDIS
 
 
 def command_line(argv: list[str]) -> str:
@@ -243,6 +244,10 @@ def render(latest: dict[str, Any], meta: dict[str, Any]) -> str:
         'small dicts, else pickle; copy="shared"), over a 64 MiB L2 segment in '
         "/dev/shm; str keys.",
         "* libCacheSim (GPL) is a benchmark-only dependency, never imported by ziggurat.",
+        "* Cluster tier (L3): two hosts are two `ziggurat.Cache`s with the same name and the "
+        "run's redis-server but their own directories (segments) in /dev/shm; each host's "
+        "stream reader is a thread of a process that opened its cache, as in production; "
+        'rows compared with redis-py + pickle use `serializer="pickle"`.',
         "",
     ]
     return "\n".join(out)
