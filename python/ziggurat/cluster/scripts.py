@@ -82,15 +82,18 @@ local function current(tagkey, s)
 end
 """
 
-#: KEYS: value, tag versions. Returns the body, or nil (missing, tombstone, voided by a tag).
+#: KEYS: value, tag versions. Returns the stored value, prefix included (the client skips
+#: it: cheaper than a copy here), or nil (missing, tombstone, voided by a tag).
 READ = (
     _COMMON
     + r"""
 local s = redis.call('GET', KEYS[1])
-if not s then return nil end
-local body = current(KEYS[2], s)
-if not body and #s > 0 then redis.call('DEL', KEYS[1]) end
-return body
+if not s or #s == 0 then return nil end
+if string.byte(s, 1) > 0 and not current(KEYS[2], s) then
+  redis.call('DEL', KEYS[1])
+  return nil
+end
+return s
 """
 )
 
@@ -130,10 +133,10 @@ end
 if op == 'set' or op == 'add' or op == 'fill' then
   local px = tonumber(ARGV[7])
   local tags = tags_from(8)
-  local s = redis.call('GET', KEYS[1])
-  if op ~= 'set' and s then
+  if op ~= 'set' then
+    local s = redis.call('GET', KEYS[1])
     -- add: a live value wins; fill: a live value or a tombstone wins.
-    if op == 'fill' or current(KEYS[2], s) then return {0, 0} end
+    if s and (op == 'fill' or current(KEYS[2], s)) then return {0, 0} end
   end
   set_px(KEYS[1], tag_prefix(KEYS[2], tags) .. ARGV[6], px)
   if op == 'fill' then return {0, 1} end

@@ -89,9 +89,9 @@ class ClusterTier:
         self.stream_key = prefix + b"ev"
         self.gen_key = prefix + b"gen"
         self.fence_key = prefix + b"hosts"
-        self._read = link.client.register_script(scripts.READ)
-        self._write = link.client.register_script(scripts.WRITE)
-        self._release = link.client.register_script(scripts.RELEASE)
+        self._read = link.script(scripts.READ)
+        self._write = link.script(scripts.WRITE)
+        self._release = link.script(scripts.RELEASE)
         self.single_flight = single_flight
         self.loader_timeout = loader_timeout
         self._lease_ms = max(1, int(loader_timeout * 1000))
@@ -191,9 +191,7 @@ class ClusterTier:
         ``below``), or None (missing, voided, expired, failing its MAC, unreachable)."""
         seen = self.core.seen(key) if self.positioned() else None
         try:
-            body = self.link.call(
-                self._read, keys=[self._vkey(kb), self.tags_key], args=[], client=None
-            )
+            body = _body(self._read([self._vkey(kb), self.tags_key], []))
         except Down:
             return None
         found = None if body is None else self.decode(kb, body)
@@ -262,9 +260,7 @@ class ClusterTier:
             if kb in self._leases:
                 self._leases.discard(kb)
                 with contextlib.suppress(Down):
-                    self.link.call(
-                        self._release, keys=[self.prefix + b"lease:" + kb], args=[self._token]
-                    )
+                    self._release([self.prefix + b"lease:" + kb], [self._token])
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -275,7 +271,7 @@ class ClusterTier:
         args = [op, fenced, self.stream_length, k, mac, *extra]
         keys = self._keys(kb)
         try:
-            r = self.link.call(self._write, keys=keys, args=args)
+            r = self._write(keys, args)
         except Down:
             raise
         except Exception as e:
@@ -377,9 +373,7 @@ class ClusterTier:
         """``Cache.touch`` for the whole cluster: whether the key held a value."""
         kb = _kb(key)
         try:
-            body = self.link.call(
-                self._read, keys=[self._vkey(kb), self.tags_key], args=[], client=None
-            )
+            body = _body(self._read([self._vkey(kb), self.tags_key], []))
             if body is None:
                 done = False
             elif body[:1] == b"C":
@@ -448,6 +442,17 @@ class ClusterTier:
             "lag_p50_ms": w(W.LAG_P50) / 1000,
             "lag_p99_ms": w(W.LAG_P99) / 1000,
         }
+
+
+def _body(stored: bytes | None) -> bytes | None:
+    """The body of a stored value, past the prefix the scripts keep (see ``scripts``)."""
+    if stored is None:
+        return None
+    pos = 1
+    for _ in range(stored[0]):
+        pos += 2 + int.from_bytes(stored[pos : pos + 2], "big")
+        pos += 1 + stored[pos]
+    return stored[pos:]
 
 
 def _tag_list(tags: tuple[str, ...]) -> bytes:
