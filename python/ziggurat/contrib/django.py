@@ -83,6 +83,10 @@ class ZigguratCache(BaseCache):
                 f"ZigguratCache: LOCATION must be a str naming the cache, not "
                 f"{type(location).__name__}"
             )
+        # Django changes what it reads back (GZipMiddleware compresses a cached response in
+        # place), and its own backends hand out a fresh object per get: so does this one,
+        # unless OPTIONS choose another copy mode.
+        options.setdefault("copy", "decode")
         self._cache = shared_cache(
             location or "django",
             options,

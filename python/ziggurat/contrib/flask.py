@@ -104,6 +104,9 @@ class ZigguratCache(BaseCache):
         # Entries written under a prefix carry a hidden tag, so clear() voids that prefix
         # alone, in every process at once, as the Redis backend clears its prefix only.
         self._tags: tuple[str, ...] = ("\x00flask:" + key_prefix,) if key_prefix else ()
+        # cachelib's backends hand out a fresh object per get, and apps change what they
+        # read back: so does this one, unless the options choose another copy mode.
+        options.setdefault("copy", "decode")
         self._cache = shared_cache(name, options, lambda m: ValueError(f"ZigguratCache(): {m}"))
 
     @classmethod
