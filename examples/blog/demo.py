@@ -501,8 +501,8 @@ def check_coherence(server: BlogServer, site: Site, mode: str) -> list[Check]:
             if st == 200 and re.match(r"\w+; hit", status_line):
                 kept.good += 1
         checks.append(kept)
-    for c in checks:
-        c.workers.discard("")
+    for check in checks:
+        check.workers.discard("")
     return checks
 
 
