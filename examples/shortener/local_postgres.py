@@ -7,7 +7,7 @@ dies without stopping it, the kernel sends the server SIGQUIT (immediate shutdow
 server outlives the demo.
 
 The server runs the wheel's ``postgres`` program directly rather than through the package's
-``PostgresServer`` helper, which listens on a Unix socket only and stops the server at
+``PostgresServer`` class, which listens on a Unix socket only and stops the server at
 interpreter exit, not when the demo is killed. PostgreSQL refuses to run as root: started by
 root, the server runs as the unprivileged user ``nobody``.
 
@@ -197,7 +197,7 @@ class LocalPostgres:
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
-        # SIGINT is PostgreSQL's fast shutdown: it ends the sessions and stops at once.
+        # SIGINT is PostgreSQL's fast shutdown: it closes the client connections and stops at once.
         for sig, wait in ((signal.SIGINT, 15.0), (signal.SIGQUIT, 5.0), (signal.SIGKILL, None)):
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(sig)
