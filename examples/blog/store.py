@@ -1,34 +1,37 @@
-"""The blog's data: posts (with tags and code samples) and comments, in SQLite.
+"""The blog's data: posts (with tags and code samples) and comments, in PostgreSQL or SQLite.
 
-Every worker process opens the same database file; writes are short transactions.
+Every worker process opens its own connection to the same database; writes are short
+transactions. The SQL is the same for both databases (see
+:mod:`examples.shortener.connection`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-import sqlite3
 from dataclasses import dataclass
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS posts (
-    id INTEGER PRIMARY KEY,
-    slug TEXT UNIQUE NOT NULL,
-    title TEXT NOT NULL,
-    body TEXT NOT NULL,
-    tags TEXT NOT NULL,
-    created TEXT NOT NULL,
-    updated TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS comments (
-    id INTEGER PRIMARY KEY,
-    post_id INTEGER NOT NULL REFERENCES posts(id),
-    author TEXT NOT NULL,
-    body TEXT NOT NULL,
-    created TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS comments_post ON comments(post_id);
-"""
+from examples.shortener.connection import Connection
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS blog_posts (
+        id {id_key},
+        slug TEXT UNIQUE NOT NULL,
+        title TEXT NOT NULL,
+        body TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS blog_comments (
+        id {id_key},
+        post_id BIGINT NOT NULL REFERENCES blog_posts(id),
+        author TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS blog_comments_post ON blog_comments(post_id)",
+]
 
 
 @dataclass
@@ -60,13 +63,25 @@ def _tags(raw: str) -> list[str]:
 
 
 class Store:
-    """The posts and comments of one database file."""
+    """The posts and comments of one database: an SQLite file (a path or ``sqlite:///path``)
+    or PostgreSQL (``postgresql://...``), through one connection per process.
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(SCHEMA)
+    >>> st = Store(":memory:")
+    >>> st.add_post("Hello, world", "Text", "python, Caching").tags
+    ['caching', 'python']
+    >>> st.add_post("Hello world", "More", "").slug
+    'hello-world-2'
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.db = Connection(url)
+        self.db.create_schema(SCHEMA)
+
+    @property
+    def kind(self) -> str:
+        """``"SQLite"`` or ``"PostgreSQL"``."""
+        return self.db.kind
 
     def _post(self, row: tuple[object, ...]) -> Post:
         return Post(
@@ -82,35 +97,33 @@ class Store:
 
     _COLS = (
         "p.id, p.slug, p.title, p.body, p.tags, p.created, p.updated, "
-        "(SELECT COUNT(*) FROM comments c WHERE c.post_id = p.id)"
+        "(SELECT COUNT(*) FROM blog_comments c WHERE c.post_id = p.id)"
     )
 
     def count(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM posts").fetchone()[0])
+        row = self.db.one("SELECT COUNT(*) FROM blog_posts")
+        return int(row[0]) if row else 0
 
     def page(self, number: int, size: int) -> list[Post]:
-        rows = self.db.execute(
-            f"SELECT {self._COLS} FROM posts p ORDER BY p.created DESC, p.id DESC LIMIT ? OFFSET ?",
+        rows = self.db.all(
+            f"SELECT {self._COLS} FROM blog_posts p ORDER BY p.created DESC, p.id DESC "
+            "LIMIT ? OFFSET ?",
             (size, (number - 1) * size),
-        ).fetchall()
+        )
         return [self._post(r) for r in rows]
 
     def all(self) -> list[Post]:
-        rows = self.db.execute(
-            f"SELECT {self._COLS} FROM posts p ORDER BY p.created DESC, p.id DESC"
-        ).fetchall()
+        rows = self.db.all(
+            f"SELECT {self._COLS} FROM blog_posts p ORDER BY p.created DESC, p.id DESC"
+        )
         return [self._post(r) for r in rows]
 
     def by_slug(self, slug: str) -> Post | None:
-        row = self.db.execute(
-            f"SELECT {self._COLS} FROM posts p WHERE p.slug = ?", (slug,)
-        ).fetchone()
+        row = self.db.one(f"SELECT {self._COLS} FROM blog_posts p WHERE p.slug = ?", (slug,))
         return self._post(row) if row else None
 
     def by_id(self, post_id: int) -> Post | None:
-        row = self.db.execute(
-            f"SELECT {self._COLS} FROM posts p WHERE p.id = ?", (post_id,)
-        ).fetchone()
+        row = self.db.one(f"SELECT {self._COLS} FROM blog_posts p WHERE p.id = ?", (post_id,))
         return self._post(row) if row else None
 
     def tagged(self, tag: str) -> list[Post]:
@@ -124,24 +137,25 @@ class Store:
         return dict(sorted(out.items()))
 
     def comments(self, post_id: int) -> list[Comment]:
-        rows = self.db.execute(
-            "SELECT author, body, created FROM comments WHERE post_id = ? ORDER BY id", (post_id,)
-        ).fetchall()
+        rows = self.db.all(
+            "SELECT author, body, created FROM blog_comments WHERE post_id = ? ORDER BY id",
+            (post_id,),
+        )
         return [Comment(r[0], r[1], dt.datetime.fromisoformat(r[2])) for r in rows]
 
     def add_post(self, title: str, body: str, tags: str, when: dt.datetime | None = None) -> Post:
         when = when or dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
         base = slugify(title)
         slug, n = base, 1
-        while self.db.execute("SELECT 1 FROM posts WHERE slug = ?", (slug,)).fetchone():
+        while self.db.one("SELECT 1 FROM blog_posts WHERE slug = ?", (slug,)):
             n += 1
             slug = f"{base}-{n}"
-        cur = self.db.execute(
-            "INSERT INTO posts (slug, title, body, tags, created, updated) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+        row = self.db.one(
+            "INSERT INTO blog_posts (slug, title, body, tags, created, updated) "
+            "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
             (slug, title, body, ",".join(_tags(tags)), when.isoformat(), when.isoformat()),
         )
-        post = self.by_id(int(cur.lastrowid or 0))
+        post = self.by_id(int(row[0]) if row else 0)
         assert post is not None
         return post
 
@@ -152,7 +166,7 @@ class Store:
             return None
         now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
         self.db.execute(
-            "UPDATE posts SET title = ?, body = ?, tags = ?, updated = ? WHERE id = ?",
+            "UPDATE blog_posts SET title = ?, body = ?, tags = ?, updated = ? WHERE id = ?",
             (title, body, ",".join(_tags(tags)), now.isoformat(), post_id),
         )
         after = self.by_id(post_id)
@@ -162,9 +176,12 @@ class Store:
     def add_comment(self, post_id: int, author: str, body: str) -> None:
         now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
         self.db.execute(
-            "INSERT INTO comments (post_id, author, body, created) VALUES (?, ?, ?, ?)",
+            "INSERT INTO blog_comments (post_id, author, body, created) VALUES (?, ?, ?, ?)",
             (post_id, author, body, now.isoformat()),
         )
+
+    def close(self) -> None:
+        self.db.close()
 
 
 _SAMPLES = [
@@ -184,25 +201,34 @@ _SAMPLES = [
 _TOPICS = ["caching", "python", "rust", "databases", "http", "shell", "performance"]
 
 
-def seed(path: str, posts: int = 14) -> None:
-    """Creates the schema and, if the blog is empty, ``posts`` posts over several months."""
-    st = Store(path)
-    st.db.execute("BEGIN IMMEDIATE")
+def seed(url: str, posts: int = 14, fresh: bool = False) -> None:
+    """Creates the schema and, if the blog is empty, ``posts`` posts over several months.
+
+    ``url`` is an SQLite file path (or ``sqlite:///path``) or a ``postgresql://`` URL.
+    ``fresh`` drops the blog's tables (``blog_posts``, ``blog_comments``) first.
+    """
+    if fresh:
+        conn = Connection(url)
+        try:
+            conn.execute("DROP TABLE IF EXISTS blog_comments")
+            conn.execute("DROP TABLE IF EXISTS blog_posts")
+        finally:
+            conn.close()
+    st = Store(url)
     try:
-        if st.count():
-            st.db.execute("COMMIT")
-            return
-        start = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.timezone.utc)
-        for i in range(posts):
-            lang, code = _SAMPLES[i % len(_SAMPLES)]
-            tags = f"{_TOPICS[i % len(_TOPICS)]}, {_TOPICS[(i * 3 + 1) % len(_TOPICS)]}"
-            body = (
-                f"Notes number {i + 1}: what we learned this week.\n\n"
-                f"A short example in {lang}:\n\n```{lang}\n{code}\n```\n\n"
-                "That is all for now."
-            )
-            st.add_post(f"Week {i + 1}: {lang} notes", body, tags, start + dt.timedelta(days=9 * i))
-        st.db.execute("COMMIT")
-    except BaseException:
-        st.db.execute("ROLLBACK")
-        raise
+        with st.db.transaction():
+            if st.count():
+                return
+            start = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.timezone.utc)
+            for i in range(posts):
+                lang, code = _SAMPLES[i % len(_SAMPLES)]
+                tags = f"{_TOPICS[i % len(_TOPICS)]}, {_TOPICS[(i * 3 + 1) % len(_TOPICS)]}"
+                body = (
+                    f"Notes number {i + 1}: what we learned this week.\n\n"
+                    f"A short example in {lang}:\n\n```{lang}\n{code}\n```\n\n"
+                    "That is all for now."
+                )
+                when = start + dt.timedelta(days=9 * i)
+                st.add_post(f"Week {i + 1}: {lang} notes", body, tags, when)
+    finally:
+        st.close()

