@@ -329,13 +329,10 @@ def test_bad_cluster_arguments_are_refused_before_anything_is_created(shm_dir: s
     assert os.listdir(shm_dir) == []
 
 
-ROUNDS = int(os.environ.get("ZIGGURAT_CLUSTER_ROUNDS", "2000"))
-
-
-def _writer(name: str, d: str, url: str, done: Any, go: Any) -> None:
+def _writer(name: str, d: str, url: str, done: Any, go: Any, rounds: int) -> None:
     c = Cache(name, size="8MiB", directory=d, redis=url, secret=SECRET)
     go.wait(30)
-    for i in range(1, ROUNDS + 1):
+    for i in range(1, rounds + 1):
         if i % 10 == 0:
             c.delete("k")  # round i leaves no value
         elif i % 10 == 5:
@@ -346,14 +343,16 @@ def _writer(name: str, d: str, url: str, done: Any, go: Any) -> None:
     c.close()
 
 
-def _reader(name: str, d: str, url: str, done: Any, go: Any, bound: float, out: Any) -> None:
+def _reader(
+    name: str, d: str, url: str, done: Any, go: Any, bound: float, out: Any, rounds: int
+) -> None:
     c = Cache(name, size="8MiB", directory=d, redis=url, secret=SECRET)
     while not c._tier.positioned():  # type: ignore[union-attr]
         time.sleep(0.01)
     go.wait(30)
     violations = reads = 0
     worst = 0.0
-    while done[ROUNDS] == 0:
+    while done[rounds] == 0:
         start = time.monotonic()
         v = c.get("k")
         reads += 1
@@ -361,7 +360,7 @@ def _reader(name: str, d: str, url: str, done: Any, go: Any, bound: float, out: 
             continue
         # Value v was written in round v; any later round that completed before this read
         # started makes v stale, allowed for `bound` seconds at most.
-        later = [done[j] for j in range(v + 1, min(v + 12, ROUNDS + 1)) if done[j]]
+        later = [done[j] for j in range(v + 1, min(v + 12, rounds + 1)) if done[j]]
         if later:
             late = start - min(later)
             worst = max(worst, late)
@@ -374,6 +373,16 @@ def _reader(name: str, d: str, url: str, done: Any, go: Any, bound: float, out: 
 def test_two_hosts_of_two_processes_never_serve_a_replaced_value_past_the_lag(
     server: Server, shm_dir: str
 ) -> None:
+    _two_hosts(server, shm_dir, 2000)
+
+
+@pytest.mark.stress
+@pytest.mark.timeout(900)
+def test_two_hosts_of_two_processes_long(server: Server, shm_dir: str) -> None:
+    _two_hosts(server, shm_dir, 50_000)
+
+
+def _two_hosts(server: Server, shm_dir: str, rounds: int) -> None:
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -381,11 +390,11 @@ def test_two_hosts_of_two_processes_never_serve_a_replaced_value_past_the_lag(
     dirs = [os.path.join(shm_dir, h) for h in ("a", "b")]
     for d in dirs:
         os.mkdir(d)
-    done = ctx.Array("d", ROUNDS + 1, lock=False)
+    done = ctx.Array("d", rounds + 1, lock=False)
     go, out = ctx.Event(), ctx.Queue()
     # Host a: the writer and a reader (same host: never stale at all, G1); host b: two
     # readers, allowed the invalidation lag.
-    procs = [ctx.Process(target=_writer, args=(name, dirs[0], server.url, done, go))]
+    procs = [ctx.Process(target=_writer, args=(name, dirs[0], server.url, done, go, rounds))]
     bounds = [0.0, LAG_BOUND, LAG_BOUND]
     for d, bound in zip([dirs[0], dirs[1], dirs[1]], bounds, strict=True):
         procs.append(ctx.Process(target=_reader, args=(name, d, server.url, done, go, bound, out)))
@@ -393,7 +402,7 @@ def test_two_hosts_of_two_processes_never_serve_a_replaced_value_past_the_lag(
         p.start()
     time.sleep(1.0)  # every process has opened its cache and its reader has a position
     go.set()
-    results = [out.get(timeout=100) for _ in bounds]
+    results = [out.get(timeout=max(100, rounds / 50)) for _ in bounds]
     for p in procs:
         p.join(30)
     assert all(p.exitcode == 0 for p in procs)
