@@ -73,6 +73,9 @@ class Pass:
 
     status: bytes
     unsafe: bool = False
+    # A HEAD forwarded while a GET response is stored for it (stale, or the request asked
+    # for validation): a 200 to it updates or removes that response (RFC 9111 §4.3.5).
+    head: Fill | None = None
 
 
 def _status(opts: Options, headers: Hdrs, value: bytes) -> Hdrs:
@@ -275,6 +278,8 @@ class Engine:
         # Requests whose response will not be stored are not coalesced, and do not mark
         # the URL "do not wait" for the requests that could store it.
         if fill.method == "HEAD":
+            if fill.stale is not None:
+                return Pass(rules.cache_status("fwd", fwd="stale", detail="head"), head=fill)
             return Pass(rules.cache_status("fwd", fwd="uri-miss", detail="head"))
         if "no-store" in fill.req_cc:
             return Pass(rules.cache_status("fwd", fwd="uri-miss", detail="request-no-store"))
@@ -350,6 +355,14 @@ class Engine:
                 self.invalidate(scheme, host_raw, target, headers)
             except Exception as e:
                 log.warning("ziggurat.http: invalidation failed: %r", e)
+        if p.head is not None and status == 200:
+            try:
+                detail = p.head.head_response(headers, now())
+            except Exception as e:
+                log.warning("ziggurat.http: HEAD response not applied: %r", e)
+                detail = "head"
+            cs = rules.cache_status("fwd", fwd="stale", fwd_status=status, detail=detail)
+            return _status(self.opts, out, cs)
         return _status(self.opts, out, p.status)
 
     def invalidate(self, scheme: str, host_raw: bytes | None, target: bytes, headers: Hdrs) -> None:
@@ -801,10 +814,26 @@ class Fill:
                 s.age(now),
                 rules.cache_status("fwd", fwd="stale", fwd_status=304, detail="validator-mismatch"),
             )
+        fresh = self._update(s, headers, request_time, now)
+        self.stale = None
+        return self.reply(
+            fresh,
+            fresh.age(now),
+            rules.cache_status("fwd", fwd="stale", fwd_status=304, detail="revalidated"),
+        )
+
+    def _update(self, s: Stored, headers: Hdrs, request_time: float, now: float) -> Stored:
+        """RFC 9111 §3.2: ``s`` with its headers updated from a response that describes it
+        (a 304, or a 200 to a HEAD), its age counted from that response; stored in place."""
         o = self.opts
-        drop = set(rules.HOP_BY_HOP) | {b"age", b"content-length", o.tag_header, b"cache-status"}
-        if o.store_set_cookie:
-            drop.add(b"set-cookie")
+        # Set-Cookie is never merged: a stored response is served to every client.
+        drop = set(rules.HOP_BY_HOP) | {
+            b"age",
+            b"content-length",
+            o.tag_header,
+            b"cache-status",
+            b"set-cookie",
+        }
         update = [(k, v) for k, v in headers if k not in drop]
         names = {k for k, _ in update}
         merged = [(k, v) for k, v in s.headers if k not in names] + update
@@ -840,12 +869,43 @@ class Fill:
             self.stored = True
         except Exception as e:
             log.warning("ziggurat.http: freshening %r failed: %r", self.key, e)
-        self.stale = None
-        return self.reply(
-            fresh,
-            fresh.age(now),
-            rules.cache_status("fwd", fwd="stale", fwd_status=304, detail="revalidated"),
-        )
+        return fresh
+
+    def head_response(self, headers: Hdrs, now: float) -> str:
+        """RFC 9111 §4.3.5: a 200 to this forwarded HEAD freshens the stored GET response
+        when it describes the same representation (same ``ETag``, ``Last-Modified`` and, if
+        sent, ``Content-Length``), else removes it. The HEAD's body is never stored.
+        Returns the Cache-Status detail."""
+        s, self.stale = self.stale, None
+        if s is None:
+            return "head"
+        cache = self.engine.cache
+        current, _ = store.lookup(cache, self.base, self.headers)
+        if current != s:
+            # Purged, or replaced by another request meanwhile: this HEAD describes
+            # neither for sure, and a purged response must not come back.
+            return "head"
+        cc = rules.parse_cache_control(rules.fields(headers, b"cache-control"))
+        if self.has_auth and not ({"public", "s-maxage", "must-revalidate"} & cc.keys()):
+            return "head"  # an answer for this client alone does not speak for the others
+        if s.status != 200 or "no-store" in cc or "private" in cc or not self._same(s, headers):
+            cache.delete(self.key)
+            return "head-invalidated"
+        self._update(s, headers, self.start, now)
+        return "head-freshened"
+
+    @staticmethod
+    def _same(s: Stored, headers: Hdrs) -> bool:
+        """Whether a HEAD response's validators and length are the stored response's (a
+        validator the stored response has and the HEAD lacks counts as different)."""
+        for name, mine in ((b"etag", s.etag), (b"last-modified", s.last_modified)):
+            theirs = rules.field(headers, name)
+            if (theirs.strip() if theirs is not None else None) != (
+                mine.strip() if mine is not None else None
+            ):
+                return False
+        cl = rules.field(headers, b"content-length")
+        return cl is None or cl.strip() == b"%d" % len(s.body)
 
     def marker(self) -> str | None:
         """What the waiters of this fill are told: read the stored response, or go to the
