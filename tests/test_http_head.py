@@ -138,7 +138,7 @@ def test_head_body_never_stored_as_get(srv: Server) -> None:
 
 def test_purge_during_head_is_not_undone(srv: Server) -> None:
     n = srv.name()
-    u = f"/e/{n}?sleep=0.8"
+    u = f"/e/{n}?sleep=1.5"
     srv.spec(n, 200, [("Cache-Control", "max-age=1"), ("ETag", '"v1"')])
     assert "stored" in srv.request(u).cache_status
     time.sleep(1.2)
@@ -148,7 +148,11 @@ def test_purge_during_head_is_not_undone(srv: Server) -> None:
         target=lambda: out.append(srv.request(u, method="HEAD").cache_status), daemon=True
     )
     head.start()
-    time.sleep(0.3)  # the HEAD is in the app now
+    # The app counts a call before its sleep: the HEAD is in the app now.
+    deadline = time.monotonic() + 15
+    while srv.count(n) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert srv.count(n) == 2
     full = quote(f"http://127.0.0.1:{srv.port}{u}", safe="")
     assert srv.request("/admin/url?u=" + full, method="POST").body == b"True"
     head.join(30)
