@@ -109,6 +109,21 @@ class Server:
         return redis.Redis(port=self.port, socket_timeout=5, protocol=2)
 
 
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (10,000 above it, at most 65,535) is free too."""
+    for _ in range(1000):
+        p = free_port()
+        if p > 55535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p + 10000))
+            except OSError:
+                continue
+        return p
+    raise RuntimeError("no free port pair for a cluster node")
+
+
 class ClusterServers:
     """A Redis Cluster of three masters on 127.0.0.1 (``redis-server --cluster-enabled``,
     joined with ``redis-cli --cluster create``)."""
@@ -120,9 +135,18 @@ class ClusterServers:
         for i in range(3):
             d = os.path.join(directory, f"node{i}")
             os.mkdir(d)
-            self.nodes.append(Server("redis", d))
+            node = Server("redis", d)
+            node.port = _cluster_port()
+            self.nodes.append(node)
 
     def start(self) -> ClusterServers:
+        try:
+            return self._start()
+        except BaseException:
+            self.kill()
+            raise
+
+    def _start(self) -> ClusterServers:
         for n in self.nodes:
             n.extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
             n.start()
