@@ -6,7 +6,7 @@
 //! with every front end.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -104,7 +104,24 @@ pub struct CacheCore {
     pub(crate) neg_hits: Counter,
     pub(crate) decode_errors: Counter,
     /// The tier below the host, when one is joined (see `l3`).
-    pub(crate) hooks: crate::l3::Hooks,
+    pub(crate) hooks: Hooks,
+}
+
+/// The hooks through which a tier below the host joins the miss path
+/// (installed once; see `l3`).
+#[derive(Default)]
+pub(crate) struct Hooks {
+    pub(crate) below: OnceLock<Py<PyAny>>,
+    pub(crate) above: OnceLock<Py<PyAny>>,
+}
+
+impl Hooks {
+    pub(crate) fn traverse(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        for h in [self.below.get(), self.above.get()].into_iter().flatten() {
+            visit.call(h)?;
+        }
+        Ok(())
+    }
 }
 
 impl CacheCore {
@@ -353,7 +370,7 @@ impl CacheCore {
             l2_stale: Counter::default(),
             neg_hits: Counter::default(),
             decode_errors: Counter::default(),
-            hooks: crate::l3::Hooks::default(),
+            hooks: Hooks::default(),
         })
     }
 

@@ -5,8 +5,6 @@
 //! while the value travelled. The words the tier keeps in the segment (its
 //! reader's election and stream cursor) are read and swapped here too.
 
-use std::sync::OnceLock;
-
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
@@ -17,22 +15,6 @@ use crate::convert::{err, tags_arg, ZigguratError};
 use crate::core::CacheCore;
 use crate::fetch::{State, Step, STEP_LOAD};
 use crate::store::lifetime;
-
-/// The two hooks, installed once.
-#[derive(Default)]
-pub(crate) struct Hooks {
-    below: OnceLock<Py<PyAny>>,
-    above: OnceLock<Py<PyAny>>,
-}
-
-impl Hooks {
-    pub(crate) fn traverse(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
-        for h in [self.below.get(), self.above.get()].into_iter().flatten() {
-            visit.call(h)?;
-        }
-        Ok(())
-    }
-}
 
 impl CacheCore {
     /// Asks the tier below for `key`: its value, or None on a miss (or when
