@@ -133,18 +133,52 @@ def url(name: str, *headers: str, **params: str | int | float) -> str:
     return f"/e/{name}" + (f"?{qs}" if qs else "")
 
 
-def _wait_ready(srv: Server, deadline: float) -> None:
+def _wait_ready(srv: Server, deadline: float, path: str) -> None:
     while time.monotonic() < deadline:
         if srv.proc.poll() is not None:
             break
         try:
-            srv.request("/e/ready", timeout=2)
-            return
+            if srv.request(path, timeout=2).status < 500:
+                return
         except OSError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
     with open(srv.log, "rb") as f:
         out = f.read().decode(errors="replace")
     raise RuntimeError(f"{srv.kind} server did not start:\n{out[-3000:]}")
+
+
+@contextlib.contextmanager
+def serving(
+    kind: str,
+    cmd: list[str],
+    port: int,
+    base: str,
+    *,
+    cwd: str,
+    env: dict[str, str],
+    ready: str = "/",
+    counts: str = "",
+) -> Iterator[Server]:
+    """Runs the server command ``cmd`` (listening on ``port``) with its output in
+    ``base/server.log``, once ``GET ready`` answers; then stops it (SIGTERM, SIGKILL after
+    15 s) and removes ``base``. A server that exits or stays silent for 60 s raises with the
+    end of its log."""
+    log = os.path.join(base, "server.log")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    srv = Server(kind, port, counts or base, proc, log)
+    try:
+        _wait_ready(srv, time.monotonic() + 60, ready)
+        yield srv
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -172,21 +206,8 @@ def running(
     else:
         cmd = [sys.executable, "-m", "gunicorn", "http_apps:wsgi_app", "-b", f"127.0.0.1:{port}"]
         cmd += ["-w", str(workers), "--log-level", "warning", "--timeout", "60"]
-    log = os.path.join(base, "server.log")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT)
-    srv = Server(kind, port, counts, proc, log)
-    try:
-        _wait_ready(srv, time.monotonic() + 60)
+    with serving(kind, cmd, port, base, cwd=HERE, env=env, ready="/e/ready", counts=counts) as srv:
         yield srv
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def server_log(srv: Server) -> str:

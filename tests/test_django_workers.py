@@ -19,10 +19,7 @@ import contextlib
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from http_servers import Resp, Server, free_port
+from http_servers import Resp, Server, free_port, serving
 
 pytest.importorskip("django")
 pytest.importorskip("gunicorn")
@@ -110,32 +107,9 @@ def serve(settings: str, preload: bool) -> Iterator[Site]:
     cmd += ["--log-level", "warning", "--timeout", "60"]
     cmd += ["--preload"] if preload else []
     cmd += ["django_site.wsgi:application"]
-    log = os.path.join(base, "server.log")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT)
-    server = Server("django", port, base, proc, log)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                r = server.request("/opened-by", timeout=2)
-                if r.status == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                with open(log, errors="replace") as f:
-                    raise RuntimeError(f"gunicorn did not start:\n{f.read()[-3000:]}")
-            time.sleep(0.1)
+    with serving("django", cmd, port, base, cwd=HERE, env=env, ready="/opened-by") as server:
+        r = server.request("/opened-by", timeout=2)
         yield Site(server, preload, int(json.loads(r.body)["pid"]))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="module", params=["preload", "no-preload"])

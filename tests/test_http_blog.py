@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from urllib.parse import urlencode
 
 import pytest
-from http_servers import Resp, Server, free_port
+from http_servers import Resp, Server, free_port, serving
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -62,31 +59,11 @@ def blog(request: pytest.FixtureRequest) -> Iterator[Server]:
     else:
         cmd = [sys.executable, "-m", "uvicorn", "--workers", "4", "--port", str(port)]
         cmd += ["--log-level", "warning", "examples.blog.app:asgi_app"]
-    log = os.path.join(base, "server.log")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    srv = Server(request.param, port, base, proc, log)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if srv.request("/about", timeout=2).status == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                with open(log) as f:
-                    raise RuntimeError(f.read()[-3000:])
-            time.sleep(0.1)
-        yield srv
+        with serving(request.param, cmd, port, base, cwd=ROOT, env=env, ready="/about") as srv:
+            yield srv
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         pg.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _get(srv: Server, path: str) -> Resp:

@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from http_servers import Server, free_port
+from http_servers import Server, free_port, serving
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -67,30 +64,8 @@ def blog() -> Iterator[Server]:
     )
     cmd = [sys.executable, "-m", "gunicorn", "-w", "4", "-b", f"127.0.0.1:{port}"]
     cmd += ["--log-level", "warning", "examples.blog.app:wsgi_app"]
-    log = os.path.join(base, "server.log")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    srv = Server("wsgi", port, base, proc, log)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if srv.request("/about", timeout=2).status == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                with open(log) as f:
-                    raise RuntimeError(f.read()[-3000:])
-            time.sleep(0.1)
+    with serving("wsgi", cmd, port, base, cwd=ROOT, env=env, ready="/about") as srv:
         yield srv
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -13,11 +13,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 import urllib.request
@@ -28,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from http_servers import Server, free_port
+from http_servers import Server, free_port, serving
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from ziggurat import Cache, metrics
@@ -481,29 +478,8 @@ def workers() -> Iterator[Server]:
     )
     cmd = [sys.executable, "-m", "gunicorn", "-w", str(WORKERS), "-b", f"127.0.0.1:{port}"]
     cmd += ["--log-level", "warning", "--timeout", "60", "test_metrics:metrics_app()"]
-    log = os.path.join(base, "server.log")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT)
-    srv = Server("wsgi", port, base, proc, log)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(OSError):
-                if srv.request("/metrics", timeout=2).status == 200:
-                    break
-            if time.monotonic() > deadline or proc.poll() is not None:
-                with open(log, errors="replace") as f:
-                    raise RuntimeError(f"gunicorn did not start:\n{f.read()[-3000:]}")
-            time.sleep(0.1)
+    with serving("wsgi", cmd, port, base, cwd=HERE, env=env, ready="/metrics") as srv:
         yield srv
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.timeout(180)

@@ -18,9 +18,7 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sqlite3
-import subprocess
 import sys
 import time
 import uuid
@@ -30,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from http_servers import Resp, Server, free_port
+from http_servers import Resp, Server, free_port, serving
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -154,37 +152,9 @@ def serve(
         SHOP_DB=os.path.join(base, "shop.sqlite3"),
         PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
-    log = os.path.join(base, "server.log")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", program, *args],
-            cwd=base,
-            env=full_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    srv = Server(program, port, base, proc, log)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                srv.request("/", timeout=2)
-                break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                with open(log, errors="replace") as f:
-                    raise RuntimeError(f"{program} did not start:\n{f.read()[-3000:]}")
-            time.sleep(0.1)
+    cmd = [sys.executable, "-m", program, *args]
+    with serving(program, cmd, port, base, cwd=base, env=full_env) as srv:
         yield App(srv, base, workers)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _hit(r: Resp) -> bool:
