@@ -186,12 +186,16 @@ class ClusterTier:
 
     # -- the miss path's hooks --------------------------------------------------------------
 
+    def _stored(self, kb: bytes) -> bytes | None:
+        """The body stored under ``kb`` while its tags are current (raises ``Down``)."""
+        return _body(self._read([self._vkey(kb), self.tags_key], []))
+
     def _lookup(self, key: str | bytes, kb: bytes) -> tuple[Any] | None:
         """One read of ``key`` in Redis: ``(value,)`` copied into the host's segment (see
         ``below``), or None (missing, voided, expired, failing its MAC, unreachable)."""
         seen = self.core.seen(key) if self.positioned() else None
         try:
-            body = _body(self._read([self._vkey(kb), self.tags_key], []))
+            body = self._stored(kb)
         except Down:
             return None
         found = None if body is None else self.decode(kb, body)
@@ -373,23 +377,26 @@ class ClusterTier:
         """``Cache.touch`` for the whole cluster: whether the key held a value."""
         kb = _kb(key)
         try:
-            body = _body(self._read([self._vkey(kb), self.tags_key], []))
-            if body is None:
-                done = False
-            elif body[:1] == b"C":
-                done = bool(int(self._run("touch", kb, kb, [_px(ttl), b""])[1]))
-            else:
-                found = self.decode(kb, body)
-                if found is None:
-                    done = False
-                else:
-                    new = self.encode(kb, found[0], ttl, found[2])
-                    done = bool(int(self._run("touch", kb, kb, [_px(ttl), body, new])[1]))
+            done = self._touch_redis(kb, ttl)
         except Down:
             self.dirty()
             return bool(self.core.touch(key, ttl))
         self.core.delete(key)
         return done
+
+    def _touch_redis(self, kb: bytes, ttl: float) -> bool:
+        # A value's expiry is signed: it is re-signed with the new one, and stored only if
+        # the value is still the one read (a counter's expiry is Redis's own).
+        body = self._stored(kb)
+        if body is None:
+            return False
+        if body[:1] == b"C":
+            return bool(int(self._run("touch", kb, kb, [_px(ttl), b""])[1]))
+        found = self.decode(kb, body)
+        if found is None:
+            return False
+        new = self.encode(kb, found[0], ttl, found[2])
+        return bool(int(self._run("touch", kb, kb, [_px(ttl), body, new])[1]))
 
     def invalidate_tags(self, tags: tuple[str, ...]) -> None:
         """``Cache.invalidate_tags`` for the whole cluster, Redis's values included."""
