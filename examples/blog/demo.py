@@ -66,7 +66,7 @@ from rich.console import Console
 from rich.table import Table
 
 from examples.blog.store import seed
-from examples.shortener import loadgen
+from examples.shortener import loadgen, processes
 from examples.shortener.demo_database import CHOICES, DemoDatabase
 from examples.shortener.loadgen import LoadResult
 
@@ -166,15 +166,7 @@ class Valkey:
         cmd = [str(get_binary_path()), "--port", "0", "--unixsocket", str(self.socket)]
         cmd += ["--unixsocketperm", "700", "--save", "", "--appendonly", "no"]
         cmd += ["--dir", str(self.workdir), "--loglevel", "warning"]
-        with open(self.workdir / "valkey.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=loadgen.die_with_parent,
-            )
+        self.proc = processes.start(cmd, self.workdir / "valkey.log")
         import redis
 
         deadline = time.monotonic() + 20
@@ -229,17 +221,7 @@ class BlogServer:
         cmd = [sys.executable, "-m", "gunicorn", "-w", str(self.workers)]
         cmd += ["-b", f"{HOST}:{self.port}", "--log-level", "warning", "--timeout", "60"]
         cmd += ["examples.blog.app:wsgi_app"]
-        with open(self.dir / "server.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                cmd,
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stopped as a whole
-                preexec_fn=loadgen.die_with_parent,
-            )
+        self.proc = processes.start(cmd, self.dir / "server.log", cwd=ROOT, env=env)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
@@ -685,10 +667,6 @@ def report(
     return passed and errors == 0
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The command line: ``--db postgresql`` (the default) or ``--db sqlite``.
 
@@ -715,9 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not console.is_terminal:
         console = Console(width=120, log_path=False)  # a log file or a pipe: room for the table
     settings = Settings.from_env()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    signal.signal(signal.SIGHUP, _raise_interrupt)
+    processes.end_on_signals()
     try:
         demo = Demo(settings, console, args.db)
     except ValueError as exc:  # a DATABASE_URL that is not PostgreSQL's

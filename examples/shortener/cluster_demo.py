@@ -54,7 +54,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from . import db, loadgen
+from . import db, processes
 from .demo import HOST, ROOT, Server, cache_available, free_port
 from .demo_database import CHOICES, DemoDatabase
 from .loadgen import Connection, HttpError, Reply
@@ -116,15 +116,7 @@ class Valkey:
             cmd = [str(get_binary_path()), "--port", str(self.port), "--bind", HOST]
             cmd += ["--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
             cmd += ["--loglevel", "warning"]
-            with open(self.workdir / "valkey.log", "ab") as log:
-                self.proc = subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # Ctrl-C in the terminal reaches the demo alone
-                    preexec_fn=loadgen.die_with_parent,
-                )
+            self.proc = processes.start(cmd, self.workdir / "valkey.log")
             if self._wait_ready():
                 return
             self.stop()
@@ -210,17 +202,7 @@ class Host(Server):
             cmd += ["--host", HOST, "--port", str(self.port), "--workers", str(self.workers)]
             cmd += ["--no-access-log", "--log-level", "warning"]
             cmd += ["--timeout-graceful-shutdown", "3"]
-            with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(
-                    cmd,
-                    cwd=ROOT,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # its own process group: stopped as a whole
-                    preexec_fn=loadgen.die_with_parent,
-                )
+            self.proc = processes.start(cmd, self.log_path, cwd=ROOT, env=env)
             try:
                 self._wait_ready(timeout)
                 return
@@ -636,10 +618,6 @@ def report(console: Console, settings: Settings, out: Outcome) -> bool:
     return ok and stale_late == 0
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The command line: ``--db postgresql`` (the default) or ``--db sqlite``.
 
@@ -661,9 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not console.is_terminal:
         console = Console(width=120, log_path=False)  # a log file or a pipe: room for tables
     settings = Settings.from_env()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    signal.signal(signal.SIGHUP, _raise_interrupt)
+    processes.end_on_signals()
     problem = cache_available()
     if problem is not None:
         console.print(

@@ -53,7 +53,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import db, loadgen
+from . import db, loadgen, processes
 from .app import MODES
 from .demo_database import CHOICES, DemoDatabase
 from .loadgen import Connection, LoadResult, Reply
@@ -199,17 +199,7 @@ class Server:
                 "--timeout-graceful-shutdown",
                 "3",
             ]
-            with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(
-                    cmd,
-                    cwd=ROOT,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # its own process group: stopped as a whole
-                    preexec_fn=loadgen.die_with_parent,
-                )
+            self.proc = processes.start(cmd, self.log_path, cwd=ROOT, env=env)
             try:
                 self._wait_ready(timeout)
                 return
@@ -730,10 +720,6 @@ def cache_available() -> str | None:
     return None
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The command line: ``--db postgresql`` (the default) or ``--db sqlite``.
 
@@ -760,11 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not console.is_terminal:
         console = Console(width=110, log_path=False)  # a log file or a pipe: room for the table
     settings = Settings.from_env()
-    # Ctrl-C (even when started from a shell that ignores it) and SIGTERM both end the run
-    # through the same clean-up.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    signal.signal(signal.SIGHUP, _raise_interrupt)  # the terminal went away
+    processes.end_on_signals()
 
     if any(m != "none" for m in settings.modes):
         problem = cache_available()

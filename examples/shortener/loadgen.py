@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import itertools
 import json
 import os
@@ -27,6 +26,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .processes import die_with_parent
 
 RESULT_MARK = "DEMO_RESULT "
 
@@ -73,16 +74,6 @@ def write_paths(paths: Sequence[str], path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------
 # wrk
-
-
-def die_with_parent() -> None:
-    """In a child, before exec: on Linux, have the kernel send SIGTERM if the demo dies
-    without cleaning up (SIGKILL), so no server or wrk outlives it."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def find_wrk() -> str | None:
