@@ -484,3 +484,24 @@ def test_a_redis_cluster_of_three_masters(shm_dir: str, hosts: Callable[..., Cac
         assert b.stats()["l3"]["bad_signatures"] == 0
     finally:
         cluster.kill()
+
+
+def test_a_write_redis_refuses_stays_on_the_host(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    a, b = hosts(server.url, "a"), hosts(server.url, "b")
+    a.set("k", "before")
+    assert b.get("k") == "before"
+    r = server.client()
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", 1)  # every write is now refused with OOM
+    try:
+        a.set("k", "during")  # no exception: the app does not fail for the cache's sake
+        assert a.get("k") == "during"
+        assert a.stats()["l3"]["dirty_writes"] >= 1
+    finally:
+        r.config_set("maxmemory", 0)
+    # Once Redis takes writes again, a's recovery clears the cache everywhere: b stops
+    # serving the value a replaced.
+    assert converges(lambda: a.stats()["l3"]["dirty_writes"] == 0, within=10)
+    assert converges(lambda: b.get("k") != "before")

@@ -105,6 +105,7 @@ class ClusterTier:
         self.bad_signatures = 0
         self.fills = 0
         self._logged_bad = False
+        self._logged_refusal = False
 
     # -- identity -------------------------------------------------------------------------
 
@@ -279,10 +280,24 @@ class ClusterTier:
         except Down:
             raise
         except Exception as e:
-            if "FENCED" in str(e):
-                # This process's fence is older than its host's: a recovery is under way.
-                raise Down("fenced: the host is recovering from a cut-off") from None
-            raise
+            msg = str(e)
+            if op == "incr" and any(m in msg for m in _INCR_REFUSALS):
+                raise  # the caller's mistake, answered as Cache.incr answers it
+            if "FENCED" not in msg:
+                # The server refused the write (out of memory, read-only replica, ...): the
+                # app must not fail for it; the write stays on the host, as when cut off.
+                self.link.errors += 1
+                if not self._logged_refusal:
+                    self._logged_refusal = True
+                    log.warning(
+                        "ziggurat cache %r: Redis refused a write (%s); writes stay on this "
+                        "host until it accepts them again",
+                        self.name,
+                        e,
+                    )
+                raise Down(f"refused: {e}") from None
+            # This process's fence is older than its host's: a recovery is under way.
+            raise Down("fenced: the host is recovering from a cut-off") from None
         if int(r[0]):
             self._bump(W.PUBLISHED)
         return list(r)
@@ -481,6 +496,10 @@ def _read_tags(b: bytes, pos: int) -> tuple[tuple[str, ...], int]:
 
 def _kb(key: str | bytes) -> bytes:
     return key.encode() if isinstance(key, str) else key
+
+
+#: What the write script answers an ``incr`` it refuses with.
+_INCR_REFUSALS = ("MISSING", "NOTINT", "OVERFLOW")
 
 
 def _incr_error(kb: bytes, e: Exception) -> Exception:
