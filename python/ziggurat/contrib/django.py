@@ -36,7 +36,13 @@ from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.core.exceptions import ImproperlyConfigured
 
 from ziggurat import Cache, LockTimeout
-from ziggurat.contrib.shared import CACHE_OPTIONS, MAX_KEY, MAX_TTL, shared_cache
+from ziggurat.contrib.shared import (
+    CACHE_OPTIONS,
+    MAX_KEY,
+    MAX_TTL,
+    shared_cache,
+    with_fresh_objects,
+)
 
 __all__ = ["ZigguratCache"]
 
@@ -83,13 +89,9 @@ class ZigguratCache(BaseCache):
                 f"ZigguratCache: LOCATION must be a str naming the cache, not "
                 f"{type(location).__name__}"
             )
-        # Django changes what it reads back (GZipMiddleware compresses a cached response in
-        # place), and its own backends hand out a fresh object per get: so does this one,
-        # unless OPTIONS choose another copy mode.
-        options.setdefault("copy", "decode")
         self._cache = shared_cache(
             location or "django",
-            options,
+            with_fresh_objects(options),
             lambda m: ImproperlyConfigured(f"ZigguratCache: LOCATION={location!r}: {m}"),
         )
 

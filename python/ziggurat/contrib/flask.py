@@ -35,7 +35,14 @@ from flask import Flask
 from flask_caching.backends.base import BaseCache
 
 from ziggurat import Cache, LockTimeout
-from ziggurat.contrib.shared import CACHE_OPTIONS, MAX_KEY, MAX_TTL, fitting_key, shared_cache
+from ziggurat.contrib.shared import (
+    CACHE_OPTIONS,
+    MAX_KEY,
+    MAX_TTL,
+    fitting_key,
+    shared_cache,
+    with_fresh_objects,
+)
 
 __all__ = ["ZigguratCache"]
 
@@ -104,10 +111,9 @@ class ZigguratCache(BaseCache):
         # Entries written under a prefix carry a hidden tag, so clear() voids that prefix
         # alone, in every process at once, as the Redis backend clears its prefix only.
         self._tags: tuple[str, ...] = ("\x00flask:" + key_prefix,) if key_prefix else ()
-        # cachelib's backends hand out a fresh object per get, and apps change what they
-        # read back: so does this one, unless the options choose another copy mode.
-        options.setdefault("copy", "decode")
-        self._cache = shared_cache(name, options, lambda m: ValueError(f"ZigguratCache(): {m}"))
+        self._cache = shared_cache(
+            name, with_fresh_objects(options), lambda m: ValueError(f"ZigguratCache(): {m}")
+        )
 
     @classmethod
     def factory(

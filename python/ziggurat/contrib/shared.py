@@ -21,7 +21,14 @@ from typing import Any
 
 from ziggurat.cache import Cache
 
-__all__ = ["CACHE_OPTIONS", "MAX_KEY", "MAX_TTL", "fitting_key", "shared_cache"]
+__all__ = [
+    "CACHE_OPTIONS",
+    "MAX_KEY",
+    "MAX_TTL",
+    "fitting_key",
+    "shared_cache",
+    "with_fresh_objects",
+]
 
 #: Timeouts above the Cache's limit (100 years) mean "forever" in practice.
 MAX_TTL = 100 * 365 * 86400
@@ -56,6 +63,18 @@ def shared_cache(name: str, options: dict[str, Any], error: Callable[[str], Exce
                 raise error(f"cannot open the cache {name!r} with options {options!r}: {e}") from e
             _registry[key] = cache
         return cache
+
+
+def with_fresh_objects(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with ``copy="decode"`` unless they choose a copy mode. Django's and
+    cachelib's own backends hand out a fresh object per get, and code written for them
+    changes what it reads back (Django's GZipMiddleware compresses a cached response in
+    place): a backend standing in for them must do the same.
+
+    >>> with_fresh_objects({}), with_fresh_objects({"copy": "shared"})
+    ({'copy': 'decode'}, {'copy': 'shared'})
+    """
+    return {"copy": "decode", **options}
 
 
 def fitting_key(raw: bytes) -> bytes:
