@@ -7,8 +7,8 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
-use ziggurat_cache::Seen;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+use ziggurat_cache::{Kind, Seen};
 
 use crate::args::{check_key, positive_ttl};
 use crate::convert::{err, tags_arg, ZigguratError};
@@ -109,7 +109,11 @@ impl CacheCore {
 
     /// Stores `value` under `key` for `ttl` seconds with `tags`, only if the
     /// key's stamp, the epoch and the tag invalidations are still what `seen`
-    /// says. Returns whether it stored.
+    /// says. Returns whether it stored. `encoded`: the value as this cache's
+    /// serializer already encoded it (the tier has those bytes from Redis or
+    /// from its own write), so it is not encoded a second time.
+    #[pyo3(signature = (key, value, ttl, tags, seen, encoded=None))]
+    #[allow(clippy::too_many_arguments)] // the Python signature's arguments
     fn fill(
         &self,
         py: Python<'_>,
@@ -118,12 +122,16 @@ impl CacheCore {
         ttl: f64,
         tags: Option<&Bound<'_, PyAny>>,
         seen: (u32, u64, u64),
+        encoded: Option<Bound<'_, PyBytes>>,
     ) -> PyResult<bool> {
         let (main, f) = self.writable()?;
         let kb = check_key(key)?;
         let ttl = positive_ttl(ttl, "ttl")?;
         let tags = tags_arg(tags)?;
-        let (enc, kind) = self.encode_value(py, value)?;
+        let (enc, kind) = match encoded {
+            Some(b) => (b, Kind::Value),
+            None => self.encode_value(py, value)?,
+        };
         let refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
         let life = lifetime(ttl, f.stale_ttl.unwrap_or(0.0));
         let (s, e, t) = seen;

@@ -33,7 +33,36 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
-_COMMON = r"""
+_CHECK = r"""
+-- Where the body of a stored value starts, and whether every tag it was written with still
+-- has that version. Reads only the prefix: no copy of the body.
+local function check(tagkey, s)
+  local n = string.byte(s, 1)
+  local pos = 2
+  if n == 0 then return pos, true end
+  local tags, vers = {}, {}
+  for i = 1, n do
+    local l = string.byte(s, pos) * 256 + string.byte(s, pos + 1)
+    tags[i] = string.sub(s, pos + 2, pos + 1 + l)
+    pos = pos + 2 + l
+    local vl = string.byte(s, pos)
+    vers[i] = string.sub(s, pos + 1, pos + vl)
+    pos = pos + 1 + vl
+  end
+  local cur = redis.call('HMGET', tagkey, unpack(tags))
+  for i = 1, n do
+    local v = cur[i]
+    if not v then v = '0' end
+    if v ~= vers[i] then return pos, false end
+  end
+  return pos, true
+end
+
+"""
+
+_COMMON = (
+    _CHECK
+    + r"""
 local function tag_prefix(tagkey, tags)
   local out = {string.char(#tags)}
   if #tags == 0 then return out[1] end
@@ -56,40 +85,42 @@ local function counter(tags, n)
   return table.concat(out)
 end
 
+-- Whether a stored string is a value (not a tombstone) whose tags are current.
+local function live(tagkey, s)
+  if not s or #s == 0 then return false end
+  local _, ok = check(tagkey, s)
+  return ok
+end
+
 -- The body of a stored value and its prefix, or nil when a tag moved since it was written.
 local function current(tagkey, s)
   if not s or #s == 0 then return nil end
-  local n = string.byte(s, 1)
-  local pos = 2
-  local tags, vers = {}, {}
-  for i = 1, n do
-    local l = string.byte(s, pos) * 256 + string.byte(s, pos + 1)
-    tags[i] = string.sub(s, pos + 2, pos + 1 + l)
-    pos = pos + 2 + l
-    local vl = string.byte(s, pos)
-    vers[i] = string.sub(s, pos + 1, pos + vl)
-    pos = pos + 1 + vl
-  end
-  if n > 0 then
-    local cur = redis.call('HMGET', tagkey, unpack(tags))
-    for i = 1, n do
-      local v = cur[i]
-      if not v then v = '0' end
-      if v ~= vers[i] then return nil end
-    end
-  end
+  local pos, ok = check(tagkey, s)
+  if not ok then return nil end
   return string.sub(s, pos), string.sub(s, 1, pos - 1)
 end
 """
+)
 
 #: KEYS: value, tag versions. Returns the stored value, prefix included (the client skips
 #: it: cheaper than a copy here), or nil (missing, tombstone, voided by a tag).
 READ = (
-    _COMMON
+    _CHECK
     + r"""
 local s = redis.call('GET', KEYS[1])
 if not s or #s == 0 then return nil end
-if string.byte(s, 1) > 0 and not current(KEYS[2], s) then
+local ok
+if string.byte(s, 1) == 1 then
+  -- One tag (the one every value carries, for most values): one HGET, no tables.
+  local l = string.byte(s, 2) * 256 + string.byte(s, 3)
+  local vl = string.byte(s, 4 + l)
+  local v = redis.call('HGET', KEYS[2], string.sub(s, 4, 3 + l)) or '0'
+  ok = v == string.sub(s, 5 + l, 4 + l + vl)
+else
+  local _
+  _, ok = check(KEYS[2], s)
+end
+if not ok then
   redis.call('DEL', KEYS[1])
   return nil
 end
@@ -136,13 +167,13 @@ if op == 'set' or op == 'add' or op == 'fill' then
   if op ~= 'set' then
     local s = redis.call('GET', KEYS[1])
     -- add: a live value wins; fill: a live value or a tombstone wins.
-    if s and (op == 'fill' or current(KEYS[2], s)) then return {0, 0} end
+    if s and (op == 'fill' or live(KEYS[2], s)) then return {0, 0} end
   end
   set_px(KEYS[1], tag_prefix(KEYS[2], tags) .. ARGV[6], px)
   if op == 'fill' then return {0, 1} end
 elseif op == 'del' then
   local existed = redis.call('GET', KEYS[1])
-  result = (existed and current(KEYS[2], existed)) and 1 or 0
+  result = live(KEYS[2], existed) and 1 or 0
   set_px(KEYS[1], '', tonumber(ARGV[6]))
 elseif op == 'incr' then
   local delta = tonumber(ARGV[6])

@@ -139,31 +139,41 @@ class ClusterTier:
 
     # -- bodies ---------------------------------------------------------------------------
 
-    def encode(self, kb: bytes, value: Any, ttl: float, tags: tuple[str, ...]) -> bytes:
-        """The signed body of ``value`` (a counter for an exact int)."""
+    def encode(
+        self, kb: bytes, value: Any, ttl: float, tags: tuple[str, ...]
+    ) -> tuple[bytes, bytes | None]:
+        """The signed body of ``value`` (a counter for an exact int), and the value as the
+        serializer encoded it (None for a counter), which the host's segment can take as
+        it is."""
         if type(value) is int and -(2**53) < value < 2**53:
-            return b"C" + _tag_list(tags) + b":" + str(value).encode()
-        expiry = 0 if math.isinf(ttl) else int((time.time() + ttl) * 1000)
-        parts = [expiry.to_bytes(8, "big"), _tag_list(tags), self.dumps(value)]
-        rest = b"".join(parts)
-        return b"Z1" + self.signer.value_mac(kb, rest) + rest
+            return b"C" + _tag_list(tags) + b":" + str(value).encode(), None
+        expiry = 0 if ttl == math.inf else int((time.time() + ttl) * 1000)
+        payload = self.dumps(value)
+        rest = b"".join((expiry.to_bytes(8, "big"), _tag_list(tags), payload))
+        return b"Z1" + self.signer.value_mac(kb, rest) + rest, payload
 
-    def decode(self, kb: bytes, body: bytes) -> tuple[Any, float, tuple[str, ...]] | None:
-        """``(value, seconds left, tags)`` of a body, or None (expired, bad MAC, junk)."""
+    def decode(
+        self, kb: bytes, body: bytes | memoryview
+    ) -> tuple[Any, float, tuple[str, ...], bytes | None] | None:
+        """``(value, seconds left, tags, encoded)`` of a body, or None (expired, bad MAC,
+        junk); ``encoded`` is the value as the serializer wrote it (None for a counter).
+
+        ``body`` may be a view into the reply (no copy of a large value until the one that
+        the serializer reads)."""
         if body[:1] == b"C":
             try:
                 tags, pos = _read_tags(body, 1)
                 if body[pos : pos + 1] != b":":
                     raise ValueError("no count")
-                return int(body[pos + 1 :]), math.inf, tags
+                return int(bytes(body[pos + 1 :])), math.inf, tags, None
             except (ValueError, IndexError, UnicodeDecodeError):
                 self._bad(kb)
                 return None
         if body[:2] != b"Z1" or len(body) < 2 + MAC_LEN + 9:
             self._bad(kb)
             return None
-        mac, rest = body[2 : 2 + MAC_LEN], body[2 + MAC_LEN :]
-        if not self.signer.value_ok(kb, rest, mac):
+        rest = body[2 + MAC_LEN :]
+        if not self.signer.value_ok(kb, rest, body[2 : 2 + MAC_LEN]):
             self._bad(kb)
             return None
         expiry = int.from_bytes(rest[:8], "big")
@@ -171,7 +181,8 @@ class ClusterTier:
         if left <= 0:
             return None
         tags, pos = _read_tags(rest, 8)
-        return self.loads(rest[pos:]), left, tags
+        payload = bytes(rest[pos:])
+        return self.loads(payload), left, tags, payload
 
     def _bad(self, kb: bytes) -> None:
         self.bad_signatures += 1
@@ -187,8 +198,9 @@ class ClusterTier:
 
     # -- the miss path's hooks --------------------------------------------------------------
 
-    def _stored(self, kb: bytes) -> bytes | None:
-        """The body stored under ``kb`` while its tags are current (raises ``Down``)."""
+    def _stored(self, kb: bytes) -> memoryview | None:
+        """The body stored under ``kb`` while its tags are current, as a view into the
+        server's reply (raises ``Down``)."""
         return _body(self._read([self._vkey(kb), self.tags_key], []))
 
     def _lookup(self, key: str | bytes, kb: bytes) -> tuple[Any] | None:
@@ -203,12 +215,12 @@ class ClusterTier:
         if found is None:
             self.misses += 1
             return None
-        value, left, tags = found
+        value, left, tags, payload = found
         self.hits += 1
         if seen is not None:
             try:
                 user_tags = tuple(t for t in tags if t != ALL)
-                if self.core.fill(key, value, left, user_tags, seen):
+                if self.core.fill(key, value, left, user_tags, seen, payload):
                     self.fills += 1
             except Exception as e:  # the value is still returned, only not kept
                 log.debug("ziggurat cache %r: L3 value of %r not kept: %s", self.name, key, e)
@@ -257,7 +269,7 @@ class ClusterTier:
         kb = _kb(key)
         try:
             if value is not None and ttl > 0:
-                body = self.encode(kb, value, ttl, (*tags, ALL))
+                body, _ = self.encode(kb, value, ttl, (*tags, ALL))
                 self._run("fill", kb, b"", [body, _px(ttl), *tags, ALL])
         except Down:
             pass
@@ -319,12 +331,13 @@ class ClusterTier:
         value: Any,
         ttl: float,
         tags: tuple[str, ...],
+        payload: bytes | None,
     ) -> None:
-        """After a write reached Redis: the host's segment takes ``value`` unless the key
-        changed meanwhile (an event applied, another process's write), when it drops the
-        key instead, to be read again from Redis."""
+        """After a write reached Redis: the host's segment takes ``value`` (``payload``, as
+        encoded for Redis) unless the key changed meanwhile (an event applied, another
+        process's write), when it drops the key instead, to be read again from Redis."""
         try:
-            if seen is not None and self.core.fill(key, value, ttl, tags, seen):
+            if seen is not None and self.core.fill(key, value, ttl, tags, seen, payload):
                 return
         except Exception as e:
             log.debug("ziggurat cache %r: %r kept in Redis only: %s", self.name, key, e)
@@ -333,7 +346,7 @@ class ClusterTier:
     def set(self, key: str | bytes, value: Any, ttl: float, tags: tuple[str, ...]) -> None:
         """``Cache.set``: Redis and its event, then this host (arguments checked)."""
         kb = _kb(key)
-        body = self.encode(kb, value, ttl, (*tags, ALL))
+        body, payload = self.encode(kb, value, ttl, (*tags, ALL))
         seen = self.core.seen(key) if self.positioned() else None
         try:
             self._run("set", kb, kb, [body, _px(ttl), *tags, ALL])
@@ -341,12 +354,12 @@ class ClusterTier:
             self.dirty()
             self.core.set(key, value, ttl=ttl, tags=tags)
             return
-        self._local(key, seen, value, ttl, tags)
+        self._local(key, seen, value, ttl, tags, payload)
 
     def add(self, key: str | bytes, value: Any, ttl: float, tags: tuple[str, ...]) -> bool:
         """``Cache.add`` for the whole cluster: exactly one caller of all hosts gets True."""
         kb = _kb(key)
-        body = self.encode(kb, value, ttl, (*tags, ALL))
+        body, payload = self.encode(kb, value, ttl, (*tags, ALL))
         seen = self.core.seen(key) if self.positioned() else None
         try:
             stored = bool(int(self._run("add", kb, kb, [body, _px(ttl), *tags, ALL])[1]))
@@ -354,7 +367,7 @@ class ClusterTier:
             self.dirty()
             return bool(self.core.add(key, value, ttl=ttl, tags=tags))
         if stored:
-            self._local(key, seen, value, ttl, tags)
+            self._local(key, seen, value, ttl, tags, payload)
         return stored
 
     def delete(self, key: str | bytes) -> bool:
@@ -405,13 +418,13 @@ class ClusterTier:
         body = self._stored(kb)
         if body is None:
             return False
-        if body[:1] == b"C":
+        if bytes(body[:1]) == b"C":
             return bool(int(self._run("touch", kb, kb, [_px(ttl), b""])[1]))
         found = self.decode(kb, body)
         if found is None:
             return False
-        new = self.encode(kb, found[0], ttl, found[2])
-        return bool(int(self._run("touch", kb, kb, [_px(ttl), body, new])[1]))
+        new, _ = self.encode(kb, found[0], ttl, found[2])
+        return bool(int(self._run("touch", kb, kb, [_px(ttl), bytes(body), new])[1]))
 
     def invalidate_tags(self, tags: tuple[str, ...]) -> None:
         """``Cache.invalidate_tags`` for the whole cluster, Redis's values included."""
@@ -466,7 +479,7 @@ class ClusterTier:
         }
 
 
-def _body(stored: bytes | None) -> bytes | None:
+def _body(stored: bytes | None) -> memoryview | None:
     """The body of a stored value, past the prefix the scripts keep (see ``scripts``)."""
     if stored is None:
         return None
@@ -474,7 +487,7 @@ def _body(stored: bytes | None) -> bytes | None:
     for _ in range(stored[0]):
         pos += 2 + int.from_bytes(stored[pos : pos + 2], "big")
         pos += 1 + stored[pos]
-    return stored[pos:]
+    return memoryview(stored)[pos:]
 
 
 def _tag_list(tags: tuple[str, ...]) -> bytes:
@@ -485,11 +498,11 @@ def _tag_list(tags: tuple[str, ...]) -> bytes:
     return b"".join(out)
 
 
-def _read_tags(b: bytes, pos: int) -> tuple[tuple[str, ...], int]:
+def _read_tags(b: bytes | memoryview, pos: int) -> tuple[tuple[str, ...], int]:
     n, pos, tags = b[pos], pos + 1, []
     for _ in range(n):
         ln = int.from_bytes(b[pos : pos + 2], "big")
-        tags.append(b[pos + 2 : pos + 2 + ln].decode())
+        tags.append(str(b[pos + 2 : pos + 2 + ln], "utf-8"))
         pos += 2 + ln
     return tuple(tags), pos
 
