@@ -9,6 +9,13 @@ the position the holder left in the segment (the last event applied), so no even
 missed; a restarted worker set or a restarted Redis resumes the same way. The position
 is checked against every event's sequence number (see ``events``): a gap or a rewind
 means events were lost, and the host clears its segment rather than stay stale.
+
+A process that does nothing else can follow the stream for the host instead
+(``ziggurat follow``, a ``dedicated`` reader): a thread beside CPU-bound requests waits
+for the GIL before it can apply an event (up to the interpreter's 5 ms switch interval),
+a process of its own does not. While such a process lives, the workers' threads stand
+aside: a worker that holds the lease gives it up at its next read of the stream, and
+takes it back when the dedicated process is gone.
 """
 
 from __future__ import annotations
@@ -52,9 +59,10 @@ def _alive(pid: int) -> bool:
 class Reader:
     """Stands for election and, when elected, follows the stream (see the module)."""
 
-    def __init__(self, tier: ClusterTier, block_s: float = 0.5) -> None:
+    def __init__(self, tier: ClusterTier, block_s: float = 0.5, dedicated: bool = False) -> None:
         self.tier = tier
         self.core = tier.core
+        self.dedicated = dedicated
         self.block_ms = int(block_s * 1000)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -81,14 +89,49 @@ class Reader:
         try:
             if self.core.app_load(W.LEASE) == pid:
                 self.core.app_cas(W.LEASE, pid, 0)
+            if self.dedicated and self.core.app_load(W.FOLLOWER) == pid:
+                self.core.app_cas(W.FOLLOWER, pid, 0)
         except Exception:
             pass
 
+    def claim(self) -> int:
+        """For a dedicated reader: marks this process as the host's follower; returns 0,
+        or the pid of another live dedicated reader (then nothing changed).
+
+        >>> cache = Cache("api", redis="redis://10.0.0.5:6379/0", secret=s)  # doctest: +SKIP
+        >>> cache._reader.stop()  # doctest: +SKIP
+        >>> reader = Reader(cache._tier, dedicated=True)  # doctest: +SKIP
+        >>> reader.claim() or reader.run()  # doctest: +SKIP
+        """
+        pid = os.getpid()
+        while True:
+            cur = int(self.core.app_load(W.FOLLOWER))
+            if cur not in (0, pid) and _alive(cur):
+                return cur
+            if self.core.app_cas(W.FOLLOWER, cur, pid):
+                return 0
+
+    def run(self) -> None:
+        """Follows the stream in the calling thread until ``stop`` (a dedicated reader)."""
+        self._stop = threading.Event()
+        self._run()
+
     # -- election -------------------------------------------------------------------------
+
+    def _standing_aside(self) -> bool:
+        """Whether a dedicated reader (another live process) follows for this host."""
+        if self.dedicated:
+            return False
+        f = self.core.app_load(W.FOLLOWER)
+        return f != 0 and f != os.getpid() and _alive(f)
 
     def _take(self) -> bool:
         pid = os.getpid()
         cur = self.core.app_load(W.LEASE)
+        if self._standing_aside():
+            if cur == pid:
+                self.core.app_cas(W.LEASE, pid, 0)  # hand over at once
+            return False
         if cur == pid:
             return True
         beat = self.core.app_load(W.BEAT)
@@ -104,7 +147,7 @@ class Reader:
         self.core.app_cas(W.BEAT, b, _mono_ms())
 
     def _holding(self) -> bool:
-        return bool(self.core.app_load(W.LEASE) == os.getpid())
+        return bool(self.core.app_load(W.LEASE) == os.getpid()) and not self._standing_aside()
 
     def _run(self) -> None:
         while not self._stop.is_set():

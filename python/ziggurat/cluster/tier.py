@@ -55,6 +55,7 @@ class W:
     GEN = 13  # the stream's generation that position is in (0: not known yet)
     FENCE = 14  # the host's fence: raised before each recovery from a cut-off
     REPLAYS = 15  # events applied that were in the stream before the reader connected
+    FOLLOWER = 16  # pid of a process that only follows the stream (``ziggurat follow``)
 
 
 class ClusterTier:

@@ -1,0 +1,140 @@
+"""``ziggurat follow``: a process of its own follows the cluster's stream for a host, the
+workers' threads stand aside while it lives and take over, missing nothing, when it dies.
+Against a real redis-server; the follower is the real command in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from redis_servers import Server
+from ziggurat import Cache
+from ziggurat.cluster.tier import W
+
+pytestmark = pytest.mark.timeout(120)
+
+SECRET = "follow-test-secret-0123456789"
+
+
+def converges(check: Callable[[], bool], within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.005)
+    return check()
+
+
+@pytest.fixture
+def server(shm_dir: str) -> Iterator[Server]:
+    d = os.path.join(shm_dir, "server")
+    os.mkdir(d)
+    s = Server("redis", d).start()
+    try:
+        yield s
+    finally:
+        s.kill()
+
+
+def follow(name: str, directory: str, url: str, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "ZIGGURAT_SECRET": SECRET}
+    cmd = [sys.executable, "-m", "ziggurat", "follow", name, "-d", directory, "--redis", url]
+    return subprocess.Popen(
+        [*cmd, *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def open_host(name: str, d: str, url: str) -> Cache:
+    os.makedirs(d, exist_ok=True)
+    c = Cache(name, size="8MiB", directory=d, redis=url, secret=SECRET)
+    assert converges(c._tier.positioned)  # type: ignore[union-attr]
+    return c
+
+
+def test_follow_takes_the_stream_and_hands_it_back_when_killed(
+    server: Server, shm_dir: str
+) -> None:
+    name = "f" + uuid.uuid4().hex[:10]
+    a = open_host(name, os.path.join(shm_dir, "a"), server.url)
+    b = open_host(name, os.path.join(shm_dir, "b"), server.url)
+    word = b._core.app_load
+    assert converges(lambda: word(W.LEASE) == os.getpid())  # b's thread follows first
+    p = follow(name, os.path.join(shm_dir, "b"), server.url)
+    try:
+        # The worker's thread stands aside; the command holds the lease.
+        assert converges(lambda: word(W.FOLLOWER) == p.pid and word(W.LEASE) == p.pid), (
+            word(W.FOLLOWER),
+            word(W.LEASE),
+            p.poll(),
+        )
+        assert p.stdout is not None
+        assert "following the invalidation stream" in p.stdout.readline()
+        applied = word(W.APPLIED)
+        for i in range(20):
+            a.set("k", i)
+            assert converges(lambda i=i: b.get("k") == i)  # type: ignore[misc]
+        assert word(W.APPLIED) >= applied + 20  # applied by the command's process
+        # A second follower for the same host is refused, naming the first.
+        second = follow(name, os.path.join(shm_dir, "b"), server.url)
+        _, err = second.communicate(timeout=30)
+        assert second.returncode == 1 and f"pid {p.pid}" in err, err
+    finally:
+        p.kill()
+        p.wait()
+    # Killed: b's thread takes the stream back from where the command left it.
+    assert converges(lambda: word(W.LEASE) == os.getpid())
+    for i in range(20, 40):
+        a.set("k", i)
+        assert converges(lambda i=i: b.get("k") == i)  # type: ignore[misc]
+    assert b.stats()["l3"]["gap_clears"] == 0
+    a.close()
+    b.close()
+
+
+def test_follow_waits_for_the_cache_and_stops_on_sigterm(server: Server, shm_dir: str) -> None:
+    name = "f" + uuid.uuid4().hex[:10]
+    d = os.path.join(shm_dir, "late")
+    os.makedirs(d)
+    p = follow(name, d, server.url, "--json")
+    try:
+        assert p.stdout is not None
+        assert '"waiting"' in p.stdout.readline()
+        b = open_host(name, d, server.url)
+        assert '"following"' in p.stdout.readline()
+        word = b._core.app_load
+        assert converges(lambda: word(W.LEASE) == p.pid)
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=30)
+        assert p.returncode == 0 and '"stopped"' in out
+        # It gave the stream back: the worker's thread follows again at once.
+        assert word(W.FOLLOWER) == 0
+        assert converges(lambda: word(W.LEASE) == os.getpid())
+        b.close()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_follow_refuses_a_missing_secret_before_touching_anything(shm_dir: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ZIGGURAT_SECRET"}
+    r = subprocess.run(
+        [sys.executable, "-m", "ziggurat", "follow", "x", "-d", shm_dir, "--redis", "redis://h"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1
+    assert "ZIGGURAT_SECRET" in r.stderr and os.listdir(shm_dir) == []
