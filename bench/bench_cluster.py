@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -303,13 +304,20 @@ def bench_cluster_l3(ctx: bs.Ctx) -> Section:
 
         tier = b._tier
         tags_key = tier.tags_key
-        ex = r.execute_command
+        ex = tier.link.command
+        pool = r.connection_pool
+        kept = pool.connection_class(**pool.connection_kwargs)
+        opened.append(types.SimpleNamespace(close=kept.disconnect))
 
         def script_read(vk: bytes) -> Any:
             return ex("EVALSHA", tier._read.sha, 2, vk, tags_key)
 
         def get_loads(k: bytes) -> Any:
             return loads(r.get(k))
+
+        def get_kept(k: bytes) -> Any:
+            kept.send_command("GET", k)
+            return loads(kept.read_response())
 
         # the read script is in the server's cache once host B has read through it
         b.get("warm-up key")
@@ -336,18 +344,20 @@ def bench_cluster_l3(ctx: bs.Ctx) -> Section:
                         (get_loads, rg_keys, "get"),
                         (b.get, l3_keys, "evalsha"),
                         (script_read, vkeys, "evalsha"),
+                        (get_kept, rg_keys, "get"),
                     ],
                     batch,
                 )
                 after = b.stats()["l3"]
                 if rnd >= 0:
-                    for kind, sample in zip(("redis", "l3", "script"), got, strict=True):
+                    for kind, sample in zip(("redis", "l3", "script", "kept"), got, strict=True):
                         samples.setdefault((vname, kind), []).append(sample)
                     counters["hits"] += after["hits"] - before["hits"]
                     counters["fills"] += after["fills"] - before["fills"]
                     counters["reads"] += batch
                 bad = sum(b.get(k) != o for k, o in zip(l3_keys, objs, strict=True))
                 bad += get_loads(rg_keys[-1]) != objs[-1]
+                bad += get_kept(rg_keys[-1]) != objs[-1]
                 if bad or not script_read(vkeys[-1]):
                     raise RuntimeError(f"{bad} values read back wrong")
         # one more round of L3 hits (small dicts) under cProfile, for the where-it-goes list
@@ -376,7 +386,8 @@ def bench_cluster_l3(ctx: bs.Ctx) -> Section:
         for kind, label in (
             ("redis", "redis-py GET + pickle.loads"),
             ("l3", "Cache.get on host B: L1 miss, L2 miss, L3 hit"),
-            ("script", "the read script alone: redis-py EVALSHA, no check, no decode"),
+            ("script", "the read script alone, sent as the tier sends it: no check, no decode"),
+            ("kept", "GET + pickle.loads sent as the tier sends its script (a kept connection)"),
         ):
             xs = samples[(vname, kind)]
             sm = h.summary([x[0] for x in xs])
@@ -414,8 +425,10 @@ def bench_cluster_l3(ctx: bs.Ctx) -> Section:
         "stream, so the value is kept). The yardstick reads the same pickled bytes, "
         "written beforehand under fresh keys, with redis-py `GET` and `pickle.loads` on "
         'the same server and connection settings. Both hosts use `serializer="pickle"`. '
-        "The third row sends the tier's read script by hand (`execute_command`) to values "
-        "host A wrote, and does nothing with the answer. The reads of the three rows are "
+        "The third row sends the tier's read script by hand to values host A wrote, as the "
+        "tier sends it (`Link.command`: a connection of its own per thread, not one taken "
+        "from redis-py's pool and given back around each command), and does nothing with "
+        "the answer; the fourth sends `GET` the same way. The reads of the four rows are "
         "interleaved one by one (key i of each row, in an order that rotates with i), so "
         "that each row meets the machine in the same state: its round trip to the local "
         "server is bimodal (about 30 µs or about 100 µs, for seconds at a time). Each "
@@ -445,15 +458,16 @@ def bench_cluster_l3(ctx: bs.Ctx) -> Section:
         "row send the same script, and share the figure); the rest is the wire and the "
         "wake-ups of both sides (2 vCPUs, so often a halted vCPU to wake).",
         "",
-        "Where the time goes. The wire and the wake-ups are the same for the two reads; the "
-        "difference is the client's CPU, plus a few µs of Lua on the server (the read script "
-        "parses the stored prefix and checks the value's tag versions with `HMGET`, then "
-        "returns the stored string whole). The script, sent with `execute_command` as the "
-        "tier does, costs the client what a `GET` does, so the client's extra is in the "
-        "tier's Python around it: `Link.call` with its breaker, skipping the tag prefix, "
-        "the MAC check "
-        "(keyed BLAKE2b) and parsing of expiry and tags in `ClusterTier.decode`, the copy "
-        "into the segment (`fill`) and the `seen` stamp taken before the read. One more "
+        "Where the time goes. The wire and the wake-ups are the same for every read. "
+        "redis-py's client takes a connection from its pool and gives it back around every "
+        "command, inside retry and observability wrappers: compare the first and the last "
+        "rows, the same `GET`. The tier keeps a connection per thread instead, which pays "
+        "for the rest of its read: a few µs of Lua on the server (the read script checks "
+        "the value's tag versions, one `HGET` for a value with no tag of its own, then "
+        "returns the stored string whole), the MAC check (keyed BLAKE2b) and parsing of "
+        "expiry and tags in `ClusterTier.decode`, the copy of the bytes as read into the "
+        "segment (`fill`, no second encoding) and the `seen` stamp taken before the read. "
+        "One more "
         f"round of {batch:,} L3 hits under cProfile, by cumulative time:",
         "",
         "```",
