@@ -639,7 +639,11 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
         "",
         "The machine's round trip to its local server is bimodal (about 30 µs or about 100 "
         "µs, for seconds at a time; the wire and wake-ups): when it is fast, the CPU "
-        "columns decide the ratio. Beyond the round trip, a set with L3 pays for the write "
+        "columns decide the ratio. The client's CPU per set is about what redis-py's `SET` "
+        "costs: the tier's own work (two MACs, the value's copy into the host's segment, "
+        "as encoded for Redis) is paid for by sending its script on a connection it keeps "
+        "per thread rather than through redis-py's pool (see the L3 hit table). "
+        "Beyond the round trip, a set with L3 pays for the write "
         "script on the server (it "
         "reads the tags' versions, writes the value with them, takes the next "
         "sequence number and appends the event to the stream with a trim), two MACs "
