@@ -8,86 +8,27 @@ later at the 99th percentile); a process that does nothing else applies it at on
 ``follow`` runs, the workers' threads stand aside; when it stops (or dies), one of them
 takes the stream over from where it stopped, without missing an event.
 
-The secret comes from ``--secret-file`` (one secret per line, the first signs) or from the
-``ZIGGURAT_SECRET`` environment variable, never from the command line (which other users
-of the host can read in the process list).
+The secret and the Redis options are those of ``clustered``.
 
->>> secrets_from(None, {"ZIGGURAT_SECRET": "a-secret-of-16-bytes+"})
-['a-secret-of-16-bytes+']
->>> secrets_from(None, {})  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-...
-ziggurat.cli.errors.CliError: follow needs the cache's secret: set ZIGGURAT_SECRET or ...
+>>> from ziggurat.cli.parser import build
+>>> build().parse_args(["follow", "shop", "--redis", "redis://10.0.0.5/0"]).redis_timeout
+0.1
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import logging
 import os
 import signal
-import stat
 import time
-import warnings
-from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from ziggurat.cli.clustered import open_clustered, redacted, secrets_from
 from ziggurat.cli.errors import CliError
 from ziggurat.cli.output import Output
-from ziggurat.cli.segments import CacheFiles, attach
+from ziggurat.cli.segments import CacheFiles
 
-__all__ = ["redacted", "run", "secrets_from"]
-
-
-def secrets_from(path: str | None, environ: Mapping[str, str]) -> list[str]:
-    """The cache's secrets: the lines of ``path``, else ``ZIGGURAT_SECRET``."""
-    if path is not None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                found = [line.strip() for line in f if line.strip()]
-        except OSError as e:
-            raise CliError(f"--secret-file {path}: {e.strerror or e}", "invalid") from None
-        if not found:
-            raise CliError(f"--secret-file {path} holds no secret", "invalid")
-        return found
-    env = environ.get("ZIGGURAT_SECRET", "")
-    if not env:
-        raise CliError(
-            "follow needs the cache's secret: set ZIGGURAT_SECRET or give --secret-file",
-            "invalid",
-        )
-    return [env]
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password, for messages.
-
-    >>> redacted("redis://app:hunter2@10.0.0.5:6379/0")
-    'redis://app:***@10.0.0.5:6379/0'
-    """
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    # The segment exists with the parameters the application chose; the warning that the
-    # size passed here differs from them is about this command, not the cache.
-    logger = logging.getLogger("ziggurat")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            yield
-    finally:
-        logger.setLevel(level)
+__all__ = ["run"]
 
 
 def _say(out: Output, data: dict[str, Any], text: str) -> None:
@@ -115,39 +56,15 @@ def _wait_for(files: CacheFiles, out: Output) -> None:
 
 def run(args: argparse.Namespace, out: Output) -> int:
     """Follows the stream until SIGTERM or SIGINT; returns the exit code."""
-    from ziggurat.cache import Cache
     from ziggurat.cluster.reader import Reader
 
-    secrets = secrets_from(args.secret_file, os.environ)
     files = CacheFiles.of(args.name, args.directory, args.version)
+    secrets_from(args.secret_file, os.environ)  # a missing secret is told before any wait
     _wait_for(files, out)
-    seg = attach(files)
-    assert seg is not None
-    size = seg.size
-    seg.close()
-    st = os.lstat(files.main_path)
-    group = st.st_gid if stat.S_IMODE(st.st_mode) == 0o660 else None
-    name, _, version = args.name.partition(".ver-")
-    kwargs: dict[str, Any] = {
-        "directory": args.directory,
-        "size": size,
-        "version": args.version or version or None,
-        "group": group,
-        "redis": args.redis,
-        "secret": secrets,
-        "redis_timeout": args.redis_timeout,
-        "stream_length": args.stream_length,
-        "degraded": "raise",
-    }
+    cache = open_clustered(args, files)
     try:
-        with _quiet():
-            cache = Cache(name, **kwargs)
-    except (TypeError, ValueError) as e:
-        raise CliError(str(e), "invalid") from None
-    try:
-        tier, thread = cache._tier, cache._reader
-        assert tier is not None and thread is not None
-        thread.stop()  # the constructor's stand-by thread: this process follows in its own
+        tier = cache._tier
+        assert tier is not None
         reader = Reader(tier, dedicated=True)
         other = reader.claim()
         if other:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from ziggurat.cli import follow, get, ls, purge, rm, stats, top, verify
+from ziggurat.cli import clustered, follow, get, ls, purge, rm, stats, top, verify
 from ziggurat.cli.entry import SERIALIZERS
 
 __all__ = ["DEFAULT_DIRECTORY", "build"]
@@ -108,6 +108,7 @@ def build() -> argparse.ArgumentParser:
     what.add_argument("--tag", "-t", metavar="T", help="invalidate every entry tagged T")
     what.add_argument("--namespace", metavar="NS", help="clear the namespace NS")
     what.add_argument("--all", action="store_true", help="empty the cache")
+    clustered.add_options(p, required=False)
     p.set_defaults(func=purge.run)
 
     p = sub.add_parser("verify", parents=[named], help="check the segments' consistency")
@@ -123,31 +124,7 @@ def build() -> argparse.ArgumentParser:
         parents=[named],
         help="follow the cluster's invalidation stream for this host, in this process",
     )
-    p.add_argument(
-        "--redis",
-        required=True,
-        metavar="URL",
-        help="the Cache's redis= URL (redis://, rediss:// or unix://)",
-    )
-    p.add_argument(
-        "--secret-file",
-        metavar="PATH",
-        help="the Cache's secret, one per line, the first signs (default: $ZIGGURAT_SECRET)",
-    )
-    p.add_argument(
-        "--redis-timeout",
-        type=float,
-        default=0.1,
-        metavar="S",
-        help="the Cache's redis_timeout, seconds (default 0.1)",
-    )
-    p.add_argument(
-        "--stream-length",
-        type=int,
-        default=100_000,
-        metavar="N",
-        help="the Cache's stream_length, events (default 100000)",
-    )
+    clustered.add_options(p, required=True)
     p.set_defaults(func=follow.run)
 
     p = sub.add_parser("rm", parents=[named], help="remove the segment files")

@@ -11,6 +11,12 @@ every process of the host, as the ``Cache`` methods do.
 The segments are attached read-write for this, and only after a read-only attach checked
 them (the command never creates one).
 
+On a cache with a cluster tier, a purge of this host alone comes back: the host reads the
+values again from Redis, and the other hosts keep theirs. With ``--redis URL`` (and the
+secret, see ``clustered``), the purge goes through the cache's cluster tier instead, as the
+application's ``Cache`` methods do: Redis, every host's segment through the invalidation
+stream, then this host's.
+
 >>> import tempfile, shutil
 >>> from ziggurat import Cache
 >>> d = tempfile.mkdtemp(dir="/dev/shm")
@@ -30,7 +36,25 @@ from ziggurat.cli.errors import CliError
 from ziggurat.cli.output import Output
 from ziggurat.cli.segments import CacheFiles, attach
 
-__all__ = ["purge", "run"]
+__all__ = ["check_target", "purge", "purge_cluster", "run"]
+
+
+def check_target(key: str | None, tag: str | None, namespace: str | None, everything: bool) -> None:
+    """``CliError`` unless exactly one valid target is named.
+
+    >>> check_target(None, None, None, False)
+    Traceback (most recent call last):
+    ...
+    ziggurat.cli.errors.CliError: give exactly one of --key, --tag, --namespace or --all
+    """
+    if sum(x is not None for x in (key, tag, namespace)) + everything != 1:
+        raise CliError("give exactly one of --key, --tag, --namespace or --all", "invalid")
+    if key is not None and not 0 < len(os.fsencode(key)) <= 4096:
+        raise CliError("--key must be 1 to 4096 bytes", "invalid")
+    if tag is not None and not tag:
+        raise CliError("--tag must not be empty", "invalid")
+    if namespace is not None and (not namespace or ":" in namespace):
+        raise CliError(f"--namespace must be non-empty, without ':', got {namespace!r}", "invalid")
 
 
 def purge(
@@ -48,14 +72,7 @@ def purge(
     ...
     ziggurat.cli.errors.CliError: give exactly one of --key, --tag, --namespace or --all
     """
-    if sum(x is not None for x in (key, tag, namespace)) + everything != 1:
-        raise CliError("give exactly one of --key, --tag, --namespace or --all", "invalid")
-    if key is not None and not 0 < len(os.fsencode(key)) <= 4096:
-        raise CliError("--key must be 1 to 4096 bytes", "invalid")
-    if tag is not None and not tag:
-        raise CliError("--tag must not be empty", "invalid")
-    if namespace is not None and (not namespace or ":" in namespace):
-        raise CliError(f"--namespace must be non-empty, without ':', got {namespace!r}", "invalid")
+    check_target(key, tag, namespace, everything)
     main = attach(files, read_only=False)
     assert main is not None
     try:
@@ -103,9 +120,65 @@ def _say(d: dict[str, Any]) -> str:
     return f"{d['name']}: cleared ({d['entries_before']:,} entries before)"
 
 
+def purge_cluster(args: argparse.Namespace, files: CacheFiles) -> dict[str, Any]:
+    """``purge`` through the cache's cluster tier (``args.redis``): every host and Redis.
+    The ``--json`` document is ``purge``'s, with ``"cluster": true``.
+
+    >>> from ziggurat.cli.parser import build
+    >>> a = build().parse_args(["purge", "shop", "--tag", "t", "--redis", "redis://h/0"])
+    >>> purge_cluster(a, CacheFiles("shop", "/no/such/dir"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ziggurat.cli.errors.CliError: directory /no/such/dir does not exist
+    """
+    from ziggurat.cli.clustered import open_clustered
+
+    seg = attach(files)
+    assert seg is not None
+    before = seg.stats()["entries"] if args.all else None
+    seg.close()
+    cache = open_clustered(args, files)
+    out: dict[str, Any] = {
+        "name": files.name,
+        "directory": files.directory,
+        "purged": "all" if args.all else "key" if args.key else "tag" if args.tag else "namespace",
+        "key": args.key,
+        "tag": args.tag,
+        "namespace": args.namespace,
+        "deleted": None,
+        "entries_before": before,
+        "cluster": True,
+    }
+    try:
+        if args.key is not None:
+            out["deleted"] = cache.delete(args.key)
+        elif args.tag is not None:
+            cache.invalidate_tags(args.tag)
+        elif args.namespace is not None:
+            cache.namespace(args.namespace).clear()
+        else:
+            cache.clear()
+        l3 = cache.stats()["l3"]
+        if l3["dirty_writes"]:
+            raise CliError(
+                f"Redis at the --redis URL could not be reached: the purge was applied on "
+                f"this host only, and reaches the others once a process of this host "
+                f"publishes its recovery (a clear of the cache) ({l3['timeouts']} timeouts, "
+                f"{l3['errors']} errors)",
+                "unreachable",
+            )
+    finally:
+        cache.close()
+    return out
+
+
 def run(args: argparse.Namespace, out: Output) -> int:
     """Purges ``args.name`` as its options say."""
     files = CacheFiles.of(args.name, args.directory, args.version)
-    d = purge(files, args.key, args.tag, args.namespace, args.all)
-    out.show(d, lambda: _say(d))
+    if args.redis is not None:
+        check_target(args.key, args.tag, args.namespace, args.all)
+        d = purge_cluster(args, files)
+    else:
+        d = purge(files, args.key, args.tag, args.namespace, args.all)
+    out.show(d, lambda: _say(d) + (" on every host" if d.get("cluster") else ""))
     return 0

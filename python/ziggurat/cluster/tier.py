@@ -207,7 +207,10 @@ class ClusterTier:
     def _lookup(self, key: str | bytes, kb: bytes) -> tuple[Any] | None:
         """One read of ``key`` in Redis: ``(value,)`` copied into the host's segment (see
         ``below``), or None (missing, voided, expired, failing its MAC, unreachable)."""
-        seen = self.core.seen(key) if self.positioned() else None
+        # While writes kept on this host wait for the recovery, Redis may hold values they
+        # replaced: those are returned, not kept.
+        keep = self.positioned() and not self.core.app_load(W.DIRTY)
+        seen = self.core.seen(key) if keep else None
         try:
             body = self._stored(kb)
         except Down:
@@ -442,9 +445,13 @@ class ClusterTier:
     def recover(self) -> None:
         """After writes were kept on this host: raises the host's fence (writes it sent
         before, which may still run on the server, are refused from now on), then voids
-        every value in Redis and tells every host to clear (raises ``Down``)."""
+        every value in Redis and tells every host to clear (raises ``Down``), this one
+        included: until then, a process of this host may have read from Redis a value that
+        one of the writes kept here had replaced (its reader skips the host's own event)."""
         self._bump(W.FENCE)
         self._run("recover", self.tags_key, events.tags_field((ALL,)), [ALL])
+        self.core.clear()
+        self._bump(W.GAP_CLEARS)
 
     def clear(self) -> None:
         """``Cache.clear`` for the whole cluster: every value in Redis is voided too."""

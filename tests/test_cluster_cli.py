@@ -1,6 +1,7 @@
-"""``ziggurat follow``: a process of its own follows the cluster's stream for a host, the
-workers' threads stand aside while it lives and take over, missing nothing, when it dies.
-Against a real redis-server; the follower is the real command in a subprocess.
+"""The command on caches with a cluster tier. ``ziggurat follow``: a process of its own
+follows the cluster's stream for a host, the workers' threads stand aside while it lives
+and take over, missing nothing, when it dies. ``ziggurat purge --redis``: the purge reaches
+Redis and every host. Against a real redis-server; the command runs in a subprocess.
 """
 
 from __future__ import annotations
@@ -138,3 +139,54 @@ def test_follow_refuses_a_missing_secret_before_touching_anything(shm_dir: str) 
     )
     assert r.returncode == 1
     assert "ZIGGURAT_SECRET" in r.stderr and os.listdir(shm_dir) == []
+
+
+def zig(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ZIGGURAT_SECRET": SECRET}
+    return subprocess.run(
+        [sys.executable, "-m", "ziggurat", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_purge_with_redis_reaches_every_host_and_redis(server: Server, shm_dir: str) -> None:
+    name = "p" + uuid.uuid4().hex[:10]
+    dir_a = os.path.join(shm_dir, "a")
+    a = open_host(name, dir_a, server.url)
+    b = open_host(name, os.path.join(shm_dir, "b"), server.url)
+    a.set("k", "v")
+    a.set("t1", 1, tags=["red"])
+    a.set("n", 2)
+    assert converges(lambda: b.get("k") == "v" and b.get("t1") == 1)  # in b's segment now
+    r = zig("purge", name, "-d", dir_a, "--key", "k", "--redis", server.url, "--json")
+    assert r.returncode == 0, r.stderr
+    assert '"cluster": true' in r.stdout and '"deleted": true' in r.stdout
+    r = zig("purge", name, "-d", dir_a, "--tag", "red", "--redis", server.url)
+    assert r.returncode == 0 and "on every host" in r.stdout, (r.stdout, r.stderr)
+    assert converges(lambda: b.get("k") is None and b.get("t1") is None)
+    # Nothing comes back from Redis: a host that never saw the keys finds none.
+    c = open_host(name, os.path.join(shm_dir, "c"), server.url)
+    assert c.get("k") is None and c.get("t1") is None and c.get("n") == 2
+    r = zig("purge", name, "-d", dir_a, "--all", "--redis", server.url)
+    assert r.returncode == 0, r.stderr
+    assert converges(lambda: b.get("n") is None and c.get("n") is None)
+    for x in (a, b, c):
+        x.close()
+
+
+def test_purge_with_an_unreachable_redis_says_so(server: Server, shm_dir: str) -> None:
+    name = "p" + uuid.uuid4().hex[:10]
+    d = os.path.join(shm_dir, "a")
+    a = open_host(name, d, server.url)
+    a.set("k", "v")
+    r = zig("purge", name, "-d", d, "--key", "k", "--redis", "redis://127.0.0.1:1/0")
+    assert r.returncode == 1
+    assert "could not be reached" in r.stderr and "this host only" in r.stderr, r.stderr
+    # Applied on this host and marked there: the host's reader (on the reachable server)
+    # publishes its recovery, a clear, after which no host and no tier has the value.
+    assert converges(lambda: a.get("k") is None)
+    assert a.stats()["l3"]["gap_clears"] >= 1
+    a.close()
