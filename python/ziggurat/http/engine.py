@@ -373,8 +373,9 @@ class Engine:
                     return None
             elif v.vary:
                 return None
+            # The table holds each Hit's stored object: its id names no other object.
             h = self._hits.get(id(v))
-            if h is None or h.stored is not v:
+            if h is None:
                 h = self._new_hit(v)
             if h.since <= now < h.until or h.tick(now):
                 return h
@@ -398,7 +399,7 @@ class Engine:
     def hit(self, s: Stored, now: float) -> Hit | None:
         """``s`` as a ``Hit`` ready for ``now``, or None when it is not fresh then."""
         h = self._hits.get(id(s))
-        if h is None or h.stored is not s:
+        if h is None:
             h = self._new_hit(s)
         if h.since <= now < h.until or h.tick(now):
             return h
