@@ -163,6 +163,7 @@ class CacheMiddleware:
         self.options = Options.build("CacheMiddleware", **options)
         self.engine = Engine(cache, self.options)
         self._scan = self.engine.heavy_headers | {b"host"}
+        self._fresh = self.engine.fresh
         self._refreshing: set[bytes] = set()
         self._tasks: set[asyncio.Future[Any]] = set()
 
@@ -190,7 +191,7 @@ class CacheMiddleware:
             if host is not None and type(raw) is bytes:
                 qs = scope.get("query_string")
                 target = raw + b"?" + qs if qs else raw
-                h = self.engine.fresh(scope.get("scheme", "http"), host, target, headers, now())
+                h = self._fresh(scope.get("scheme", "http"), host, target, headers, now())
         if h is None:
             h = await self._full(scope, receive, send, method, headers)
             if h is None:

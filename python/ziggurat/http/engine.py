@@ -365,18 +365,21 @@ class Engine:
             # it): the lookup misses, or the cache refuses it, and classify takes over.
             base = prefix + target
             v = self.cache.get(base)
-            if type(v) is not Stored:
-                if v is None or headers is None:
-                    return None
-                v, _ = store.lookup(self.cache, base, headers, v)
-                if v is None:
-                    return None
-            elif v.vary:
-                return None
-            # The table holds each Hit's stored object: its id names no other object.
+            # The table holds each Hit's stored object, so an id found there is that
+            # object's: a response already served here skips the checks below.
             h = self._hits.get(id(v))
             if h is None:
-                h = self._new_hit(v)
+                if type(v) is not Stored:
+                    if v is None or headers is None:
+                        return None
+                    v, _ = store.lookup(self.cache, base, headers, v)
+                    if v is None:
+                        return None
+                    h = self._hits.get(id(v))
+                elif v.vary:
+                    return None
+                if h is None:
+                    h = self._new_hit(v)
             if h.since <= now < h.until or h.tick(now):
                 return h
             return None
@@ -398,9 +401,7 @@ class Engine:
 
     def hit(self, s: Stored, now: float) -> Hit | None:
         """``s`` as a ``Hit`` ready for ``now``, or None when it is not fresh then."""
-        h = self._hits.get(id(s))
-        if h is None:
-            h = self._new_hit(s)
+        h = self._hits.get(id(s)) or self._new_hit(s)
         if h.since <= now < h.until or h.tick(now):
             return h
         return None

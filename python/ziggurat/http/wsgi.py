@@ -136,6 +136,7 @@ class WSGICacheMiddleware:
         self.options = Options.build("WSGICacheMiddleware", **options)
         self.engine = Engine(cache, self.options, emit_headers=_to_wsgi, emit_status=_status_line)
         self._heavy = self.engine.heavy_environ
+        self._fresh = self.engine.fresh
         self._refreshing: set[bytes] = set()
         self._guard = threading.Lock()
 
@@ -148,7 +149,7 @@ class WSGICacheMiddleware:
             host = environ.get("HTTP_HOST")
             raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
             if type(host) is str and type(raw) is str and raw[:1] == "/":
-                h = self.engine.fresh(
+                h = self._fresh(
                     environ.get("wsgi.url_scheme", "http"),
                     host,
                     raw.encode("latin-1", "replace"),
