@@ -146,9 +146,10 @@ class Engine:
         if opts.request_directives:
             heavy |= {b"cache-control", b"pragma"}
         self.heavy_headers = frozenset(heavy)
+        # Their WSGI environ keys (Content-Length under both names a server may use).
         self.heavy_environ = frozenset(
-            "CONTENT_LENGTH" if n == b"content-length" else "HTTP_" + _environ_suffix(n)
-            for n in heavy
+            {"HTTP_" + n.decode("latin-1").upper().replace("-", "_") for n in heavy}
+            | {"CONTENT_LENGTH"}
         )
         # Raw Host value -> the key prefix of its URLs (b"" for a host not allowed), per
         # scheme, for ``fresh``.
@@ -1017,7 +1018,3 @@ class Fill:
         if self.stored:
             return STORED
         return TEE if self.tee else None
-
-
-def _environ_suffix(name: bytes) -> str:
-    return name.decode("latin-1").upper().replace("-", "_")
