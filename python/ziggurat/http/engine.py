@@ -360,7 +360,8 @@ class Engine:
             prefix = prefixes.get(host_raw)
             if prefix is None:
                 prefix = self._fresh_prefix(scheme, host_raw, prefixes)
-            if not prefix or (b"?" in target and b"_method=" in target.lower()):
+            # 63 is "?": an int is found by memchr, a bytes needle takes the slow search.
+            if not prefix or (63 in target and target.lower().find(b"_method=") >= 0):
                 return None
             # A key longer than MAX_KEY is never stored as it is (store.base_key digests
             # it): the lookup misses, or the cache refuses it, and classify takes over.
