@@ -96,7 +96,8 @@ def _status(opts: Options, headers: Hdrs, value: bytes) -> Hdrs:
 
 
 class Engine:
-    """The caching rules bound to one cache and one set of options.
+    """The caching rules bound to one cache and one set of options. ``emit_headers`` and
+    ``emit_status`` put a ``Hit`` in the adapter's form (see ``Hit``; default: ASGI's).
 
     >>> from ziggurat import Cache
     >>> c = Cache("doc-engine", size="8MiB")
@@ -265,7 +266,7 @@ class Engine:
         if stored is not None and not (req_cc or conditional):
             # The common hit: nothing in the request asks for more checks (in the response,
             # no-cache does; the other flags only matter once the response is stale).
-            hit = self.hit(stored, now)
+            hit = self._hit(stored, now)
             if hit is not None:
                 return hit
         fill = Fill(
@@ -401,7 +402,7 @@ class Engine:
         prefixes[host_raw] = prefix
         return prefix
 
-    def hit(self, s: Stored, now: float) -> Hit | None:
+    def _hit(self, s: Stored, now: float) -> Hit | None:
         """``s`` as a ``Hit`` ready for ``now``, or None when it is not fresh then."""
         h = self._hits.get(id(s)) or self._new_hit(s)
         if h.since <= now < h.until or h.tick(now):

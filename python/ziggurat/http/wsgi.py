@@ -157,14 +157,18 @@ class WSGICacheMiddleware:
                     now(),
                 )
         if h is None:
-            return self._full(environ, start_response, method)
+            out = self._full(environ, start_response, method)
+            if not isinstance(out, Hit):
+                return out
+            h = out
         start_response(h.status, h.headers.copy())
         return [h.body] if method == "GET" and h.body else []
 
     def _full(
         self, environ: dict[str, Any], start_response: StartResponse, method: str
-    ) -> Iterable[bytes]:
-        """A request that is not a plain hit: the full rules."""
+    ) -> Hit | Iterable[bytes]:
+        """A request that is not a plain hit: the full rules. Returns the ``Hit`` to send
+        when they find one, else the response body."""
         scheme = environ.get("wsgi.url_scheme", "http")
         headers = _environ_headers(environ)
         h = environ.get("HTTP_HOST")
@@ -177,8 +181,7 @@ class WSGICacheMiddleware:
         client = environ.get("REMOTE_ADDR")
         d = self.engine.classify(method, scheme, host, target, headers, client, now())
         if isinstance(d, Hit):
-            start_response(d.status, d.headers.copy())
-            return [d.body] if method == "GET" and d.body else []
+            return d
         if isinstance(d, Reply):
             if d.refresh is not None:
                 self._refresh(environ, d.refresh)
