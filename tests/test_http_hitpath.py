@@ -420,3 +420,42 @@ def test_clients_get_their_own_header_list(cache: Cache) -> None:
     for hdrs in got[1:]:
         names = [k for k, _ in hdrs]
         assert names == [b"cache-control", b"content-length", b"age", b"cache-status", b"x-outer"]
+
+
+def test_a_scope_the_precheck_cannot_read_gets_the_full_rules(cache: Cache) -> None:
+    calls: list[int] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        calls.append(1)
+        headers = [(b"cache-control", b"max-age=60"), (b"content-length", b"2")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    mw = CacheMiddleware(app, cache, allowed_hosts=["example.com"])
+    # A header name that is not bytes (unhashable): no server sends it, and still the
+    # request is answered, by the app.
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "scheme": "http",
+        "raw_path": b"/odd",
+        "query_string": b"",
+        "headers": [(bytearray(b"x-odd"), b"1"), (b"host", b"example.com")],
+    }
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def run() -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await mw(scope, receive, send)
+        return sent
+
+    sent = asyncio.run(run())
+    assert sent[0]["status"] == 200 and sent[-1]["body"] == b"ok" and calls == [1]
+    status = dict(sent[0]["headers"])[b"cache-status"]
+    assert status == b"ziggurat; fwd=bypass; detail=error"

@@ -177,21 +177,25 @@ class CacheMiddleware:
         h = None
         if method == "GET" or method == "HEAD":
             # The plain hit, in one pass over the headers: a Host and none of the headers
-            # that need the full rules.
-            scan = self._scan
-            host = None
-            for k, v in headers:
-                if k in scan:
-                    if k == b"host" and host is None:
-                        host = v
-                        continue
-                    host = None
-                    break
-            raw = scope.get("raw_path")
-            if host is not None and type(raw) is bytes:
-                qs = scope.get("query_string")
-                target = raw + b"?" + qs if qs else raw
-                h = self._fresh(scope.get("scheme", "http"), host, target, headers, now())
+            # that need the full rules. A scope this cannot read goes to the full rules,
+            # which answer any input.
+            try:
+                scan = self._scan
+                host = None
+                for k, v in headers:
+                    if k in scan:
+                        if k == b"host" and host is None:
+                            host = v
+                            continue
+                        host = None
+                        break
+                raw = scope.get("raw_path")
+                if host is not None and type(raw) is bytes:
+                    qs = scope.get("query_string")
+                    target = raw + b"?" + qs if qs else raw
+                    h = self._fresh(scope.get("scheme", "http"), host, target, headers, now())
+            except Exception:
+                h = None
         if h is None:
             h = await self._full(scope, receive, send, method, headers)
             if h is None:
