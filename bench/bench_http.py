@@ -8,9 +8,9 @@ For each server, two apps run under the same server with the same number of work
 bare app, which returns a fixed response with ``Cache-Control: max-age``, and the same app
 behind the cache middleware, where every request is then a hit. The app is a
 framework app (Starlette, Flask) and, as the harshest comparison, a plain callable that
-does nothing but return the bytes. ``wrk`` loads
-each in turn; repetitions alternate between the two so drift hits both alike; the figure
-is the median of the requests per second. The ratio is cached / bare.
+does nothing but return the bytes. ``wrk`` loads each in turn; repetitions alternate
+between the two, and which of them goes first, so drift hits both alike; the figure is
+the median of the requests per second. The ratio is cached / bare.
 
 Besides requests per second, each run reads the CPU time the server's processes used
 (master and workers, from /proc) and reports requests per CPU second: on a machine
@@ -234,13 +234,15 @@ def run(
         rc: list[float] = []
         eb: list[float] = []
         ec: list[float] = []
-        for _ in range(reps):
-            rps, per_cpu = _wrk(bare_port, seconds, connections, 1, bare.pid)
-            rb.append(rps)
-            eb.append(per_cpu)
-            rps, per_cpu = _wrk(cached_port, seconds, connections, 1, cached.pid)
-            rc.append(rps)
-            ec.append(per_cpu)
+        for i in range(reps):
+            # Each pair in turn starts with the other server (bare-cached, cached-bare, …):
+            # load from other work that rises or falls during a run then weighs on both
+            # alike, instead of always on the second of each pair.
+            order = [("bare", bare_port, bare.pid), ("cached", cached_port, cached.pid)]
+            for which, port, pid in order if i % 2 == 0 else order[::-1]:
+                rps, per_cpu = _wrk(port, seconds, connections, 1, pid)
+                (rb if which == "bare" else rc).append(rps)
+                (eb if which == "bare" else ec).append(per_cpu)
         b, c = statistics.median(rb), statistics.median(rc)
         cb, cc = statistics.median(eb), statistics.median(ec)
         return {
@@ -260,6 +262,8 @@ def run(
             "cpu_ratio": cc / cb,
             "bare_reps": rb,
             "cached_reps": rc,
+            "bare_per_cpu_s_reps": eb,
+            "cached_per_cpu_s_reps": ec,
         }
     finally:
         for p in procs:

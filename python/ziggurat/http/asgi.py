@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
-from ziggurat.http.engine import ERROR, MARKER_TTL, Engine, Fill, Hdrs, Pass, Reply, now
+from ziggurat.http.engine import ERROR, MARKER_TTL, Engine, Fill, Hdrs, Hit, Pass, Reply, now
 from ziggurat.http.options import Options
 
 __all__ = ["CacheMiddleware"]
@@ -162,6 +162,8 @@ class CacheMiddleware:
         self.cache = cache
         self.options = Options.build("CacheMiddleware", **options)
         self.engine = Engine(cache, self.options)
+        self._scan = self.engine.heavy_headers | {b"host"}
+        self._fresh = self.engine.fresh
         self._refreshing: set[bytes] = set()
         self._tasks: set[asyncio.Future[Any]] = set()
 
@@ -170,9 +172,44 @@ class CacheMiddleware:
             await self.app(scope, receive, send)
             return
         method = scope.get("method", "GET")
-        scheme = scope.get("scheme", "http")
         # ASGI servers give lower-case names as bytes; the list is used as it is.
         headers: Hdrs = scope.get("headers") or []
+        h = None
+        if method == "GET" or method == "HEAD":
+            # The plain hit, in one pass over the headers: a Host and none of the headers
+            # that need the full rules. A scope this cannot read goes to the full rules,
+            # which answer any input.
+            try:
+                scan = self._scan
+                host = None
+                for k, v in headers:
+                    if k in scan:
+                        if k == b"host" and host is None:
+                            host = v
+                            continue
+                        host = None
+                        break
+                raw = scope.get("raw_path")
+                if host is not None and type(raw) is bytes:
+                    qs = scope.get("query_string")
+                    target = raw + b"?" + qs if qs else raw
+                    h = self._fresh(scope.get("scheme", "http"), host, target, headers, now())
+            except Exception:
+                h = None
+        if h is None:
+            h = await self._full(scope, receive, send, method, headers)
+            if h is None:
+                return
+        await send({"type": "http.response.start", "status": h.status, "headers": h.headers.copy()})
+        body = h.body if method == "GET" else b""
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def _full(
+        self, scope: Scope, receive: Receive, send: Send, method: str, headers: Hdrs
+    ) -> Hit | None:
+        """A request that is not a plain hit: the full rules. Returns the ``Hit`` to send
+        when they find one, else None once the response is sent."""
+        scheme = scope.get("scheme", "http")
         host = None
         for k, v in headers:
             if k == b"host":
@@ -188,16 +225,19 @@ class CacheMiddleware:
         d = self.engine.classify(
             method, scheme, host, target, headers, client[0] if client else None, now()
         )
+        if isinstance(d, Hit):
+            return d
         if isinstance(d, Reply):
             await send({"type": "http.response.start", "status": d.status, "headers": d.headers})
             await send({"type": "http.response.body", "body": d.body, "more_body": False})
             if d.refresh is not None:
                 self._refresh(scope, d.refresh)
-            return
+            return None
         if isinstance(d, Pass):
             await self._pass(d, scope, receive, send, scheme, host, target)
-            return
+            return None
         await self._fill(d, scope, receive, send)
+        return None
 
     async def _pass(
         self,

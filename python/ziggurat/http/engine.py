@@ -1,11 +1,16 @@
 """The request flow of the HTTP cache, without I/O: both adapters drive this one engine.
 
 An adapter turns the request into ``(method, scheme, host, target, headers, client)`` and
-asks ``Engine.classify`` what to do. The answer is a ``Reply`` to send at once (a hit, a
-304, an answered ``PURGE``), a ``Pass`` (forward to the app, only strip the tag header), or
-a ``Fill`` (forward to the app with validators, then give the response head to
-``Fill.head`` and, if it asks for the body, the body to ``Fill.complete``). Coalescing
-happens in the adapters, around ``Fill``: they hold the fill's lease with ``Cache.fetch``.
+asks ``Engine.classify`` what to do. The answer is a ``Hit`` (a fresh stored response), a
+``Reply`` to send at once (a 304, a stale response, an answered ``PURGE``), a ``Pass``
+(forward to the app, only strip the tag header), or a ``Fill`` (forward to the app with
+validators, then give the response head to ``Fill.head`` and, if it asks for the body,
+the body to ``Fill.complete``). Coalescing happens in the adapters, around ``Fill``: they
+hold the fill's lease with ``Cache.fetch``.
+
+Most requests are plain hits, so the adapters first ask ``Engine.fresh``: it answers a
+request that carries none of the headers in ``Engine.heavy_headers`` with its ``Hit``, or
+None, and ``classify`` then applies the full rules. Both give the same answer.
 """
 
 from __future__ import annotations
@@ -13,15 +18,17 @@ from __future__ import annotations
 import hmac
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from ziggurat.http import rules, store
+from ziggurat.http.hit import Hit
 from ziggurat.http.options import Options
 from ziggurat.http.store import Stored
 
-__all__ = ["Engine", "Fill", "Pass", "Reply"]
+__all__ = ["Engine", "Fill", "Hit", "Pass", "Reply"]
 
 log = logging.getLogger("ziggurat.http")
 
@@ -41,6 +48,13 @@ _MAX_TTL = 365 * 86400.0
 MARKER_TTL = 0.5
 STORED, ERROR, TEE = "S", "E", "T"
 _UNSEEN: Any = object()
+# The clock of stored times: the wall clock, as Date and Expires are wall-clock times. The
+# C function itself, not a wrapper: the hit path reads it on every request.
+now: Callable[[], float] = time.time
+# The per-process table of Hits is emptied past either bound: it keeps stored responses
+# alive after the cache dropped them.
+_HITS_MAX = 4096
+_HITS_MAX_BYTES = 32 << 20
 _BYPASS, _PASS_COND, _LENGTH, _CHUNKED, _AUTH, _COND, _COOKIE, _CC, _PRAGMA = range(9)
 
 
@@ -58,9 +72,6 @@ class Reply:
     # Set when a stale response is served under stale-while-revalidate: the fill that
     # refreshes it in the background.
     refresh: Fill | None = None
-    # For hits: the leading part of ``headers`` that is the same object on every hit of
-    # one stored response (adapters may convert it once).
-    base: Hdrs | None = None
 
 
 @dataclass(slots=True)
@@ -85,7 +96,8 @@ def _status(opts: Options, headers: Hdrs, value: bytes) -> Hdrs:
 
 
 class Engine:
-    """The caching rules bound to one cache and one set of options.
+    """The caching rules bound to one cache and one set of options. ``emit_headers`` and
+    ``emit_status`` put a ``Hit`` in the adapter's form (see ``Hit``; default: ASGI's).
 
     >>> from ziggurat import Cache
     >>> c = Cache("doc-engine", size="8MiB")
@@ -97,7 +109,14 @@ class Engine:
     >>> c.unlink()
     """
 
-    def __init__(self, cache: Any, opts: Options) -> None:
+    def __init__(
+        self,
+        cache: Any,
+        opts: Options,
+        *,
+        emit_headers: Callable[[Hdrs], Any] | None = None,
+        emit_status: Callable[[int], Any] | None = None,
+    ) -> None:
         self.cache = cache
         self.opts = opts
         self._bypass = opts.bypass_headers
@@ -119,8 +138,28 @@ class Engine:
             **dict.fromkeys(_PASS_CONDITIONALS, _PASS_COND),
             **dict.fromkeys(opts.bypass_headers, _BYPASS),
         }
-        # id(stored) -> [stored, headers with Content-Length, whole age, full headers]
-        self._hits: dict[int, list[Any]] = {}
+        # The request headers that can change the answer to a GET of a fresh stored
+        # response (Authorization cannot: it only matters to what is stored).
+        heavy = {b"content-length", b"transfer-encoding", *_CLIENT_CONDITIONALS}
+        heavy |= _PASS_CONDITIONALS | opts.bypass_headers
+        if self._cookies:
+            heavy.add(b"cookie")
+        if opts.request_directives:
+            heavy |= {b"cache-control", b"pragma"}
+        self.heavy_headers = frozenset(heavy)
+        # Their WSGI environ keys (Content-Length under both names a server may use).
+        self.heavy_environ = frozenset(
+            {"HTTP_" + n.decode("latin-1").upper().replace("-", "_") for n in heavy}
+            | {"CONTENT_LENGTH"}
+        )
+        # Raw Host value -> the key prefix of its URLs (b"" for a host not allowed), per
+        # scheme, for ``fresh``.
+        self._fresh_http: dict[bytes | str, bytes] = {}
+        self._fresh_https: dict[bytes | str, bytes] = {}
+        self._emit_headers, self._emit_status = emit_headers, emit_status
+        # id(stored) -> its Hit (the Hit holds the stored object, so the id stays its own)
+        self._hits: dict[int, Hit] = {}
+        self._hits_bytes = 0
 
     # -- requests -------------------------------------------------------------------------
 
@@ -133,8 +172,9 @@ class Engine:
         headers: Hdrs,
         client: str | None,
         now: float,
-    ) -> Reply | Pass | Fill:
-        """What to do with a request (never raises for any input)."""
+    ) -> Hit | Reply | Pass | Fill:
+        """What to do with a request (never raises for any input). For a ``Hit``, the body
+        is sent only to GET."""
         try:
             return self._classify(method, scheme, host_raw, target, headers, client, now)
         except Exception as e:  # a broken segment or a bug: the app answers, uncached
@@ -150,7 +190,7 @@ class Engine:
         headers: Hdrs,
         client: str | None,
         now: float,
-    ) -> Reply | Pass | Fill:
+    ) -> Hit | Reply | Pass | Fill:
         o = self.opts
         if method not in ("GET", "HEAD"):
             if method == "PURGE" and o.purge_token is not None:
@@ -223,12 +263,12 @@ class Engine:
             stored, key = v, base
         else:
             stored, key = store.lookup(self.cache, base, headers, v)
-        if stored is not None and not (req_cc or conditional or "no-cache" in stored.flags):
-            # The common hit: nothing in the request or the response asks for more checks
-            # (the other flags only matter once the response is stale).
-            age = stored.initial_age + max(0.0, now - stored.response_time)
-            if age < stored.lifetime:
-                return self._hit(stored, age, method)
+        if stored is not None and not (req_cc or conditional):
+            # The common hit: nothing in the request asks for more checks (in the response,
+            # no-cache does; the other flags only matter once the response is stale).
+            hit = self._hit(stored, now)
+            if hit is not None:
+                return hit
         fill = Fill(
             self, method, scheme, host, target, headers, base, key, stored, req_cc, has_auth, now
         )
@@ -296,25 +336,92 @@ class Engine:
         self._hosts[raw or b""] = host
         return host
 
-    def _hit(self, s: Stored, age: float, method: str) -> Reply:
-        """A fresh stored response: its headers (with Content-Length) are built once per
-        stored object and process, ``Age`` and ``Cache-Status`` once per second."""
-        memo = self._hits.get(id(s))
-        if memo is None or memo[0] is not s:
-            base: Hdrs = list(s.headers)
-            if s.status not in (204, 304):
-                base.append((b"content-length", b"%d" % len(s.body)))
-            if len(self._hits) > 4096:
-                self._hits.clear()
-            memo = self._hits[id(s)] = [s, base, -1, None]
-        whole = int(age)
-        if memo[2] != whole:
-            hdrs = [*memo[1], (b"age", b"%d" % whole)]
-            if self.opts.cache_status:
-                hdrs.append((b"cache-status", b"ziggurat; hit; ttl=%d" % (s.lifetime - age)))
-            memo[2], memo[3] = whole, hdrs
-        # Each request gets its own list: servers and outer middleware may change it.
-        return Reply(s.status, memo[3].copy(), b"" if method == "HEAD" else s.body, base=memo[1])
+    def fresh(
+        self, scheme: str, host_raw: bytes | str, target: bytes, headers: Hdrs | None, now: float
+    ) -> Hit | None:
+        """The ``Hit`` for a GET or HEAD request without any of ``heavy_headers``, or None
+        when it is not a plain hit (``classify`` then decides). ``host_raw`` is the Host
+        header's value (bytes, or a str from a WSGI environ); ``headers``, the request's
+        headers, selects a ``Vary`` variant (None: only responses without ``Vary``).
+
+        >>> from ziggurat import Cache
+        >>> c = Cache("doc-engine-fresh", size="8MiB")
+        >>> e = Engine(c, Options())
+        >>> print(e.fresh("http", b"localhost", b"/", [], now()))
+        None
+        >>> c.unlink()
+        """
+        try:
+            if scheme == "http":
+                prefixes = self._fresh_http
+            elif scheme == "https":
+                prefixes = self._fresh_https
+            else:
+                return None
+            prefix = prefixes.get(host_raw)
+            if prefix is None:
+                prefix = self._fresh_prefix(scheme, host_raw, prefixes)
+            # 63 is "?": an int is found by memchr, a bytes needle takes the slow search.
+            if not prefix or (63 in target and target.lower().find(b"_method=") >= 0):
+                return None
+            # A key longer than MAX_KEY is never stored as it is (store.base_key digests
+            # it): the lookup misses, or the cache refuses it, and classify takes over.
+            base = prefix + target
+            v = self.cache.get(base)
+            # The table holds each Hit's stored object, so an id found there is that
+            # object's: a response already served here skips the checks below.
+            h = self._hits.get(id(v))
+            if h is None:
+                if type(v) is not Stored:
+                    if v is None or headers is None:
+                        return None
+                    v, _ = store.lookup(self.cache, base, headers, v)
+                    if v is None:
+                        return None
+                    h = self._hits.get(id(v))
+                elif v.vary:
+                    return None
+                if h is None:
+                    h = self._new_hit(v)
+            if h.since <= now < h.until or h.tick(now):
+                return h
+            return None
+        except Exception:  # classify meets the same fault, and reports it
+            return None
+
+    def _fresh_prefix(
+        self, scheme: str, host_raw: bytes | str, prefixes: dict[bytes | str, bytes]
+    ) -> bytes:
+        raw = host_raw.encode("latin-1", "replace") if isinstance(host_raw, str) else host_raw
+        host = self._hosts.get(raw, _UNSEEN)
+        if host is _UNSEEN:
+            host = self._host(raw)
+        prefix = b"" if host is None else store.base_key(scheme, host, b"")
+        if len(prefixes) > 1024:
+            prefixes.clear()
+        prefixes[host_raw] = prefix
+        return prefix
+
+    def _hit(self, s: Stored, now: float) -> Hit | None:
+        """``s`` as a ``Hit`` ready for ``now``, or None when it is not fresh then."""
+        h = self._hits.get(id(s)) or self._new_hit(s)
+        if h.since <= now < h.until or h.tick(now):
+            return h
+        return None
+
+    def _new_hit(self, s: Stored) -> Hit:
+        h = Hit(
+            s,
+            cache_status=self.opts.cache_status,
+            emit_headers=self._emit_headers,
+            emit_status=self._emit_status,
+        )
+        if len(self._hits) >= _HITS_MAX or self._hits_bytes > _HITS_MAX_BYTES:
+            self._hits.clear()
+            self._hits_bytes = 0
+        self._hits[id(s)] = h
+        self._hits_bytes += len(s.body)
+        return h
 
     def _purge(
         self, scheme: str, host_raw: bytes | None, target: bytes, headers: Hdrs, client: str | None
@@ -913,12 +1020,3 @@ class Fill:
         if self.stored:
             return STORED
         return TEE if self.tee else None
-
-
-def now() -> float:
-    """The clock of stored times (wall clock: Date and Expires are wall-clock times).
-
-    >>> now() > 1.7e9
-    True
-    """
-    return time.time()

@@ -14,16 +14,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
-from ziggurat.http.engine import (
-    ERROR,
-    MARKER_TTL,
-    Engine,
-    Fill,
-    Hdrs,
-    Pass,
-    Reply,
-    now,
-)
+from ziggurat.http.engine import ERROR, MARKER_TTL, Engine, Fill, Hdrs, Hit, Pass, Reply, now
 from ziggurat.http.options import Options
 
 __all__ = ["WSGICacheMiddleware"]
@@ -143,13 +134,41 @@ class WSGICacheMiddleware:
         self.app = app
         self.cache = cache
         self.options = Options.build("WSGICacheMiddleware", **options)
-        self.engine = Engine(cache, self.options)
+        self.engine = Engine(cache, self.options, emit_headers=_to_wsgi, emit_status=_status_line)
+        self._heavy = self.engine.heavy_environ
+        self._fresh = self.engine.fresh
         self._refreshing: set[bytes] = set()
         self._guard = threading.Lock()
-        self._converted: dict[int, tuple[Hdrs, list[tuple[str, str]]]] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "GET")
+        h = None
+        # The plain hit: none of the headers that need the full rules (one set operation
+        # in C), and the server's raw target.
+        if (method == "GET" or method == "HEAD") and self._heavy.isdisjoint(environ):
+            host = environ.get("HTTP_HOST")
+            raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+            if type(host) is str and type(raw) is str and raw[:1] == "/":
+                h = self._fresh(
+                    environ.get("wsgi.url_scheme", "http"),
+                    host,
+                    raw.encode("latin-1", "replace"),
+                    None,
+                    now(),
+                )
+        if h is None:
+            out = self._full(environ, start_response, method)
+            if not isinstance(out, Hit):
+                return out
+            h = out
+        start_response(h.status, h.headers.copy())
+        return [h.body] if method == "GET" and h.body else []
+
+    def _full(
+        self, environ: dict[str, Any], start_response: StartResponse, method: str
+    ) -> Hit | Iterable[bytes]:
+        """A request that is not a plain hit: the full rules. Returns the ``Hit`` to send
+        when they find one, else the response body."""
         scheme = environ.get("wsgi.url_scheme", "http")
         headers = _environ_headers(environ)
         h = environ.get("HTTP_HOST")
@@ -161,6 +180,8 @@ class WSGICacheMiddleware:
         target = _target(environ)
         client = environ.get("REMOTE_ADDR")
         d = self.engine.classify(method, scheme, host, target, headers, client, now())
+        if isinstance(d, Hit):
+            return d
         if isinstance(d, Reply):
             if d.refresh is not None:
                 self._refresh(environ, d.refresh)
@@ -172,18 +193,7 @@ class WSGICacheMiddleware:
     # -- the three outcomes --------------------------------------------------------------
 
     def _send(self, r: Reply, start_response: StartResponse) -> Iterable[bytes]:
-        if r.base is not None:
-            memo = self._converted.get(id(r.base))
-            if memo is None or memo[0] is not r.base:
-                if len(self._converted) > 4096:
-                    self._converted.clear()
-                memo = self._converted[id(r.base)] = (r.base, _to_wsgi(r.base))
-            headers = memo[1].copy()
-            for k, v in r.headers[len(r.base) :]:
-                headers.append((k.decode("latin-1"), v.decode("latin-1")))
-        else:
-            headers = _to_wsgi(r.headers)
-        start_response(_status_line(r.status), headers)
+        start_response(_status_line(r.status), _to_wsgi(r.headers))
         return [r.body] if r.body else []
 
     def _pass(
