@@ -103,6 +103,28 @@ def test_follow_takes_the_stream_and_hands_it_back_when_killed(
     b.close()
 
 
+def test_a_follower_pid_taken_by_another_process_does_not_stop_the_stream(
+    server: Server, shm_dir: str
+) -> None:
+    """A follower that died leaves its pid behind; once the system gives that pid to an
+    unrelated process, the workers must not stand aside for it."""
+    name = "f" + uuid.uuid4().hex[:10]
+    a = open_host(name, os.path.join(shm_dir, "a"), server.url)
+    b = open_host(name, os.path.join(shm_dir, "b"), server.url)
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        assert b._core.app_cas(W.FOLLOWER, 0, other.pid)  # alive, but never asked to follow
+        time.sleep(1.0)  # a few election rounds
+        assert b._core.app_load(W.LEASE) == os.getpid()
+        a.set("k", 1)
+        assert converges(lambda: b.get("k") == 1)
+    finally:
+        other.kill()
+        other.wait()
+        a.close()
+        b.close()
+
+
 def test_follow_waits_for_the_cache_and_stops_on_sigterm(server: Server, shm_dir: str) -> None:
     name = "f" + uuid.uuid4().hex[:10]
     d = os.path.join(shm_dir, "late")

@@ -109,6 +109,7 @@ class Reader:
             if cur not in (0, pid) and _alive(cur):
                 return cur
             if self.core.app_cas(W.FOLLOWER, cur, pid):
+                self._stamp(W.FOLLOWER_AT)
                 return 0
 
     def run(self) -> None:
@@ -119,11 +120,17 @@ class Reader:
     # -- election -------------------------------------------------------------------------
 
     def _standing_aside(self) -> bool:
-        """Whether a dedicated reader (another live process) follows for this host."""
+        """Whether a dedicated reader (another live process) follows for this host: it
+        holds the lease and beats, or asked for it within ``STALE_MS`` (a pid alone could
+        be another process's by now)."""
         if self.dedicated:
             return False
-        f = self.core.app_load(W.FOLLOWER)
-        return f != 0 and f != os.getpid() and _alive(f)
+        w = self.core.app_load
+        f = w(W.FOLLOWER)
+        if f == 0 or f == os.getpid() or not _alive(f):
+            return False
+        since = w(W.BEAT) if w(W.LEASE) == f else w(W.FOLLOWER_AT)
+        return bool(_mono_ms() - since < STALE_MS)
 
     def _take(self) -> bool:
         pid = os.getpid()
@@ -136,6 +143,8 @@ class Reader:
             return True
         beat = self.core.app_load(W.BEAT)
         if cur != 0 and _alive(cur) and _mono_ms() - beat < STALE_MS:
+            if self.dedicated:
+                self._stamp(W.FOLLOWER_AT)  # still asking: the holder stands aside
             return False
         if not self.core.app_cas(W.LEASE, cur, pid):
             return False
@@ -143,8 +152,11 @@ class Reader:
         return True
 
     def _beat(self) -> None:
-        b = self.core.app_load(W.BEAT)
-        self.core.app_cas(W.BEAT, b, _mono_ms())
+        self._stamp(W.BEAT)
+
+    def _stamp(self, word: int) -> None:
+        b = self.core.app_load(word)
+        self.core.app_cas(word, b, _mono_ms())
 
     def _holding(self) -> bool:
         return bool(self.core.app_load(W.LEASE) == os.getpid()) and not self._standing_aside()

@@ -56,6 +56,7 @@ class W:
     FENCE = 14  # the host's fence: raised before each recovery from a cut-off
     REPLAYS = 15  # events applied that were in the stream before the reader connected
     FOLLOWER = 16  # pid of a process that only follows the stream (``ziggurat follow``)
+    FOLLOWER_AT = 17  # when it last asked for the lease, ms of CLOCK_MONOTONIC
 
 
 class ClusterTier:
