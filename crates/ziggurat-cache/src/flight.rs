@@ -77,6 +77,19 @@ pub struct FlightKey {
     neg: KeyHash,
 }
 
+impl FlightKey {
+    /// The key's hashes as `main.hash(key)` and `neg.hash(key)` made them: a
+    /// read that hashed the key already hands them on instead of hashing again.
+    pub fn from_hashes(main: KeyHash, neg: KeyHash) -> FlightKey {
+        FlightKey { main, neg }
+    }
+
+    /// The key's hash in the main segment (what a write of its value takes).
+    pub fn main(&self) -> &KeyHash {
+        &self.main
+    }
+}
+
 /// The load and refresh leases of one cache: its main segment (whose stamps
 /// say whether a key changed) and its cached-miss segment (which holds the
 /// lease cells).

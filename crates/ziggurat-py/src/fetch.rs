@@ -7,6 +7,7 @@
 //! Python, where the loader is awaited. The lease protocol itself lives in
 //! `ziggurat_cache::Flight`.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -273,6 +274,7 @@ impl CacheCore {
         }
         let mut st = self.state(STEP_LOAD, key, hash, plan);
         st.stale = stale;
+        st.fk = b.keys;
         self.lease(py, st, b.stamps)
     }
 
@@ -374,13 +376,21 @@ impl CacheCore {
 
     /// Gives back the lease a LOAD step holds.
     pub(crate) fn give_back(&self, py: Python<'_>, st: &State) {
-        let (Some(fl), Ok(kb)) = (self.flight(), key_bytes(st.key.bind(py))) else {
+        let Some(fl) = self.flight() else {
             return;
         };
-        if st.refreshing {
-            fl.end_refresh(kb);
-        } else {
-            fl.release(&st.fk.unwrap_or_else(|| fl.key(kb)));
+        match (st.refreshing, st.fk) {
+            (false, Some(fk)) => fl.release(&fk),
+            (refreshing, _) => {
+                let Ok(kb) = key_bytes(st.key.bind(py)) else {
+                    return;
+                };
+                if refreshing {
+                    fl.end_refresh(kb);
+                } else {
+                    fl.release(&fl.key(kb));
+                }
+            }
         }
     }
 
@@ -396,6 +406,11 @@ impl CacheCore {
     ) -> PyResult<Py<PyAny>> {
         self.loads_done.record(ns, true);
         let key = st.key.bind(py);
+        // Waiters find the value as soon as the segment holds it, so the lease
+        // goes back then, before the L1 fill. With a tier below, only once the
+        // tier has been told, as it may count on the lease meanwhile.
+        let early = st.kind != STEP_LOCAL && self.hooks.above.get().is_none();
+        let released = Cell::new(false);
         let stored = (|| -> PyResult<()> {
             let kb = key_bytes(key)?;
             if value.is_none() {
@@ -411,12 +426,18 @@ impl CacheCore {
                     st.plan.ttl
                 };
                 let stale = st.plan.stale_ttl.unwrap_or(0.0);
-                self.store(py, key, kb, st.hash, &value, ttl, stale, &st.plan.tags)?;
+                let kh = st.fk.map(|k| *k.main());
+                self.store(py, key, kb, st.hash, kh, &value, ttl, stale, &st.plan.tags, || {
+                    if early {
+                        self.give_back(py, st);
+                        released.set(true);
+                    }
+                })?;
                 self.tell_above(py, key, &value, ttl, &st.plan.tags);
                 Ok(())
             }
         })();
-        if st.kind != STEP_LOCAL {
+        if st.kind != STEP_LOCAL && !released.get() {
             self.give_back(py, st);
         }
         if let Err(e) = stored {
