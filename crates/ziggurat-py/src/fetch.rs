@@ -20,6 +20,7 @@ use crate::args::{check_key, check_ttls, key_hash, named, positive_ttl, refuse_a
 use crate::convert::{key_bytes, tags_arg, ttl_arg, ZigguratError};
 use crate::core::{CacheCore, CopyMode, Quick};
 use crate::read::{HIT, NEG, STALE};
+use crate::stats::Took;
 
 create_exception!(
     _native,
@@ -402,9 +403,9 @@ impl CacheCore {
         py: Python<'_>,
         st: &State,
         value: Bound<'_, PyAny>,
-        ns: u64,
+        took: Took,
     ) -> PyResult<Py<PyAny>> {
-        self.loads_done.record(ns, true);
+        self.loads_done.record(took, true);
         let key = st.key.bind(py);
         // Waiters find the value as soon as the segment holds it, so the lease
         // goes back then, before the L1 fill. With a tier below, only once the
@@ -427,12 +428,23 @@ impl CacheCore {
                 };
                 let stale = st.plan.stale_ttl.unwrap_or(0.0);
                 let kh = st.fk.map(|k| *k.main());
-                self.store(py, key, kb, st.hash, kh, &value, ttl, stale, &st.plan.tags, || {
-                    if early {
-                        self.give_back(py, st);
-                        released.set(true);
-                    }
-                })?;
+                self.store(
+                    py,
+                    key,
+                    kb,
+                    st.hash,
+                    kh,
+                    &value,
+                    ttl,
+                    stale,
+                    &st.plan.tags,
+                    || {
+                        if early {
+                            self.give_back(py, st);
+                            released.set(true);
+                        }
+                    },
+                )?;
                 self.tell_above(py, key, &value, ttl, &st.plan.tags);
                 Ok(())
             }
@@ -456,8 +468,8 @@ impl CacheCore {
 
     /// LOAD or LOCAL, the loader raised after `ns`: gives the lease back; the
     /// stale value to answer with instead, if fail-safe allows one.
-    pub(crate) fn failed(&self, py: Python<'_>, st: &State, ns: u64) -> Option<Py<PyAny>> {
-        self.loads_done.record(ns, false);
+    pub(crate) fn failed(&self, py: Python<'_>, st: &State, took: Took) -> Option<Py<PyAny>> {
+        self.loads_done.record(took, false);
         if st.kind != STEP_LOCAL {
             self.give_back(py, st);
             self.tell_above(py, st.key.bind(py), &py.None().into_bound(py), -1.0, &[]);
@@ -495,12 +507,12 @@ impl CacheCore {
                             "loader must be callable",
                         ));
                     }
-                    let t0 = Instant::now();
+                    let t0 = ziggurat_core::ticks();
                     let r = loader.call0().and_then(refuse_awaitable);
-                    let ns = t0.elapsed().as_nanos() as u64;
+                    let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
                     return match r {
-                        Ok(v) => self.done(py, &st, v, ns),
-                        Err(e) => match self.failed(py, &st, ns) {
+                        Ok(v) => self.done(py, &st, v, took),
+                        Err(e) => match self.failed(py, &st, took) {
                             Some(stale) => {
                                 self.write_failed(py, "stale", key, e);
                                 Ok(stale)
@@ -611,14 +623,15 @@ impl CacheCore {
         if !step.finish() {
             return Ok(value.unbind());
         }
-        self.done(py, &step.state, value, (seconds.max(0.0) * 1e9) as u64)
+        let took = Took::Ns((seconds.max(0.0) * 1e9) as u64);
+        self.done(py, &step.state, value, took)
     }
 
     pub(crate) fn py_failed(&self, py: Python<'_>, step: &Step, seconds: f64) -> Option<Py<PyAny>> {
         if !step.finish() {
             return None;
         }
-        self.failed(py, &step.state, (seconds.max(0.0) * 1e9) as u64)
+        self.failed(py, &step.state, Took::Ns((seconds.max(0.0) * 1e9) as u64))
     }
 
     pub(crate) fn py_abandon(&self, py: Python<'_>, step: &Step) {
