@@ -194,13 +194,13 @@ impl CacheCore {
         }
     }
 
-    fn state(&self, kind: u8, key: &Bound<'_, PyAny>, hash: u64, plan: &Plan) -> State {
+    fn state(&self, kind: u8, key: &Bound<'_, PyAny>, hash: u64, plan: Plan) -> State {
         State {
             kind,
             value: None,
             key: key.clone().unbind(),
             hash,
-            plan: plan.clone(),
+            plan,
             stamp: 0,
             seq: 0,
             deadline: None,
@@ -217,7 +217,7 @@ impl CacheCore {
         &self,
         key: &Bound<'_, PyAny>,
         hash: u64,
-        plan: &Plan,
+        plan: Plan,
         value: Option<Py<PyAny>>,
         due: bool,
     ) -> State {
@@ -227,7 +227,7 @@ impl CacheCore {
             if let (Some(fl), Ok(kb)) = (self.flight(), key_bytes(key)) {
                 if fl.begin_refresh(kb, self.cfg.loader_timeout) {
                     self.loads_done.refreshes.bump();
-                    let mut r = self.state(STEP_LOAD, key, hash, plan);
+                    let mut r = self.state(STEP_LOAD, key, hash, st.plan.clone());
                     r.refreshing = true;
                     let fk = fl.key(kb);
                     r.stamp = fl.main_stamp(&fk);
@@ -249,13 +249,14 @@ impl CacheCore {
     }
 
     /// The first step of a miss (L1 already missed): L2, the cached misses,
-    /// then the lease.
+    /// then the lease. The step is built once and changed in place from here
+    /// on: it is large, and moving it costs more than most of what it does.
     pub(crate) fn begin(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         hash: u64,
-        plan: &Plan,
+        plan: Plan,
     ) -> PyResult<State> {
         let b = self.read_below(py, key, hash, plan.stale_ttl.is_some())?;
         let mut stale = None;
@@ -276,19 +277,19 @@ impl CacheCore {
         let mut st = self.state(STEP_LOAD, key, hash, plan);
         st.stale = stale;
         st.fk = b.keys;
-        self.lease(py, st, b.stamps)
+        self.lease(py, &mut st, b.stamps)?;
+        Ok(st)
     }
 
     /// Takes the lease for `st`'s key, or finds who holds it.
-    fn lease(&self, py: Python<'_>, mut st: State, snap: Option<u64>) -> PyResult<State> {
+    fn lease(&self, py: Python<'_>, st: &mut State, snap: Option<u64>) -> PyResult<()> {
         let Some(fl) = self.flight() else {
             st.kind = STEP_LOCAL;
-            return Ok(st);
+            return Ok(());
         };
-        let key = st.key.bind(py).clone();
         let fk = match st.fk {
             Some(fk) => fk,
-            None => *st.fk.insert(fl.key(key_bytes(&key)?)),
+            None => *st.fk.insert(fl.key(key_bytes(st.key.bind(py))?)),
         };
         match fl.begin(&fk, snap, self.cfg.loader_timeout) {
             Next::Load {
@@ -300,22 +301,27 @@ impl CacheCore {
                     self.loads_done.takeovers.bump();
                 }
                 if recheck {
-                    if let Some(v) = self.find_now(py, &key, st.hash)? {
+                    if let Some(v) = self.find_now(py, &st.key.bind(py).clone(), st.hash)? {
                         fl.release(&fk);
                         st.kind = STEP_HIT;
                         st.value = Some(v);
-                        return Ok(st);
+                        return Ok(());
                     }
                 }
                 st.kind = STEP_LOAD;
                 st.stamp = main_stamp;
+                // The value will be written: start loading what the write touches
+                // now, so that overlaps the loader instead of waiting after it.
+                if let Some(m) = self.main.as_ref() {
+                    m.prefetch_write(fk.main());
+                }
             }
             Next::Wait { seq, .. } => {
                 // The holder may have stored the value between our read and now.
-                if let Some(v) = self.find_now(py, &key, st.hash)? {
+                if let Some(v) = self.find_now(py, &st.key.bind(py).clone(), st.hash)? {
                     st.kind = STEP_HIT;
                     st.value = Some(v);
-                    return Ok(st);
+                    return Ok(());
                 }
                 st.kind = STEP_WAIT;
                 st.seq = seq;
@@ -325,7 +331,7 @@ impl CacheCore {
                 }
             }
         }
-        Ok(st)
+        Ok(())
     }
 
     /// WAIT: sleeps (without the GIL) until the holder releases the lease, a
@@ -362,15 +368,14 @@ impl CacheCore {
     }
 
     /// The step after a wait: the value if it landed, else the lease again.
-    pub(crate) fn after_wait(&self, py: Python<'_>, mut st: State) -> PyResult<State> {
-        let key = st.key.bind(py).clone();
-        if let Some(v) = self.find_now(py, &key, st.hash)? {
+    pub(crate) fn after_wait(&self, py: Python<'_>, st: &mut State) -> PyResult<()> {
+        if let Some(v) = self.find_now(py, &st.key.bind(py).clone(), st.hash)? {
             st.kind = STEP_HIT;
             st.value = Some(v);
-            return Ok(st);
+            return Ok(());
         }
         if st.deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(self.timed_out(py, &st));
+            return Err(self.timed_out(py, st));
         }
         self.lease(py, st, None)
     }
@@ -486,7 +491,7 @@ impl CacheCore {
         key: &Bound<'_, PyAny>,
         hash: u64,
         loader: &Bound<'_, PyAny>,
-        plan: &Plan,
+        plan: Plan,
     ) -> PyResult<Py<PyAny>> {
         let mut st = self.begin(py, key, hash, plan)?;
         loop {
@@ -523,7 +528,7 @@ impl CacheCore {
                 }
                 STEP_WAIT => {
                     self.wait(py, &st)?;
-                    st = self.after_wait(py, st)?;
+                    self.after_wait(py, &mut st)?;
                 }
                 _ => {
                     // No segment: the Python side shares one load among threads.
@@ -579,7 +584,7 @@ impl CacheCore {
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        plan: &Plan,
+        plan: Plan,
         l1: Option<(Py<PyAny>, bool)>,
         hash: u64,
     ) -> PyResult<Py<Step>> {
@@ -609,7 +614,8 @@ impl CacheCore {
     }
 
     pub(crate) fn py_next(&self, py: Python<'_>, step: &Step) -> PyResult<Py<Step>> {
-        let st = self.after_wait(py, step.state.successor(py, false))?;
+        let mut st = step.state.successor(py, false);
+        self.after_wait(py, &mut st)?;
         Step::wrap(py, st)
     }
 
@@ -684,14 +690,14 @@ impl CacheCore {
                 check_key(key)?;
                 let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
                 if let Some(v) = due_hit {
-                    let mut st = self.hit(key, hash, &plan, Some(v.clone_ref(py)), true);
+                    let mut st = self.hit(key, hash, plan, Some(v.clone_ref(py)), true);
                     if let Some(r) = st.refresh.take() {
                         self.start_refresh(py, *r, loader)?;
                     }
                     return Ok(v);
                 }
                 self.l1_misses.bump();
-                self.fetch_miss(py, key, hash, loader, &plan)
+                self.fetch_miss(py, key, hash, loader, plan)
             })(),
         )
     }
@@ -720,10 +726,10 @@ impl CacheCore {
                 check_key(key)?;
                 let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
                 if let Some(hit) = self.l1_fetch(py, key, hash)? {
-                    return self.py_begin(py, key, &plan, Some(hit), hash);
+                    return self.py_begin(py, key, plan, Some(hit), hash);
                 }
                 self.l1_misses.bump();
-                self.py_begin(py, key, &plan, None, hash)
+                self.py_begin(py, key, plan, None, hash)
             })(),
         )
     }
