@@ -19,7 +19,7 @@ use ziggurat_cache::{Flight, FlightKey, Next};
 use crate::args::{check_key, check_ttls, key_hash, named, positive_ttl, refuse_awaitable};
 use crate::convert::{key_bytes, tags_arg, ttl_arg, ZigguratError};
 use crate::core::{CacheCore, CopyMode, Quick};
-use crate::read::{HIT, NEG, STALE};
+use crate::read::{Below, HIT, MISS, NEG, STALE};
 use crate::stats::Took;
 
 create_exception!(
@@ -259,6 +259,18 @@ impl CacheCore {
         plan: Plan,
     ) -> PyResult<State> {
         let b = self.read_below(py, key, hash, plan.stale_ttl.is_some())?;
+        self.begin_from(py, key, hash, plan, b)
+    }
+
+    /// The first step of a miss, from what the read below L1 found.
+    fn begin_from(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        plan: Plan,
+        b: Below,
+    ) -> PyResult<State> {
         let mut stale = None;
         match b.kind {
             HIT => {
@@ -291,7 +303,20 @@ impl CacheCore {
             Some(fk) => fk,
             None => *st.fk.insert(fl.key(key_bytes(st.key.bind(py))?)),
         };
-        match fl.begin(&fk, snap, self.cfg.loader_timeout) {
+        let next = fl.begin(&fk, snap, self.cfg.loader_timeout);
+        self.leased(py, st, &fl, &fk, next)
+    }
+
+    /// Where `st` stands after `fl.begin` answered `next` for its key.
+    fn leased(
+        &self,
+        py: Python<'_>,
+        st: &mut State,
+        fl: &Flight<'_>,
+        fk: &FlightKey,
+        next: Next,
+    ) -> PyResult<()> {
+        match next {
             Next::Load {
                 main_stamp,
                 recheck,
@@ -302,7 +327,7 @@ impl CacheCore {
                 }
                 if recheck {
                     if let Some(v) = self.find_now(py, &st.key.bind(py).clone(), st.hash)? {
-                        fl.release(&fk);
+                        fl.release(fk);
                         st.kind = STEP_HIT;
                         st.value = Some(v);
                         return Ok(());
@@ -400,7 +425,7 @@ impl CacheCore {
         }
     }
 
-    /// LOAD or LOCAL, the loader returned `value` after `ns`: stores it (a
+    /// LOAD or LOCAL, the loader returned `value` after `took`: stores it (a
     /// value, or a cached miss for None), then gives the lease back. A value
     /// that cannot be stored is still returned (logged and counted).
     pub(crate) fn done(
@@ -412,54 +437,77 @@ impl CacheCore {
     ) -> PyResult<Py<PyAny>> {
         self.loads_done.record(took, true);
         let key = st.key.bind(py);
-        // Waiters find the value as soon as the segment holds it, so the lease
-        // goes back then, before the L1 fill. With a tier below, only once the
-        // tier has been told, as it may count on the lease meanwhile.
-        let early = st.kind != STEP_LOCAL && self.hooks.above.get().is_none();
+        let held = st.kind != STEP_LOCAL;
         let released = Cell::new(false);
-        let stored = (|| -> PyResult<()> {
-            let kb = key_bytes(key)?;
-            if value.is_none() {
+        let stored = if value.is_none() {
+            (|| -> PyResult<()> {
+                let kb = key_bytes(key)?;
                 self.tell_above(py, key, &value, 0.0, &st.plan.tags);
                 match st.plan.neg_ttl {
                     Some(nt) => self.store_negative(kb, nt, st.stamp, &st.plan.tags),
                     None => Ok(()),
                 }
-            } else {
-                let ttl = if st.plan.ttl.is_finite() {
-                    st.plan.ttl * (1.0 - self.cfg.jitter * self.jitter_draw())
-                } else {
-                    st.plan.ttl
-                };
-                let stale = st.plan.stale_ttl.unwrap_or(0.0);
-                let kh = st.fk.map(|k| *k.main());
-                self.store(
-                    py,
-                    key,
-                    kb,
-                    st.hash,
-                    kh,
-                    &value,
-                    ttl,
-                    stale,
-                    &st.plan.tags,
-                    || {
-                        if early {
-                            self.give_back(py, st);
-                            released.set(true);
-                        }
-                    },
-                )?;
-                self.tell_above(py, key, &value, ttl, &st.plan.tags);
-                Ok(())
-            }
-        })();
-        if st.kind != STEP_LOCAL && !released.get() {
+            })()
+        } else {
+            let kh = st.fk.map(|k| *k.main());
+            self.store_loaded(py, key, st.hash, &st.plan, kh, &value, || {
+                if held {
+                    self.give_back(py, st);
+                    released.set(true);
+                }
+            })
+        };
+        if held && !released.get() {
             self.give_back(py, st);
         }
+        self.kept_or_reported(py, key, stored)?;
+        Ok(value.unbind())
+    }
+
+    /// Stores the value a loader returned (not None) with the TTL of `plan`,
+    /// jittered, and tells the tier below. `release` gives the lease back: it
+    /// runs as soon as the segment holds the value, since waiters find it there
+    /// from then on, before the L1 fill; with a tier below it does not run (the
+    /// caller gives the lease back once the tier has been told, as the tier
+    /// may count on the lease meanwhile).
+    #[allow(clippy::too_many_arguments)]
+    fn store_loaded(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        plan: &Plan,
+        kh: Option<ziggurat_core::KeyHash>,
+        value: &Bound<'_, PyAny>,
+        release: impl FnOnce(),
+    ) -> PyResult<()> {
+        let kb = key_bytes(key)?;
+        let ttl = if plan.ttl.is_finite() {
+            plan.ttl * (1.0 - self.cfg.jitter * self.jitter_draw())
+        } else {
+            plan.ttl
+        };
+        let stale = plan.stale_ttl.unwrap_or(0.0);
+        let tier = self.hooks.above.get().is_some();
+        self.store(py, key, kb, hash, kh, value, ttl, stale, &plan.tags, || {
+            if !tier {
+                release();
+            }
+        })?;
+        self.tell_above(py, key, value, ttl, &plan.tags);
+        Ok(())
+    }
+
+    /// A load's value that cannot be stored (too large, not serializable, no
+    /// lock in time) is still returned, just not cached (reported to the write
+    /// error hook); anything else propagates.
+    fn kept_or_reported(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        stored: PyResult<()>,
+    ) -> PyResult<()> {
         if let Err(e) = stored {
-            // A value that cannot be stored (too large, not serializable, no lock
-            // in time) is still returned, just not cached; anything else propagates.
             let expected = e.is_instance_of::<ZigguratError>(py)
                 || e.is_instance_of::<pyo3::exceptions::PyValueError>(py)
                 || e.is_instance_of::<pyo3::exceptions::PyTypeError>(py);
@@ -468,7 +516,7 @@ impl CacheCore {
             }
             self.write_failed(py, "store", key, e);
         }
-        Ok(value.unbind())
+        Ok(())
     }
 
     /// LOAD or LOCAL, the loader raised after `ns`: gives the lease back; the
@@ -493,7 +541,36 @@ impl CacheCore {
         loader: &Bound<'_, PyAny>,
         plan: Plan,
     ) -> PyResult<Py<PyAny>> {
-        let mut st = self.begin(py, key, hash, plan)?;
+        let b = self.read_below(py, key, hash, plan.stale_ttl.is_some())?;
+        let mut st = match (b.kind, self.flight(), b.keys) {
+            // The common miss (nothing below L1, no tier below): straight
+            // through when the lease is free, building no step.
+            (MISS, Some(fl), Some(fk)) if self.hooks.below.get().is_none() => {
+                // A value will most likely be written: start loading what the
+                // write touches now, before the lease's compare-and-set, which
+                // waits for the read's loads to land.
+                if let Some(m) = self.main.as_ref() {
+                    m.prefetch_write(fk.main());
+                }
+                match fl.begin(&fk, b.stamps, self.cfg.loader_timeout) {
+                    Next::Load {
+                        main_stamp,
+                        recheck: false,
+                        took_over: false,
+                    } => {
+                        let lease = (&fl, &fk, main_stamp);
+                        return self.load_now(py, key, hash, loader, plan, lease);
+                    }
+                    next => {
+                        let mut st = self.state(STEP_LOAD, key, hash, plan);
+                        st.fk = Some(fk);
+                        self.leased(py, &mut st, &fl, &fk, next)?;
+                        st
+                    }
+                }
+            }
+            _ => self.begin_from(py, key, hash, plan, b)?,
+        };
         loop {
             match st.kind {
                 STEP_HIT => {
@@ -515,16 +592,7 @@ impl CacheCore {
                     let t0 = ziggurat_core::ticks();
                     let r = loader.call0().and_then(refuse_awaitable);
                     let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
-                    return match r {
-                        Ok(v) => self.done(py, &st, v, took),
-                        Err(e) => match self.failed(py, &st, took) {
-                            Some(stale) => {
-                                self.write_failed(py, "stale", key, e);
-                                Ok(stale)
-                            }
-                            None => Err(e),
-                        },
-                    };
+                    return self.finish(py, &st, r, took);
                 }
                 STEP_WAIT => {
                     self.wait(py, &st)?;
@@ -539,6 +607,73 @@ impl CacheCore {
                     let step = Step::wrap(py, st)?;
                     return hook.call1(py, (step, loader));
                 }
+            }
+        }
+    }
+
+    /// A LOAD step whose loader returned `r` after `took`: the value, or the
+    /// stale one fail-safe answers a failure with, or the loader's error.
+    fn finish(
+        &self,
+        py: Python<'_>,
+        st: &State,
+        r: PyResult<Bound<'_, PyAny>>,
+        took: Took,
+    ) -> PyResult<Py<PyAny>> {
+        match r {
+            Ok(v) => self.done(py, st, v, took),
+            Err(e) => match self.failed(py, st, took) {
+                Some(stale) => {
+                    self.write_failed(py, "stale", st.key.bind(py), e);
+                    Ok(stale)
+                }
+                None => Err(e),
+            },
+        }
+    }
+
+    /// The LOAD of the common miss: this process took the lease (`fl`, `fk`;
+    /// the key's main stamp was `stamp`) with nothing to read again, and no tier
+    /// below is joined. Calls the loader and stores its value as `done` does,
+    /// with no step built unless the result is None or an error.
+    fn load_now(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        loader: &Bound<'_, PyAny>,
+        plan: Plan,
+        (fl, fk, stamp): (&Flight<'_>, &FlightKey, u32),
+    ) -> PyResult<Py<PyAny>> {
+        if !loader.is_callable() {
+            fl.release(fk);
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "loader must be callable",
+            ));
+        }
+        let t0 = ziggurat_core::ticks();
+        let r = loader.call0().and_then(refuse_awaitable);
+        let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
+        match r {
+            Ok(v) if !v.is_none() => {
+                self.loads_done.record(took, true);
+                let released = Cell::new(false);
+                let stored = self.store_loaded(py, key, hash, &plan, Some(*fk.main()), &v, || {
+                    fl.release(fk);
+                    released.set(true);
+                });
+                if !released.get() {
+                    fl.release(fk);
+                }
+                self.kept_or_reported(py, key, stored)?;
+                Ok(v.unbind())
+            }
+            r => {
+                // A cached miss to store, or a failure: the step's own way.
+                let mut st = self.state(STEP_LOAD, key, hash, plan);
+                st.stamp = stamp;
+                st.fk = Some(*fk);
+                self.finish(py, &st, r, took)
             }
         }
     }
