@@ -145,6 +145,18 @@ impl Segment {
         sh.prefetch_ends();
     }
 
+    /// Whether the shard of `kh` holds no entry at all, so a read of the key
+    /// can stop before the index. A write of the key that ended before the
+    /// caller read the key's stamp (acquire) is seen: the writer counts the
+    /// entry before it makes the stamp even again.
+    #[inline]
+    pub fn shard_empty(&self, kh: &KeyHash) -> bool {
+        self.shard_of(kh)
+            .stat(Stat::Entries)
+            .load(Ordering::Relaxed)
+            == 0
+    }
+
     /// Index of a key's stamp.
     #[inline]
     pub fn stamp_index(&self, kh: &KeyHash) -> u32 {

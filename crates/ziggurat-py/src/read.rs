@@ -256,7 +256,12 @@ impl CacheCore {
         let (nkh, n1) = neg_of();
         // A cached miss counts only while the key's main stamp is unchanged.
         if let (Some(neg), Some(nkh)) = (self.neg.as_ref(), nkh.as_ref()) {
-            if s1 & 1 == 0 {
+            // Most caches store few cached misses, or none: a shard of that
+            // segment with no entry at all is not probed (read after the key's
+            // stamp there, `n1`, as `shard_empty` asks).
+            if s1 & 1 == 0 && neg.shard_empty(nkh) {
+                neg.count(false);
+            } else if s1 & 1 == 0 {
                 if let Some(r) = read_entry(py, neg, nkh, kb)? {
                     let pb = r.payload.bind(py).as_bytes();
                     let fresh = r.soft == 0 || now < r.soft;
