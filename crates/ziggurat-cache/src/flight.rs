@@ -88,6 +88,11 @@ impl FlightKey {
     pub fn main(&self) -> &KeyHash {
         &self.main
     }
+
+    /// The key's hash in the cached-miss segment.
+    pub fn neg(&self) -> &KeyHash {
+        &self.neg
+    }
 }
 
 /// The load and refresh leases of one cache: its main segment (whose stamps
@@ -141,6 +146,35 @@ impl<'a> Flight<'a> {
                     Next::Load {
                         main_stamp: self.main_stamp(k),
                         recheck: true,
+                        took_over: true,
+                    }
+                } else {
+                    Next::Wait { holder, seq }
+                }
+            }
+        }
+    }
+
+    /// Takes the load lease of the key for `timeout` seconds before any read
+    /// of it, or says who holds it: the caller reads the key after this, so
+    /// nothing needs reading again (`recheck` is false; `main_stamp` is the
+    /// key's stamp now). Taking the lease first costs a release when the read
+    /// then finds a value, but the compare-and-set no longer waits for that
+    /// read's loads from memory, as it must when it follows them.
+    pub fn claim(&self, k: &FlightKey, timeout: f64) -> Next {
+        let pid = current_pid();
+        match self.neg.lease_try(&k.neg, pid, timeout) {
+            Lease::Taken => Next::Load {
+                main_stamp: self.main_stamp(k),
+                recheck: false,
+                took_over: false,
+            },
+            Lease::Held { holder, seq } => {
+                let dead = !process_alive(holder_pid(holder));
+                if dead && self.neg.lease_take_over(&k.neg, holder, pid, timeout) {
+                    Next::Load {
+                        main_stamp: self.main_stamp(k),
+                        recheck: false,
                         took_over: true,
                     }
                 } else {

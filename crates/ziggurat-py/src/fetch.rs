@@ -99,6 +99,15 @@ impl State {
     }
 }
 
+/// What `fetch`'s miss found once it claimed the lease and read the key.
+enum Claimed {
+    /// A plain miss: this process holds the lease and loads, the key's main
+    /// stamp being the `u32` (for a cached miss).
+    Load(Plan, u32),
+    /// Any other case, as the step to go on from.
+    Step(State),
+}
+
 /// A step handed to Python (`afetch`, background refreshes, degraded loads).
 #[pyclass(module = "ziggurat._native", frozen)]
 pub struct Step {
@@ -271,26 +280,33 @@ impl CacheCore {
         plan: Plan,
         b: Below,
     ) -> PyResult<State> {
-        let mut stale = None;
         match b.kind {
             HIT => {
                 let due = self.due(b.soft, b.ttl_ms);
                 return Ok(self.hit(key, hash, plan, b.value, due));
             }
             NEG => return Ok(self.hit(key, hash, plan, None, false)),
-            STALE => {
-                let since = ziggurat_core::now_ms().saturating_sub(b.soft) as f64 / 1000.0;
-                if plan.stale_ttl.is_some_and(|s| since < s) {
-                    stale = b.value;
-                }
-            }
             _ => {}
         }
+        let (stamps, keys) = (b.stamps, b.keys);
         let mut st = self.state(STEP_LOAD, key, hash, plan);
-        st.stale = stale;
-        st.fk = b.keys;
-        self.lease(py, &mut st, b.stamps)?;
+        st.stale = self.usable_stale(&st.plan, b);
+        st.fk = keys;
+        self.lease(py, &mut st, stamps)?;
         Ok(st)
+    }
+
+    /// The stale value a read found, if `plan` lets a failed load answer with it.
+    fn usable_stale(&self, plan: &Plan, b: Below) -> Option<Py<PyAny>> {
+        if b.kind != STALE {
+            return None;
+        }
+        let since = ziggurat_core::now_ms().saturating_sub(b.soft) as f64 / 1000.0;
+        if plan.stale_ttl.is_some_and(|s| since < s) {
+            b.value
+        } else {
+            None
+        }
     }
 
     /// Takes the lease for `st`'s key, or finds who holds it.
@@ -541,35 +557,19 @@ impl CacheCore {
         loader: &Bound<'_, PyAny>,
         plan: Plan,
     ) -> PyResult<Py<PyAny>> {
-        let b = self.read_below(py, key, hash, plan.stale_ttl.is_some())?;
-        let mut st = match (b.kind, self.flight(), b.keys) {
-            // The common miss (nothing below L1, no tier below): straight
-            // through when the lease is free, building no step.
-            (MISS, Some(fl), Some(fk)) if self.hooks.below.get().is_none() => {
-                // A value will most likely be written: start loading what the
-                // write touches now, before the lease's compare-and-set, which
-                // waits for the read's loads to land.
-                if let Some(m) = self.main.as_ref() {
-                    m.prefetch_write(fk.main());
-                }
-                match fl.begin(&fk, b.stamps, self.cfg.loader_timeout) {
-                    Next::Load {
-                        main_stamp,
-                        recheck: false,
-                        took_over: false,
-                    } => {
-                        let lease = (&fl, &fk, main_stamp);
-                        return self.load_now(py, key, hash, loader, plan, lease);
-                    }
-                    next => {
-                        let mut st = self.state(STEP_LOAD, key, hash, plan);
-                        st.fk = Some(fk);
-                        self.leased(py, &mut st, &fl, &fk, next)?;
-                        st
+        let mut st = match self.flight() {
+            // With both segments and no tier below, the lease comes first and
+            // the read after it (see `Flight::claim`).
+            Some(fl) if self.hooks.below.get().is_none() => {
+                let fk = fl.key(key_bytes(key)?);
+                match self.claimed(py, key, hash, plan, &fl, &fk)? {
+                    Claimed::Step(st) => st,
+                    Claimed::Load(plan, stamp) => {
+                        return self.load_now(py, key, hash, loader, plan, (&fl, &fk, stamp));
                     }
                 }
             }
-            _ => self.begin_from(py, key, hash, plan, b)?,
+            _ => self.begin(py, key, hash, plan)?,
         };
         loop {
             match st.kind {
@@ -608,6 +608,77 @@ impl CacheCore {
                     return hook.call1(py, (step, loader));
                 }
             }
+        }
+    }
+
+    /// The first step of `fetch`'s miss, taking the lease before reading: a
+    /// plain miss this process now loads comes back as `Claimed::Load` (no
+    /// step built); anything else as the step to go on from.
+    fn claimed(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        plan: Plan,
+        fl: &Flight<'_>,
+        fk: &FlightKey,
+    ) -> PyResult<Claimed> {
+        let next = fl.claim(fk, self.cfg.loader_timeout);
+        let allow_stale = plan.stale_ttl.is_some();
+        let b = match self.read_below_with(py, key, hash, allow_stale, Some(*fk)) {
+            Ok(b) => b,
+            Err(e) => {
+                if matches!(next, Next::Load { .. }) {
+                    fl.release(fk);
+                }
+                return Err(e);
+            }
+        };
+        match next {
+            Next::Load {
+                main_stamp,
+                took_over,
+                ..
+            } => {
+                if took_over {
+                    self.loads_done.takeovers.bump();
+                }
+                match b.kind {
+                    MISS => {
+                        // A value will most likely be written: start loading what
+                        // the write touches now, so that overlaps the loader.
+                        if let Some(m) = self.main.as_ref() {
+                            m.prefetch_write(fk.main());
+                        }
+                        Ok(Claimed::Load(plan, main_stamp))
+                    }
+                    STALE => {
+                        let mut st = self.state(STEP_LOAD, key, hash, plan);
+                        st.stale = self.usable_stale(&st.plan, b);
+                        st.stamp = main_stamp;
+                        st.fk = Some(*fk);
+                        Ok(Claimed::Step(st))
+                    }
+                    _ => {
+                        fl.release(fk);
+                        Ok(Claimed::Step(self.begin_from(py, key, hash, plan, b)?))
+                    }
+                }
+            }
+            Next::Wait { seq, .. } => match b.kind {
+                HIT | NEG => Ok(Claimed::Step(self.begin_from(py, key, hash, plan, b)?)),
+                _ => {
+                    // Another caller loads: wait for it (keeping a stale value
+                    // for a load of this caller's own that may follow).
+                    let mut st = self.state(STEP_WAIT, key, hash, plan);
+                    st.stale = self.usable_stale(&st.plan, b);
+                    st.fk = Some(*fk);
+                    st.seq = seq;
+                    let t = Duration::from_secs_f64(self.cfg.loader_timeout);
+                    st.deadline = Some(Instant::now() + t);
+                    Ok(Claimed::Step(st))
+                }
+            },
         }
     }
 

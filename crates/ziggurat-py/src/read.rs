@@ -160,11 +160,23 @@ impl CacheCore {
         hash: u64,
         allow_stale: bool,
     ) -> PyResult<Below> {
+        self.read_below_with(py, key, hash, allow_stale, None)
+    }
+
+    /// `read_below`, for a key already hashed for both segments (`keys`).
+    pub(crate) fn read_below_with(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        allow_stale: bool,
+        keys: Option<FlightKey>,
+    ) -> PyResult<Below> {
         let Some(main) = self.main.as_ref() else {
             return Ok(Below::miss(0, 0, None));
         };
         let kb = key_bytes(key)?; // checked by the callers
-        let kh = main.hash(kb);
+        let kh = keys.map_or_else(|| main.hash(kb), |k| *k.main());
         main.prefetch_read(&kh);
         let stamp = main.stamp_word(&kh);
         let s1 = stamp.load(Ordering::Acquire);
@@ -174,7 +186,7 @@ impl CacheCore {
         let neg_of = || -> (Option<KeyHash>, u32) {
             match self.neg.as_ref() {
                 Some(n) => {
-                    let nkh = n.hash(kb);
+                    let nkh = keys.map_or_else(|| n.hash(kb), |k| *k.neg());
                     n.prefetch_read(&nkh);
                     (Some(nkh), n.stamp_word(&nkh).load(Ordering::Acquire))
                 }
