@@ -4,7 +4,9 @@
 //!
 //! 1. [`Flight::begin`] after a read that missed: `Load` (this process holds the
 //!    lease; when `recheck` is set, read again first, since a value may have
-//!    landed) or `Wait` (another process or thread loads).
+//!    landed) or `Wait` (another process or thread loads). Or [`Flight::claim`]
+//!    before the read, then the read: a value found there answers the call
+//!    (the lease given back at once if taken), else the same `Load` or `Wait`.
 //! 2. `Load`: run the loader, store its result, then [`Flight::release`], which
 //!    wakes the waiters. A holder that dies is replaced by one waiter (a
 //!    compare-and-set on the holder it saw); one that hangs holds the others at

@@ -193,7 +193,7 @@ impl CacheCore {
                 None => (None, 0),
             }
         };
-        let keys = |nkh: Option<KeyHash>| nkh.map(|n| FlightKey::from_hashes(kh, n));
+        let both = |nkh: Option<KeyHash>| nkh.map(|n| FlightKey::from_hashes(kh, n));
         let epoch = main.epoch();
         let e1 = epoch.load(Ordering::Acquire);
         let now = now_ms();
@@ -203,12 +203,12 @@ impl CacheCore {
                 if stale && !allow_stale {
                     self.l2_misses.bump();
                     let (nkh, n1) = neg_of();
-                    return Ok(Below::miss(s1, n1, keys(nkh)));
+                    return Ok(Below::miss(s1, n1, both(nkh)));
                 }
                 let Some(obj) = self.decode(py, key, r.kind, &r.payload) else {
                     self.l2_misses.bump();
                     let (nkh, n1) = neg_of();
-                    return Ok(Below::miss(s1, n1, keys(nkh)));
+                    return Ok(Below::miss(s1, n1, both(nkh)));
                 };
                 if stale {
                     self.l2_stale.bump();
@@ -219,7 +219,7 @@ impl CacheCore {
                         soft: r.soft,
                         ttl_ms: r.ttl_ms,
                         stamps: Below::snap(s1, n1),
-                        keys: keys(nkh),
+                        keys: both(nkh),
                     });
                 }
                 self.l2_hits.bump();
@@ -311,7 +311,7 @@ impl CacheCore {
                 }
             }
         }
-        Ok(Below::miss(s1, n1, keys(nkh)))
+        Ok(Below::miss(s1, n1, both(nkh)))
     }
 
     /// L1, then L2: the value or cached miss of `key` if one is there now.
