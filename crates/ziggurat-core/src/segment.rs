@@ -132,14 +132,20 @@ impl Segment {
         self.shm.prefetch(sh.slot_off(pair, 8));
     }
 
+    /// Starts loading `kh`'s stamp word.
+    #[inline]
+    pub fn prefetch_stamp(&self, kh: &KeyHash) {
+        self.shm
+            .prefetch(self.g.stamps_off as usize + 4 * self.stamp_index(kh) as usize);
+    }
+
     /// Starts loading everything a write of `kh` touches: its index pair,
     /// stamp and ghost bucket, and the shard's ring ends. Call it before work
     /// that does not touch the segment (encoding the value).
     #[inline]
     pub fn prefetch_write(&self, kh: &KeyHash) {
         self.prefetch_read(kh);
-        self.shm
-            .prefetch(self.g.stamps_off as usize + 4 * self.stamp_index(kh) as usize);
+        self.prefetch_stamp(kh);
         let sh = self.shard_of(kh);
         sh.prefetch_ghost(kh);
         sh.prefetch_ends();

@@ -562,6 +562,14 @@ impl CacheCore {
             // the read after it (see `Flight::claim`).
             Some(fl) if self.hooks.below.get().is_none() => {
                 let fk = fl.key(key_bytes(key)?);
+                // Start loading the key's lines in both segments (stamps and
+                // index; in the main one also what a write touches) before the
+                // lease's compare-and-set, which prefetches do not wait for.
+                if let (Some(m), Some(n)) = (self.main.as_ref(), self.neg.as_ref()) {
+                    m.prefetch_write(fk.main());
+                    n.prefetch_read(fk.neg());
+                    n.prefetch_stamp(fk.neg());
+                }
                 match self.claimed(py, key, hash, plan, &fl, &fk)? {
                     Claimed::Step(st) => st,
                     Claimed::Load(plan, stamp) => {
@@ -644,14 +652,7 @@ impl CacheCore {
                     self.loads_done.takeovers.bump();
                 }
                 match b.kind {
-                    MISS => {
-                        // A value will most likely be written: start loading what
-                        // the write touches now, so that overlaps the loader.
-                        if let Some(m) = self.main.as_ref() {
-                            m.prefetch_write(fk.main());
-                        }
-                        Ok(Claimed::Load(plan, main_stamp))
-                    }
+                    MISS => Ok(Claimed::Load(plan, main_stamp)),
                     STALE => {
                         let mut st = self.state(STEP_LOAD, key, hash, plan);
                         st.stale = self.usable_stale(&st.plan, b);
