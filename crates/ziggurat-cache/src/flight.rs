@@ -4,7 +4,9 @@
 //!
 //! 1. [`Flight::begin`] after a read that missed: `Load` (this process holds the
 //!    lease; when `recheck` is set, read again first, since a value may have
-//!    landed) or `Wait` (another process or thread loads).
+//!    landed) or `Wait` (another process or thread loads). Or [`Flight::claim`]
+//!    before the read, then the read: a value found there answers the call
+//!    (the lease given back at once if taken), else the same `Load` or `Wait`.
 //! 2. `Load`: run the loader, store its result, then [`Flight::release`], which
 //!    wakes the waiters. A holder that dies is replaced by one waiter (a
 //!    compare-and-set on the holder it saw); one that hangs holds the others at
@@ -77,6 +79,24 @@ pub struct FlightKey {
     neg: KeyHash,
 }
 
+impl FlightKey {
+    /// The key's hashes as `main.hash(key)` and `neg.hash(key)` made them: a
+    /// read that hashed the key already hands them on instead of hashing again.
+    pub fn from_hashes(main: KeyHash, neg: KeyHash) -> FlightKey {
+        FlightKey { main, neg }
+    }
+
+    /// The key's hash in the main segment (what a write of its value takes).
+    pub fn main(&self) -> &KeyHash {
+        &self.main
+    }
+
+    /// The key's hash in the cached-miss segment.
+    pub fn neg(&self) -> &KeyHash {
+        &self.neg
+    }
+}
+
 /// The load and refresh leases of one cache: its main segment (whose stamps
 /// say whether a key changed) and its cached-miss segment (which holds the
 /// lease cells).
@@ -128,6 +148,35 @@ impl<'a> Flight<'a> {
                     Next::Load {
                         main_stamp: self.main_stamp(k),
                         recheck: true,
+                        took_over: true,
+                    }
+                } else {
+                    Next::Wait { holder, seq }
+                }
+            }
+        }
+    }
+
+    /// Takes the load lease of the key for `timeout` seconds before any read
+    /// of it, or says who holds it: the caller reads the key after this, so
+    /// nothing needs reading again (`recheck` is false; `main_stamp` is the
+    /// key's stamp now). Taking the lease first costs a release when the read
+    /// then finds a value, but the compare-and-set no longer waits for that
+    /// read's loads from memory, as it must when it follows them.
+    pub fn claim(&self, k: &FlightKey, timeout: f64) -> Next {
+        let pid = current_pid();
+        match self.neg.lease_try(&k.neg, pid, timeout) {
+            Lease::Taken => Next::Load {
+                main_stamp: self.main_stamp(k),
+                recheck: false,
+                took_over: false,
+            },
+            Lease::Held { holder, seq } => {
+                let dead = !process_alive(holder_pid(holder));
+                if dead && self.neg.lease_take_over(&k.neg, holder, pid, timeout) {
+                    Next::Load {
+                        main_stamp: self.main_stamp(k),
+                        recheck: false,
                         took_over: true,
                     }
                 } else {

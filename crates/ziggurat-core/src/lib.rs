@@ -38,7 +38,7 @@ mod sys;
 mod tags;
 mod write;
 
-pub use clock::now_ms;
+pub use clock::{now_ms, ticks, ticks_to_ns};
 pub use error::{Error, OpenCause, Result};
 pub use fork::current_pid;
 pub use hash::KeyHash;

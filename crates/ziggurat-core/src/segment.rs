@@ -132,17 +132,35 @@ impl Segment {
         self.shm.prefetch(sh.slot_off(pair, 8));
     }
 
+    /// Starts loading `kh`'s stamp word.
+    #[inline]
+    pub fn prefetch_stamp(&self, kh: &KeyHash) {
+        self.shm
+            .prefetch(self.g.stamps_off as usize + 4 * self.stamp_index(kh) as usize);
+    }
+
     /// Starts loading everything a write of `kh` touches: its index pair,
     /// stamp and ghost bucket, and the shard's ring ends. Call it before work
     /// that does not touch the segment (encoding the value).
     #[inline]
     pub fn prefetch_write(&self, kh: &KeyHash) {
         self.prefetch_read(kh);
-        self.shm
-            .prefetch(self.g.stamps_off as usize + 4 * self.stamp_index(kh) as usize);
+        self.prefetch_stamp(kh);
         let sh = self.shard_of(kh);
         sh.prefetch_ghost(kh);
         sh.prefetch_ends();
+    }
+
+    /// Whether the shard of `kh` holds no entry at all, so a read of the key
+    /// can stop before the index. A write of the key that ended before the
+    /// caller read the key's stamp (acquire) is seen: the writer counts the
+    /// entry before it makes the stamp even again.
+    #[inline]
+    pub fn shard_empty(&self, kh: &KeyHash) -> bool {
+        self.shard_of(kh)
+            .stat(Stat::Entries)
+            .load(Ordering::Relaxed)
+            == 0
     }
 
     /// Index of a key's stamp.

@@ -93,6 +93,16 @@ pub fn monotonic_coarse_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
+/// The CPU's time-stamp counter, read without waiting for earlier
+/// instructions to finish.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub fn tsc() -> u64 {
+    // SAFETY: RDTSC only reads a counter register: no memory is touched, and
+    // every x86_64 CPU has the instruction.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
 /// Kills this process with SIGKILL (crash injection).
 pub fn kill_self() -> ! {
     // SAFETY: kill and getpid take and return integers; SIGKILL to ourselves

@@ -623,3 +623,18 @@ fn rewrite_reads_and_writes_under_one_lock() {
     let rep = seg.verify(false).unwrap();
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
 }
+
+#[test]
+fn shard_empty_follows_the_entries_of_the_keys_shard() {
+    let d = Dir::new("shardempty");
+    let seg = Segment::open("t", &d.opts(4 << 20)).unwrap();
+    let kh = seg.hash(b"k");
+    assert!(seg.shard_empty(&kh));
+    seg.set(b"k", b"v", None, &[]).unwrap();
+    assert!(!seg.shard_empty(&kh));
+    assert!(seg.delete(b"k").unwrap());
+    assert!(seg.shard_empty(&kh));
+    seg.set(b"k", b"v", None, &[]).unwrap();
+    seg.clear().unwrap();
+    assert!(seg.shard_empty(&kh));
+}

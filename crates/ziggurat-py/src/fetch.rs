@@ -7,6 +7,7 @@
 //! Python, where the loader is awaited. The lease protocol itself lives in
 //! `ziggurat_cache::Flight`.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,8 @@ use ziggurat_cache::{Flight, FlightKey, Next};
 use crate::args::{check_key, check_ttls, key_hash, named, positive_ttl, refuse_awaitable};
 use crate::convert::{key_bytes, tags_arg, ttl_arg, ZigguratError};
 use crate::core::{CacheCore, CopyMode, Quick};
-use crate::read::{HIT, NEG, STALE};
+use crate::read::{Below, HIT, MISS, NEG, STALE};
+use crate::stats::Took;
 
 create_exception!(
     _native,
@@ -95,6 +97,15 @@ impl State {
             fk: self.fk,
         }
     }
+}
+
+/// What `fetch`'s miss found once it claimed the lease and read the key.
+enum Claimed {
+    /// A plain miss: this process holds the lease and loads, the key's main
+    /// stamp being the `u32` (for a cached miss).
+    Load(Plan, u32),
+    /// Any other case, as the step to go on from.
+    Step(State),
 }
 
 /// A step handed to Python (`afetch`, background refreshes, degraded loads).
@@ -192,13 +203,13 @@ impl CacheCore {
         }
     }
 
-    fn state(&self, kind: u8, key: &Bound<'_, PyAny>, hash: u64, plan: &Plan) -> State {
+    fn state(&self, kind: u8, key: &Bound<'_, PyAny>, hash: u64, plan: Plan) -> State {
         State {
             kind,
             value: None,
             key: key.clone().unbind(),
             hash,
-            plan: plan.clone(),
+            plan,
             stamp: 0,
             seq: 0,
             deadline: None,
@@ -215,7 +226,7 @@ impl CacheCore {
         &self,
         key: &Bound<'_, PyAny>,
         hash: u64,
-        plan: &Plan,
+        plan: Plan,
         value: Option<Py<PyAny>>,
         due: bool,
     ) -> State {
@@ -225,7 +236,7 @@ impl CacheCore {
             if let (Some(fl), Ok(kb)) = (self.flight(), key_bytes(key)) {
                 if fl.begin_refresh(kb, self.cfg.loader_timeout) {
                     self.loads_done.refreshes.bump();
-                    let mut r = self.state(STEP_LOAD, key, hash, plan);
+                    let mut r = self.state(STEP_LOAD, key, hash, st.plan.clone());
                     r.refreshing = true;
                     let fk = fl.key(kb);
                     r.stamp = fl.main_stamp(&fk);
@@ -247,47 +258,81 @@ impl CacheCore {
     }
 
     /// The first step of a miss (L1 already missed): L2, the cached misses,
-    /// then the lease.
+    /// then the lease. The step is built once and changed in place from here
+    /// on: it is large, and moving it costs more than most of what it does.
     pub(crate) fn begin(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         hash: u64,
-        plan: &Plan,
+        plan: Plan,
     ) -> PyResult<State> {
         let b = self.read_below(py, key, hash, plan.stale_ttl.is_some())?;
-        let mut stale = None;
+        self.begin_from(py, key, hash, plan, b)
+    }
+
+    /// The first step of a miss, from what the read below L1 found.
+    fn begin_from(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        plan: Plan,
+        b: Below,
+    ) -> PyResult<State> {
         match b.kind {
             HIT => {
                 let due = self.due(b.soft, b.ttl_ms);
                 return Ok(self.hit(key, hash, plan, b.value, due));
             }
             NEG => return Ok(self.hit(key, hash, plan, None, false)),
-            STALE => {
-                let since = ziggurat_core::now_ms().saturating_sub(b.soft) as f64 / 1000.0;
-                if plan.stale_ttl.is_some_and(|s| since < s) {
-                    stale = b.value;
-                }
-            }
             _ => {}
         }
+        let (stamps, keys) = (b.stamps, b.keys);
         let mut st = self.state(STEP_LOAD, key, hash, plan);
-        st.stale = stale;
-        self.lease(py, st, b.stamps)
+        st.stale = self.usable_stale(&st.plan, b);
+        st.fk = keys;
+        self.lease(py, &mut st, stamps)?;
+        Ok(st)
+    }
+
+    /// The stale value a read found, if `plan` lets a failed load answer with it.
+    fn usable_stale(&self, plan: &Plan, b: Below) -> Option<Py<PyAny>> {
+        if b.kind != STALE {
+            return None;
+        }
+        let since = ziggurat_core::now_ms().saturating_sub(b.soft) as f64 / 1000.0;
+        if plan.stale_ttl.is_some_and(|s| since < s) {
+            b.value
+        } else {
+            None
+        }
     }
 
     /// Takes the lease for `st`'s key, or finds who holds it.
-    fn lease(&self, py: Python<'_>, mut st: State, snap: Option<u64>) -> PyResult<State> {
+    fn lease(&self, py: Python<'_>, st: &mut State, snap: Option<u64>) -> PyResult<()> {
         let Some(fl) = self.flight() else {
             st.kind = STEP_LOCAL;
-            return Ok(st);
+            return Ok(());
         };
-        let key = st.key.bind(py).clone();
         let fk = match st.fk {
             Some(fk) => fk,
-            None => *st.fk.insert(fl.key(key_bytes(&key)?)),
+            None => *st.fk.insert(fl.key(key_bytes(st.key.bind(py))?)),
         };
-        match fl.begin(&fk, snap, self.cfg.loader_timeout) {
+        let next = fl.begin(&fk, snap, self.cfg.loader_timeout);
+        self.leased(py, st, &fl, &fk, next)
+    }
+
+    /// Where `st` stands after `fl.begin` answered `next` for its key.
+    fn leased(
+        &self,
+        py: Python<'_>,
+        st: &mut State,
+        fl: &Flight<'_>,
+        fk: &FlightKey,
+        next: Next,
+    ) -> PyResult<()> {
+        match next {
             Next::Load {
                 main_stamp,
                 recheck,
@@ -297,22 +342,27 @@ impl CacheCore {
                     self.loads_done.takeovers.bump();
                 }
                 if recheck {
-                    if let Some(v) = self.find_now(py, &key, st.hash)? {
-                        fl.release(&fk);
+                    if let Some(v) = self.find_now(py, &st.key.bind(py).clone(), st.hash)? {
+                        fl.release(fk);
                         st.kind = STEP_HIT;
                         st.value = Some(v);
-                        return Ok(st);
+                        return Ok(());
                     }
                 }
                 st.kind = STEP_LOAD;
                 st.stamp = main_stamp;
+                // The value will be written: start loading what the write touches
+                // now, so that overlaps the loader instead of waiting after it.
+                if let Some(m) = self.main.as_ref() {
+                    m.prefetch_write(fk.main());
+                }
             }
             Next::Wait { seq, .. } => {
                 // The holder may have stored the value between our read and now.
-                if let Some(v) = self.find_now(py, &key, st.hash)? {
+                if let Some(v) = self.find_now(py, &st.key.bind(py).clone(), st.hash)? {
                     st.kind = STEP_HIT;
                     st.value = Some(v);
-                    return Ok(st);
+                    return Ok(());
                 }
                 st.kind = STEP_WAIT;
                 st.seq = seq;
@@ -322,7 +372,7 @@ impl CacheCore {
                 }
             }
         }
-        Ok(st)
+        Ok(())
     }
 
     /// WAIT: sleeps (without the GIL) until the holder releases the lease, a
@@ -359,32 +409,39 @@ impl CacheCore {
     }
 
     /// The step after a wait: the value if it landed, else the lease again.
-    pub(crate) fn after_wait(&self, py: Python<'_>, mut st: State) -> PyResult<State> {
-        let key = st.key.bind(py).clone();
-        if let Some(v) = self.find_now(py, &key, st.hash)? {
+    pub(crate) fn after_wait(&self, py: Python<'_>, st: &mut State) -> PyResult<()> {
+        if let Some(v) = self.find_now(py, &st.key.bind(py).clone(), st.hash)? {
             st.kind = STEP_HIT;
             st.value = Some(v);
-            return Ok(st);
+            return Ok(());
         }
         if st.deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(self.timed_out(py, &st));
+            return Err(self.timed_out(py, st));
         }
         self.lease(py, st, None)
     }
 
     /// Gives back the lease a LOAD step holds.
     pub(crate) fn give_back(&self, py: Python<'_>, st: &State) {
-        let (Some(fl), Ok(kb)) = (self.flight(), key_bytes(st.key.bind(py))) else {
+        let Some(fl) = self.flight() else {
             return;
         };
-        if st.refreshing {
-            fl.end_refresh(kb);
-        } else {
-            fl.release(&st.fk.unwrap_or_else(|| fl.key(kb)));
+        match (st.refreshing, st.fk) {
+            (false, Some(fk)) => fl.release(&fk),
+            (refreshing, _) => {
+                let Ok(kb) = key_bytes(st.key.bind(py)) else {
+                    return;
+                };
+                if refreshing {
+                    fl.end_refresh(kb);
+                } else {
+                    fl.release(&fl.key(kb));
+                }
+            }
         }
     }
 
-    /// LOAD or LOCAL, the loader returned `value` after `ns`: stores it (a
+    /// LOAD or LOCAL, the loader returned `value` after `took`: stores it (a
     /// value, or a cached miss for None), then gives the lease back. A value
     /// that cannot be stored is still returned (logged and counted).
     pub(crate) fn done(
@@ -392,36 +449,81 @@ impl CacheCore {
         py: Python<'_>,
         st: &State,
         value: Bound<'_, PyAny>,
-        ns: u64,
+        took: Took,
     ) -> PyResult<Py<PyAny>> {
-        self.loads_done.record(ns, true);
+        self.loads_done.record(took, true);
         let key = st.key.bind(py);
-        let stored = (|| -> PyResult<()> {
-            let kb = key_bytes(key)?;
-            if value.is_none() {
+        let held = st.kind != STEP_LOCAL;
+        let released = Cell::new(false);
+        let stored = if value.is_none() {
+            (|| -> PyResult<()> {
+                let kb = key_bytes(key)?;
                 self.tell_above(py, key, &value, 0.0, &st.plan.tags);
                 match st.plan.neg_ttl {
                     Some(nt) => self.store_negative(kb, nt, st.stamp, &st.plan.tags),
                     None => Ok(()),
                 }
-            } else {
-                let ttl = if st.plan.ttl.is_finite() {
-                    st.plan.ttl * (1.0 - self.cfg.jitter * self.jitter_draw())
-                } else {
-                    st.plan.ttl
-                };
-                let stale = st.plan.stale_ttl.unwrap_or(0.0);
-                self.store(py, key, kb, st.hash, &value, ttl, stale, &st.plan.tags)?;
-                self.tell_above(py, key, &value, ttl, &st.plan.tags);
-                Ok(())
-            }
-        })();
-        if st.kind != STEP_LOCAL {
+            })()
+        } else {
+            let kh = st.fk.map(|k| *k.main());
+            self.store_loaded(py, key, st.hash, &st.plan, kh, &value, || {
+                if held {
+                    self.give_back(py, st);
+                    released.set(true);
+                }
+            })
+        };
+        if held && !released.get() {
             self.give_back(py, st);
         }
+        self.kept_or_reported(py, key, stored)?;
+        Ok(value.unbind())
+    }
+
+    /// Stores the value a loader returned (not None) with the TTL of `plan`,
+    /// jittered, and tells the tier below. `release` gives the lease back: it
+    /// runs as soon as the segment holds the value, since waiters find it there
+    /// from then on, before the L1 fill; with a tier below it does not run (the
+    /// caller gives the lease back once the tier has been told, as the tier
+    /// may count on the lease meanwhile).
+    #[allow(clippy::too_many_arguments)]
+    fn store_loaded(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        plan: &Plan,
+        kh: Option<ziggurat_core::KeyHash>,
+        value: &Bound<'_, PyAny>,
+        release: impl FnOnce(),
+    ) -> PyResult<()> {
+        let kb = key_bytes(key)?;
+        let ttl = if plan.ttl.is_finite() {
+            plan.ttl * (1.0 - self.cfg.jitter * self.jitter_draw())
+        } else {
+            plan.ttl
+        };
+        let stale = plan.stale_ttl.unwrap_or(0.0);
+        let tier = self.hooks.above.get().is_some();
+        self.store(py, key, kb, hash, kh, value, ttl, stale, &plan.tags, || {
+            if !tier {
+                release();
+            }
+        })?;
+        self.tell_above(py, key, value, ttl, &plan.tags);
+        Ok(())
+    }
+
+    /// A load's value that cannot be stored (too large, not serializable, no
+    /// lock in time) is still returned, just not cached (reported to the write
+    /// error hook); anything else propagates.
+    fn kept_or_reported(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        stored: PyResult<()>,
+    ) -> PyResult<()> {
         if let Err(e) = stored {
-            // A value that cannot be stored (too large, not serializable, no lock
-            // in time) is still returned, just not cached; anything else propagates.
             let expected = e.is_instance_of::<ZigguratError>(py)
                 || e.is_instance_of::<pyo3::exceptions::PyValueError>(py)
                 || e.is_instance_of::<pyo3::exceptions::PyTypeError>(py);
@@ -430,13 +532,13 @@ impl CacheCore {
             }
             self.write_failed(py, "store", key, e);
         }
-        Ok(value.unbind())
+        Ok(())
     }
 
     /// LOAD or LOCAL, the loader raised after `ns`: gives the lease back; the
     /// stale value to answer with instead, if fail-safe allows one.
-    pub(crate) fn failed(&self, py: Python<'_>, st: &State, ns: u64) -> Option<Py<PyAny>> {
-        self.loads_done.record(ns, false);
+    pub(crate) fn failed(&self, py: Python<'_>, st: &State, took: Took) -> Option<Py<PyAny>> {
+        self.loads_done.record(took, false);
         if st.kind != STEP_LOCAL {
             self.give_back(py, st);
             self.tell_above(py, st.key.bind(py), &py.None().into_bound(py), -1.0, &[]);
@@ -453,9 +555,30 @@ impl CacheCore {
         key: &Bound<'_, PyAny>,
         hash: u64,
         loader: &Bound<'_, PyAny>,
-        plan: &Plan,
+        plan: Plan,
     ) -> PyResult<Py<PyAny>> {
-        let mut st = self.begin(py, key, hash, plan)?;
+        let mut st = match self.flight() {
+            // With both segments and no tier below, the lease comes first and
+            // the read after it (see `Flight::claim`).
+            Some(fl) if self.hooks.below.get().is_none() => {
+                let fk = fl.key(key_bytes(key)?);
+                // Start loading the key's lines in both segments (stamps and
+                // index; in the main one also what a write touches) before the
+                // lease's compare-and-set, which prefetches do not wait for.
+                if let (Some(m), Some(n)) = (self.main.as_ref(), self.neg.as_ref()) {
+                    m.prefetch_write(fk.main());
+                    n.prefetch_read(fk.neg());
+                    n.prefetch_stamp(fk.neg());
+                }
+                match self.claimed(py, key, hash, plan, &fl, &fk)? {
+                    Claimed::Step(st) => st,
+                    Claimed::Load(plan, stamp) => {
+                        return self.load_now(py, key, hash, loader, plan, (&fl, &fk, stamp));
+                    }
+                }
+            }
+            _ => self.begin(py, key, hash, plan)?,
+        };
         loop {
             match st.kind {
                 STEP_HIT => {
@@ -474,23 +597,14 @@ impl CacheCore {
                             "loader must be callable",
                         ));
                     }
-                    let t0 = Instant::now();
+                    let t0 = ziggurat_core::ticks();
                     let r = loader.call0().and_then(refuse_awaitable);
-                    let ns = t0.elapsed().as_nanos() as u64;
-                    return match r {
-                        Ok(v) => self.done(py, &st, v, ns),
-                        Err(e) => match self.failed(py, &st, ns) {
-                            Some(stale) => {
-                                self.write_failed(py, "stale", key, e);
-                                Ok(stale)
-                            }
-                            None => Err(e),
-                        },
-                    };
+                    let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
+                    return self.finish(py, &st, r, took);
                 }
                 STEP_WAIT => {
                     self.wait(py, &st)?;
-                    st = self.after_wait(py, st)?;
+                    self.after_wait(py, &mut st)?;
                 }
                 _ => {
                     // No segment: the Python side shares one load among threads.
@@ -501,6 +615,137 @@ impl CacheCore {
                     let step = Step::wrap(py, st)?;
                     return hook.call1(py, (step, loader));
                 }
+            }
+        }
+    }
+
+    /// The first step of `fetch`'s miss, taking the lease before reading: a
+    /// plain miss this process now loads comes back as `Claimed::Load` (no
+    /// step built); anything else as the step to go on from.
+    fn claimed(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        plan: Plan,
+        fl: &Flight<'_>,
+        fk: &FlightKey,
+    ) -> PyResult<Claimed> {
+        let next = fl.claim(fk, self.cfg.loader_timeout);
+        let allow_stale = plan.stale_ttl.is_some();
+        let b = match self.read_below_with(py, key, hash, allow_stale, Some(*fk)) {
+            Ok(b) => b,
+            Err(e) => {
+                if matches!(next, Next::Load { .. }) {
+                    fl.release(fk);
+                }
+                return Err(e);
+            }
+        };
+        match next {
+            Next::Load {
+                main_stamp,
+                took_over,
+                ..
+            } => {
+                if took_over {
+                    self.loads_done.takeovers.bump();
+                }
+                match b.kind {
+                    MISS => Ok(Claimed::Load(plan, main_stamp)),
+                    STALE => {
+                        let mut st = self.state(STEP_LOAD, key, hash, plan);
+                        st.stale = self.usable_stale(&st.plan, b);
+                        st.stamp = main_stamp;
+                        st.fk = Some(*fk);
+                        Ok(Claimed::Step(st))
+                    }
+                    _ => {
+                        fl.release(fk);
+                        Ok(Claimed::Step(self.begin_from(py, key, hash, plan, b)?))
+                    }
+                }
+            }
+            Next::Wait { seq, .. } => match b.kind {
+                HIT | NEG => Ok(Claimed::Step(self.begin_from(py, key, hash, plan, b)?)),
+                _ => {
+                    // Another caller loads: wait for it (keeping a stale value
+                    // for a load of this caller's own that may follow).
+                    let mut st = self.state(STEP_WAIT, key, hash, plan);
+                    st.stale = self.usable_stale(&st.plan, b);
+                    st.fk = Some(*fk);
+                    st.seq = seq;
+                    let t = Duration::from_secs_f64(self.cfg.loader_timeout);
+                    st.deadline = Some(Instant::now() + t);
+                    Ok(Claimed::Step(st))
+                }
+            },
+        }
+    }
+
+    /// A LOAD step whose loader returned `r` after `took`: the value, or the
+    /// stale one fail-safe answers a failure with, or the loader's error.
+    fn finish(
+        &self,
+        py: Python<'_>,
+        st: &State,
+        r: PyResult<Bound<'_, PyAny>>,
+        took: Took,
+    ) -> PyResult<Py<PyAny>> {
+        match r {
+            Ok(v) => self.done(py, st, v, took),
+            Err(e) => match self.failed(py, st, took) {
+                Some(stale) => {
+                    self.write_failed(py, "stale", st.key.bind(py), e);
+                    Ok(stale)
+                }
+                None => Err(e),
+            },
+        }
+    }
+
+    /// The LOAD of the common miss: this process took the lease (`fl`, `fk`;
+    /// the key's main stamp was `stamp`) with nothing to read again, and no tier
+    /// below is joined. Calls the loader and stores its value as `done` does,
+    /// with no step built unless the result is None or an error.
+    fn load_now(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        loader: &Bound<'_, PyAny>,
+        plan: Plan,
+        (fl, fk, stamp): (&Flight<'_>, &FlightKey, u32),
+    ) -> PyResult<Py<PyAny>> {
+        if !loader.is_callable() {
+            fl.release(fk);
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "loader must be callable",
+            ));
+        }
+        let t0 = ziggurat_core::ticks();
+        let r = loader.call0().and_then(refuse_awaitable);
+        let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
+        match r {
+            Ok(v) if !v.is_none() => {
+                self.loads_done.record(took, true);
+                let released = Cell::new(false);
+                let stored = self.store_loaded(py, key, hash, &plan, Some(*fk.main()), &v, || {
+                    fl.release(fk);
+                    released.set(true);
+                });
+                if !released.get() {
+                    fl.release(fk);
+                }
+                self.kept_or_reported(py, key, stored)?;
+                Ok(v.unbind())
+            }
+            r => {
+                // A cached miss to store, or a failure: the step's own way.
+                let mut st = self.state(STEP_LOAD, key, hash, plan);
+                st.stamp = stamp;
+                st.fk = Some(*fk);
+                self.finish(py, &st, r, took)
             }
         }
     }
@@ -546,7 +791,7 @@ impl CacheCore {
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        plan: &Plan,
+        plan: Plan,
         l1: Option<(Py<PyAny>, bool)>,
         hash: u64,
     ) -> PyResult<Py<Step>> {
@@ -576,7 +821,8 @@ impl CacheCore {
     }
 
     pub(crate) fn py_next(&self, py: Python<'_>, step: &Step) -> PyResult<Py<Step>> {
-        let st = self.after_wait(py, step.state.successor(py, false))?;
+        let mut st = step.state.successor(py, false);
+        self.after_wait(py, &mut st)?;
         Step::wrap(py, st)
     }
 
@@ -590,14 +836,15 @@ impl CacheCore {
         if !step.finish() {
             return Ok(value.unbind());
         }
-        self.done(py, &step.state, value, (seconds.max(0.0) * 1e9) as u64)
+        let took = Took::Ns((seconds.max(0.0) * 1e9) as u64);
+        self.done(py, &step.state, value, took)
     }
 
     pub(crate) fn py_failed(&self, py: Python<'_>, step: &Step, seconds: f64) -> Option<Py<PyAny>> {
         if !step.finish() {
             return None;
         }
-        self.failed(py, &step.state, (seconds.max(0.0) * 1e9) as u64)
+        self.failed(py, &step.state, Took::Ns((seconds.max(0.0) * 1e9) as u64))
     }
 
     pub(crate) fn py_abandon(&self, py: Python<'_>, step: &Step) {
@@ -650,14 +897,14 @@ impl CacheCore {
                 check_key(key)?;
                 let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
                 if let Some(v) = due_hit {
-                    let mut st = self.hit(key, hash, &plan, Some(v.clone_ref(py)), true);
+                    let mut st = self.hit(key, hash, plan, Some(v.clone_ref(py)), true);
                     if let Some(r) = st.refresh.take() {
                         self.start_refresh(py, *r, loader)?;
                     }
                     return Ok(v);
                 }
                 self.l1_misses.bump();
-                self.fetch_miss(py, key, hash, loader, &plan)
+                self.fetch_miss(py, key, hash, loader, plan)
             })(),
         )
     }
@@ -686,10 +933,10 @@ impl CacheCore {
                 check_key(key)?;
                 let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
                 if let Some(hit) = self.l1_fetch(py, key, hash)? {
-                    return self.py_begin(py, key, &plan, Some(hit), hash);
+                    return self.py_begin(py, key, plan, Some(hit), hash);
                 }
                 self.l1_misses.bump();
-                self.py_begin(py, key, &plan, None, hash)
+                self.py_begin(py, key, plan, None, hash)
             })(),
         )
     }

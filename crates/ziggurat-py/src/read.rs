@@ -6,8 +6,8 @@ use std::sync::atomic::{fence, Ordering};
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use ziggurat_cache::{Kind, Trailer, TRAILER_LEN};
-use ziggurat_core::{now_ms, Segment, TagRef};
+use ziggurat_cache::{FlightKey, Kind, Trailer, TRAILER_LEN};
+use ziggurat_core::{now_ms, KeyHash, Segment, TagRef};
 
 use crate::args::{check_key, key_hash, named};
 use crate::convert::key_bytes;
@@ -35,23 +35,27 @@ pub(crate) struct Read {
 
 /// What a read below L1 found. `stamps` packs the key's stamps in the main and
 /// cached-miss segments, as read before a probe that found no fresh value: a
-/// later lease holder compares them instead of probing again.
+/// later lease holder compares them instead of probing again. `keys`: the key
+/// as hashed for both segments, when the read found no fresh value (the lease
+/// and the write that follow take these instead of hashing the key again).
 pub(crate) struct Below {
     pub kind: u8,
     pub value: Option<Py<PyAny>>,
     pub soft: u64,
     pub ttl_ms: u32,
     pub stamps: Option<u64>,
+    pub keys: Option<FlightKey>,
 }
 
 impl Below {
-    pub(crate) fn miss(main_stamp: u32, neg_stamp: u32) -> Below {
+    pub(crate) fn miss(main_stamp: u32, neg_stamp: u32, keys: Option<FlightKey>) -> Below {
         Below {
             kind: MISS,
             value: None,
             soft: 0,
             ttl_ms: 0,
             stamps: Below::snap(main_stamp, neg_stamp),
+            keys,
         }
     }
 
@@ -71,11 +75,15 @@ pub(crate) fn tag_watches(seg: &Segment, tags: &[u64], n: u8) -> Vec<Watch32> {
         .collect()
 }
 
-/// Reads a cache entry (payload + trailer) from `seg`.
-pub(crate) fn read_entry(py: Python<'_>, seg: &Segment, key: &[u8]) -> PyResult<Option<Read>> {
-    let kh = seg.hash(key);
+/// Reads a cache entry (payload + trailer) from `seg`; `kh` is `seg.hash(key)`.
+pub(crate) fn read_entry(
+    py: Python<'_>,
+    seg: &Segment,
+    kh: &KeyHash,
+    key: &[u8],
+) -> PyResult<Option<Read>> {
     for _ in 0..READ_TRIES {
-        match seg.probe(&kh, key) {
+        match seg.probe(kh, key) {
             None => break,
             Some(Err(())) => continue,
             Some(Ok(f)) => {
@@ -94,7 +102,7 @@ pub(crate) fn read_entry(py: Python<'_>, seg: &Segment, key: &[u8]) -> PyResult<
                 tail.val_off += n;
                 tail.val_len = TRAILER_LEN;
                 seg.copy_value(&tail, &mut tr);
-                if seg.confirm(&kh, &f) {
+                if seg.confirm(kh, &f) {
                     let Some(t) = Trailer::parse(&tr) else {
                         break; // not written by a cache: ignore
                     };
@@ -152,39 +160,66 @@ impl CacheCore {
         hash: u64,
         allow_stale: bool,
     ) -> PyResult<Below> {
+        self.read_below_with(py, key, hash, allow_stale, None)
+    }
+
+    /// `read_below`, for a key already hashed for both segments (`keys`).
+    pub(crate) fn read_below_with(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        allow_stale: bool,
+        keys: Option<FlightKey>,
+    ) -> PyResult<Below> {
         let Some(main) = self.main.as_ref() else {
-            return Ok(Below::miss(0, 0));
+            return Ok(Below::miss(0, 0, None));
         };
         let kb = key_bytes(key)?; // checked by the callers
-        let kh = main.hash(kb);
+        let kh = keys.map_or_else(|| main.hash(kb), |k| *k.main());
         main.prefetch_read(&kh);
         let stamp = main.stamp_word(&kh);
         let s1 = stamp.load(Ordering::Acquire);
-        // The key's stamp in the cached-miss segment, read before that segment
-        // is probed (a loader's None bumps it); only misses need it.
-        let neg_now = || self.neg_stamp(kb).map_or(0, |w| w.load(Ordering::Acquire));
+        // The key in the cached-miss segment (hashed once, only when no fresh
+        // value is found): its hash, and its stamp there, read before that
+        // segment is probed (a loader's None bumps it).
+        let neg_of = || -> (Option<KeyHash>, u32) {
+            match self.neg.as_ref() {
+                Some(n) => {
+                    let nkh = keys.map_or_else(|| n.hash(kb), |k| *k.neg());
+                    n.prefetch_read(&nkh);
+                    (Some(nkh), n.stamp_word(&nkh).load(Ordering::Acquire))
+                }
+                None => (None, 0),
+            }
+        };
+        let both = |nkh: Option<KeyHash>| nkh.map(|n| FlightKey::from_hashes(kh, n));
         let epoch = main.epoch();
         let e1 = epoch.load(Ordering::Acquire);
         let now = now_ms();
-        if let Some(r) = read_entry(py, main, kb)? {
+        if let Some(r) = read_entry(py, main, &kh, kb)? {
             if r.kind == Kind::Value || r.kind == Kind::Counter {
                 let stale = r.soft != 0 && now >= r.soft;
                 if stale && !allow_stale {
                     self.l2_misses.bump();
-                    return Ok(Below::miss(s1, neg_now()));
+                    let (nkh, n1) = neg_of();
+                    return Ok(Below::miss(s1, n1, both(nkh)));
                 }
                 let Some(obj) = self.decode(py, key, r.kind, &r.payload) else {
                     self.l2_misses.bump();
-                    return Ok(Below::miss(s1, neg_now()));
+                    let (nkh, n1) = neg_of();
+                    return Ok(Below::miss(s1, n1, both(nkh)));
                 };
                 if stale {
                     self.l2_stale.bump();
+                    let (nkh, n1) = neg_of();
                     return Ok(Below {
                         kind: STALE,
                         value: Some(obj),
                         soft: r.soft,
                         ttl_ms: r.ttl_ms,
-                        stamps: Below::snap(s1, neg_now()),
+                        stamps: Below::snap(s1, n1),
+                        keys: both(nkh),
                     });
                 }
                 self.l2_hits.bump();
@@ -225,15 +260,21 @@ impl CacheCore {
                     soft: r.soft,
                     ttl_ms: r.ttl_ms,
                     stamps: None,
+                    keys: None,
                 });
             }
         }
         self.l2_misses.bump();
-        let n1 = neg_now();
+        let (nkh, n1) = neg_of();
         // A cached miss counts only while the key's main stamp is unchanged.
-        if let Some(neg) = self.neg.as_ref() {
-            if s1 & 1 == 0 {
-                if let Some(r) = read_entry(py, neg, kb)? {
+        if let (Some(neg), Some(nkh)) = (self.neg.as_ref(), nkh.as_ref()) {
+            // Most caches store few cached misses, or none: a shard of that
+            // segment with no entry at all is not probed (read after the key's
+            // stamp there, `n1`, as `shard_empty` asks).
+            if s1 & 1 == 0 && neg.shard_empty(nkh) {
+                neg.count(false);
+            } else if s1 & 1 == 0 {
+                if let Some(r) = read_entry(py, neg, nkh, kb)? {
                     let pb = r.payload.bind(py).as_bytes();
                     let fresh = r.soft == 0 || now < r.soft;
                     if r.kind == Kind::Negative
@@ -264,17 +305,13 @@ impl CacheCore {
                             soft: r.soft,
                             ttl_ms: r.ttl_ms,
                             stamps: None,
+                            keys: None,
                         });
                     }
                 }
             }
         }
-        Ok(Below::miss(s1, n1))
-    }
-
-    /// The stamp word of `kb` in the cached-miss segment.
-    fn neg_stamp(&self, kb: &[u8]) -> Option<&std::sync::atomic::AtomicU32> {
-        self.neg.as_ref().map(|n| n.stamp_word(&n.hash(kb)))
+        Ok(Below::miss(s1, n1, both(nkh)))
     }
 
     /// L1, then L2: the value or cached miss of `key` if one is there now.

@@ -23,14 +23,42 @@ impl Counter {
     }
 }
 
+/// How long a loader took: measured in ticks (`ziggurat_core::ticks`) by the
+/// sync `fetch`, or in nanoseconds by the Python side.
+#[derive(Clone, Copy)]
+pub(crate) enum Took {
+    Ticks(u64),
+    Ns(u64),
+}
+
+/// The most and the sum of some spans.
+#[derive(Default)]
+struct Spans {
+    total: Counter,
+    max: Counter,
+}
+
+impl Spans {
+    fn add(&self, n: u64) {
+        // Plain loads and stores, like every counter here: a locked add would
+        // wait for the miss's segment write to drain, on every load.
+        self.total.0.store(self.total.get() + n, Ordering::Relaxed);
+        if n > self.max.get() {
+            self.max.0.store(n, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Loader calls, errors, latency and the miss path's events (bumped with the
 /// GIL held).
 #[derive(Default)]
 pub(crate) struct LoadCounts {
     calls: Counter,
     errors: Counter,
-    total_ns: Counter,
-    max_ns: AtomicU64,
+    /// Spans in ticks, converted to ns when read: converting each would read
+    /// the clock, the cost the ticks avoid.
+    ticks: Spans,
+    ns: Spans,
     pub waits: Counter,
     pub takeovers: Counter,
     pub stale_served: Counter,
@@ -38,21 +66,24 @@ pub(crate) struct LoadCounts {
 }
 
 impl LoadCounts {
-    pub(crate) fn record(&self, ns: u64, ok: bool) {
+    pub(crate) fn record(&self, took: Took, ok: bool) {
         self.calls.bump();
         if !ok {
             self.errors.bump();
         }
-        self.total_ns.0.fetch_add(ns, Ordering::Relaxed);
-        self.max_ns.fetch_max(ns, Ordering::Relaxed);
+        match took {
+            Took::Ticks(t) => self.ticks.add(t),
+            Took::Ns(n) => self.ns.add(n),
+        }
     }
 
     pub(crate) fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("calls", self.calls.get())?;
         d.set_item("errors", self.errors.get())?;
-        d.set_item("total_ns", self.total_ns.get())?;
-        d.set_item("max_ns", self.max_ns.load(Ordering::Relaxed))?;
+        let ns = |t: &Counter| ziggurat_core::ticks_to_ns(t.get());
+        d.set_item("total_ns", self.ns.total.get() + ns(&self.ticks.total))?;
+        d.set_item("max_ns", self.ns.max.get().max(ns(&self.ticks.max)))?;
         d.set_item("waits", self.waits.get())?;
         d.set_item("takeovers", self.takeovers.get())?;
         d.set_item("stale_served", self.stale_served.get())?;

@@ -9,6 +9,7 @@ use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt};
 use ziggurat_cache::{Kind, Lifetime, Trailer, UpdateError};
+use ziggurat_core::KeyHash;
 
 use crate::args::{check_key, key_hash, named, positive_ttl};
 use crate::convert::{err, tags_arg, ttl_arg, ZigguratError};
@@ -100,8 +101,9 @@ impl CacheCore {
         }
     }
 
-    /// Encodes and writes `value` (arguments already checked), then keeps the
-    /// object in this process's L1.
+    /// Encodes and writes `value` (arguments already checked), calls `written`
+    /// once the segment holds it, then keeps the object in this process's L1.
+    /// `kh`: the key as the main segment hashes it, when a read hashed it already.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn store(
         &self,
@@ -109,13 +111,15 @@ impl CacheCore {
         key: &Bound<'_, PyAny>,
         kb: &[u8],
         hash: u64,
+        kh: Option<KeyHash>,
         value: &Bound<'_, PyAny>,
         ttl: f64,
         stale: f64,
         tags: &[Vec<u8>],
+        written: impl FnOnce(),
     ) -> PyResult<()> {
         let kh = self.main.as_ref().map(|m| {
-            let kh = m.hash(kb);
+            let kh = kh.unwrap_or_else(|| m.hash(kb));
             m.prefetch_write(&kh);
             kh
         });
@@ -166,6 +170,7 @@ impl CacheCore {
         // bounded by lock_timeout without needing the GIL on the other side.
         main.set_hashed(kb, &kh, &buf, life.record_ttl(), &tag_refs)
             .map_err(err)?;
+        written();
         // Keep the object in this process's L1 if no other write of the key (or
         // of a key sharing its stamp) landed between the two stamp reads.
         let s1 = stamp.load(Ordering::Acquire);
@@ -262,7 +267,7 @@ impl CacheCore {
         let kb = check_key(key)?;
         let tags = tags_arg(tags)?;
         let hash = key_hash(key)?;
-        self.store(py, key, kb, hash, value, ttl, stale, &tags)
+        self.store(py, key, kb, hash, None, value, ttl, stale, &tags, || ())
     }
 
     /// `Cache.set`: `ttl` defaults to the cache's, `stale_ttl` is the cache's.
@@ -287,7 +292,7 @@ impl CacheCore {
                 let kb = check_key(key)?;
                 let tags = tags_arg(tags)?;
                 let hash = key_hash(key)?;
-                self.store(py, key, kb, hash, value, ttl, stale, &tags)
+                self.store(py, key, kb, hash, None, value, ttl, stale, &tags, || ())
                     .inspect_err(|e| {
                         if e.is_instance_of::<ZigguratError>(py) {
                             self.write_failed(py, "set", key, e.clone_ref(py));
