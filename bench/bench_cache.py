@@ -847,10 +847,11 @@ def bench_cache_fetch(ctx: bs.Ctx) -> Section:
     md = [
         "Miss rows: every call is on a key never seen before (fresh str keys made before "
         "each timed batch); the loader returns a prebuilt small dict at once, so the "
-        "overhead column is the Cache's own cost: the L1 and L2 lookups, the cached-miss "
-        "check, the per-host load lease (single flight), the loader call, then storing the "
-        "value (encoding with the serializer: orjson for this dict under the default; L2 "
-        "write; L1 fill). 'get + loader() + set by hand' is the "
+        "overhead column is the Cache's own cost: the L1 lookup, the per-host load lease "
+        "(single flight), then the key's L2 lookup and cached-miss check (a shard of the "
+        "cached-miss segment that holds nothing is not searched), the loader call, then "
+        "storing the value (encoding with the serializer: orjson for this dict under the "
+        "default; L2 write; L1 fill). 'get + loader() + set by hand' is the "
         "read-through a user would write without `fetch` (no single flight, no cached "
         f"misses). Hit rows cycle over {N_KEYS:,} keys held in L1. Median ns per call.",
         "",
