@@ -66,8 +66,9 @@ stress: build
 bench: build $(VENV)/.bench
 	$(PY) bench/run.py
 
-bench-http: build $(VENV)/.bench
+bench-http: build $(VENV)/.bench $(VENV)/.demo
 	$(PY) bench/bench_http.py
+	$(PY) bench/bench_blog.py
 
 # The blog first (three ways of caching its pages), then the shortener.
 demo: build $(VENV)/.demo
