@@ -135,26 +135,7 @@ impl<'a> Flight<'a> {
     /// before the probe); when the key has not changed since, no second read
     /// is needed.
     pub fn begin(&self, k: &FlightKey, snap: Option<u64>, timeout: f64) -> Next {
-        let pid = current_pid();
-        match self.neg.lease_try(&k.neg, pid, timeout) {
-            Lease::Taken => Next::Load {
-                main_stamp: self.main_stamp(k),
-                recheck: snap.is_none_or(|s| self.stamps(k) != Some(s)),
-                took_over: false,
-            },
-            Lease::Held { holder, seq } => {
-                let dead = !process_alive(holder_pid(holder));
-                if dead && self.neg.lease_take_over(&k.neg, holder, pid, timeout) {
-                    Next::Load {
-                        main_stamp: self.main_stamp(k),
-                        recheck: true,
-                        took_over: true,
-                    }
-                } else {
-                    Next::Wait { holder, seq }
-                }
-            }
-        }
+        self.take(k, timeout, Some(snap))
     }
 
     /// Takes the load lease of the key for `timeout` seconds before any read
@@ -164,25 +145,31 @@ impl<'a> Flight<'a> {
     /// then finds a value, but the compare-and-set no longer waits for that
     /// read's loads from memory, as it must when it follows them.
     pub fn claim(&self, k: &FlightKey, timeout: f64) -> Next {
+        self.take(k, timeout, None)
+    }
+
+    /// The lease, for a caller that read the key before (`read`: the snapshot
+    /// it took then) or reads it after (`None`).
+    fn take(&self, k: &FlightKey, timeout: f64, read: Option<Option<u64>>) -> Next {
         let pid = current_pid();
-        match self.neg.lease_try(&k.neg, pid, timeout) {
-            Lease::Taken => Next::Load {
-                main_stamp: self.main_stamp(k),
-                recheck: false,
-                took_over: false,
-            },
+        let (main_stamp, took_over) = match self.neg.lease_try(&k.neg, pid, timeout) {
+            Lease::Taken => (self.main_stamp(k), false),
             Lease::Held { holder, seq } => {
                 let dead = !process_alive(holder_pid(holder));
-                if dead && self.neg.lease_take_over(&k.neg, holder, pid, timeout) {
-                    Next::Load {
-                        main_stamp: self.main_stamp(k),
-                        recheck: false,
-                        took_over: true,
-                    }
-                } else {
-                    Next::Wait { holder, seq }
+                if !(dead && self.neg.lease_take_over(&k.neg, holder, pid, timeout)) {
+                    return Next::Wait { holder, seq };
                 }
+                (self.main_stamp(k), true)
             }
+        };
+        // A read made before the lease may be out of date: after a takeover
+        // always, otherwise when the key's stamps moved since its snapshot.
+        let recheck =
+            read.is_some_and(|snap| took_over || snap.is_none_or(|s| self.stamps(k) != Some(s)));
+        Next::Load {
+            main_stamp,
+            recheck,
+            took_over,
         }
     }
 

@@ -19,7 +19,7 @@ use ziggurat_cache::{Flight, FlightKey, Next};
 use crate::args::{check_key, check_ttls, key_hash, named, positive_ttl, refuse_awaitable};
 use crate::convert::{key_bytes, tags_arg, ttl_arg, ZigguratError};
 use crate::core::{CacheCore, CopyMode, Quick};
-use crate::read::{Below, HIT, MISS, NEG, STALE};
+use crate::read::{Below, HIT, NEG, STALE};
 use crate::stats::Took;
 
 create_exception!(
@@ -97,15 +97,6 @@ impl State {
             fk: self.fk,
         }
     }
-}
-
-/// What `fetch`'s miss found once it claimed the lease and read the key.
-enum Claimed {
-    /// A plain miss: this process holds the lease and loads, the key's main
-    /// stamp being the `u32` (for a cached miss).
-    Load(Plan, u32),
-    /// Any other case, as the step to go on from.
-    Step(State),
 }
 
 /// A step handed to Python (`afetch`, background refreshes, degraded loads).
@@ -257,9 +248,10 @@ impl CacheCore {
                 < self.refresh_ahead * ttl_ms as f64
     }
 
-    /// The first step of a miss (L1 already missed): L2, the cached misses,
-    /// then the lease. The step is built once and changed in place from here
-    /// on: it is large, and moving it costs more than most of what it does.
+    /// The first step of a miss (L1 already missed): the lease, then L2 and
+    /// the cached misses (see `claimed`); without a segment, the read alone.
+    /// The step is built once and changed in place from here on: it is large,
+    /// and moving it costs more than most of what it does.
     pub(crate) fn begin(
         &self,
         py: Python<'_>,
@@ -267,8 +259,20 @@ impl CacheCore {
         hash: u64,
         plan: Plan,
     ) -> PyResult<State> {
-        let b = self.read_below(py, key, hash, plan.stale_ttl.is_some())?;
-        self.begin_from(py, key, hash, plan, b)
+        let Some(fl) = self.flight() else {
+            let b = self.read_below(py, key, hash, plan.stale_ttl.is_some())?;
+            return self.begin_from(py, key, hash, plan, b);
+        };
+        let fk = fl.key(key_bytes(key)?);
+        // Start loading the key's lines in both segments (stamps and index; in
+        // the main one also what a write touches) before the lease's
+        // compare-and-set, which prefetches do not wait for.
+        if let (Some(m), Some(n)) = (self.main.as_ref(), self.neg.as_ref()) {
+            m.prefetch_write(fk.main());
+            n.prefetch_read(fk.neg());
+            n.prefetch_stamp(fk.neg());
+        }
+        self.claimed(py, key, hash, plan, &fl, &fk)
     }
 
     /// The first step of a miss, from what the read below L1 found.
@@ -557,28 +561,7 @@ impl CacheCore {
         loader: &Bound<'_, PyAny>,
         plan: Plan,
     ) -> PyResult<Py<PyAny>> {
-        let mut st = match self.flight() {
-            // With both segments and no tier below, the lease comes first and
-            // the read after it (see `Flight::claim`).
-            Some(fl) if self.hooks.below.get().is_none() => {
-                let fk = fl.key(key_bytes(key)?);
-                // Start loading the key's lines in both segments (stamps and
-                // index; in the main one also what a write touches) before the
-                // lease's compare-and-set, which prefetches do not wait for.
-                if let (Some(m), Some(n)) = (self.main.as_ref(), self.neg.as_ref()) {
-                    m.prefetch_write(fk.main());
-                    n.prefetch_read(fk.neg());
-                    n.prefetch_stamp(fk.neg());
-                }
-                match self.claimed(py, key, hash, plan, &fl, &fk)? {
-                    Claimed::Step(st) => st,
-                    Claimed::Load(plan, stamp) => {
-                        return self.load_now(py, key, hash, loader, plan, (&fl, &fk, stamp));
-                    }
-                }
-            }
-            _ => self.begin(py, key, hash, plan)?,
-        };
+        let mut st = self.begin(py, key, hash, plan)?;
         loop {
             match st.kind {
                 STEP_HIT => {
@@ -619,9 +602,9 @@ impl CacheCore {
         }
     }
 
-    /// The first step of `fetch`'s miss, taking the lease before reading: a
-    /// plain miss this process now loads comes back as `Claimed::Load` (no
-    /// step built); anything else as the step to go on from.
+    /// The first step of a miss, taking the lease before reading the key: the
+    /// read then needs no second look, and the lease's compare-and-set does
+    /// not wait for the read's loads from memory (see `Flight::claim`).
     fn claimed(
         &self,
         py: Python<'_>,
@@ -630,7 +613,7 @@ impl CacheCore {
         plan: Plan,
         fl: &Flight<'_>,
         fk: &FlightKey,
-    ) -> PyResult<Claimed> {
+    ) -> PyResult<State> {
         let next = fl.claim(fk, self.cfg.loader_timeout);
         let allow_stale = plan.stale_ttl.is_some();
         let b = match self.read_below_with(py, key, hash, allow_stale, Some(*fk)) {
@@ -642,6 +625,18 @@ impl CacheCore {
                 return Err(e);
             }
         };
+        if matches!(b.kind, HIT | NEG) {
+            if matches!(next, Next::Load { .. }) {
+                fl.release(fk);
+            }
+            return self.begin_from(py, key, hash, plan, b);
+        }
+        // Nothing fresh: this caller loads, or waits for the one who does
+        // (keeping a stale value for a failed load, or a load of its own that
+        // may follow the wait).
+        let mut st = self.state(STEP_LOAD, key, hash, plan);
+        st.stale = self.usable_stale(&st.plan, b);
+        st.fk = Some(*fk);
         match next {
             Next::Load {
                 main_stamp,
@@ -651,36 +646,16 @@ impl CacheCore {
                 if took_over {
                     self.loads_done.takeovers.bump();
                 }
-                match b.kind {
-                    MISS => Ok(Claimed::Load(plan, main_stamp)),
-                    STALE => {
-                        let mut st = self.state(STEP_LOAD, key, hash, plan);
-                        st.stale = self.usable_stale(&st.plan, b);
-                        st.stamp = main_stamp;
-                        st.fk = Some(*fk);
-                        Ok(Claimed::Step(st))
-                    }
-                    _ => {
-                        fl.release(fk);
-                        Ok(Claimed::Step(self.begin_from(py, key, hash, plan, b)?))
-                    }
-                }
+                st.stamp = main_stamp;
             }
-            Next::Wait { seq, .. } => match b.kind {
-                HIT | NEG => Ok(Claimed::Step(self.begin_from(py, key, hash, plan, b)?)),
-                _ => {
-                    // Another caller loads: wait for it (keeping a stale value
-                    // for a load of this caller's own that may follow).
-                    let mut st = self.state(STEP_WAIT, key, hash, plan);
-                    st.stale = self.usable_stale(&st.plan, b);
-                    st.fk = Some(*fk);
-                    st.seq = seq;
-                    let t = Duration::from_secs_f64(self.cfg.loader_timeout);
-                    st.deadline = Some(Instant::now() + t);
-                    Ok(Claimed::Step(st))
-                }
-            },
+            Next::Wait { seq, .. } => {
+                st.kind = STEP_WAIT;
+                st.seq = seq;
+                let t = Duration::from_secs_f64(self.cfg.loader_timeout);
+                st.deadline = Some(Instant::now() + t);
+            }
         }
+        Ok(st)
     }
 
     /// A LOAD step whose loader returned `r` after `took`: the value, or the
@@ -701,52 +676,6 @@ impl CacheCore {
                 }
                 None => Err(e),
             },
-        }
-    }
-
-    /// The LOAD of the common miss: this process took the lease (`fl`, `fk`;
-    /// the key's main stamp was `stamp`) with nothing to read again, and no tier
-    /// below is joined. Calls the loader and stores its value as `done` does,
-    /// with no step built unless the result is None or an error.
-    fn load_now(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        hash: u64,
-        loader: &Bound<'_, PyAny>,
-        plan: Plan,
-        (fl, fk, stamp): (&Flight<'_>, &FlightKey, u32),
-    ) -> PyResult<Py<PyAny>> {
-        if !loader.is_callable() {
-            fl.release(fk);
-            return Err(pyo3::exceptions::PyTypeError::new_err(
-                "loader must be callable",
-            ));
-        }
-        let t0 = ziggurat_core::ticks();
-        let r = loader.call0().and_then(refuse_awaitable);
-        let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
-        match r {
-            Ok(v) if !v.is_none() => {
-                self.loads_done.record(took, true);
-                let released = Cell::new(false);
-                let stored = self.store_loaded(py, key, hash, &plan, Some(*fk.main()), &v, || {
-                    fl.release(fk);
-                    released.set(true);
-                });
-                if !released.get() {
-                    fl.release(fk);
-                }
-                self.kept_or_reported(py, key, stored)?;
-                Ok(v.unbind())
-            }
-            r => {
-                // A cached miss to store, or a failure: the step's own way.
-                let mut st = self.state(STEP_LOAD, key, hash, plan);
-                st.stamp = stamp;
-                st.fk = Some(*fk);
-                self.finish(py, &st, r, took)
-            }
         }
     }
 
