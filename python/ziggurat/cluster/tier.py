@@ -208,10 +208,11 @@ class ClusterTier:
     def _lookup(self, key: str | bytes, kb: bytes) -> tuple[Any] | None:
         """One read of ``key`` in Redis: ``(value,)`` copied into the host's segment (see
         ``below``), or None (missing, voided, expired, failing its MAC, unreachable)."""
-        # While writes kept on this host wait for the recovery, Redis may hold values they
-        # replaced: those are returned, not kept.
-        keep = self.positioned() and not self.core.app_load(W.DIRTY)
-        seen = self.core.seen(key) if keep else None
+        if self.core.app_load(W.DIRTY):
+            # Writes kept on this host wait for the recovery: Redis may hold values they
+            # replaced, so it is not read until then (the loader answers instead).
+            return None
+        seen = self.core.seen(key) if self.positioned() else None
         try:
             body = self._stored(kb)
         except Down:
