@@ -57,6 +57,23 @@ def check_target(key: str | None, tag: str | None, namespace: str | None, everyt
         raise CliError(f"--namespace must be non-empty, without ':', got {namespace!r}", "invalid")
 
 
+def _document(
+    files: CacheFiles, key: str | None, tag: str | None, namespace: str | None, everything: bool
+) -> dict[str, Any]:
+    """The ``--json`` document of a purge of the one target named (checked)."""
+    check_target(key, tag, namespace, everything)
+    return {
+        "name": files.name,
+        "directory": files.directory,
+        "purged": "all" if everything else "key" if key else "tag" if tag else "namespace",
+        "key": key,
+        "tag": tag,
+        "namespace": namespace,
+        "deleted": None,
+        "entries_before": None,
+    }
+
+
 def purge(
     files: CacheFiles,
     key: str | None = None,
@@ -72,7 +89,7 @@ def purge(
     ...
     ziggurat.cli.errors.CliError: give exactly one of --key, --tag, --namespace or --all
     """
-    check_target(key, tag, namespace, everything)
+    out = _document(files, key, tag, namespace, everything)
     main = attach(files, read_only=False)
     assert main is not None
     try:
@@ -81,16 +98,6 @@ def purge(
         main.close()
         raise
     segs = [s for s in (main, neg) if s is not None]
-    out: dict[str, Any] = {
-        "name": files.name,
-        "directory": files.directory,
-        "purged": "all" if everything else "key" if key else "tag" if tag else "namespace",
-        "key": key,
-        "tag": tag,
-        "namespace": namespace,
-        "deleted": None,
-        "entries_before": None,
-    }
     try:
         if key is not None:
             # The argument's bytes: UTF-8 for text, any other sequence as it is.
@@ -133,22 +140,12 @@ def purge_cluster(args: argparse.Namespace, files: CacheFiles) -> dict[str, Any]
     """
     from ziggurat.cli.clustered import open_clustered
 
+    out = _document(files, args.key, args.tag, args.namespace, args.all)
     seg = attach(files)
     assert seg is not None
-    before = seg.stats()["entries"] if args.all else None
+    out.update(entries_before=seg.stats()["entries"] if args.all else None, cluster=True)
     seg.close()
     cache = open_clustered(args, files)
-    out: dict[str, Any] = {
-        "name": files.name,
-        "directory": files.directory,
-        "purged": "all" if args.all else "key" if args.key else "tag" if args.tag else "namespace",
-        "key": args.key,
-        "tag": args.tag,
-        "namespace": args.namespace,
-        "deleted": None,
-        "entries_before": before,
-        "cluster": True,
-    }
     try:
         if args.key is not None:
             out["deleted"] = cache.delete(args.key)
@@ -176,7 +173,6 @@ def run(args: argparse.Namespace, out: Output) -> int:
     """Purges ``args.name`` as its options say."""
     files = CacheFiles.of(args.name, args.directory, args.version)
     if args.redis is not None:
-        check_target(args.key, args.tag, args.namespace, args.all)
         d = purge_cluster(args, files)
     else:
         d = purge(files, args.key, args.tag, args.namespace, args.all)
