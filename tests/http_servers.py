@@ -172,13 +172,18 @@ def serving(
         _wait_ready(srv, time.monotonic() + 60, ready)
         yield srv
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """Stops a server as its users would: SIGTERM, then SIGKILL after 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 @contextlib.contextmanager

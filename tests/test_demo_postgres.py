@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from demo_runs import run_demo
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -140,20 +141,8 @@ def test_the_same_sql_runs_on_both_databases(kind: str, pg: LocalPostgres, tmp_p
 
 
 def _demo(*args: str, **env_vars: str) -> str:
-    env = dict(os.environ, DEMO_SECONDS="1", DEMO_WARMUP_SECONDS="0", DEMO_LINKS="2000")
-    env.pop("DATABASE_URL", None)
-    env.pop("SHORTENER_DATABASE_URL", None)
-    env.update(env_vars)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        [sys.executable, "-m", "examples.shortener.demo", *args],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=150,
-    )
+    settings = {"DEMO_SECONDS": "1", "DEMO_WARMUP_SECONDS": "0", "DEMO_LINKS": "2000"}
+    proc = run_demo("examples.shortener.demo", *args, **{**settings, **env_vars})
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "FAIL" not in out and "BAD" not in out, out[-4000:]

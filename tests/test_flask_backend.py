@@ -24,6 +24,7 @@ from typing import Any
 import cache_helpers
 import pytest
 from cache_helpers import CTX, Worker, new_name
+from http_servers import stop
 
 pytest.importorskip("flask_caching")
 
@@ -430,12 +431,7 @@ def gunicorn(example_env: dict[str, str]) -> Iterator[_Server]:
                 time.sleep(0.1)
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc)
         if proc.stdout:
             proc.stdout.close()
 

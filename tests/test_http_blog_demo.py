@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 import re
 import socket
-import subprocess
-import sys
 
 import pytest
+from demo_runs import run_demo
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -30,18 +29,7 @@ def _listening(port: int) -> bool:
 
 
 def test_short_demo_prints_three_modes_and_passes_coherence() -> None:
-    env = dict(os.environ, DEMO_SECONDS="1", DEMO_WARMUP_SECONDS="0")
-    env.pop("DATABASE_URL", None)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        [sys.executable, "-m", "examples.blog.demo"],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=150,
-    )
+    proc = run_demo("examples.blog.demo", DEMO_SECONDS="1", DEMO_WARMUP_SECONDS="0")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     pg = re.search(

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 
 import pytest
+from demo_runs import run_demo
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -24,17 +24,7 @@ CHANGES = 3
 
 
 def _run(**env_vars: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, **env_vars)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run(
-        [sys.executable, "-m", "examples.shortener.cluster_demo"],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=150,
-    )
+    return run_demo("examples.shortener.cluster_demo", **env_vars)
 
 
 def _alive(pid: int) -> bool:
