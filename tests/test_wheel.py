@@ -233,6 +233,19 @@ with Cache("wheel-smoke", size="4MiB", directory=directory) as cache:
         os._exit(0 if ok else 1)
     os.close(go_r)
     cache.set("from-parent", {"n": 1})
+    # get's hits and every other call (misses, keywords, bad input) take different ways in
+    try:
+        cache.get(["a list"])
+        refused = ""
+    except TypeError as e:
+        refused = str(e)
+    calls = [
+        cache.get("from-parent", "d"),
+        cache.get(key="from-parent"),
+        cache.get("absent", 6),
+        cache.get(key="absent", default=5),
+        refused,
+    ]
     first = cache.fetch("loaded-once", load)
     os.write(go_w, b"x")
     _, status = os.waitpid(pid, 0)
@@ -242,6 +255,7 @@ with Cache("wheel-smoke", size="4MiB", directory=directory) as cache:
         "prefix": sys.prefix,
         "version": list(sys.version_info[:2]),
         "get": cache.get("from-parent"),
+        "calls": calls,
         "fetch": first,
         "loads": len(loads),
         "child_exit": os.waitstatus_to_exitcode(status),
@@ -280,6 +294,13 @@ def test_wheel_installs_and_runs_without_rust(
         assert not installed.is_relative_to(ROOT), out[key]
     assert Path(out["native"]).name == "_native.abi3.so"
     assert out["get"] == {"n": 1}
+    assert out["calls"] == [
+        {"n": 1},
+        {"n": 1},
+        6,
+        5,
+        "Cache.get(): key must be str or bytes, not list",
+    ]
     assert out["fetch"] == {"loaded": True}
     assert out["loads"] == 1
     assert out["child_exit"] == 0, "the forked child did not see the parent's write and load"

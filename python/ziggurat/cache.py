@@ -317,7 +317,7 @@ class Cache:
         self.closed = False
         # The hot paths: `cache.get`, `cache.set` and an L1 hit of `cache.fetch` are
         # native methods called directly, no Python frame.
-        self.get = self._core.get  # type: ignore[method-assign]
+        self.get = self._core.bound_get()  # type: ignore[method-assign]
         self.fetch = self._core.fetch  # type: ignore[method-assign]
         self.set = self._core.set  # type: ignore[method-assign]
         if self._segment is not None:

@@ -11,6 +11,7 @@ mod core;
 mod fetch;
 mod l1;
 mod l3;
+mod quick;
 mod read;
 mod segment;
 mod stats;

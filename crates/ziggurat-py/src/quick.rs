@@ -1,0 +1,237 @@
+//! The entry point of `Cache.get` that Python calls: an L1 hit answered
+//! without PyO3's argument parser and trampoline, everything else handed to
+//! the full method unchanged.
+//!
+//! An L1 hit is the cache's most frequent call and its cheapest work (a table
+//! probe and a few atomic loads). PyO3's generic entry (the trampoline that
+//! counts the thread's attachment and catches panics, then a parser that fills
+//! an argument array from positional and keyword arguments) costs as much again
+//! as the hit itself. This entry takes the hit straight from the vectorcall
+//! arguments when the call is `get(key)` or `get(key, default)` with an exact
+//! `str` or `bytes` key. Anything else (keywords, other key types, another copy
+//! mode, a miss, an entry no longer valid) goes to the PyO3 method, so every
+//! behaviour of `get` still lives in `CacheCore::get`: this file only decides
+//! whether the one step both share (`CacheCore::l1_peek`) already answers.
+//!
+//! The hit path here drops no Python reference (a drop outside PyO3's
+//! trampoline would be deferred) and runs no Python code.
+
+#![allow(unsafe_code)] // an extern "C" entry point and raw vectorcall arguments
+
+use std::os::raw::c_char;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::core::{CacheCore, Quick};
+
+/// The method table entry of the bound `get`. CPython keeps a pointer to it in
+/// every function object made from it, so it lives as long as the module.
+struct Def(ffi::PyMethodDef);
+
+// SAFETY: the entry is never written after it is built, and its pointers are
+// to static strings and a function: sharing it between threads reads only.
+unsafe impl Sync for Def {}
+
+static GET_DEF: Def = Def(ffi::PyMethodDef {
+    ml_name: c"get".as_ptr() as *const c_char,
+    ml_meth: ffi::PyMethodDefPointer {
+        PyCFunctionFastWithKeywords: get,
+    },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: c"get(key, default=None)\n--\n\nThe cached value of key, or default.".as_ptr()
+        as *const c_char,
+});
+
+/// `CacheCore.get` as found on the class (a method descriptor): the full
+/// method, called with the core as its first argument. The class lives as long
+/// as the module, so one reference serves every core.
+static FULL: OnceLock<Py<PyAny>> = OnceLock::new();
+
+/// `core.get` as a function whose L1 hits skip PyO3's entry; everything that
+/// is not a plain hit goes to the full method.
+pub(crate) fn bound_get(core: &Bound<'_, CacheCore>) -> PyResult<Py<PyAny>> {
+    let py = core.py();
+    if FULL.get().is_none() {
+        let full = py.get_type::<CacheCore>().getattr("get")?.unbind();
+        let _ = FULL.set(full);
+    }
+    // SAFETY: `GET_DEF` is static and describes `get` below with the flags its
+    // signature needs; `core` is a live object the new function keeps a
+    // reference to (CPython increments it). A null return has set an error.
+    unsafe {
+        let f = ffi::PyCFunction_NewEx(
+            &GET_DEF.0 as *const ffi::PyMethodDef as *mut ffi::PyMethodDef,
+            core.as_ptr(),
+            std::ptr::null_mut(),
+        );
+        Bound::from_owned_ptr_or_err(py, f).map(Bound::unbind)
+    }
+}
+
+/// The vectorcall entry (`METH_FASTCALL | METH_KEYWORDS`).
+unsafe extern "C" fn get(
+    core: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls this with the GIL held, `core` being the core
+    // `bound_get` bound (kept alive by the function), `args` holding `nargs`
+    // positional arguments followed by one per name in `kwnames`.
+    unsafe {
+        if kwnames.is_null() && (nargs == 1 || nargs == 2) {
+            let default = if nargs == 2 {
+                *args.add(1)
+            } else {
+                ffi::Py_None()
+            };
+            if let Some(out) = hit(core, *args, default) {
+                return out;
+            }
+        }
+        call_full(core, args, nargs, kwnames)
+    }
+}
+
+/// The full method called with the same arguments, by vectorcall where the
+/// ABI has it (a build for one CPython version).
+///
+/// # Safety
+/// As for `get`.
+#[cfg(not(feature = "abi3"))]
+unsafe fn call_full(
+    core: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    let Some(full) = FULL.get() else {
+        return std::ptr::null_mut(); // unreachable: set before any `get` exists
+    };
+    // SAFETY: per this function's contract; the new argument vector borrows
+    // the same objects for the duration of the call.
+    unsafe {
+        let nkw = if kwnames.is_null() {
+            0
+        } else {
+            ffi::PyTuple_Size(kwnames)
+        };
+        let total = (nargs + nkw) as usize;
+        let mut stack: [*mut ffi::PyObject; 4] = [core; 4];
+        let mut heap = Vec::new();
+        let with_self: *mut *mut ffi::PyObject = if total < stack.len() {
+            stack.as_mut_ptr()
+        } else {
+            heap.resize(total + 1, core);
+            heap.as_mut_ptr()
+        };
+        std::ptr::copy_nonoverlapping(args, with_self.add(1), total);
+        ffi::PyObject_Vectorcall(full.as_ptr(), with_self, nargs as usize + 1, kwnames)
+    }
+}
+
+/// The full method called with the same arguments, through calls of the
+/// stable ABI of CPython 3.10 (the wheel's): positional arguments on the
+/// stack, or a tuple and a dict for calls with keywords.
+///
+/// # Safety
+/// As for `get`.
+#[cfg(feature = "abi3")]
+unsafe fn call_full(
+    core: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    let Some(full) = FULL.get() else {
+        return std::ptr::null_mut(); // unreachable: set before any `get` exists
+    };
+    let full = full.as_ptr();
+    let end = std::ptr::null_mut::<ffi::PyObject>();
+    // SAFETY: per this function's contract; `PyTuple_SetItem` steals the
+    // reference taken just before it, and every new object is released on
+    // every path.
+    unsafe {
+        if kwnames.is_null() && nargs == 1 {
+            return ffi::PyObject_CallFunctionObjArgs(full, core, *args, end);
+        }
+        if kwnames.is_null() && nargs == 2 {
+            return ffi::PyObject_CallFunctionObjArgs(full, core, *args, *args.add(1), end);
+        }
+        let pos = ffi::PyTuple_New(nargs + 1);
+        if pos.is_null() {
+            return pos;
+        }
+        ffi::Py_IncRef(core);
+        ffi::PyTuple_SetItem(pos, 0, core);
+        for i in 0..nargs {
+            let a = *args.offset(i);
+            ffi::Py_IncRef(a);
+            ffi::PyTuple_SetItem(pos, i + 1, a);
+        }
+        let mut kw = std::ptr::null_mut();
+        if !kwnames.is_null() {
+            kw = ffi::PyDict_New();
+            if kw.is_null() {
+                ffi::Py_DecRef(pos);
+                return kw;
+            }
+            for j in 0..ffi::PyTuple_Size(kwnames) {
+                let name = ffi::PyTuple_GetItem(kwnames, j);
+                if ffi::PyDict_SetItem(kw, name, *args.offset(nargs + j)) < 0 {
+                    ffi::Py_DecRef(pos);
+                    ffi::Py_DecRef(kw);
+                    return std::ptr::null_mut();
+                }
+            }
+        }
+        let out = ffi::PyObject_Call(full, pos, kw);
+        ffi::Py_DecRef(pos);
+        if !kw.is_null() {
+            ffi::Py_DecRef(kw);
+        }
+        out
+    }
+}
+
+/// A new reference to the answer when L1 holds a valid entry for `key`;
+/// `None` for every other case, which the full method then takes.
+///
+/// # Safety
+/// The GIL is held; `core` is a `CacheCore`, `key` and `default` are live
+/// objects borrowed for the call.
+unsafe fn hit(
+    core: *mut ffi::PyObject,
+    key: *mut ffi::PyObject,
+    default: *mut ffi::PyObject,
+) -> Option<*mut ffi::PyObject> {
+    // SAFETY: per this function's contract. Exact str and bytes hash without
+    // running Python code and never fail.
+    unsafe {
+        if ffi::PyUnicode_CheckExact(key) == 0 && ffi::PyBytes_CheckExact(key) == 0 {
+            return None;
+        }
+        let h = ffi::PyObject_Hash(key);
+        if h == -1 {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        let py = Python::assume_attached();
+        let core = Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>();
+        let key = Borrowed::from_ptr(py, key);
+        // A panic must not unwind into CPython; it cannot happen on this path,
+        // but if it did the full method would report it properly.
+        let found = catch_unwind(AssertUnwindSafe(|| core.get().l1_peek(py, &key, h as u64)));
+        match found {
+            Ok(Quick::Value(v)) => Some(v.into_ptr()),
+            Ok(Quick::Negative) => {
+                ffi::Py_IncRef(default);
+                Some(default)
+            }
+            Ok(Quick::Miss) | Err(_) => None,
+        }
+    }
+}

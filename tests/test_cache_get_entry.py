@@ -1,0 +1,171 @@
+"""``Cache.get``'s entry point: an L1 hit is answered before PyO3's argument parser, and
+every other call goes to the full method unchanged. These tests hold the two in agreement:
+the same answers, errors, counters and coherence whichever way a call goes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+
+import cache_helpers
+import pytest
+from cache_helpers import open_like
+from ziggurat import Cache, ZigguratError
+
+cache_dir = cache_helpers.cache_dir
+make_cache = cache_helpers.make_cache
+
+
+class Key(str):
+    """A str subclass: a valid key that the quick entry leaves to the full method."""
+
+
+def l1_counts(cache: Cache) -> tuple[int, int]:
+    l1 = cache.stats()["process"]["l1"]
+    return l1["hits"], l1["stale_drops"]
+
+
+def test_answers_and_defaults_by_every_spelling(make_cache: Callable[..., Cache]) -> None:
+    cache = make_cache()
+    cache.set("k", {"v": 1})
+    cache.set(b"b", [1, 2])
+    v = cache.get("k")
+    assert v == {"v": 1}
+    # shared mode hands out the cached object itself, by either entry
+    assert cache.get("k") is v
+    assert cache.get(key="k") is v
+    assert cache.get("k", default="d") is v
+    assert cache.get("k", "d") is v
+    assert cache.get(Key("k")) is v
+    assert cache.get(b"b") == [1, 2]
+    assert cache.get("absent") is None
+    assert cache.get("absent", "d") == "d"
+    assert cache.get("absent", default="d") == "d"
+    assert cache.get(key="absent", default=7) == 7
+
+
+def test_cached_miss_returns_the_callers_default(make_cache: Callable[..., Cache]) -> None:
+    cache = make_cache()
+    assert cache.fetch("none", lambda: None) is None  # a cached miss
+    assert cache.get("none") is None  # now held in L1
+    hits0, _ = l1_counts(cache)
+    sentinel = object()
+    assert cache.get("none") is None
+    assert cache.get("none", sentinel) is sentinel
+    assert cache.get("none", default=sentinel) is sentinel
+    hits1, _ = l1_counts(cache)
+    assert hits1 - hits0 == 3
+
+
+def test_bad_calls_get_the_full_methods_errors(make_cache: Callable[..., Cache]) -> None:
+    cache = make_cache()
+    cache.set("k", 1)
+    with pytest.raises(TypeError, match=r"^Cache\.get\(\): key must be str or bytes"):
+        cache.get(["k"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^Cache\.get\(\): key must be str or bytes"):
+        cache.get(3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^Cache\.get\(\)"):
+        cache.get("")
+    with pytest.raises(TypeError, match=r"Cache\.get\(\) missing 1 required"):
+        cache.get()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"Cache\.get\(\) takes from 1 to 2 positional"):
+        cache.get("k", 1, 2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"Cache\.get\(\) got an unexpected keyword"):
+        cache.get("k", bogus=1)  # type: ignore[call-arg]
+    assert cache.get("k") == 1
+
+
+def test_hits_are_counted_once_per_call(make_cache: Callable[..., Cache]) -> None:
+    cache = make_cache()
+    cache.set("k", "v")
+    hits0, _ = l1_counts(cache)
+    for _ in range(10):
+        assert cache.get("k") == "v"
+    for _ in range(5):
+        assert cache.get(Key("k")) == "v"
+    hits1, _ = l1_counts(cache)
+    assert hits1 - hits0 == 15
+
+
+def test_another_processs_write_is_seen_at_once(make_cache: Callable[..., Cache]) -> None:
+    """A stale L1 entry is not answered by the quick entry: the full method drops it."""
+    cache = make_cache()
+    cache.set("k", "old")
+    assert cache.get("k") == "old"
+    _, stale0 = l1_counts(cache)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 1
+        try:
+            with open_like(cache) as other:
+                other.set("k", "new")
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert cache.get("k") == "new"
+    assert cache.get("k") == "new"
+    _, stale1 = l1_counts(cache)
+    assert stale1 - stale0 == 1
+
+
+def test_expired_entry_is_not_answered(make_cache: Callable[..., Cache]) -> None:
+    cache = make_cache()
+    cache.set("k", "v", ttl=0.05)
+    assert cache.get("k") == "v"
+    assert cache_helpers.wait_until(lambda: cache.get("k") is None, timeout=5)
+    assert cache.get("k", "d") == "d"
+
+
+@pytest.mark.parametrize("mode", ["copy", "decode"])
+def test_other_copy_modes_keep_their_answers(make_cache: Callable[..., Cache], mode: str) -> None:
+    cache = make_cache(copy=mode)
+    cache.set("k", {"v": [1]})
+    a = cache.get("k")
+    b = cache.get("k")
+    assert a == b == {"v": [1]}
+    assert a is not b
+    a["v"].append(2)
+    assert cache.get("k") == {"v": [1]} or mode == "copy"
+
+
+def test_closed_cache_refuses(make_cache: Callable[..., Cache]) -> None:
+    cache = make_cache()
+    cache.set("k", 1)
+    assert cache.get("k") == 1
+    cache.close()
+    with pytest.raises(ZigguratError, match="closed"):
+        cache.get("k")
+
+
+def test_threads_hitting_while_another_writes(make_cache: Callable[..., Cache]) -> None:
+    """Readers in threads see only values that were written, and the last one at the end."""
+    cache = make_cache()
+    keys = [f"k{i}" for i in range(50)]
+    for k in keys:
+        cache.set(k, (k, 0))
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            for k in keys:
+                v = cache.get(k)
+                if v is None or v[0] != k:
+                    errors.append(f"{k}: {v!r}")
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for t in readers:
+        t.start()
+    for n in range(1, 200):
+        for k in keys[:: 1 + n % 5]:
+            cache.set(k, (k, n))
+    stop.set()
+    for t in readers:
+        t.join()
+    assert errors == []
+    cache.set("k0", ("k0", "last"))
+    assert cache.get("k0") == ("k0", "last")
