@@ -251,12 +251,19 @@ impl CacheCore {
         .unwrap_or(Quick::Miss)
     }
 
+    /// Whether an L1 hit can be answered with the cached object as is (the
+    /// case `l1_peek` serves); fixed when the core is made.
+    #[inline(always)]
+    pub(crate) fn quick_hits(&self) -> bool {
+        self.mode == CopyMode::Shared && !self.debug && self.l1_enabled
+    }
+
     /// `l1_shared` for a caller outside PyO3's entry (see `quick`): it only
     /// answers, leaving an entry no longer valid in place for the full method
     /// to drop, because a reference dropped from here would be deferred.
     #[inline(always)]
     pub(crate) fn l1_peek(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Quick {
-        if self.mode != CopyMode::Shared || self.debug || !self.l1_enabled {
+        if !self.quick_hits() {
             return Quick::Miss;
         }
         self.l1

@@ -51,9 +51,14 @@ static GET_DEF: Def = Def(ffi::PyMethodDef {
 static FULL: OnceLock<Py<PyAny>> = OnceLock::new();
 
 /// `core.get` as a function whose L1 hits skip PyO3's entry; everything that
-/// is not a plain hit goes to the full method.
+/// is not a plain hit goes to the full method. A core whose L1 never answers
+/// that way (no L1, a copy mode other than shared, debug) gets the full method
+/// itself: the extra step would only slow its calls.
 pub(crate) fn bound_get(core: &Bound<'_, CacheCore>) -> PyResult<Py<PyAny>> {
     let py = core.py();
+    if !core.get().quick_hits() {
+        return Ok(core.getattr("get")?.unbind());
+    }
     if FULL.get().is_none() {
         let full = py.get_type::<CacheCore>().getattr("get")?.unbind();
         let _ = FULL.set(full);
