@@ -148,10 +148,12 @@ def bench_cache_l1(ctx: bs.Ctx) -> Section:
         "small dicts (6 fields); × is the ratio to `dict.get` measured in the same run. The "
         "Cache was filled with `set` in this process, so every get is an L1 hit: a lookup in "
         "the process's own map plus the atomic loads that check the entry's stamp, the "
-        "segment epoch and its deadline. The in-process peers hold live objects too, but no "
-        "other process can invalidate them. The goal figure is the median over the rounds "
-        "of the per-round ratio to dict.get (each round runs dict.get and the Cache back to "
-        "back).",
+        "segment epoch and its deadline, answered by `get`'s own vectorcall entry before "
+        "PyO3's argument parser (`crates/ziggurat-py/src/quick.rs`; that parser and PyO3's "
+        "trampoline cost about 6 ns a call here). The in-process peers hold live objects "
+        "too, but no other process can invalidate them. The goal figure is the median over "
+        "the rounds of the per-round ratio to dict.get (each round runs dict.get and the "
+        "Cache back to back).",
         "",
         h.md_table(["backend", "get", "× dict.get", "spread", "notes"], rows, "lrrrl"),
         "",
