@@ -1,6 +1,7 @@
-"""``Cache.get``'s entry point: an L1 hit is answered before PyO3's argument parser, and
-every other call goes to the full method unchanged. These tests hold the two in agreement:
-the same answers, errors, counters and coherence whichever way a call goes.
+"""The entry points of ``Cache.get`` and ``Cache.fetch``: an L1 hit is answered before
+PyO3's argument parser, and every other call goes to the full method unchanged. These tests
+hold the two in agreement: the same answers, errors, counters and coherence whichever way a
+call goes.
 """
 
 from __future__ import annotations
@@ -169,3 +170,64 @@ def test_threads_hitting_while_another_writes(make_cache: Callable[..., Cache]) 
     assert errors == []
     cache.set("k0", ("k0", "last"))
     assert cache.get("k0") == ("k0", "last")
+
+
+def test_fetch_hits_misses_and_options(make_cache: Callable[..., Cache]) -> None:
+    cache = make_cache()
+    calls: list[str] = []
+
+    def load() -> dict[str, int]:
+        calls.append("load")
+        return {"v": 1}
+
+    v = cache.fetch("k", load)
+    assert v == {"v": 1} and calls == ["load"]
+    hits0, _ = l1_counts(cache)
+    assert cache.fetch("k", load) is v
+    assert cache.fetch(Key("k"), load) is v
+    assert cache.fetch("k", load, ttl=60) is v
+    assert cache.fetch(key="k", loader=load) is v
+    assert calls == ["load"]
+    hits1, _ = l1_counts(cache)
+    assert hits1 - hits0 == 4
+    # a cached miss answers None by either entry, and the loader is not called again
+    assert cache.fetch("none", lambda: None) is None
+    assert cache.fetch("none", load) is None
+    assert cache.fetch("none", load, ttl=5) is None
+    assert calls == ["load"]
+    # a hit needs no loader call, so a hit does not look at the loader
+    assert cache.fetch("k", None) is v  # type: ignore[arg-type]
+
+
+def test_fetch_bad_calls_get_the_full_methods_errors(make_cache: Callable[..., Cache]) -> None:
+    cache = make_cache()
+    cache.set("k", 1)
+    with pytest.raises(TypeError, match=r"^Cache\.fetch\(\): key must be str or bytes"):
+        cache.fetch(3, lambda: 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"Cache\.fetch\(\) missing 1 required"):
+        cache.fetch("k")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"Cache\.fetch\(\) takes 2 positional"):
+        cache.fetch("k", lambda: 1, 60)  # type: ignore[misc]
+    with pytest.raises(ValueError, match=r"^Cache\.fetch\(\): ttl"):
+        cache.fetch("k", lambda: 1, ttl=-5)
+    with pytest.raises(TypeError, match=r"^Cache\.fetch\(\): loader must be callable"):
+        cache.fetch("absent", 5)  # type: ignore[arg-type]
+    assert cache.fetch("k", lambda: 2) == 1
+
+
+def test_fetch_sees_another_processs_write(make_cache: Callable[..., Cache]) -> None:
+    cache = make_cache()
+    assert cache.fetch("k", lambda: "old") == "old"
+    assert cache.fetch("k", lambda: "unused") == "old"
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 1
+        try:
+            with open_like(cache) as other:
+                other.set("k", "new")
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert cache.fetch("k", lambda: "unused") == "new"

@@ -318,7 +318,7 @@ class Cache:
         # The hot paths: `cache.get`, `cache.set` and an L1 hit of `cache.fetch` are
         # native methods called directly, no Python frame.
         self.get = self._core.bound_get()  # type: ignore[method-assign]
-        self.fetch = self._core.fetch  # type: ignore[method-assign]
+        self.fetch = self._core.bound_fetch()  # type: ignore[method-assign]
         self.set = self._core.set  # type: ignore[method-assign]
         if self._segment is not None:
             # With a segment, incr is one native call too (degraded, it is per process).

@@ -1,17 +1,18 @@
-//! The entry point of `Cache.get` that Python calls: an L1 hit answered
-//! without PyO3's argument parser and trampoline, everything else handed to
-//! the full method unchanged.
+//! The entry points of `Cache.get` and `Cache.fetch` that Python calls: an
+//! L1 hit answered without PyO3's argument parser and trampoline, everything
+//! else handed to the full method unchanged.
 //!
 //! An L1 hit is the cache's most frequent call and its cheapest work (a table
 //! probe and a few atomic loads). PyO3's generic entry (the trampoline that
 //! counts the thread's attachment and catches panics, then a parser that fills
 //! an argument array from positional and keyword arguments) costs as much again
-//! as the hit itself. This entry takes the hit straight from the vectorcall
-//! arguments when the call is `get(key)` or `get(key, default)` with an exact
-//! `str` or `bytes` key. Anything else (keywords, other key types, another copy
-//! mode, a miss, an entry no longer valid) goes to the PyO3 method, so every
-//! behaviour of `get` still lives in `CacheCore::get`: this file only decides
-//! whether the one step both share (`CacheCore::l1_peek`) already answers.
+//! as the hit itself. These entries take the hit straight from the vectorcall
+//! arguments when the call is `get(key)`, `get(key, default)` or
+//! `fetch(key, loader)` with an exact `str` or `bytes` key. Anything else
+//! (keywords, other key types, a miss, an entry no longer valid) goes to the
+//! PyO3 method, so every behaviour of `get` and `fetch` still lives in
+//! `CacheCore`: this file only decides whether the one step they share
+//! (`CacheCore::l1_peek`) already answers.
 //!
 //! The hit path here drops no Python reference (a drop outside PyO3's
 //! trampoline would be deferred) and runs no Python code.
@@ -27,48 +28,73 @@ use pyo3::prelude::*;
 
 use crate::core::{CacheCore, Quick};
 
-/// The method table entry of the bound `get`. CPython keeps a pointer to it in
-/// every function object made from it, so it lives as long as the module.
-struct Def(ffi::PyMethodDef);
+/// A native method with a quick entry: its method table entry (CPython keeps
+/// a pointer to it in every function object made from it, so it is static)
+/// and the full method as found on the class (a method descriptor, called
+/// with the core as its first argument; the class lives as long as the
+/// module, so one reference serves every core).
+pub(crate) struct Method {
+    def: ffi::PyMethodDef,
+    name: &'static str,
+    full: OnceLock<Py<PyAny>>,
+}
 
-// SAFETY: the entry is never written after it is built, and its pointers are
-// to static strings and a function: sharing it between threads reads only.
-unsafe impl Sync for Def {}
+// SAFETY: `def` is never written after it is built, and its pointers are to
+// static strings and a function: sharing it between threads reads only.
+unsafe impl Sync for Method {}
 
-static GET_DEF: Def = Def(ffi::PyMethodDef {
-    ml_name: c"get".as_ptr() as *const c_char,
-    ml_meth: ffi::PyMethodDefPointer {
-        PyCFunctionFastWithKeywords: get,
+pub(crate) static GET: Method = Method {
+    def: ffi::PyMethodDef {
+        ml_name: c"get".as_ptr() as *const c_char,
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionFastWithKeywords: get,
+        },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: c"get(key, default=None)\n--\n\nThe cached value of key, or default.".as_ptr()
+            as *const c_char,
     },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"get(key, default=None)\n--\n\nThe cached value of key, or default.".as_ptr()
-        as *const c_char,
-});
+    name: "get",
+    full: OnceLock::new(),
+};
 
-/// `CacheCore.get` as found on the class (a method descriptor): the full
-/// method, called with the core as its first argument. The class lives as long
-/// as the module, so one reference serves every core.
-static FULL: OnceLock<Py<PyAny>> = OnceLock::new();
+pub(crate) static FETCH: Method = Method {
+    def: ffi::PyMethodDef {
+        ml_name: c"fetch".as_ptr() as *const c_char,
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionFastWithKeywords: fetch,
+        },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: c"fetch(key, loader, *, ttl=None, tags=None, neg_ttl=None, stale_ttl=None)\n--\n\nThe cached value of key, or what loader() returns, stored.".as_ptr()
+            as *const c_char,
+    },
+    name: "fetch",
+    full: OnceLock::new(),
+};
 
-/// `core.get` as a function whose L1 hits skip PyO3's entry; everything that
-/// is not a plain hit goes to the full method. A core whose L1 never answers
-/// that way (no L1, a copy mode other than shared, debug) gets the full method
-/// itself: the extra step would only slow its calls.
-pub(crate) fn bound_get(core: &Bound<'_, CacheCore>) -> PyResult<Py<PyAny>> {
+/// `core.<method>` as a function whose L1 hits skip PyO3's entry; everything
+/// that is not a plain hit goes to the full method. A core whose L1 never
+/// answers that way (`quick`: false when there is no L1, a copy mode other
+/// than shared, debug...) gets the full method itself: the extra step would
+/// only slow its calls.
+pub(crate) fn bound(
+    core: &Bound<'_, CacheCore>,
+    m: &'static Method,
+    quick: bool,
+) -> PyResult<Py<PyAny>> {
     let py = core.py();
-    if !core.get().quick_hits() {
-        return Ok(core.getattr("get")?.unbind());
+    if !quick {
+        return Ok(core.getattr(m.name)?.unbind());
     }
-    if FULL.get().is_none() {
-        let full = py.get_type::<CacheCore>().getattr("get")?.unbind();
-        let _ = FULL.set(full);
+    if m.full.get().is_none() {
+        let full = py.get_type::<CacheCore>().getattr(m.name)?.unbind();
+        let _ = m.full.set(full);
     }
-    // SAFETY: `GET_DEF` is static and describes `get` below with the flags its
-    // signature needs; `core` is a live object the new function keeps a
+    // SAFETY: `m.def` is static and describes an entry below with the flags
+    // its signature needs; `core` is a live object the new function keeps a
     // reference to (CPython increments it). A null return has set an error.
     unsafe {
         let f = ffi::PyCFunction_NewEx(
-            &GET_DEF.0 as *const ffi::PyMethodDef as *mut ffi::PyMethodDef,
+            &m.def as *const ffi::PyMethodDef as *mut ffi::PyMethodDef,
             core.as_ptr(),
             std::ptr::null_mut(),
         );
@@ -76,7 +102,8 @@ pub(crate) fn bound_get(core: &Bound<'_, CacheCore>) -> PyResult<Py<PyAny>> {
     }
 }
 
-/// The vectorcall entry (`METH_FASTCALL | METH_KEYWORDS`).
+/// `get`'s vectorcall entry (`METH_FASTCALL | METH_KEYWORDS`): a cached miss
+/// answers the caller's default.
 unsafe extern "C" fn get(
     core: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
@@ -84,7 +111,7 @@ unsafe extern "C" fn get(
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
     // SAFETY: CPython calls this with the GIL held, `core` being the core
-    // `bound_get` bound (kept alive by the function), `args` holding `nargs`
+    // `bound` bound (kept alive by the function), `args` holding `nargs`
     // positional arguments followed by one per name in `kwnames`.
     unsafe {
         if kwnames.is_null() && (nargs == 1 || nargs == 2) {
@@ -97,7 +124,26 @@ unsafe extern "C" fn get(
                 return out;
             }
         }
-        call_full(core, args, nargs, kwnames)
+        call_full(&GET, core, args, nargs, kwnames)
+    }
+}
+
+/// `fetch`'s vectorcall entry: a hit needs neither the loader nor the
+/// options, and a cached miss answers None.
+unsafe extern "C" fn fetch(
+    core: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: as for `get`.
+    unsafe {
+        if kwnames.is_null() && nargs == 2 {
+            if let Some(out) = hit(core, *args, ffi::Py_None()) {
+                return out;
+            }
+        }
+        call_full(&FETCH, core, args, nargs, kwnames)
     }
 }
 
@@ -105,16 +151,17 @@ unsafe extern "C" fn get(
 /// ABI has it (a build for one CPython version).
 ///
 /// # Safety
-/// As for `get`.
+/// As for `get`; `m` is the method the entry stands for.
 #[cfg(not(feature = "abi3"))]
 unsafe fn call_full(
+    m: &Method,
     core: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    let Some(full) = FULL.get() else {
-        return std::ptr::null_mut(); // unreachable: set before any `get` exists
+    let Some(full) = m.full.get() else {
+        return std::ptr::null_mut(); // unreachable: set before the function exists
     };
     // SAFETY: per this function's contract; the new argument vector borrows
     // the same objects for the duration of the call.
@@ -143,16 +190,17 @@ unsafe fn call_full(
 /// stack, or a tuple and a dict for calls with keywords.
 ///
 /// # Safety
-/// As for `get`.
+/// As for `get`; `m` is the method the entry stands for.
 #[cfg(feature = "abi3")]
 unsafe fn call_full(
+    m: &Method,
     core: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    let Some(full) = FULL.get() else {
-        return std::ptr::null_mut(); // unreachable: set before any `get` exists
+    let Some(full) = m.full.get() else {
+        return std::ptr::null_mut(); // unreachable: set before the function exists
     };
     let full = full.as_ptr();
     let end = std::ptr::null_mut::<ffi::PyObject>();
