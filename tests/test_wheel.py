@@ -233,7 +233,7 @@ with Cache("wheel-smoke", size="4MiB", directory=directory) as cache:
         os._exit(0 if ok else 1)
     os.close(go_r)
     cache.set("from-parent", {"n": 1})
-    # get's hits and every other call (misses, keywords, bad input) take different ways in
+    # hits and every other call (misses, keywords, bad input) take different ways in
     try:
         cache.get(["a list"])
         refused = ""
@@ -245,6 +245,8 @@ with Cache("wheel-smoke", size="4MiB", directory=directory) as cache:
         cache.get("absent", 6),
         cache.get(key="absent", default=5),
         refused,
+        cache.fetch(key="kw-fetch", loader=lambda: 7, ttl=5),
+        cache.fetch("kw-fetch", lambda: 8),
     ]
     first = cache.fetch("loaded-once", load)
     os.write(go_w, b"x")
@@ -300,6 +302,8 @@ def test_wheel_installs_and_runs_without_rust(
         6,
         5,
         "Cache.get(): key must be str or bytes, not list",
+        7,
+        7,
     ]
     assert out["fetch"] == {"loaded": True}
     assert out["loads"] == 1
