@@ -213,17 +213,17 @@ impl Shm {
             o = hi - lo;
             w += 8;
         }
-        // Whole words.
-        while w + 8 <= end {
-            dst[o..o + 8].copy_from_slice(&self.word(w));
-            o += 8;
+        // Whole words, then the last partial one. Chunks rather than indexes:
+        // the copy of a word is then a load and a store, with no bounds checks.
+        let mut chunks = dst[o..].chunks_exact_mut(8);
+        for chunk in &mut chunks {
+            chunk.copy_from_slice(&self.word(w));
             w += 8;
         }
-        // Last partial word.
-        if w < end {
-            let word = self.word(w);
-            let n = end - w;
-            dst[o..o + n].copy_from_slice(&word[..n]);
+        let rest = chunks.into_remainder();
+        if !rest.is_empty() {
+            let n = rest.len();
+            rest.copy_from_slice(&self.word(w)[..n]);
         }
     }
 
