@@ -14,6 +14,9 @@ use crate::tags::TagRef;
 /// Reads of a record within the newest `cap / CORRELATED_FRACTION` bytes of
 /// the small ring do not count towards its promotion (see [`Shard::touch`]).
 pub const CORRELATED_FRACTION: u64 = 8;
+/// ... nor within the newest `CORRELATED_RECORDS` records of its size, where
+/// that is longer (a small ring of large records).
+pub const CORRELATED_RECORDS: u64 = 8;
 
 /// One shard of a mapped segment.
 #[derive(Clone, Copy)]
@@ -219,7 +222,11 @@ impl<'a> Shard<'a> {
     /// follows the write (the same block read again by the next request, a
     /// value read back right after it was computed) says nothing about reuse,
     /// and counting it would promote one-off keys to main (2Q's correlated
-    /// reference period).
+    /// reference period). Where the ring holds only a few dozen records (large
+    /// values in a small segment), that eighth is a handful of writes, shorter
+    /// than a burst of requests; the period is then the newest
+    /// [`CORRELATED_RECORDS`] records of this one's size, at most half the ring
+    /// (so reads in its older half always count).
     #[inline]
     pub fn touch(&self, f: &Found, cap: u8) {
         let slot = self.shm.u64_at(f.slot);
@@ -229,7 +236,11 @@ impl<'a> Shard<'a> {
         }
         if index::ring(w) == RingId::Small {
             let head = f.ring.head(self.shm).load(Ordering::Relaxed);
-            if head.saturating_sub(f.logical) <= f.ring.cap / CORRELATED_FRACTION {
+            let len = (f.val_off + f.val_len).saturating_sub(f.ring.at(index::phys(w))) as u64;
+            let period = (f.ring.cap / CORRELATED_FRACTION)
+                .max(CORRELATED_RECORDS * len)
+                .min(f.ring.cap / 2);
+            if head.saturating_sub(f.logical) <= period {
                 return;
             }
         }
