@@ -337,3 +337,57 @@ impl Shard<'_> {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+    use crate::segment::Segment;
+    use std::path::PathBuf;
+
+    struct Dir(PathBuf);
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_damaged_main_score_only_changes_which_entries_stay() {
+        let d = Dir(PathBuf::from(format!(
+            "/dev/shm/zigevict-score-{}",
+            std::process::id()
+        )));
+        let _ = std::fs::remove_dir_all(&d.0);
+        std::fs::create_dir_all(&d.0).unwrap();
+        let opts = Options {
+            size: 2 << 20,
+            directory: d.0.clone(),
+            ..Options::default()
+        };
+        let seg = Segment::open("score", &opts).unwrap();
+        let sh = seg.shard(0);
+        let word = seg.shm.u64_at(sh.base + S_MAIN_SCORE);
+        let val = [5u8; 5000];
+        for (round, garbage) in [i64::MIN, i64::MAX, -1, 0].into_iter().enumerate() {
+            word.store(garbage as u64, Ordering::Relaxed);
+            for i in 0..2000 {
+                let k = format!("r{round}-{i}");
+                seg.set(k.as_bytes(), &val, None, &[]).unwrap();
+                if i % 3 == 0 {
+                    let _ = seg.get(format!("r{round}-{}", i / 2).as_bytes()).unwrap();
+                }
+            }
+            let score = word.load(Ordering::Relaxed) as i64;
+            assert!(
+                score.abs() <= MAIN_SCORE_LIMIT,
+                "score {score} after {garbage}"
+            );
+            let last = format!("r{round}-1999");
+            assert_eq!(seg.get(last.as_bytes()).unwrap().as_deref(), Some(&val[..]));
+            let report = seg.verify(false).unwrap();
+            assert!(report.problems.is_empty(), "{:?}", report.problems);
+        }
+    }
+}

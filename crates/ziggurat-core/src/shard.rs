@@ -315,7 +315,6 @@ impl Shard<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::options::Options;
     use crate::segment::Segment;
     use std::path::PathBuf;
