@@ -194,13 +194,13 @@ impl Shard<'_> {
     }
 
     /// Whether an entry leaving the small ring unread should move to main
-    /// anyway: main has lately dropped entries unread more often than it kept
-    /// them for a read (4 to 3: its score is below zero), and its oldest entry
-    /// is one it would drop. Main then holds little worth keeping, and an entry seen once
-    /// recently is worth more than one main has held a whole lap unread: on
-    /// workloads where reuse follows recency rather than frequency (block
+    /// anyway: main has lately dropped more than 4 entries unread for every 3
+    /// it kept for a read (its score is below zero), and its oldest entry is
+    /// one it would drop. Main then holds little worth keeping, and an entry
+    /// seen once recently is worth more than one main has held a whole lap
+    /// unread. Where reuse follows recency rather than frequency (block
     /// traces), a small ring of a few dozen entries drops most keys before
-    /// their second access, which LRU of the same size would have kept. Where
+    /// their second access, which LRU of the same size would have kept; where
     /// main's entries are read again (skewed popularity), the score stays
     /// positive and the small ring filters as S3-FIFO does.
     ///
@@ -381,7 +381,7 @@ mod tests {
             }
             let score = word.load(Ordering::Relaxed) as i64;
             assert!(
-                score.abs() <= MAIN_SCORE_LIMIT,
+                (-MAIN_SCORE_LIMIT..=MAIN_SCORE_LIMIT).contains(&score),
                 "score {score} after {garbage}"
             );
             let last = format!("r{round}-1999");
