@@ -5,7 +5,8 @@
 //! recently) or when the value is large. When the small ring needs room, its
 //! oldest entry moves to main if it was read since it was written, not counting
 //! reads right after the write (see `Shard::touch`), or while main still has
-//! free space (so a cold start fills the whole segment); else it
+//! free space (so a cold start fills the whole segment), or while main is
+//! mostly dropping entries unread (see `Shard::main_takes_cold`); else it
 //! is dropped and its fingerprint goes to the ghost table. When main needs
 //! room, its oldest entry is copied forward with its frequency lowered by one
 //! if it was read, else dropped. Reads only raise a 2-bit counter in the slot.
@@ -22,11 +23,22 @@ use crate::failpoint::{self, Point};
 use crate::hash::KeyHash;
 use crate::index;
 use crate::layout::RingId;
-use crate::layout::{Stat, GHOST_CELLS, S_GHOST_CURSOR, S_GHOST_EPOCH, S_GHOST_EPOCH_START};
+use crate::layout::{
+    Stat, GHOST_CELLS, S_GHOST_CURSOR, S_GHOST_EPOCH, S_GHOST_EPOCH_START, S_MAIN_SCORE,
+};
+use crate::shard::Shard;
 
 /// Ghost epochs a fingerprint stays valid for.
 const GHOST_WINDOW: u64 = 8;
-use crate::shard::Shard;
+/// What an entry main keeps for a read adds to the main ring's score; one it
+/// drops unread takes away [`SCORE_DROP`]. Below zero, main keeps fewer than
+/// 3 entries for every 4 it drops unread.
+const SCORE_KEEP: i64 = 4;
+const SCORE_DROP: i64 = 3;
+/// Bound of the main ring's score: it reflects about the last few hundred
+/// entries main kept or dropped, so it turns within that many when the
+/// workload changes.
+pub const MAIN_SCORE_LIMIT: i64 = 1024;
 
 impl Shard<'_> {
     /// Makes room for `len` contiguous bytes at the head of ring `id` and
@@ -127,7 +139,10 @@ impl Shard<'_> {
         self.shm.read_racy(ring.at(phys), &mut rec);
         match id {
             RingId::Small => {
-                if index::freq(w) > 0 || self.fits_without_eviction(RingId::Main, len) {
+                if index::freq(w) > 0
+                    || self.fits_without_eviction(RingId::Main, len)
+                    || self.main_takes_cold()
+                {
                     let at = self.append_raw(RingId::Main, &rec, true);
                     self.publish(slot, index::pack(index::fp(w), 0, RingId::Main, at));
                     self.bump(Stat::Promotions, 1);
@@ -143,6 +158,7 @@ impl Shard<'_> {
                 let f = index::freq(w);
                 if f > 0 && reinsert {
                     self.bump(Stat::Reinsertions, 1);
+                    self.score_main(SCORE_KEEP);
                     if self.fits_without_eviction(RingId::Main, len) {
                         let at = self.append_raw(RingId::Main, &rec, false);
                         self.publish(slot, index::pack(index::fp(w), f - 1, RingId::Main, at));
@@ -156,6 +172,9 @@ impl Shard<'_> {
                         self.publish(slot, index::pack(index::fp(w), f - 1, RingId::Main, at));
                     }
                 } else {
+                    if f == 0 {
+                        self.score_main(-SCORE_DROP);
+                    }
                     self.publish(slot, 0);
                     self.drop_one(Stat::Entries);
                     self.bump(Stat::Evictions, 1);
@@ -163,6 +182,61 @@ impl Shard<'_> {
                 }
             }
         }
+    }
+
+    /// Adds `d` to the main ring's score, within ±[`MAIN_SCORE_LIMIT`].
+    fn score_main(&self, d: i64) {
+        let w = self.shm.u64_at(self.base + S_MAIN_SCORE);
+        let v = (w.load(Ordering::Relaxed) as i64)
+            .saturating_add(d)
+            .clamp(-MAIN_SCORE_LIMIT, MAIN_SCORE_LIMIT);
+        w.store(v as u64, Ordering::Relaxed);
+    }
+
+    /// Whether an entry leaving the small ring unread should move to main
+    /// anyway: main has lately dropped more than 4 entries unread for every 3
+    /// it kept for a read (its score is below zero), and its oldest entry is
+    /// one it would drop. Main then holds little worth keeping, and an entry
+    /// seen once recently is worth more than one main has held a whole lap
+    /// unread. Where reuse follows recency rather than frequency (block
+    /// traces), a small ring of a few dozen entries drops most keys before
+    /// their second access, which LRU of the same size would have kept; where
+    /// main's entries are read again (skewed popularity), the score stays
+    /// positive and the small ring filters as S3-FIFO does.
+    ///
+    /// Only a hint: a damaged score or tail changes which entry is kept, never
+    /// what a slot points to.
+    fn main_takes_cold(&self) -> bool {
+        let score = self
+            .shm
+            .u64_at(self.base + S_MAIN_SCORE)
+            .load(Ordering::Relaxed) as i64;
+        if score >= 0 {
+            return false;
+        }
+        let ring = self.ring(RingId::Main);
+        let head = ring.head(self.shm).load(Ordering::Relaxed);
+        let mut tail = ring.tail(self.shm).load(Ordering::Relaxed);
+        // A PAD at the tail hides the record that follows it (at offset 0).
+        for _ in 0..2 {
+            if tail >= head {
+                return true;
+            }
+            let phys = tail % ring.cap;
+            let Some((h, _)) = ring.header(self.shm, phys) else {
+                return false;
+            };
+            if h.is_pad() {
+                tail += h.total_len();
+                continue;
+            }
+            let key = ring.key(self.shm, phys, &h);
+            let kh = KeyHash::new(self.seed, &key);
+            return self
+                .slot_of(&kh, RingId::Main, phys)
+                .is_none_or(|(_, w)| index::freq(w) == 0);
+        }
+        false
     }
 
     fn ghost_cell(&self, bucket: u32, i: usize) -> &std::sync::atomic::AtomicU32 {
@@ -261,5 +335,59 @@ impl Shard<'_> {
             }
         }
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+    use crate::segment::Segment;
+    use std::path::PathBuf;
+
+    struct Dir(PathBuf);
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_damaged_main_score_only_changes_which_entries_stay() {
+        let d = Dir(PathBuf::from(format!(
+            "/dev/shm/zigevict-score-{}",
+            std::process::id()
+        )));
+        let _ = std::fs::remove_dir_all(&d.0);
+        std::fs::create_dir_all(&d.0).unwrap();
+        let opts = Options {
+            size: 2 << 20,
+            directory: d.0.clone(),
+            ..Options::default()
+        };
+        let seg = Segment::open("score", &opts).unwrap();
+        let sh = seg.shard(0);
+        let word = seg.shm.u64_at(sh.base + S_MAIN_SCORE);
+        let val = [5u8; 5000];
+        for (round, garbage) in [i64::MIN, i64::MAX, -1, 0].into_iter().enumerate() {
+            word.store(garbage as u64, Ordering::Relaxed);
+            for i in 0..2000 {
+                let k = format!("r{round}-{i}");
+                seg.set(k.as_bytes(), &val, None, &[]).unwrap();
+                if i % 3 == 0 {
+                    let _ = seg.get(format!("r{round}-{}", i / 2).as_bytes()).unwrap();
+                }
+            }
+            let score = word.load(Ordering::Relaxed) as i64;
+            assert!(
+                (-MAIN_SCORE_LIMIT..=MAIN_SCORE_LIMIT).contains(&score),
+                "score {score} after {garbage}"
+            );
+            let last = format!("r{round}-1999");
+            assert_eq!(seg.get(last.as_bytes()).unwrap().as_deref(), Some(&val[..]));
+            let report = seg.verify(false).unwrap();
+            assert!(report.problems.is_empty(), "{:?}", report.problems);
+        }
     }
 }

@@ -93,6 +93,10 @@ pub const S_GHOST_CURSOR: usize = 256;
 pub const S_WAITERS: usize = 264;
 pub const S_GHOST_EPOCH: usize = 272;
 pub const S_GHOST_EPOCH_START: usize = 280;
+/// The main ring's recent worth (an i64 in a u64 word, zero in a new file): up
+/// by 4 per entry main keeps for a read, down by 3 per entry it drops unread,
+/// within ±`evict::MAIN_SCORE_LIMIT` (see `Shard::main_takes_cold`).
+pub const S_MAIN_SCORE: usize = 288;
 pub const S_STATS: usize = 320;
 
 /// Per-shard counters, each a u64 at `S_STATS + 8 * index`.

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use crate::hash::KeyHash;
 use crate::index::{self, PAIR_SLOTS};
 use crate::layout::RingId;
-use crate::layout::{Stat, GHOST_CELLS};
+use crate::layout::{Stat, GHOST_CELLS, S_MAIN_SCORE};
 use crate::shard::Shard;
 use crate::stamps;
 
@@ -69,6 +69,10 @@ impl Shard<'_> {
             r.tail(self.shm).store(pos, Ordering::Release);
         }
         self.stat(Stat::Entries).store(0, Ordering::Relaxed);
+        // The eviction hint starts again with the shard's new life.
+        self.shm
+            .u64_at(self.base + S_MAIN_SCORE)
+            .store(0, Ordering::Relaxed);
     }
 
     /// Checks the shard and, with `fix`, repairs it. Caller holds the lock.

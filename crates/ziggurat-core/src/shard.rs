@@ -14,6 +14,9 @@ use crate::tags::TagRef;
 /// Reads of a record within the newest `cap / CORRELATED_FRACTION` bytes of
 /// the small ring do not count towards its promotion (see [`Shard::touch`]).
 pub const CORRELATED_FRACTION: u64 = 8;
+/// ... nor within the newest `CORRELATED_RECORDS` records of its size, where
+/// that is longer (a small ring of large records).
+pub const CORRELATED_RECORDS: u64 = 8;
 
 /// One shard of a mapped segment.
 #[derive(Clone, Copy)]
@@ -219,7 +222,11 @@ impl<'a> Shard<'a> {
     /// follows the write (the same block read again by the next request, a
     /// value read back right after it was computed) says nothing about reuse,
     /// and counting it would promote one-off keys to main (2Q's correlated
-    /// reference period).
+    /// reference period). Where the ring holds only a few dozen records (large
+    /// values in a small segment), that eighth is a handful of writes, shorter
+    /// than a burst of requests; the period is then the newest
+    /// [`CORRELATED_RECORDS`] records of this one's size, at most half the ring
+    /// (so reads in its older half always count).
     #[inline]
     pub fn touch(&self, f: &Found, cap: u8) {
         let slot = self.shm.u64_at(f.slot);
@@ -229,7 +236,11 @@ impl<'a> Shard<'a> {
         }
         if index::ring(w) == RingId::Small {
             let head = f.ring.head(self.shm).load(Ordering::Relaxed);
-            if head.saturating_sub(f.logical) <= f.ring.cap / CORRELATED_FRACTION {
+            let len = (f.val_off + f.val_len).saturating_sub(f.ring.at(index::phys(w))) as u64;
+            let period = (f.ring.cap / CORRELATED_FRACTION)
+                .max(CORRELATED_RECORDS * len)
+                .min(f.ring.cap / 2);
+            if head.saturating_sub(f.logical) <= period {
                 return;
             }
         }
@@ -299,5 +310,95 @@ impl Shard<'_> {
     #[inline]
     pub fn publish(&self, slot_off: usize, w: u64) {
         self.shm.u64_at(slot_off).swap(w, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::options::Options;
+    use crate::segment::Segment;
+    use std::path::PathBuf;
+
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(tag: &str) -> Dir {
+            let p = PathBuf::from(format!("/dev/shm/zigshard-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Dir(p)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn promotions(seg: &Segment) -> u64 {
+        let s = seg.stats();
+        s.into_iter().find(|(k, _)| *k == "promotions").unwrap().1
+    }
+
+    #[test]
+    fn a_small_ring_of_large_records_ignores_reads_within_its_newest_records() {
+        let d = Dir::new("corr");
+        let opts = Options {
+            size: 2 << 20,
+            directory: d.0.clone(),
+            ..Options::default()
+        };
+        let seg = Segment::open("corr", &opts).unwrap();
+        let g = *seg.geometry();
+        assert_eq!(g.nshards, 1);
+        // About 40 records fill the small ring, so its newest eighth is 5 of
+        // them: shorter than the correlated period of 8 records.
+        let val = vec![7u8; (g.small_cap / 40) as usize - 32];
+        // Unread keys fill both rings first, so no move below is the cold start's.
+        for i in 0..2000 {
+            seg.set(format!("fill{i}").as_bytes(), &val, None, &[])
+                .unwrap();
+        }
+        // Each key read back 6 writes after its own: the 7th newest record,
+        // outside the newest eighth but inside the newest 8 records.
+        let n = 500;
+        let before = promotions(&seg);
+        for i in 0..n + 6 {
+            if i < n {
+                seg.set(format!("near{i}").as_bytes(), &val, None, &[])
+                    .unwrap();
+            }
+            if i >= 6 {
+                assert!(seg
+                    .get(format!("near{}", i - 6).as_bytes())
+                    .unwrap()
+                    .is_some());
+            }
+        }
+        let near = promotions(&seg) - before;
+        assert!(
+            near < n / 50,
+            "{near} of {n} keys read 6 writes after their own moved to main"
+        );
+        // 12 writes later, the read is past the period and still in the small ring.
+        let before = promotions(&seg);
+        for i in 0..n + 12 {
+            if i < n {
+                seg.set(format!("far{i}").as_bytes(), &val, None, &[])
+                    .unwrap();
+            }
+            if i >= 12 {
+                assert!(seg
+                    .get(format!("far{}", i - 12).as_bytes())
+                    .unwrap()
+                    .is_some());
+            }
+        }
+        let far = promotions(&seg) - before;
+        assert!(
+            far >= n * 9 / 10,
+            "only {far} of {n} keys read 12 writes after their own moved to main"
+        );
     }
 }
