@@ -10,6 +10,11 @@ missed; a restarted worker set or a restarted Redis resumes the same way. The po
 is checked against every event's sequence number (see ``events``): a gap or a rewind
 means events were lost, and the host clears its segment rather than stay stale.
 
+A host skips the events it wrote itself (its segment already has those writes), reading only
+their place in the sequence; after a read that brought nothing else, the reader waits
+``OWN_PAUSE_S`` before the next, so a host that writes often wakes its reader about once per
+millisecond rather than once per write (another host's event then waits that long at most).
+
 A process that does nothing else can follow the stream for the host instead
 (``ziggurat follow``, a ``dedicated`` reader): a thread beside CPU-bound requests waits
 for the GIL before it can apply an event (up to the interpreter's 5 ms switch interval),
