@@ -145,7 +145,10 @@ def _hold_host(spec: dict[str, Any], conn: Any) -> None:
     try:
         until(lambda: c._reader._holding(), 10, "the lease")
         conn.send("ready")
-        conn.recv()
+        # "cpu" asks for the process's CPU time so far (its reader's work, as the other
+        # threads sleep); anything else stops it
+        while conn.recv() == "cpu":
+            conn.send(time.process_time_ns())
     finally:
         c.close()
 
@@ -161,6 +164,11 @@ class Holder:
         if not self.conn.poll(60) or self.conn.recv() != "ready":
             self.stop()
             raise RuntimeError("the reader-holding process did not start")
+
+    def cpu_ns(self) -> int:
+        """The holding process's CPU time so far, ns."""
+        self.conn.send("cpu")
+        return int(self.conn.recv())
 
     def stop(self) -> None:
         with contextlib.suppress(OSError):
@@ -499,6 +507,8 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
     holder: Holder | None = None
     inside: dict[str, tuple[int, int]] = {}
     samples: dict[tuple[str, str], list[Sample]] = {}
+    # per value, per round: the reader-holding process's CPU per L3 set (one event each)
+    holder_cpu: dict[str, list[float]] = {}
     n_ops = 300 if ctx.settings.quick else 2000
     # one key set per value size: every row overwrites keys that hold a value of its size
     key_sets = {v: [f"w:{v[:5]}:{i:06d}" for i in range(N_KEYS)] for v in VALUES}
@@ -538,7 +548,10 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
             )
         for rnd in range(-1, ctx.settings.reps):  # round -1 warms up and is not kept
             for vname, ops, own_run in plans:
+                assert holder is not None
+                held0 = holder.cpu_ns()
                 got = interleaved(r, ops, n_ops)
+                held = (holder.cpu_ns() - held0) / n_ops
                 # the writer that also reads the stream runs apart: its reader thread's
                 # work would land on the other rows' sets
                 own_got = own_run()
@@ -547,6 +560,7 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
                         ("redis", "l3", "nol3", "own"), [*got, own_got], strict=True
                     ):
                         samples.setdefault((vname, kind), []).append(sample)
+                    holder_cpu.setdefault(vname, []).append(held)
         # one more pass of L3 sets: the server's time per command, those the script calls
         # included (the server counts them too)
         small = VALUES["small dict (~90 B)"](7)
@@ -579,7 +593,9 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
         "events_published": published,
         "ops_per_rep": n_ops,
         "server_commands": inside,
+        "holder_cpu_ns": {v: h.median(xs) for v, xs in holder_cpu.items()},
     }
+    held_txt = ", ".join(f"{h.fmt_ns(h.median(xs))} ({v})" for v, xs in holder_cpu.items())
     per_set = [
         [cmd, f"{calls / N_KEYS:g}", h.fmt_ns(usec * 1000 / N_KEYS)]
         for cmd, (calls, usec) in sorted(inside.items(), key=lambda x: -x[1][1])
@@ -629,7 +645,8 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
         "ratios to the yardstick. In the first L3 row, another process of host A holds the "
         "stream reader (as in a host with several workers); in the second, the writing "
         "process is the host's only one, so its reader thread wakes for each of its own "
-        "events (it skips them, but reads and checks them) and competes for the GIL.",
+        "events (it skips them, reading only their place in the sequence) and competes "
+        "for the GIL.",
         "",
         h.md_table(
             ["value", "set", "median", "× redis SET", "spread", "client CPU", "server per call"],
@@ -652,7 +669,10 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
         "runs the host's stream reader, the reader thread wakes for every event the "
         "process itself wrote and takes the GIL to read and skip it; that row runs apart "
         "from the others (in whatever state the machine is in then), so its ratio is "
-        "less exact than theirs.",
+        "less exact than theirs. The process that holds host A's reader in the first L3 "
+        f"row used {held_txt} of CPU per set of that row (each set's event wakes its "
+        "blocked read): on this machine's 2 CPUs it competes with the writer and the "
+        "server.",
         "",
         f"The server's time per `Cache.set` of a small dict, over {N_KEYS:,} more sets "
         "(`INFO commandstats`, which counts the commands a script calls as well as the "
@@ -663,11 +683,13 @@ def bench_cluster_set(ctx: bs.Ctx) -> Section:
         "What `evalsha` takes beyond the commands it calls is the script itself: the "
         "call into Lua with its keys and arguments, and the Lua work around the commands "
         "(building the value's tag prefix and concatenating it to the body); only `add` "
-        "and `fill` read the old value first. `xread` is the host's stream reader (in "
-        "the other process) woken by the events: each event also costs the server the "
-        "reply to every host's blocked reader, and here the reader process competes with "
-        "the writer and the server for the 2 CPUs: both add to the L3 row's time that is "
-        "neither its client CPU nor its script's server time.",
+        "and `fill` read the old value first. Each event also wakes every host's blocked "
+        "stream reader (`xread`, listed when it was called at least once per 20 sets): "
+        "the server serves the read and sets it up again, and the reader process, "
+        "competing with the writer and the server for the 2 CPUs, moves past the event. "
+        "A reader whose read brought only its own host's events waits a millisecond "
+        "before the next, so that a writing host's reader wakes about once per "
+        "millisecond of writes rather than once per write.",
     ]
     return Section(
         "cluster_set", SET_TITLE, "\n".join(md), {"timings": data, "keys": N_KEYS}, goals

@@ -21,7 +21,7 @@ import orjson
 
 from ziggurat.cluster.signing import Signer
 
-__all__ = ["Event", "Next", "follow", "key_field", "parse", "tags_field"]
+__all__ = ["Event", "Next", "follow", "key_field", "parse", "place", "tags_field"]
 
 
 class Next(enum.IntEnum):
@@ -82,6 +82,22 @@ def signed_body(host: str, op: str, k: bytes) -> bytes:
     b'h1\\x00del\\x00k'
     """
     return host.encode() + b"\x00" + op.encode() + b"\x00" + k
+
+
+def place(fields: dict[bytes, bytes]) -> tuple[int, int] | None:
+    """``(seq, gen)`` of an event the host that reads it wrote, which it skips: read
+    without checking its MAC, since only that place in the sequence matters then, and the
+    MAC never covers it (the server assigns both). A forged entry naming the host gets no
+    further than a genuine event replayed with another number would: the host's position
+    moves, and a number out of turn makes the host clear. None when malformed.
+
+    >>> place({b"s": b"7", b"h": b"h1", b"g": b"12"}), place({b"s": b"x"})
+    ((7, 12), None)
+    """
+    try:
+        return int(fields[b"s"]), int(fields.get(b"g", b"0"))
+    except (KeyError, ValueError):
+        return None
 
 
 def parse(fields: dict[bytes, bytes], signer: Signer) -> Event | None:

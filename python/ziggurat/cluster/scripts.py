@@ -63,22 +63,31 @@ end
 _COMMON = (
     _CHECK
     + r"""
-local function tag_prefix(tagkey, tags)
-  local out = {string.char(#tags)}
-  if #tags == 0 then return out[1] end
-  local vers = redis.call('HMGET', tagkey, unpack(tags))
-  for i, t in ipairs(tags) do
-    local v = vers[i]
-    if not v then v = '0' end
-    out[#out + 1] = string.char(math.floor(#t / 256), #t % 256) .. t .. string.char(#v) .. v
+-- The prefix of a value written now with the tags ARGV[i..]: each with its version.
+local function tag_prefix(tagkey, i)
+  local n = #ARGV - i + 1
+  if n <= 0 then return string.char(0) end
+  if n == 1 then
+    -- Most values carry only the tag every value carries: no tables.
+    local t = ARGV[i]
+    local v = redis.call('HGET', tagkey, t) or '0'
+    return string.char(1, math.floor(#t / 256), #t % 256) .. t .. string.char(#v) .. v
+  end
+  local vers = redis.call('HMGET', tagkey, unpack(ARGV, i))
+  local out = {string.char(n)}
+  for j = 1, n do
+    local t = ARGV[i + j - 1]
+    local v = vers[j] or '0'
+    out[j + 1] = string.char(math.floor(#t / 256), #t % 256) .. t .. string.char(#v) .. v
   end
   return table.concat(out)
 end
 
--- A counter's body: 'C', its tags as the client encodes them, ':', the count.
-local function counter(tags, n)
-  local out = {'C', string.char(#tags)}
-  for _, t in ipairs(tags) do
+-- A counter's body: 'C', its tags (ARGV[i..]) as the client encodes them, ':', the count.
+local function counter(i, n)
+  local out = {'C', string.char(#ARGV - i + 1)}
+  for j = i, #ARGV do
+    local t = ARGV[j]
     out[#out + 1] = string.char(math.floor(#t / 256), #t % 256) .. t
   end
   out[#out + 1] = ':' .. string.format('%d', n)
@@ -163,13 +172,12 @@ end
 
 if op == 'set' or op == 'add' or op == 'fill' then
   local px = tonumber(ARGV[7])
-  local tags = tags_from(8)
   if op ~= 'set' then
     local s = redis.call('GET', KEYS[1])
     -- add: a live value wins; fill: a live value or a tombstone wins.
     if s and (op == 'fill' or live(KEYS[2], s)) then return {0, 0} end
   end
-  set_px(KEYS[1], tag_prefix(KEYS[2], tags) .. ARGV[6], px)
+  set_px(KEYS[1], tag_prefix(KEYS[2], 8) .. ARGV[6], px)
   if op == 'fill' then return {0, 1} end
 elseif op == 'del' then
   local existed = redis.call('GET', KEYS[1])
@@ -191,8 +199,7 @@ elseif op == 'incr' then
     if ARGV[7] == '' then return redis.error_reply('MISSING') end
     n = tonumber(ARGV[7]) + delta
     if math.abs(n) > 9007199254740991 then return redis.error_reply('OVERFLOW') end
-    local tags = tags_from(9)
-    set_px(KEYS[1], tag_prefix(KEYS[2], tags) .. counter(tags, n), px)
+    set_px(KEYS[1], tag_prefix(KEYS[2], 9) .. counter(9, n), px)
   end
   result = string.format('%d', n)
 elseif op == 'touch' then
