@@ -409,18 +409,6 @@ impl CacheCore {
         })
     }
 
-    /// `get` bound to this core, with a quicker entry for L1 hits (see `quick`).
-    fn bound_get(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        crate::quick::bound(slf, &crate::quick::GET, slf.get().quick_hits())
-    }
-
-    /// `fetch` bound to this core, with a quicker entry for L1 hits. Not when
-    /// hits may start an early refresh: the full method decides that.
-    fn bound_fetch(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        let quick = slf.get().quick_hits() && slf.get().refresh_ahead == 0.0;
-        crate::quick::bound(slf, &crate::quick::FETCH, quick)
-    }
-
     /// The cached value of `key`, or `default`.
     #[pyo3(signature = (key, default = None))]
     fn get(

@@ -33,7 +33,7 @@ use crate::core::{CacheCore, Quick};
 /// and the full method as found on the class (a method descriptor, called
 /// with the core as its first argument; the class lives as long as the
 /// module, so one reference serves every core).
-pub(crate) struct Method {
+struct Method {
     def: ffi::PyMethodDef,
     name: &'static str,
     full: OnceLock<Py<PyAny>>,
@@ -43,7 +43,7 @@ pub(crate) struct Method {
 // static strings and a function: sharing it between threads reads only.
 unsafe impl Sync for Method {}
 
-pub(crate) static GET: Method = Method {
+static GET: Method = Method {
     def: ffi::PyMethodDef {
         ml_name: c"get".as_ptr() as *const c_char,
         ml_meth: ffi::PyMethodDefPointer {
@@ -57,7 +57,7 @@ pub(crate) static GET: Method = Method {
     full: OnceLock::new(),
 };
 
-pub(crate) static FETCH: Method = Method {
+static FETCH: Method = Method {
     def: ffi::PyMethodDef {
         ml_name: c"fetch".as_ptr() as *const c_char,
         ml_meth: ffi::PyMethodDefPointer {
@@ -71,16 +71,27 @@ pub(crate) static FETCH: Method = Method {
     full: OnceLock::new(),
 };
 
+#[pymethods]
+impl CacheCore {
+    /// `get` bound to this core, with a quicker entry for L1 hits.
+    fn bound_get(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        bound(slf, &GET, slf.get().quick_hits())
+    }
+
+    /// `fetch` bound to this core, with a quicker entry for L1 hits. Not when
+    /// hits may start an early refresh: the full method decides that.
+    fn bound_fetch(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let quick = slf.get().quick_hits() && slf.get().refresh_ahead == 0.0;
+        bound(slf, &FETCH, quick)
+    }
+}
+
 /// `core.<method>` as a function whose L1 hits skip PyO3's entry; everything
 /// that is not a plain hit goes to the full method. A core whose L1 never
 /// answers that way (`quick`: false when there is no L1, a copy mode other
 /// than shared, debug...) gets the full method itself: the extra step would
 /// only slow its calls.
-pub(crate) fn bound(
-    core: &Bound<'_, CacheCore>,
-    m: &'static Method,
-    quick: bool,
-) -> PyResult<Py<PyAny>> {
+fn bound(core: &Bound<'_, CacheCore>, m: &'static Method, quick: bool) -> PyResult<Py<PyAny>> {
     let py = core.py();
     if !quick {
         return Ok(core.getattr(m.name)?.unbind());
