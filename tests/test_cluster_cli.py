@@ -213,3 +213,34 @@ def test_purge_with_an_unreachable_redis_says_so(server: Server, shm_dir: str) -
     assert converges(lambda: a.stats()["l3"]["gap_clears"] >= 1)
     assert converges(lambda: a.get("k") is None)
     a.close()
+
+
+def test_stats_shows_the_hosts_stream_figures(server: Server, shm_dir: str) -> None:
+    import json
+
+    name = "s" + uuid.uuid4().hex[:10]
+    dir_a, dir_b = os.path.join(shm_dir, "a"), os.path.join(shm_dir, "b")
+    a = open_host(name, dir_a, server.url)
+    b = open_host(name, dir_b, server.url)
+    for i in range(5):
+        a.set(f"k{i}", i)
+    assert converges(lambda: b.get("k4") == 4)
+    r = zig("stats", name, "-d", dir_b, "--json")
+    assert r.returncode == 0, r.stderr
+    cl = json.loads(r.stdout)["cluster"]
+    # The same figures as the host's processes see, and this process holds the stream.
+    l3 = b.stats()["l3"]
+    assert cl["events_applied"] == l3["events_applied"] >= 5
+    assert cl["last_seq"] == l3["last_seq"] > 0
+    assert cl["events_published"] == l3["events_published"] == 0
+    assert cl["reader_pid"] == os.getpid() and cl["follower_pid"] == 0
+    r = zig("stats", name, "-d", dir_a)
+    assert r.returncode == 0 and "cluster events_published" in r.stdout, r.stdout
+    # A cache that never had a cluster tier on its host has no such section.
+    plain_dir = os.path.join(shm_dir, "plain")
+    os.mkdir(plain_dir)
+    plain = Cache(name, size="8MiB", directory=plain_dir)
+    r = zig("stats", name, "-d", plain_dir, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["cluster"] is None, r.stdout
+    for x in (a, b, plain):
+        x.close()

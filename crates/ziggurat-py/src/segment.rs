@@ -294,6 +294,15 @@ impl PySegment {
         py.detach(|| seg.clear()).map_err(err)
     }
 
+    /// Word `i` of the words kept for the layers above the engine (the
+    /// cluster tier's reader election, stream position and counters); zero in
+    /// a new file. Read-only attaches read them too.
+    fn app_load(&self, i: usize) -> PyResult<u64> {
+        self.seg()?.app_load(i).ok_or_else(|| {
+            PyValueError::new_err(format!("Segment.app_load(): word {i} does not exist"))
+        })
+    }
+
     /// The version stamp of `key` (even when no write is in progress).
     fn stamp(&self, key: &Bound<'_, PyAny>) -> PyResult<u32> {
         let seg = self.seg()?;

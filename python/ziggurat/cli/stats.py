@@ -4,7 +4,9 @@ The same figures as ``Cache.stats()["host"]`` in any of its processes: ``l2`` (t
 segment; with ``hit_ratio``) and ``negative_l2`` (the cached-miss segment; None for a bare
 ``Segment``), read through read-only attaches, which count nothing. ``leases`` adds what the
 cached-miss segment's load-lease cells say: loads in progress on the host now, and the
-leases released since the segment was created (one per completed load).
+leases released since the segment was created (one per completed load). ``cluster`` (None
+for a cache that never had a Redis tier on this host) has the host-wide figures of
+``Cache.stats()["l3"]`` and which processes follow the event stream.
 
 >>> import tempfile
 >>> from ziggurat import Cache
@@ -12,8 +14,8 @@ leases released since the segment was created (one per completed load).
 >>> c = Cache("doc-stats", size="8MiB", directory=d); c.fetch("k", lambda: 1)
 1
 >>> s = collect(CacheFiles("doc-stats", d))
->>> s["host"]["l2"]["sets"], s["host"]["negative_l2"]["sets"], s["leases"]
-(1, 0, {'loading': 0, 'releases': 1})
+>>> s["host"]["l2"]["sets"], s["host"]["negative_l2"]["sets"], s["leases"], s["cluster"]
+(1, 0, {'loading': 0, 'releases': 1}, None)
 >>> import shutil; c.close(); shutil.rmtree(d)
 """
 
@@ -25,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 from ziggurat._native import Segment
 from ziggurat.cli.output import Output, human_bytes
 from ziggurat.cli.segments import CacheFiles, attach
+from ziggurat.cluster.tier import W, host_figures
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["collect", "host_counters", "leases", "run"]
+__all__ = ["cluster", "collect", "host_counters", "leases", "run"]
 
 # Counters shown as byte sizes in the table.
 _BYTES = {
@@ -72,6 +75,27 @@ def leases(neg: Segment | None) -> dict[str, int] | None:
     return {"loading": sum(1 for pid, _ in cells if pid), "releases": sum(s for _, s in cells)}
 
 
+def cluster(main: Segment) -> dict[str, Any] | None:
+    """The cluster tier's host-wide figures kept in a (read-only) main segment, with the
+    pid of the process that holds the stream (``reader_pid``, 0: none) and of a
+    ``ziggurat follow`` process (``follower_pid``); None when no tier ever ran on the host.
+
+    >>> import tempfile, shutil
+    >>> d = tempfile.mkdtemp(dir="/dev/shm")
+    >>> s = Segment("doc-cl", 8 << 20, directory=d)
+    >>> cluster(s) is None
+    True
+    >>> s.close(); shutil.rmtree(d)
+    """
+    if not main.app_load(W.HOST):
+        return None
+    return {
+        **host_figures(main.app_load),
+        "reader_pid": main.app_load(W.LEASE),
+        "follower_pid": main.app_load(W.FOLLOWER),
+    }
+
+
 def collect(files: CacheFiles) -> dict[str, Any]:
     """The ``--json`` document of ``stats`` for the cache of ``files``."""
     main = attach(files)
@@ -83,6 +107,7 @@ def collect(files: CacheFiles) -> dict[str, Any]:
             "directory": files.directory,
             "host": host_counters(main, neg),
             "leases": leases(neg),
+            "cluster": cluster(main),
         }
     finally:
         main.close()
@@ -114,6 +139,10 @@ def _table(data: dict[str, Any]) -> Table:
         t.add_section()
         t.add_row("loads in progress", "", f"{data['leases']['loading']:,}")
         t.add_row("lease releases", "", f"{data['leases']['releases']:,}")
+    if data["cluster"] is not None:
+        t.add_section()
+        for key, v in data["cluster"].items():
+            t.add_row(f"cluster {key}", f"{v:,}", "")
     return t
 
 

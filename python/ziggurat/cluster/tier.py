@@ -28,7 +28,7 @@ from ziggurat.cluster import events, scripts
 from ziggurat.cluster.link import Down, Link
 from ziggurat.cluster.signing import MAC_LEN, Signer
 
-__all__ = ["ALL", "ClusterTier", "W"]
+__all__ = ["ALL", "ClusterTier", "W", "host_figures"]
 
 log = logging.getLogger("ziggurat")
 
@@ -467,7 +467,6 @@ class ClusterTier:
 
     def stats(self) -> dict[str, Any]:
         """The tier's counters: this process's reads, the host's stream figures."""
-        w = self.core.app_load
         return {
             "hits": self.hits,
             "misses": self.misses,
@@ -478,15 +477,27 @@ class ClusterTier:
             "timeouts": self.link.timeouts,
             "bad_signatures": self.bad_signatures,
             "connected": self.link.up,
-            "events_published": w(W.PUBLISHED),
-            "events_applied": w(W.APPLIED),
-            "replays": w(W.REPLAYS),
-            "gap_clears": w(W.GAP_CLEARS),
-            "dirty_writes": w(W.DIRTY),
-            "last_seq": w(W.SEQ),
-            "lag_p50_ms": w(W.LAG_P50) / 1000,
-            "lag_p99_ms": w(W.LAG_P99) / 1000,
+            **host_figures(self.core.app_load),
         }
+
+
+def host_figures(load: Callable[[int], int]) -> dict[str, Any]:
+    """The host-wide figures of the tier, from the words it keeps in the segment (``load``
+    reads word ``i``: a ``Cache``'s core, or a read-only attach of the segment).
+
+    >>> host_figures(lambda i: 0)["events_applied"], host_figures(lambda i: 0)["lag_p99_ms"]
+    (0, 0.0)
+    """
+    return {
+        "events_published": load(W.PUBLISHED),
+        "events_applied": load(W.APPLIED),
+        "replays": load(W.REPLAYS),
+        "gap_clears": load(W.GAP_CLEARS),
+        "dirty_writes": load(W.DIRTY),
+        "last_seq": load(W.SEQ),
+        "lag_p50_ms": load(W.LAG_P50) / 1000,
+        "lag_p99_ms": load(W.LAG_P99) / 1000,
+    }
 
 
 def _body(stored: bytes | None) -> memoryview | None:
