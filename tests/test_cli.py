@@ -242,6 +242,7 @@ def test_stats_are_the_caches_host_counters(shm_dir: str, cache: Cache, name: st
         "directory": shm_dir,
         "host": expected,
         "leases": {"loading": 0, "releases": 3},
+        "cluster": None,  # no Redis tier on this host
     }
     assert doc["host"]["l2"]["tag_invalidations"] == 1
     assert doc["host"]["negative_l2"]["sets"] == 1  # the loader's None
