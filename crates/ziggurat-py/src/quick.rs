@@ -5,8 +5,8 @@
 //! An L1 hit is the cache's most frequent call and its cheapest work (a table
 //! probe and a few atomic loads). PyO3's generic entry (the trampoline that
 //! counts the thread's attachment and catches panics, then a parser that fills
-//! an argument array from positional and keyword arguments) costs as much again
-//! as the hit itself. These entries take the hit straight from the vectorcall
+//! an argument array from positional and keyword arguments) took about 6 ns of
+//! the 31 ns a hit cost through it. These entries take the hit straight from the vectorcall
 //! arguments when the call is `get(key)`, `get(key, default)` or
 //! `fetch(key, loader)` with an exact `str` or `bytes` key. Anything else
 //! (keywords, other key types, a miss, an entry no longer valid) goes to the
