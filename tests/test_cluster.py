@@ -110,6 +110,30 @@ def test_every_write_on_one_host_is_seen_by_the_other(
     assert st["connected"] and st["events_applied"] >= 10 and st["bad_signatures"] == 0
 
 
+def test_large_values_cross_hosts_with_their_ttl_and_tags(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    """Bodies past the size the write script appends on the server rather than joins in
+    Lua: the same value, expiry and tag checks as small ones."""
+    a, b = hosts(server.url, "a"), hosts(server.url, "b")
+    big = {f"field{i}": "x" * 40 + str(i) for i in range(60)}  # about 3 KiB encoded
+    small = {"v": 1}
+    a.set("big", big, ttl=30, tags=["t"])
+    a.set("small", small, ttl=30, tags=["t"])
+    assert b.get("big") == big and b.get("small") == small  # from L3
+    r = server.client()
+    for key in ("big", "small"):
+        (rkey,) = r.keys(f"*:v:{key}")
+        assert 0 < r.pttl(rkey) <= 30_000
+    assert a.add("big2", big) is True and b.add("big2", small) is False
+    assert b.get("big2") == big
+    a.invalidate_tags("t")
+    assert converges(lambda: b.get("big") is None and b.get("small") is None)
+    # A host that never held them finds nothing in Redis either.
+    c = hosts(server.url, "c")
+    assert c.get("big") is None and c.get("small") is None and c.get("big2") == big
+
+
 def test_fetch_loads_once_for_both_hosts_and_touch_reaches_redis(
     server: Server, hosts: Callable[..., Cache]
 ) -> None:

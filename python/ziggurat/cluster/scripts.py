@@ -177,7 +177,14 @@ if op == 'set' or op == 'add' or op == 'fill' then
     -- add: a live value wins; fill: a live value or a tombstone wins.
     if s and (op == 'fill' or live(KEYS[2], s)) then return {0, 0} end
   end
-  set_px(KEYS[1], tag_prefix(KEYS[2], 8) .. ARGV[6], px)
+  if #ARGV[6] > 256 then
+    -- A large body is appended by the server rather than joined to the prefix in Lua:
+    -- a Lua string of the whole value costs more than the second call.
+    set_px(KEYS[1], tag_prefix(KEYS[2], 8), px)
+    redis.call('APPEND', KEYS[1], ARGV[6])
+  else
+    set_px(KEYS[1], tag_prefix(KEYS[2], 8) .. ARGV[6], px)
+  end
   if op == 'fill' then return {0, 1} end
 elseif op == 'del' then
   local existed = redis.call('GET', KEYS[1])
