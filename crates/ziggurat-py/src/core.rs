@@ -187,16 +187,18 @@ impl CacheCore {
         Ok(())
     }
 
-    /// L1 probe: `take` reads the key's entry if it is valid (a stale one is
-    /// dropped); None on a miss, or when another thread of this process is
-    /// inside the L1 at this instant. `take` runs inside the guard: it must not
-    /// run Python code.
+    /// L1 probe: `take` reads the key's entry if it is valid; None on a miss,
+    /// or when another thread of this process is inside the L1 at this
+    /// instant. A stale entry is dropped, unless `keep_stale` (a caller outside
+    /// PyO3's entry, where dropping a reference would be deferred: `quick`).
+    /// `take` runs inside the guard: it must not run Python code.
     #[inline(always)]
     pub(crate) fn l1_probe<R>(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         hash: u64,
+        keep_stale: bool,
         take: impl FnOnce(&Entry) -> R,
     ) -> Option<R> {
         if !self.l1_enabled {
@@ -207,8 +209,10 @@ impl CacheCore {
                 let i = l1.find(key, hash)?;
                 let e = l1.entry(i);
                 if !e.valid(now_ms()) {
-                    l1.remove(i);
-                    l1.stats.stale += 1;
+                    if !keep_stale {
+                        l1.remove(i);
+                        l1.stats.stale += 1;
+                    }
                     return None;
                 }
                 let out = take(e);
@@ -227,7 +231,7 @@ impl CacheCore {
         key: &Bound<'_, PyAny>,
         hash: u64,
     ) -> Option<L1Hit> {
-        self.l1_probe(py, key, hash, |e| L1Hit {
+        self.l1_probe(py, key, hash, false, |e| L1Hit {
             negative: e.negative,
             value: e.value.clone_ref(py),
             encoded: e.encoded.as_ref().map(|x| x.clone_ref(py)),
@@ -241,7 +245,12 @@ impl CacheCore {
     /// in registers, because this is the hot path of the whole cache.
     #[inline(always)]
     pub(crate) fn l1_shared(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Quick {
-        self.l1_probe(py, key, hash, |e| {
+        self.l1_quick(py, key, hash, false)
+    }
+
+    #[inline(always)]
+    fn l1_quick(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64, keep: bool) -> Quick {
+        self.l1_probe(py, key, hash, keep, |e| {
             if e.negative {
                 Quick::Negative
             } else {
@@ -266,24 +275,7 @@ impl CacheCore {
         if !self.quick_hits() {
             return Quick::Miss;
         }
-        self.l1
-            .try_with(py, |l1| {
-                let i = l1.find(key, hash)?;
-                let e = l1.entry(i);
-                if !e.valid(now_ms()) {
-                    return None;
-                }
-                let out = if e.negative {
-                    Quick::Negative
-                } else {
-                    Quick::Value(e.value.clone_ref(py))
-                };
-                l1.mark(i);
-                l1.stats.hits += 1;
-                Some(out)
-            })
-            .flatten()
-            .unwrap_or(Quick::Miss)
+        self.l1_quick(py, key, hash, true)
     }
 
     /// Puts an entry in L1 unless another thread is inside it right now.

@@ -324,10 +324,13 @@ impl CacheCore {
             None => *st.fk.insert(fl.key(key_bytes(st.key.bind(py))?)),
         };
         let next = fl.begin(&fk, snap, self.cfg.loader_timeout);
-        self.leased(py, st, &fl, &fk, next)
+        self.leased(py, st, &fl, &fk, next, false)
     }
 
-    /// Where `st` stands after `fl.begin` answered `next` for its key.
+    /// Where `st` stands after `fl` answered `next` for its key. `claimed`: the
+    /// lease was asked for before a read of the key that found nothing (see
+    /// `claimed`), so a WAIT needs no second look and the lines a write touches
+    /// are already on their way.
     fn leased(
         &self,
         py: Python<'_>,
@@ -335,6 +338,7 @@ impl CacheCore {
         fl: &Flight<'_>,
         fk: &FlightKey,
         next: Next,
+        claimed: bool,
     ) -> PyResult<()> {
         match next {
             Next::Load {
@@ -346,7 +350,7 @@ impl CacheCore {
                     self.loads_done.takeovers.bump();
                 }
                 if recheck {
-                    if let Some(v) = self.find_now(py, &st.key.bind(py).clone(), st.hash)? {
+                    if let Some(v) = self.find_now(py, st.key.bind(py), st.hash)? {
                         fl.release(fk);
                         st.kind = STEP_HIT;
                         st.value = Some(v);
@@ -357,16 +361,18 @@ impl CacheCore {
                 st.stamp = main_stamp;
                 // The value will be written: start loading what the write touches
                 // now, so that overlaps the loader instead of waiting after it.
-                if let Some(m) = self.main.as_ref() {
+                if let (false, Some(m)) = (claimed, self.main.as_ref()) {
                     m.prefetch_write(fk.main());
                 }
             }
             Next::Wait { seq, .. } => {
                 // The holder may have stored the value between our read and now.
-                if let Some(v) = self.find_now(py, &st.key.bind(py).clone(), st.hash)? {
-                    st.kind = STEP_HIT;
-                    st.value = Some(v);
-                    return Ok(());
+                if !claimed {
+                    if let Some(v) = self.find_now(py, st.key.bind(py), st.hash)? {
+                        st.kind = STEP_HIT;
+                        st.value = Some(v);
+                        return Ok(());
+                    }
                 }
                 st.kind = STEP_WAIT;
                 st.seq = seq;
@@ -414,7 +420,7 @@ impl CacheCore {
 
     /// The step after a wait: the value if it landed, else the lease again.
     pub(crate) fn after_wait(&self, py: Python<'_>, st: &mut State) -> PyResult<()> {
-        if let Some(v) = self.find_now(py, &st.key.bind(py).clone(), st.hash)? {
+        if let Some(v) = self.find_now(py, st.key.bind(py), st.hash)? {
             st.kind = STEP_HIT;
             st.value = Some(v);
             return Ok(());
@@ -637,24 +643,7 @@ impl CacheCore {
         let mut st = self.state(STEP_LOAD, key, hash, plan);
         st.stale = self.usable_stale(&st.plan, b);
         st.fk = Some(*fk);
-        match next {
-            Next::Load {
-                main_stamp,
-                took_over,
-                ..
-            } => {
-                if took_over {
-                    self.loads_done.takeovers.bump();
-                }
-                st.stamp = main_stamp;
-            }
-            Next::Wait { seq, .. } => {
-                st.kind = STEP_WAIT;
-                st.seq = seq;
-                let t = Duration::from_secs_f64(self.cfg.loader_timeout);
-                st.deadline = Some(Instant::now() + t);
-            }
-        }
+        self.leased(py, &mut st, fl, fk, next, true)?;
         Ok(st)
     }
 

@@ -19,7 +19,7 @@
 
 #![allow(unsafe_code)] // an extern "C" entry point and raw vectorcall arguments
 
-use std::os::raw::c_char;
+use std::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
@@ -35,7 +35,7 @@ use crate::core::{CacheCore, Quick};
 /// module, so one reference serves every core).
 struct Method {
     def: ffi::PyMethodDef,
-    name: &'static str,
+    name: &'static CStr,
     full: OnceLock<Py<PyAny>>,
 }
 
@@ -43,33 +43,45 @@ struct Method {
 // static strings and a function: sharing it between threads reads only.
 unsafe impl Sync for Method {}
 
-static GET: Method = Method {
-    def: ffi::PyMethodDef {
-        ml_name: c"get".as_ptr() as *const c_char,
-        ml_meth: ffi::PyMethodDefPointer {
-            PyCFunctionFastWithKeywords: get,
-        },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: c"get(key, default=None)\n--\n\nThe cached value of key, or default.".as_ptr()
-            as *const c_char,
-    },
-    name: "get",
-    full: OnceLock::new(),
-};
+impl Method {
+    /// The entry `entry` of the method `name`; `doc` starts with its text
+    /// signature, as CPython reads it.
+    const fn new(
+        name: &'static CStr,
+        entry: ffi::PyCFunctionFastWithKeywords,
+        doc: &'static CStr,
+    ) -> Method {
+        Method {
+            def: ffi::PyMethodDef {
+                ml_name: name.as_ptr(),
+                ml_meth: ffi::PyMethodDefPointer {
+                    PyCFunctionFastWithKeywords: entry,
+                },
+                ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+                ml_doc: doc.as_ptr(),
+            },
+            name,
+            full: OnceLock::new(),
+        }
+    }
 
-static FETCH: Method = Method {
-    def: ffi::PyMethodDef {
-        ml_name: c"fetch".as_ptr() as *const c_char,
-        ml_meth: ffi::PyMethodDefPointer {
-            PyCFunctionFastWithKeywords: fetch,
-        },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: c"fetch(key, loader, *, ttl=None, tags=None, neg_ttl=None, stale_ttl=None)\n--\n\nThe cached value of key, or what loader() returns, stored.".as_ptr()
-            as *const c_char,
-    },
-    name: "fetch",
-    full: OnceLock::new(),
-};
+    fn name(&self) -> &'static str {
+        self.name.to_str().unwrap_or_default()
+    }
+}
+
+static GET: Method = Method::new(
+    c"get",
+    get,
+    c"get(key, default=None)\n--\n\nThe cached value of key, or default.",
+);
+
+static FETCH: Method = Method::new(
+    c"fetch",
+    fetch,
+    c"fetch(key, loader, *, ttl=None, tags=None, neg_ttl=None, stale_ttl=None)\n--\n\n\
+      The cached value of key, or what loader() returns, stored.",
+);
 
 #[pymethods]
 impl CacheCore {
@@ -94,10 +106,10 @@ impl CacheCore {
 fn bound(core: &Bound<'_, CacheCore>, m: &'static Method, quick: bool) -> PyResult<Py<PyAny>> {
     let py = core.py();
     if !quick {
-        return Ok(core.getattr(m.name)?.unbind());
+        return Ok(core.getattr(m.name())?.unbind());
     }
     if m.full.get().is_none() {
-        let full = py.get_type::<CacheCore>().getattr(m.name)?.unbind();
+        let full = py.get_type::<CacheCore>().getattr(m.name())?.unbind();
         let _ = m.full.set(full);
     }
     // SAFETY: `m.def` is static and describes an entry below with the flags

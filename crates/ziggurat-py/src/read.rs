@@ -271,43 +271,43 @@ impl CacheCore {
             // Most caches store few cached misses, or none: a shard of that
             // segment with no entry at all is not probed (read after the key's
             // stamp there, `n1`, as `shard_empty` asks).
-            if s1 & 1 == 0 && neg.shard_empty(nkh) {
+            if s1 & 1 != 0 {
+                // A write of the key is in progress: no cached miss counts.
+            } else if neg.shard_empty(nkh) {
                 neg.count(false);
-            } else if s1 & 1 == 0 {
-                if let Some(r) = read_entry(py, neg, nkh, kb)? {
-                    let pb = r.payload.bind(py).as_bytes();
-                    let fresh = r.soft == 0 || now < r.soft;
-                    if r.kind == Kind::Negative
-                        && fresh
-                        && pb.len() == 4
-                        && u32::from_le_bytes(pb.try_into().unwrap()) == s1
-                    {
-                        self.neg_hits.bump();
-                        let e2 = epoch.load(Ordering::Acquire);
-                        if e1 == e2 && stamp.load(Ordering::Acquire) == s1 {
-                            let e = Entry::new(
-                                key.clone().unbind(),
-                                hash,
-                                py.None(),
-                                None,
-                                true,
-                                Some(Watch32::of(main.stamp_watch(&kh), s1)),
-                                Some(Watch64::of(main.epoch_watch(), e1)),
-                                r.tags.into_boxed_slice(),
-                                r.soft,
-                                r.ttl_ms,
-                            );
-                            self.l1_put(key, e);
-                        }
-                        return Ok(Below {
-                            kind: NEG,
-                            value: None,
-                            soft: r.soft,
-                            ttl_ms: r.ttl_ms,
-                            stamps: None,
-                            keys: None,
-                        });
+            } else if let Some(r) = read_entry(py, neg, nkh, kb)? {
+                let pb = r.payload.bind(py).as_bytes();
+                let fresh = r.soft == 0 || now < r.soft;
+                if r.kind == Kind::Negative
+                    && fresh
+                    && pb.len() == 4
+                    && u32::from_le_bytes(pb.try_into().unwrap()) == s1
+                {
+                    self.neg_hits.bump();
+                    let e2 = epoch.load(Ordering::Acquire);
+                    if e1 == e2 && stamp.load(Ordering::Acquire) == s1 {
+                        let e = Entry::new(
+                            key.clone().unbind(),
+                            hash,
+                            py.None(),
+                            None,
+                            true,
+                            Some(Watch32::of(main.stamp_watch(&kh), s1)),
+                            Some(Watch64::of(main.epoch_watch(), e1)),
+                            r.tags.into_boxed_slice(),
+                            r.soft,
+                            r.ttl_ms,
+                        );
+                        self.l1_put(key, e);
                     }
+                    return Ok(Below {
+                        kind: NEG,
+                        value: None,
+                        soft: r.soft,
+                        ttl_ms: r.ttl_ms,
+                        stamps: None,
+                        keys: None,
+                    });
                 }
             }
         }

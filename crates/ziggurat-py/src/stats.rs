@@ -13,9 +13,23 @@ pub(crate) struct Counter(AtomicU64);
 impl Counter {
     #[inline]
     pub(crate) fn bump(&self) -> u64 {
-        let n = self.0.load(Ordering::Relaxed) + 1;
-        self.0.store(n, Ordering::Relaxed);
-        n
+        self.add(1)
+    }
+
+    /// Adds `n`; returns the new count. A plain load and store, not a locked
+    /// add: that would wait for the caller's earlier segment writes to drain.
+    #[inline]
+    pub(crate) fn add(&self, n: u64) -> u64 {
+        let v = self.0.load(Ordering::Relaxed) + n;
+        self.0.store(v, Ordering::Relaxed);
+        v
+    }
+
+    /// Raises the count to `n` if it is below.
+    fn raise_to(&self, n: u64) {
+        if n > self.get() {
+            self.0.store(n, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn get(&self) -> u64 {
@@ -40,12 +54,8 @@ struct Spans {
 
 impl Spans {
     fn add(&self, n: u64) {
-        // Plain loads and stores, like every counter here: a locked add would
-        // wait for the miss's segment write to drain, on every load.
-        self.total.0.store(self.total.get() + n, Ordering::Relaxed);
-        if n > self.max.get() {
-            self.max.0.store(n, Ordering::Relaxed);
-        }
+        self.total.add(n);
+        self.max.raise_to(n);
     }
 }
 
