@@ -6,9 +6,9 @@ call goes.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import cache_helpers
 import pytest
@@ -21,6 +21,12 @@ make_cache = cache_helpers.make_cache
 
 class Key(str):
     """A str subclass: a valid key that the quick entry leaves to the full method."""
+
+
+def set_elsewhere(cache: Cache, key: str, value: Any) -> None:
+    """``set`` through another handle of the cache (run in another process)."""
+    with open_like(cache) as other:
+        other.set(key, value)
 
 
 def l1_counts(cache: Cache) -> tuple[int, int]:
@@ -96,17 +102,7 @@ def test_another_processs_write_is_seen_at_once(make_cache: Callable[..., Cache]
     cache.set("k", "old")
     assert cache.get("k") == "old"
     _, stale0 = l1_counts(cache)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        code = 1
-        try:
-            with open_like(cache) as other:
-                other.set("k", "new")
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    cache_helpers.Worker(set_elsewhere, cache, "k", "new").result()
     assert cache.get("k") == "new"
     assert cache.get("k") == "new"
     _, stale1 = l1_counts(cache)
@@ -219,15 +215,5 @@ def test_fetch_sees_another_processs_write(make_cache: Callable[..., Cache]) -> 
     cache = make_cache()
     assert cache.fetch("k", lambda: "old") == "old"
     assert cache.fetch("k", lambda: "unused") == "old"
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        code = 1
-        try:
-            with open_like(cache) as other:
-                other.set("k", "new")
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    cache_helpers.Worker(set_elsewhere, cache, "k", "new").result()
     assert cache.fetch("k", lambda: "unused") == "new"
