@@ -74,7 +74,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
                 "busy",
             )
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: reader.stop())
+            # The handler only asks: the lease is given up below, once the batch of events
+            # being applied is done, so no worker takes over in the middle of it.
+            signal.signal(sig, lambda *_: reader.halt())
         _say(
             out,
             {"following": files.name, "redis": redacted(args.redis), "pid": os.getpid()},

@@ -122,9 +122,14 @@ class Reader:
                 return 0
 
     def run(self) -> None:
-        """Follows the stream in the calling thread until ``stop`` (a dedicated reader)."""
-        self._stop = threading.Event()
+        """Follows the stream in the calling thread until ``halt`` or ``stop`` (a dedicated
+        reader)."""
         self._run()
+
+    def halt(self) -> None:
+        """Asks the reader to stop once the batch of events it is applying is done, without
+        giving the lease up yet (safe from a signal handler): ``stop`` does that after."""
+        self._stop.set()
 
     # -- election -------------------------------------------------------------------------
 
@@ -223,7 +228,7 @@ class Reader:
     def _follow(self) -> None:
         tier = self.tier
         link = tier.link
-        reads = Tail(link, self.block_ms / 1000)
+        reads = Tail(link, tier.stream_key, 1000, self.block_ms / 1000)
         client = reads.client
         try:
             seq, _ = self._position()
@@ -286,23 +291,24 @@ class Reader:
                     time.sleep(OWN_PAUSE_S)
                 last, sid = self._position()
                 try:
-                    got = link.call(reads.read, tier.stream_key, sid, 1000, self.block_ms)
+                    got = link.call(reads.read, sid)
                 except Down:
                     return
                 mine = bool(got)
                 for eid, fields in got:
-                    mine = mine and fields.get(b"h") == me
-                    last = self._one(eid.decode(), fields, last, me)
+                    own = fields.get(b"h") == me
+                    mine = mine and own
+                    last = self._one(eid.decode(), fields, last, own)
                 self._flush_lags()
         finally:
             reads.close()
 
-    def _one(self, sid: str, fields: dict[bytes, bytes], last: int, me: bytes) -> int:
+    def _one(self, sid: str, fields: dict[bytes, bytes], last: int, own: bool) -> int:
         tier = self.tier
-        # The host's own events (most of them, in a host that writes) are skipped: only
-        # their place in the sequence is read, not the rest of the entry or its MAC.
+        # The host's own events (``own``: most of them, in a host that writes) are skipped:
+        # only their place in the sequence is read, not the rest of the entry or its MAC.
         ev: events.Event | None = None
-        at = events.place(fields) if fields.get(b"h") == me else None
+        at = events.place(fields) if own else None
         if at is None:
             ev = events.parse(fields, tier.signer)
             if ev is None:
@@ -328,7 +334,7 @@ class Reader:
             )
         elif step is events.Next.BACK:
             self._clear(f"the event sequence went back from {last} to {seq}")
-        elif ev is not None and ev.host.encode() != me:
+        elif ev is not None:  # another host's (an own entry never gets this far)
             self._apply(ev)
         sid_at = _id(sid)
         self._place(seq, sid_at)
