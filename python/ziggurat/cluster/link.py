@@ -23,7 +23,7 @@ import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["Down", "Link"]
+__all__ = ["Down", "Link", "own_pool"]
 
 _SCHEMES = ("redis", "rediss", "unix", "valkey", "valkeys")
 
@@ -55,9 +55,7 @@ class Link:
         # A Redis Cluster client routes each command to its slot's node: its scripts go
         # through it. A client of one server lends its connection settings to a connection
         # per thread that the hot path keeps (see ``command``).
-        pool = getattr(client, "connection_pool", None)
-        single = pool is not None and not callable(getattr(client, "get_nodes", None))
-        self._pool = pool if single else None
+        self._pool = own_pool(client)
         self._mine = threading.local()
         self._kept: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -228,6 +226,19 @@ class Script:
             return link.command("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
+def own_pool(client: Any) -> Any:
+    """The pool whose settings a connection of our own takes (one server's client), or
+    None for a Redis Cluster client, which routes each command to its slot's node.
+
+    >>> own_pool(Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="C").client) is None
+    False
+    """
+    pool = getattr(client, "connection_pool", None)
+    if pool is None or callable(getattr(client, "get_nodes", None)):
+        return None
+    return pool
+
+
 def _bounded(timeout: float) -> dict[str, Any]:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
@@ -246,7 +257,7 @@ def _rebound(client: Any, timeout: float, connect_timeout: float) -> Any:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    if callable(getattr(client, "get_nodes", None)):
+    if own_pool(client) is None:
         # A Redis Cluster client: the same nodes and credentials, our timeouts.
         kwargs = dict(client.get_connection_kwargs())
         for k in ("host", "port", "retry", "connection_pool", "redis_connect_func"):
