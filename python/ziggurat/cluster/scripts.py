@@ -40,6 +40,13 @@ local function check(tagkey, s)
   local n = string.byte(s, 1)
   local pos = 2
   if n == 0 then return pos, true end
+  if n == 1 then
+    -- One tag (the one every value carries, for most values): one HGET, no tables.
+    local l = string.byte(s, 2) * 256 + string.byte(s, 3)
+    local vl = string.byte(s, 4 + l)
+    local v = redis.call('HGET', tagkey, string.sub(s, 4, 3 + l)) or '0'
+    return 5 + l + vl, v == string.sub(s, 5 + l, 4 + l + vl)
+  end
   local tags, vers = {}, {}
   for i = 1, n do
     local l = string.byte(s, pos) * 256 + string.byte(s, pos + 1)
@@ -118,17 +125,7 @@ READ = (
     + r"""
 local s = redis.call('GET', KEYS[1])
 if not s or #s == 0 then return nil end
-local ok
-if string.byte(s, 1) == 1 then
-  -- One tag (the one every value carries, for most values): one HGET, no tables.
-  local l = string.byte(s, 2) * 256 + string.byte(s, 3)
-  local vl = string.byte(s, 4 + l)
-  local v = redis.call('HGET', KEYS[2], string.sub(s, 4, 3 + l)) or '0'
-  ok = v == string.sub(s, 5 + l, 4 + l + vl)
-else
-  local _
-  _, ok = check(KEYS[2], s)
-end
+local _, ok = check(KEYS[2], s)
 if not ok then
   redis.call('DEL', KEYS[1])
   return nil
