@@ -7,61 +7,19 @@ Each host is one process here, so its reader is a thread of the test's process.
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+import cluster_helpers
 import pytest
-from redis_servers import KINDS, Server
+from cluster_helpers import converges
+from redis_servers import Server
 from ziggurat import Cache
 
 pytestmark = pytest.mark.timeout(120)
 
-SECRET = "cluster-test-secret-0123456789"
-LAG_BOUND = 3.0
-
-
-@pytest.fixture(params=KINDS)
-def server(request: pytest.FixtureRequest, shm_dir: str) -> Iterator[Server]:
-    d = os.path.join(shm_dir, "server")
-    os.mkdir(d)
-    s = Server(request.param, d).start()
-    try:
-        yield s
-    finally:
-        s.kill()
-
-
-@pytest.fixture
-def hosts(shm_dir: str) -> Iterator[Callable[..., Cache]]:
-    """``host(url, label)``: a Cache as host ``label`` would open it, once its reader has a
-    place in the stream."""
-    made: list[Cache] = []
-    name = "c" + uuid.uuid4().hex[:10]
-
-    def host(url: str, label: str, **kw: Any) -> Cache:
-        d = os.path.join(shm_dir, label)
-        os.makedirs(d, exist_ok=True)
-        c = Cache(name, size="8MiB", directory=d, redis=url, secret=SECRET, **kw)
-        made.append(c)
-        assert converges(c._tier.positioned, within=10)  # type: ignore[union-attr]
-        return c
-
-    yield host
-    for c in made:
-        c.close()
-
-
-def converges(check: Callable[[], bool], within: float = LAG_BOUND) -> bool:
-    import time
-
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.002)
-    return check()
+server = cluster_helpers.server
+hosts = cluster_helpers.hosts
 
 
 def stream_of(server: Server) -> tuple[Any, bytes, int]:
