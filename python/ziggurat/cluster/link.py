@@ -134,7 +134,10 @@ class Link:
         instead (per process too: a forked child makes its own), with the same settings as
         the pool's. A command that fails half-way closes it (redis-py does that on any
         error but an error reply), so the next command cannot read a stale reply; the next
-        call connects again. Raises what the connection raises; wrap it in ``call``.
+        call connects again. A thread's connection closes when the thread ends, so a
+        server that starts a thread per request (``ThreadingMixIn``) connects once per
+        request; worker threads that live on (gunicorn's gthread, asyncio's default
+        executor) keep theirs. Raises what the connection raises; wrap it in ``call``.
 
         >>> Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="C").command("PING")
         Traceback (most recent call last):
