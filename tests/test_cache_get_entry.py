@@ -1,7 +1,7 @@
 """The entry points of ``Cache.get`` and ``Cache.fetch``: an L1 hit is answered before
-PyO3's argument parser, and every other call goes to the full method unchanged. These tests
-hold the two in agreement: the same answers, errors, counters and coherence whichever way a
-call goes.
+PyO3's argument parser, other plain calls go to the method's body without it, and calls with
+keywords go to the full method. These tests hold the ways in agreement: the same answers,
+errors, counters and coherence whichever way a call goes.
 """
 
 from __future__ import annotations
@@ -217,3 +217,44 @@ def test_fetch_sees_another_processs_write(make_cache: Callable[..., Cache]) -> 
     assert cache.fetch("k", lambda: "unused") == "old"
     cache_helpers.Worker(set_elsewhere, cache, "k", "new").result()
     assert cache.fetch("k", lambda: "unused") == "new"
+
+
+def test_misses_reach_the_body_with_errors_and_reentry(make_cache: Callable[..., Cache]) -> None:
+    """Plain calls that miss go to the method's body directly: its errors, a loader's
+    exception and a loader that calls the cache again all behave as through the method."""
+    cache = make_cache()
+
+    class Boom(Exception):
+        pass
+
+    def failing() -> Any:
+        raise Boom("loader failed")
+
+    with pytest.raises(Boom, match="loader failed"):
+        cache.fetch("f", failing)
+    # a loader that reads and fills other keys of the same cache while its own load runs
+    cache.set("inner", 1)
+
+    def nested() -> Any:
+        return {"inner": cache.get("inner"), "other": cache.fetch("other", lambda: 2)}
+
+    assert cache.fetch("outer", nested) == {"inner": 1, "other": 2}
+    assert cache.get("outer") == {"inner": 1, "other": 2}
+    assert cache.get("other") == 2
+    # a value that cannot be encoded: returned, logged, counted, nothing stored
+    fn = lambda: 0  # noqa: E731
+    assert cache.fetch("bad", lambda: fn) is fn
+    assert cache.get("bad", "absent") == "absent"
+
+
+def test_a_cache_without_l1_answers_through_the_same_entries(
+    make_cache: Callable[..., Cache],
+) -> None:
+    cache = make_cache(l1_items=0)
+    cache.set("k", [1])
+    assert cache.get("k") == [1]
+    assert cache.get("k", "d") == [1]
+    assert cache.get("absent", "d") == "d"
+    assert cache.fetch("f", lambda: {"v": 3}) == {"v": 3}
+    assert cache.fetch("f", lambda: {"v": 4}) == {"v": 3}
+    assert cache.stats()["process"]["l1"]["hits"] == 0

@@ -409,37 +409,7 @@ impl CacheCore {
         key: &Bound<'_, PyAny>,
         default: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        named(
-            py,
-            "Cache.get",
-            (|| {
-                let hash = key_hash(key)?;
-                if self.mode == CopyMode::Shared && !self.debug {
-                    match self.l1_shared(py, key, hash) {
-                        Quick::Value(v) => return Ok(v),
-                        Quick::Negative => return Ok(default.unwrap_or_else(|| py.None())),
-                        Quick::Miss => {}
-                    }
-                } else if let Some(e) = self.l1_hit(py, key, hash) {
-                    if e.negative {
-                        return Ok(default.unwrap_or_else(|| py.None()));
-                    }
-                    if self.debug {
-                        self.check_mutation(py, key, &e)?;
-                    }
-                    return self.out(py, &e.value);
-                }
-                check_key(key)?;
-                self.l1_misses.bump();
-                if let Some(v) = self.read_value(py, key, hash)? {
-                    return Ok(v);
-                }
-                match self.ask_below(py, key, false)? {
-                    Some(v) => Ok(v),
-                    None => Ok(default.unwrap_or_else(|| py.None())),
-                }
-            })(),
-        )
+        self.get_value(py, key, default)
     }
 
     // The hooks are usually bound methods of the Cache that owns this core: a
@@ -499,5 +469,47 @@ impl CacheCore {
 
     fn __len__(&self, py: Python<'_>) -> usize {
         self.l1.try_with(py, |l1| l1.len()).unwrap_or(0)
+    }
+}
+
+impl CacheCore {
+    /// `Cache.get`'s body, for the method and for its quick entry (`quick`).
+    pub(crate) fn get_value(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        named(
+            py,
+            "Cache.get",
+            (|| {
+                let hash = key_hash(key)?;
+                if self.mode == CopyMode::Shared && !self.debug {
+                    match self.l1_shared(py, key, hash) {
+                        Quick::Value(v) => return Ok(v),
+                        Quick::Negative => return Ok(default.unwrap_or_else(|| py.None())),
+                        Quick::Miss => {}
+                    }
+                } else if let Some(e) = self.l1_hit(py, key, hash) {
+                    if e.negative {
+                        return Ok(default.unwrap_or_else(|| py.None()));
+                    }
+                    if self.debug {
+                        self.check_mutation(py, key, &e)?;
+                    }
+                    return self.out(py, &e.value);
+                }
+                check_key(key)?;
+                self.l1_misses.bump();
+                if let Some(v) = self.read_value(py, key, hash)? {
+                    return Ok(v);
+                }
+                match self.ask_below(py, key, false)? {
+                    Some(v) => Ok(v),
+                    None => Ok(default.unwrap_or_else(|| py.None())),
+                }
+            })(),
+        )
     }
 }

@@ -788,43 +788,7 @@ impl CacheCore {
         neg_ttl: Option<&Bound<'py, PyAny>>,
         stale_ttl: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        named(
-            py,
-            "Cache.fetch",
-            (|| {
-                let hash = key_hash(key)?;
-                if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
-                    check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
-                }
-                // An L1 hit is answered here; one due for early refresh also
-                // starts the refresh.
-                let due_hit =
-                    if self.mode == CopyMode::Shared && !self.debug && self.refresh_ahead == 0.0 {
-                        match self.l1_shared(py, key, hash) {
-                            Quick::Value(v) => return Ok(v),
-                            Quick::Negative => return Ok(py.None()),
-                            Quick::Miss => None,
-                        }
-                    } else {
-                        match self.l1_fetch(py, key, hash)? {
-                            Some((v, false)) => return Ok(v),
-                            Some((v, true)) => Some(v),
-                            None => None,
-                        }
-                    };
-                check_key(key)?;
-                let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
-                if let Some(v) = due_hit {
-                    let mut st = self.hit(key, hash, plan, Some(v.clone_ref(py)), true);
-                    if let Some(r) = st.refresh.take() {
-                        self.start_refresh(py, *r, loader)?;
-                    }
-                    return Ok(v);
-                }
-                self.l1_misses.bump();
-                self.fetch_miss(py, key, hash, loader, plan)
-            })(),
-        )
+        self.fetch_value(py, key, loader, ttl, tags, neg_ttl, stale_ttl)
     }
 
     /// Counters of the loader and the miss path in this process.
@@ -905,5 +869,58 @@ impl CacheCore {
     /// The loading task was cancelled: gives the lease back, storing nothing.
     fn fetch_abandon(&self, py: Python<'_>, step: &Bound<'_, Step>) {
         self.py_abandon(py, step.get())
+    }
+}
+
+impl CacheCore {
+    /// `Cache.fetch`'s body, for the method and for its quick entry (`quick`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fetch_value<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        loader: &Bound<'py, PyAny>,
+        ttl: Option<&Bound<'py, PyAny>>,
+        tags: Option<&Bound<'py, PyAny>>,
+        neg_ttl: Option<&Bound<'py, PyAny>>,
+        stale_ttl: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        named(
+            py,
+            "Cache.fetch",
+            (|| {
+                let hash = key_hash(key)?;
+                if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
+                    check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
+                }
+                // An L1 hit is answered here; one due for early refresh also
+                // starts the refresh.
+                let due_hit =
+                    if self.mode == CopyMode::Shared && !self.debug && self.refresh_ahead == 0.0 {
+                        match self.l1_shared(py, key, hash) {
+                            Quick::Value(v) => return Ok(v),
+                            Quick::Negative => return Ok(py.None()),
+                            Quick::Miss => None,
+                        }
+                    } else {
+                        match self.l1_fetch(py, key, hash)? {
+                            Some((v, false)) => return Ok(v),
+                            Some((v, true)) => Some(v),
+                            None => None,
+                        }
+                    };
+                check_key(key)?;
+                let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
+                if let Some(v) = due_hit {
+                    let mut st = self.hit(key, hash, plan, Some(v.clone_ref(py)), true);
+                    if let Some(r) = st.refresh.take() {
+                        self.start_refresh(py, *r, loader)?;
+                    }
+                    return Ok(v);
+                }
+                self.l1_misses.bump();
+                self.fetch_miss(py, key, hash, loader, plan)
+            })(),
+        )
     }
 }

@@ -1,6 +1,6 @@
 //! The entry points of `Cache.get` and `Cache.fetch` that Python calls: an
-//! L1 hit answered without PyO3's argument parser and trampoline, everything
-//! else handed to the full method unchanged.
+//! L1 hit answered without PyO3's argument parser and trampoline, the other
+//! plain calls handed to the method's body without the parser.
 //!
 //! An L1 hit is the cache's most frequent call and its cheapest work (a table
 //! probe and a few atomic loads). PyO3's generic entry (the trampoline that
@@ -8,14 +8,18 @@
 //! an argument array from positional and keyword arguments) took about 6 ns of
 //! the 31 ns a hit cost through it. These entries take the hit straight from the vectorcall
 //! arguments when the call is `get(key)`, `get(key, default)` or
-//! `fetch(key, loader)` with an exact `str` or `bytes` key. Anything else
-//! (keywords, other key types, a miss, an entry no longer valid) goes to the
-//! PyO3 method, so every behaviour of `get` and `fetch` still lives in
-//! `CacheCore`: this file only decides whether the one step they share
-//! (`CacheCore::l1_peek`) already answers.
+//! `fetch(key, loader)` with an exact `str` or `bytes` key. The same calls
+//! that miss (or that a core without a quick L1 answer gets) go to the bodies
+//! the PyO3 methods call (`CacheCore::get_value`, `CacheCore::fetch_value`):
+//! on a miss the parser and a second trip through the method's descriptor
+//! cost about 300 instructions, a quarter of what an L2 hit costs beyond
+//! decoding. Calls with keywords go to the PyO3 method. Every behaviour of
+//! `get` and `fetch` still lives in `CacheCore`: this file only decides how a
+//! call reaches it.
 //!
 //! The hit path here drops no Python reference (a drop outside PyO3's
-//! trampoline would be deferred) and runs no Python code.
+//! trampoline would be deferred) and runs no Python code; the other paths run
+//! inside `Python::attach`, as PyO3's own entry would.
 
 #![allow(unsafe_code)] // an extern "C" entry point and raw vectorcall arguments
 
@@ -24,6 +28,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
 use pyo3::ffi;
+use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 
 use crate::core::{CacheCore, Quick};
@@ -85,29 +90,20 @@ static FETCH: Method = Method::new(
 
 #[pymethods]
 impl CacheCore {
-    /// `get` bound to this core, with a quicker entry for L1 hits.
+    /// `get` bound to this core, with a quicker entry for plain calls.
     fn bound_get(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        bound(slf, &GET, slf.get().quick_hits())
+        bound(slf, &GET)
     }
 
-    /// `fetch` bound to this core, with a quicker entry for L1 hits. Not when
-    /// hits may start an early refresh: the full method decides that.
+    /// `fetch` bound to this core, with a quicker entry for plain calls.
     fn bound_fetch(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        let quick = slf.get().quick_hits() && slf.get().refresh_ahead == 0.0;
-        bound(slf, &FETCH, quick)
+        bound(slf, &FETCH)
     }
 }
 
-/// `core.<method>` as a function whose L1 hits skip PyO3's entry; everything
-/// that is not a plain hit goes to the full method. A core whose L1 never
-/// answers that way (`quick`: false when there is no L1, a copy mode other
-/// than shared, debug...) gets the full method itself: the extra step would
-/// only slow its calls.
-fn bound(core: &Bound<'_, CacheCore>, m: &'static Method, quick: bool) -> PyResult<Py<PyAny>> {
+/// `core.<method>` as a function made from the quick entry `m`.
+fn bound(core: &Bound<'_, CacheCore>, m: &'static Method) -> PyResult<Py<PyAny>> {
     let py = core.py();
-    if !quick {
-        return Ok(core.getattr(m.name())?.unbind());
-    }
     if m.full.get().is_none() {
         let full = py.get_type::<CacheCore>().getattr(m.name())?.unbind();
         let _ = m.full.set(full);
@@ -137,17 +133,23 @@ unsafe extern "C" fn get(
     // `bound` bound (kept alive by the function), `args` holding `nargs`
     // positional arguments followed by one per name in `kwnames`.
     unsafe {
-        if kwnames.is_null() && (nargs == 1 || nargs == 2) {
-            let default = if nargs == 2 {
-                *args.add(1)
-            } else {
-                ffi::Py_None()
-            };
-            if let Some(out) = hit(core, *args, default) {
-                return out;
-            }
+        if !kwnames.is_null() || !(nargs == 1 || nargs == 2) {
+            return call_full(&GET, core, args, nargs, kwnames);
         }
-        call_full(&GET, core, args, nargs, kwnames)
+        let key = *args;
+        let default = if nargs == 2 {
+            *args.add(1)
+        } else {
+            ffi::Py_None()
+        };
+        if let Some(out) = hit(core, key, default, false) {
+            return out;
+        }
+        body(core, |py, c| {
+            let key = Borrowed::from_ptr(py, key);
+            let default = (nargs == 2).then(|| Borrowed::from_ptr(py, default).to_owned().unbind());
+            c.get_value(py, &key, default)
+        })
     }
 }
 
@@ -161,13 +163,51 @@ unsafe extern "C" fn fetch(
 ) -> *mut ffi::PyObject {
     // SAFETY: as for `get`.
     unsafe {
-        if kwnames.is_null() && nargs == 2 {
-            if let Some(out) = hit(core, *args, ffi::Py_None()) {
-                return out;
+        if !kwnames.is_null() || nargs != 2 {
+            return call_full(&FETCH, core, args, nargs, kwnames);
+        }
+        let (key, loader) = (*args, *args.add(1));
+        if let Some(out) = hit(core, key, ffi::Py_None(), true) {
+            return out;
+        }
+        body(core, |py, c| {
+            let key = Borrowed::from_ptr(py, key);
+            let loader = Borrowed::from_ptr(py, loader);
+            c.fetch_value(py, &key, &loader, None, None, None, None)
+        })
+    }
+}
+
+/// Runs a method's body `f` on the core as PyO3's entry would: attached (so
+/// references dropped inside are released at once), with errors raised and a
+/// panic turned into PanicException rather than unwound into CPython.
+///
+/// # Safety
+/// The GIL is held; `core` is a live `CacheCore`.
+unsafe fn body(
+    core: *mut ffi::PyObject,
+    f: impl for<'py> FnOnce(Python<'py>, &CacheCore) -> PyResult<Py<PyAny>>,
+) -> *mut ffi::PyObject {
+    Python::attach(|py| {
+        // SAFETY: per this function's contract.
+        let core = unsafe { Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>() };
+        match catch_unwind(AssertUnwindSafe(|| f(py, core.get()))) {
+            Ok(Ok(v)) => v.into_ptr(),
+            Ok(Err(e)) => {
+                e.restore(py);
+                std::ptr::null_mut()
+            }
+            Err(payload) => {
+                let msg = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "panic in the cache".to_string());
+                PanicException::new_err(msg).restore(py);
+                std::ptr::null_mut()
             }
         }
-        call_full(&FETCH, core, args, nargs, kwnames)
-    }
+    })
 }
 
 /// The full method called with the same arguments, by vectorcall where the
@@ -274,7 +314,9 @@ unsafe fn call_full(
 }
 
 /// A new reference to the answer when L1 holds a valid entry for `key`;
-/// `None` for every other case, which the full method then takes.
+/// `None` for every other case, which the method's body then takes. For
+/// `fetch` (`for_fetch`), not when hits may start an early refresh: the body
+/// decides that.
 ///
 /// # Safety
 /// The GIL is held; `core` is a `CacheCore`, `key` and `default` are live
@@ -283,10 +325,17 @@ unsafe fn hit(
     core: *mut ffi::PyObject,
     key: *mut ffi::PyObject,
     default: *mut ffi::PyObject,
+    for_fetch: bool,
 ) -> Option<*mut ffi::PyObject> {
     // SAFETY: per this function's contract. Exact str and bytes hash without
     // running Python code and never fail.
     unsafe {
+        let py = Python::assume_attached();
+        let core = Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>();
+        let c = core.get();
+        if for_fetch && c.refresh_ahead != 0.0 {
+            return None;
+        }
         if ffi::PyUnicode_CheckExact(key) == 0 && ffi::PyBytes_CheckExact(key) == 0 {
             return None;
         }
@@ -295,12 +344,10 @@ unsafe fn hit(
             ffi::PyErr_Clear();
             return None;
         }
-        let py = Python::assume_attached();
-        let core = Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>();
         let key = Borrowed::from_ptr(py, key);
         // A panic must not unwind into CPython; it cannot happen on this path,
-        // but if it did the full method would report it properly.
-        let found = catch_unwind(AssertUnwindSafe(|| core.get().l1_peek(py, &key, h as u64)));
+        // but if it did the method's body would report it properly.
+        let found = catch_unwind(AssertUnwindSafe(|| c.l1_peek(py, &key, h as u64)));
         match found {
             Ok(Quick::Value(v)) => Some(v.into_ptr()),
             Ok(Quick::Negative) => {
