@@ -151,6 +151,14 @@ impl Segment {
         sh.prefetch_ends();
     }
 
+    /// Starts loading the record a write of `kh` will compare its key with
+    /// (the key's current version). Call it some time after `prefetch_write`,
+    /// whose index line it reads: just before the write, after the encoding.
+    #[inline]
+    pub fn prefetch_current(&self, kh: &KeyHash) {
+        self.shard_of(kh).prefetch_matches(kh);
+    }
+
     /// Whether the shard of `kh` holds no entry at all, so a read of the key
     /// can stop before the index. A write of the key that ended before the
     /// caller read the key's stamp (acquire) is seen: the writer counts the

@@ -260,6 +260,22 @@ pub struct Located {
 }
 
 impl Shard<'_> {
+    /// Starts loading the records the index names for `kh`'s fingerprint (the
+    /// key's current version, usually), so that `locate`'s key comparison does
+    /// not wait for them. Reads the index racily: only a hint.
+    #[inline]
+    pub fn prefetch_matches(&self, kh: &KeyHash) {
+        let pair = kh.pair(self.g.npairs);
+        let fpv = kh.fingerprint();
+        for i in 0..PAIR_SLOTS {
+            let w = self.slot(pair, i).load(Ordering::Relaxed);
+            if w != 0 && index::fp(w) == fpv {
+                let r = self.ring(index::ring(w));
+                self.shm.prefetch(r.at(index::phys(w)));
+            }
+        }
+    }
+
     /// Finds `key` in its pair (writers, under the shard lock).
     pub fn locate(&self, kh: &KeyHash, key: &[u8]) -> Located {
         let pair = kh.pair(self.g.npairs);

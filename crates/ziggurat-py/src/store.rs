@@ -157,6 +157,7 @@ impl CacheCore {
         let buf = ziggurat_cache::encode(payload, &t);
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
         let kh = kh.unwrap_or_else(|| main.hash(kb));
+        main.prefetch_current(&kh);
         let stamp = main.stamp_word(&kh);
         let epoch = main.epoch();
         let s0 = stamp.load(Ordering::Acquire);
