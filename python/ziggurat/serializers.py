@@ -4,9 +4,11 @@ A serializer is any object with ``dumps(obj) -> bytes`` and ``loads(bytes) -> ob
 The built-ins:
 
 - ``"auto"``: plain JSON-shaped values (dicts with str keys, lists, str, int in the 64-bit
-  range, finite floats, bools, None, no container appearing twice) are written with orjson,
-  everything else with pickle protocol 5; a value comes back with the same types either way.
-  When orjson is not installed, ``"auto"`` is the pickle serializer.
+  range, finite floats, bools, None, no container appearing twice) are written as compact
+  JSON (the bytes ``orjson.dumps`` writes; the extension writes them while it checks the
+  value) and read with ``orjson.loads``, everything else with pickle protocol 5; a value
+  comes back with the same types either way. When orjson is not installed, ``"auto"`` is
+  the pickle serializer.
 - ``"pickle"``: any picklable object.
 - ``"msgpack"`` and ``"orjson"``: plain data only, when those packages are installed.
 

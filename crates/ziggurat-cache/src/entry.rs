@@ -91,6 +91,12 @@ pub fn encode(payload: &[u8], t: &Trailer) -> Vec<u8> {
     v
 }
 
+/// `payload || trailer` in the payload's own buffer (no copy when it has room).
+pub fn seal(mut payload: Vec<u8>, t: &Trailer) -> Vec<u8> {
+    payload.extend_from_slice(&t.bytes());
+    payload
+}
+
 /// Splits a stored value into payload and trailer; None when it was not
 /// written by a cache (too short, or an unknown kind).
 pub fn split(stored: &[u8]) -> Option<(&[u8], Trailer)> {

@@ -13,7 +13,7 @@ mod size;
 mod ttl;
 mod update;
 
-pub use entry::{counter_payload, encode, split, Kind, Trailer, TRAILER_LEN};
+pub use entry::{counter_payload, encode, seal, split, Kind, Trailer, TRAILER_LEN};
 pub use flight::{process_alive, snapshot, Flight, FlightKey, Next};
 pub use size::{parse_size, MAX_SIZE};
 pub use ttl::{Lifetime, MAX_TTL_SECONDS};

@@ -10,7 +10,11 @@
 //! PROTO (0x80), and JSON text, being ASCII-led, never does.
 //!
 //! It lives in Rust so that the cache core can encode and decode without a Python
-//! call frame, and so that the guard's walk over the value costs little.
+//! call frame. The guard's walk writes the JSON text as it goes (serde_json
+//! formats the strings and numbers): one pass over the value instead of a walk
+//! then a call to orjson.dumps, whose 1 KiB starting buffer, allocated and
+//! shrunk on every call, cost more than the rest of an encoding of a small dict.
+//! orjson still reads the text back.
 
 use hashbrown::HashSet;
 use pyo3::exceptions::{PyImportError, PyTypeError, PyValueError};
@@ -36,31 +40,34 @@ const SMALL_SEEN: usize = 32;
 /// Encodes plain JSON-shaped values with orjson and everything else with pickle.
 #[pyclass(module = "ziggurat._native", frozen, name = "AutoCodec")]
 pub struct AutoCodec {
-    json_dumps: Py<PyAny>,
     json_loads: Py<PyAny>,
     pickle_dumps: Py<PyAny>,
     pickle_loads: Py<PyAny>,
 }
 
 impl AutoCodec {
-    /// The encoded form of `obj`: JSON when [`plain`] accepts it and orjson can
-    /// write it, else a pickle (protocol 5). Pickle errors propagate.
+    /// The encoded form of `obj`: JSON when the walk finds its round trip
+    /// exact, else a pickle (protocol 5). Pickle errors propagate.
+    pub fn encode_native<'py>(
+        &self,
+        py: Python<'py>,
+        obj: &Bound<'py, PyAny>,
+    ) -> PyResult<Encoded<'py>> {
+        let mut out = Vec::with_capacity(128);
+        if write_plain(obj, 0, &mut Seen::new(), &mut out) {
+            return Ok(Encoded::Native(out));
+        }
+        let out = self.pickle_dumps.bind(py).call1((obj, PICKLE_PROTOCOL))?;
+        as_bytes(out, "pickle.dumps").map(Encoded::Py)
+    }
+
+    /// [`AutoCodec::encode_native`] as a bytes object.
     pub fn encode<'py>(
         &self,
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        if plain(obj) {
-            match self.json_dumps.bind(py).call1((obj,)) {
-                Ok(out) => return as_bytes(out, "orjson.dumps"),
-                // orjson raises JSONEncodeError, a TypeError, for what the guard
-                // cannot see cheaply (a str with lone surrogates); pickle takes it.
-                Err(e) if e.is_instance_of::<PyTypeError>(py) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        let out = self.pickle_dumps.bind(py).call1((obj, PICKLE_PROTOCOL))?;
-        as_bytes(out, "pickle.dumps")
+        Ok(self.encode_native(py, obj)?.into_py(py))
     }
 
     /// The object encoded in `data` (bytes, bytearray or memoryview) by
@@ -88,7 +95,6 @@ impl AutoCodec {
         })?;
         let pickle = py.import("pickle")?;
         Ok(AutoCodec {
-            json_dumps: orjson.getattr("dumps")?.unbind(),
             json_loads: orjson.getattr("loads")?.unbind(),
             pickle_dumps: pickle.getattr("dumps")?.unbind(),
             pickle_loads: pickle.getattr("loads")?.unbind(),
@@ -144,41 +150,115 @@ fn first_byte(data: &Bound<'_, PyAny>) -> PyResult<u8> {
     first.ok_or_else(|| PyValueError::new_err("cannot decode empty data"))
 }
 
-/// Whether the JSON round trip of `obj` gives back the same types and values.
-fn plain(obj: &Bound<'_, PyAny>) -> bool {
-    plain_at(obj, 0, &mut Seen::new())
+/// Bytes a value was encoded to: written here, or a bytes object a Python
+/// serializer returned.
+pub enum Encoded<'py> {
+    /// JSON text written by the walk.
+    Native(Vec<u8>),
+    /// The bytes a Python call returned.
+    Py(Bound<'py, PyBytes>),
 }
 
-fn plain_at(obj: &Bound<'_, PyAny>, depth: u32, seen: &mut Seen) -> bool {
+impl<'py> Encoded<'py> {
+    /// The encoded bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Encoded::Native(v) => v,
+            Encoded::Py(b) => b.as_bytes(),
+        }
+    }
+
+    /// The encoded bytes as a bytes object (made now for native text).
+    pub fn into_py(self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        match self {
+            Encoded::Native(v) => PyBytes::new(py, &v),
+            Encoded::Py(b) => b,
+        }
+    }
+
+    /// A bytes object of the encoded bytes.
+    pub fn to_py(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        match self {
+            Encoded::Native(v) => PyBytes::new(py, v),
+            Encoded::Py(b) => b.clone(),
+        }
+    }
+}
+
+/// Appends `obj` to `out` as JSON and returns true when its JSON round trip
+/// gives back the same types and values; false otherwise (`out` then holds a
+/// partial text the caller drops).
+fn write_plain(obj: &Bound<'_, PyAny>, depth: u32, seen: &mut Seen, out: &mut Vec<u8>) -> bool {
     // Exact type checks throughout: a subclass (str enum, OrderedDict, IntEnum...)
     // would come back from JSON as its base type.
-    if obj.is_exact_instance_of::<PyString>() || obj.is_none() {
+    if let Ok(s) = obj.cast_exact::<PyString>() {
+        // A str with lone surrogates has no UTF-8 form: pickle takes it.
+        return s
+            .to_str()
+            .is_ok_and(|s| serde_json::to_writer(&mut *out, s).is_ok());
+    }
+    if obj.is_none() {
+        out.extend_from_slice(b"null");
         return true;
     }
-    // bool before int: it is an int subclass, and orjson writes it as true/false.
-    if obj.is_exact_instance_of::<PyBool>() {
+    // bool before int: it is an int subclass.
+    if let Ok(b) = obj.cast_exact::<PyBool>() {
+        out.extend_from_slice(if b.is_true() { b"true" } else { b"false" });
         return true;
     }
     if obj.is_exact_instance_of::<PyInt>() {
-        return obj.extract::<i64>().is_ok();
+        // Beyond 64 bits orjson.loads would not read it back.
+        return obj
+            .extract::<i64>()
+            .is_ok_and(|n| serde_json::to_writer(&mut *out, &n).is_ok());
     }
     if let Ok(f) = obj.cast_exact::<PyFloat>() {
-        // orjson writes NaN and infinities as null.
-        return f.value().is_finite();
+        // JSON has no NaN or infinity. serde_json writes a float that happens to
+        // be whole with its ".0", so it reads back as a float.
+        let f = f.value();
+        return f.is_finite() && serde_json::to_writer(&mut *out, &f).is_ok();
     }
     if let Ok(list) = obj.cast_exact::<PyList>() {
         if depth >= MAX_DEPTH || !seen.first_time(obj) {
             return false;
         }
-        return list.iter().all(|item| plain_at(&item, depth + 1, seen));
+        out.push(b'[');
+        for (i, item) in list.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            if !write_plain(&item, depth + 1, seen, out) {
+                return false;
+            }
+        }
+        out.push(b']');
+        return true;
     }
     if let Ok(dict) = obj.cast_exact::<PyDict>() {
         if depth >= MAX_DEPTH || !seen.first_time(obj) {
             return false;
         }
-        return dict
-            .iter()
-            .all(|(k, v)| k.is_exact_instance_of::<PyString>() && plain_at(&v, depth + 1, seen));
+        out.push(b'{');
+        for (i, (k, v)) in dict.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let Ok(k) = k.cast_exact::<PyString>() else {
+                return false; // JSON keys are strings: an int key would come back a str
+            };
+            if !k
+                .to_str()
+                .is_ok_and(|k| serde_json::to_writer(&mut *out, k).is_ok())
+            {
+                return false;
+            }
+            out.push(b':');
+            if !write_plain(&v, depth + 1, seen, out) {
+                return false;
+            }
+        }
+        out.push(b'}');
+        return true;
     }
     false
 }

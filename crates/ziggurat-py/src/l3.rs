@@ -11,6 +11,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 use ziggurat_cache::{Kind, Seen};
 
 use crate::args::{check_key, positive_ttl};
+use crate::codec::Encoded;
 use crate::convert::{err, tags_arg, ZigguratError};
 use crate::core::CacheCore;
 use crate::fetch::{State, Step, STEP_LOAD};
@@ -129,7 +130,7 @@ impl CacheCore {
         let ttl = positive_ttl(ttl, "ttl")?;
         let tags = tags_arg(tags)?;
         let (enc, kind) = match encoded {
-            Some(b) => (b, Kind::Value),
+            Some(b) => (Encoded::Py(b), Kind::Value),
             None => self.encode_value(py, value)?,
         };
         let refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();

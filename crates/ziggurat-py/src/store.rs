@@ -12,6 +12,7 @@ use ziggurat_cache::{Kind, Lifetime, Trailer, UpdateError};
 use ziggurat_core::KeyHash;
 
 use crate::args::{check_key, key_hash, named, positive_ttl};
+use crate::codec::Encoded;
 use crate::convert::{err, tags_arg, ttl_arg, ZigguratError};
 use crate::core::{CacheCore, CopyMode};
 use crate::l1::{Entry, Watch32, Watch64};
@@ -83,18 +84,22 @@ impl CacheCore {
         &self,
         py: Python<'py>,
         value: &Bound<'py, PyAny>,
-    ) -> PyResult<(Bound<'py, PyBytes>, Kind)> {
+    ) -> PyResult<(Encoded<'py>, Kind)> {
         if let Some(n) = as_counter(value) {
-            return Ok((PyBytes::new(py, &n.to_le_bytes()), Kind::Counter));
+            return Ok((Encoded::Native(n.to_le_bytes().to_vec()), Kind::Counter));
         }
         // Any failure to encode (an unpicklable object) is the caller's bad input.
-        let enc = self.dumps(py, value).map_err(|e| {
+        let bad = |e: PyErr| {
             let t = PyTypeError::new_err(format!("cannot serialize the value for this cache: {e}"));
             t.set_cause(py, Some(e));
             t
-        })?;
+        };
+        if let Some(c) = &self.codec {
+            return Ok((c.get().encode_native(py, value).map_err(bad)?, Kind::Value));
+        }
+        let enc = self.dumps(py, value).map_err(bad)?;
         match enc.cast_into::<PyBytes>() {
-            Ok(b) => Ok((b, Kind::Value)),
+            Ok(b) => Ok((Encoded::Py(b), Kind::Value)),
             Err(_) => Err(PyTypeError::new_err(
                 "the serializer's dumps must return bytes",
             )),
@@ -125,7 +130,6 @@ impl CacheCore {
         });
         let (enc, kind) = self.encode_value(py, value)?;
         let counter = kind == Kind::Counter;
-        let payload: &[u8] = enc.as_bytes();
         let Some(main) = self.main.as_ref() else {
             let ttl = self.degraded_ttl.map_or(ttl, |cap| ttl.min(cap));
             let life = lifetime(ttl, stale);
@@ -133,8 +137,8 @@ impl CacheCore {
             // bytes in decode mode (decoded per get), else a decoded object.
             let obj = match self.mode {
                 _ if counter => value.clone().unbind(),
-                CopyMode::Decode => enc.clone().into_any().unbind(),
-                _ => self.loads(py, enc.as_any())?,
+                CopyMode::Decode => enc.to_py(py).into_any().unbind(),
+                _ => self.loads(py, enc.to_py(py).as_any())?,
             };
             let t = Trailer::starting_now(kind, life.ttl_ms);
             let e = Entry::new(
@@ -154,7 +158,11 @@ impl CacheCore {
         };
         let life = lifetime(ttl, stale);
         let t = Trailer::starting_now(kind, life.ttl_ms);
-        let buf = ziggurat_cache::encode(payload, &t);
+        let buf = match enc {
+            Encoded::Native(v) => ziggurat_cache::seal(v, &t),
+            Encoded::Py(b) => ziggurat_cache::encode(b.as_bytes(), &t),
+        };
+        let payload = &buf[..buf.len() - ziggurat_cache::TRAILER_LEN];
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
         let kh = kh.unwrap_or_else(|| main.hash(kb));
         main.prefetch_current(&kh);
@@ -186,10 +194,10 @@ impl CacheCore {
             let (stored, encoded) = match self.mode {
                 // Ints are immutable: every mode may keep the object itself.
                 _ if counter => (value.clone().unbind(), None),
-                CopyMode::Decode => (enc.clone().into_any().unbind(), None),
+                CopyMode::Decode => (PyBytes::new(py, payload).into_any().unbind(), None),
                 // "copy" promises callers their own objects: keep a private decode, not
                 // the caller's object, which the caller may still change.
-                CopyMode::Copy => match self.loads(py, enc.as_any()) {
+                CopyMode::Copy => match self.loads(py, PyBytes::new(py, payload).as_any()) {
                     Ok(obj) => (obj, None),
                     Err(_) => {
                         // The write is done; without a private copy, just forget L1's.
@@ -200,7 +208,8 @@ impl CacheCore {
                 // "shared" hands out the object that was set, as lru_cache does.
                 CopyMode::Shared => (
                     value.clone().unbind(),
-                    self.debug.then(|| enc.clone().into_any().unbind()),
+                    self.debug
+                        .then(|| PyBytes::new(py, payload).into_any().unbind()),
                 ),
             };
             // Replaces this process's previous entry for the key, if any.
