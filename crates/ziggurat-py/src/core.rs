@@ -205,21 +205,7 @@ impl CacheCore {
             return None;
         }
         self.l1
-            .try_with(py, |l1| {
-                let i = l1.find(key, hash)?;
-                let e = l1.entry(i);
-                if !e.valid(now_ms()) {
-                    if !keep_stale {
-                        l1.remove(i);
-                        l1.stats.stale += 1;
-                    }
-                    return None;
-                }
-                let out = take(e);
-                l1.mark(i);
-                l1.stats.hits += 1;
-                Some(out)
-            })
+            .try_with(py, |l1| l1.probe(key, hash, now_ms(), keep_stale, take))
             .flatten()
     }
 

@@ -86,7 +86,7 @@ pub struct Entry {
 
 // The hit path's fields end within the first cache line.
 const _: () = assert!(std::mem::offset_of!(Entry, tags) == 64);
-const _: () = assert!(std::mem::size_of::<Option<Entry>>() == 128);
+const _: () = assert!(std::mem::size_of::<Entry>() == 128);
 // An absent word costs no tag: the handles are non-null pointers.
 const _: () = assert!(std::mem::size_of::<Option<Word32>>() == 8);
 const _: () = assert!(std::mem::size_of::<Option<Word64>>() == 8);
@@ -154,15 +154,15 @@ pub struct L1Stats {
     pub fills: u64,
 }
 
-/// The per-process table.
+/// The per-process table. Entries live in the hash table itself, so a hit
+/// reads the table's control bytes and then the entry's line: no slot array
+/// between them, one memory access fewer when the L1 outgrows the CPU caches.
 pub struct L1 {
-    /// Slot numbers: 4 bytes a bucket keeps the table small enough to stay in
-    /// the CPU caches next to the entries a hit reads.
-    table: HashTable<u32>,
-    slots: Vec<Option<Entry>>,
-    free: Vec<usize>,
-    queue: VecDeque<(usize, u64)>,
-    neg_queue: VecDeque<(usize, u64)>,
+    table: HashTable<Entry>,
+    /// CLOCK queues of (hash, insert number): an entry is found again by its
+    /// hash, and a position whose entry was replaced or removed is skipped.
+    queue: VecDeque<(u64, u64)>,
+    neg_queue: VecDeque<(u64, u64)>,
     next_id: u64,
     cap: usize,
     neg_cap: usize,
@@ -191,9 +191,7 @@ impl L1 {
     /// A table for at most `cap` objects and `neg_cap` cached misses.
     pub fn new(cap: usize, neg_cap: usize) -> L1 {
         L1 {
-            table: HashTable::with_capacity(cap.min(1 << 16)),
-            slots: Vec::new(),
-            free: Vec::new(),
+            table: HashTable::new(),
             queue: VecDeque::new(),
             neg_queue: VecDeque::new(),
             next_id: 0,
@@ -215,50 +213,54 @@ impl L1 {
         self.len + self.neg_len
     }
 
-    /// The slot of `key`, if present (valid or not).
+    /// `take`'s answer from `key`'s entry when it is valid at `now` (ms),
+    /// counted as a hit and marked for CLOCK. An entry no longer valid is
+    /// dropped and counted, unless `keep_stale` (the caller cannot drop a
+    /// reference where it runs).
     #[inline(always)]
-    pub fn find(&self, key: &Bound<'_, PyAny>, hash: u64) -> Option<usize> {
-        self.table
-            .find(hash, |&i| match &self.slots[i as usize] {
-                Some(e) => e.hash == hash && same_key(key, &e.key),
-                None => false,
-            })
-            .map(|&i| i as usize)
-    }
-
-    #[inline(always)]
-    pub fn entry(&self, i: usize) -> &Entry {
-        self.slots[i].as_ref().expect("live slot")
-    }
-
-    #[inline(always)]
-    pub fn mark(&mut self, i: usize) {
-        if let Some(e) = self.slots[i].as_mut() {
-            e.visited = true;
-        }
-    }
-
-    /// Drops the entry in slot `i`.
-    pub fn remove(&mut self, i: usize) {
-        if let Some(e) = self.slots[i].take() {
-            let hash = e.hash;
-            if let Ok(o) = self.table.find_entry(hash, |&j| j as usize == i) {
-                o.remove();
+    pub fn probe<R>(
+        &mut self,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        now: u64,
+        keep_stale: bool,
+        take: impl FnOnce(&Entry) -> R,
+    ) -> Option<R> {
+        let eq = |e: &Entry| e.hash == hash && same_key(key, &e.key);
+        let Ok(mut found) = self.table.find_entry(hash, eq) else {
+            return None;
+        };
+        let e = found.get_mut();
+        if !e.valid(now) {
+            if !keep_stale {
+                let (e, _) = found.remove();
+                self.forget(&e);
+                self.stats.stale += 1;
             }
-            if e.negative {
-                self.neg_len -= 1;
-            } else {
-                self.len -= 1;
-            }
-            self.free.push(i);
-            // The queue keeps the stale index; it is skipped when reached.
+            return None;
         }
+        let out = take(e);
+        e.visited = true;
+        self.stats.hits += 1;
+        Some(out)
+    }
+
+    /// Counts an entry out of the table.
+    fn forget(&mut self, e: &Entry) {
+        if e.negative {
+            self.neg_len -= 1;
+        } else {
+            self.len -= 1;
+        }
+        // The queue keeps the position; it is skipped when reached.
     }
 
     /// Removes `key` if present.
     pub fn discard(&mut self, key: &Bound<'_, PyAny>, hash: u64) {
-        if let Some(i) = self.find(key, hash) {
-            self.remove(i);
+        let eq = |e: &Entry| e.hash == hash && same_key(key, &e.key);
+        if let Ok(found) = self.table.find_entry(hash, eq) {
+            let (e, _) = found.remove();
+            self.forget(&e);
         }
     }
 
@@ -271,46 +273,34 @@ impl L1 {
         if !self.enabled() || (negative && self.neg_cap == 0) {
             return;
         }
-        if let Some(i) = self.find(key, e.hash) {
-            let old = self.slots[i].as_mut().expect("live slot");
+        let hash = e.hash;
+        let eq = |x: &Entry| x.hash == hash && same_key(key, &x.key);
+        if let Ok(mut found) = self.table.find_entry(hash, eq) {
+            let old = found.get_mut();
             if old.negative == negative {
-                // An overwrite keeps its slot and its place in the queue: no
-                // table or queue traffic on the write path.
+                // An overwrite keeps its place in the queue: no queue traffic
+                // on the write path.
                 e.id = old.id;
                 e.visited = old.visited;
                 *old = e;
                 self.stats.fills += 1;
                 return;
             }
-            self.remove(i);
+            let (old, _) = found.remove();
+            self.forget(&old);
         }
         while (negative && self.neg_len >= self.neg_cap) || (!negative && self.len >= self.cap) {
             if !self.evict_one(negative) {
                 break;
             }
         }
-        let hash = e.hash;
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i] = Some(e);
-                i
-            }
-            None => {
-                self.slots.push(Some(e));
-                self.slots.len() - 1
-            }
-        };
-        let slots = &self.slots;
-        // Fewer than 2^32 slots: each entry takes 128 bytes of this process.
-        self.table.insert_unique(hash, i as u32, |&j| {
-            slots[j as usize].as_ref().map_or(0, |e| e.hash)
-        });
+        self.table.insert_unique(hash, e, |x| x.hash);
         if negative {
             self.neg_len += 1;
-            self.neg_queue.push_back((i, id));
+            self.neg_queue.push_back((hash, id));
         } else {
             self.len += 1;
-            self.queue.push_back((i, id));
+            self.queue.push_back((hash, id));
         }
         self.stats.fills += 1;
         self.compact();
@@ -318,8 +308,8 @@ impl L1 {
 
     /// Drops queue positions of removed entries once they outnumber the live ones.
     fn compact(&mut self) {
-        let slots = &self.slots;
-        let live = |&(i, id): &(usize, u64)| slots[i].as_ref().is_some_and(|e| e.id == id);
+        let table = &self.table;
+        let live = |&(hash, id): &(u64, u64)| table.find(hash, |e| e.id == id).is_some();
         if self.queue.len() > 2 * self.len + 64 {
             self.queue.retain(live);
         }
@@ -336,15 +326,15 @@ impl L1 {
             } else {
                 &mut self.queue
             };
-            let Some((i, id)) = q.pop_front() else {
+            let Some((hash, id)) = q.pop_front() else {
                 return false;
             };
-            let Some(e) = self.slots[i].as_mut() else {
+            // Insert numbers are unique: a miss means the entry was removed or
+            // replaced since it was queued.
+            let Ok(mut found) = self.table.find_entry(hash, |e| e.id == id) else {
                 continue;
             };
-            if e.id != id {
-                continue; // removed since it was queued; the slot was reused
-            }
+            let e = found.get_mut();
             if e.visited {
                 e.visited = false;
                 let q = if negative {
@@ -352,10 +342,11 @@ impl L1 {
                 } else {
                     &mut self.queue
                 };
-                q.push_back((i, id));
+                q.push_back((hash, id));
                 continue;
             }
-            self.remove(i);
+            let (e, _) = found.remove();
+            self.forget(&e);
             self.stats.evictions += 1;
             return true;
         }
@@ -364,8 +355,6 @@ impl L1 {
     /// Empties the table.
     pub fn clear(&mut self) {
         self.table.clear();
-        self.slots.clear();
-        self.free.clear();
         self.queue.clear();
         self.neg_queue.clear();
         self.len = 0;
