@@ -246,10 +246,7 @@ fn write_plain(obj: &Bound<'_, PyAny>, depth: u32, seen: &mut Seen, out: &mut Ve
             let Ok(k) = k.cast_exact::<PyString>() else {
                 return false; // JSON keys are strings: an int key would come back a str
             };
-            if !k
-                .to_str()
-                .is_ok_and(|k| serde_json::to_writer(&mut *out, k).is_ok())
-            {
+            if !k.to_str().is_ok_and(|k| write_str(out, k)) {
                 return false;
             }
             out.push(b':');
@@ -261,6 +258,19 @@ fn write_plain(obj: &Bound<'_, PyAny>, depth: u32, seen: &mut Seen, out: &mut Ve
         return true;
     }
     false
+}
+
+/// Appends `s` as a JSON string. Most strings hold nothing to escape and are
+/// copied between quotes; serde_json writes the others.
+fn write_str(out: &mut Vec<u8>, s: &str) -> bool {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return true;
+    }
+    serde_json::to_writer(&mut *out, s).is_ok()
 }
 
 /// The containers met so far in one value: JSON would turn a container seen
