@@ -9,8 +9,7 @@
 //! the 31 ns a hit cost through it. These entries take the hit straight from the vectorcall
 //! arguments when the call is `get(key)`, `get(key, default)` or
 //! `fetch(key, loader)` with an exact `str` or `bytes` key. The same calls
-//! that miss (or that a core without a quick L1 answer gets) go to the bodies
-//! the PyO3 methods call (`CacheCore::get_value`, `CacheCore::fetch_value`):
+//! that miss go to the bodies the PyO3 methods call (`CacheCore::get_value`, `CacheCore::fetch_value`):
 //! on a miss the parser and a second trip through the method's descriptor
 //! cost about 300 instructions, a quarter of what an L2 hit costs beyond
 //! decoding. Calls with keywords go to the PyO3 method. Every behaviour of
@@ -101,9 +100,15 @@ impl CacheCore {
     }
 }
 
-/// `core.<method>` as a function made from the quick entry `m`.
+/// `core.<method>` as a function made from the quick entry `m`. A core whose
+/// L1 never answers a hit there (no L1, a copy mode other than shared,
+/// debug) gets the full method itself: entering the body from here costs a
+/// little more than PyO3's own entry, which only the hits make up for.
 fn bound(core: &Bound<'_, CacheCore>, m: &'static Method) -> PyResult<Py<PyAny>> {
     let py = core.py();
+    if !core.get().quick_hits() {
+        return Ok(core.getattr(m.name())?.unbind());
+    }
     if m.full.get().is_none() {
         let full = py.get_type::<CacheCore>().getattr(m.name())?.unbind();
         let _ = m.full.set(full);
