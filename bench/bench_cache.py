@@ -314,20 +314,20 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
     md = [
         f"A writer process did `Cache.set(key, obj)` for {N_KEYS:,} small dicts into two "
         'caches, one with `serializer="pickle"` and one with the default ("auto", which '
-        "writes these dicts as JSON with orjson), and put `pickle.dumps(obj)` into lmdb, "
-        "diskcache, Redis and a bare Segment; then it idles. This process reads them through "
-        "`Cache(l1_items=0)`, so every get probes L2, copies the record out, checks it and "
-        "decodes it: with `pickle.loads` for the pickle cache (the goal rows: the difference "
-        "to `pickle.loads` is the L2 path's own cost), with `orjson.loads` for the default "
-        "one. The L1-on row reads the default cache through a Cache with its L1 on: the "
-        "first get of a key goes to L2, the others are L1 hits that decode nothing. The "
-        "stores' rows include `pickle.loads` too. Keys: str for the Cache, "
-        "the same keys as bytes for the stores. Median ns per get over the reps; × is the "
-        "ratio to `dict.get` of the live objects in the same run; 'minus the decode alone' "
-        "subtracts `pickle.loads` (or `orjson.loads` where said). The goal figures are "
-        "medians over the rounds of the per-round difference to `pickle.loads` and ratio to "
-        "lmdb (the three run back to back in each round; the default cache's informational "
-        "row is paired the same way with lmdb and orjson.loads).",
+        "writes these dicts as JSON, read back with orjson), and put `pickle.dumps(obj)` into"
+        " lmdb, diskcache, Redis and a bare Segment; then it idles. This process reads them "
+        "through `Cache(l1_items=0)`, so every get probes L2, copies the record out, checks "
+        "it and decodes it: with `pickle.loads` for the pickle cache (the goal rows: the "
+        "difference to `pickle.loads` is the L2 path's own cost), with `orjson.loads` for the"
+        " default one. The L1-on row reads the default cache through a Cache with its L1 on: "
+        "the first get of a key goes to L2, the others are L1 hits that decode nothing. The "
+        "stores' rows include `pickle.loads` too. Keys: str for the Cache, the same keys as "
+        "bytes for the stores. Median ns per get over the reps; × is the ratio to `dict.get` "
+        "of the live objects in the same run; 'minus the decode alone' subtracts "
+        "`pickle.loads` (or `orjson.loads` where said). The goal figures are medians over the"
+        " rounds of the per-round difference to `pickle.loads` and ratio to lmdb (the three "
+        "run back to back in each round; the default cache's informational row is paired the "
+        "same way with lmdb and orjson.loads).",
         "",
         h.md_table(
             ["backend", "get", "× dict.get", "minus the decode alone", "× lmdb", "spread"],
@@ -354,8 +354,7 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
             None if r_lm is None else r_lm <= 0.5,
         ),
         Goal(
-            "Cache L2 hit with the default serializer (orjson for this dict), vs lmdb + "
-            "pickle.loads",
+            "Cache L2 hit with the default serializer (JSON for this dict), vs lmdb + pickle.loads",
             f"{h.fmt_ratio(r_auto)} ({fmt_signed(extra_auto)} over orjson.loads)",
             "—",
             None,
@@ -479,8 +478,9 @@ def bench_cache_mix(ctx: bs.Ctx) -> Section:
         "locals). Values are small dicts: the in-process caches and the Cache store the "
         "object, lmdb is given `pickle.dumps(obj)` and its gets are decoded with "
         "`pickle.loads` (an object cache over lmdb has to). The Cache is the default one (L1 "
-        "of 10,000 items over L2), filled beforehand; each set encodes the dict (as JSON with "
-        'orjson under the default serializer, with pickle in the `serializer="pickle"` row), '
+        "of 10,000 items over L2), filled beforehand; each set encodes the dict (as JSON, "
+        "written by the extension, under the default serializer; with pickle in the "
+        '`serializer="pickle"` row), '
         "writes L2 and keeps the object in L1; each get is validated against L2's stamps. "
         "dict and cachebox are not coherent "
         "across processes. ops/s = 1 / median time per op over the reps; the ratios in the "
@@ -852,8 +852,8 @@ def bench_cache_fetch(ctx: bs.Ctx) -> Section:
         "overhead column is the Cache's own cost: the L1 lookup, the per-host load lease "
         "(single flight), then the key's L2 lookup and cached-miss check (a shard of the "
         "cached-miss segment that holds nothing is not searched), the loader call, then "
-        "storing the value (encoding with the serializer: orjson for this dict under the "
-        "default; L2 write; L1 fill). 'get + loader() + set by hand' is the "
+        "storing the value (encoding with the serializer: JSON written by the extension for "
+        "this dict under the default; L2 write; L1 fill). 'get + loader() + set by hand' is the "
         "read-through a user would write without `fetch` (no single flight, no cached "
         f"misses). Hit rows cycle over {N_KEYS:,} keys held in L1. Median ns per call.",
         "",
@@ -902,7 +902,7 @@ def bench_cache_set(ctx: bs.Ctx) -> Section:
     from ziggurat.serializers import resolve
 
     auto_dumps = resolve("auto").dumps
-    cases['"auto" serializer dumps alone (orjson here)'] = h.Case(
+    cases['"auto" serializer dumps alone (JSON here)'] = h.Case(
         "auto dumps", lambda n: h.loop_call(auto_dumps, [obj] * N_KEYS, n), N_KEYS
     )
     cases[bs.DICT_DUMPS] = h.Case(

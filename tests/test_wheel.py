@@ -338,10 +338,14 @@ def test_sdist_builds_into_a_wheel(sdist: Path) -> None:
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
     with tarfile.open(sdist) as tf:
-        # The "data" filter refuses links and paths that leave src; it keeps mtimes, which
-        # cargo compares to decide what to rebuild.
+        # The "data" filter refuses links and paths that leave src.
         tf.extractall(src, filter="data")
     (unpacked,) = src.iterdir()
+    # maturin writes every file of the sdist with one fixed old mtime, and cargo decides
+    # what to rebuild by mtimes: stamped now, the project's crates are rebuilt every run
+    # (their dependencies stay built), never taken stale from an earlier run.
+    for f in unpacked.rglob("*"):
+        os.utime(f)
     out = base / "wheels"
     shutil.rmtree(out, ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -152,9 +152,11 @@ impl Ring {
     #[inline]
     pub fn logical(&self, head: u64, phys: u64) -> Option<u64> {
         let hp = head % self.cap;
-        let mut dist = (hp + self.cap - phys) % self.cap;
-        if dist == 0 {
-            dist = self.cap;
+        // hp and phys are below cap, so the distance needs no second division
+        // (a 64-bit one costs tens of cycles on a read's path).
+        let mut dist = hp + self.cap - phys;
+        if dist > self.cap {
+            dist -= self.cap;
         }
         head.checked_sub(dist)
     }
