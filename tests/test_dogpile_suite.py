@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
@@ -21,10 +22,14 @@ import ziggurat.contrib.dogpile  # noqa: F401  (registers the "ziggurat" backend
 from dogpile.testing import fixtures
 
 DIRECTORY = f"/dev/shm/zigdogpile-{uuid.uuid4().hex}"
-os.mkdir(DIRECTORY, 0o700)
 
 
-def teardown_module() -> None:
+@pytest.fixture(scope="module", autouse=True)
+def _directory() -> Iterator[None]:
+    # Made when the module's first test runs, not when it is collected: a run that collects
+    # the module but runs none of its tests leaves nothing behind.
+    os.mkdir(DIRECTORY, 0o700)
+    yield
     shutil.rmtree(DIRECTORY, ignore_errors=True)
 
 
