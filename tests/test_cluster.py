@@ -9,6 +9,7 @@ the old value within the lag bound" is checked with ``converges`` (a bounded wai
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import pickle
@@ -567,3 +568,43 @@ def test_a_write_redis_refuses_stays_on_the_host(
     # serving the value a replaced.
     assert converges(lambda: a.stats()["l3"]["dirty_writes"] == 0, within=10)
     assert converges(lambda: b.get("k") != "before")
+
+
+def test_async_calls_leave_the_event_loop_free_while_redis_stalls(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    """afetch's read from Redis and aset's write run in worker threads: with the server
+    stopped, each waits out redis_timeout while the event loop goes on."""
+    a = hosts(server.url, "a", redis_timeout=0.5)
+    b = hosts(server.url, "b", redis_timeout=0.5)
+
+    async def main() -> tuple[Any, float, float]:
+        gaps: list[float] = []
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.005)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        t = asyncio.create_task(ticker())
+        t0 = time.monotonic()
+        got, _ = await asyncio.gather(a.afetch("k", lambda: "v"), b.aset("k2", "w"))
+        took = time.monotonic() - t0
+        done.set()
+        await t
+        return got, took, max(gaps)
+
+    server.pause()
+    try:
+        got, took, gap = asyncio.run(main())
+    finally:
+        server.resume()
+    assert got == "v"
+    assert took >= 0.4  # the calls did wait for the stopped server...
+    assert gap < 0.25, gap  # ... in threads: a blocked loop would show a gap of ~0.5 s
+    assert a.get("k") == "v"
+    assert b.get("k2") == "w"

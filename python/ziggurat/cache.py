@@ -29,7 +29,7 @@ from ziggurat.cluster.reader import Reader
 from ziggurat.cluster.signing import Signer, secrets_of
 from ziggurat.cluster.tier import ClusterTier
 from ziggurat.keys import call_key
-from ziggurat.loader import LoaderStats, Loads, LoadTimeout
+from ziggurat.loader import LoaderStats, Loads, LoadTimeout, in_thread
 from ziggurat.serializers import Serializer, resolve
 
 __all__ = ["Cache", "LoadTimeout", "MutationError", "Namespace"]
@@ -365,6 +365,7 @@ class Cache:
         )
         self._core.join_below(tier.below, tier.above)
         self._tier = tier
+        self._loads.off_loop = True
         # Writes go to Redis first, then to this host: Python methods (a network round
         # trip dwarfs the frame); reads stay native, asking Redis only after an L2 miss.
         self.set = self._cluster_set  # type: ignore[method-assign]
@@ -473,7 +474,8 @@ class Cache:
         return out
 
     async def aget(self, key: str | bytes, default: Any = None) -> Any:
-        """``get`` for asyncio code (reads never block).
+        """``get`` for asyncio code (reads never wait for another process; with a cluster
+        tier, an L2 miss reads Redis on the loop's thread, bounded by ``redis_timeout``).
 
         >>> import asyncio
         >>> c = Cache("doc-aget", size="8MiB"); asyncio.run(c.aget("x", 1))
@@ -565,13 +567,17 @@ class Cache:
     async def aset(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
     ) -> None:
-        """``set`` for asyncio code.
+        """``set`` for asyncio code. With a cluster tier, the write (a Redis round trip) runs
+        in the event loop's default executor; a cancelled caller does not stop it.
 
         >>> import asyncio
         >>> c = Cache("doc-aset", size="8MiB"); asyncio.run(c.aset("k", 1)); c.get("k")
         1
         >>> c.unlink()
         """
+        if self._tier is not None:
+            await in_thread(functools.partial(self.set, key, value, ttl=ttl, tags=tags))
+            return
         self.set(key, value, ttl=ttl, tags=tags)
 
     async def aset_many(
@@ -581,13 +587,17 @@ class Cache:
         ttl: float | None = None,
         tags: Iterable[str] = (),
     ) -> None:
-        """``set_many`` for asyncio code.
+        """``set_many`` for asyncio code (in the default executor with a cluster tier, as
+        ``aset``).
 
         >>> import asyncio
         >>> c = Cache("doc-asm", size="8MiB"); asyncio.run(c.aset_many({"k": 1})); c.get("k")
         1
         >>> c.unlink()
         """
+        if self._tier is not None:
+            await in_thread(functools.partial(self.set_many, mapping, ttl=ttl, tags=tags))
+            return
         self.set_many(mapping, ttl=ttl, tags=tags)
 
     def add(

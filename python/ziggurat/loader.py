@@ -30,7 +30,7 @@ from ziggurat import _native
 from ziggurat._native import Cache as CacheCore
 from ziggurat._native import LoadTimeout, Step
 
-__all__ = ["Found", "LoadTimeout", "LoaderStats", "Loads", "StepKind"]
+__all__ = ["Found", "LoadTimeout", "LoaderStats", "Loads", "StepKind", "in_thread"]
 
 log = logging.getLogger("ziggurat")
 
@@ -144,6 +144,10 @@ class Loads:
         self._inflight: dict[Any, list[Any]] = {}
         self._futures: dict[tuple[int, Any], asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Set when a cluster tier is joined: ``afetch``'s steps that may wait on Redis (the
+        #: read below, the store of the loaded value) then run in the event loop's default
+        #: executor, so a slow or stopped server holds up one task, not the loop.
+        self.off_loop = False
 
     def _core(self) -> CacheCore:
         assert self.core is not None
@@ -271,7 +275,17 @@ class Loads:
                 await loop.run_in_executor(None, core.fetch_wait, step)
                 step = core.fetch_next(step)
                 continue
-            below = core.fetch_below(step)  # the cluster tier's copy, if one is joined
+            # The cluster tier's copy, if one is joined. Cancelled meanwhile, the read still
+            # ends in its thread; a step that found nothing then gives its lease back.
+            if self.off_loop:
+
+                def unclaimed(found: tuple[Any] | None, step: Step = step) -> None:
+                    if found is None:
+                        core.fetch_abandon(step)
+
+                below = await in_thread(core.fetch_below, step, cancelled=unclaimed)
+            else:
+                below = core.fetch_below(step)
             if below is not None:
                 return below[0]
             t0 = time.perf_counter()
@@ -292,7 +306,15 @@ class Loads:
             except BaseException:
                 core.fetch_abandon(step)
                 raise
-            return core.fetch_done(step, value, time.perf_counter() - t0)
+            return await self._done(step, value, time.perf_counter() - t0)
+
+    async def _done(self, step: Step, value: Any, seconds: float) -> Any:
+        """Stores what the loader returned and gives the lease back (in a thread when the
+        store may wait on Redis; a cancelled task does not stop it)."""
+        core = self._core()
+        if self.off_loop:
+            return await in_thread(core.fetch_done, step, value, seconds)
+        return core.fetch_done(step, value, seconds)
 
     async def _arefresh(self, step: Step, loader: Callable[[], Any]) -> None:
         core = self._core()
@@ -310,7 +332,33 @@ class Loads:
         except BaseException:
             core.fetch_abandon(step)
             raise
-        core.fetch_done(step, value, time.perf_counter() - t0)
+        await self._done(step, value, time.perf_counter() - t0)
+
+
+async def in_thread(
+    fn: Callable[..., Any], *args: Any, cancelled: Callable[[Any], Any] | None = None
+) -> Any:
+    """``fn(*args)`` in the running loop's default executor. The call always runs to its end:
+    a cancelled caller is released at once, and ``cancelled(result)`` runs once the call
+    has returned (not if it raised).
+
+    >>> import asyncio
+    >>> asyncio.run(in_thread(sum, [1, 2]))
+    3
+    """
+    fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        if cancelled is not None:
+            after = cancelled
+
+            def finish(f: asyncio.Future[Any]) -> None:
+                if not f.cancelled() and f.exception() is None:
+                    after(f.result())
+
+            fut.add_done_callback(finish)
+        raise
 
 
 class _LeaderCancelled(Exception):
