@@ -24,7 +24,7 @@ import cluster_helpers
 import pytest
 from cluster_helpers import LAG_BOUND, SECRET, converges
 from redis_servers import Server
-from ziggurat import Cache
+from ziggurat import Cache, ZigguratError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -573,10 +573,11 @@ def test_a_write_redis_refuses_stays_on_the_host(
 def test_async_calls_leave_the_event_loop_free_while_redis_stalls(
     server: Server, hosts: Callable[..., Cache]
 ) -> None:
-    """afetch's read from Redis and aset's write run in worker threads: with the server
-    stopped, each waits out redis_timeout while the event loop goes on."""
+    """afetch's and aget's reads from Redis and aset's write run in worker threads: with
+    the server stopped, each waits out redis_timeout while the event loop goes on."""
     a = hosts(server.url, "a", redis_timeout=0.5)
     b = hosts(server.url, "b", redis_timeout=0.5)
+    c = hosts(server.url, "c", redis_timeout=0.5)
 
     async def main() -> tuple[Any, float, float]:
         gaps: list[float] = []
@@ -592,7 +593,10 @@ def test_async_calls_leave_the_event_loop_free_while_redis_stalls(
 
         t = asyncio.create_task(ticker())
         t0 = time.monotonic()
-        got, _ = await asyncio.gather(a.afetch("k", lambda: "v"), b.aset("k2", "w"))
+        got, _, absent = await asyncio.gather(
+            a.afetch("k", lambda: "v"), b.aset("k2", "w"), c.aget("k3", "d")
+        )
+        assert absent == "d"
         took = time.monotonic() - t0
         done.set()
         await t
@@ -608,3 +612,26 @@ def test_async_calls_leave_the_event_loop_free_while_redis_stalls(
     assert gap < 0.25, gap  # ... in threads: a blocked loop would show a gap of ~0.5 s
     assert a.get("k") == "v"
     assert b.get("k2") == "w"
+
+
+def test_aget_reads_what_another_host_wrote(server: Server, hosts: Callable[..., Cache]) -> None:
+    a = hosts(server.url, "a")
+    b = hosts(server.url, "b")
+    b.set("x", {"v": 1})
+    b.set("y", [2])
+
+    async def main() -> tuple[Any, Any, Any, dict[str | bytes, Any]]:
+        first = await a.aget("x")  # from Redis: this host never held it
+        again = await a.aget("x")  # now from this host's tiers
+        absent = await a.aget("nope", "d")
+        many = await a.aget_many(["x", "y", "nope"])
+        return first, again, absent, many
+
+    first, again, absent, many = asyncio.run(main())
+    assert first == {"v": 1} and again == {"v": 1}
+    assert absent == "d"
+    assert many == {"x": {"v": 1}, "y": [2]}
+    assert a.stats()["l3"]["hits"] >= 2
+    a.close()
+    with pytest.raises(ZigguratError, match="closed"):
+        asyncio.run(a.aget("x"))

@@ -474,25 +474,39 @@ class Cache:
         return out
 
     async def aget(self, key: str | bytes, default: Any = None) -> Any:
-        """``get`` for asyncio code (reads never wait for another process; with a cluster
-        tier, an L2 miss reads Redis on the loop's thread, bounded by ``redis_timeout``).
+        """``get`` for asyncio code. Reads never wait for another process; with a cluster
+        tier, a miss in this host's tiers reads Redis in the event loop's default executor.
 
         >>> import asyncio
         >>> c = Cache("doc-aget", size="8MiB"); asyncio.run(c.aget("x", 1))
         1
         >>> c.unlink()
         """
-        return self.get(key, default)
+        if self._tier is None:
+            return self.get(key, default)
+        self._check_open()
+        v = self._core.get_local(key, default, _MISSING)
+        if v is _MISSING:
+            return await in_thread(self._core.get_below, key, default)
+        return v
 
     async def aget_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
-        """``get_many`` for asyncio code.
+        """``get_many`` for asyncio code (Redis read in the default executor, as ``aget``).
 
         >>> import asyncio
         >>> c = Cache("doc-agm", size="8MiB"); c.set("a", 1); asyncio.run(c.aget_many(["a"]))
         {'a': 1}
         >>> c.unlink()
         """
-        return self.get_many(keys)
+        if self._tier is None:
+            return self.get_many(keys)
+        keys = self._key_list(keys, "Cache.get_many")
+        out: dict[str | bytes, Any] = {}
+        for k in keys:
+            v = await self.aget(k, _MISSING)
+            if v is not _MISSING:
+                out[k] = v
+        return out
 
     # -- writes -----------------------------------------------------------------------------
 

@@ -470,32 +470,91 @@ impl CacheCore {
             py,
             "Cache.get",
             (|| {
-                let hash = key_hash(key)?;
-                if self.mode == CopyMode::Shared && !self.debug {
-                    match self.l1_shared(py, key, hash) {
-                        Quick::Value(v) => return Ok(v),
-                        Quick::Negative => return Ok(default.unwrap_or_else(|| py.None())),
-                        Quick::Miss => {}
-                    }
-                } else if let Some(e) = self.l1_hit(py, key, hash) {
-                    if e.negative {
-                        return Ok(default.unwrap_or_else(|| py.None()));
-                    }
-                    if self.debug {
-                        self.check_mutation(py, key, &e)?;
-                    }
-                    return self.out(py, &e.value);
-                }
-                check_key(key)?;
-                self.l1_misses.bump();
-                if let Some(v) = self.read_value(py, key, hash)? {
-                    return Ok(v);
-                }
-                match self.ask_below(py, key, false)? {
-                    Some(v) => Ok(v),
-                    None => Ok(default.unwrap_or_else(|| py.None())),
-                }
+                let found = match self.get_here(py, key)? {
+                    Here::Value(v) => Some(v),
+                    Here::Negative => None,
+                    Here::Missing => self.ask_below(py, key, false)?,
+                };
+                Ok(found.unwrap_or_else(|| default.unwrap_or_else(|| py.None())))
             })(),
+        )
+    }
+
+    /// What this process's tiers (L1, then L2) hold for `key`, without asking the
+    /// tier below.
+    fn get_here(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Here> {
+        let hash = key_hash(key)?;
+        if self.mode == CopyMode::Shared && !self.debug {
+            match self.l1_shared(py, key, hash) {
+                Quick::Value(v) => return Ok(Here::Value(v)),
+                Quick::Negative => return Ok(Here::Negative),
+                Quick::Miss => {}
+            }
+        } else if let Some(e) = self.l1_hit(py, key, hash) {
+            if e.negative {
+                return Ok(Here::Negative);
+            }
+            if self.debug {
+                self.check_mutation(py, key, &e)?;
+            }
+            return self.out(py, &e.value).map(Here::Value);
+        }
+        check_key(key)?;
+        self.l1_misses.bump();
+        Ok(match self.read_value(py, key, hash)? {
+            Some(v) => Here::Value(v),
+            None => Here::Missing,
+        })
+    }
+}
+
+/// What [`CacheCore::get_here`] found.
+enum Here {
+    Value(Py<PyAny>),
+    /// A cached miss: the caller's default.
+    Negative,
+    /// Nothing here: the tier below may hold it.
+    Missing,
+}
+
+#[pymethods]
+impl CacheCore {
+    /// `Cache.aget`'s first half: the value this process's tiers hold, `default`
+    /// for a cached miss or a miss with no tier below, else `missing` (ask
+    /// `get_below`, which may wait on the network).
+    fn get_local(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Py<PyAny>,
+        missing: Py<PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        named(
+            py,
+            "Cache.get",
+            (|| {
+                Ok(match self.get_here(py, key)? {
+                    Here::Value(v) => v,
+                    Here::Negative => default,
+                    Here::Missing if self.hooks.below.get().is_some() => missing,
+                    Here::Missing => default,
+                })
+            })(),
+        )
+    }
+
+    /// `Cache.aget`'s second half: the tier below's value of `key` (kept here
+    /// too), or `default`.
+    fn get_below(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Py<PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        named(
+            py,
+            "Cache.get",
+            (|| Ok(self.ask_below(py, key, false)?.unwrap_or(default)))(),
         )
     }
 }
