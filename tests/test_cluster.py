@@ -632,6 +632,13 @@ def test_aget_reads_what_another_host_wrote(server: Server, hosts: Callable[...,
     assert absent == "d"
     assert many == {"x": {"v": 1}, "y": [2]}
     assert a.stats()["l3"]["hits"] >= 2
+
+    async def in_namespace() -> tuple[Any, dict[str | bytes, Any]]:
+        await b.namespace("ns").aset("k", "nv")
+        await b.namespace("ns").aset_many({"m": 1})
+        return await a.namespace("ns").aget("k"), await a.namespace("ns").aget_many(["m", "z"])
+
+    assert asyncio.run(in_namespace()) == ("nv", {"m": 1})
     a.close()
     with pytest.raises(ZigguratError, match="closed"):
         asyncio.run(a.aget("x"))

@@ -1119,11 +1119,17 @@ class Namespace:
 
     async def aget(self, key: str | bytes, default: Any = None) -> Any:
         """``Cache.aget`` within the namespace."""
-        return self.get(key, default)
+        return await self.cache.aget(self._k(key, "Namespace.get"), default)
 
     async def aget_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
         """``Cache.aget_many`` within the namespace."""
-        return self.get_many(keys)
+        keys = self.cache._key_list(keys, "Namespace.get_many")
+        out: dict[str | bytes, Any] = {}
+        for k in keys:
+            v = await self.cache.aget(self._k(k), _MISSING)
+            if v is not _MISSING:
+                out[k] = v
+        return out
 
     def set(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
@@ -1151,7 +1157,8 @@ class Namespace:
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
     ) -> None:
         """``Cache.aset`` within the namespace."""
-        self.set(key, value, ttl=ttl, tags=tags)
+        m = "Namespace.set"
+        await self.cache.aset(self._k(key, m), value, ttl=ttl, tags=self._t(tags, m))
 
     async def aset_many(
         self,
@@ -1161,7 +1168,12 @@ class Namespace:
         tags: Iterable[str] = (),
     ) -> None:
         """``Cache.aset_many`` within the namespace."""
-        self.set_many(mapping, ttl=ttl, tags=tags)
+        m = "Namespace.set_many"
+        if not isinstance(mapping, Mapping):
+            raise TypeError(f"{m}(): mapping must be a mapping, not {type(mapping).__name__}")
+        await self.cache.aset_many(
+            {self._k(k, m): v for k, v in mapping.items()}, ttl=ttl, tags=self._t(tags, m)
+        )
 
     def add(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
