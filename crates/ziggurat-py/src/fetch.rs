@@ -159,16 +159,25 @@ impl Step {
     }
 }
 
+/// A fetch's options as the caller gave them (None: the cache's own).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct FetchArgs<'a, 'py> {
+    pub ttl: Option<&'a Bound<'py, PyAny>>,
+    pub tags: Option<&'a Bound<'py, PyAny>>,
+    pub neg_ttl: Option<&'a Bound<'py, PyAny>>,
+    pub stale_ttl: Option<&'a Bound<'py, PyAny>>,
+}
+
 impl CacheCore {
     /// Resolves a fetch's options against the cache's (each checked before any
     /// loader runs).
-    pub(crate) fn plan(
-        &self,
-        ttl: Option<&Bound<'_, PyAny>>,
-        tags: Option<&Bound<'_, PyAny>>,
-        neg_ttl: Option<&Bound<'_, PyAny>>,
-        stale_ttl: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Plan> {
+    pub(crate) fn plan(&self, args: FetchArgs<'_, '_>) -> PyResult<Plan> {
+        let FetchArgs {
+            ttl,
+            tags,
+            neg_ttl,
+            stale_ttl,
+        } = args;
         let f = &self.cfg;
         let opt = |a: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<Option<f64>> {
             ttl_arg(a)?.map(|v| positive_ttl(v, what)).transpose()
@@ -788,7 +797,13 @@ impl CacheCore {
         neg_ttl: Option<&Bound<'py, PyAny>>,
         stale_ttl: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        self.fetch_value(py, key, loader, ttl, tags, neg_ttl, stale_ttl)
+        let args = FetchArgs {
+            ttl,
+            tags,
+            neg_ttl,
+            stale_ttl,
+        };
+        self.fetch_value(py, key, loader, args)
     }
 
     /// Counters of the loader and the miss path in this process.
@@ -813,7 +828,12 @@ impl CacheCore {
             (|| {
                 let hash = key_hash(key)?;
                 check_key(key)?;
-                let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
+                let plan = self.plan(FetchArgs {
+                    ttl,
+                    tags,
+                    neg_ttl,
+                    stale_ttl,
+                })?;
                 if let Some(hit) = self.l1_fetch(py, key, hash)? {
                     return self.py_begin(py, key, plan, Some(hit), hash);
                 }
@@ -874,22 +894,19 @@ impl CacheCore {
 
 impl CacheCore {
     /// `Cache.fetch`'s body, for the method and for its quick entry (`quick`).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn fetch_value<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
         loader: &Bound<'py, PyAny>,
-        ttl: Option<&Bound<'py, PyAny>>,
-        tags: Option<&Bound<'py, PyAny>>,
-        neg_ttl: Option<&Bound<'py, PyAny>>,
-        stale_ttl: Option<&Bound<'py, PyAny>>,
+        args: FetchArgs<'_, 'py>,
     ) -> PyResult<Py<PyAny>> {
         named(
             py,
             "Cache.fetch",
             (|| {
                 let hash = key_hash(key)?;
+                let (ttl, neg_ttl, stale_ttl) = (args.ttl, args.neg_ttl, args.stale_ttl);
                 if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
                     check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
                 }
@@ -910,7 +927,7 @@ impl CacheCore {
                         }
                     };
                 check_key(key)?;
-                let plan = self.plan(ttl, tags, neg_ttl, stale_ttl)?;
+                let plan = self.plan(args)?;
                 if let Some(v) = due_hit {
                     let mut st = self.hit(key, hash, plan, Some(v.clone_ref(py)), true);
                     if let Some(r) = st.refresh.take() {

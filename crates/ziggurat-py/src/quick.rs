@@ -31,6 +31,7 @@ use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 
 use crate::core::{CacheCore, Quick};
+use crate::fetch::FetchArgs;
 
 /// A native method with a quick entry: its method table entry (CPython keeps
 /// a pointer to it in every function object made from it, so it is static)
@@ -178,7 +179,7 @@ unsafe extern "C" fn fetch(
         body(core, |py, c| {
             let key = Borrowed::from_ptr(py, key);
             let loader = Borrowed::from_ptr(py, loader);
-            c.fetch_value(py, &key, &loader, None, None, None, None)
+            c.fetch_value(py, &key, &loader, FetchArgs::default())
         })
     }
 }
