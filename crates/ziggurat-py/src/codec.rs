@@ -1,20 +1,22 @@
-//! The "auto" serializer: JSON (orjson) for values made only of plain JSON-shaped
+//! The "auto" serializer: compact JSON for values made only of plain JSON-shaped
 //! data, pickle protocol 5 for everything else.
 //!
-//! Most cached values are small dicts and lists of strings and numbers; orjson
-//! encodes those several times faster than pickle and decodes them about twice as
-//! fast. JSON cannot carry everything pickle can (tuples, bytes, subclasses,
-//! shared references, non-finite floats...), so a strict guard sends only values
-//! whose JSON round trip is exact (same types, same values) to orjson. The two
-//! encodings are told apart by their first byte: pickle protocol >= 2 starts with
-//! PROTO (0x80), and JSON text, being ASCII-led, never does.
+//! Most cached values are small dicts and lists of strings and numbers; as JSON
+//! they encode several times faster than with pickle and decode (orjson) about
+//! twice as fast. JSON cannot carry everything pickle can (tuples, bytes,
+//! subclasses, shared references, non-finite floats...), so a strict guard
+//! writes as JSON only values whose round trip is exact (same types, same
+//! values). The two encodings are told apart by their first byte: pickle
+//! protocol >= 2 starts with PROTO (0x80), and JSON text, being ASCII-led,
+//! never does.
 //!
 //! It lives in Rust so that the cache core can encode and decode without a Python
 //! call frame. The guard's walk writes the JSON text as it goes (serde_json
-//! formats the strings and numbers): one pass over the value instead of a walk
-//! then a call to orjson.dumps, whose 1 KiB starting buffer, allocated and
-//! shrunk on every call, cost more than the rest of an encoding of a small dict.
-//! orjson still reads the text back.
+//! formats the strings that need escapes and the numbers; the bytes are those
+//! orjson.dumps writes): one pass over the value instead of a walk then a call
+//! to orjson.dumps, whose 1 KiB starting buffer, allocated and shrunk on every
+//! call, cost more than the rest of an encoding of a small dict. orjson reads
+//! the text back.
 
 use hashbrown::HashSet;
 use pyo3::exceptions::{PyImportError, PyTypeError, PyValueError};

@@ -9,10 +9,10 @@
 //! the 31 ns a hit cost through it. These entries take the hit straight from the vectorcall
 //! arguments when the call is `get(key)`, `get(key, default)` or
 //! `fetch(key, loader)` with an exact `str` or `bytes` key. The same calls
-//! that miss go to the bodies the PyO3 methods call (`CacheCore::get_value`, `CacheCore::fetch_value`):
-//! on a miss the parser and a second trip through the method's descriptor
-//! cost about 300 instructions, a quarter of what an L2 hit costs beyond
-//! decoding. Calls with keywords go to the PyO3 method. Every behaviour of
+//! that miss go to the bodies the PyO3 methods call
+//! (`CacheCore::get_value`, `CacheCore::fetch_value`): the parser and a second
+//! trip through the method's descriptor cost a fetch miss about 160
+//! instructions. Calls with keywords go to the PyO3 method. Every behaviour of
 //! `get` and `fetch` still lives in `CacheCore`: this file only decides how a
 //! call reaches it.
 //!
