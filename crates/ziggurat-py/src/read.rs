@@ -75,6 +75,10 @@ pub(crate) fn tag_watches(seg: &Segment, tags: &[u64], n: u8) -> Vec<Watch32> {
         .collect()
 }
 
+/// Stored values up to this many bytes (payload and trailer) are copied out
+/// through a stack buffer.
+const SMALL_VALUE: usize = 256;
+
 /// Reads a cache entry (payload + trailer) from `seg`; `kh` is `seg.hash(key)`.
 pub(crate) fn read_entry(
     py: Python<'_>,
@@ -91,17 +95,26 @@ pub(crate) fn read_entry(
                     break; // not written by a cache: ignore
                 }
                 let n = f.val_len - TRAILER_LEN;
-                let payload = PyBytes::new_with(py, n, |buf| {
-                    let mut all = f;
-                    all.val_len = n;
-                    seg.copy_value(&all, buf);
-                    Ok(())
-                })?;
                 let mut tr = [0u8; TRAILER_LEN];
-                let mut tail = f;
-                tail.val_off += n;
-                tail.val_len = TRAILER_LEN;
-                seg.copy_value(&tail, &mut tr);
+                let payload = if f.val_len <= SMALL_VALUE {
+                    // One copy of payload and trailer to the stack, then one into
+                    // a new bytes object: no zeroed buffer, one racy read.
+                    let mut all = [0u8; SMALL_VALUE];
+                    seg.copy_value(&f, &mut all[..f.val_len]);
+                    tr.copy_from_slice(&all[n..f.val_len]);
+                    PyBytes::new(py, &all[..n])
+                } else {
+                    let mut tail = f;
+                    tail.val_off += n;
+                    tail.val_len = TRAILER_LEN;
+                    seg.copy_value(&tail, &mut tr);
+                    PyBytes::new_with(py, n, |buf| {
+                        let mut body = f;
+                        body.val_len = n;
+                        seg.copy_value(&body, buf);
+                        Ok(())
+                    })?
+                };
                 if seg.confirm(kh, &f) {
                     let Some(t) = Trailer::parse(&tr) else {
                         break; // not written by a cache: ignore
