@@ -33,6 +33,34 @@ pub(crate) struct Read {
     tags: Vec<Watch32>,
 }
 
+impl Read {
+    /// An L1 entry for what this read found: `value` (None: a cached miss, the
+    /// caller's default), valid while the words in `watch` keep the values seen
+    /// before the read. Takes the read's tags.
+    fn entry(
+        &mut self,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        value: Option<Py<PyAny>>,
+        encoded: Option<Py<PyAny>>,
+        watch: (Watch32, Watch64),
+    ) -> Entry {
+        let negative = value.is_none();
+        Entry::new(
+            key.clone().unbind(),
+            hash,
+            value.unwrap_or_else(|| key.py().None()),
+            encoded,
+            negative,
+            Some(watch.0),
+            Some(watch.1),
+            std::mem::take(&mut self.tags).into_boxed_slice(),
+            self.soft,
+            self.ttl_ms,
+        )
+    }
+}
+
 /// What a read below L1 found. `stamps` packs the key's stamps in the main and
 /// cached-miss segments, as read before a probe that found no fresh value: a
 /// later lease holder compares them instead of probing again. `keys`: the key
@@ -209,8 +237,15 @@ impl CacheCore {
         let both = |nkh: Option<KeyHash>| nkh.map(|n| FlightKey::from_hashes(kh, n));
         let epoch = main.epoch();
         let e1 = epoch.load(Ordering::Acquire);
+        // What an L1 entry made from this read validates against.
+        let watch = || {
+            (
+                Watch32::of(main.stamp_watch(&kh), s1),
+                Watch64::of(main.epoch_watch(), e1),
+            )
+        };
         let now = now_ms();
-        if let Some(r) = read_entry(py, main, &kh, kb)? {
+        if let Some(mut r) = read_entry(py, main, &kh, kb)? {
             if r.kind == Kind::Value || r.kind == Kind::Counter {
                 let stale = r.soft != 0 && now >= r.soft;
                 if stale && !allow_stale {
@@ -248,19 +283,7 @@ impl CacheCore {
                             (self.debug && !counter).then(|| r.payload.clone_ref(py).into_any()),
                         ),
                     };
-                    let e = Entry::new(
-                        key.clone().unbind(),
-                        hash,
-                        stored,
-                        encoded,
-                        false,
-                        Some(Watch32::of(main.stamp_watch(&kh), s1)),
-                        Some(Watch64::of(main.epoch_watch(), e1)),
-                        r.tags.into_boxed_slice(),
-                        r.soft,
-                        r.ttl_ms,
-                    );
-                    self.l1_put(key, e);
+                    self.l1_put(key, r.entry(key, hash, Some(stored), encoded, watch()));
                 }
                 let out = match self.mode {
                     // `obj` is already a private decode: hand it out as is.
@@ -288,7 +311,7 @@ impl CacheCore {
                 // A write of the key is in progress: no cached miss counts.
             } else if neg.shard_empty(nkh) {
                 neg.count(false);
-            } else if let Some(r) = read_entry(py, neg, nkh, kb)? {
+            } else if let Some(mut r) = read_entry(py, neg, nkh, kb)? {
                 let pb = r.payload.bind(py).as_bytes();
                 let fresh = r.soft == 0 || now < r.soft;
                 if r.kind == Kind::Negative
@@ -299,19 +322,7 @@ impl CacheCore {
                     self.neg_hits.bump();
                     let e2 = epoch.load(Ordering::Acquire);
                     if e1 == e2 && stamp.load(Ordering::Acquire) == s1 {
-                        let e = Entry::new(
-                            key.clone().unbind(),
-                            hash,
-                            py.None(),
-                            None,
-                            true,
-                            Some(Watch32::of(main.stamp_watch(&kh), s1)),
-                            Some(Watch64::of(main.epoch_watch(), e1)),
-                            r.tags.into_boxed_slice(),
-                            r.soft,
-                            r.ttl_ms,
-                        );
-                        self.l1_put(key, e);
+                        self.l1_put(key, r.entry(key, hash, None, None, watch()));
                     }
                     return Ok(Below {
                         kind: NEG,
