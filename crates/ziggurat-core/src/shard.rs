@@ -376,42 +376,33 @@ mod tests {
             seg.set(format!("fill{i}").as_bytes(), &val, None, &[])
                 .unwrap();
         }
-        // Each key read back 6 writes after its own: the 7th newest record,
-        // outside the newest eighth but inside the newest 8 records.
+        // Keys each read back `lag` writes after its own; how many moved to main.
         let n = 500;
-        let before = promotions(&seg);
-        for i in 0..n + 6 {
-            if i < n {
-                seg.set(format!("near{i}").as_bytes(), &val, None, &[])
-                    .unwrap();
+        let moved = |prefix: &str, lag: u64| {
+            let before = promotions(&seg);
+            for i in 0..n + lag {
+                if i < n {
+                    seg.set(format!("{prefix}{i}").as_bytes(), &val, None, &[])
+                        .unwrap();
+                }
+                if i >= lag {
+                    assert!(seg
+                        .get(format!("{prefix}{}", i - lag).as_bytes())
+                        .unwrap()
+                        .is_some());
+                }
             }
-            if i >= 6 {
-                assert!(seg
-                    .get(format!("near{}", i - 6).as_bytes())
-                    .unwrap()
-                    .is_some());
-            }
-        }
-        let near = promotions(&seg) - before;
+            promotions(&seg) - before
+        };
+        // 6 writes later: the 7th newest record, outside the newest eighth but
+        // inside the newest 8 records.
+        let near = moved("near", 6);
         assert!(
             near < n / 50,
             "{near} of {n} keys read 6 writes after their own moved to main"
         );
         // 12 writes later, the read is past the period and still in the small ring.
-        let before = promotions(&seg);
-        for i in 0..n + 12 {
-            if i < n {
-                seg.set(format!("far{i}").as_bytes(), &val, None, &[])
-                    .unwrap();
-            }
-            if i >= 12 {
-                assert!(seg
-                    .get(format!("far{}", i - 12).as_bytes())
-                    .unwrap()
-                    .is_some());
-            }
-        }
-        let far = promotions(&seg) - before;
+        let far = moved("far", 12);
         assert!(
             far >= n * 9 / 10,
             "only {far} of {n} keys read 12 writes after their own moved to main"
