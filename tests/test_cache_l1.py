@@ -1,11 +1,14 @@
 """The L1 table against a model: its bounds (G4) and its answers (G1) under a random mix of
 sets, deletes, cached misses and reads over more keys than it holds, and CLOCK's second
-chance for an entry read between evictions.
+chance for an entry read between evictions; and the copy out of L2 that fills it.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import random
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -65,3 +68,46 @@ def test_an_entry_read_between_evictions_stays(make_cache: Callable[..., Cache])
     s = l1(cache)
     assert s["items"] <= ITEMS
     assert s["evictions"] >= 19 * ITEMS
+
+
+def _rewrite(directory: str, name: str, seconds: float) -> None:
+    """Another process: rewrites one key with values of every size around the size at
+    which L2 reads change their copy (256 bytes), each one checkable on its own."""
+    c = Cache(name, "8MiB", directory=directory)
+    deadline = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < deadline:
+        size = 180 + (n * 7) % 200
+        c.set("churn", (size, bytes([n % 251]) * size))
+        n += 1
+    c.close()
+
+
+def test_l2_reads_of_values_around_the_small_copy_size_come_back_whole(make_cache: Callable[..., Cache]) -> None:
+    """A reader without L1 (every get copies the record out of the segment) gets whole values
+    (or a miss) while another process rewrites the key with values below and above the size
+    at which the copy goes through the stack, and never a decode error. (A copy torn by a
+    write is caught by the re-check after it; the segment's tests stop a writer there with
+    a failpoint, which this race alone would hit too rarely.)"""
+    cache = make_cache(l1_items=0)
+    cache.set("churn", (1, b"\x00"))
+    directory = os.path.dirname(cache._segment.path)  # type: ignore[union-attr]
+    p = multiprocessing.get_context("spawn").Process(
+        target=_rewrite, args=(directory, cache.name, 2.0)
+    )
+    p.start()
+    seen = 0
+    try:
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            got = cache.get("churn")
+            if got is None:
+                continue  # a read that kept meeting rewrites: a miss, allowed
+            size, body = got
+            assert len(body) == size and body == body[:1] * size, size
+            seen += 1
+    finally:
+        p.join(10)
+    assert p.exitcode == 0
+    assert seen > 1000
+    assert cache.stats()["process"]["l2"]["decode_errors"] == 0
