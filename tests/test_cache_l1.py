@@ -83,7 +83,9 @@ def _rewrite(directory: str, name: str, seconds: float) -> None:
     c.close()
 
 
-def test_l2_reads_of_values_around_the_small_copy_size_come_back_whole(make_cache: Callable[..., Cache]) -> None:
+def test_l2_reads_of_values_around_the_small_copy_size_come_back_whole(
+    make_cache: Callable[..., Cache],
+) -> None:
     """A reader without L1 (every get copies the record out of the segment) gets whole values
     (or a miss) while another process rewrites the key with values below and above the size
     at which the copy goes through the stack, and never a decode error. (A copy torn by a
