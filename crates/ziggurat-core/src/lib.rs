@@ -48,7 +48,6 @@ pub use options::Options;
 pub use read::ReadMeta;
 pub use recovery::Report;
 pub use segment::Segment;
-pub use shard::Found;
 pub use shm::{Word32, Word64};
 pub use tags::TagRef;
 pub use write::Rewrite;

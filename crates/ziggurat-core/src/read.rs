@@ -33,10 +33,10 @@ const COUNT_MASK: u64 = (1 << GEN_SHIFT) - 1;
 
 impl Segment {
     /// Finds a key without locking. Returns the record to copy from, or `None`.
-    /// The caller copies with [`Segment::copy_value`] and then must call
-    /// [`Segment::confirm`]; if that fails the copy is garbage: probe again.
+    /// The caller copies from it and then must call [`Segment::confirm`]; if
+    /// that fails the copy is garbage: probe again.
     #[inline]
-    pub fn probe(&self, kh: &KeyHash, key: &[u8]) -> Option<std::result::Result<Found, ()>> {
+    pub(crate) fn probe(&self, kh: &KeyHash, key: &[u8]) -> Option<std::result::Result<Found, ()>> {
         match self.shard_of(kh).probe(kh, key, now_ms()) {
             Probe::Hit(f) => Some(Ok(f)),
             Probe::Miss => None,
@@ -44,15 +44,9 @@ impl Segment {
         }
     }
 
-    /// Copies the value of `f` into `dst` (`dst.len() == f.val_len`).
-    #[inline]
-    pub fn copy_value(&self, f: &Found, dst: &mut [u8]) {
-        self.shm.read_racy(f.val_off, dst);
-    }
-
     /// Whether the copy from `f` was stable; if so, counts the hit.
     #[inline]
-    pub fn confirm(&self, kh: &KeyHash, f: &Found) -> bool {
+    pub(crate) fn confirm(&self, kh: &KeyHash, f: &Found) -> bool {
         let sh = self.shard_of(kh);
         if sh.stable(f) {
             sh.touch(f, self.freq_cap);
@@ -122,25 +116,43 @@ impl Segment {
     ) -> Result<Option<(T, ReadMeta)>> {
         self.check_key(key)?;
         let kh = self.hash(key);
+        Ok(self.read_hashed(&kh, key, |n, copy| make(n, &|dst| copy(0, dst))))
+    }
+
+    /// The lock-free read of every caller, for a key already hashed (and
+    /// checked): finds the record, lets `make` copy what it needs of the value,
+    /// then checks that no write moved the record meanwhile, and tries again
+    /// if one did. `make` gets the value's length and `copy(at, dst)`, which
+    /// fills `dst` from the value's byte `at`; what it makes from a copy that
+    /// turns out unstable is dropped. Counts the hit or the miss.
+    pub fn read_hashed<T>(
+        &self,
+        kh: &KeyHash,
+        key: &[u8],
+        mut make: impl FnMut(usize, &dyn Fn(usize, &mut [u8])) -> T,
+    ) -> Option<(T, ReadMeta)> {
         for _ in 0..READ_TRIES {
-            match self.probe(&kh, key) {
+            match self.probe(kh, key) {
                 None => break,
                 Some(Err(())) => continue,
                 Some(Ok(f)) => {
-                    let v = make(f.val_len, &|dst: &mut [u8]| self.copy_value(&f, dst));
-                    if self.confirm(&kh, &f) {
+                    let v = make(f.val_len, &|at: usize, dst: &mut [u8]| {
+                        assert!(at + dst.len() <= f.val_len, "copy past the value");
+                        self.shm.read_racy(f.val_off + at, dst);
+                    });
+                    if self.confirm(kh, &f) {
                         let meta = ReadMeta {
                             expiry: f.expiry,
                             ntags: f.ntags,
                             tags: f.tags,
                         };
-                        return Ok(Some((v, meta)));
+                        return Some((v, meta));
                     }
                 }
             }
         }
         self.count(false);
-        Ok(None)
+        None
     }
 
     /// Reads a key's value into a new vector.

@@ -14,8 +14,6 @@ use crate::convert::key_bytes;
 use crate::core::{CacheCore, CopyMode};
 use crate::l1::{Entry, Watch32, Watch64};
 
-pub(crate) const READ_TRIES: usize = 4;
-
 /// What a read below L1 found (also the kinds of `lookup`).
 pub const MISS: u8 = 0;
 
@@ -114,52 +112,45 @@ pub(crate) fn read_entry(
     kh: &KeyHash,
     key: &[u8],
 ) -> PyResult<Option<Read>> {
-    for _ in 0..READ_TRIES {
-        match seg.probe(kh, key) {
-            None => break,
-            Some(Err(())) => continue,
-            Some(Ok(f)) => {
-                if f.val_len < TRAILER_LEN {
-                    break; // not written by a cache: ignore
-                }
-                let n = f.val_len - TRAILER_LEN;
-                let mut tr = [0u8; TRAILER_LEN];
-                let payload = if f.val_len <= SMALL_VALUE {
-                    // One copy of payload and trailer to the stack, then one into
-                    // a new bytes object: no zeroed buffer, one racy read.
-                    let mut all = [0u8; SMALL_VALUE];
-                    seg.copy_value(&f, &mut all[..f.val_len]);
-                    tr.copy_from_slice(&all[n..f.val_len]);
-                    PyBytes::new(py, &all[..n])
-                } else {
-                    let mut tail = f;
-                    tail.val_off += n;
-                    tail.val_len = TRAILER_LEN;
-                    seg.copy_value(&tail, &mut tr);
-                    PyBytes::new_with(py, n, |buf| {
-                        let mut body = f;
-                        body.val_len = n;
-                        seg.copy_value(&body, buf);
-                        Ok(())
-                    })?
-                };
-                if seg.confirm(kh, &f) {
-                    let Some(t) = Trailer::parse(&tr) else {
-                        break; // not written by a cache: ignore
-                    };
-                    return Ok(Some(Read {
-                        payload: payload.unbind(),
-                        kind: t.kind,
-                        soft: t.soft,
-                        ttl_ms: t.ttl_ms,
-                        tags: tag_watches(seg, &f.tags, f.ntags),
-                    }));
-                }
-            }
+    let got = seg.read_hashed(kh, key, |len, copy| -> PyResult<_> {
+        if len < TRAILER_LEN {
+            return Ok(None); // not written by a cache: ignore
         }
-    }
-    seg.count(false);
-    Ok(None)
+        let n = len - TRAILER_LEN;
+        let mut tr = [0u8; TRAILER_LEN];
+        let payload = if len <= SMALL_VALUE {
+            // One copy of payload and trailer to the stack, then one into a
+            // new bytes object: no zeroed buffer, one racy read.
+            let mut all = [0u8; SMALL_VALUE];
+            copy(0, &mut all[..len]);
+            tr.copy_from_slice(&all[n..len]);
+            PyBytes::new(py, &all[..n])
+        } else {
+            // The payload straight into its bytes object.
+            copy(n, &mut tr);
+            PyBytes::new_with(py, n, |buf| {
+                copy(0, buf);
+                Ok(())
+            })?
+        };
+        Ok(Some((payload, tr)))
+    });
+    let Some((made, meta)) = got else {
+        return Ok(None);
+    };
+    let Some((payload, tr)) = made? else {
+        return Ok(None);
+    };
+    let Some(t) = Trailer::parse(&tr) else {
+        return Ok(None); // not written by a cache: ignore
+    };
+    Ok(Some(Read {
+        payload: payload.unbind(),
+        kind: t.kind,
+        soft: t.soft,
+        ttl_ms: t.ttl_ms,
+        tags: tag_watches(seg, &meta.tags, meta.ntags),
+    }))
 }
 
 impl CacheCore {
