@@ -323,28 +323,42 @@ fn only_reads_well_after_the_write_promote() {
     // ring is a correlated reference (the same block read again by the next
     // request), not reuse: such keys leave through the ghost table. A read
     // further back in the small ring promotes as before.
-    let d = Dir::new("correlated");
-    let seg = Segment::open("correlated", &d.opts(2 << 20)).unwrap();
     let val = [7u8; 100];
-    // Fill both rings with unread keys, so promotions below are not the
-    // cold start's (which promotes while the main ring has room).
-    for i in 0..40_000 {
-        seg.set(format!("fill{i}").as_bytes(), &val, None, &[])
-            .unwrap();
-    }
-    let before = stat(&seg, "promotions");
     let n = 20_000;
-    for i in 0..n {
-        let k = format!("burst{i}");
-        seg.set(k.as_bytes(), &val, None, &[]).unwrap();
-        assert!(seg.get(k.as_bytes()).unwrap().is_some());
-        assert!(seg.get(k.as_bytes()).unwrap().is_some());
-    }
-    let bursts = stat(&seg, "promotions") - before;
-    assert!(
-        bursts < n / 100,
-        "{bursts} of {n} keys read only right after their write were promoted"
-    );
+    let mut attempt = 0;
+    let (_d, seg) = loop {
+        attempt += 1;
+        let d = Dir::new(&format!("correlated{attempt}"));
+        let seg = Segment::open("correlated", &d.opts(2 << 20)).unwrap();
+        // Fill both rings with unread keys, so promotions below are not the
+        // cold start's (which promotes while the main ring has room).
+        for i in 0..40_000 {
+            seg.set(format!("fill{i}").as_bytes(), &val, None, &[])
+                .unwrap();
+        }
+        let before = stat(&seg, "promotions");
+        for i in 0..n {
+            let k = format!("burst{i}");
+            seg.set(k.as_bytes(), &val, None, &[]).unwrap();
+            assert!(seg.get(k.as_bytes()).unwrap().is_some());
+            assert!(seg.get(k.as_bytes()).unwrap().is_some());
+        }
+        let bursts = stat(&seg, "promotions") - before;
+        // A ghost hit (a 23-bit fingerprint's false match: a few runs in a
+        // hundred see one among this many ghosts, depending on the random
+        // hash seed) writes a key straight into the full main ring, which
+        // drops an unread entry for it; main may then take unread entries
+        // from the small ring (`main_takes_cold`), read or not. Such a run
+        // says nothing of reads: start again with another seed.
+        if stat(&seg, "ghost_hits") > 0 && attempt < 6 {
+            continue;
+        }
+        assert!(
+            bursts < n / 100,
+            "{bursts} of {n} keys read only right after their write were promoted"
+        );
+        break (d, seg);
+    };
     // The small ring holds well over 1,000 of these entries: a read 500 writes
     // later is outside the newest eighth and still in the small ring.
     let lag = 500;
