@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from http_servers import Resp, Server, free_port, serving
+from http_servers import Resp, Server, free_port, server_log, serving
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -108,7 +108,7 @@ class App:
             body=data.encode() if isinstance(data, str) else data,
             timeout=60,
         )
-        assert r.status == 200, (method, path, r.status, r.body[:300])
+        assert r.status == 200, (method, path, r.status, r.body[:300], server_log(self.srv)[-3000:])
         return json.loads(r.body)
 
     def every_worker(self, path: str, check: Callable[[Any], None]) -> set[int]:
