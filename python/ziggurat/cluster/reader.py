@@ -328,8 +328,9 @@ class Reader:
             if run:
                 self._passed(last, run_sid, run, replays)
                 run, replays = 0, 0
+            # (`_one` may move the generation: own events after it then take its way too,
+            # until the next read.)
             last = self._one(eid.decode(), fields, last, own)
-            gen = self.core.app_load(W.GEN)
         if run:
             self._passed(last, run_sid, run, replays)
         return last, others
