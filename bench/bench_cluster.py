@@ -1067,8 +1067,9 @@ def bench_cluster_apply(ctx: bs.Ctx) -> Section:
         "as fast as one process can (`Cache.delete` of distinct absent keys, one script "
         "call each); then host B opened the cache again in a new process and its stream "
         "reader caught up with the backlog: `XREAD` of up to 1,000 entries per call, for "
-        "each one the MAC check, the sequence check, the delete in B's segment and the "
-        "position written to the segment. The rate counts from the first event applied to "
+        "each one the MAC check, the sequence check and the delete in B's segment, then "
+        "the position written to the segment once per read. The rate counts from the first "
+        "event applied to "
         'the last (polling `stats()["l3"]["last_seq"]` every 0.5 ms), so the process\'s '
         f"start is not in it. Median of {reps} runs.",
         "",

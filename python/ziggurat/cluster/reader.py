@@ -308,55 +308,58 @@ class Reader:
         """Applies one read's entries in order: the last sequence number passed, and
         whether any entry was another host's.
 
-        A run of the host's own events that follow one another in the current generation
-        (the usual case in a host that writes) is passed by reading each one's place only,
-        and the position is written once, after the run: a reader that dies within the run
-        reads it again, and passing an own event twice changes nothing."""
+        The host's position (the last entry passed and its sequence number) is written
+        once, after the entries: a reader that dies before that reads them again, and an
+        event applied twice changes nothing more (a delete, an invalidation, a clear). The
+        host's own events that follow one another in the current generation (most of them,
+        in a host that writes) are passed by reading each one's place only."""
         gen = self.core.app_load(W.GEN)
-        run, run_sid, replays, others = 0, b"", 0, False
+        applied = replays = 0
+        others = False
+        passed = b""
         for eid, fields in got:
+            passed = eid
             own = fields.get(b"h") == me
             others = others or not own
             at = events.place(fields) if own and gen else None
             if at is not None and at == (last + 1, gen):
-                last, run, run_sid = at[0], run + 1, eid
-                if self._replaying and _id(eid.decode()) <= self._replay_until:
+                last = at[0]
+            else:
+                seq, gen = self._one(_id(eid.decode()), fields, last, own, gen)
+                if seq is None:
+                    continue  # refused: passed, not applied
+                last = seq
+            applied += 1
+            if self._replaying:
+                if _id(eid.decode()) <= self._replay_until:
                     replays += 1
                 else:
                     self._replaying = False
-                continue
-            if run:
-                self._passed(last, run_sid, run, replays)
-                run, replays = 0, 0
-            # (`_one` may move the generation: own events after it then take its way too,
-            # until the next read.)
-            last = self._one(eid.decode(), fields, last, own)
-        if run:
-            self._passed(last, run_sid, run, replays)
-        return last, others
-
-    def _passed(self, seq: int, sid: bytes, n: int, replays: int) -> None:
-        """Records a run of ``n`` own events passed, the last one ``seq`` at ``sid``."""
-        self._place(seq, _id(sid.decode()))
-        self.tier._bump(W.APPLIED, n)
+        if passed:
+            self._place(last, _id(passed.decode()))
+        if applied:
+            self.tier._bump(W.APPLIED, applied)
         if replays:
             self.tier._bump(W.REPLAYS, replays)
+        return last, others
 
-    def _one(self, sid: str, fields: dict[bytes, bytes], last: int, own: bool) -> int:
+    def _one(
+        self, sid: tuple[int, int], fields: dict[bytes, bytes], last: int, own: bool, gen: int
+    ) -> tuple[int | None, int]:
+        """One entry that is not the next of a run of own events: its sequence number (None
+        when refused: forged or malformed) and the generation after it."""
         tier = self.tier
-        # The host's own events (``own``: most of them, in a host that writes) are skipped:
-        # only their place in the sequence is read, not the rest of the entry or its MAC.
+        # The host's own events (``own``) are skipped: only their place in the sequence is
+        # read, not the rest of the entry or its MAC.
         ev: events.Event | None = None
         at = events.place(fields) if own else None
         if at is None:
             ev = events.parse(fields, tier.signer)
             if ev is None:
                 tier.bad_signatures += 1
-                self._set_position(last, sid)
-                return last
+                return None, gen
             at = ev.seq, ev.gen
         seq, ev_gen = at
-        gen = self.core.app_load(W.GEN)
         if ev_gen and gen and ev_gen != gen:
             self._clear(
                 "the server's event stream changed generation (it restarted without its "
@@ -365,6 +368,7 @@ class Reader:
             last = seq - 1
         if ev_gen and ev_gen != gen:
             self._set_word(W.GEN, ev_gen)
+            gen = ev_gen
         step = events.follow(last, seq)
         if step is events.Next.GAP:
             self._clear(
@@ -375,15 +379,10 @@ class Reader:
             self._clear(f"the event sequence went back from {last} to {seq}")
         elif ev is not None:  # another host's (an own entry never gets this far)
             self._apply(ev)
-        sid_at = _id(sid)
-        self._place(seq, sid_at)
-        tier._bump(W.APPLIED)
-        if sid_at <= self._replay_until:
-            tier._bump(W.REPLAYS)
         if not own:
             # The lag of an invalidation: an own event invalidates nothing on this host.
-            self._lags.append(time.time() * 1000 - sid_at[0])
-        return seq
+            self._lags.append(time.time() * 1000 - sid[0])
+        return seq, gen
 
     def _apply(self, ev: events.Event) -> None:
         core = self.core
