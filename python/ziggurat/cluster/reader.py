@@ -6,9 +6,10 @@ Every process that opens the cache runs a small thread that stands for election:
 in the segment (the holder's pid and a heartbeat). When the holder dies, or stops beating
 for ``STALE_MS``, another process takes over within ``CHECK_S`` seconds and resumes from
 the position the holder left in the segment (the last event applied, written after each
-read's events: a read the holder did not finish is applied again), so no event is missed; a restarted worker set or a restarted Redis resumes the same way. The position
-is checked against every event's sequence number (see ``events``): a gap or a rewind
-means events were lost, and the host clears its segment rather than stay stale.
+read's events: a read the holder did not finish is applied again), so no event is missed;
+a restarted worker set or a restarted Redis resumes the same way. The position is checked
+against every event's sequence number (see ``events``): a gap or a rewind means events were
+lost, and the host clears its segment rather than stay stale.
 
 A host skips the events it wrote itself (its segment already has those writes), reading only
 their place in the sequence; after a read that brought nothing else, the reader waits
