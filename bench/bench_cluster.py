@@ -1099,15 +1099,14 @@ def bench_cluster_apply(ctx: bs.Ctx) -> Section:
         *prof,
         "```",
         "",
-        "Per event the reader runs Python only: redis-py turns each stream entry into a "
-        "dict (`pairs_to_dict`), `events.parse` reads its fields and checks its MAC (a "
-        "keyed BLAKE2b per secret), `_one` checks the sequence, `_apply` deletes the key "
-        "from the segment (native, a small share), then `_set_position` loads and "
-        "compare-and-swaps up to four words of the segment and `_bump` one more, and the "
-        "lag of every event is noted. The position and the applied count are written once "
-        "per event although they are only needed once per `XREAD` batch (deletes, tag "
-        "moves and clears can be applied twice without harm if the reader dies within a "
-        "batch), and the check and parse could be one native call per batch.",
+        "Per event the reader runs Python only: its `Tail` turns each stream entry into a "
+        "dict, `events.parse` reads its fields and checks its MAC (a keyed BLAKE2b per "
+        "secret), `_one` checks the sequence, `_apply` deletes the key from the segment "
+        "(native, a small share), and the lag of the event is noted. The position (up to "
+        "four words of the segment, each loaded and compare-and-swapped) and the applied "
+        "count are written once per `XREAD` batch, after its events (a reader that dies "
+        "within a batch applies its deletes, tag moves and clears again, which is "
+        "harmless). The check and parse could be one native call per batch.",
     ]
     goals = [
         Goal(

@@ -116,7 +116,7 @@ impl Segment {
     ) -> Result<Option<(T, ReadMeta)>> {
         self.check_key(key)?;
         let kh = self.hash(key);
-        Ok(self.read_hashed(&kh, key, |n, copy| make(n, &|dst| copy(0, dst))))
+        Ok(self.read_hashed(&kh, key, |n, copy| Some(make(n, &|dst| copy(0, dst)))))
     }
 
     /// The lock-free read of every caller, for a key already hashed (and
@@ -124,22 +124,26 @@ impl Segment {
     /// then checks that no write moved the record meanwhile, and tries again
     /// if one did. `make` gets the value's length and `copy(at, dst)`, which
     /// fills `dst` from the value's byte `at`; what it makes from a copy that
-    /// turns out unstable is dropped. Counts the hit or the miss.
+    /// turns out unstable is dropped. `make` may refuse the record (`None`, a
+    /// value it cannot use): that read is a miss. Counts the hit or the miss.
     pub fn read_hashed<T>(
         &self,
         kh: &KeyHash,
         key: &[u8],
-        mut make: impl FnMut(usize, &dyn Fn(usize, &mut [u8])) -> T,
+        mut make: impl FnMut(usize, &dyn Fn(usize, &mut [u8])) -> Option<T>,
     ) -> Option<(T, ReadMeta)> {
         for _ in 0..READ_TRIES {
             match self.probe(kh, key) {
                 None => break,
                 Some(Err(())) => continue,
                 Some(Ok(f)) => {
-                    let v = make(f.val_len, &|at: usize, dst: &mut [u8]| {
+                    let copy = |at: usize, dst: &mut [u8]| {
                         assert!(at + dst.len() <= f.val_len, "copy past the value");
                         self.shm.read_racy(f.val_off + at, dst);
-                    });
+                    };
+                    let Some(v) = make(f.val_len, &copy) else {
+                        break;
+                    };
                     if self.confirm(kh, &f) {
                         let meta = ReadMeta {
                             expiry: f.expiry,

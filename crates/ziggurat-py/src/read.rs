@@ -112,9 +112,9 @@ pub(crate) fn read_entry(
     kh: &KeyHash,
     key: &[u8],
 ) -> PyResult<Option<Read>> {
-    let got = seg.read_hashed(kh, key, |len, copy| -> PyResult<_> {
+    let got = seg.read_hashed(kh, key, |len, copy| {
         if len < TRAILER_LEN {
-            return Ok(None); // not written by a cache: ignore
+            return None; // not written by a cache: a miss
         }
         let n = len - TRAILER_LEN;
         let mut tr = [0u8; TRAILER_LEN];
@@ -128,22 +128,22 @@ pub(crate) fn read_entry(
         } else {
             // The payload straight into its bytes object.
             copy(n, &mut tr);
-            PyBytes::new_with(py, n, |buf| {
+            match PyBytes::new_with(py, n, |buf| {
                 copy(0, buf);
                 Ok(())
-            })?
+            }) {
+                Ok(b) => b,
+                Err(e) => return Some(Err(e)),
+            }
         };
-        Ok(Some((payload, tr)))
+        // Not written by a cache (or torn, if the record moved: a rare miss).
+        let t = Trailer::parse(&tr)?;
+        Some(Ok((payload, t)))
     });
     let Some((made, meta)) = got else {
         return Ok(None);
     };
-    let Some((payload, tr)) = made? else {
-        return Ok(None);
-    };
-    let Some(t) = Trailer::parse(&tr) else {
-        return Ok(None); // not written by a cache: ignore
-    };
+    let (payload, t) = made?;
     Ok(Some(Read {
         payload: payload.unbind(),
         kind: t.kind,

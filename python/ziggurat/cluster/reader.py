@@ -310,38 +310,43 @@ class Reader:
         whether any entry was another host's.
 
         The host's position (the last entry passed and its sequence number) is written
-        once, after the entries: a reader that dies before that reads them again, and an
-        event applied twice changes nothing more (a delete, an invalidation, a clear). The
+        once, after the entries it passed (also when one of them raised), and only while
+        this process still holds the lease: a reader that dies before that, or loses the
+        lease, leaves the entries to be applied again, which is harmless (a delete, an
+        invalidation or a clear done twice; a clear costs the host its cache again). The
         host's own events that follow one another in the current generation (most of them,
         in a host that writes) are passed by reading each one's place only."""
         gen = self.core.app_load(W.GEN)
         applied = replays = 0
         others = False
         passed = b""
-        for eid, fields in got:
-            passed = eid
-            own = fields.get(b"h") == me
-            others = others or not own
-            at = events.place(fields) if own and gen else None
-            if at is not None and at == (last + 1, gen):
-                last = at[0]
-            else:
-                seq, gen = self._one(_id(eid.decode()), fields, last, own, gen)
-                if seq is None:
-                    continue  # refused: passed, not applied
-                last = seq
-            applied += 1
-            if self._replaying:
-                if _id(eid.decode()) <= self._replay_until:
-                    replays += 1
+        try:
+            for eid, fields in got:
+                own = fields.get(b"h") == me
+                others = others or not own
+                at = events.place(fields) if own and gen else None
+                if at is not None and at == (last + 1, gen):
+                    last = at[0]
                 else:
-                    self._replaying = False
-        if passed:
-            self._place(last, _id(passed.decode()))
-        if applied:
-            self.tier._bump(W.APPLIED, applied)
-        if replays:
-            self.tier._bump(W.REPLAYS, replays)
+                    seq, gen = self._one(_id(eid.decode()), fields, last, own, gen)
+                    if seq is None:
+                        passed = eid
+                        continue  # refused: passed, not applied
+                    last = seq
+                passed = eid
+                applied += 1
+                if self._replaying:
+                    if _id(eid.decode()) <= self._replay_until:
+                        replays += 1
+                    else:
+                        self._replaying = False
+        finally:
+            if passed and self._holding():
+                self._place(last, _id(passed.decode()))
+                if applied:
+                    self.tier._bump(W.APPLIED, applied)
+                if replays:
+                    self.tier._bump(W.REPLAYS, replays)
         return last, others
 
     def _one(
