@@ -1099,6 +1099,18 @@ class Namespace:
     def _t(self, tags: Iterable[str], method: str) -> tuple[str, ...]:
         return (*_tags(tags, method), self._tag)
 
+    def _full_keys(
+        self, keys: Iterable[str | bytes], method: str
+    ) -> dict[str | bytes, str | bytes]:
+        """Each key's name in the cache, mapped to the key as given."""
+        return {self._k(k, method): k for k in self.cache._key_list(keys, method)}
+
+    def _entries(self, mapping: Mapping[str | bytes, Any], method: str) -> dict[str | bytes, Any]:
+        """``mapping`` with each key's name in the cache."""
+        if not isinstance(mapping, Mapping):
+            raise TypeError(f"{method}(): mapping must be a mapping, not {type(mapping).__name__}")
+        return {self._k(k, method): v for k, v in mapping.items()}
+
     def get(self, key: str | bytes, default: Any = None) -> Any:
         """``Cache.get`` within the namespace."""
         return self.cache.get(self._k(key, "Namespace.get"), default)
@@ -1109,13 +1121,8 @@ class Namespace:
 
     def get_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
         """``Cache.get_many`` within the namespace (keys come back without the prefix)."""
-        keys = self.cache._key_list(keys, "Namespace.get_many")
-        out: dict[str | bytes, Any] = {}
-        for k in keys:
-            v = self.cache.get(self._k(k), _MISSING)
-            if v is not _MISSING:
-                out[k] = v
-        return out
+        full = self._full_keys(keys, "Namespace.get_many")
+        return {full[k]: v for k, v in self.cache.get_many(full).items()}
 
     async def aget(self, key: str | bytes, default: Any = None) -> Any:
         """``Cache.aget`` within the namespace."""
@@ -1123,13 +1130,8 @@ class Namespace:
 
     async def aget_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
         """``Cache.aget_many`` within the namespace."""
-        keys = self.cache._key_list(keys, "Namespace.get_many")
-        out: dict[str | bytes, Any] = {}
-        for k in keys:
-            v = await self.cache.aget(self._k(k), _MISSING)
-            if v is not _MISSING:
-                out[k] = v
-        return out
+        full = self._full_keys(keys, "Namespace.get_many")
+        return {full[k]: v for k, v in (await self.cache.aget_many(full)).items()}
 
     def set(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
@@ -1147,11 +1149,7 @@ class Namespace:
     ) -> None:
         """``Cache.set_many`` within the namespace."""
         m = "Namespace.set_many"
-        if not isinstance(mapping, Mapping):
-            raise TypeError(f"{m}(): mapping must be a mapping, not {type(mapping).__name__}")
-        self.cache.set_many(
-            {self._k(k, m): v for k, v in mapping.items()}, ttl=ttl, tags=self._t(tags, m)
-        )
+        self.cache.set_many(self._entries(mapping, m), ttl=ttl, tags=self._t(tags, m))
 
     async def aset(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
@@ -1169,11 +1167,7 @@ class Namespace:
     ) -> None:
         """``Cache.aset_many`` within the namespace."""
         m = "Namespace.set_many"
-        if not isinstance(mapping, Mapping):
-            raise TypeError(f"{m}(): mapping must be a mapping, not {type(mapping).__name__}")
-        await self.cache.aset_many(
-            {self._k(k, m): v for k, v in mapping.items()}, ttl=ttl, tags=self._t(tags, m)
-        )
+        await self.cache.aset_many(self._entries(mapping, m), ttl=ttl, tags=self._t(tags, m))
 
     def add(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()

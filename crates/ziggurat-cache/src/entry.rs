@@ -87,8 +87,7 @@ impl Trailer {
 pub fn encode(payload: &[u8], t: &Trailer) -> Vec<u8> {
     let mut v = Vec::with_capacity(payload.len() + TRAILER_LEN);
     v.extend_from_slice(payload);
-    v.extend_from_slice(&t.bytes());
-    v
+    seal(v, t)
 }
 
 /// `payload || trailer` in the payload's own buffer (no copy when it has room).

@@ -195,9 +195,7 @@ fn write_plain(obj: &Bound<'_, PyAny>, depth: u32, seen: &mut Seen, out: &mut Ve
     // would come back from JSON as its base type.
     if let Ok(s) = obj.cast_exact::<PyString>() {
         // A str with lone surrogates has no UTF-8 form: pickle takes it.
-        return s
-            .to_str()
-            .is_ok_and(|s| serde_json::to_writer(&mut *out, s).is_ok());
+        return s.to_str().is_ok_and(|s| write_str(out, s));
     }
     if obj.is_none() {
         out.extend_from_slice(b"null");

@@ -171,6 +171,12 @@ pub struct L1 {
     pub stats: L1Stats,
 }
 
+/// Whether an entry is the one of `key` (whose hash is `hash`).
+#[inline(always)]
+fn is_key<'a>(key: &'a Bound<'_, PyAny>, hash: u64) -> impl Fn(&Entry) -> bool + 'a {
+    move |e| e.hash == hash && same_key(key, &e.key)
+}
+
 /// Whether two keys are equal: identity first, then str contents, then `==`.
 #[inline(always)]
 fn same_key(a: &Bound<'_, PyAny>, b: &Py<PyAny>) -> bool {
@@ -226,8 +232,7 @@ impl L1 {
         keep_stale: bool,
         take: impl FnOnce(&Entry) -> R,
     ) -> Option<R> {
-        let eq = |e: &Entry| e.hash == hash && same_key(key, &e.key);
-        let Ok(mut found) = self.table.find_entry(hash, eq) else {
+        let Ok(mut found) = self.table.find_entry(hash, is_key(key, hash)) else {
             return None;
         };
         let e = found.get_mut();
@@ -257,8 +262,7 @@ impl L1 {
 
     /// Removes `key` if present.
     pub fn discard(&mut self, key: &Bound<'_, PyAny>, hash: u64) {
-        let eq = |e: &Entry| e.hash == hash && same_key(key, &e.key);
-        if let Ok(found) = self.table.find_entry(hash, eq) {
+        if let Ok(found) = self.table.find_entry(hash, is_key(key, hash)) {
             let (e, _) = found.remove();
             self.forget(&e);
         }
@@ -274,8 +278,7 @@ impl L1 {
             return;
         }
         let hash = e.hash;
-        let eq = |x: &Entry| x.hash == hash && same_key(key, &x.key);
-        if let Ok(mut found) = self.table.find_entry(hash, eq) {
+        if let Ok(mut found) = self.table.find_entry(hash, is_key(key, hash)) {
             let old = found.get_mut();
             if old.negative == negative {
                 // An overwrite keeps its place in the queue: no queue traffic

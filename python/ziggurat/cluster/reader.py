@@ -324,16 +324,16 @@ class Reader:
             for eid, fields in got:
                 own = fields.get(b"h") == me
                 others = others or not own
-                at = events.place(fields) if own and gen else None
-                if at is not None and at == (last + 1, gen):
-                    last = at[0]
+                at = events.place(fields) if own else None
+                seq: int | None
+                if gen and at == (last + 1, gen):
+                    seq = last + 1
                 else:
-                    seq, gen = self._one(_id(eid.decode()), fields, last, own, gen)
-                    if seq is None:
-                        passed = eid
-                        continue  # refused: passed, not applied
-                    last = seq
+                    seq, gen = self._one(_id(eid.decode()), fields, last, at, gen)
                 passed = eid
+                if seq is None:
+                    continue  # refused: passed, not applied
+                last = seq
                 applied += 1
                 if self._replaying:
                     if _id(eid.decode()) <= self._replay_until:
@@ -350,15 +350,20 @@ class Reader:
         return last, others
 
     def _one(
-        self, sid: tuple[int, int], fields: dict[bytes, bytes], last: int, own: bool, gen: int
+        self,
+        sid: tuple[int, int],
+        fields: dict[bytes, bytes],
+        last: int,
+        at: tuple[int, int] | None,
+        gen: int,
     ) -> tuple[int | None, int]:
         """One entry that is not the next of a run of own events: its sequence number (None
-        when refused: forged or malformed) and the generation after it."""
+        when refused: forged or malformed) and the generation after it. ``at``: the place
+        of an entry of the host's own (which is skipped: its MAC and the rest are not
+        read), None for another host's."""
         tier = self.tier
-        # The host's own events (``own``) are skipped: only their place in the sequence is
-        # read, not the rest of the entry or its MAC.
+        own = at is not None
         ev: events.Event | None = None
-        at = events.place(fields) if own else None
         if at is None:
             ev = events.parse(fields, tier.signer)
             if ev is None:
