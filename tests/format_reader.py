@@ -436,11 +436,7 @@ class SegmentReader:
         return self._u32[(self.geometry.stamps_off >> 2) + kh.stamp_index]
 
     def lease_cell_index(self, key: str | bytes) -> int:
-        """§Values written by `Cache`, "Load lease": ``(h2 >> 8) * 192 >> 32``.
-
-        The document calls it Lemire's reduction of bits 8..40 of ``h2``, so ``h2 >> 8`` is
-        taken as a u32 (its low 32 bits).
-        """
+        """§Values written by `Cache`, "Load lease": ``reduce((h2 >> 8) as u32, 192)``."""
         return reduce32(self.hash_key(as_key_bytes(key)).h2 >> 8, LEASE_CELLS)
 
     def lease_cell(self, i: int) -> LeaseCell:
