@@ -4,10 +4,11 @@ midway, a cache without its shared segment. Also the pure parsers on arbitrary b
 from __future__ import annotations
 
 import http.client
+import time
 from collections.abc import Iterator
 
 import pytest
-from http_servers import Server, running, url
+from http_servers import Server, running, server_log, url
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ziggurat.http import CacheMiddleware, WSGICacheMiddleware, rules
@@ -43,6 +44,19 @@ def test_body_failing_midway_is_not_stored(srv: Server) -> None:
         again = srv.request(path.replace("break=2", "break=9"))
         assert again.status == 200
         assert "hit" not in again.cache_status.split("; ")
+
+
+def test_an_error_of_the_app_reaches_the_server_log(srv: Server) -> None:
+    # Starlette sends its 500 page, then raises for the server to log; Flask logs before
+    # it answers. Behind the middleware the traceback is logged all the same.
+    n = srv.name()
+    r = srv.request(f"/boom/{n}")
+    assert r.status == 500
+    deadline = time.monotonic() + 10
+    while "RuntimeError: the app failed" not in server_log(srv):
+        assert time.monotonic() < deadline, server_log(srv)[-2000:]
+        time.sleep(0.05)
+    assert "Traceback" in server_log(srv)
 
 
 @pytest.mark.parametrize("kind", ["asgi", "wsgi"])

@@ -36,6 +36,38 @@ class _Failed:
         self.error = error
 
 
+class _Feed:
+    """The messages of a forwarded app on their way to the middleware, and whether the
+    middleware still reads them. An app may raise after its last message (Starlette sends
+    its 500 page, then raises for the server to log; a background task fails): once nobody
+    reads, the error is logged here, as the server would have logged it."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=16)
+        self.reading = True
+
+    async def fail(self, error: BaseException) -> None:
+        if self.reading:
+            await self.queue.put(_Failed(error))
+        else:
+            _report(error)
+
+    def close(self) -> None:
+        """The middleware reads no more; an error already queued is logged."""
+        self.reading = False
+        while not self.queue.empty():
+            m = self.queue.get_nowait()
+            if isinstance(m, _Failed):
+                _report(m.error)
+
+
+def _report(error: BaseException) -> None:
+    log.error(
+        "ziggurat.http: exception in the ASGI app after its response was complete",
+        exc_info=(type(error), error, error.__traceback__),
+    )
+
+
 def _headers(raw: Any) -> Hdrs:
     return [(bytes(k).lower(), bytes(v)) for k, v in raw]
 
@@ -53,15 +85,16 @@ class _Stream:
         self,
         start: Message,
         prefix: list[Message],
-        queue: asyncio.Queue[Any],
+        feed: _Feed,
         task: asyncio.Future[None],
         error: BaseException | None = None,
         tee: tuple[Fill, int] | None = None,
     ) -> None:
-        self.start, self.prefix, self.queue, self.task, self.error = (
+        self.start, self.prefix, self.feed, self.queue, self.task, self.error = (
             start,
             prefix,
-            queue,
+            feed,
+            feed.queue,
             task,
             error,
         )
@@ -112,8 +145,12 @@ class _Stream:
         try:
             while True:
                 m = await self.queue.get()
-                if m is _DONE or isinstance(m, _Failed):
+                if m is _DONE:
                     self.finished = True
+                    return
+                if isinstance(m, _Failed):
+                    self.finished = True
+                    _report(m.error)
                     return
                 if m.get("type") == "http.response.body" and not m.get("more_body", False):
                     self.finished = True
@@ -122,9 +159,10 @@ class _Stream:
             self.cancel()
 
     def cancel(self) -> None:
-        """Stops the app's task unless its response was complete."""
+        """Stops the app's task unless its response was complete; reads no more of it."""
         if not self.finished and not self.task.done():
             self.task.cancel()
+        self.feed.close()
 
 
 class _State:
@@ -327,7 +365,8 @@ class CacheMiddleware:
         """Runs the app for ``fill``; reads the body only when it is to be stored."""
         sc = dict(scope)
         sc["headers"] = fill.upstream_headers()
-        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=16)
+        feed = _Feed()
+        queue = feed.queue
         t0 = now()
 
         async def app_send(message: Message) -> None:
@@ -339,7 +378,7 @@ class CacheMiddleware:
             except asyncio.CancelledError:
                 raise
             except BaseException as e:
-                await queue.put(_Failed(e))
+                await feed.fail(e)
             else:
                 await queue.put(_DONE)
 
@@ -348,25 +387,28 @@ class CacheMiddleware:
             first = await queue.get()
         except BaseException:
             task.cancel()
+            feed.close()
             raise
         if isinstance(first, _Failed):
+            feed.close()
             raise first.error
         if first is _DONE or first.get("type") != "http.response.start":
             task.cancel()
+            feed.close()
             raise RuntimeError("the ASGI app did not start a response")
         status = int(first["status"])
         hdrs = _headers(first.get("headers") or ())
         d = fill.head(status, hdrs, t0, now())
         if isinstance(d, Reply):
-            await _Stream(first, [], queue, task).drain()
+            await _Stream(first, [], feed, task).drain()
             return d
         if isinstance(d, list):
-            return _Stream({**first, "headers": d}, [], queue, task)
+            return _Stream({**first, "headers": d}, [], feed, task)
         if fill.tee:
-            return _Stream({**first, "headers": fill.tee_headers()}, [], queue, task, tee=(fill, d))
+            return _Stream({**first, "headers": fill.tee_headers()}, [], feed, task, tee=(fill, d))
         if first.get("trailers"):
             return _Stream(
-                {**first, "headers": fill._pass(hdrs, "trailers", status)}, [], queue, task
+                {**first, "headers": fill._pass(hdrs, "trailers", status)}, [], feed, task
             )
         parts: list[Message] = []
         size = 0
@@ -376,20 +418,22 @@ class CacheMiddleware:
                 break
             if isinstance(m, _Failed):
                 start = {**first, "headers": fill._pass(hdrs, "body-error", status)}
-                return _Stream(start, parts, queue, task, m.error)
+                return _Stream(start, parts, feed, task, m.error)
             if m.get("type") != "http.response.body":
                 parts.append(m)
                 return _Stream(
-                    {**first, "headers": fill._pass(hdrs, "extension", status)}, parts, queue, task
+                    {**first, "headers": fill._pass(hdrs, "extension", status)}, parts, feed, task
                 )
             parts.append(m)
             size += len(m.get("body", b""))
             if size > d:
                 return _Stream(
-                    {**first, "headers": fill.too_large(hdrs, status)}, parts, queue, task
+                    {**first, "headers": fill.too_large(hdrs, status)}, parts, feed, task
                 )
             if not m.get("more_body", False):
                 break
+        # Complete: the app's task may go on (background work) and is left to finish.
+        feed.close()
         body = b"".join(bytes(m.get("body", b"")) for m in parts)
         return fill.complete(body, now())
 
