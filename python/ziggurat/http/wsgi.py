@@ -55,8 +55,9 @@ def _close(result: Any) -> None:
     if close is not None:
         try:
             close()
-        except Exception as e:
-            log.warning("ziggurat.http: closing the app's response failed: %r", e)
+        except Exception:
+            # The server would have logged it, traceback included.
+            log.exception("ziggurat.http: closing the app's response failed")
 
 
 class _Stream:
