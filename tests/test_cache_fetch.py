@@ -5,6 +5,7 @@ TTL jitter.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -132,6 +133,86 @@ def test_single_flight_threads_one_process(make_cache: Callable[..., Cache]) -> 
     assert calls == [1]
     assert out == ["value"] * 16
     assert cache.loader_stats.calls == 1
+
+
+# --------------------------------------------------- keys that share a lease cell (192 cells)
+
+
+def _same_cell(cache: Cache, cache_dir: str, key: str) -> str:
+    """A key whose load lease is the cell of ``key``'s (docs/format.md, "Load lease")."""
+    from format_reader import CacheReader
+
+    reader = CacheReader(cache.name, cache_dir)
+    try:
+        cell = reader.neg.lease_cell_index(key)
+        return next(
+            k
+            for k in (f"other-{j}" for j in range(100_000))
+            if reader.neg.lease_cell_index(k) == cell
+        )
+    finally:
+        reader.close()
+
+
+def test_a_loader_fetching_a_key_of_its_own_lease_cell_does_not_wait_for_itself(
+    make_cache: Callable[..., Cache], cache_dir: str
+) -> None:
+    """A loader that fetches another key (an HTTP cache's fill running an app that fetches,
+    a cached function calling another) must not wait for the lease its own load holds when
+    the two keys share a cell: that waited out loader_timeout, then raised LoadTimeout."""
+    cache = make_cache(loader_timeout=5)
+    inner = _same_cell(cache, cache_dir, "outer")
+    t0 = time.monotonic()
+    assert cache.fetch("outer", lambda: ("outer", cache.fetch(inner, lambda: 2))) == ("outer", 2)
+    assert time.monotonic() - t0 < 2.5
+    assert cache.get(inner) == 2 and cache.get("outer") == ("outer", 2)
+
+    inner_a = _same_cell(cache, cache_dir, "outer-async")
+
+    async def load_three() -> int:
+        return 3
+
+    async def load_outer() -> Any:
+        return ("outer", await cache.afetch(inner_a, load_three))
+
+    for _ in range(2):  # the second time after both are deleted: every lease was given back
+        t0 = time.monotonic()
+        assert asyncio.run(cache.afetch("outer-async", load_outer)) == ("outer", 3)
+        assert time.monotonic() - t0 < 2.5
+        cache.delete("outer-async")
+        cache.delete(inner_a)
+
+
+def test_threads_of_the_holding_process_load_other_keys_of_the_cell(
+    make_cache: Callable[..., Cache], cache_dir: str
+) -> None:
+    """While one thread loads a key, another thread of the process loads another key of the
+    same lease cell at once; a third thread on the first key still waits for its load."""
+    cache = make_cache(loader_timeout=5)
+    other = _same_cell(cache, cache_dir, "slow")
+    release = threading.Event()
+    calls: list[str] = []
+
+    def slow() -> str:
+        calls.append("slow")
+        release.wait(10)
+        return "slow value"
+
+    first = threading.Thread(target=lambda: cache.fetch("slow", slow))
+    first.start()
+    assert wait_until(lambda: calls == ["slow"], 5)
+    t0 = time.monotonic()
+    assert cache.fetch(other, lambda: "other value") == "other value"
+    assert time.monotonic() - t0 < 1.0, "waited for the other key's load"
+    got: list[str] = []
+    same = threading.Thread(target=lambda: got.append(cache.fetch("slow", slow)))
+    same.start()
+    time.sleep(0.2)
+    assert got == [] and calls == ["slow"]
+    release.set()
+    first.join(10)
+    same.join(10)
+    assert got == ["slow value"] and calls == ["slow"]
 
 
 # ---------------------------------------------------------------------- a loader that dies

@@ -154,6 +154,10 @@ impl<'a> Flight<'a> {
         let pid = current_pid();
         let (main_stamp, took_over) = match self.neg.lease_try(&k.neg, pid, timeout) {
             Lease::Taken => (self.main_stamp(k), false),
+            // This process loads another key of the same cell, perhaps in this very
+            // call's caller: load this one without the lease rather than wait for it.
+            // Its release then gives back nothing.
+            Lease::Busy => (self.main_stamp(k), false),
             Lease::Held { holder, seq } => {
                 let dead = !process_alive(holder_pid(holder));
                 if !(dead && self.neg.lease_take_over(&k.neg, holder, pid, timeout)) {

@@ -10,7 +10,12 @@
 //!
 //! Keys that share a cell share its lease: a caller may wait for the load of
 //! another key, then finds its own key still missing and takes the lease
-//! itself. A lease lapses at its deadline, so a holder that died (or whose pid
+//! itself. Not for a cell its own process holds for another key: each handle
+//! remembers the key of every cell it holds, and a caller of the holding
+//! process whose key differs is told [`Lease::Busy`] instead of waiting for
+//! itself (a loader that fetches another key of the same cell, an HTTP
+//! cache's fill that runs an app which fetches, would otherwise wait out the
+//! lease's deadline). A lease lapses at its deadline, so a holder that died (or whose pid
 //! was reused) holds nobody past it; callers can also take over earlier from a
 //! holder whose process is gone (`take_over`, compare-and-set on the holder
 //! they saw, so exactly one of them wins).
@@ -29,6 +34,10 @@ use crate::stamps;
 pub enum Lease {
     /// The caller holds the lease now.
     Taken,
+    /// This process holds the cell for another key: load without the lease
+    /// (waiting would wait for this process's own load, which may be the
+    /// caller's).
+    Busy,
     /// Another caller holds it: `holder` as read, and the cell's `seq` read
     /// before it (pass it to [`Segment::lease_wait`]).
     Held {
@@ -62,9 +71,23 @@ fn lapsed(holder: u64) -> bool {
     (holder >> 32) <= now_ms() / 1000
 }
 
+/// The key a handle remembers for a cell it holds (never 0, which means none).
+fn key_id(kh: &KeyHash) -> u64 {
+    kh.h | 1
+}
+
+/// The cells a handle holds, with their keys: [`LEASE_CELLS`] words of this
+/// process, 0 for a cell it does not hold.
+pub(crate) fn held_cells() -> Box<[AtomicU64]> {
+    (0..LEASE_CELLS).map(|_| AtomicU64::new(0)).collect()
+}
+
 impl Segment {
-    fn lease_cell(&self, kh: &KeyHash) -> Cell<'_> {
-        let i = reduce((kh.h2 >> 8) as u32, LEASE_CELLS) as usize;
+    fn lease_index(kh: &KeyHash) -> usize {
+        reduce((kh.h2 >> 8) as u32, LEASE_CELLS) as usize
+    }
+
+    fn lease_cell(&self, i: usize) -> Cell<'_> {
         let off = H_LEASES + i * LEASE_CELL;
         Cell {
             holder: self.shm.u64_at(off),
@@ -77,7 +100,8 @@ impl Segment {
     /// free or lapsed. A read-only handle never takes it: it reports the
     /// lease as held by its current holder (0 when free).
     pub fn lease_try(&self, kh: &KeyHash, pid: u32, ttl: f64) -> Lease {
-        let c = self.lease_cell(kh);
+        let i = Self::lease_index(kh);
+        let c = self.lease_cell(i);
         // seq first: a release after this read changes it, so a waiter that
         // passes this seq never sleeps through that release.
         let seq = c.seq.load(Ordering::SeqCst);
@@ -92,20 +116,35 @@ impl Segment {
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             ) {
-                Ok(_) => return Lease::Taken,
+                Ok(_) => {
+                    self.held[i].store(key_id(kh), Ordering::Relaxed);
+                    return Lease::Taken;
+                }
                 Err(now) => cur = now,
             }
+        }
+        if holder_pid(cur) == pid && self.held[i].load(Ordering::Relaxed) != key_id(kh) {
+            return Lease::Busy;
         }
         Lease::Held { holder: cur, seq }
     }
 
     /// Gives up `pid`'s lease of the key hashed as `kh` and wakes its waiters; false if `pid`
-    /// did not hold it (it lapsed and was taken over; always false read-only).
+    /// did not hold it for this key through this handle (it lapsed and was taken over, or
+    /// the cell was [`Lease::Busy`] with another key; always false read-only).
     pub fn lease_release(&self, kh: &KeyHash, pid: u32) -> bool {
         if self.read_only {
             return false;
         }
-        let c = self.lease_cell(kh);
+        let i = Self::lease_index(kh);
+        // Forgotten first: once the holder word is 0 another thread may take the
+        // cell and record its own key.
+        let mine =
+            self.held[i].compare_exchange(key_id(kh), 0, Ordering::Relaxed, Ordering::Relaxed);
+        if mine.is_err() {
+            return false;
+        }
+        let c = self.lease_cell(i);
         let cur = c.holder.load(Ordering::SeqCst);
         if cur == 0 || holder_pid(cur) != pid {
             return false;
@@ -130,8 +169,9 @@ impl Segment {
         if self.read_only {
             return false;
         }
-        let c = self.lease_cell(kh);
-        seen != 0
+        let i = Self::lease_index(kh);
+        let c = self.lease_cell(i);
+        let won = seen != 0
             && c.holder
                 .compare_exchange(
                     seen,
@@ -139,13 +179,17 @@ impl Segment {
                     Ordering::SeqCst,
                     Ordering::SeqCst,
                 )
-                .is_ok()
+                .is_ok();
+        if won {
+            self.held[i].store(key_id(kh), Ordering::Relaxed);
+        }
+        won
     }
 
     /// Sleeps until the lease of the key hashed as `kh` is released after `seq` was read (see
     /// [`Lease::Held`]) or `timeout` passes; returns whether it was.
     pub fn lease_wait(&self, kh: &KeyHash, seq: u32, timeout: Duration) -> bool {
-        let c = self.lease_cell(kh);
+        let c = self.lease_cell(Self::lease_index(kh));
         let deadline = Instant::now() + timeout;
         // A read-only handle cannot register as a waiter, so a release may not
         // wake it: it notices the change at the latest when its timeout ends.

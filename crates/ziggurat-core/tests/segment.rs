@@ -488,6 +488,52 @@ fn lease_take_busy_release_and_take_over() {
 }
 
 #[test]
+fn a_process_never_waits_for_its_own_lease_of_another_key() {
+    use ziggurat_core::Lease;
+    let d = Dir::new("lease-busy");
+    let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
+    let b = Segment::open("l", &d.opts(4 << 20)).unwrap();
+    assert_eq!(a.lease_try(&a.hash(b"k1"), 100, 10.0), Lease::Taken);
+    // Another key of the same cell: any key the cell is held for (a free cell is
+    // taken and given back).
+    let other = (0..10_000)
+        .map(|j| format!("o{j}").into_bytes())
+        .find(|k| match a.lease_try(&a.hash(k), 999, 10.0) {
+            Lease::Held { .. } => true,
+            _ => {
+                assert!(a.lease_release(&a.hash(k), 999));
+                false
+            }
+        })
+        .expect("no key shares the cell of k1");
+    let k2 = a.hash(&other);
+    // The holding process (pid 100, this handle) misses k2: told to load it
+    // without the lease, not to wait for its own load of k1.
+    assert_eq!(a.lease_try(&k2, 100, 10.0), Lease::Busy);
+    // The same key still waits: one load per key among the process's threads.
+    assert!(matches!(
+        a.lease_try(&a.hash(b"k1"), 100, 10.0),
+        Lease::Held { .. }
+    ));
+    // Another process waits for the cell, whatever the key.
+    assert!(matches!(
+        b.lease_try(&b.hash(&other), 200, 10.0),
+        Lease::Held { .. }
+    ));
+    // The load of k2 gives back nothing; that of k1 gives the cell back.
+    assert!(!a.lease_release(&k2, 100));
+    assert!(matches!(
+        b.lease_try(&b.hash(&other), 200, 10.0),
+        Lease::Held { .. }
+    ));
+    assert!(a.lease_release(&a.hash(b"k1"), 100));
+    assert_eq!(b.lease_try(&b.hash(&other), 200, 10.0), Lease::Taken);
+    // A handle releases only what it took.
+    assert!(!a.lease_release(&a.hash(&other), 200));
+    assert!(b.lease_release(&b.hash(&other), 200));
+}
+
+#[test]
 fn lease_lapses_at_its_deadline() {
     use ziggurat_core::Lease;
     let d = Dir::new("lease-lapse");

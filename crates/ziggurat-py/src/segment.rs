@@ -427,8 +427,8 @@ impl PySegment {
                     (holder_pid(holder), seq)
                 }
                 Lease::Held { seq, .. } => (0, seq),
-                // A read-only handle never takes a lease.
-                Lease::Taken => (0, 0),
+                // A read-only handle never takes a lease, nor holds one (pid 0).
+                Lease::Taken | Lease::Busy => (0, 0),
             };
             out.append((pid, seq))?;
         }
