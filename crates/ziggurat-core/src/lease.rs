@@ -76,12 +76,6 @@ fn key_id(kh: &KeyHash) -> u64 {
     kh.h | 1
 }
 
-/// The cells a handle holds, with their keys: [`LEASE_CELLS`] words of this
-/// process, 0 for a cell it does not hold.
-pub(crate) fn held_cells() -> Box<[AtomicU64]> {
-    (0..LEASE_CELLS).map(|_| AtomicU64::new(0)).collect()
-}
-
 impl Segment {
     fn lease_index(kh: &KeyHash) -> usize {
         reduce((kh.h2 >> 8) as u32, LEASE_CELLS) as usize

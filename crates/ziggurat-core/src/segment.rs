@@ -36,8 +36,9 @@ pub struct Segment {
     /// Pending hit and miss counts of this process (see `read::count`).
     pub(crate) local_hits: AtomicU64,
     pub(crate) local_misses: AtomicU64,
-    /// The key of each lease cell this handle holds (see `lease`).
-    pub(crate) held: Box<[AtomicU64]>,
+    /// The key of each lease cell this handle holds, 0 for a cell it does
+    /// not hold (see `lease`).
+    pub(crate) held: [AtomicU64; LEASE_CELLS as usize],
 }
 
 impl Segment {
@@ -61,7 +62,7 @@ impl Segment {
             freq_cap: if opts.read_only { 0 } else { FREQ_MAX },
             local_hits: AtomicU64::new(0),
             local_misses: AtomicU64::new(0),
-            held: crate::lease::held_cells(),
+            held: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
