@@ -90,11 +90,10 @@ class _Stream:
         error: BaseException | None = None,
         tee: tuple[Fill, int] | None = None,
     ) -> None:
-        self.start, self.prefix, self.feed, self.queue, self.task, self.error = (
+        self.start, self.prefix, self.feed, self.task, self.error = (
             start,
             prefix,
             feed,
-            feed.queue,
             task,
             error,
         )
@@ -113,7 +112,7 @@ class _Stream:
             kept: list[bytes] | None = [] if self.tee is not None else None
             size = 0
             while True:
-                m = await self.queue.get()
+                m = await self.feed.queue.get()
                 if m is _DONE:
                     self.finished = True
                     return
@@ -144,7 +143,7 @@ class _Stream:
     async def drain(self) -> None:
         try:
             while True:
-                m = await self.queue.get()
+                m = await self.feed.queue.get()
                 if m is _DONE:
                     self.finished = True
                     return
