@@ -60,8 +60,15 @@ def test_l1_stays_within_its_bounds_and_agrees_with_a_model(
 def test_an_entry_read_between_evictions_stays(make_cache: Callable[..., Cache]) -> None:
     cache = make_cache(l1_items=ITEMS)
     cache.set("hot", {"v": 0})
+    stamp = cache._core.stamp("hot")
     for i in range(20 * ITEMS):
         cache.set(f"cold{i}", i)
+        if cache._core.stamp("hot") != stamp:
+            # This key shares hot's stamp cell (about 1 key in 30,000 here): the write
+            # voided hot's entry, by design. Read it back into L1 and go on.
+            stamp = cache._core.stamp("hot")
+            assert cache.get("hot") == {"v": 0}
+            continue
         hits = l1(cache)["hits"]
         assert cache.get("hot") == {"v": 0}
         assert l1(cache)["hits"] == hits + 1, i  # still in L1: CLOCK gave it a second chance

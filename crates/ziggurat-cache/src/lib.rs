@@ -9,12 +9,16 @@
 
 mod entry;
 mod flight;
+mod lookup;
 mod size;
 mod ttl;
 mod update;
+mod watch;
 
 pub use entry::{counter_payload, encode, seal, split, Kind, Trailer, TRAILER_LEN};
 pub use flight::{process_alive, snapshot, Flight, FlightKey, Next};
+pub use lookup::{Before, Bytes, Fill, Found, Lookup, Missing, Payload, Reader};
 pub use size::{parse_size, MAX_SIZE};
 pub use ttl::{Lifetime, MAX_TTL_SECONDS};
 pub use update::{add, fill, incr, touch, Seen, UpdateError};
+pub use watch::{tag_watches, Watch32, Watch64};

@@ -1,41 +1,17 @@
 //! The load leases through a real pair of segments: claiming before a read.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use ziggurat_cache::{Flight, FlightKey, Next};
-use ziggurat_core::{Lease, Options, Segment};
+use ziggurat_core::Lease;
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = PathBuf::from(format!("/dev/shm/zigflight-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-
-    fn segment(&self, name: &str) -> Segment {
-        let opts = Options {
-            size: 4 << 20,
-            directory: self.0.clone(),
-            ..Options::default()
-        };
-        Segment::open(name, &opts).unwrap()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::Dir;
 
 #[test]
 fn claim_takes_a_free_lease_once_and_again_after_release() {
     let d = Dir::new("claim");
-    let (main, neg) = (d.segment("m"), d.segment("n"));
+    let (main, neg) = (d.segment("m", 4 << 20), d.segment("n", 4 << 20));
     let fl = Flight::new(&main, &neg);
     let k = fl.key(b"key");
     main.set(b"key", b"v", None, &[]).unwrap();
@@ -59,7 +35,7 @@ fn claim_takes_a_free_lease_once_and_again_after_release() {
 #[test]
 fn claim_takes_over_from_a_holder_whose_process_is_gone() {
     let d = Dir::new("takeover");
-    let (main, neg) = (d.segment("m"), d.segment("n"));
+    let (main, neg) = (d.segment("m", 4 << 20), d.segment("n", 4 << 20));
     let fl = Flight::new(&main, &neg);
     let k = fl.key(b"key");
     let mut child = Command::new("true").spawn().unwrap();
@@ -80,7 +56,7 @@ fn claim_takes_over_from_a_holder_whose_process_is_gone() {
 #[test]
 fn from_hashes_is_the_key_hashed_by_both_segments() {
     let d = Dir::new("hashes");
-    let (main, neg) = (d.segment("m"), d.segment("n"));
+    let (main, neg) = (d.segment("m", 4 << 20), d.segment("n", 4 << 20));
     let fl = Flight::new(&main, &neg);
     let k = FlightKey::from_hashes(main.hash(b"key"), neg.hash(b"key"));
     assert_eq!(k.main(), fl.key(b"key").main());

@@ -1,36 +1,11 @@
 //! add, incr and touch through a real segment, with threads racing on one key.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use ziggurat_cache::{add, incr, split, touch, Kind, Lifetime, UpdateError};
-use ziggurat_core::{Options, Segment};
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = PathBuf::from(format!("/dev/shm/zigcache-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-
-    fn segment(&self) -> Segment {
-        let opts = Options {
-            size: 8 << 20,
-            directory: self.0.clone(),
-            ..Options::default()
-        };
-        Segment::open("t", &opts).unwrap()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::Dir;
 
 fn life(ttl: f64) -> Lifetime {
     Lifetime::from_seconds(ttl, 0.0).unwrap()
@@ -39,7 +14,7 @@ fn life(ttl: f64) -> Lifetime {
 #[test]
 fn add_stores_only_when_absent() {
     let d = Dir::new("add");
-    let seg = d.segment();
+    let seg = d.segment("t", 8 << 20);
     assert!(add(&seg, b"k", b"one", Kind::Value, &life(60.0), &[]).unwrap());
     assert!(!add(&seg, b"k", b"two", Kind::Value, &life(60.0), &[]).unwrap());
     let stored = seg.get(b"k").unwrap().unwrap();
@@ -49,7 +24,7 @@ fn add_stores_only_when_absent() {
 #[test]
 fn add_replaces_a_stale_entry() {
     let d = Dir::new("add-stale");
-    let seg = d.segment();
+    let seg = d.segment("t", 8 << 20);
     // Fresh for 1 ms, kept 60 s more for fail-safe reads: stale, but present.
     let short = Lifetime::from_seconds(0.001, 60.0).unwrap();
     assert!(add(&seg, b"k", b"old", Kind::Value, &short, &[]).unwrap());
@@ -62,7 +37,7 @@ fn add_replaces_a_stale_entry() {
 #[test]
 fn one_adder_wins_among_threads() {
     let d = Dir::new("add-race");
-    let seg = Arc::new(d.segment());
+    let seg = Arc::new(d.segment("t", 8 << 20));
     let wins: usize = (0..8)
         .map(|i| {
             let seg = seg.clone();
@@ -80,7 +55,7 @@ fn one_adder_wins_among_threads() {
 #[test]
 fn incr_counts_exactly_across_threads() {
     let d = Dir::new("incr");
-    let seg = Arc::new(d.segment());
+    let seg = Arc::new(d.segment("t", 8 << 20));
     let handles: Vec<_> = (0..4)
         .map(|_| {
             let seg = seg.clone();
@@ -101,7 +76,7 @@ fn incr_counts_exactly_across_threads() {
 #[test]
 fn incr_refuses_missing_values_non_integers_and_overflow() {
     let d = Dir::new("incr-bad");
-    let seg = d.segment();
+    let seg = d.segment("t", 8 << 20);
     assert!(matches!(
         incr(&seg, b"none", 1, None),
         Err(UpdateError::Missing)
@@ -126,7 +101,7 @@ fn incr_refuses_missing_values_non_integers_and_overflow() {
 #[test]
 fn incr_keeps_tags_so_invalidation_still_voids_the_counter() {
     let d = Dir::new("incr-tags");
-    let seg = d.segment();
+    let seg = d.segment("t", 8 << 20);
     incr(&seg, b"n", 1, Some((0, &life(60.0), &[b"t".as_slice()]))).unwrap();
     incr(&seg, b"n", 1, None).unwrap();
     seg.invalidate_tag(b"t").unwrap();
@@ -139,7 +114,7 @@ fn incr_keeps_tags_so_invalidation_still_voids_the_counter() {
 #[test]
 fn touch_extends_a_fresh_entry_only() {
     let d = Dir::new("touch");
-    let seg = d.segment();
+    let seg = d.segment("t", 8 << 20);
     assert!(!touch(&seg, b"k", &life(60.0)).unwrap());
     add(&seg, b"k", b"v", Kind::Value, &life(0.05), &[]).unwrap();
     assert!(touch(&seg, b"k", &life(60.0)).unwrap());

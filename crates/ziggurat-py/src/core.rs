@@ -499,9 +499,9 @@ impl CacheCore {
             }
             return self.out(py, &e.value).map(Here::Value);
         }
-        check_key(key)?;
+        let kb = check_key(key)?;
         self.l1_misses.bump();
-        Ok(match self.read_value(py, key, hash)? {
+        Ok(match self.read_value(py, key, kb, hash)? {
             Some(v) => Here::Value(v),
             None => Here::Missing,
         })

@@ -631,7 +631,9 @@ impl CacheCore {
     ) -> PyResult<State> {
         let next = fl.claim(fk, self.cfg.loader_timeout);
         let allow_stale = plan.stale_ttl.is_some();
-        let b = match self.read_below_with(py, key, hash, allow_stale, Some(*fk)) {
+        let read = key_bytes(key)
+            .and_then(|kb| self.read_below_with(py, key, kb, hash, allow_stale, Some(*fk)));
+        let b = match read {
             Ok(b) => b,
             Err(e) => {
                 if matches!(next, Next::Load { .. }) {

@@ -12,45 +12,8 @@ use std::sync::atomic::Ordering;
 use hashbrown::HashTable;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
+use ziggurat_cache::{Watch32, Watch64};
 use ziggurat_core::{Word32, Word64};
-
-/// A shared word an entry validates against, with the value it had at fill time.
-/// The engine's handle keeps the load defined whatever happens to the segment;
-/// the owning `CacheCore` also keeps the segment alive (an `Arc`) for as long as
-/// the L1 exists, so the word still follows the file.
-#[derive(Clone, Copy)]
-pub struct Watch32 {
-    pub word: Word32,
-    pub seen: u32,
-}
-
-/// Like [`Watch32`] for the 64-bit epoch.
-#[derive(Clone, Copy)]
-pub struct Watch64 {
-    pub word: Word64,
-    pub seen: u64,
-}
-
-impl Watch32 {
-    /// Watches `word` for a change from `seen`.
-    #[inline]
-    pub fn of(word: Word32, seen: u32) -> Watch32 {
-        Watch32 { word, seen }
-    }
-
-    #[inline(always)]
-    fn holds(&self) -> bool {
-        self.word.load() == self.seen
-    }
-}
-
-impl Watch64 {
-    /// Watches `word` for a change from `seen`.
-    #[inline]
-    pub fn of(word: Word64, seen: u64) -> Watch64 {
-        Watch64 { word, seen }
-    }
-}
 
 /// One cached object. The fields a hit reads come first and fill exactly one
 /// 64-byte cache line (the struct is aligned to it), so validating a hit costs

@@ -2,17 +2,15 @@
 //! soft deadline, or a miss), then the cached misses, filling this process's
 //! L1 only when the key's stamp and the epoch held across the read.
 
-use std::sync::atomic::{fence, Ordering};
-
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use ziggurat_cache::{FlightKey, Kind, Trailer, TRAILER_LEN};
-use ziggurat_core::{now_ms, KeyHash, Segment, TagRef};
+use ziggurat_cache::{Fill, FlightKey, Kind, Lookup, Missing, Payload, Reader, Trailer, Watch32};
+use ziggurat_core::now_ms;
 
 use crate::args::{check_key, key_hash, named};
 use crate::convert::key_bytes;
 use crate::core::{CacheCore, CopyMode};
-use crate::l1::{Entry, Watch32, Watch64};
+use crate::l1::Entry;
 
 /// What a read below L1 found (also the kinds of `lookup`).
 pub const MISS: u8 = 0;
@@ -22,42 +20,6 @@ pub const HIT: u8 = 1;
 pub const NEG: u8 = 2;
 
 pub const STALE: u8 = 3;
-
-pub(crate) struct Read {
-    payload: Py<PyBytes>,
-    kind: Kind,
-    soft: u64,
-    ttl_ms: u32,
-    tags: Vec<Watch32>,
-}
-
-impl Read {
-    /// An L1 entry for what this read found: `value` (None: a cached miss, the
-    /// caller's default), valid while the words in `watch` keep the values seen
-    /// before the read. Takes the read's tags.
-    fn entry(
-        &mut self,
-        key: &Bound<'_, PyAny>,
-        hash: u64,
-        value: Option<Py<PyAny>>,
-        encoded: Option<Py<PyAny>>,
-        watch: (Watch32, Watch64),
-    ) -> Entry {
-        let negative = value.is_none();
-        Entry::new(
-            key.clone().unbind(),
-            hash,
-            value.unwrap_or_else(|| key.py().None()),
-            encoded,
-            negative,
-            Some(watch.0),
-            Some(watch.1),
-            std::mem::take(&mut self.tags).into_boxed_slice(),
-            self.soft,
-            self.ttl_ms,
-        )
-    }
-}
 
 /// What a read below L1 found. `stamps` packs the key's stamps in the main and
 /// cached-miss segments, as read before a probe that found no fresh value: a
@@ -74,83 +36,71 @@ pub(crate) struct Below {
 }
 
 impl Below {
-    pub(crate) fn miss(main_stamp: u32, neg_stamp: u32, keys: Option<FlightKey>) -> Below {
+    pub(crate) fn miss(m: Missing) -> Below {
         Below {
             kind: MISS,
             value: None,
             soft: 0,
             ttl_ms: 0,
-            stamps: Below::snap(main_stamp, neg_stamp),
-            keys,
+            stamps: m.stamps,
+            keys: m.keys,
         }
     }
 
-    /// Both stamps, if both were even (no write in progress).
-    pub(crate) fn snap(main_stamp: u32, neg_stamp: u32) -> Option<u64> {
-        ziggurat_cache::snapshot(main_stamp, neg_stamp)
+    fn found(kind: u8, value: Option<Py<PyAny>>, t: &Trailer, m: Missing) -> Below {
+        Below {
+            kind,
+            value,
+            soft: t.soft,
+            ttl_ms: t.ttl_ms,
+            stamps: m.stamps,
+            keys: m.keys,
+        }
     }
 }
 
-pub(crate) fn tag_watches(seg: &Segment, tags: &[u64], n: u8) -> Vec<Watch32> {
-    tags[..n as usize]
-        .iter()
-        .map(|&t| {
-            let r = TagRef::unpack(t);
-            Watch32::of(seg.tag_watch(r.cell), r.version)
+/// Payloads as Python bytes objects: what the serializer decodes.
+struct PyPayload<'py>(Python<'py>);
+
+impl<'py> Payload for PyPayload<'py> {
+    type Out = PyResult<Bound<'py, PyBytes>>;
+
+    fn copied(&mut self, bytes: &[u8]) -> Self::Out {
+        Ok(PyBytes::new(self.0, bytes))
+    }
+
+    fn filled(&mut self, len: usize, fill: &dyn Fn(&mut [u8])) -> Self::Out {
+        PyBytes::new_with(self.0, len, |buf| {
+            fill(buf);
+            Ok(())
         })
-        .collect()
+    }
 }
 
-/// Stored values up to this many bytes (payload and trailer) are copied out
-/// through a stack buffer.
-const SMALL_VALUE: usize = 256;
-
-/// Reads a cache entry (payload + trailer) from `seg`; `kh` is `seg.hash(key)`.
-pub(crate) fn read_entry(
-    py: Python<'_>,
-    seg: &Segment,
-    kh: &KeyHash,
-    key: &[u8],
-) -> PyResult<Option<Read>> {
-    let got = seg.read_hashed(kh, key, |len, copy| {
-        if len < TRAILER_LEN {
-            return None; // not written by a cache: a miss
-        }
-        let n = len - TRAILER_LEN;
-        let mut tr = [0u8; TRAILER_LEN];
-        let payload = if len <= SMALL_VALUE {
-            // One copy of payload and trailer to the stack, then one into a
-            // new bytes object: no zeroed buffer, one racy read.
-            let mut all = [0u8; SMALL_VALUE];
-            copy(0, &mut all[..len]);
-            tr.copy_from_slice(&all[n..len]);
-            PyBytes::new(py, &all[..n])
-        } else {
-            // The payload straight into its bytes object.
-            copy(n, &mut tr);
-            match PyBytes::new_with(py, n, |buf| {
-                copy(0, buf);
-                Ok(())
-            }) {
-                Ok(b) => b,
-                Err(e) => return Some(Err(e)),
-            }
-        };
-        // Not written by a cache (or torn, if the record moved: a rare miss).
-        let t = Trailer::parse(&tr)?;
-        Some(Ok((payload, t)))
-    });
-    let Some((made, meta)) = got else {
-        return Ok(None);
-    };
-    let (payload, t) = made?;
-    Ok(Some(Read {
-        payload: payload.unbind(),
-        kind: t.kind,
-        soft: t.soft,
-        ttl_ms: t.ttl_ms,
-        tags: tag_watches(seg, &meta.tags, meta.ntags),
-    }))
+/// An L1 entry for what a read found: `value` (None: a cached miss, the
+/// caller's default), valid while the words of `fill` and the tags hold.
+fn entry_of(
+    key: &Bound<'_, PyAny>,
+    hash: u64,
+    value: Option<Py<PyAny>>,
+    encoded: Option<Py<PyAny>>,
+    t: &Trailer,
+    tags: Vec<Watch32>,
+    fill: Fill,
+) -> Entry {
+    let negative = value.is_none();
+    Entry::new(
+        key.clone().unbind(),
+        hash,
+        value.unwrap_or_else(|| key.py().None()),
+        encoded,
+        negative,
+        Some(fill.stamp),
+        Some(fill.epoch),
+        tags.into_boxed_slice(),
+        t.soft,
+        t.ttl_ms,
+    )
 }
 
 impl CacheCore {
@@ -159,10 +109,10 @@ impl CacheCore {
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         kind: Kind,
-        payload: &Py<PyBytes>,
+        payload: &Bound<'_, PyBytes>,
     ) -> Option<Py<PyAny>> {
         if kind == Kind::Counter {
-            let b: [u8; 8] = payload.bind(py).as_bytes().try_into().ok()?;
+            let b: [u8; 8] = payload.as_bytes().try_into().ok()?;
             return Some(
                 i64::from_le_bytes(b)
                     .into_pyobject(py)
@@ -171,7 +121,7 @@ impl CacheCore {
                     .unbind(),
             );
         }
-        match self.loads(py, payload.bind(py).as_any()) {
+        match self.loads(py, payload.as_any()) {
             Ok(v) => Some(v),
             Err(e) => {
                 // A value this process cannot decode (renamed class, other
@@ -192,141 +142,80 @@ impl CacheCore {
         hash: u64,
         allow_stale: bool,
     ) -> PyResult<Below> {
-        self.read_below_with(py, key, hash, allow_stale, None)
+        self.read_below_with(py, key, key_bytes(key)?, hash, allow_stale, None)
     }
 
-    /// `read_below`, for a key already hashed for both segments (`keys`).
+    /// `read_below`, for a key whose bytes `kb` the caller has, maybe hashed
+    /// for both segments already (`keys`). The rules of the read are
+    /// `ziggurat_cache::Reader`'s; this decodes, counts and fills L1.
     pub(crate) fn read_below_with(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
+        kb: &[u8],
         hash: u64,
         allow_stale: bool,
         keys: Option<FlightKey>,
     ) -> PyResult<Below> {
         let Some(main) = self.main.as_ref() else {
-            return Ok(Below::miss(0, 0, None));
+            return Ok(Below::miss(Missing::default()));
         };
-        let kb = key_bytes(key)?; // checked by the callers
-        let kh = keys.map_or_else(|| main.hash(kb), |k| *k.main());
-        main.prefetch_read(&kh);
-        let stamp = main.stamp_word(&kh);
-        let s1 = stamp.load(Ordering::Acquire);
-        // The key in the cached-miss segment (hashed once, only when no fresh
-        // value is found): its hash, and its stamp there, read before that
-        // segment is probed (a loader's None bumps it).
-        let neg_of = || -> (Option<KeyHash>, u32) {
-            match self.neg.as_ref() {
-                Some(n) => {
-                    let nkh = keys.map_or_else(|| n.hash(kb), |k| *k.neg());
-                    n.prefetch_read(&nkh);
-                    (Some(nkh), n.stamp_word(&nkh).load(Ordering::Acquire))
-                }
-                None => (None, 0),
-            }
-        };
-        let both = |nkh: Option<KeyHash>| nkh.map(|n| FlightKey::from_hashes(kh, n));
-        let epoch = main.epoch();
-        let e1 = epoch.load(Ordering::Acquire);
-        // What an L1 entry made from this read validates against.
-        let watch = || {
-            (
-                Watch32::of(main.stamp_watch(&kh), s1),
-                Watch64::of(main.epoch_watch(), e1),
-            )
-        };
-        let now = now_ms();
-        if let Some(mut r) = read_entry(py, main, &kh, kb)? {
-            if r.kind == Kind::Value || r.kind == Kind::Counter {
-                let stale = r.soft != 0 && now >= r.soft;
-                if stale && !allow_stale {
+        let reader = Reader::new(main, self.neg.as_deref(), self.l1_enabled);
+        match reader.lookup(kb, keys, allow_stale, &mut PyPayload(py)) {
+            Lookup::Fresh(found, before) => {
+                let payload = found.payload?;
+                let t = found.trailer;
+                let Some(obj) = self.decode(py, key, t.kind, &payload) else {
                     self.l2_misses.bump();
-                    let (nkh, n1) = neg_of();
-                    return Ok(Below::miss(s1, n1, both(nkh)));
-                }
-                let Some(obj) = self.decode(py, key, r.kind, &r.payload) else {
-                    self.l2_misses.bump();
-                    let (nkh, n1) = neg_of();
-                    return Ok(Below::miss(s1, n1, both(nkh)));
+                    return Ok(Below::miss(reader.missing(&before, kb)));
                 };
-                if stale {
-                    self.l2_stale.bump();
-                    let (nkh, n1) = neg_of();
-                    return Ok(Below {
-                        kind: STALE,
-                        value: Some(obj),
-                        soft: r.soft,
-                        ttl_ms: r.ttl_ms,
-                        stamps: Below::snap(s1, n1),
-                        keys: both(nkh),
-                    });
-                }
                 self.l2_hits.bump();
-                fence(Ordering::Acquire);
-                let s2 = stamp.load(Ordering::Acquire);
-                let e2 = epoch.load(Ordering::Acquire);
-                if s1 == s2 && s1 & 1 == 0 && e1 == e2 && self.l1_enabled {
-                    let counter = r.kind == Kind::Counter;
+                if let Some(fill) = found.fill {
+                    let counter = t.kind == Kind::Counter;
                     let (stored, encoded) = match self.mode {
-                        CopyMode::Decode if !counter => (r.payload.clone_ref(py).into_any(), None),
+                        CopyMode::Decode if !counter => (payload.clone().into_any().unbind(), None),
                         _ => (
                             obj.clone_ref(py),
-                            (self.debug && !counter).then(|| r.payload.clone_ref(py).into_any()),
+                            (self.debug && !counter).then(|| payload.clone().into_any().unbind()),
                         ),
                     };
-                    self.l1_put(key, r.entry(key, hash, Some(stored), encoded, watch()));
+                    let e = entry_of(key, hash, Some(stored), encoded, &t, found.tags, fill);
+                    self.l1_put(key, e);
                 }
                 let out = match self.mode {
                     // `obj` is already a private decode: hand it out as is.
                     CopyMode::Decode => obj,
                     _ => self.out(py, &obj)?,
                 };
-                return Ok(Below {
-                    kind: HIT,
-                    value: Some(out),
-                    soft: r.soft,
-                    ttl_ms: r.ttl_ms,
-                    stamps: None,
-                    keys: None,
-                });
+                Ok(Below::found(HIT, Some(out), &t, Missing::default()))
             }
-        }
-        self.l2_misses.bump();
-        let (nkh, n1) = neg_of();
-        // A cached miss counts only while the key's main stamp is unchanged.
-        if let (Some(neg), Some(nkh)) = (self.neg.as_ref(), nkh.as_ref()) {
-            // Most caches store few cached misses, or none: a shard of that
-            // segment with no entry at all is not probed (read after the key's
-            // stamp there, `n1`, as `shard_empty` asks).
-            if s1 & 1 != 0 {
-                // A write of the key is in progress: no cached miss counts.
-            } else if neg.shard_empty(nkh) {
-                neg.count(false);
-            } else if let Some(mut r) = read_entry(py, neg, nkh, kb)? {
-                let pb = r.payload.bind(py).as_bytes();
-                let fresh = r.soft == 0 || now < r.soft;
-                if r.kind == Kind::Negative
-                    && fresh
-                    && pb.len() == 4
-                    && u32::from_le_bytes(pb.try_into().unwrap()) == s1
-                {
-                    self.neg_hits.bump();
-                    let e2 = epoch.load(Ordering::Acquire);
-                    if e1 == e2 && stamp.load(Ordering::Acquire) == s1 {
-                        self.l1_put(key, r.entry(key, hash, None, None, watch()));
+            Lookup::Stale(found, missing) => {
+                let payload = found.payload?;
+                match self.decode(py, key, found.trailer.kind, &payload) {
+                    Some(obj) => {
+                        self.l2_stale.bump();
+                        Ok(Below::found(STALE, Some(obj), &found.trailer, missing))
                     }
-                    return Ok(Below {
-                        kind: NEG,
-                        value: None,
-                        soft: r.soft,
-                        ttl_ms: r.ttl_ms,
-                        stamps: None,
-                        keys: None,
-                    });
+                    None => {
+                        self.l2_misses.bump();
+                        Ok(Below::miss(missing))
+                    }
                 }
             }
+            Lookup::Negative(found) => {
+                self.l2_misses.bump();
+                self.neg_hits.bump();
+                let t = found.trailer;
+                if let Some(fill) = found.fill {
+                    self.l1_put(key, entry_of(key, hash, None, None, &t, found.tags, fill));
+                }
+                Ok(Below::found(NEG, None, &t, Missing::default()))
+            }
+            Lookup::Miss(missing) => {
+                self.l2_misses.bump();
+                Ok(Below::miss(missing))
+            }
         }
-        Ok(Below::miss(s1, n1, both(nkh)))
     }
 
     /// L1, then L2: the value or cached miss of `key` if one is there now.
@@ -350,14 +239,16 @@ impl CacheCore {
         })
     }
 
-    /// The fresh value of `key` below L1 (None for a miss or a cached miss).
+    /// The fresh value of `key` (bytes `kb`) below L1 (None for a miss or a
+    /// cached miss).
     pub(crate) fn read_value(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
+        kb: &[u8],
         hash: u64,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let b = self.read_below(py, key, hash, false)?;
+        let b = self.read_below_with(py, key, kb, hash, false, None)?;
         Ok(if b.kind == HIT { b.value } else { None })
     }
 }

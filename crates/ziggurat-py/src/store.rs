@@ -8,15 +8,14 @@ use std::sync::atomic::Ordering;
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt};
-use ziggurat_cache::{Kind, Lifetime, Trailer, UpdateError};
+use ziggurat_cache::{tag_watches, Kind, Lifetime, Trailer, UpdateError, Watch32, Watch64};
 use ziggurat_core::KeyHash;
 
 use crate::args::{check_key, key_hash, named, positive_ttl};
 use crate::codec::Encoded;
 use crate::convert::{err, tags_arg, ttl_arg, ZigguratError};
 use crate::core::{CacheCore, CopyMode};
-use crate::l1::{Entry, Watch32, Watch64};
-use crate::read::tag_watches;
+use crate::l1::Entry;
 
 /// The entry's lifetime for `ttl` and `stale` seconds (both already checked).
 pub(crate) fn lifetime(ttl: f64, stale: f64) -> Lifetime {

@@ -1,0 +1,286 @@
+//! The read of a key below a front end's L1: the main segment's entry (fresh,
+//! or stale past its soft deadline), else the key's cached miss. It returns
+//! bytes and words, never a language object, so that every front end answers
+//! a read by the same rules: what counts as a cached miss, when a value is
+//! stale, when an L1 may keep what was read, and what a load that follows a
+//! miss starts from.
+
+use std::sync::atomic::{fence, Ordering};
+
+use ziggurat_core::{now_ms, KeyHash, Segment};
+
+use crate::entry::{Kind, Trailer, TRAILER_LEN};
+use crate::flight::{snapshot, FlightKey};
+use crate::watch::{tag_watches, Watch32, Watch64};
+
+/// Makes a front end's payload (a bytes object, a buffer) from a stored value.
+/// A read that has to start again drops what it made, so either call may run
+/// more than once per read.
+pub trait Payload {
+    /// What the front end keeps of a payload.
+    type Out;
+    /// A payload holding a copy of `bytes`.
+    fn copied(&mut self, bytes: &[u8]) -> Self::Out;
+    /// A payload of `len` bytes that `fill` writes (call it once, on a buffer
+    /// of exactly `len` bytes).
+    fn filled(&mut self, len: usize, fill: &dyn Fn(&mut [u8])) -> Self::Out;
+}
+
+/// The payload as a vector: for front ends and tests that want plain bytes.
+pub struct Bytes;
+
+impl Payload for Bytes {
+    type Out = Vec<u8>;
+
+    fn copied(&mut self, bytes: &[u8]) -> Vec<u8> {
+        bytes.to_vec()
+    }
+
+    fn filled(&mut self, len: usize, fill: &dyn Fn(&mut [u8])) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        fill(&mut v);
+        v
+    }
+}
+
+/// What an L1 entry made from a read validates against: the key's stamp and
+/// the segment epoch as they were before the probe, still unchanged once the
+/// record was copied (and the stamp even: no write was in progress).
+#[derive(Clone, Copy)]
+pub struct Fill {
+    /// The key's stamp in the main segment.
+    pub stamp: Watch32,
+    /// The main segment's epoch (a clear moves it).
+    pub epoch: Watch64,
+}
+
+/// A value or a cached miss found below L1.
+pub struct Found<P> {
+    /// The payload (the cache's encoding of the value; for a counter, its
+    /// little-endian `i64`).
+    pub payload: P,
+    /// The entry's kind and deadlines.
+    pub trailer: Trailer,
+    /// The entry's tags, as an L1 entry of it watches them.
+    pub tags: Vec<Watch32>,
+    /// Set when an L1 may keep what was read (only asked for by readers made
+    /// with an L1, see [`Reader::new`]).
+    pub fill: Option<Fill>,
+}
+
+/// Where a load of a key that was not found fresh starts from: both stamps as
+/// read before the probes ([`snapshot`]), so that a lease holder can tell
+/// whether anything was written since instead of probing again, and the key's
+/// hashes in both segments, so that the lease and the write that follow do
+/// not hash it again.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Missing {
+    /// Both stamps, None while either was odd (a write in progress).
+    pub stamps: Option<u64>,
+    /// The key hashed for both segments (None without a cached-miss segment).
+    pub keys: Option<FlightKey>,
+}
+
+/// What was read of the key before its probe; turns a fresh value that the
+/// front end cannot decode into a miss ([`Reader::missing`]).
+pub struct Before {
+    kh: KeyHash,
+    stamp: u32,
+    keys: Option<FlightKey>,
+}
+
+/// What a read below L1 found.
+pub enum Lookup<P> {
+    /// A value or counter before its soft deadline. A front end that cannot
+    /// decode it treats it as a miss: [`Reader::missing`].
+    Fresh(Found<P>, Before),
+    /// A value past its soft deadline, returned only when the caller allows
+    /// stale values; the load that refreshes it starts from the [`Missing`].
+    Stale(Found<P>, Missing),
+    /// A cached miss stored after the key's last write (no payload).
+    Negative(Found<()>),
+    /// Nothing usable: no entry, a stale one the caller did not allow, or a
+    /// record not written by a cache.
+    Miss(Missing),
+}
+
+/// Stored values up to this many bytes (payload and trailer) are copied out
+/// in one piece through a stack buffer: one racy read instead of two.
+const SMALL_VALUE: usize = 256;
+
+/// The segments of one cache as a read below L1 sees them.
+#[derive(Clone, Copy)]
+pub struct Reader<'a> {
+    main: &'a Segment,
+    neg: Option<&'a Segment>,
+    l1: bool,
+}
+
+impl<'a> Reader<'a> {
+    /// Reads of the cache made of `main` and its cached-miss segment `neg`
+    /// (None: misses are not cached). `l1`: whether the front end keeps what
+    /// it reads in an L1, and so needs [`Found::fill`].
+    pub fn new(main: &'a Segment, neg: Option<&'a Segment>, l1: bool) -> Reader<'a> {
+        Reader { main, neg, l1 }
+    }
+
+    /// Reads `key` (checked by the caller), hashed as `keys` when a caller
+    /// already did (else hashed here). A value past its soft deadline is
+    /// returned as [`Lookup::Stale`] only if `allow_stale`; otherwise it is a
+    /// miss, and so is an entry not written by a cache.
+    pub fn lookup<M: Payload>(
+        &self,
+        key: &[u8],
+        keys: Option<FlightKey>,
+        allow_stale: bool,
+        make: &mut M,
+    ) -> Lookup<M::Out> {
+        let main = self.main;
+        let kh = keys.map_or_else(|| main.hash(key), |k| *k.main());
+        main.prefetch_read(&kh);
+        // Read before the probe: what a fill and a later lease holder compare.
+        let stamp = main.stamp_word(&kh);
+        let s1 = stamp.load(Ordering::Acquire);
+        let epoch = main.epoch();
+        let e1 = epoch.load(Ordering::Acquire);
+        let before = Before {
+            kh,
+            stamp: s1,
+            keys,
+        };
+        if let Some((payload, trailer, tags)) = entry(main, &kh, key, make) {
+            if trailer.kind == Kind::Value || trailer.kind == Kind::Counter {
+                if trailer.stale_at(now_ms()) {
+                    let missing = self.missing(&before, key);
+                    if !allow_stale {
+                        return Lookup::Miss(missing);
+                    }
+                    let found = Found {
+                        payload,
+                        trailer,
+                        tags,
+                        fill: None,
+                    };
+                    return Lookup::Stale(found, missing);
+                }
+                let fill = self.l1 && {
+                    fence(Ordering::Acquire);
+                    stamp.load(Ordering::Acquire) == s1
+                        && s1 & 1 == 0
+                        && epoch.load(Ordering::Acquire) == e1
+                };
+                let found = Found {
+                    payload,
+                    trailer,
+                    tags,
+                    fill: fill.then(|| Fill {
+                        stamp: Watch32::of(main.stamp_watch(&kh), s1),
+                        epoch: Watch64::of(main.epoch_watch(), e1),
+                    }),
+                };
+                return Lookup::Fresh(found, before);
+            }
+        }
+        let (nkh, n1) = self.neg_stamp(&before, key);
+        let missing = Missing {
+            stamps: snapshot(s1, n1),
+            keys: nkh.map(|n| FlightKey::from_hashes(kh, n)),
+        };
+        let (Some(neg), Some(nkh)) = (self.neg, nkh) else {
+            return Lookup::Miss(missing);
+        };
+        // A cached miss counts only while the key's main stamp is the one it
+        // was stored under, and never while a write of the key is in progress.
+        if s1 & 1 != 0 {
+            return Lookup::Miss(missing);
+        }
+        // Most caches store few cached misses, or none: a shard of that
+        // segment with no entry at all is not probed (read after the key's
+        // stamp there, as `shard_empty` asks).
+        if neg.shard_empty(&nkh) {
+            neg.count(false);
+            return Lookup::Miss(missing);
+        }
+        if let Some((of, trailer, tags)) = entry(neg, &nkh, key, &mut StampPayload) {
+            if trailer.kind == Kind::Negative && of == Some(s1) && !trailer.stale_at(now_ms()) {
+                let fill = self.l1
+                    && epoch.load(Ordering::Acquire) == e1
+                    && stamp.load(Ordering::Acquire) == s1;
+                return Lookup::Negative(Found {
+                    payload: (),
+                    trailer,
+                    tags,
+                    fill: fill.then(|| Fill {
+                        stamp: Watch32::of(main.stamp_watch(&kh), s1),
+                        epoch: Watch64::of(main.epoch_watch(), e1),
+                    }),
+                });
+            }
+        }
+        Lookup::Miss(missing)
+    }
+
+    /// The miss that a fresh value becomes when the front end cannot use it
+    /// (it does not decode): where a load of `key` starts from.
+    pub fn missing(&self, before: &Before, key: &[u8]) -> Missing {
+        let (nkh, n1) = self.neg_stamp(before, key);
+        Missing {
+            stamps: snapshot(before.stamp, n1),
+            keys: nkh.map(|n| FlightKey::from_hashes(before.kh, n)),
+        }
+    }
+
+    /// The key's hash in the cached-miss segment and its stamp there, read
+    /// before that segment is probed (a cached miss's store moves it).
+    fn neg_stamp(&self, before: &Before, key: &[u8]) -> (Option<KeyHash>, u32) {
+        match self.neg {
+            Some(n) => {
+                let nkh = before.keys.map_or_else(|| n.hash(key), |k| *k.neg());
+                n.prefetch_read(&nkh);
+                (Some(nkh), n.stamp_word(&nkh).load(Ordering::Acquire))
+            }
+            None => (None, 0),
+        }
+    }
+}
+
+/// A cached miss's payload: the main stamp it was stored under.
+struct StampPayload;
+
+impl Payload for StampPayload {
+    type Out = Option<u32>;
+
+    fn copied(&mut self, bytes: &[u8]) -> Option<u32> {
+        Some(u32::from_le_bytes(bytes.try_into().ok()?))
+    }
+
+    fn filled(&mut self, _: usize, _: &dyn Fn(&mut [u8])) -> Option<u32> {
+        None // longer than a stamp: not a cached miss
+    }
+}
+
+/// Reads the entry (payload and trailer) of `key` in `seg`; `kh` is
+/// `seg.hash(key)`. None for no record, or one a cache did not write (too
+/// short, or torn if the record moved: a rare miss).
+fn entry<M: Payload>(
+    seg: &Segment,
+    kh: &KeyHash,
+    key: &[u8],
+    make: &mut M,
+) -> Option<(M::Out, Trailer, Vec<Watch32>)> {
+    let ((payload, trailer), meta) = seg.read_hashed(kh, key, |len, copy| {
+        let n = len.checked_sub(TRAILER_LEN)?;
+        let mut tr = [0u8; TRAILER_LEN];
+        let payload = if len <= SMALL_VALUE {
+            let mut all = [0u8; SMALL_VALUE];
+            copy(0, &mut all[..len]);
+            tr.copy_from_slice(&all[n..len]);
+            make.copied(&all[..n])
+        } else {
+            copy(n, &mut tr);
+            make.filled(n, &|buf| copy(0, buf))
+        };
+        Some((payload, Trailer::parse(&tr)?))
+    })?;
+    Some((payload, trailer, tag_watches(seg, &meta.tags, meta.ntags)))
+}

@@ -1,0 +1,65 @@
+//! What a front end's L1 entry validates against: shared words with the values
+//! they had when the entry was filled. A write in any process changes one of
+//! them before it returns, so an entry whose words all hold is current.
+
+use ziggurat_core::{Segment, TagRef, Word32, Word64};
+
+/// A shared 32-bit word (a key's stamp, a tag cell's version) and the value it
+/// had at fill time. The engine's handle keeps the load defined whatever
+/// happens to the segment, as long as the front end keeps the segment alive.
+#[derive(Clone, Copy)]
+pub struct Watch32 {
+    /// The word watched.
+    pub word: Word32,
+    /// Its value when the entry was filled.
+    pub seen: u32,
+}
+
+/// Like [`Watch32`] for the 64-bit segment epoch.
+#[derive(Clone, Copy)]
+pub struct Watch64 {
+    /// The word watched.
+    pub word: Word64,
+    /// Its value when the entry was filled.
+    pub seen: u64,
+}
+
+impl Watch32 {
+    /// Watches `word` for a change from `seen`.
+    #[inline]
+    pub fn of(word: Word32, seen: u32) -> Watch32 {
+        Watch32 { word, seen }
+    }
+
+    /// Whether the word still holds the value seen.
+    #[inline(always)]
+    pub fn holds(&self) -> bool {
+        self.word.load() == self.seen
+    }
+}
+
+impl Watch64 {
+    /// Watches `word` for a change from `seen`.
+    #[inline]
+    pub fn of(word: Word64, seen: u64) -> Watch64 {
+        Watch64 { word, seen }
+    }
+
+    /// Whether the word still holds the value seen.
+    #[inline(always)]
+    pub fn holds(&self) -> bool {
+        self.word.load() == self.seen
+    }
+}
+
+/// Watches of the first `n` tag references of an entry read from `seg` (packed
+/// [`TagRef`]s, as [`ziggurat_core::ReadMeta`] and the write path give them).
+pub fn tag_watches(seg: &Segment, tags: &[u64], n: u8) -> Vec<Watch32> {
+    tags[..n as usize]
+        .iter()
+        .map(|&t| {
+            let r = TagRef::unpack(t);
+            Watch32::of(seg.tag_watch(r.cell), r.version)
+        })
+        .collect()
+}

@@ -1,0 +1,150 @@
+//! The read below L1 through a real pair of segments (main and cached misses):
+//! what it returns for each kind of entry, and the words an L1 fill watches.
+
+mod common;
+use common::Dir;
+
+use ziggurat_cache::{encode, snapshot, Bytes, Flight, Kind, Lookup, Reader, Trailer};
+use ziggurat_core::{now_ms, Segment};
+
+const MB4: u64 = 4 << 20;
+
+fn value(payload: &[u8], soft: u64) -> Vec<u8> {
+    let t = Trailer {
+        kind: Kind::Value,
+        soft,
+        ttl_ms: 60_000,
+    };
+    encode(payload, &t)
+}
+
+fn stamp(seg: &Segment, key: &[u8]) -> u32 {
+    seg.stamp_word(&seg.hash(key))
+        .load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// A cached miss of `key` stored under the main stamp `of`.
+fn negative(neg: &Segment, key: &[u8], of: u32, soft: u64) {
+    let t = Trailer {
+        kind: Kind::Negative,
+        soft,
+        ttl_ms: 60_000,
+    };
+    neg.set(key, &encode(&of.to_le_bytes(), &t), None, &[])
+        .unwrap();
+}
+
+#[test]
+fn a_fresh_value_comes_with_the_words_an_l1_entry_watches() {
+    let d = Dir::new("lookup-fresh");
+    let (main, neg) = (d.segment("m", MB4), d.segment("n", MB4));
+    main.set(b"k", &value(b"payload", now_ms() + 60_000), None, &[b"t"])
+        .unwrap();
+    let r = Reader::new(&main, Some(&neg), true);
+    let Lookup::Fresh(found, _) = r.lookup(b"k", None, false, &mut Bytes) else {
+        panic!("expected a fresh value");
+    };
+    assert_eq!(found.payload, b"payload");
+    assert_eq!(found.trailer.kind, Kind::Value);
+    let fill = found
+        .fill
+        .expect("no write raced the read: an L1 may keep it");
+    assert_eq!(fill.stamp.seen, stamp(&main, b"k"));
+    assert!(fill.stamp.holds() && fill.epoch.holds());
+    assert_eq!(found.tags.len(), 1);
+    assert!(found.tags[0].holds());
+    // A tag invalidation moves the tag's word; a write moves the key's stamp.
+    main.invalidate_tag(b"t").unwrap();
+    assert!(!found.tags[0].holds());
+    main.set(b"k", &value(b"other", 0), None, &[]).unwrap();
+    assert!(!fill.stamp.holds());
+    // A reader for a front end without L1 is not given a fill.
+    let r = Reader::new(&main, Some(&neg), false);
+    let Lookup::Fresh(found, _) = r.lookup(b"k", None, false, &mut Bytes) else {
+        panic!("expected a fresh value");
+    };
+    assert!(found.fill.is_none());
+    assert_eq!(found.payload, b"other");
+}
+
+#[test]
+fn a_stale_value_is_returned_only_when_asked_for() {
+    let d = Dir::new("lookup-stale");
+    let (main, neg) = (d.segment("m", MB4), d.segment("n", MB4));
+    // Past its soft deadline (1 ms of the monotonic clock), still stored.
+    main.set(b"k", &value(b"old", 1), None, &[]).unwrap();
+    let r = Reader::new(&main, Some(&neg), true);
+    let want = snapshot(stamp(&main, b"k"), stamp(&neg, b"k"));
+    let Lookup::Miss(m) = r.lookup(b"k", None, false, &mut Bytes) else {
+        panic!("a stale value the caller did not allow is a miss");
+    };
+    assert_eq!(m.stamps, want);
+    let Lookup::Stale(found, m) = r.lookup(b"k", None, true, &mut Bytes) else {
+        panic!("expected the stale value");
+    };
+    assert_eq!(found.payload, b"old");
+    assert!(found.fill.is_none(), "a stale value is never kept in L1");
+    assert_eq!(m.stamps, want);
+    let keys = m.keys.expect("hashed for both segments");
+    let fk = Flight::new(&main, &neg).key(b"k");
+    assert_eq!((keys.main(), keys.neg()), (fk.main(), fk.neg()));
+}
+
+#[test]
+fn a_cached_miss_counts_only_under_the_main_stamp_it_was_stored_with() {
+    let d = Dir::new("lookup-neg");
+    let (main, neg) = (d.segment("m", MB4), d.segment("n", MB4));
+    let r = Reader::new(&main, Some(&neg), true);
+    assert!(matches!(
+        r.lookup(b"k", None, false, &mut Bytes),
+        Lookup::Miss(_)
+    ));
+    let s = stamp(&main, b"k");
+    negative(&neg, b"k", s, now_ms() + 60_000);
+    let Lookup::Negative(found) = r.lookup(b"k", None, false, &mut Bytes) else {
+        panic!("expected the cached miss");
+    };
+    assert_eq!(found.trailer.kind, Kind::Negative);
+    assert_eq!(found.fill.map(|f| f.stamp.seen), Some(s));
+    // Stored under another stamp (a write of the key came after it): a miss.
+    negative(&neg, b"k", s + 2, now_ms() + 60_000);
+    assert!(matches!(
+        r.lookup(b"k", None, false, &mut Bytes),
+        Lookup::Miss(_)
+    ));
+    // Past its deadline: a miss.
+    negative(&neg, b"k", s, 1);
+    assert!(matches!(
+        r.lookup(b"k", None, false, &mut Bytes),
+        Lookup::Miss(_)
+    ));
+    // Without a cached-miss segment, a miss has no hashes to hand on.
+    let Lookup::Miss(m) = Reader::new(&main, None, true).lookup(b"k", None, false, &mut Bytes)
+    else {
+        panic!("expected a miss");
+    };
+    assert!(m.keys.is_none());
+}
+
+#[test]
+fn a_record_not_written_by_a_cache_is_a_miss_and_an_undecodable_value_becomes_one() {
+    let d = Dir::new("lookup-raw");
+    let (main, neg) = (d.segment("m", MB4), d.segment("n", MB4));
+    main.set(b"raw", b"short", None, &[]).unwrap();
+    let r = Reader::new(&main, Some(&neg), true);
+    assert!(matches!(
+        r.lookup(b"raw", None, false, &mut Bytes),
+        Lookup::Miss(_)
+    ));
+    // A value larger than the stack copy takes the filled path.
+    let big = vec![7u8; 10_000];
+    main.set(b"k", &value(&big, 0), None, &[]).unwrap();
+    let Lookup::Fresh(found, before) = r.lookup(b"k", None, false, &mut Bytes) else {
+        panic!("expected a fresh value");
+    };
+    assert_eq!(found.payload, big);
+    // The front end could not decode it: a load starts from the stamps seen
+    // before the probe.
+    let m = r.missing(&before, b"k");
+    assert_eq!(m.stamps, snapshot(stamp(&main, b"k"), stamp(&neg, b"k")));
+}
