@@ -58,6 +58,14 @@ fn a_fresh_value_comes_with_the_words_an_l1_entry_watches() {
     assert!(!found.tags[0].holds());
     main.set(b"k", &value(b"other", 0), None, &[]).unwrap();
     assert!(!fill.stamp.holds());
+    assert!(fill.epoch.holds());
+    let Lookup::Fresh(found, _) = r.lookup(b"k", None, false, &mut Bytes) else {
+        panic!("expected a fresh value");
+    };
+    // A clear moves the epoch, which every entry watches.
+    main.clear().unwrap();
+    assert!(!found.fill.unwrap().epoch.holds());
+    main.set(b"k", &value(b"other", 0), None, &[]).unwrap();
     // A reader for a front end without L1 is not given a fill.
     let r = Reader::new(&main, Some(&neg), false);
     let Lookup::Fresh(found, _) = r.lookup(b"k", None, false, &mut Bytes) else {
@@ -73,6 +81,9 @@ fn a_stale_value_is_returned_only_when_asked_for() {
     let (main, neg) = (d.segment("m", MB4), d.segment("n", MB4));
     // Past its soft deadline (1 ms of the monotonic clock), still stored.
     main.set(b"k", &value(b"old", 1), None, &[]).unwrap();
+    // Both stamps take part in the snapshot: move the cached-miss one too.
+    neg.set(b"k", b"x", None, &[]).unwrap();
+    assert_ne!(stamp(&neg, b"k"), 0);
     let r = Reader::new(&main, Some(&neg), true);
     let want = snapshot(stamp(&main, b"k"), stamp(&neg, b"k"));
     let Lookup::Miss(m) = r.lookup(b"k", None, false, &mut Bytes) else {
@@ -118,6 +129,35 @@ fn a_cached_miss_counts_only_under_the_main_stamp_it_was_stored_with() {
         r.lookup(b"k", None, false, &mut Bytes),
         Lookup::Miss(_)
     ));
+    // While a write of the key is in progress (its main stamp odd), no cached
+    // miss counts.
+    negative(&neg, b"k", s, now_ms() + 60_000);
+    let word = main.stamp_word(&main.hash(b"k"));
+    word.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    let Lookup::Miss(m) = r.lookup(b"k", None, false, &mut Bytes) else {
+        panic!("no cached miss while a write is in progress");
+    };
+    assert_eq!(m.stamps, None, "a snapshot of an odd stamp is none");
+    word.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    assert!(matches!(
+        r.lookup(b"k", None, false, &mut Bytes),
+        Lookup::Negative(_)
+    ));
+    // A record of kind 2 in the main segment is not a value.
+    negative(&main, b"k", s, now_ms() + 60_000);
+    neg.delete(b"k").unwrap();
+    assert!(matches!(
+        r.lookup(b"k", None, false, &mut Bytes),
+        Lookup::Miss(_)
+    ));
+    // A reader without L1 is given no fill for a cached miss either.
+    negative(&neg, b"k", stamp(&main, b"k"), now_ms() + 60_000);
+    let Lookup::Negative(found) =
+        Reader::new(&main, Some(&neg), false).lookup(b"k", None, false, &mut Bytes)
+    else {
+        panic!("expected the cached miss");
+    };
+    assert!(found.fill.is_none());
     // Without a cached-miss segment, a miss has no hashes to hand on.
     let Lookup::Miss(m) = Reader::new(&main, None, true).lookup(b"k", None, false, &mut Bytes)
     else {
@@ -131,11 +171,18 @@ fn a_record_not_written_by_a_cache_is_a_miss_and_an_undecodable_value_becomes_on
     let d = Dir::new("lookup-raw");
     let (main, neg) = (d.segment("m", MB4), d.segment("n", MB4));
     main.set(b"raw", b"short", None, &[]).unwrap();
+    // Long enough for a trailer, but its kind byte is none of a cache's.
+    let mut odd = value(b"payload", 0);
+    let kind_at = odd.len() - 13;
+    odd[kind_at] = 9;
+    main.set(b"odd", &odd, None, &[]).unwrap();
     let r = Reader::new(&main, Some(&neg), true);
-    assert!(matches!(
-        r.lookup(b"raw", None, false, &mut Bytes),
-        Lookup::Miss(_)
-    ));
+    for key in [&b"raw"[..], b"odd"] {
+        assert!(matches!(
+            r.lookup(key, None, false, &mut Bytes),
+            Lookup::Miss(_)
+        ));
+    }
     // A value larger than the stack copy takes the filled path.
     let big = vec![7u8; 10_000];
     main.set(b"k", &value(&big, 0), None, &[]).unwrap();
@@ -145,6 +192,8 @@ fn a_record_not_written_by_a_cache_is_a_miss_and_an_undecodable_value_becomes_on
     assert_eq!(found.payload, big);
     // The front end could not decode it: a load starts from the stamps seen
     // before the probe.
+    neg.set(b"k", b"x", None, &[]).unwrap();
+    assert_ne!(stamp(&neg, b"k"), 0);
     let m = r.missing(&before, b"k");
     assert_eq!(m.stamps, snapshot(stamp(&main, b"k"), stamp(&neg, b"k")));
 }

@@ -1,6 +1,9 @@
-//! The `ziggurat._native` extension: a thin PyO3 layer over ziggurat-core.
-//! Argument conversion and error mapping live here; behaviour lives in the core
-//! crate (the segment) and in `l1` (the per-process tier that holds Python objects).
+//! The `ziggurat._native` extension: a PyO3 layer over ziggurat-core (the
+//! segment) and ziggurat-cache (the rules of the entries a cache reads and
+//! writes: trailer, reads below L1, cached misses, leases, counters). What
+//! touches Python objects lives here: argument conversion and error mapping,
+//! the serializers, `l1` (the per-process tier that holds live objects) and
+//! the fetch steps that call the loader.
 
 use pyo3::prelude::*;
 
