@@ -83,6 +83,17 @@ impl Trailer {
     }
 }
 
+/// Whether an entry with this soft deadline and TTL (a trailer's `soft` and
+/// `ttl_ms`) is, at `now`, in the last `refresh_ahead` part (0 to 1) of its
+/// life: a read then starts a reload before it goes stale. Never for an entry
+/// that does not expire.
+#[inline]
+pub fn refresh_due(soft: u64, ttl_ms: u32, refresh_ahead: f64, now: u64) -> bool {
+    refresh_ahead > 0.0
+        && soft != 0
+        && (soft.saturating_sub(now) as f64) < refresh_ahead * ttl_ms as f64
+}
+
 /// `payload || trailer`, ready for the segment.
 pub fn encode(payload: &[u8], t: &Trailer) -> Vec<u8> {
     let mut v = Vec::with_capacity(payload.len() + TRAILER_LEN);
@@ -142,5 +153,16 @@ mod tests {
         let t = Trailer::starting_now(Kind::Value, Some(1000));
         assert!(!t.stale_at(t.soft - 1));
         assert!(t.stale_at(t.soft));
+    }
+
+    #[test]
+    fn a_refresh_is_due_in_the_last_part_of_a_life() {
+        // A 10 s life ending at 100 s; the last 20% starts at 98 s.
+        assert!(!refresh_due(100_000, 10_000, 0.2, 97_999));
+        assert!(!refresh_due(100_000, 10_000, 0.2, 98_000));
+        assert!(refresh_due(100_000, 10_000, 0.2, 98_001));
+        assert!(refresh_due(100_000, 10_000, 0.2, 150_000));
+        assert!(!refresh_due(100_000, 10_000, 0.0, 99_999), "off");
+        assert!(!refresh_due(0, 0, 0.5, 99_999), "never expires");
     }
 }

@@ -47,7 +47,7 @@ impl Payload for Bytes {
 /// the segment epoch as they were before the probe, still unchanged once the
 /// record was copied (and the stamp even: no write was in progress).
 #[derive(Clone, Copy)]
-pub struct Fill {
+pub struct L1Watch {
     /// The key's stamp in the main segment.
     pub stamp: Watch32,
     /// The main segment's epoch (a clear moves it).
@@ -65,7 +65,7 @@ pub struct Found<P> {
     pub tags: Vec<Watch32>,
     /// Set when an L1 may keep what was read (only asked for by readers made
     /// with an L1, see [`Reader::new`]).
-    pub fill: Option<Fill>,
+    pub fill: Option<L1Watch>,
 }
 
 /// Where a load of a key that was not found fresh starts from: both stamps as
@@ -173,7 +173,7 @@ impl<'a> Reader<'a> {
                     payload,
                     trailer,
                     tags,
-                    fill: fill.then(|| Fill {
+                    fill: fill.then(|| L1Watch {
                         stamp: Watch32::of(main.stamp_watch(&kh), s1),
                         epoch: Watch64::of(main.epoch_watch(), e1),
                     }),
@@ -210,7 +210,7 @@ impl<'a> Reader<'a> {
                     payload: (),
                     trailer,
                     tags,
-                    fill: fill.then(|| Fill {
+                    fill: fill.then(|| L1Watch {
                         stamp: Watch32::of(main.stamp_watch(&kh), s1),
                         epoch: Watch64::of(main.epoch_watch(), e1),
                     }),
@@ -282,5 +282,9 @@ fn entry<M: Payload>(
         };
         Some((payload, Trailer::parse(&tr)?))
     })?;
-    Some((payload, trailer, tag_watches(seg, &meta.tags, meta.ntags)))
+    Some((
+        payload,
+        trailer,
+        tag_watches(seg, &meta.tags[..meta.ntags as usize]),
+    ))
 }

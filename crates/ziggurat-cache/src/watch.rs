@@ -52,11 +52,10 @@ impl Watch64 {
     }
 }
 
-/// Watches of the first `n` tag references of an entry read from `seg` (packed
-/// [`TagRef`]s, as [`ziggurat_core::ReadMeta`] and the write path give them).
-pub fn tag_watches(seg: &Segment, tags: &[u64], n: u8) -> Vec<Watch32> {
-    tags[..n as usize]
-        .iter()
+/// Watches of an entry's tag references read from `seg` (packed [`TagRef`]s,
+/// as [`ziggurat_core::ReadMeta`] and [`Segment::tag_refs`] give them).
+pub(crate) fn tag_watches(seg: &Segment, refs: &[u64]) -> Vec<Watch32> {
+    refs.iter()
         .map(|&t| {
             let r = TagRef::unpack(t);
             Watch32::of(seg.tag_watch(r.cell), r.version)

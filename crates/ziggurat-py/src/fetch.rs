@@ -251,10 +251,7 @@ impl CacheCore {
     /// Whether an entry with this soft deadline and TTL is in the last
     /// `refresh_ahead` part of its life.
     pub(crate) fn due(&self, soft: u64, ttl_ms: u32) -> bool {
-        self.refresh_ahead > 0.0
-            && soft != 0
-            && (soft.saturating_sub(ziggurat_core::now_ms()) as f64)
-                < self.refresh_ahead * ttl_ms as f64
+        ziggurat_cache::refresh_due(soft, ttl_ms, self.refresh_ahead, ziggurat_core::now_ms())
     }
 
     /// The first step of a miss (L1 already missed): the lease, then L2 and

@@ -4,7 +4,9 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use ziggurat_cache::{Fill, FlightKey, Kind, Lookup, Missing, Payload, Reader, Trailer, Watch32};
+use ziggurat_cache::{
+    FlightKey, Kind, L1Watch, Lookup, Missing, Payload, Reader, Trailer, Watch32,
+};
 use ziggurat_core::now_ms;
 
 use crate::args::{check_key, key_hash, named};
@@ -86,7 +88,7 @@ fn entry_of(
     encoded: Option<Py<PyAny>>,
     t: &Trailer,
     tags: Vec<Watch32>,
-    fill: Fill,
+    fill: L1Watch,
 ) -> Entry {
     let negative = value.is_none();
     Entry::new(

@@ -3,12 +3,10 @@
 //! that read first (`add`, `incr`, `touch`, done by `ziggurat_cache` under the
 //! key's shard lock).
 
-use std::sync::atomic::Ordering;
-
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt};
-use ziggurat_cache::{tag_watches, Kind, Lifetime, Trailer, UpdateError, Watch32, Watch64};
+use ziggurat_cache::{Kind, Lifetime, Trailer, UpdateError};
 use ziggurat_core::KeyHash;
 
 use crate::args::{check_key, key_hash, named, positive_ttl};
@@ -164,32 +162,20 @@ impl CacheCore {
         let payload = &buf[..buf.len() - ziggurat_cache::TRAILER_LEN];
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
         let kh = kh.unwrap_or_else(|| main.hash(kb));
-        main.prefetch_current(&kh);
-        let stamp = main.stamp_word(&kh);
-        let epoch = main.epoch();
-        let s0 = stamp.load(Ordering::Acquire);
-        let e0 = epoch.load(Ordering::Acquire);
-        let watches = if self.l1_enabled {
-            main.tag_refs(&tag_refs).map_err(err)?
-        } else {
-            Vec::new()
-        };
         // No GIL release: the write is a few hundred ns, and a lock wait is
         // bounded by lock_timeout without needing the GIL on the other side.
-        main.set_hashed(kb, &kh, &buf, life.record_ttl(), &tag_refs)
-            .map_err(err)?;
-        written();
-        // Keep the object in this process's L1 if no other write of the key (or
-        // of a key sharing its stamp) landed between the two stamp reads.
-        let s1 = stamp.load(Ordering::Acquire);
-        if self.l1_enabled
-            && s0 & 1 == 0
-            && s1 == s0.wrapping_add(2)
-            && epoch.load(Ordering::Acquire) == e0
-        {
-            let n = watches.len() as u8;
-            let mut arr = [0u64; ziggurat_core::MAX_TAGS];
-            arr[..watches.len()].copy_from_slice(&watches);
+        let kept = ziggurat_cache::store(
+            main,
+            kb,
+            &kh,
+            &buf,
+            &life,
+            &tag_refs,
+            self.l1_enabled,
+            written,
+        )
+        .map_err(err)?;
+        if let Some(kept) = kept {
             let (stored, encoded) = match self.mode {
                 // Ints are immutable: every mode may keep the object itself.
                 _ if counter => (value.clone().unbind(), None),
@@ -218,9 +204,9 @@ impl CacheCore {
                 stored,
                 encoded,
                 false,
-                Some(Watch32::of(main.stamp_watch(&kh), s1)),
-                Some(Watch64::of(main.epoch_watch(), e0)),
-                tag_watches(main, &arr, n).into_boxed_slice(),
+                Some(kept.watch.stamp),
+                Some(kept.watch.epoch),
+                kept.tags.into_boxed_slice(),
                 t.soft,
                 t.ttl_ms,
             );
@@ -243,11 +229,8 @@ impl CacheCore {
         let Some(neg) = self.neg.as_ref() else {
             return Ok(());
         };
-        let life = lifetime(ttl, 0.0);
-        let t = Trailer::starting_now(Kind::Negative, life.ttl_ms);
-        let buf = ziggurat_cache::encode(&stamp.to_le_bytes(), &t);
         let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        neg.set(kb, &buf, life.record_ttl(), &tag_refs).map_err(err)
+        ziggurat_cache::store_negative(neg, kb, stamp, &lifetime(ttl, 0.0), &tag_refs).map_err(err)
     }
 }
 

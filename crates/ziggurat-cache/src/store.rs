@@ -1,0 +1,79 @@
+//! The plain writes of a cache: a value (or counter) into the main segment,
+//! telling the front end whether its L1 may keep the object it wrote, and a
+//! cached miss into the cached-miss segment.
+
+use std::sync::atomic::Ordering;
+
+use ziggurat_core::{Error, KeyHash, Segment};
+
+use crate::entry::{encode, Kind, Trailer};
+use crate::lookup::L1Watch;
+use crate::ttl::Lifetime;
+use crate::watch::{tag_watches, Watch32, Watch64};
+
+/// What an L1 entry of a value just written watches.
+pub struct Kept {
+    /// The key's stamp and the epoch, as the write left them.
+    pub watch: L1Watch,
+    /// The entry's tags, at the versions the write stored.
+    pub tags: Vec<Watch32>,
+}
+
+/// Writes `stored` (payload and trailer, see [`crate::seal`]) as the value of
+/// `key` in the main segment `seg`, hashed as `kh`, with `life`'s record
+/// lifetime and `tags`. `written` runs
+/// as soon as the segment holds the value (before the L1 check below).
+///
+/// Returns what an L1 entry of the value watches when the front end keeps one
+/// (`l1`) and no other write landed between the stamp reads around this one:
+/// the key's stamp (even before, two more after: this write alone, not one of
+/// a key sharing the stamp) and the epoch unchanged. Otherwise None: an L1
+/// copy of what was written could not be told from a newer value.
+#[allow(clippy::too_many_arguments)]
+pub fn store(
+    seg: &Segment,
+    key: &[u8],
+    kh: &KeyHash,
+    stored: &[u8],
+    life: &Lifetime,
+    tags: &[&[u8]],
+    l1: bool,
+    written: impl FnOnce(),
+) -> Result<Option<Kept>, Error> {
+    seg.prefetch_current(kh);
+    let stamp = seg.stamp_word(kh);
+    let epoch = seg.epoch();
+    let s0 = stamp.load(Ordering::Acquire);
+    let e0 = epoch.load(Ordering::Acquire);
+    // The tags' versions the write stores, resolved first so that an L1 entry
+    // watches exactly those.
+    let refs = if l1 { seg.tag_refs(tags)? } else { Vec::new() };
+    seg.set_hashed(key, kh, stored, life.record_ttl(), tags)?;
+    written();
+    let s1 = stamp.load(Ordering::Acquire);
+    if !(l1 && s0 & 1 == 0 && s1 == s0.wrapping_add(2) && epoch.load(Ordering::Acquire) == e0) {
+        return Ok(None);
+    }
+    Ok(Some(Kept {
+        watch: L1Watch {
+            stamp: Watch32::of(seg.stamp_watch(kh), s1),
+            epoch: Watch64::of(seg.epoch_watch(), e0),
+        },
+        tags: tag_watches(seg, &refs),
+    }))
+}
+
+/// Stores a cached miss of `key` in the cached-miss segment `neg`: the key's
+/// main stamp `stamp` as read before the load that found nothing (the miss
+/// counts only while that stamp holds), living `life`, with `tags`.
+pub fn store_negative(
+    neg: &Segment,
+    key: &[u8],
+    stamp: u32,
+    life: &Lifetime,
+    tags: &[&[u8]],
+) -> Result<(), Error> {
+    let t = Trailer::starting_now(Kind::Negative, life.ttl_ms);
+    let stored = encode(&stamp.to_le_bytes(), &t);
+    neg.set(key, &stored, life.record_ttl(), tags)
+}
