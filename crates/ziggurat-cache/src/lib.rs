@@ -6,6 +6,13 @@
 //! record itself lives `stale` seconds past the trailer's soft deadline so a
 //! fail-safe read can still find a stale value. Counters are entries whose
 //! payload is a little-endian `i64`, changed in place under the shard lock.
+//!
+//! A front end reads below its L1 with [`Reader::lookup`], writes with
+//! [`store`] and [`store_negative`], changes entries in place with [`add`],
+//! [`incr`], [`touch`] and [`fill`], and loads a missing key under a lease
+//! with [`Flight`]. None of these takes or returns a language object: payloads
+//! are bytes, and what an L1 entry checks is a set of shared words
+//! ([`L1Watch`], [`Watch32`]).
 
 mod entry;
 mod flight;
