@@ -4,7 +4,7 @@
 mod common;
 use common::Dir;
 
-use ziggurat_cache::{encode, snapshot, Bytes, Flight, Kind, Lookup, Reader, Trailer};
+use ziggurat_cache::{encode, snapshot, Bytes, Flight, Kind, Lookup, Payload, Reader, Trailer};
 use ziggurat_core::{now_ms, Segment};
 
 const MB4: u64 = 4 << 20;
@@ -196,4 +196,51 @@ fn a_record_not_written_by_a_cache_is_a_miss_and_an_undecodable_value_becomes_on
     assert_ne!(stamp(&neg, b"k"), 0);
     let m = r.missing(&before, b"k");
     assert_eq!(m.stamps, snapshot(stamp(&main, b"k"), stamp(&neg, b"k")));
+}
+
+/// Writes the key once, from inside the read (between its probe and its
+/// check), as another process's write could land.
+struct WritesOnce<'a> {
+    seg: &'a Segment,
+    written: bool,
+}
+
+impl Payload for WritesOnce<'_> {
+    type Out = Vec<u8>;
+
+    fn copied(&mut self, bytes: &[u8]) -> Vec<u8> {
+        if !self.written {
+            self.written = true;
+            self.seg
+                .set(b"k", &value(b"new", now_ms() + 60_000), None, &[])
+                .unwrap();
+        }
+        bytes.to_vec()
+    }
+
+    fn filled(&mut self, len: usize, fill: &dyn Fn(&mut [u8])) -> Vec<u8> {
+        Bytes.filled(len, fill)
+    }
+}
+
+#[test]
+fn a_value_written_during_the_read_is_returned_but_not_kept_in_l1() {
+    let d = Dir::new("lookup-race");
+    let (main, neg) = (d.segment("m", MB4), d.segment("n", MB4));
+    main.set(b"k", &value(b"old", now_ms() + 60_000), None, &[])
+        .unwrap();
+    let r = Reader::new(&main, Some(&neg), true);
+    let mut racing = WritesOnce {
+        seg: &main,
+        written: false,
+    };
+    let Lookup::Fresh(found, _) = r.lookup(b"k", None, false, &mut racing) else {
+        panic!("expected a fresh value");
+    };
+    assert!(racing.written);
+    // The copy of "old" was dropped when its check failed; the read went on
+    // to the new record. Its stamp moved since the read began: an L1 copy
+    // could not be told from a newer value, so none is offered.
+    assert_eq!(found.payload, b"new");
+    assert!(found.fill.is_none());
 }
