@@ -25,9 +25,9 @@ mod watch;
 
 pub use entry::{counter_payload, encode, refresh_due, seal, split, Kind, Trailer, TRAILER_LEN};
 pub use flight::{process_alive, snapshot, Flight, FlightKey, Next};
-pub use lookup::{Before, Bytes, Found, L1Watch, Lookup, Missing, Payload, Reader};
+pub use lookup::{Before, Bytes, Found, Lookup, Missing, Payload, Reader};
 pub use size::{parse_size, MAX_SIZE};
 pub use store::{store, store_negative, Kept};
 pub use ttl::{Lifetime, MAX_TTL_SECONDS};
 pub use update::{add, fill, incr, touch, Seen, UpdateError};
-pub use watch::{Watch32, Watch64};
+pub use watch::{L1Watch, Watch32, Watch64};

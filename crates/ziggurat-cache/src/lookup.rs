@@ -11,7 +11,7 @@ use ziggurat_core::{now_ms, KeyHash, Segment};
 
 use crate::entry::{Kind, Trailer, TRAILER_LEN};
 use crate::flight::{snapshot, FlightKey};
-use crate::watch::{tag_watches, Watch32, Watch64};
+use crate::watch::{tag_watches, L1Watch, Watch32};
 
 /// Makes a front end's payload (a bytes object, a buffer) from a stored value.
 /// A read that has to start again drops what it made, so either call may run
@@ -41,17 +41,6 @@ impl Payload for Bytes {
         fill(&mut v);
         v
     }
-}
-
-/// What an L1 entry made from a read validates against: the key's stamp and
-/// the segment epoch as they were before the probe, still unchanged once the
-/// record was copied (and the stamp even: no write was in progress).
-#[derive(Clone, Copy)]
-pub struct L1Watch {
-    /// The key's stamp in the main segment.
-    pub stamp: Watch32,
-    /// The main segment's epoch (a clear moves it).
-    pub epoch: Watch64,
 }
 
 /// A value or a cached miss found below L1.
@@ -139,10 +128,8 @@ impl<'a> Reader<'a> {
         let kh = keys.map_or_else(|| main.hash(key), |k| *k.main());
         main.prefetch_read(&kh);
         // Read before the probe: what a fill and a later lease holder compare.
-        let stamp = main.stamp_word(&kh);
-        let s1 = stamp.load(Ordering::Acquire);
-        let epoch = main.epoch();
-        let e1 = epoch.load(Ordering::Acquire);
+        let s1 = main.stamp_word(&kh).load(Ordering::Acquire);
+        let e1 = main.epoch().load(Ordering::Acquire);
         let before = Before {
             kh,
             stamp: s1,
@@ -163,20 +150,11 @@ impl<'a> Reader<'a> {
                     };
                     return Lookup::Stale(found, missing);
                 }
-                let fill = self.l1 && {
-                    fence(Ordering::Acquire);
-                    stamp.load(Ordering::Acquire) == s1
-                        && s1 & 1 == 0
-                        && epoch.load(Ordering::Acquire) == e1
-                };
                 let found = Found {
                     payload,
                     trailer,
                     tags,
-                    fill: fill.then(|| L1Watch {
-                        stamp: Watch32::of(main.stamp_watch(&kh), s1),
-                        epoch: Watch64::of(main.epoch_watch(), e1),
-                    }),
+                    fill: self.fill(&kh, s1, e1),
                 };
                 return Lookup::Fresh(found, before);
             }
@@ -203,21 +181,31 @@ impl<'a> Reader<'a> {
         }
         if let Some((of, trailer, tags)) = entry(neg, &nkh, key, &mut StampPayload) {
             if trailer.kind == Kind::Negative && of == Some(s1) && !trailer.stale_at(now_ms()) {
-                let fill = self.l1
-                    && epoch.load(Ordering::Acquire) == e1
-                    && stamp.load(Ordering::Acquire) == s1;
                 return Lookup::Negative(Found {
                     payload: (),
                     trailer,
                     tags,
-                    fill: fill.then(|| L1Watch {
-                        stamp: Watch32::of(main.stamp_watch(&kh), s1),
-                        epoch: Watch64::of(main.epoch_watch(), e1),
-                    }),
+                    fill: self.fill(&kh, s1, e1),
                 });
             }
         }
         Lookup::Miss(missing)
+    }
+
+    /// The words an L1 entry of what was just read watches: the key's stamp
+    /// and the epoch as loaded before the probe (`stamp`, `epoch`). None when
+    /// the front end keeps no L1, or when an L1 copy could not be told from a
+    /// newer value: a write was in progress (odd stamp) or one of the words
+    /// moved during the read.
+    fn fill(&self, kh: &KeyHash, stamp: u32, epoch: u64) -> Option<L1Watch> {
+        if !self.l1 || stamp & 1 != 0 {
+            return None;
+        }
+        fence(Ordering::Acquire);
+        let main = self.main;
+        let held = main.stamp_word(kh).load(Ordering::Acquire) == stamp
+            && main.epoch().load(Ordering::Acquire) == epoch;
+        held.then(|| L1Watch::of(main, kh, stamp, epoch))
     }
 
     /// The miss that a fresh value becomes when the front end cannot use it

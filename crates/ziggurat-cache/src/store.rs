@@ -7,9 +7,8 @@ use std::sync::atomic::Ordering;
 use ziggurat_core::{Error, KeyHash, Segment};
 
 use crate::entry::{encode, Kind, Trailer};
-use crate::lookup::L1Watch;
 use crate::ttl::Lifetime;
-use crate::watch::{tag_watches, Watch32, Watch64};
+use crate::watch::{tag_watches, L1Watch, Watch32};
 
 /// What an L1 entry of a value just written watches.
 pub struct Kept {
@@ -21,8 +20,8 @@ pub struct Kept {
 
 /// Writes `stored` (payload and trailer, see [`crate::seal`]) as the value of
 /// `key` in the main segment `seg`, hashed as `kh`, with `life`'s record
-/// lifetime and `tags`. `written` runs
-/// as soon as the segment holds the value (before the L1 check below).
+/// lifetime and `tags`. `written` runs as soon as the segment holds the value
+/// (before the L1 check below).
 ///
 /// Returns what an L1 entry of the value watches when the front end keeps one
 /// (`l1`) and no other write landed between the stamp reads around this one:
@@ -55,10 +54,7 @@ pub fn store(
         return Ok(None);
     }
     Ok(Some(Kept {
-        watch: L1Watch {
-            stamp: Watch32::of(seg.stamp_watch(kh), s1),
-            epoch: Watch64::of(seg.epoch_watch(), e0),
-        },
+        watch: L1Watch::of(seg, kh, s1, e0),
         tags: tag_watches(seg, &refs),
     }))
 }

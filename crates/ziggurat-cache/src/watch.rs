@@ -2,7 +2,7 @@
 //! they had when the entry was filled. A write in any process changes one of
 //! them before it returns, so an entry whose words all hold is current.
 
-use ziggurat_core::{Segment, TagRef, Word32, Word64};
+use ziggurat_core::{KeyHash, Segment, TagRef, Word32, Word64};
 
 /// A shared 32-bit word (a key's stamp, a tag cell's version) and the value it
 /// had at fill time. The engine's handle keeps the load defined whatever
@@ -49,6 +49,27 @@ impl Watch64 {
     #[inline(always)]
     pub fn holds(&self) -> bool {
         self.word.load() == self.seen
+    }
+}
+
+/// What every L1 entry of a key watches besides its tags: the key's stamp and
+/// the segment epoch, at the values an L1 copy is current for.
+#[derive(Clone, Copy)]
+pub struct L1Watch {
+    /// The key's stamp in the main segment.
+    pub stamp: Watch32,
+    /// The main segment's epoch (a clear moves it).
+    pub epoch: Watch64,
+}
+
+impl L1Watch {
+    /// Watches the stamp of the key hashed as `kh` in `seg` for `stamp`, and
+    /// the segment's epoch for `epoch`.
+    pub fn of(seg: &Segment, kh: &KeyHash, stamp: u32, epoch: u64) -> L1Watch {
+        L1Watch {
+            stamp: Watch32::of(seg.stamp_watch(kh), stamp),
+            epoch: Watch64::of(seg.epoch_watch(), epoch),
+        }
     }
 }
 

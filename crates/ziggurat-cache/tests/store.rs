@@ -5,7 +5,7 @@ mod common;
 use common::Dir;
 
 use ziggurat_cache::{
-    encode, store, store_negative, Bytes, Kind, Lifetime, Lookup, Reader, Trailer,
+    encode, store, store_negative, Bytes, Kept, Kind, Lifetime, Lookup, Reader, Trailer,
 };
 use ziggurat_core::Segment;
 
@@ -19,6 +19,28 @@ fn stored(payload: &[u8], life: &Lifetime) -> Vec<u8> {
     encode(payload, &Trailer::starting_now(Kind::Value, life.ttl_ms))
 }
 
+/// `store` of `payload` as the value of "k", for 60 s.
+fn put(
+    seg: &Segment,
+    payload: &[u8],
+    tags: &[&[u8]],
+    l1: bool,
+    written: impl FnOnce(),
+) -> Option<Kept> {
+    let l = life();
+    store(
+        seg,
+        b"k",
+        &seg.hash(b"k"),
+        &stored(payload, &l),
+        &l,
+        tags,
+        l1,
+        written,
+    )
+    .unwrap()
+}
+
 fn stamp(seg: &Segment, key: &[u8]) -> u32 {
     seg.stamp_word(&seg.hash(key))
         .load(std::sync::atomic::Ordering::Acquire)
@@ -28,20 +50,8 @@ fn stamp(seg: &Segment, key: &[u8]) -> u32 {
 fn a_write_no_other_write_raced_may_be_kept_in_l1() {
     let d = Dir::new("store-kept");
     let main = d.segment("m", MB4);
-    let (l, kh) = (life(), main.hash(b"k"));
     let mut ran = false;
-    let kept = store(
-        &main,
-        b"k",
-        &kh,
-        &stored(b"v", &l),
-        &l,
-        &[b"t"],
-        true,
-        || ran = true,
-    )
-    .unwrap()
-    .expect("nothing raced the write");
+    let kept = put(&main, b"v", &[b"t"], true, || ran = true).expect("nothing raced the write");
     assert!(ran, "`written` runs once the value is stored");
     assert_eq!(kept.watch.stamp.seen, stamp(&main, b"k"));
     assert!(kept.watch.stamp.holds() && kept.watch.epoch.holds());
@@ -62,30 +72,19 @@ fn a_write_no_other_write_raced_may_be_kept_in_l1() {
         Lookup::Miss(_)
     ));
     // A front end without L1 is told nothing to keep.
-    let none = store(&main, b"k", &kh, &stored(b"w", &l), &l, &[], false, || {}).unwrap();
-    assert!(none.is_none());
+    assert!(put(&main, b"w", &[], false, || {}).is_none());
 }
 
 #[test]
 fn a_write_that_another_write_follows_at_once_is_not_kept() {
     let d = Dir::new("store-raced");
     let main = d.segment("m", MB4);
-    let (l, kh) = (life(), main.hash(b"k"));
     // Another write of the key lands between this write and its check: the
     // stamp moved by 4, and an L1 copy of "mine" could hide "theirs".
-    let kept = store(
-        &main,
-        b"k",
-        &kh,
-        &stored(b"mine", &l),
-        &l,
-        &[],
-        true,
-        || {
-            main.set(b"k", &stored(b"theirs", &l), None, &[]).unwrap();
-        },
-    )
-    .unwrap();
+    let theirs = stored(b"theirs", &life());
+    let kept = put(&main, b"mine", &[], true, || {
+        main.set(b"k", &theirs, None, &[]).unwrap();
+    });
     assert!(kept.is_none());
 }
 

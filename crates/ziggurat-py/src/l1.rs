@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use hashbrown::HashTable;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use ziggurat_cache::{Watch32, Watch64};
+use ziggurat_cache::{L1Watch, Watch32};
 use ziggurat_core::{Word32, Word64};
 
 /// One cached object. The fields a hit reads come first and fill exactly one
@@ -67,8 +67,7 @@ impl Entry {
         value: Py<PyAny>,
         encoded: Option<Py<PyAny>>,
         negative: bool,
-        stamp: Option<Watch32>,
-        epoch: Option<Watch64>,
+        watch: Option<L1Watch>,
         tags: Box<[Watch32]>,
         deadline: u64,
         ttl_ms: u32,
@@ -78,13 +77,13 @@ impl Entry {
             value,
             hash,
             deadline,
-            stamp_word: stamp.map(|s| s.word),
-            stamp_seen: stamp.map_or(0, |s| s.seen),
+            stamp_word: watch.map(|w| w.stamp.word),
+            stamp_seen: watch.map_or(0, |w| w.stamp.seen),
             negative,
             visited: false,
             has_tags: !tags.is_empty(),
-            epoch_word: epoch.map(|e| e.word),
-            epoch_seen: epoch.map_or(0, |e| e.seen),
+            epoch_word: watch.map(|w| w.epoch.word),
+            epoch_seen: watch.map_or(0, |w| w.epoch.seen),
             tags,
             encoded,
             ttl_ms,
