@@ -135,9 +135,11 @@ impl<'a> Reader<'a> {
             stamp: s1,
             keys,
         };
-        if let Some((payload, trailer, tags)) = entry(main, &kh, key, make) {
+        // One clock read decides both the engine's expiry and the staleness.
+        let now = now_ms();
+        if let Some((payload, trailer, tags)) = entry(main, &kh, key, now, make) {
             if trailer.kind == Kind::Value || trailer.kind == Kind::Counter {
-                if trailer.stale_at(now_ms()) {
+                if trailer.stale_at(now) {
                     let missing = self.missing(&before, key);
                     if !allow_stale {
                         return Lookup::Miss(missing);
@@ -179,8 +181,8 @@ impl<'a> Reader<'a> {
             neg.count(false);
             return Lookup::Miss(missing);
         }
-        if let Some((of, trailer, tags)) = entry(neg, &nkh, key, &mut StampPayload) {
-            if trailer.kind == Kind::Negative && of == Some(s1) && !trailer.stale_at(now_ms()) {
+        if let Some((of, trailer, tags)) = entry(neg, &nkh, key, now, &mut StampPayload) {
+            if trailer.kind == Kind::Negative && of == Some(s1) && !trailer.stale_at(now) {
                 return Lookup::Negative(Found {
                     payload: (),
                     trailer,
@@ -247,16 +249,17 @@ impl Payload for StampPayload {
     }
 }
 
-/// Reads the entry (payload and trailer) of `key` in `seg`; `kh` is
-/// `seg.hash(key)`. None for no record, or one a cache did not write (too
-/// short, or torn if the record moved: a rare miss).
+/// Reads the entry (payload and trailer) of `key` in `seg` at time `now`;
+/// `kh` is `seg.hash(key)`. None for no record, or one a cache did not write
+/// (too short, or torn if the record moved: a rare miss).
 fn entry<M: Payload>(
     seg: &Segment,
     kh: &KeyHash,
     key: &[u8],
+    now: u64,
     make: &mut M,
 ) -> Option<(M::Out, Trailer, Vec<Watch32>)> {
-    let ((payload, trailer), meta) = seg.read_hashed(kh, key, |len, copy| {
+    let ((payload, trailer), meta) = seg.read_hashed(kh, key, now, |len, copy| {
         let n = len.checked_sub(TRAILER_LEN)?;
         let mut tr = [0u8; TRAILER_LEN];
         let payload = if len <= SMALL_VALUE {

@@ -36,8 +36,13 @@ impl Segment {
     /// The caller copies from it and then must call [`Segment::confirm`]; if
     /// that fails the copy is garbage: probe again.
     #[inline]
-    pub(crate) fn probe(&self, kh: &KeyHash, key: &[u8]) -> Option<std::result::Result<Found, ()>> {
-        match self.shard_of(kh).probe(kh, key, now_ms()) {
+    pub(crate) fn probe(
+        &self,
+        kh: &KeyHash,
+        key: &[u8],
+        now: u64,
+    ) -> Option<std::result::Result<Found, ()>> {
+        match self.shard_of(kh).probe(kh, key, now) {
             Probe::Hit(f) => Some(Ok(f)),
             Probe::Miss => None,
             Probe::Unstable => Some(Err(())),
@@ -116,7 +121,9 @@ impl Segment {
     ) -> Result<Option<(T, ReadMeta)>> {
         self.check_key(key)?;
         let kh = self.hash(key);
-        Ok(self.read_hashed(&kh, key, |n, copy| Some(make(n, &|dst| copy(0, dst)))))
+        Ok(self.read_hashed(&kh, key, now_ms(), |n, copy| {
+            Some(make(n, &|dst| copy(0, dst)))
+        }))
     }
 
     /// The lock-free read of every caller, for a key already hashed (and
@@ -126,14 +133,17 @@ impl Segment {
     /// fills `dst` from the value's byte `at`; what it makes from a copy that
     /// turns out unstable is dropped. `make` may refuse the record (`None`, a
     /// value it cannot use): that read is a miss. Counts the hit or the miss.
+    /// `now` ([`now_ms`]) decides expiry: the caller reads the clock once for
+    /// this and for its own deadlines.
     pub fn read_hashed<T>(
         &self,
         kh: &KeyHash,
         key: &[u8],
+        now: u64,
         mut make: impl FnMut(usize, &dyn Fn(usize, &mut [u8])) -> Option<T>,
     ) -> Option<(T, ReadMeta)> {
         for _ in 0..READ_TRIES {
-            match self.probe(kh, key) {
+            match self.probe(kh, key, now) {
                 None => break,
                 Some(Err(())) => continue,
                 Some(Ok(f)) => {

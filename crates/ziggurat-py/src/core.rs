@@ -253,14 +253,12 @@ impl CacheCore {
         self.mode == CopyMode::Shared && !self.debug && self.l1_enabled
     }
 
-    /// `l1_shared` for a caller outside PyO3's entry (see `quick`): it only
-    /// answers, leaving an entry no longer valid in place for the full method
-    /// to drop, because a reference dropped from here would be deferred.
+    /// `l1_shared` for a caller outside PyO3's entry (see `quick`), which
+    /// asks only when `quick_hits`: it only answers, leaving an entry no
+    /// longer valid in place for the full method to drop, because a reference
+    /// dropped from here would be deferred.
     #[inline(always)]
     pub(crate) fn l1_peek(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Quick {
-        if !self.quick_hits() {
-            return Quick::Miss;
-        }
         self.l1_quick(py, key, hash, true)
     }
 
@@ -483,6 +481,14 @@ impl CacheCore {
     /// What this process's tiers (L1, then L2) hold for `key`, without asking the
     /// tier below.
     fn get_here(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Here> {
+        if !self.l1_enabled {
+            // Only an L1 entry needs the key's Python hash.
+            let kb = check_key(key)?;
+            self.l1_misses.bump();
+            return Ok(self
+                .read_value(py, key, kb, 0)?
+                .map_or(Here::Missing, Here::Value));
+        }
         let hash = key_hash(key)?;
         if self.mode == CopyMode::Shared && !self.debug {
             match self.l1_shared(py, key, hash) {

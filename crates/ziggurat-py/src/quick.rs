@@ -1,6 +1,7 @@
 //! The entry points of `Cache.get` and `Cache.fetch` that Python calls: an
 //! L1 hit answered without PyO3's argument parser and trampoline, the other
-//! plain calls handed to the method's body without the parser.
+//! plain calls handed to the method's body through PyO3's trampoline but
+//! without its parser.
 //!
 //! An L1 hit is the cache's most frequent call and its cheapest work (a table
 //! probe and a few atomic loads). PyO3's generic entry (the trampoline that
@@ -10,15 +11,18 @@
 //! arguments when the call is `get(key)`, `get(key, default)` or
 //! `fetch(key, loader)` with an exact `str` or `bytes` key. The same calls
 //! that miss go to the bodies the PyO3 methods call
-//! (`CacheCore::get_value`, `CacheCore::fetch_value`): the parser and a second
-//! trip through the method's descriptor cost a fetch miss about 160
-//! instructions. Calls with keywords go to the PyO3 method. Every behaviour of
-//! `get` and `fetch` still lives in `CacheCore`: this file only decides how a
-//! call reaches it.
+//! (`CacheCore::get_value`, `CacheCore::fetch_value`) through PyO3's own
+//! trampoline, which counts the attachment and turns a panic into an
+//! exception: the parser and a second trip through the method's descriptor
+//! cost a fetch miss about 160 instructions, and `Python::attach` from a
+//! foreign entry (which takes CPython's thread-state lock API) about 80 more
+//! than the trampoline. The trampoline is PyO3's macro support, outside its
+//! semver promise, hence the exact version pin in Cargo.toml. Calls with
+//! keywords go to the PyO3 method. Every behaviour of `get` and `fetch` still
+//! lives in `CacheCore`: this file only decides how a call reaches it.
 //!
 //! The hit path here drops no Python reference (a drop outside PyO3's
-//! trampoline would be deferred) and runs no Python code; the other paths run
-//! inside `Python::attach`, as PyO3's own entry would.
+//! trampoline would be deferred) and runs no Python code.
 
 #![allow(unsafe_code)] // an extern "C" entry point and raw vectorcall arguments
 
@@ -27,7 +31,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
 use pyo3::ffi;
-use pyo3::panic::PanicException;
+use pyo3::impl_::trampoline::{fastcall_cfunction_with_keywords as trampoline, MethodDef};
 use pyo3::prelude::*;
 
 use crate::core::{CacheCore, Quick};
@@ -101,15 +105,9 @@ impl CacheCore {
     }
 }
 
-/// `core.<method>` as a function made from the quick entry `m`. A core whose
-/// L1 never answers a hit there (no L1, a copy mode other than shared,
-/// debug) gets the full method itself: entering the body from here costs a
-/// little more than PyO3's own entry, which only the hits make up for.
+/// `core.<method>` as a function made from the quick entry `m`.
 fn bound(core: &Bound<'_, CacheCore>, m: &'static Method) -> PyResult<Py<PyAny>> {
     let py = core.py();
-    if !core.get().quick_hits() {
-        return Ok(core.getattr(m.name())?.unbind());
-    }
     if m.full.get().is_none() {
         let full = py.get_type::<CacheCore>().getattr(m.name())?.unbind();
         let _ = m.full.set(full);
@@ -151,11 +149,7 @@ unsafe extern "C" fn get(
         if let Some(out) = hit(core, key, default, false) {
             return out;
         }
-        body(core, |py, c| {
-            let key = Borrowed::from_ptr(py, key);
-            let default = (nargs == 2).then(|| Borrowed::from_ptr(py, default).to_owned().unbind());
-            c.get_value(py, &key, default)
-        })
+        trampoline::<GetBody>(core, args, nargs, kwnames)
     }
 }
 
@@ -172,48 +166,71 @@ unsafe extern "C" fn fetch(
         if !kwnames.is_null() || nargs != 2 {
             return call_full(&FETCH, core, args, nargs, kwnames);
         }
-        let (key, loader) = (*args, *args.add(1));
+        let key = *args;
         if let Some(out) = hit(core, key, ffi::Py_None(), true) {
             return out;
         }
-        body(core, |py, c| {
-            let key = Borrowed::from_ptr(py, key);
-            let loader = Borrowed::from_ptr(py, loader);
-            c.fetch_value(py, &key, &loader, FetchArgs::default())
-        })
+        trampoline::<FetchBody>(core, args, nargs, kwnames)
     }
 }
 
-/// Runs a method's body `f` on the core as PyO3's entry would: attached (so
-/// references dropped inside are released at once), with errors raised and a
-/// panic turned into PanicException rather than unwound into CPython.
+/// `get`'s body as PyO3's trampoline runs it (`get_body`).
+struct GetBody;
+
+impl MethodDef<trampoline::Func> for GetBody {
+    const METH: trampoline::Func = get_body;
+}
+
+/// `fetch`'s body as PyO3's trampoline runs it (`fetch_body`).
+struct FetchBody;
+
+impl MethodDef<trampoline::Func> for FetchBody {
+    const METH: trampoline::Func = fetch_body;
+}
+
+/// `CacheCore::get_value` for `get(key)` or `get(key, default)`.
 ///
 /// # Safety
-/// The GIL is held; `core` is a live `CacheCore`.
-unsafe fn body(
+/// As for `get`, which checked the arguments' count (1 or 2, no keywords);
+/// attached through the trampoline.
+unsafe fn get_body(
+    py: Python<'_>,
     core: *mut ffi::PyObject,
-    f: impl for<'py> FnOnce(Python<'py>, &CacheCore) -> PyResult<Py<PyAny>>,
-) -> *mut ffi::PyObject {
-    Python::attach(|py| {
-        // SAFETY: per this function's contract.
-        let core = unsafe { Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>() };
-        match catch_unwind(AssertUnwindSafe(|| f(py, core.get()))) {
-            Ok(Ok(v)) => v.into_ptr(),
-            Ok(Err(e)) => {
-                e.restore(py);
-                std::ptr::null_mut()
-            }
-            Err(payload) => {
-                let msg = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "panic in the cache".to_string());
-                PanicException::new_err(msg).restore(py);
-                std::ptr::null_mut()
-            }
-        }
-    })
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    _kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        let c = Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>();
+        let key = Borrowed::from_ptr(py, *args);
+        let default =
+            (nargs == 2).then(|| Borrowed::from_ptr(py, *args.add(1)).to_owned().unbind());
+        c.get().get_value(py, &key, default).map(Py::into_ptr)
+    }
+}
+
+/// `CacheCore::fetch_value` for `fetch(key, loader)`.
+///
+/// # Safety
+/// As for `fetch`, which checked the arguments (two, no keywords); attached
+/// through the trampoline.
+unsafe fn fetch_body(
+    py: Python<'_>,
+    core: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    _nargs: ffi::Py_ssize_t,
+    _kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        let c = Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>();
+        let key = Borrowed::from_ptr(py, *args);
+        let loader = Borrowed::from_ptr(py, *args.add(1));
+        c.get()
+            .fetch_value(py, &key, &loader, FetchArgs::default())
+            .map(Py::into_ptr)
+    }
 }
 
 /// The full method called with the same arguments, by vectorcall where the
@@ -339,7 +356,7 @@ unsafe fn hit(
         let py = Python::assume_attached();
         let core = Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>();
         let c = core.get();
-        if for_fetch && c.refresh_ahead != 0.0 {
+        if !c.quick_hits() || (for_fetch && c.refresh_ahead != 0.0) {
             return None;
         }
         if ffi::PyUnicode_CheckExact(key) == 0 && ffi::PyBytes_CheckExact(key) == 0 {

@@ -171,22 +171,26 @@ impl CacheCore {
                     return Ok(Below::miss(reader.missing(&before, kb)));
                 };
                 self.l2_hits.bump();
-                if let Some(fill) = found.fill {
-                    let counter = t.kind == Kind::Counter;
-                    let (stored, encoded) = match self.mode {
-                        CopyMode::Decode if !counter => (payload.clone().into_any().unbind(), None),
-                        _ => (
-                            obj.clone_ref(py),
-                            (self.debug && !counter).then(|| payload.clone().into_any().unbind()),
-                        ),
-                    };
-                    let e = entry_of(key, hash, Some(stored), encoded, &t, found.tags, fill);
-                    self.l1_put(key, e);
-                }
+                // A decode no L1 keeps is this call's own object: handed out
+                // as is in every copy mode.
+                let Some(fill) = found.fill else {
+                    return Ok(Below::found(HIT, Some(obj), &t, Missing::default()));
+                };
+                let counter = t.kind == Kind::Counter;
+                let (stored, encoded) = match self.mode {
+                    CopyMode::Decode if !counter => (payload.clone().into_any().unbind(), None),
+                    _ => (
+                        obj.clone_ref(py),
+                        (self.debug && !counter).then(|| payload.clone().into_any().unbind()),
+                    ),
+                };
+                let e = entry_of(key, hash, Some(stored), encoded, &t, found.tags, fill);
+                self.l1_put(key, e);
                 let out = match self.mode {
-                    // `obj` is already a private decode: hand it out as is.
-                    CopyMode::Decode => obj,
-                    _ => self.out(py, &obj)?,
+                    // In decode mode L1 keeps the bytes, and in shared mode the
+                    // same object: `obj` is the caller's.
+                    CopyMode::Decode | CopyMode::Shared => obj,
+                    CopyMode::Copy => self.out(py, &obj)?,
                 };
                 Ok(Below::found(HIT, Some(out), &t, Missing::default()))
             }
