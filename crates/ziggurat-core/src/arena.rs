@@ -193,22 +193,11 @@ impl Ring {
         shm.u64_at(off).load(Ordering::Relaxed)
     }
 
-    /// Whether the key stored at `phys` equals `key` (racy read).
+    /// Whether the key stored at `phys` equals `key` (racy read). The key
+    /// starts on a word (word0, the expiry and the tags are whole words).
+    #[inline]
     pub fn key_eq(&self, shm: &Shm, phys: u64, h: &Header, key: &[u8]) -> bool {
-        if h.key_len as usize != key.len() {
-            return false;
-        }
-        let mut off = self.at(phys) + h.meta_len();
-        let mut buf = [0u8; 64];
-        for chunk in key.chunks(64) {
-            let b = &mut buf[..chunk.len()];
-            shm.read_racy(off, b);
-            if b != chunk {
-                return false;
-            }
-            off += chunk.len();
-        }
-        true
+        h.key_len as usize == key.len() && shm.eq_racy(self.at(phys) + h.meta_len(), key)
     }
 
     /// Copies the key of the record at `phys` (writers, under lock).

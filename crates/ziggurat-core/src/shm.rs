@@ -227,6 +227,30 @@ impl Shm {
         }
     }
 
+    /// Whether the bytes at `off` equal `bytes`, compared a word at a time
+    /// with relaxed loads (racy like [`Shm::read_racy`]: a concurrent writer
+    /// makes the answer meaningless, which the caller's re-check catches).
+    /// `off` is 8-aligned, and the word holding the last byte lies inside the
+    /// mapping: the last partial word is loaded whole (records are padded to
+    /// whole words, so it stays inside the record).
+    #[inline]
+    pub fn eq_racy(&self, off: usize, bytes: &[u8]) -> bool {
+        assert!(
+            off % 8 == 0 && off + bytes.len().next_multiple_of(8) <= self.len,
+            "compare past the mapping"
+        );
+        let mut w = off;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            if self.word(w) != *chunk {
+                return false;
+            }
+            w += 8;
+        }
+        let rest = chunks.remainder();
+        rest.is_empty() || self.word(w)[..rest.len()] == *rest
+    }
+
     #[inline(always)]
     fn word(&self, w: usize) -> [u8; 8] {
         // SAFETY: callers keep `w` 8-aligned and `w + 8 <= self.len`: `read_racy`
@@ -276,5 +300,40 @@ impl Drop for Shm {
             )
         };
         // `map` is deliberately not dropped: unmapping would free the range.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shm;
+
+    /// `eq_racy` agrees with slice equality for every length over the first
+    /// three words and a change of any one byte, the last partial word's
+    /// bytes included (the bytes after the compared ones are the next record's
+    /// and must not count).
+    #[test]
+    fn eq_racy_agrees_with_slices() {
+        let path = std::env::temp_dir().join(format!("zg-eq-racy-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .expect("scratch file");
+        file.set_len(64).expect("size");
+        let shm = Shm::map(&file, 64).expect("map");
+        std::fs::remove_file(&path).expect("unlink");
+        let stored: Vec<u8> = (0..56u8).map(|i| i.wrapping_mul(37) | 1).collect();
+        shm.write(8, &stored);
+        for len in 1..=24 {
+            let same = &stored[..len];
+            assert!(shm.eq_racy(8, same), "length {len}");
+            for at in 0..len {
+                let mut other = same.to_vec();
+                other[at] ^= 0x40;
+                assert!(!shm.eq_racy(8, &other), "length {len}, byte {at} changed");
+            }
+        }
     }
 }
