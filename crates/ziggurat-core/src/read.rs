@@ -32,23 +32,6 @@ const GEN_SHIFT: u32 = 64 - GEN_BITS;
 const COUNT_MASK: u64 = (1 << GEN_SHIFT) - 1;
 
 impl Segment {
-    /// Finds a key without locking. Returns the record to copy from, or `None`.
-    /// The caller copies from it and then must call [`Segment::confirm`]; if
-    /// that fails the copy is garbage: probe again.
-    #[inline]
-    pub(crate) fn probe(
-        &self,
-        kh: &KeyHash,
-        key: &[u8],
-        now: u64,
-    ) -> Option<std::result::Result<Found, ()>> {
-        match self.shard_of(kh).probe(kh, key, now) {
-            Probe::Hit(f) => Some(Ok(f)),
-            Probe::Miss => None,
-            Probe::Unstable => Some(Err(())),
-        }
-    }
-
     /// Whether the copy from `f` was stable; if so, counts the hit.
     #[inline]
     pub(crate) fn confirm(&self, kh: &KeyHash, f: &Found) -> bool {
@@ -143,10 +126,13 @@ impl Segment {
         mut make: impl FnMut(usize, &dyn Fn(usize, &mut [u8])) -> Option<T>,
     ) -> Option<(T, ReadMeta)> {
         for _ in 0..READ_TRIES {
-            match self.probe(kh, key, now) {
-                None => break,
-                Some(Err(())) => continue,
-                Some(Ok(f)) => {
+            // The record found is copied from, then confirmed: a copy that a
+            // write moved under is garbage, and the probe starts again.
+            // (Matched by reference: moving the record out copies it.)
+            match &self.shard_of(kh).probe(kh, key, now) {
+                Probe::Miss => break,
+                Probe::Unstable => continue,
+                Probe::Hit(f) => {
                     let copy = |at: usize, dst: &mut [u8]| {
                         assert!(at + dst.len() <= f.val_len, "copy past the value");
                         self.shm.read_racy(f.val_off + at, dst);
@@ -154,7 +140,7 @@ impl Segment {
                     let Some(v) = make(f.val_len, &copy) else {
                         break;
                     };
-                    if self.confirm(kh, &f) {
+                    if self.confirm(kh, f) {
                         let meta = ReadMeta {
                             expiry: f.expiry,
                             ntags: f.ntags,
