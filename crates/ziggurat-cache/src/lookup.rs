@@ -50,7 +50,8 @@ pub struct Found<P> {
     pub payload: P,
     /// The entry's kind and deadlines.
     pub trailer: Trailer,
-    /// The entry's tags, as an L1 entry of it watches them.
+    /// The entry's tags, as an L1 entry of it watches them (empty for
+    /// readers made without an L1, which keep nothing that could watch).
     pub tags: Vec<Watch32>,
     /// Set when an L1 may keep what was read (only asked for by readers made
     /// with an L1, see [`Reader::new`]).
@@ -137,7 +138,7 @@ impl<'a> Reader<'a> {
         };
         // One clock read decides both the engine's expiry and the staleness.
         let now = now_ms();
-        if let Some((payload, trailer, tags)) = entry(main, &kh, key, now, make) {
+        if let Some((payload, trailer, tags)) = entry(main, &kh, key, now, self.l1, make) {
             if trailer.kind == Kind::Value || trailer.kind == Kind::Counter {
                 if trailer.stale_at(now) {
                     let missing = self.missing(&before, key);
@@ -181,7 +182,7 @@ impl<'a> Reader<'a> {
             neg.count(false);
             return Lookup::Miss(missing);
         }
-        if let Some((of, trailer, tags)) = entry(neg, &nkh, key, now, &mut StampPayload) {
+        if let Some((of, trailer, tags)) = entry(neg, &nkh, key, now, self.l1, &mut StampPayload) {
             if trailer.kind == Kind::Negative && of == Some(s1) && !trailer.stale_at(now) {
                 return Lookup::Negative(Found {
                     payload: (),
@@ -249,14 +250,16 @@ impl Payload for StampPayload {
     }
 }
 
-/// Reads the entry (payload and trailer) of `key` in `seg` at time `now`;
-/// `kh` is `seg.hash(key)`. None for no record, or one a cache did not write
-/// (too short, or torn if the record moved: a rare miss).
+/// Reads the entry (payload and trailer) of `key` in `seg` at time `now`,
+/// and the watches of its tags if `tags`; `kh` is `seg.hash(key)`. None for
+/// no record, or one a cache did not write (too short, or torn if the record
+/// moved: a rare miss).
 fn entry<M: Payload>(
     seg: &Segment,
     kh: &KeyHash,
     key: &[u8],
     now: u64,
+    tags: bool,
     make: &mut M,
 ) -> Option<(M::Out, Trailer, Vec<Watch32>)> {
     let ((payload, trailer), meta) = seg.read_hashed(kh, key, now, |len, copy| {
@@ -273,9 +276,10 @@ fn entry<M: Payload>(
         };
         Some((payload, Trailer::parse(&tr)?))
     })?;
-    Some((
-        payload,
-        trailer,
-        tag_watches(seg, &meta.tags[..meta.ntags as usize]),
-    ))
+    let watches = if tags {
+        tag_watches(seg, &meta.tags[..meta.ntags as usize])
+    } else {
+        Vec::new()
+    };
+    Some((payload, trailer, watches))
 }
