@@ -61,14 +61,17 @@ impl Below {
     }
 }
 
-/// Payloads as Python bytes objects: what the serializer decodes.
+/// Payloads as Python bytes objects: what the serializer decodes. None when
+/// the object cannot be made (no memory): that read is a miss, as the cache
+/// never fails a call for want of room. (An option, not a result: the read
+/// moves its payload several times, and an error makes it eight times larger.)
 struct PyPayload<'py>(Python<'py>);
 
 impl<'py> Payload for PyPayload<'py> {
-    type Out = PyResult<Bound<'py, PyBytes>>;
+    type Out = Option<Bound<'py, PyBytes>>;
 
     fn copied(&mut self, bytes: &[u8]) -> Self::Out {
-        Ok(PyBytes::new(self.0, bytes))
+        Some(PyBytes::new(self.0, bytes))
     }
 
     fn filled(&mut self, len: usize, fill: &dyn Fn(&mut [u8])) -> Self::Out {
@@ -76,6 +79,7 @@ impl<'py> Payload for PyPayload<'py> {
             fill(buf);
             Ok(())
         })
+        .ok()
     }
 }
 
@@ -164,9 +168,11 @@ impl CacheCore {
         let reader = Reader::new(main, self.neg.as_deref(), self.l1_enabled);
         match reader.lookup(kb, keys, allow_stale, &mut PyPayload(py)) {
             Lookup::Fresh(found, before) => {
-                let payload = found.payload?;
                 let t = found.trailer;
-                let Some(obj) = self.decode(py, key, t.kind, &payload) else {
+                let Some((obj, payload)) = found
+                    .payload
+                    .and_then(|p| Some((self.decode(py, key, t.kind, &p)?, p)))
+                else {
                     self.l2_misses.bump();
                     return Ok(Below::miss(reader.missing(&before, kb)));
                 };
@@ -195,8 +201,8 @@ impl CacheCore {
                 Ok(Below::found(HIT, Some(out), &t, Missing::default()))
             }
             Lookup::Stale(found, missing) => {
-                let payload = found.payload?;
-                match self.decode(py, key, found.trailer.kind, &payload) {
+                let kind = found.trailer.kind;
+                match found.payload.and_then(|p| self.decode(py, key, kind, &p)) {
                     Some(obj) => {
                         self.l2_stale.bump();
                         Ok(Below::found(STALE, Some(obj), &found.trailer, missing))
