@@ -262,14 +262,15 @@ impl CacheCore {
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
+        kb: &[u8],
         hash: u64,
         plan: Plan,
     ) -> PyResult<State> {
         let Some(fl) = self.flight() else {
-            let b = self.read_below(py, key, hash, plan.stale_ttl.is_some())?;
+            let b = self.read_below_with(py, key, kb, hash, plan.stale_ttl.is_some(), None)?;
             return self.begin_from(py, key, hash, plan, b);
         };
-        let fk = fl.key(key_bytes(key)?);
+        let fk = fl.key(kb);
         // Start loading the key's lines in both segments (stamps and index; in
         // the main one also what a write touches) before the lease's
         // compare-and-set, which prefetches do not wait for.
@@ -278,7 +279,7 @@ impl CacheCore {
             n.prefetch_read(fk.neg());
             n.prefetch_stamp(fk.neg());
         }
-        self.claimed(py, key, hash, plan, &fl, &fk)
+        self.claimed(py, key, kb, hash, plan, &fl, &fk)
     }
 
     /// The first step of a miss, from what the read below L1 found.
@@ -569,11 +570,12 @@ impl CacheCore {
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
+        kb: &[u8],
         hash: u64,
         loader: &Bound<'_, PyAny>,
         plan: Plan,
     ) -> PyResult<Py<PyAny>> {
-        let mut st = self.begin(py, key, hash, plan)?;
+        let mut st = self.begin(py, key, kb, hash, plan)?;
         loop {
             match st.kind {
                 STEP_HIT => {
@@ -617,10 +619,12 @@ impl CacheCore {
     /// The first step of a miss, taking the lease before reading the key: the
     /// read then needs no second look, and the lease's compare-and-set does
     /// not wait for the read's loads from memory (see `Flight::claim`).
+    #[allow(clippy::too_many_arguments)]
     fn claimed(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
+        kb: &[u8],
         hash: u64,
         plan: Plan,
         fl: &Flight<'_>,
@@ -628,8 +632,7 @@ impl CacheCore {
     ) -> PyResult<State> {
         let next = fl.claim(fk, self.cfg.loader_timeout);
         let allow_stale = plan.stale_ttl.is_some();
-        let read = key_bytes(key)
-            .and_then(|kb| self.read_below_with(py, key, kb, hash, allow_stale, Some(*fk)));
+        let read = self.read_below_with(py, key, kb, hash, allow_stale, Some(*fk));
         let b = match read {
             Ok(b) => b,
             Err(e) => {
@@ -717,6 +720,7 @@ impl CacheCore {
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
+        kb: &[u8],
         plan: Plan,
         l1: Option<(Py<PyAny>, bool)>,
         hash: u64,
@@ -726,7 +730,7 @@ impl CacheCore {
                 let v = if v.is_none(py) { None } else { Some(v) };
                 self.hit(key, hash, plan, v, due)
             }
-            None => self.begin(py, key, hash, plan)?,
+            None => self.begin(py, key, kb, hash, plan)?,
         };
         Step::wrap(py, st)
     }
@@ -826,7 +830,7 @@ impl CacheCore {
             "Cache.afetch",
             (|| {
                 let hash = key_hash(key)?;
-                check_key(key)?;
+                let kb = check_key(key)?;
                 let plan = self.plan(FetchArgs {
                     ttl,
                     tags,
@@ -834,10 +838,10 @@ impl CacheCore {
                     stale_ttl,
                 })?;
                 if let Some(hit) = self.l1_fetch(py, key, hash)? {
-                    return self.py_begin(py, key, plan, Some(hit), hash);
+                    return self.py_begin(py, key, kb, plan, Some(hit), hash);
                 }
                 self.l1_misses.bump();
-                self.py_begin(py, key, plan, None, hash)
+                self.py_begin(py, key, kb, plan, None, hash)
             })(),
         )
     }
@@ -925,7 +929,7 @@ impl CacheCore {
                             None => None,
                         }
                     };
-                check_key(key)?;
+                let kb = check_key(key)?;
                 let plan = self.plan(args)?;
                 if let Some(v) = due_hit {
                     let mut st = self.hit(key, hash, plan, Some(v.clone_ref(py)), true);
@@ -935,7 +939,7 @@ impl CacheCore {
                     return Ok(v);
                 }
                 self.l1_misses.bump();
-                self.fetch_miss(py, key, hash, loader, plan)
+                self.fetch_miss(py, key, kb, hash, loader, plan)
             })(),
         )
     }
