@@ -249,6 +249,18 @@ with Cache("wheel-smoke", size="4MiB", directory=directory) as cache:
         cache.fetch("kw-fetch", lambda: 8),
     ]
     first = cache.fetch("loaded-once", load)
+    # An application's serializer is called by the extension on every read below L1 and
+    # every write (through PyObject_Vectorcall where the interpreter exports it, else a
+    # tuple): values, and its errors, must come through either way.
+    with Cache("wheel-pickle", size="4MiB", directory=directory, serializer="pickle",
+               l1_items=0) as pc:
+        pc.set("p", {"t": (1, 2), "s": {3}})
+        pickled = pc.get("p") == {"t": (1, 2), "s": {3}} and pc.get("p") is not pc.get("p")
+        try:
+            pc.set("bad", lambda: 0)
+            unpicklable = ""
+        except TypeError as e:
+            unpicklable = str(e)
     os.write(go_w, b"x")
     _, status = os.waitpid(pid, 0)
     print(json.dumps({
@@ -259,6 +271,8 @@ with Cache("wheel-smoke", size="4MiB", directory=directory) as cache:
         "get": cache.get("from-parent"),
         "calls": calls,
         "fetch": first,
+        "pickled": pickled,
+        "unpicklable": unpicklable,
         "loads": len(loads),
         "child_exit": os.waitstatus_to_exitcode(status),
         "from_child": cache.get("from-child"),
@@ -306,10 +320,18 @@ def test_wheel_installs_and_runs_without_rust(
         7,
     ]
     assert out["fetch"] == {"loaded": True}
+    assert out["pickled"] is True
+    assert "cannot serialize the value" in out["unpicklable"], out["unpicklable"]
+    assert "PicklingError" in out["unpicklable"], out["unpicklable"]
     assert out["loads"] == 1
     assert out["child_exit"] == 0, "the forked child did not see the parent's write and load"
     assert out["from_child"] == {"pid": out["child_pid"]}
-    assert sorted(os.listdir(shm_dir)) == ["ziggurat.wheel-smoke.neg.v2", "ziggurat.wheel-smoke.v2"]
+    assert sorted(os.listdir(shm_dir)) == [
+        "ziggurat.wheel-pickle.neg.v2",
+        "ziggurat.wheel-pickle.v2",
+        "ziggurat.wheel-smoke.neg.v2",
+        "ziggurat.wheel-smoke.v2",
+    ]
 
     # The console script is installed with the package.
     script_file = venv / "bin" / "ziggurat"

@@ -16,6 +16,7 @@ use ziggurat_core::now_ms;
 use ziggurat_core::Segment;
 
 use crate::args::{check_key, key_hash, named};
+use crate::call::call_one;
 use crate::codec::AutoCodec;
 use crate::convert::{key_bytes, ZigguratError};
 use crate::l1::{Entry, Shared, L1};
@@ -155,7 +156,7 @@ impl CacheCore {
     ) -> PyResult<Bound<'py, PyAny>> {
         match &self.codec {
             Some(c) => Ok(c.get().encode(py, v)?.into_any()),
-            None => Ok(self.dumps.call1(py, (v,))?.into_bound(py)),
+            None => Ok(call_one(py, &self.dumps, v)?.into_bound(py)),
         }
     }
 
@@ -164,7 +165,7 @@ impl CacheCore {
     pub(crate) fn loads(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         match &self.codec {
             Some(c) => c.get().decode(py, data),
-            None => self.loads.call1(py, (data,)),
+            None => call_one(py, &self.loads, data),
         }
     }
 

@@ -8,6 +8,7 @@
 use pyo3::prelude::*;
 
 mod args;
+mod call;
 mod codec;
 mod convert;
 mod core;
