@@ -105,7 +105,9 @@ impl CacheCore {
 
     /// Encodes and writes `value` (arguments already checked), calls `written`
     /// once the segment holds it, then keeps the object in this process's L1.
-    /// `kh`: the key as the main segment hashes it, when a read hashed it already.
+    /// `kh`: the key as the main segment hashes it, when the caller hashed it
+    /// already and started loading what the write touches (`fetch` does both
+    /// before its loader runs, so that the loads overlap it).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn store(
         &self,
@@ -121,9 +123,11 @@ impl CacheCore {
         written: impl FnOnce(),
     ) -> PyResult<()> {
         let kh = self.main.as_ref().map(|m| {
-            let kh = kh.unwrap_or_else(|| m.hash(kb));
-            m.prefetch_write(&kh);
-            kh
+            kh.unwrap_or_else(|| {
+                let kh = m.hash(kb);
+                m.prefetch_write(&kh);
+                kh
+            })
         });
         let (enc, kind) = self.encode_value(py, value)?;
         let counter = kind == Kind::Counter;
