@@ -642,3 +642,25 @@ def test_aget_reads_what_another_host_wrote(server: Server, hosts: Callable[...,
     a.close()
     with pytest.raises(ZigguratError, match="closed"):
         asyncio.run(a.aget("x"))
+
+
+@pytest.mark.parametrize("l1_items", [0, None])
+def test_a_cached_miss_in_l2_answers_get_without_asking_redis(
+    server: Server, hosts: Callable[..., Cache], l1_items: int | None
+) -> None:
+    """A cached miss (a load that found nothing, kept for ``neg_ttl``) answers ``get`` and
+    ``aget`` with the default from L2 as it does from L1: asking Redis for a key the host
+    knows to be missing is the round trip the cached miss exists to save."""
+    opts = {} if l1_items is None else {"l1_items": l1_items}
+    a = hosts(server.url, "a", **opts)
+    assert a.fetch("ghost", lambda: None) is None
+    a._core.clear_l1()  # the next reads start below L1
+    misses = a.stats()["l3"]["misses"]
+    assert a.get("ghost", "d") == "d"
+    assert a.get("ghost") is None
+    assert asyncio.run(a.aget("ghost", "d")) == "d"
+    assert a.stats()["l3"]["misses"] == misses
+    # a write anywhere ends the cached miss, on every host
+    b = hosts(server.url, "b", **opts)
+    b.set("ghost", "here")
+    assert converges(lambda: a.get("ghost") == "here")

@@ -486,9 +486,7 @@ impl CacheCore {
             // Only an L1 entry needs the key's Python hash.
             let kb = check_key(key)?;
             self.l1_misses.bump();
-            return Ok(self
-                .read_value(py, key, kb, 0)?
-                .map_or(Here::Missing, Here::Value));
+            return self.here_below(py, key, kb, 0);
         }
         let hash = key_hash(key)?;
         if self.mode == CopyMode::Shared && !self.debug {
@@ -508,10 +506,23 @@ impl CacheCore {
         }
         let kb = check_key(key)?;
         self.l1_misses.bump();
-        Ok(match self.read_value(py, key, kb, hash)? {
-            Some(v) => Here::Value(v),
-            None => Here::Missing,
-        })
+        self.here_below(py, key, kb, hash)
+    }
+
+    /// What L2 holds for `key` (bytes `kb`): a cached miss answers as it does
+    /// from L1, without asking the tier below.
+    fn here_below(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        kb: &[u8],
+        hash: u64,
+    ) -> PyResult<Here> {
+        let b = self.read_below_with(py, key, kb, hash, false, None)?;
+        if b.negative() {
+            return Ok(Here::Negative);
+        }
+        Ok(b.fresh().map_or(Here::Missing, Here::Value))
     }
 }
 

@@ -49,6 +49,20 @@ impl Below {
         }
     }
 
+    /// Whether the read found a cached miss.
+    pub(crate) fn negative(&self) -> bool {
+        self.kind == NEG
+    }
+
+    /// The value, when the read found a fresh one.
+    pub(crate) fn fresh(self) -> Option<Py<PyAny>> {
+        if self.kind == HIT {
+            self.value
+        } else {
+            None
+        }
+    }
+
     fn found(kind: u8, value: Option<Py<PyAny>>, t: &Trailer, m: Missing) -> Below {
         Below {
             kind,
@@ -248,19 +262,6 @@ impl CacheCore {
             NEG => Some(py.None()),
             _ => None,
         })
-    }
-
-    /// The fresh value of `key` (bytes `kb`) below L1 (None for a miss or a
-    /// cached miss).
-    pub(crate) fn read_value(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        kb: &[u8],
-        hash: u64,
-    ) -> PyResult<Option<Py<PyAny>>> {
-        let b = self.read_below_with(py, key, kb, hash, false, None)?;
-        Ok(if b.kind == HIT { b.value } else { None })
     }
 }
 
