@@ -15,45 +15,35 @@
 
 use pyo3::prelude::*;
 
-/// `f(arg)`.
-#[cfg(not(feature = "abi3"))]
+/// `f(arg)`: in the wheel's build, by the interpreter's `PyObject_Vectorcall`
+/// when it exports one.
 #[inline]
 pub(crate) fn call_one(
     py: Python<'_>,
     f: &Py<PyAny>,
     arg: &Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
-    f.call1(py, (arg,))
-}
-
-/// `f(arg)`, by the interpreter's `PyObject_Vectorcall` when it exports one.
-#[cfg(feature = "abi3")]
-#[inline]
-pub(crate) fn call_one(
-    py: Python<'_>,
-    f: &Py<PyAny>,
-    arg: &Bound<'_, PyAny>,
-) -> PyResult<Py<PyAny>> {
-    let Some(vectorcall) = vectorcall() else {
-        return f.call1(py, (arg,));
-    };
-    // The slot before the argument is scratch space the callee may use
-    // (PY_VECTORCALL_ARGUMENTS_OFFSET), as CPython's own callers provide.
-    let mut args = [std::ptr::null_mut(), arg.as_ptr()];
-    // SAFETY: the function is CPython's `PyObject_Vectorcall` (looked up by
-    // name, whose signature has not changed since 3.9); the GIL is held
-    // (`py`); `f` and `arg` are live for the call; `args` holds one argument
-    // after the scratch slot the offset flag offers; a null result has set
-    // the error that `from_owned_ptr_or_err` takes.
-    unsafe {
-        let out = vectorcall(
-            f.as_ptr(),
-            args.as_mut_ptr().add(1),
-            1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-            std::ptr::null_mut(),
-        );
-        Bound::from_owned_ptr_or_err(py, out).map(Bound::unbind)
+    #[cfg(feature = "abi3")]
+    if let Some(vectorcall) = vectorcall() {
+        // The slot before the argument is scratch space the callee may use
+        // (PY_VECTORCALL_ARGUMENTS_OFFSET), as CPython's own callers provide.
+        let mut args = [std::ptr::null_mut(), arg.as_ptr()];
+        // SAFETY: the function is CPython's `PyObject_Vectorcall` (looked up by
+        // name, whose signature has not changed since 3.9); the GIL is held
+        // (`py`); `f` and `arg` are live for the call; `args` holds one
+        // argument after the scratch slot the offset flag offers; a null
+        // result has set the error that `from_owned_ptr_or_err` takes.
+        return unsafe {
+            let out = vectorcall(
+                f.as_ptr(),
+                args.as_mut_ptr().add(1),
+                1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                std::ptr::null_mut(),
+            );
+            Bound::from_owned_ptr_or_err(py, out).map(Bound::unbind)
+        };
     }
+    f.call1(py, (arg,))
 }
 
 /// `PyObject_Vectorcall`'s type (CPython's `Include/abstract.h`).
