@@ -482,31 +482,41 @@ impl CacheCore {
     /// What this process's tiers (L1, then L2) hold for `key`, without asking the
     /// tier below.
     fn get_here(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Here> {
-        if !self.l1_enabled {
-            // Only an L1 entry needs the key's Python hash.
-            let kb = check_key(key)?;
-            self.l1_misses.bump();
-            return self.here_below(py, key, kb, 0);
-        }
-        let hash = key_hash(key)?;
-        if self.mode == CopyMode::Shared && !self.debug {
-            match self.l1_shared(py, key, hash) {
-                Quick::Value(v) => return Ok(Here::Value(v)),
-                Quick::Negative => return Ok(Here::Negative),
-                Quick::Miss => {}
+        // Only an L1 entry needs the key's Python hash.
+        let hash = if self.l1_enabled {
+            let hash = key_hash(key)?;
+            if let Some(here) = self.here_l1(py, key, hash)? {
+                return Ok(here);
             }
-        } else if let Some(e) = self.l1_hit(py, key, hash) {
-            if e.negative {
-                return Ok(Here::Negative);
-            }
-            if self.debug {
-                self.check_mutation(py, key, &e)?;
-            }
-            return self.out(py, &e.value).map(Here::Value);
-        }
+            hash
+        } else {
+            0
+        };
         let kb = check_key(key)?;
         self.l1_misses.bump();
         self.here_below(py, key, kb, hash)
+    }
+
+    /// What L1 holds for `key` (Python hash `hash`), if anything.
+    #[inline(always)]
+    fn here_l1(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> PyResult<Option<Here>> {
+        if self.mode == CopyMode::Shared && !self.debug {
+            return Ok(match self.l1_shared(py, key, hash) {
+                Quick::Value(v) => Some(Here::Value(v)),
+                Quick::Negative => Some(Here::Negative),
+                Quick::Miss => None,
+            });
+        }
+        let Some(e) = self.l1_hit(py, key, hash) else {
+            return Ok(None);
+        };
+        if e.negative {
+            return Ok(Some(Here::Negative));
+        }
+        if self.debug {
+            self.check_mutation(py, key, &e)?;
+        }
+        self.out(py, &e.value).map(|v| Some(Here::Value(v)))
     }
 
     /// What L2 holds for `key` (bytes `kb`): a cached miss answers as it does

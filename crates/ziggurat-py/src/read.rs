@@ -257,11 +257,10 @@ impl CacheCore {
             return Ok(Some(self.out(py, &e.value)?));
         }
         let b = self.read_below(py, key, hash, false)?;
-        Ok(match b.kind {
-            HIT => b.value,
-            NEG => Some(py.None()),
-            _ => None,
-        })
+        if b.negative() {
+            return Ok(Some(py.None()));
+        }
+        Ok(b.fresh())
     }
 }
 

@@ -106,8 +106,9 @@ impl CacheCore {
     /// Encodes and writes `value` (arguments already checked), calls `written`
     /// once the segment holds it, then keeps the object in this process's L1.
     /// `kh`: the key as the main segment hashes it, when the caller hashed it
-    /// already and started loading what the write touches (`fetch` does both
-    /// before its loader runs, so that the loads overlap it).
+    /// already; such a caller loads what the write touches itself, if at all
+    /// (a fetch's load does before its loader runs, so that the loads overlap
+    /// it; a background refresh does without).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn store(
         &self,
