@@ -65,7 +65,8 @@ pub struct Found<P> {
 /// not hash it again.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Missing {
-    /// Both stamps, None while either was odd (a write in progress).
+    /// Both stamps, None while either was odd (a write in progress), and
+    /// always for a reader without L1, which reads them after its probe.
     pub stamps: Option<u64>,
     /// The key hashed for both segments (None without a cached-miss segment).
     pub keys: Option<FlightKey>,
@@ -75,7 +76,9 @@ pub struct Missing {
 /// front end cannot decode into a miss ([`Reader::missing`]).
 pub struct Before {
     kh: KeyHash,
-    stamp: u32,
+    /// The key's main stamp and the epoch, read before the probe by readers
+    /// with an L1 (see [`Reader::lookup`]).
+    words: Option<(u32, u64)>,
     keys: Option<FlightKey>,
 }
 
@@ -109,7 +112,8 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// Reads of the cache made of `main` and its cached-miss segment `neg`
     /// (None: misses are not cached). `l1`: whether the front end keeps what
-    /// it reads in an L1, and so needs [`Found::fill`].
+    /// it reads in an L1, and so needs [`Found::fill`] (and the stamps read
+    /// before the probe that a fill and [`Missing::stamps`] are made of).
     pub fn new(main: &'a Segment, neg: Option<&'a Segment>, l1: bool) -> Reader<'a> {
         Reader { main, neg, l1 }
     }
@@ -129,13 +133,16 @@ impl<'a> Reader<'a> {
         let kh = keys.map_or_else(|| main.hash(key), |k| *k.main());
         main.prefetch_read(&kh);
         // Read before the probe: what a fill and a later lease holder compare.
-        let s1 = main.stamp_word(&kh).load(Ordering::Acquire);
-        let e1 = main.epoch().load(Ordering::Acquire);
-        let before = Before {
-            kh,
-            stamp: s1,
-            keys,
-        };
+        // A reader without L1 keeps nothing that watches them, so a fresh value
+        // (what most of its reads find) needs neither, and it saves loading a
+        // line of the stamp table: it reads the key's stamp only after a probe
+        // that found no fresh value, and the load that may follow checks the
+        // key again instead of comparing stamps (its snapshot is none).
+        let words = self.l1.then(|| {
+            let s1 = main.stamp_word(&kh).load(Ordering::Acquire);
+            (s1, main.epoch().load(Ordering::Acquire))
+        });
+        let before = Before { kh, words, keys };
         // One clock read decides both the engine's expiry and the staleness.
         let now = now_ms();
         if let Some((payload, trailer, tags)) = entry(main, &kh, key, now, self.l1, make) {
@@ -157,14 +164,21 @@ impl<'a> Reader<'a> {
                     payload,
                     trailer,
                     tags,
-                    fill: self.fill(&kh, s1, e1),
+                    fill: self.fill(&kh, words),
                 };
                 return Lookup::Fresh(found, before);
             }
         }
         let (nkh, n1) = self.neg_stamp(&before, key);
+        // Read after the main probe when not before it: a cached miss still
+        // counts only under its stamp, as a write that ended since the probe
+        // moved it (and one in progress left it odd).
+        let s1 = match words {
+            Some((s1, _)) => s1,
+            None => main.stamp_word(&kh).load(Ordering::Acquire),
+        };
         let missing = Missing {
-            stamps: snapshot(s1, n1),
+            stamps: words.and_then(|_| snapshot(s1, n1)),
             keys: nkh.map(|n| FlightKey::from_hashes(kh, n)),
         };
         let (Some(neg), Some(nkh)) = (self.neg, nkh) else {
@@ -188,7 +202,7 @@ impl<'a> Reader<'a> {
                     payload: (),
                     trailer,
                     tags,
-                    fill: self.fill(&kh, s1, e1),
+                    fill: self.fill(&kh, words),
                 });
             }
         }
@@ -196,12 +210,13 @@ impl<'a> Reader<'a> {
     }
 
     /// The words an L1 entry of what was just read watches: the key's stamp
-    /// and the epoch as loaded before the probe (`stamp`, `epoch`). None when
-    /// the front end keeps no L1, or when an L1 copy could not be told from a
-    /// newer value: a write was in progress (odd stamp) or one of the words
-    /// moved during the read.
-    fn fill(&self, kh: &KeyHash, stamp: u32, epoch: u64) -> Option<L1Watch> {
-        if !self.l1 || stamp & 1 != 0 {
+    /// and the epoch as loaded before the probe (`words`, which only readers
+    /// with an L1 load). None without them, or when an L1 copy could not be
+    /// told from a newer value: a write was in progress (odd stamp) or one of
+    /// the words moved during the read.
+    fn fill(&self, kh: &KeyHash, words: Option<(u32, u64)>) -> Option<L1Watch> {
+        let (stamp, epoch) = words?;
+        if stamp & 1 != 0 {
             return None;
         }
         fence(Ordering::Acquire);
@@ -216,7 +231,7 @@ impl<'a> Reader<'a> {
     pub fn missing(&self, before: &Before, key: &[u8]) -> Missing {
         let (nkh, n1) = self.neg_stamp(before, key);
         Missing {
-            stamps: snapshot(before.stamp, n1),
+            stamps: before.words.and_then(|(s1, _)| snapshot(s1, n1)),
             keys: nkh.map(|n| FlightKey::from_hashes(before.kh, n)),
         }
     }

@@ -167,6 +167,56 @@ fn a_cached_miss_counts_only_under_the_main_stamp_it_was_stored_with() {
 }
 
 #[test]
+fn a_reader_without_l1_reads_the_stamp_after_its_probe_and_hands_on_no_snapshot() {
+    let d = Dir::new("lookup-nol1");
+    let (main, neg) = (d.segment("m", MB4), d.segment("n", MB4));
+    let r = Reader::new(&main, Some(&neg), false);
+    // A miss (no entry, or a stale one) carries no snapshot: the stamps were
+    // read after the probe, so a lease holder must read the key again.
+    let Lookup::Miss(m) = r.lookup(b"k", None, false, &mut Bytes) else {
+        panic!("expected a miss");
+    };
+    assert_eq!(m.stamps, None);
+    assert!(m.keys.is_some(), "the hashes are still handed on");
+    main.set(b"k", &value(b"old", 1), None, &[]).unwrap();
+    let Lookup::Stale(_, m) = r.lookup(b"k", None, true, &mut Bytes) else {
+        panic!("expected the stale value");
+    };
+    assert_eq!(m.stamps, None);
+    // A cached miss still counts only under the stamp it was stored with,
+    // read after the main probe.
+    main.delete(b"k").unwrap();
+    let s = stamp(&main, b"k");
+    negative(&neg, b"k", s, now_ms() + 60_000);
+    assert!(matches!(
+        r.lookup(b"k", None, false, &mut Bytes),
+        Lookup::Negative(_)
+    ));
+    negative(&neg, b"k", s.wrapping_sub(2), now_ms() + 60_000);
+    assert!(matches!(
+        r.lookup(b"k", None, false, &mut Bytes),
+        Lookup::Miss(_)
+    ));
+    negative(&neg, b"k", s, now_ms() + 60_000);
+    let word = main.stamp_word(&main.hash(b"k"));
+    word.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    assert!(
+        matches!(r.lookup(b"k", None, false, &mut Bytes), Lookup::Miss(_)),
+        "no cached miss while a write of the key is in progress"
+    );
+    word.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    // A fresh value needs no stamp at all; one the front end cannot decode
+    // becomes a miss without a snapshot too.
+    main.set(b"k", &value(b"new", now_ms() + 60_000), None, &[])
+        .unwrap();
+    let Lookup::Fresh(found, before) = r.lookup(b"k", None, false, &mut Bytes) else {
+        panic!("expected a fresh value");
+    };
+    assert_eq!(found.payload, b"new");
+    assert_eq!(r.missing(&before, b"k").stamps, None);
+}
+
+#[test]
 fn a_record_not_written_by_a_cache_is_a_miss_and_an_undecodable_value_becomes_one() {
     let d = Dir::new("lookup-raw");
     let (main, neg) = (d.segment("m", MB4), d.segment("n", MB4));
