@@ -26,9 +26,11 @@ $(VENV)/.demo: requirements-demo.txt | $(PY)
 	$(PIP) install -q -r requirements-demo.txt
 	touch $@
 
-# The extension is built in release mode: the tests drive real concurrency and kills.
-$(VENV)/.built: $(RUST_SRC) $(VENV)/.dev
-	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q
+# The extension is built in release mode (the tests drive real concurrency and kills), with
+# profile-guided optimization: bench/pgo.py trains an instrumented build on the Cache's
+# common calls first (docs/packaging.md). The tests, benchmarks and demos run what ships.
+$(VENV)/.built: $(RUST_SRC) bench/pgo.py $(VENV)/.dev
+	$(PY) bench/pgo.py develop
 	touch $@
 
 build: $(VENV)/.built
@@ -38,7 +40,7 @@ build: $(VENV)/.built
 # the tag promises (docs/packaging.md). Run in the venv as `make build` is, so that cargo sees
 # the same interpreter version and reuses what `make build` compiled.
 wheel: $(VENV)/.dev
-	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin build --release --features abi3 --compatibility manylinux_2_34 -o target/wheels
+	$(PY) bench/pgo.py wheel --features abi3 --compatibility manylinux_2_34 -o target/wheels
 	$(VENV)/bin/auditwheel show "$$(ls -t target/wheels/*.whl | head -n 1)"
 
 # The source distribution, in target/wheels/: pip builds it with maturin and a Rust toolchain.

@@ -169,6 +169,15 @@ def segment_unavailable() -> str:
     return _SEGMENT_ERR[0] if _SEGMENT_ERR else ""
 
 
+def extension_build() -> str:
+    """How the extension measured was optimized (``ziggurat._native.BUILD``)."""
+    try:
+        from ziggurat import _native
+    except ImportError:
+        return "not built"
+    return str(getattr(_native, "BUILD", "release"))
+
+
 # --- ziggurat.Cache -----------------------------------------------------------------------
 
 

@@ -36,6 +36,12 @@ import harness as h  # noqa: E402
 import peers  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
+# How the extension was built (ziggurat._native.BUILD), as the report's header says it.
+BUILDS = {
+    "pgo": "release build with profile-guided optimization (`bench/pgo.py`, as `make build` "
+    "and `make wheel` make it; docs/packaging.md)",
+    "release": "plain release build (no profile-guided optimization)",
+}
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
 # report order: the segment (L2 alone), the multi-level Cache, then its cluster tier
 BENCHMARKS = {**bs.BENCHMARKS, **bc.BENCHMARKS, **bcl.BENCHMARKS}
@@ -100,6 +106,7 @@ def run(argv: list[str]) -> int:
         "commit": git_commit(),
         "settings": vars(settings),
         "segment": "available" if peers.segment_class() else peers.segment_unavailable(),
+        "build": peers.extension_build(),
         "loadavg_start": list(os.getloadavg()),
     }
     signal.signal(signal.SIGTERM, _raise_exit)
@@ -196,6 +203,7 @@ def render(latest: dict[str, Any], meta: dict[str, Any]) -> str:
         f"* date: {meta['date']}; commit {meta['commit']}; took {meta['seconds']:.0f} s",
         f"* machine: {m['nproc']} CPUs usable ({m['cpu']}), {m['memory']} RAM, "
         f"{m['system']} {m['kernel']}, {m['implementation']} {m['python']}",
+        f"* extension: {BUILDS.get(meta.get('build', ''), meta.get('build', 'unknown'))}",
         "* load average (1 min) at start / end: "
         f"{meta['loadavg_start'][0]:.2f} / {meta['loadavg_end'][0]:.2f} "
         "(above ~0.3, other work shared the 2 CPUs during the run)",

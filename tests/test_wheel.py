@@ -1,8 +1,7 @@
 """The package as users get it: the wheel and the sdist that `make wheel` and `make sdist` build.
 
-The wheel is built with the same maturin command as `make wheel`, into a temporary directory;
-cargo keeps using the repository's target directory, so when `make build` has compiled the
-extension the build only packs it. The wheel is installed by pip into fresh virtualenvs whose
+The wheel is built by the command of `make wheel` (the profile-guided build of bench/pgo.py),
+into a temporary directory. The wheel is installed by pip into fresh virtualenvs whose
 PATH has no Rust toolchain, and exercised from a directory outside the source tree: two
 processes share one cache through it. The sdist is checked for the crates it must carry and
 built back into a wheel.
@@ -121,25 +120,21 @@ def wheel_tag(wheel: Path) -> str:
     return wheel.name.removesuffix(".whl").split("-")[-1]
 
 
+@functools.cache
+def wheel_build(out: Path) -> tuple[Path, str]:
+    """The wheel built into `out` by the command of `make wheel`, and what the build said."""
+    start = time.monotonic()
+    make_wheel = [sys.executable, ROOT / "bench" / "pgo.py", "wheel", "--features", "abi3"]
+    said = run([*make_wheel, *MANYLINUX, "-o", out], cwd=ROOT, timeout=BUILD_TIMEOUT)
+    print(f"wheel built in {time.monotonic() - start:.1f}s")
+    (built,) = out.glob("*.whl")
+    return built, said
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built by the command of `make wheel` (minus its output directory)."""
-    out = tmp_path_factory.mktemp("wheels")
-    # Inside the test environment, as `make build` runs maturin: pyo3's build configuration
-    # depends on the interpreter version maturin finds, and a different one recompiles pyo3
-    # and the extension instead of reusing them.
-    env = dict(os.environ, VIRTUAL_ENV=sys.prefix)
-    env["PATH"] = os.pathsep.join([str(TOOLS), env.get("PATH", "")])
-    start = time.monotonic()
-    run(
-        [TOOLS / "maturin", "build", "--release", "--features", "abi3", *MANYLINUX, "-o", out],
-        cwd=ROOT,
-        env=env,
-        timeout=BUILD_TIMEOUT,
-    )
-    print(f"wheel built in {time.monotonic() - start:.1f}s")
-    (built,) = out.glob("*.whl")
-    return built
+    return wheel_build(tmp_path_factory.mktemp("wheels"))[0]
 
 
 @pytest.fixture(scope="module")
@@ -266,6 +261,7 @@ with Cache("wheel-smoke", size="4MiB", directory=directory) as cache:
     print(json.dumps({
         "file": ziggurat.__file__,
         "native": ziggurat._native.__file__,
+        "build": ziggurat._native.BUILD,
         "prefix": sys.prefix,
         "version": list(sys.version_info[:2]),
         "get": cache.get("from-parent"),
@@ -309,6 +305,11 @@ def test_wheel_installs_and_runs_without_rust(
         assert installed.is_relative_to(venv.resolve()), out[key]
         assert not installed.is_relative_to(ROOT), out[key]
     assert Path(out["native"]).name == "_native.abi3.so"
+    # The profile-guided build when the toolchain has rustc's llvm-profdata, as CI installs.
+    said = wheel_build(wheel.parent)[1]
+    optimized = "pgo: optimized build" in said
+    assert optimized or "plain release build" in said, said
+    assert out["build"] == ("pgo" if optimized else "release")
     assert out["get"] == {"n": 1}
     assert out["calls"] == [
         {"n": 1},

@@ -93,6 +93,7 @@ class MutationError(ZigguratError): ...
 
 LAYOUT_VERSION: int
 MAX_TAGS: int
+BUILD: str
 
 def parse_size(size: int | str) -> int: ...
 

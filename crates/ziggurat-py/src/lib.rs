@@ -45,6 +45,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add("LAYOUT_VERSION", ziggurat_core::LAYOUT_VERSION)?;
     m.add("MAX_TAGS", ziggurat_core::MAX_TAGS)?;
+    // How this extension was optimized ("pgo": the profile-guided build of
+    // bench/pgo.py; "release" otherwise), so that a benchmark says what it measured.
+    m.add("BUILD", option_env!("ZIGGURAT_BUILD").unwrap_or("release"))?;
     Ok(())
 }
 
