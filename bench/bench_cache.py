@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import pickle
 import random
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -48,6 +49,11 @@ def l1_note(counts: dict[str, dict[str, int]]) -> str:
 
 def has_cache() -> bool:
     return peers.cache_class() is not None
+
+
+def _pair(st: h.Settings) -> tuple[int, float]:
+    """The rounds and seconds per rep of ``h.alternate`` for a goal's pair of cases."""
+    return st.pair_rounds, st.pair_seconds
 
 
 def str_keys(prefix: str, n: int) -> list[str]:
@@ -272,6 +278,9 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
         order = [cases[n] for n in first if n in cases]
         order += [c for n, c in cases.items() if n not in first]
         h.interleave(order, ctx.settings)
+        st = ctx.settings
+        # the goal's pair, in short rounds of its own (h.alternate)
+        pairs = h.alternate(cases[l2_label], cases["pickle.loads alone"], *_pair(st))
         l1_after, l2_after = l1_counts(c2), c2.stats()["process"]["l2"]["hits"]
     finally:
         for x in opened:
@@ -302,10 +311,10 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
                 h.fmt_spread(r),
             ]
         )
-    l2m = res[l2_label]["median"]
-    extra = h.paired(
-        cases[l2_label].samples, cases["pickle.loads alone"].samples, lambda x, y: x - y
-    )
+    extra = h.median(x - y for x, y in pairs)
+    l2m = h.median(x for x, _ in pairs)
+    ldm = h.median(y for _, y in pairs)
+    q = statistics.quantiles([x - y for x, y in pairs], n=4)
     lmc = cases.get("lmdb(/dev/shm) + pickle.loads")
     r_lm = None if lmc is None else h.paired(cases[l2_label].samples, lmc.samples)
     r_auto = None if lmc is None else h.paired(cases[auto_label].samples, lmc.samples)
@@ -326,9 +335,13 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
         "bytes for the stores. Median ns per get over the reps; × is the ratio to `dict.get` "
         "of the live objects in the same run; 'minus the decode alone' subtracts "
         "`pickle.loads` (or `orjson.loads` where said). The goal figures are medians over the"
-        " rounds of the per-round difference to `pickle.loads` and ratio to lmdb (the three "
-        "run back to back in each round; the default cache's informational row is paired the "
-        "same way with lmdb and orjson.loads).",
+        " rounds of the per-round ratio to lmdb (the three run back to back in each round; the "
+        "default cache's informational row is paired the same way with lmdb and orjson.loads)"
+        f", except the difference to `pickle.loads`: {len(pairs)} more rounds of "
+        f"~{ctx.settings.pair_seconds * 1000:g} ms of each, back to back, which runs first "
+        "alternating, after the table (a pair of the table's reps is a whole table apart, "
+        "and this machine's speed changes over seconds); the goal is their median per-round "
+        "difference.",
         "",
         h.md_table(
             ["backend", "get", "× dict.get", "minus the decode alone", "× lmdb", "spread"],
@@ -337,6 +350,9 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
         "",
         f"* {l2_label} over the timed loops: {l2_after - before[1]:,} L2 hits, "
         f"{delta(before[0], l1_after)['hits']:,} L1 hits (every get went to L2).",
+        f"* The goal's {len(pairs)} alternating rounds: the Cache {h.fmt_ns(l2m)} and "
+        f"pickle.loads {h.fmt_ns(ldm)} (medians); the per-round difference "
+        f"{fmt_signed(extra)}, quartiles {fmt_signed(q[0])} and {fmt_signed(q[2])}.",
     ]
     md += [f"* {n}" for n in notes]
     if not any(k.startswith("redis") for k in cases):
@@ -344,7 +360,7 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
     goals = [
         Goal(
             "Cache L2 hit of another process's set, decode included, minus pickle.loads",
-            f"{fmt_signed(extra)} (medians: {h.fmt_ns(l2m)} and {h.fmt_ns(ld)})",
+            f"{fmt_signed(extra)} (medians: {h.fmt_ns(l2m)} and {h.fmt_ns(ldm)})",
             "≤ +150 ns",
             extra <= 150,
         ),
@@ -361,7 +377,7 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
             None,
         ),
     ]
-    data = {"timings": raw(cases, res)}
+    data = {"timings": raw(cases, res), "pairs": pairs}
     return Section("cache_l2", L2_TITLE, "\n".join(md), data, goals)
 
 
@@ -762,6 +778,7 @@ def bench_cache_readers(ctx: bs.Ctx) -> Section:
 FETCH_TITLE = "k) Cache: fetch overhead"
 FETCH_B = "fetch, miss, loader a builtin"
 HAND_B = "get + loader() + set by hand, miss, the same builtin"
+BY_HAND = "get + loader() + set by hand, miss"
 BATCH = 1000
 
 
@@ -820,7 +837,7 @@ def bench_cache_fetch(ctx: bs.Ctx) -> Section:
     cf = caches["fetch"]
     miss_case("fetch, miss", "f:", lambda ks: h.loop_set(cf.fetch, ks, loader, 1))
     hand = _by_hand(caches["hand"].get, caches["hand"].set, loader)
-    miss_case("get + loader() + set by hand, miss", "g:", lambda ks: hand(ks, 1))
+    miss_case(BY_HAND, "g:", lambda ks: hand(ks, 1))
     cfb = caches["fetch_b"]
     miss_case(FETCH_B, "fb:", lambda ks: h.loop_set(cfb.fetch, ks, builtin_loader, 1))
     hand_b = _by_hand(caches["hand_b"].get, caches["hand_b"].set, builtin_loader)
@@ -835,6 +852,8 @@ def bench_cache_fetch(ctx: bs.Ctx) -> Section:
     try:
         before = {w: (l1_counts(c), c.loader_stats.as_dict()) for w, c in caches.items()}
         h.interleave(list(cases.values()), ctx.settings)
+        # the goal's pair, in short rounds of its own (h.alternate)
+        fpairs = h.alternate(cases["fetch, miss"], cases[BY_HAND], *_pair(ctx.settings))
         loads_done = caches["fetch"].loader_stats.as_dict()
         hit_l1 = delta(before["hit"][0], l1_counts(ch))
     finally:
@@ -873,16 +892,20 @@ def bench_cache_fetch(ctx: bs.Ctx) -> Section:
         f"{loads_done['waits']} waits on another caller's load). L1 counters of the hit rows "
         f"over the timed loops: {hit_l1['hits']:,} hits, {hit_l1['misses']:,} misses.",
     ]
-    by_hand = "get + loader() + set by hand, miss"
-    r_hand = h.paired(cases["fetch, miss"].samples, cases[by_hand].samples)
+    r_hand = h.median(x / y for x, y in fpairs)
+    q = statistics.quantiles([x / y for x, y in fpairs], n=4)
     r_builtin = h.paired(cases[FETCH_B].samples, cases[HAND_B].samples)
     inline_note = (
         " runs a call from Python to Python in the same loop" if sys.version_info >= (3, 11) else ""
     )
     md += [
-        f"* fetch against the miss by hand: {h.fmt_ratio(r_hand)} with the Python loader, "
-        f"{h.fmt_ratio(r_builtin)} with the same loader as a builtin "
-        "(`itertools.repeat(value).__next__`, medians of the per-round ratios). `fetch` calls "
+        f"* fetch against the miss by hand: {h.fmt_ratio(r_hand)} with the Python loader (the "
+        f"goal: the median per-round ratio over {len(fpairs)} more rounds of "
+        f"~{ctx.settings.pair_seconds * 1000:g} ms of each, back to back, which runs first "
+        f"alternating, after the table; quartiles {h.fmt_ratio(q[0])} and "
+        f"{h.fmt_ratio(q[2])}), {h.fmt_ratio(r_builtin)} with the same loader as a builtin "
+        "(`itertools.repeat(value).__next__`, median of the table's per-round ratios). "
+        "`fetch` calls "
         "the loader from the extension: a Python function called from C starts a new run of "
         "the interpreter's evaluation loop, while the loop of the by-hand rows calls it "
         f"inline (CPython {sys.version_info[0]}.{sys.version_info[1]}{inline_note}). "
@@ -906,7 +929,12 @@ def bench_cache_fetch(ctx: bs.Ctx) -> Section:
             None if r_hand is None else r_hand <= 1.0,
         )
     ]
-    data = {"timings": raw(cases, res), "loader_stats": loads_done, "builtin_ratio": r_builtin}
+    data = {
+        "timings": raw(cases, res),
+        "loader_stats": loads_done,
+        "builtin_ratio": r_builtin,
+        "pairs": fpairs,
+    }
     return Section("cache_fetch", FETCH_TITLE, "\n".join(md), data, goals)
 
 

@@ -35,6 +35,9 @@ class Settings:
     trace_requests: int = 2_000_000
     # memory benchmark: entries written
     memory_entries: int = 1_000_000
+    # goals that compare two cases closely: short alternating rounds (see ``alternate``)
+    pair_rounds: int = 41
+    pair_seconds: float = 0.05
 
     @classmethod
     def make(cls, quick: bool) -> Settings:
@@ -47,6 +50,8 @@ class Settings:
                 mix_seconds=0.15,
                 trace_requests=300_000,
                 memory_entries=1_000_000,
+                pair_rounds=7,
+                pair_seconds=0.01,
             )
         return cls()
 
@@ -202,6 +207,29 @@ def interleave(cases: Sequence[Case], settings: Settings) -> None:
             c = cases[(i + r) % n]
             ns = c.run(c.loops)
             c.samples.append(ns / (c.loops * c.ops))
+
+
+def alternate(a: Case, b: Case, rounds: int, seconds: float) -> list[tuple[float, float]]:
+    """``rounds`` short reps of ``a`` and ``b`` back to back (which runs first alternates):
+    ns per op of each, round by round.
+
+    For a goal that compares two cases closely (a difference of a few tenths of either), the
+    pair of reps must see the same machine. ``interleave`` runs a whole table between two
+    reps of a case, so a pair may straddle a change of the machine's speed (this one has
+    noisy neighbours whose load comes and goes over seconds). Here a round takes
+    ``2 * seconds``, and the median over many rounds leaves out the few that straddle one.
+    The reps' ``loops`` are calibrated again to ``seconds``; ``a.samples`` and ``b.samples``
+    are left as they were.
+    """
+    a.calibrate(seconds)
+    b.calibrate(seconds)
+    out = []
+    for r in range(rounds):
+        pair = {}
+        for c in (a, b) if r % 2 == 0 else (b, a):
+            pair[c.name] = c.run(c.loops) / (c.loops * c.ops)
+        out.append((pair[a.name], pair[b.name]))
+    return out
 
 
 def paired(
