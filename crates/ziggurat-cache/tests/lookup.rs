@@ -34,6 +34,17 @@ fn negative(neg: &Segment, key: &[u8], of: u32, soft: u64) {
         .unwrap();
 }
 
+/// What `r` finds of `k` when stale values are not asked for: "fresh",
+/// "negative" or "miss".
+fn finds(r: &Reader<'_>) -> &'static str {
+    match r.lookup(b"k", None, false, &mut Bytes) {
+        Lookup::Fresh(..) => "fresh",
+        Lookup::Stale(..) => "stale",
+        Lookup::Negative(_) => "negative",
+        Lookup::Miss(_) => "miss",
+    }
+}
+
 #[test]
 fn a_fresh_value_comes_with_the_words_an_l1_entry_watches() {
     let d = Dir::new("lookup-fresh");
@@ -106,10 +117,7 @@ fn a_cached_miss_counts_only_under_the_main_stamp_it_was_stored_with() {
     let d = Dir::new("lookup-neg");
     let (main, neg) = (d.segment("m", MB4), d.segment("n", MB4));
     let r = Reader::new(&main, Some(&neg), true);
-    assert!(matches!(
-        r.lookup(b"k", None, false, &mut Bytes),
-        Lookup::Miss(_)
-    ));
+    assert_eq!(finds(&r), "miss");
     let s = stamp(&main, b"k");
     negative(&neg, b"k", s, now_ms() + 60_000);
     let Lookup::Negative(found) = r.lookup(b"k", None, false, &mut Bytes) else {
@@ -119,16 +127,10 @@ fn a_cached_miss_counts_only_under_the_main_stamp_it_was_stored_with() {
     assert_eq!(found.fill.map(|f| f.stamp.seen), Some(s));
     // Stored under another stamp (a write of the key came after it): a miss.
     negative(&neg, b"k", s + 2, now_ms() + 60_000);
-    assert!(matches!(
-        r.lookup(b"k", None, false, &mut Bytes),
-        Lookup::Miss(_)
-    ));
+    assert_eq!(finds(&r), "miss");
     // Past its deadline: a miss.
     negative(&neg, b"k", s, 1);
-    assert!(matches!(
-        r.lookup(b"k", None, false, &mut Bytes),
-        Lookup::Miss(_)
-    ));
+    assert_eq!(finds(&r), "miss");
     // While a write of the key is in progress (its main stamp odd), no cached
     // miss counts.
     negative(&neg, b"k", s, now_ms() + 60_000);
@@ -139,17 +141,11 @@ fn a_cached_miss_counts_only_under_the_main_stamp_it_was_stored_with() {
     };
     assert_eq!(m.stamps, None, "a snapshot of an odd stamp is none");
     word.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    assert!(matches!(
-        r.lookup(b"k", None, false, &mut Bytes),
-        Lookup::Negative(_)
-    ));
+    assert_eq!(finds(&r), "negative");
     // A record of kind 2 in the main segment is not a value.
     negative(&main, b"k", s, now_ms() + 60_000);
     neg.delete(b"k").unwrap();
-    assert!(matches!(
-        r.lookup(b"k", None, false, &mut Bytes),
-        Lookup::Miss(_)
-    ));
+    assert_eq!(finds(&r), "miss");
     // A reader without L1 is given no fill for a cached miss either.
     negative(&neg, b"k", stamp(&main, b"k"), now_ms() + 60_000);
     let Lookup::Negative(found) =
@@ -188,20 +184,15 @@ fn a_reader_without_l1_reads_the_stamp_after_its_probe_and_hands_on_no_snapshot(
     main.delete(b"k").unwrap();
     let s = stamp(&main, b"k");
     negative(&neg, b"k", s, now_ms() + 60_000);
-    assert!(matches!(
-        r.lookup(b"k", None, false, &mut Bytes),
-        Lookup::Negative(_)
-    ));
+    assert_eq!(finds(&r), "negative");
     negative(&neg, b"k", s.wrapping_sub(2), now_ms() + 60_000);
-    assert!(matches!(
-        r.lookup(b"k", None, false, &mut Bytes),
-        Lookup::Miss(_)
-    ));
+    assert_eq!(finds(&r), "miss");
     negative(&neg, b"k", s, now_ms() + 60_000);
     let word = main.stamp_word(&main.hash(b"k"));
     word.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-    assert!(
-        matches!(r.lookup(b"k", None, false, &mut Bytes), Lookup::Miss(_)),
+    assert_eq!(
+        finds(&r),
+        "miss",
         "no cached miss while a write of the key is in progress"
     );
     word.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
