@@ -37,8 +37,8 @@ build: $(VENV)/.built
 
 # One wheel for every CPython from 3.10 on (abi3), in target/wheels/. The manylinux tag is
 # asked for, not guessed: maturin refuses to build if the library needs a newer glibc than
-# the tag promises (docs/packaging.md). Run in the venv as `make build` is, so that cargo sees
-# the same interpreter version and reuses what `make build` compiled.
+# the tag promises (docs/packaging.md). Built as `make build` builds (bench/pgo.py, in the venv,
+# so that pyo3 sees the venv's interpreter version), for the stable ABI.
 wheel: $(VENV)/.dev
 	$(PY) bench/pgo.py wheel --features abi3 --compatibility manylinux_2_34 -o target/wheels
 	$(VENV)/bin/auditwheel show "$$(ls -t target/wheels/*.whl | head -n 1)"

@@ -51,11 +51,6 @@ def has_cache() -> bool:
     return peers.cache_class() is not None
 
 
-def _pair(st: h.Settings) -> tuple[int, float]:
-    """The rounds and seconds per rep of ``h.alternate`` for a goal's pair of cases."""
-    return st.pair_rounds, st.pair_seconds
-
-
 def str_keys(prefix: str, n: int) -> list[str]:
     return [f"{prefix}{i:06d}" for i in range(n)]
 
@@ -278,9 +273,8 @@ def bench_cache_l2(ctx: bs.Ctx) -> Section:
         order = [cases[n] for n in first if n in cases]
         order += [c for n, c in cases.items() if n not in first]
         h.interleave(order, ctx.settings)
-        st = ctx.settings
-        # the goal's pair, in short rounds of its own (h.alternate)
-        pairs = h.alternate(cases[l2_label], cases["pickle.loads alone"], *_pair(st))
+        # the goal's pair, in short rounds of its own
+        pairs = h.alternate(cases[l2_label], cases["pickle.loads alone"], ctx.settings)
         l1_after, l2_after = l1_counts(c2), c2.stats()["process"]["l2"]["hits"]
     finally:
         for x in opened:
@@ -852,8 +846,8 @@ def bench_cache_fetch(ctx: bs.Ctx) -> Section:
     try:
         before = {w: (l1_counts(c), c.loader_stats.as_dict()) for w, c in caches.items()}
         h.interleave(list(cases.values()), ctx.settings)
-        # the goal's pair, in short rounds of its own (h.alternate)
-        fpairs = h.alternate(cases["fetch, miss"], cases[BY_HAND], *_pair(ctx.settings))
+        # the goal's pair, in short rounds of its own
+        fpairs = h.alternate(cases["fetch, miss"], cases[BY_HAND], ctx.settings)
         loads_done = caches["fetch"].loader_stats.as_dict()
         hit_l1 = delta(before["hit"][0], l1_counts(ch))
     finally:

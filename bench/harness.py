@@ -209,22 +209,22 @@ def interleave(cases: Sequence[Case], settings: Settings) -> None:
             c.samples.append(ns / (c.loops * c.ops))
 
 
-def alternate(a: Case, b: Case, rounds: int, seconds: float) -> list[tuple[float, float]]:
-    """``rounds`` short reps of ``a`` and ``b`` back to back (which runs first alternates):
-    ns per op of each, round by round.
+def alternate(a: Case, b: Case, settings: Settings) -> list[tuple[float, float]]:
+    """``settings.pair_rounds`` short reps of ``a`` and ``b`` back to back (which runs first
+    alternates): ns per op of each, round by round.
 
     For a goal that compares two cases closely (a difference of a few tenths of either), the
     pair of reps must see the same machine. ``interleave`` runs a whole table between two
     reps of a case, so a pair may straddle a change of the machine's speed (this one has
-    noisy neighbours whose load comes and goes over seconds). Here a round takes
-    ``2 * seconds``, and the median over many rounds leaves out the few that straddle one.
-    The reps' ``loops`` are calibrated again to ``seconds``; ``a.samples`` and ``b.samples``
-    are left as they were.
+    noisy neighbours whose load comes and goes over seconds). Here a round takes twice
+    ``settings.pair_seconds``, and the median over many rounds leaves out the few that
+    straddle one. The reps' ``loops`` are calibrated again to ``pair_seconds``;
+    ``a.samples`` and ``b.samples`` are left as they were.
     """
-    a.calibrate(seconds)
-    b.calibrate(seconds)
+    a.calibrate(settings.pair_seconds)
+    b.calibrate(settings.pair_seconds)
     out = []
-    for r in range(rounds):
+    for r in range(settings.pair_rounds):
         pair = {}
         for c in (a, b) if r % 2 == 0 else (b, a):
             pair[c.name] = c.run(c.loops) / (c.loops * c.ops)

@@ -23,7 +23,9 @@ llvm-tools``); without it this prints why and makes a plain release build.
 Example::
 
     $ .venv/bin/python bench/pgo.py develop
-    pgo: instrumented build ... trained (12 profiles) ... optimized build
+    pgo: instrumented build
+    pgo: trained (1 profiles)
+    pgo: optimized build
 """
 
 from __future__ import annotations

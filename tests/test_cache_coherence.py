@@ -241,6 +241,67 @@ def _racing(cache_dir: str, duration: float) -> None:
         cache.unlink()
 
 
+# A cached miss (a loader's None, kept) counts only until the key's next write: a reader
+# that finds none, with L1 or without (which reads the key's stamp after its probe), must
+# never answer "missing" for a key whose last returned call is a set.
+
+
+def _miss_writer(name: str, directory: str, marks: Any, stop_at: float) -> int:
+    cache = Cache(name, SIZE, directory=directory)
+    v = 0
+    while time.monotonic() < stop_at:
+        v += 1
+        cache.set("hot", v)
+        marks[0] = v  # set v returned
+        marks[1] = v  # the delete of v starts: from here a reader may miss
+        cache.delete("hot")
+        assert cache.fetch("hot", lambda: None) is None  # a cached miss, under the new stamp
+    return v
+
+
+def _miss_reader(name: str, directory: str, marks: Any, stop_at: float, l1: int) -> dict[str, Any]:
+    cache = Cache(name, SIZE, directory=directory, l1_items=l1)
+    bad: list[Any] = []
+    n = misses = 0
+    while time.monotonic() < stop_at and len(bad) < 5:
+        set_done = marks[0]
+        v = cache.get("hot")
+        deleting = marks[1]
+        n += 1
+        if v is None:
+            misses += 1
+            if deleting < set_done:  # no delete since set `set_done` returned
+                bad.append((set_done, deleting))
+        elif v < set_done:
+            bad.append((v, set_done, deleting))
+    return {"bad": bad, "reads": n, "misses": misses}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("l1", [10_000, 0], ids=["l1", "no-l1"])
+def test_g1_a_cached_miss_never_hides_a_returned_set(cache_dir: str, l1: int) -> None:
+    """A writer process sets v, deletes it and stores a cached miss, in a loop; reader
+    processes never answer "missing" when the last call that returned is a set, nor read an
+    older value. 1.5 s."""
+    name = new_name("missrace")
+    cache = Cache(name, SIZE, directory=cache_dir)
+    try:
+        marks = CTX.RawArray("q", 2)
+        stop_at = time.monotonic() + 0.3 + 1.5
+        readers = [Worker(_miss_reader, name, cache_dir, marks, stop_at, l1) for _ in range(2)]
+        writer = Worker(_miss_writer, name, cache_dir, marks, stop_at)
+        versions = writer.result(timeout=40)
+        results = [r.result(timeout=40) for r in readers]
+        assert versions > 100
+        for res in results:
+            assert res["bad"] == [], f"missing or stale after a returned set: {res['bad']}"
+            assert res["reads"] > 1000
+        # The readers did find cached misses and values both.
+        assert 0 < sum(r["misses"] for r in results) < sum(r["reads"] for r in results)
+    finally:
+        cache.unlink()
+
+
 # --------------------------------------------------------------------- in-process handles
 
 
