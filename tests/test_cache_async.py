@@ -21,14 +21,27 @@ make_cache = cache_helpers.make_cache
 
 SIZE = "8MiB"
 KEYS = ("ak-a", "ak-b", "ak-c")
+# Enough keys that some share one of the 192 lease cells in nearly every run (about six
+# pairs on average): a process then loads one beside another's lease.
+MANY_KEYS = tuple(f"ak-{i}" for i in range(48))
 
 
-async def _gather_fetches(cache: Cache, n_tasks: int, log: CallLog) -> list[Any]:
+def _load_time(key: str) -> float:
+    """0.2 s for the three keys; 0.05 to 0.3 s for the many, so that of two keys sharing a
+    lease cell, one often loads for longer than the other (beside the other's lease)."""
+    if key in KEYS:
+        return 0.2
+    return 0.05 * (1 + int(key.rsplit("-", 1)[1]) % 6)
+
+
+async def _gather_fetches(
+    cache: Cache, n_tasks: int, log: CallLog, keys: tuple[str, ...] = KEYS
+) -> list[Any]:
     """n_tasks tasks per key, all started together, each awaiting afetch of its key."""
 
     async def loader(key: str) -> dict[str, Any]:
         log.record(key)
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(_load_time(key))
         return {"key": key, "by": os.getpid()}
 
     async def one(key: str) -> tuple[str, Any, float]:
@@ -36,12 +49,12 @@ async def _gather_fetches(cache: Cache, n_tasks: int, log: CallLog) -> list[Any]
         v = await cache.afetch(key, lambda: loader(key))
         return key, v, time.monotonic() - t0
 
-    return await asyncio.gather(*(one(k) for k in KEYS for _ in range(n_tasks)))
+    return await asyncio.gather(*(one(k) for k in keys for _ in range(n_tasks)))
 
 
-def _check(results: list[Any], log: CallLog) -> None:
-    assert log.counts() == dict.fromkeys(KEYS, 1), log.lines()
-    for key in KEYS:
+def _check(results: list[Any], log: CallLog, keys: tuple[str, ...] = KEYS) -> None:
+    assert log.counts() == dict.fromkeys(keys, 1), log.lines()
+    for key in keys:
         values = [v for k, v, _ in results if k == key]
         assert values and all(v == values[0] for v in values), values
         assert values[0]["key"] == key
@@ -62,29 +75,42 @@ def test_afetch_single_flight_tasks(make_cache: Callable[..., Cache], cache_dir:
 
 
 def _async_process(
-    name: str, directory: str, inherited: Cache | None, barrier: Any, log: CallLog
+    name: str,
+    directory: str,
+    inherited: Cache | None,
+    barrier: Any,
+    log: CallLog,
+    keys: tuple[str, ...],
+    n_tasks: int,
 ) -> list[Any]:
     cache = inherited if inherited is not None else Cache(name, SIZE, directory=directory)
     barrier.wait(20)
-    return asyncio.run(_gather_fetches(cache, 20, log))
+    return asyncio.run(_gather_fetches(cache, n_tasks, log, keys))
 
 
 @pytest.mark.timeout(60)
-def test_afetch_single_flight_processes(cache_dir: str) -> None:
+@pytest.mark.parametrize(
+    ("keys", "n_tasks"), [(KEYS, 20), (MANY_KEYS, 5)], ids=["3-keys", "48-keys"]
+)
+def test_afetch_single_flight_processes(
+    cache_dir: str, keys: tuple[str, ...], n_tasks: int
+) -> None:
     """Single-flight with asyncio across processes: 2 processes (one with its own Cache, one
-    with the parent's, inherited) each run a loop of 20 tasks per key: one load per key on
-    the host, and every task in both processes gets the same value."""
+    with the parent's, inherited) each run a loop of n_tasks tasks per key: one load per key
+    on the host, and every task in both processes gets the same value. With 48 keys, some
+    share a lease cell, and a process loads one beside its lease of another."""
     name = new_name("async")
     cache = Cache(name, SIZE, directory=cache_dir)
     try:
         log = CallLog(cache_dir)
         barrier = CTX.Barrier(2)
         workers = [
-            Worker(_async_process, name, cache_dir, inh, barrier, log) for inh in (None, cache)
+            Worker(_async_process, name, cache_dir, inh, barrier, log, keys, n_tasks)
+            for inh in (None, cache)
         ]
         results = [r for w in workers for r in w.result(timeout=30)]
-        assert len(results) == 2 * 20 * len(KEYS)
-        _check(results, log)
+        assert len(results) == 2 * n_tasks * len(keys)
+        _check(results, log, keys)
     finally:
         cache.unlink()
 

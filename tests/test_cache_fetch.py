@@ -215,6 +215,55 @@ def test_threads_of_the_holding_process_load_other_keys_of_the_cell(
     assert got == ["slow value"] and calls == ["slow"]
 
 
+def _fetch_other_key(name: str, directory: str, key: str, log: CallLog, go: Any) -> Any:
+    """Another process: fetches ``key``, recording a load of it."""
+    cache = Cache(name, SIZE, directory=directory, loader_timeout=10)
+    go.set()
+
+    def loader() -> str:
+        log.record(key)
+        return f"by-{os.getpid()}"
+
+    return cache.fetch(key, loader)
+
+
+@pytest.mark.timeout(60)
+def test_a_key_loaded_beside_the_cells_lease_is_loaded_once_on_the_host(
+    make_cache: Callable[..., Cache], cache_dir: str
+) -> None:
+    """Single flight when keys share a lease cell: a process loads "slow" under the cell's lease
+    and, in another thread, a second key of the cell beside it. Another process that wants the
+    second key waits for the cell; when "slow" is stored, the second key's load still runs, and
+    the waiter must not load it again: the cell stays held until both loads are done."""
+    cache = make_cache(loader_timeout=10)
+    other = _same_cell(cache, cache_dir, "slow")
+    log = CallLog(cache_dir)
+    slow_done, other_done = threading.Event(), threading.Event()
+
+    def load(key: str, done: threading.Event) -> str:
+        log.record(key)
+        done.wait(20)
+        return f"{key} value"
+
+    first = threading.Thread(target=lambda: cache.fetch("slow", lambda: load("slow", slow_done)))
+    first.start()
+    assert wait_until(lambda: log.counts()["slow"] == 1, 5)
+    beside = threading.Thread(target=lambda: cache.fetch(other, lambda: load(other, other_done)))
+    beside.start()
+    assert wait_until(lambda: log.counts()[other] == 1, 5)
+    go = CTX.Event()
+    waiter = Worker(_fetch_other_key, cache.name, cache_dir, other, log, go)
+    assert go.wait(20)
+    time.sleep(0.3)  # the other process waits for the cell
+    slow_done.set()
+    first.join(10)
+    time.sleep(0.3)  # woken by the release of "slow": it must find the cell still held
+    other_done.set()
+    beside.join(10)
+    assert waiter.result(timeout=30) == f"{other} value"
+    assert log.counts() == {"slow": 1, other: 1}, log.lines()
+
+
 # ---------------------------------------------------------------------- a loader that dies
 
 LOADER_TIMEOUT = 3.0

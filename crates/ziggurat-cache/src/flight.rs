@@ -155,8 +155,8 @@ impl<'a> Flight<'a> {
         let (main_stamp, took_over) = match self.neg.lease_try(&k.neg, pid, timeout) {
             Lease::Taken => (self.main_stamp(k), false),
             // This process loads another key of the same cell, perhaps in this very
-            // call's caller: load this one without the lease rather than wait for it.
-            // Its release then gives back nothing.
+            // call's caller: load this one beside that lease rather than wait for
+            // it. The cell stays held until this load's release too.
             Lease::Busy => (self.main_stamp(k), false),
             Lease::Held { holder, seq } => {
                 let dead = !process_alive(holder_pid(holder));
@@ -192,7 +192,16 @@ impl<'a> Flight<'a> {
     /// whether this process now runs the refresh.
     pub fn begin_refresh(&self, key: &[u8], timeout: f64) -> bool {
         let k = self.neg.hash(&refresh_key(key));
-        matches!(self.neg.lease_try(&k, current_pid(), timeout), Lease::Taken)
+        match self.neg.lease_try(&k, current_pid(), timeout) {
+            Lease::Taken => true,
+            // The cell is this process's for another key's refresh or load: no
+            // refresh now (the next hit asks again), so give back the ride.
+            Lease::Busy => {
+                self.neg.lease_release(&k, current_pid());
+                false
+            }
+            Lease::Held { .. } => false,
+        }
     }
 
     /// Gives back the refresh lease of `key`.

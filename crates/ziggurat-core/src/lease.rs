@@ -10,13 +10,18 @@
 //!
 //! Keys that share a cell share its lease: a caller may wait for the load of
 //! another key, then finds its own key still missing and takes the lease
-//! itself. Not for a cell its own process holds for another key: each handle
-//! remembers the key of every cell it holds, and a caller of the holding
-//! process whose key differs is told [`Lease::Busy`] instead of waiting for
-//! itself (a loader that fetches another key of the same cell, an HTTP
-//! cache's fill that runs an app which fetches, would otherwise wait out the
-//! lease's deadline). A lease lapses at its deadline, so a holder that died (or whose pid
-//! was reused) holds nobody past it; callers can also take over earlier from a
+//! itself. Not for a cell its own process holds for another key: a caller of
+//! the holding process whose key differs is told [`Lease::Busy`] and loads
+//! beside the lease instead of waiting for itself (a loader that fetches
+//! another key of the same cell, an HTTP cache's fill that runs an app which
+//! fetches, would otherwise wait out the lease's deadline). Such a load rides
+//! on the cell: the handle counts it, and the cell is given back only when
+//! the lease's own load and every load beside it are done. Otherwise a caller
+//! of another process, woken by the first release, would find the second key
+//! still missing and load it a second time.
+//!
+//! A lease lapses at its deadline, so a holder that died (or whose pid was
+//! reused) holds nobody past it; callers can also take over earlier from a
 //! holder whose process is gone (`take_over`, compare-and-set on the holder
 //! they saw, so exactly one of them wins).
 
@@ -24,6 +29,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::clock::now_ms;
+use crate::fork::fork_generation;
 use crate::hash::{reduce, KeyHash};
 use crate::layout::{H_LEASES, LEASE_CELL, LEASE_CELLS};
 use crate::segment::Segment;
@@ -34,9 +40,10 @@ use crate::stamps;
 pub enum Lease {
     /// The caller holds the lease now.
     Taken,
-    /// This process holds the cell for another key: load without the lease
+    /// This process holds the cell for another key: load beside the lease
     /// (waiting would wait for this process's own load, which may be the
-    /// caller's).
+    /// caller's), then [`Segment::lease_release`] as after [`Lease::Taken`]:
+    /// the cell is kept until that release.
     Busy,
     /// Another caller holds it: `holder` as read, and the cell's `seq` read
     /// before it (pass it to [`Segment::lease_wait`]).
@@ -71,9 +78,115 @@ fn lapsed(holder: u64) -> bool {
     (holder >> 32) <= now_ms() / 1000
 }
 
-/// The key a handle remembers for a cell it holds (never 0, which means none).
-fn key_id(kh: &KeyHash) -> u64 {
-    kh.h | 1
+/// The low bits of a cell's record in [`Holds`]: how many loads of other keys
+/// ride on the lease ([`Lease::Busy`]).
+const RIDERS: u64 = 0xFFFF;
+
+/// How many loads beside leases one handle tracks at once; past that, a
+/// caller waits for the cell instead of loading beside it.
+const RIDE_SLOTS: usize = 32;
+
+/// The rest of a cell's record, and of a ride's: the key (never 0; a cell's
+/// 0 means none, as after the lease's own load ended while loads beside it
+/// still run).
+fn key_tag(kh: &KeyHash) -> u64 {
+    (kh.h << 16) | (1 << 16)
+}
+
+/// What one handle holds in the lease cells, as threads of this process see
+/// it: for each cell, the tag of the key the lease was taken for and how many
+/// loads ride on it; for each load riding on a cell, its key's tag and the
+/// cell (so that a second caller of the same key waits for the first instead
+/// of loading it again). A record means something only while the cell's
+/// holder word names this process.
+///
+/// The records and the holder word change together under a lock of the
+/// handle's own: a thread that reads the holder word as this process's must
+/// find the record of that hold, not the moment between a release's two
+/// steps (a load counted then would ride on a cell already given back). The
+/// lock is not a `Mutex` because a child forked while another thread of its
+/// parent held it would wait for it forever: the word records the fork
+/// generation of its taker, and a child takes a lock of another generation
+/// as free. Every section it guards is a few atomic operations long.
+pub(crate) struct Holds {
+    lock: AtomicU64,
+    cells: [AtomicU64; LEASE_CELLS as usize],
+    rides: [AtomicU64; RIDE_SLOTS],
+}
+
+/// A held [`Holds`] lock, given back on drop.
+struct HoldsGuard<'a>(&'a Holds);
+
+impl Drop for HoldsGuard<'_> {
+    fn drop(&mut self) {
+        self.0.lock.store(0, Ordering::Release);
+    }
+}
+
+impl Holds {
+    pub(crate) fn new() -> Holds {
+        Holds {
+            lock: AtomicU64::new(0),
+            cells: std::array::from_fn(|_| AtomicU64::new(0)),
+            rides: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    fn lock(&self) -> HoldsGuard<'_> {
+        let mine = fork_generation() << 1 | 1;
+        let mut spins = 0u32;
+        loop {
+            let cur = self.lock.load(Ordering::Relaxed);
+            // Free, or taken in the parent before this process was forked.
+            if cur != mine
+                && self
+                    .lock
+                    .compare_exchange_weak(cur, mine, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return HoldsGuard(self);
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    // Read and written only under the lock, whose acquire and release order them.
+    fn get(&self, i: usize) -> u64 {
+        self.cells[i].load(Ordering::Relaxed)
+    }
+
+    fn set(&self, i: usize, v: u64) {
+        self.cells[i].store(v, Ordering::Relaxed)
+    }
+
+    /// The slot of the load of `tag` riding on cell `i`, if one runs.
+    fn ride(&self, i: usize, tag: u64) -> Option<&AtomicU64> {
+        let want = tag | i as u64;
+        self.rides
+            .iter()
+            .find(|r| r.load(Ordering::Relaxed) == want)
+    }
+
+    /// Records a load of `tag` riding on cell `i`; false when every slot is in use.
+    fn add_ride(&self, i: usize, tag: u64) -> bool {
+        let free = self.rides.iter().find(|r| r.load(Ordering::Relaxed) == 0);
+        free.map(|r| r.store(tag | i as u64, Ordering::Relaxed))
+            .is_some()
+    }
+
+    /// Forgets every load riding on cell `i` (its hold lapsed and was replaced).
+    fn drop_rides(&self, i: usize) {
+        for r in &self.rides {
+            if r.load(Ordering::Relaxed) & RIDERS == i as u64 {
+                r.store(0, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 impl Segment {
@@ -90,19 +203,23 @@ impl Segment {
         }
     }
 
-    /// Takes the lease of the key hashed as `kh` (by this segment) for process `pid` for `ttl` seconds, if it is
-    /// free or lapsed. A read-only handle never takes it: it reports the
-    /// lease as held by its current holder (0 when free).
+    /// Takes the lease of the key hashed as `kh` (by this segment) for
+    /// process `pid` for `ttl` seconds, if it is free or lapsed. A read-only
+    /// handle never takes it: it reports the lease as held by its current
+    /// holder (0 when free).
     pub fn lease_try(&self, kh: &KeyHash, pid: u32, ttl: f64) -> Lease {
         let i = Self::lease_index(kh);
         let c = self.lease_cell(i);
+        if self.read_only {
+            let seq = c.seq.load(Ordering::SeqCst);
+            let holder = c.holder.load(Ordering::SeqCst);
+            return Lease::Held { holder, seq };
+        }
+        let _g = self.holds.lock();
         // seq first: a release after this read changes it, so a waiter that
         // passes this seq never sleeps through that release.
         let seq = c.seq.load(Ordering::SeqCst);
         let mut cur = c.holder.load(Ordering::SeqCst);
-        if self.read_only {
-            return Lease::Held { holder: cur, seq };
-        }
         while cur == 0 || lapsed(cur) {
             match c.holder.compare_exchange(
                 cur,
@@ -111,71 +228,116 @@ impl Segment {
                 Ordering::SeqCst,
             ) {
                 Ok(_) => {
-                    self.held[i].store(key_id(kh), Ordering::Relaxed);
+                    // Loads that rode on a hold of this handle that lapsed are
+                    // forgotten: their releases find nothing to give back.
+                    if self.holds.get(i) & RIDERS != 0 {
+                        self.holds.drop_rides(i);
+                    }
+                    self.holds.set(i, key_tag(kh));
                     return Lease::Taken;
                 }
                 Err(now) => cur = now,
             }
         }
-        if holder_pid(cur) == pid && self.held[i].load(Ordering::Relaxed) != key_id(kh) {
-            return Lease::Busy;
+        if holder_pid(cur) != pid {
+            return Lease::Held { holder: cur, seq };
         }
-        Lease::Held { holder: cur, seq }
+        let rec = self.holds.get(i);
+        let tag = key_tag(kh);
+        if rec & !RIDERS == tag || self.holds.ride(i, tag).is_some() {
+            // The key's own load runs in another thread of this process: wait
+            // for it (the cell is given back once it is stored).
+            return Lease::Held { holder: cur, seq };
+        }
+        if rec != 0 {
+            if !self.holds.add_ride(i, tag) {
+                // Too many loads beside leases at once: wait for the cell.
+                return Lease::Held { holder: cur, seq };
+            }
+            self.holds.set(i, rec + 1);
+            // The cell is now held until this load ends too: its deadline
+            // moves to cover it, as the deadline of a lease taken now would.
+            let later = holder_word(pid, ttl);
+            if later > cur {
+                let _ = c
+                    .holder
+                    .compare_exchange(cur, later, Ordering::SeqCst, Ordering::SeqCst);
+            }
+        }
+        // rec == 0: another handle of this process holds the cell (a second
+        // Cache on the same file). Its load cannot be waited for, nor counted
+        // here: this load rides uncounted, and its release gives back nothing.
+        Lease::Busy
     }
 
-    /// Gives up `pid`'s lease of the key hashed as `kh` and wakes its waiters; false if `pid`
-    /// did not hold it for this key through this handle (it lapsed and was taken over, or
-    /// the cell was [`Lease::Busy`] with another key; always false read-only).
+    /// Gives back what the key hashed as `kh` holds through this handle for
+    /// `pid`: the lease taken for it ([`Lease::Taken`]) or a load beside
+    /// another key's ([`Lease::Busy`]). The cell is freed, and its waiters
+    /// woken, when neither the lease's own load nor any load beside it still
+    /// runs. False if the key held nothing here (a lease that lapsed and was
+    /// taken over, a load that rode uncounted; always false read-only).
     pub fn lease_release(&self, kh: &KeyHash, pid: u32) -> bool {
         if self.read_only {
             return false;
         }
         let i = Self::lease_index(kh);
-        // Forgotten first: once the holder word is 0 another thread may take the
-        // cell and record its own key.
-        let mine =
-            self.held[i].compare_exchange(key_id(kh), 0, Ordering::Relaxed, Ordering::Relaxed);
-        if mine.is_err() {
-            return false;
-        }
         let c = self.lease_cell(i);
-        let cur = c.holder.load(Ordering::SeqCst);
-        if cur == 0 || holder_pid(cur) != pid {
-            return false;
-        }
-        let released = c
-            .holder
-            .compare_exchange(cur, 0, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok();
-        if released {
-            c.seq.fetch_add(1, Ordering::SeqCst);
-            if c.waiters.load(Ordering::SeqCst) > 0 {
-                stamps::futex_wake(c.seq);
+        let freed = {
+            let _g = self.holds.lock();
+            let rec = self.holds.get(i);
+            let (tag, riders) = (rec & !RIDERS, rec & RIDERS);
+            let left = if tag == key_tag(kh) {
+                riders
+            } else if let Some(ride) = self.holds.ride(i, key_tag(kh)) {
+                ride.store(0, Ordering::Relaxed);
+                tag | riders.saturating_sub(1)
+            } else {
+                return false;
+            };
+            self.holds.set(i, left);
+            if left != 0 {
+                return true;
             }
+            let cur = c.holder.load(Ordering::SeqCst);
+            let freed = cur != 0
+                && holder_pid(cur) == pid
+                && c.holder
+                    .compare_exchange(cur, 0, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok();
+            if freed {
+                c.seq.fetch_add(1, Ordering::SeqCst);
+            }
+            freed
+        };
+        // Woken outside the lock: the system call is the slow part.
+        if freed && c.waiters.load(Ordering::SeqCst) > 0 {
+            stamps::futex_wake(c.seq);
         }
-        released
+        freed
     }
 
     /// Replaces the holder `seen` (whose process is gone) by `pid`; true for
     /// exactly one of several callers that saw the same holder (always false
     /// read-only).
     pub fn lease_take_over(&self, kh: &KeyHash, seen: u64, pid: u32, ttl: f64) -> bool {
-        if self.read_only {
+        if self.read_only || seen == 0 {
             return false;
         }
         let i = Self::lease_index(kh);
         let c = self.lease_cell(i);
-        let won = seen != 0
-            && c.holder
-                .compare_exchange(
-                    seen,
-                    holder_word(pid, ttl),
-                    Ordering::SeqCst,
-                    Ordering::SeqCst,
-                )
-                .is_ok();
+        let _g = self.holds.lock();
+        let won = c
+            .holder
+            .compare_exchange(
+                seen,
+                holder_word(pid, ttl),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            )
+            .is_ok();
         if won {
-            self.held[i].store(key_id(kh), Ordering::Relaxed);
+            self.holds.drop_rides(i);
+            self.holds.set(i, key_tag(kh));
         }
         won
     }
@@ -205,5 +367,24 @@ impl Segment {
             c.waiters.fetch_sub(1, Ordering::SeqCst);
         }
         changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_forked_while_another_thread_held_the_lock_takes_it() {
+        crate::fork::track_forks();
+        let holds = Holds::new();
+        let guard = holds.lock();
+        let child = crate::sys::in_child(Duration::from_secs(10), || drop(holds.lock()));
+        drop(guard);
+        assert_eq!(
+            child,
+            Some(true),
+            "the child waited for a lock its parent's thread held"
+        );
     }
 }

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::FREQ_MAX;
 use crate::layout::*;
+use crate::lease::Holds;
 use crate::lock::{LockError, Locked};
 use crate::options::Options;
 use crate::recovery::Report;
@@ -36,9 +37,8 @@ pub struct Segment {
     /// Pending hit and miss counts of this process (see `read::count`).
     pub(crate) local_hits: AtomicU64,
     pub(crate) local_misses: AtomicU64,
-    /// The key of each lease cell this handle holds, 0 for a cell it does
-    /// not hold (see `lease`).
-    pub(crate) held: [AtomicU64; LEASE_CELLS as usize],
+    /// What this handle holds in each lease cell (see `lease`).
+    pub(crate) holds: Holds,
 }
 
 impl Segment {
@@ -62,7 +62,7 @@ impl Segment {
             freq_cap: if opts.read_only { 0 } else { FREQ_MAX },
             local_hits: AtomicU64::new(0),
             local_misses: AtomicU64::new(0),
-            held: std::array::from_fn(|_| AtomicU64::new(0)),
+            holds: Holds::new(),
         }
     }
 

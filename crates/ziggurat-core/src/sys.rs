@@ -199,3 +199,38 @@ pub fn at_fork_child(child: extern "C" fn()) -> io::Result<()> {
         Err(io::Error::from_raw_os_error(rc))
     }
 }
+
+/// Runs `f` in a child forked from this process and says whether the child
+/// ended well: None if it was still running after `timeout` (it is killed).
+/// For tests of what a fork leaves behind.
+#[cfg(test)]
+pub(crate) fn in_child(timeout: std::time::Duration, f: impl FnOnce()) -> Option<bool> {
+    // SAFETY: the child runs only `f` and leaves with `_exit`, running no
+    // destructor and none of the parent's other threads' code.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_ok();
+        // SAFETY: ends the child at once, as a forked child of a threaded
+        // process must.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    assert!(pid > 0, "fork failed");
+    let mut status = 0;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        // SAFETY: waits for the child forked above; `status` is writable.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if rc == pid {
+            return Some(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        }
+        if std::time::Instant::now() > deadline {
+            // SAFETY: the child is ours and still running; reaped at once.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
