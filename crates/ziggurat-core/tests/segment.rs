@@ -451,12 +451,40 @@ fn processes_opening_a_new_name_at_once_share_one_file() {
     assert!(leftovers.is_empty(), "temporary files left behind");
 }
 
+/// Two handles on one new segment (as two processes would have).
+fn two_handles(name: &str) -> (Dir, Segment, Segment) {
+    let d = Dir::new(name);
+    let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
+    let b = Segment::open("l", &d.opts(4 << 20)).unwrap();
+    (d, a, b)
+}
+
+/// `n` keys whose load lease is the cell of `key`'s: with the cell held by
+/// one pid, the keys another pid finds held (a free cell is taken and given
+/// back). Leaves every cell free.
+fn cell_mates(seg: &Segment, key: &[u8], n: usize) -> Vec<Vec<u8>> {
+    use ziggurat_core::Lease;
+    assert_eq!(seg.lease_try(&seg.hash(key), 1, 10.0), Lease::Taken);
+    let mates: Vec<Vec<u8>> = (0..100_000)
+        .map(|j| format!("mate{j}").into_bytes())
+        .filter(|k| match seg.lease_try(&seg.hash(k), 999, 10.0) {
+            Lease::Held { .. } => true,
+            _ => {
+                assert!(seg.lease_release(&seg.hash(k), 999));
+                false
+            }
+        })
+        .take(n)
+        .collect();
+    assert_eq!(mates.len(), n, "too few keys share the cell");
+    assert!(seg.lease_release(&seg.hash(key), 1));
+    mates
+}
+
 #[test]
 fn lease_take_busy_release_and_take_over() {
     use ziggurat_core::{holder_pid, Lease};
-    let d = Dir::new("lease");
-    let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
-    let b = Segment::open("l", &d.opts(4 << 20)).unwrap();
+    let (_d, a, b) = two_handles("lease");
     assert_eq!(a.lease_try(&a.hash(b"k"), 100, 10.0), Lease::Taken);
     // Another handle (another process) sees it held by pid 100.
     let Lease::Held { holder, seq } = b.lease_try(&b.hash(b"k"), 200, 10.0) else {
@@ -490,22 +518,9 @@ fn lease_take_busy_release_and_take_over() {
 #[test]
 fn a_process_never_waits_for_its_own_lease_of_another_key() {
     use ziggurat_core::Lease;
-    let d = Dir::new("lease-busy");
-    let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
-    let b = Segment::open("l", &d.opts(4 << 20)).unwrap();
+    let (_d, a, b) = two_handles("lease-busy");
+    let other = cell_mates(&a, b"k1", 1).remove(0);
     assert_eq!(a.lease_try(&a.hash(b"k1"), 100, 10.0), Lease::Taken);
-    // Another key of the same cell: any key the cell is held for (a free cell is
-    // taken and given back).
-    let other = (0..10_000)
-        .map(|j| format!("o{j}").into_bytes())
-        .find(|k| match a.lease_try(&a.hash(k), 999, 10.0) {
-            Lease::Held { .. } => true,
-            _ => {
-                assert!(a.lease_release(&a.hash(k), 999));
-                false
-            }
-        })
-        .expect("no key shares the cell of k1");
     let k2 = a.hash(&other);
     // The holding process (pid 100, this handle) misses k2: told to load it
     // without the lease, not to wait for its own load of k1.
@@ -547,28 +562,9 @@ fn a_process_never_waits_for_its_own_lease_of_another_key() {
 #[test]
 fn a_lease_given_back_before_its_loads_beside_it_waits_for_them() {
     use ziggurat_core::Lease;
-    let d = Dir::new("lease-ride");
-    let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
-    let b = Segment::open("l", &d.opts(4 << 20)).unwrap();
-    // Three keys of one cell: the first and second found as in the test above.
-    let cell_mates: Vec<Vec<u8>> = {
-        assert_eq!(a.lease_try(&a.hash(b"m0"), 100, 10.0), Lease::Taken);
-        let mates = (0..100_000)
-            .map(|j| format!("m{j}").into_bytes())
-            .skip(1)
-            .filter(|k| match b.lease_try(&b.hash(k), 999, 10.0) {
-                Lease::Held { .. } => true,
-                _ => {
-                    assert!(b.lease_release(&b.hash(k), 999));
-                    false
-                }
-            })
-            .take(2)
-            .collect();
-        assert!(a.lease_release(&a.hash(b"m0"), 100));
-        mates
-    };
-    let keys = [b"m0".to_vec(), cell_mates[0].clone(), cell_mates[1].clone()];
+    let (_d, a, b) = two_handles("lease-ride");
+    let mates = cell_mates(&a, b"m0", 2);
+    let keys = [b"m0".to_vec(), mates[0].clone(), mates[1].clone()];
     assert_eq!(a.lease_try(&a.hash(&keys[0]), 100, 10.0), Lease::Taken);
     assert_eq!(a.lease_try(&a.hash(&keys[1]), 100, 10.0), Lease::Busy);
     assert_eq!(a.lease_try(&a.hash(&keys[2]), 100, 10.0), Lease::Busy);
@@ -587,9 +583,7 @@ fn a_lease_given_back_before_its_loads_beside_it_waits_for_them() {
 #[test]
 fn a_lease_held_by_another_handle_of_the_process_is_ridden_uncounted() {
     use ziggurat_core::Lease;
-    let d = Dir::new("lease-two-handles");
-    let a = Segment::open("l", &d.opts(4 << 20)).unwrap();
-    let a2 = Segment::open("l", &d.opts(4 << 20)).unwrap();
+    let (_d, a, a2) = two_handles("lease-two-handles");
     assert_eq!(a.lease_try(&a.hash(b"k"), 100, 10.0), Lease::Taken);
     // A second handle of the same process (pid 100) cannot wait for the first.
     assert_eq!(a2.lease_try(&a2.hash(b"k"), 100, 10.0), Lease::Busy);
