@@ -234,7 +234,8 @@ def test_a_key_loaded_beside_the_cells_lease_is_loaded_once_on_the_host(
     """Single flight when keys share a lease cell: a process loads "slow" under the cell's lease
     and, in another thread, a second key of the cell beside it. Another process that wants the
     second key waits for the cell; when "slow" is stored, the second key's load still runs, and
-    the waiter must not load it again: the cell stays held until both loads are done."""
+    the waiter must not load it again: the cell stays held until both loads are done. Nor may a
+    second thread of the holding process load the second key again."""
     cache = make_cache(loader_timeout=10)
     other = _same_cell(cache, cache_dir, "slow")
     log = CallLog(cache_dir)
@@ -251,6 +252,12 @@ def test_a_key_loaded_beside_the_cells_lease_is_loaded_once_on_the_host(
     beside = threading.Thread(target=lambda: cache.fetch(other, lambda: load(other, other_done)))
     beside.start()
     assert wait_until(lambda: log.counts()[other] == 1, 5)
+    # A second thread of this process that wants the key beside the lease waits for its load.
+    again: list[Any] = []
+    second = threading.Thread(
+        target=lambda: again.append(cache.fetch(other, lambda: load(other, other_done)))
+    )
+    second.start()
     go = CTX.Event()
     waiter = Worker(_fetch_other_key, cache.name, cache_dir, other, log, go)
     assert go.wait(20)
@@ -260,7 +267,9 @@ def test_a_key_loaded_beside_the_cells_lease_is_loaded_once_on_the_host(
     time.sleep(0.3)  # woken by the release of "slow": it must find the cell still held
     other_done.set()
     beside.join(10)
+    second.join(10)
     assert waiter.result(timeout=30) == f"{other} value"
+    assert again == [f"{other} value"]
     assert log.counts() == {"slow": 1, other: 1}, log.lines()
 
 
