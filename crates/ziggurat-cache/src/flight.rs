@@ -153,11 +153,10 @@ impl<'a> Flight<'a> {
     fn take(&self, k: &FlightKey, timeout: f64, read: Option<Option<u64>>) -> Next {
         let pid = current_pid();
         let (main_stamp, took_over) = match self.neg.lease_try(&k.neg, pid, timeout) {
-            Lease::Taken => (self.main_stamp(k), false),
-            // This process loads another key of the same cell, perhaps in this very
-            // call's caller: load this one beside that lease rather than wait for
-            // it. The cell stays held until this load's release too.
-            Lease::Busy => (self.main_stamp(k), false),
+            // Busy: this process loads another key of the same cell, perhaps in this
+            // very call's caller: load this one beside that lease rather than wait
+            // for it. The cell stays held until this load's release too.
+            Lease::Taken | Lease::Busy => (self.main_stamp(k), false),
             Lease::Held { holder, seq } => {
                 let dead = !process_alive(holder_pid(holder));
                 if !(dead && self.neg.lease_take_over(&k.neg, holder, pid, timeout)) {
