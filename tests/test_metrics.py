@@ -77,16 +77,29 @@ def cache(shm_dir: str) -> Iterator[Cache]:
 # -- Prometheus: exact values -------------------------------------------------------------
 
 
+def _stamps_apart(cache: Cache, directory: str, first: str, n: int) -> list[str]:
+    """``first`` and ``n`` other keys, none of which shares ``first``'s version stamp: a write
+    of a key that shares it voids ``first``'s L1 copy (a false invalidation, by design)."""
+    from format_reader import CacheReader
+
+    with CacheReader(cache.name, directory) as reader:
+        mine = reader.main.hash_key(first.encode()).stamp_index
+        others = (f"k{j}" for j in range(1, 10_000))
+        apart = [k for k in others if reader.main.hash_key(k.encode()).stamp_index != mine]
+    return [first, *apart[:n]]
+
+
 def test_exact_figures_after_known_operations(cache: Cache, shm_dir: str) -> None:
     registry = CollectorRegistry()
     metrics.register(cache, registry=registry)
     name, pid = cache.name, str(os.getpid())
-    for i in range(5):
-        cache.set(f"k{i}", {"i": i})
+    keys = _stamps_apart(cache, shm_dir, "k0", 4)
+    for i, key in enumerate(keys):
+        cache.set(key, {"i": i})
     assert cache.get("k0") == {"i": 0}  # this process's L1 (set filled it)
     assert cache.get("absent") is None  # L1 miss, L2 miss, cached-miss segment miss
-    assert cache.delete("k4") is True
-    assert cache.delete("k4") is False  # removed nothing: not counted
+    assert cache.delete(keys[4]) is True
+    assert cache.delete(keys[4]) is False  # removed nothing: not counted
     assert cache.fetch("nothing", lambda: None) is None  # one load; its None cached as a miss
     # The cached miss: L1 miss, L2 miss, a hit in the cached-miss segment, now in L1 too.
     assert cache.fetch("nothing", lambda: 1 / 0) is None
