@@ -21,6 +21,8 @@ from typing import Any
 import cluster_helpers
 import pytest
 from cluster_helpers import converges
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from redis_servers import Server
 from ziggurat import Cache
 from ziggurat.cluster import events
@@ -227,6 +229,22 @@ def test_event_fields_cannot_be_regrouped_into_another_valid_event() -> None:
     assert events.parse(genuine, s) is not None
     forged = {**genuine, b"h": b"h1\x00set\x00z", b"o": b"clear", b"k": b"[]"}
     assert events.parse(forged, s) is None
+
+
+_FIELDS = st.tuples(
+    st.text(st.characters(blacklist_categories=("Cs",))),
+    st.text(st.characters(blacklist_categories=("Cs",))),
+    st.binary(),
+    st.integers(0, 2**63 - 1),
+)
+
+
+@given(_FIELDS, _FIELDS)
+def test_different_event_fields_never_sign_the_same_bytes(
+    one: tuple[str, str, bytes, int], other: tuple[str, str, bytes, int]
+) -> None:
+    assume(one != other)
+    assert events.signed_body(*one) != events.signed_body(*other)
 
 
 def test_a_regrouped_event_in_the_stream_does_not_clear_a_host(
