@@ -108,7 +108,7 @@ def until(check: Callable[[], bool], within: float, what: str, pause: float = 0.
 
 
 def seq_key(name: str) -> bytes:
-    return b"{zg:" + name.encode() + b"}:seq"
+    return b"{zg2:" + name.encode() + b"}:seq"
 
 
 def settle(client: Any, name: str, *caches: Any, within: float = 30) -> int:

@@ -127,8 +127,8 @@ def test_a_value_tampered_with_in_redis_is_a_miss_and_never_decoded(
             return (open, (marker, "w"))
 
     # The same prefix (tags) and a body that would run code if it were unpickled.
-    head = stored[: stored.index(b"Z1")]
-    r.set(vkey, head + b"Z1" + bytes(16) + bytes(8) + b"\x00" + pickle.dumps(Evil()))
+    head = stored[: stored.index(b"Z2")]
+    r.set(vkey, head + b"Z2" + bytes(16) + bytes(17) + b"P" + pickle.dumps(Evil()))
     assert b.get("k") is None
     assert not os.path.exists(marker)
     assert b.stats()["l3"]["bad_signatures"] == 1

@@ -5,7 +5,8 @@ explicitly; ``purge`` needs none).
 
 The secret comes from ``--secret-file`` (one secret per line, the first signs) or from the
 ``ZIGGURAT_SECRET`` environment variable, never from the command line (which other users
-of the host can read in the process list).
+of the host can read in the process list). For the same reason the Redis URL, which may
+hold a password, can come from ``ZIGGURAT_REDIS_URL`` instead of ``--redis``.
 
 >>> secrets_from(None, {"ZIGGURAT_SECRET": "a-secret-of-16-bytes+"})
 ['a-secret-of-16-bytes+']
@@ -33,21 +34,35 @@ from ziggurat.cli.segments import CacheFiles, attach
 if TYPE_CHECKING:
     from ziggurat.cache import Cache
 
-__all__ = ["add_options", "open_clustered", "redacted", "secrets_from"]
+__all__ = ["URL_VARIABLE", "add_options", "open_clustered", "redacted", "secrets_from"]
+
+#: The environment variable that can give the Redis URL instead of ``--redis``.
+URL_VARIABLE = "ZIGGURAT_REDIS_URL"
 
 
-def add_options(p: argparse.ArgumentParser, required: bool) -> None:
-    """The options that name the cluster tier: ``--redis`` and the Cache's settings.
+def add_options(
+    p: argparse.ArgumentParser, required: bool, environ: Mapping[str, str] = os.environ
+) -> None:
+    """The options that name the cluster tier: ``--redis`` (by default
+    ``ZIGGURAT_REDIS_URL``; ``required``: one of them must be given) and the Cache's
+    settings.
 
-    >>> p = argparse.ArgumentParser(); add_options(p, required=False)
+    >>> p = argparse.ArgumentParser(); add_options(p, required=False, environ={})
     >>> p.parse_args([]).redis is None
     True
+    >>> p = argparse.ArgumentParser()
+    >>> add_options(p, required=True, environ={"ZIGGURAT_REDIS_URL": "redis://h/0"})
+    >>> p.parse_args([]).redis
+    'redis://h/0'
     """
+    from_env = environ.get(URL_VARIABLE) or None
     p.add_argument(
         "--redis",
-        required=required,
+        required=required and from_env is None,
+        default=from_env,
         metavar="URL",
-        help="the Cache's redis= URL (redis://, rediss:// or unix://)",
+        help=f"the Cache's redis= URL (redis://, rediss:// or unix://); default "
+        f"${URL_VARIABLE}, which keeps a password in the URL out of the process list",
     )
     p.add_argument(
         "--secret-file",

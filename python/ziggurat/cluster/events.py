@@ -8,6 +8,11 @@ kept beside the stream, and a host expects exactly ``last + 1``. Anything else m
 were lost (a gap) or the sequence started again (the server lost its data): the host
 cannot know what changed, and clears.
 
+Each event also carries its write's time ``w`` (µs, from the writing host's clock; see
+``ClusterTier.clock``), signed with the rest: a host that applies the event refuses, from
+then on, any value of the key written before it, so an older signed value put back into
+Redis is not served again.
+
 >>> follow(41, 42), follow(41, 45), follow(41, 3), follow(0, 1)
 (<Next.APPLY: 1>, <Next.GAP: 2>, <Next.BACK: 3>, <Next.APPLY: 1>)
 """
@@ -55,6 +60,7 @@ class Event(NamedTuple):
     op: str
     keys: tuple[bytes | str, ...]
     gen: int = 0
+    w: int = 0  # the write's time, µs (signed)
 
 
 def key_field(key: bytes) -> bytes:
@@ -75,13 +81,17 @@ def tags_field(tags: tuple[str, ...]) -> bytes:
     return orjson.dumps(list(tags))
 
 
-def signed_body(host: str, op: str, k: bytes) -> bytes:
-    """What an event's MAC covers.
+def signed_body(host: str, op: str, k: bytes, w: int) -> bytes:
+    """What an event's MAC covers: each field after its length, so the fields of one event
+    can never be read as those of another (a key may hold any byte).
 
-    >>> signed_body("h1", "del", b"k")
-    b'h1\\x00del\\x00k'
+    >>> signed_body("h1", "del", b"k", 7)[:10]
+    b'\\x00\\x00\\x00\\x02h1\\x00\\x00\\x00\\x03'
+    >>> signed_body("h1", "del", b"k", 7) == signed_body("h1\\x00\\x00\\x00\\x03del", "", b"k", 7)
+    False
     """
-    return host.encode() + b"\x00" + op.encode() + b"\x00" + k
+    fields = (host.encode(), op.encode(), k)
+    return b"".join(len(f).to_bytes(4, "big") + f for f in fields) + w.to_bytes(8, "big")
 
 
 def place(fields: dict[bytes, bytes]) -> tuple[int, int] | None:
@@ -105,10 +115,10 @@ def parse(fields: dict[bytes, bytes], signer: Signer) -> Event | None:
     not check (a forged or damaged event has no effect).
 
     >>> s = Signer("c", [b"0123456789abcdef"])
-    >>> f = {b"s": b"7", b"h": b"h1", b"o": b"del", b"k": b"x"}
-    >>> f[b"m"] = s.event_mac(signed_body("h1", "del", b"x"))
+    >>> f = {b"s": b"7", b"h": b"h1", b"o": b"del", b"k": b"x", b"w": b"5"}
+    >>> f[b"m"] = s.event_mac(signed_body("h1", "del", b"x", 5))
     >>> parse(f, s)
-    Event(seq=7, host='h1', op='del', keys=(b'x',), gen=0)
+    Event(seq=7, host='h1', op='del', keys=(b'x',), gen=0, w=5)
     >>> parse({**f, b"k": b"y"}, s) is None
     True
     """
@@ -119,9 +129,11 @@ def parse(fields: dict[bytes, bytes], signer: Signer) -> Event | None:
         k = fields[b"k"]
         mac = fields[b"m"]
         gen = int(fields.get(b"g", b"0"))
-    except (KeyError, ValueError, UnicodeDecodeError):
+        w = int(fields[b"w"])
+        body = signed_body(host, op, k, w)
+    except (KeyError, ValueError, UnicodeDecodeError, OverflowError):
         return None
-    if not signer.event_ok(signed_body(host, op, k), mac):
+    if not signer.event_ok(body, mac):
         return None
     if op in ("tags", "clear", "recover"):
         try:
@@ -130,5 +142,5 @@ def parse(fields: dict[bytes, bytes], signer: Signer) -> Event | None:
             return None
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             return None
-        return Event(seq, host, op, tuple(tags), gen)
-    return Event(seq, host, op, (k,), gen)
+        return Event(seq, host, op, tuple(tags), gen, w)
+    return Event(seq, host, op, (k,), gen, w)

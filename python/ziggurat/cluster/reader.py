@@ -396,13 +396,22 @@ class Reader:
         return seq, gen
 
     def _apply(self, ev: events.Event) -> None:
-        core = self.core
+        # The host notes the event's write time first, so a process that misses after the
+        # segment changed already refuses what the event made old (see ``ClusterTier``).
+        core, tier = self.core, self.tier
+        tier.saw(ev.w)
         if ev.op in ("clear", "recover") or (ev.op == "tags" and ALL in ev.keys):
+            tier.cleared(ev.w)
             core.clear()
         elif ev.op == "tags":
-            core.invalidate_tags(tuple(str(t) for t in ev.keys))
+            tags = tuple(str(t) for t in ev.keys)
+            for t in tags:
+                tier.note(b"t" + t.encode(), ev.w)
+            core.invalidate_tags(tags)
         else:
             for k in ev.keys:
+                kb = k if isinstance(k, bytes) else k.encode()
+                tier.note(b"k" + kb, ev.w)
                 core.delete(k)
 
     def _flush_lags(self) -> None:

@@ -9,9 +9,10 @@ at once, on every host, without touching the values. A clear of the whole cache 
 same with a tag every value carries.
 
 Every write except a fill takes the next number of the cache's sequence and appends the
-event (``s`` seq, ``h`` host, ``o`` op, ``k`` key or tags, ``m`` MAC, ``g`` the stream's
-generation) to the stream, trimmed to about ``maxlen`` entries. Keys are named in ``KEYS``
-and share one hash tag, so the scripts run on a Redis Cluster too.
+event (``s`` seq, ``h`` host, ``o`` op, ``k`` key or tags, ``m`` MAC, ``w`` the write's
+time, ``g`` the stream's generation) to the stream, trimmed to about ``maxlen`` entries.
+Keys are named in ``KEYS`` and share one hash tag, so the scripts run on a Redis Cluster
+too.
 
 A write carries its host's fence. A host that could not reach Redis raises its fence before
 it publishes its clear; a write it sent before (which timed out, so the host kept it local,
@@ -35,26 +36,34 @@ return 0
 
 _CHECK = r"""
 -- Where the body of a stored value starts, and whether every tag it was written with still
--- has that version. Reads only the prefix: no copy of the body.
+-- has that version. Reads only the prefix: no copy of the body. Redis is not trusted: a
+-- prefix that does not parse is a value that does not count (never a script error).
 local function check(tagkey, s)
+  local len = #s
   local n = string.byte(s, 1)
   local pos = 2
   if n == 0 then return pos, true end
   if n == 1 then
     -- One tag (the one every value carries, for most values): one HGET, no tables.
+    if len < 4 then return pos, false end
     local l = string.byte(s, 2) * 256 + string.byte(s, 3)
+    if len < 4 + l then return pos, false end
     local vl = string.byte(s, 4 + l)
+    if len < 4 + l + vl then return pos, false end
     local v = redis.call('HGET', tagkey, string.sub(s, 4, 3 + l)) or '0'
     return 5 + l + vl, v == string.sub(s, 5 + l, 4 + l + vl)
   end
   local tags, vers = {}, {}
   for i = 1, n do
+    if len < pos + 1 then return pos, false end
     local l = string.byte(s, pos) * 256 + string.byte(s, pos + 1)
     tags[i] = string.sub(s, pos + 2, pos + 1 + l)
     pos = pos + 2 + l
+    if len < pos then return pos, false end
     local vl = string.byte(s, pos)
     vers[i] = string.sub(s, pos + 1, pos + vl)
     pos = pos + 1 + vl
+    if len < pos - 1 then return pos, false end
   end
   local cur = redis.call('HMGET', tagkey, unpack(tags))
   for i = 1, n do
@@ -90,9 +99,10 @@ local function tag_prefix(tagkey, i)
   return table.concat(out)
 end
 
--- A counter's body: 'C', its tags (ARGV[i..]) as the client encodes them, ':', the count.
+-- A counter's body: 'N', the key's counter mark (made by the client: ARGV[10]), its tags
+-- (ARGV[i..]) as the client encodes them, ':', the count.
 local function counter(i, n)
-  local out = {'C', string.char(#ARGV - i + 1)}
+  local out = {'N', ARGV[10], string.char(#ARGV - i + 1)}
   for j = i, #ARGV do
     local t = ARGV[j]
     out[#out + 1] = string.char(math.floor(#t / 256), #t % 256) .. t
@@ -135,10 +145,10 @@ return s
 )
 
 #: KEYS: value, tag versions, sequence, stream, generation, host fences.
-#: ARGV: op, host:fence, maxlen, event key field, event MAC, then per op:
+#: ARGV: op, host:fence, maxlen, event key field, event MAC, event write time, then per op:
 #:   set/add/fill: body, px (0: no expiry), tags...
 #:   del: tombstone px
-#:   incr: delta, default ('' for none), px, tags...
+#:   incr: delta, default ('' for none), px, the key's counter mark, tags...
 #:   touch: px, expected body ('' for a counter), new body
 #:   tags: tags...           clear, recover: the tag every value carries
 #: Returns {seq (0 when nothing was published), result}, or the error FENCED.
@@ -167,59 +177,78 @@ local function tags_from(i)
   return t
 end
 
+-- A counter's head and count from a stored body: a counter ('N' ...), or an int that set
+-- stored, which becomes a counter here (its signed body cannot be added to). The int body
+-- is 'Z2', MAC (16), expiry (8), write time (8), tags, 'I', the int in decimal; its head
+-- becomes 'N', the key's counter mark, its tags. Nil for any other body.
+local function count_of(body)
+  local head, num = string.match(body, '^(N.*):(-?%d+)$')
+  if head then return head, num end
+  if string.sub(body, 1, 2) ~= 'Z2' or #body < 36 then return nil end
+  local pos = 36
+  for _ = 1, string.byte(body, 35) do
+    if #body < pos + 1 then return nil end
+    pos = pos + 2 + string.byte(body, pos) * 256 + string.byte(body, pos + 1)
+  end
+  if string.sub(body, pos, pos) ~= 'I' then return nil end
+  num = string.match(string.sub(body, pos + 1), '^(-?%d+)$')
+  if not num then return nil end
+  return 'N' .. ARGV[10] .. string.sub(body, 35, pos - 1), num
+end
+
 if op == 'set' or op == 'add' or op == 'fill' then
-  local px = tonumber(ARGV[7])
+  local px = tonumber(ARGV[8])
   if op ~= 'set' then
     local s = redis.call('GET', KEYS[1])
     -- add: a live value wins; fill: a live value or a tombstone wins.
     if s and (op == 'fill' or live(KEYS[2], s)) then return {0, 0} end
   end
-  if #ARGV[6] > 256 then
+  if #ARGV[7] > 256 then
     -- A large body is appended by the server rather than joined to the prefix in Lua:
     -- a Lua string of the whole value costs more than the second call.
-    set_px(KEYS[1], tag_prefix(KEYS[2], 8), px)
-    redis.call('APPEND', KEYS[1], ARGV[6])
+    set_px(KEYS[1], tag_prefix(KEYS[2], 9), px)
+    redis.call('APPEND', KEYS[1], ARGV[7])
   else
-    set_px(KEYS[1], tag_prefix(KEYS[2], 8) .. ARGV[6], px)
+    set_px(KEYS[1], tag_prefix(KEYS[2], 9) .. ARGV[7], px)
   end
   if op == 'fill' then return {0, 1} end
 elseif op == 'del' then
   local existed = redis.call('GET', KEYS[1])
   result = live(KEYS[2], existed) and 1 or 0
-  set_px(KEYS[1], '', tonumber(ARGV[6]))
+  set_px(KEYS[1], '', tonumber(ARGV[7]))
 elseif op == 'incr' then
-  local delta = tonumber(ARGV[6])
-  local px = tonumber(ARGV[8])
+  local delta = tonumber(ARGV[7])
+  local px = tonumber(ARGV[9])
   local s = redis.call('GET', KEYS[1])
   local body, prefix = current(KEYS[2], s or '')
   local n
   if body then
-    local head, num = string.match(body, '^(C.*):(-?%d+)$')
+    local head, num = count_of(body)
     if not head then return redis.error_reply('NOTINT') end
     n = tonumber(num) + delta
     if math.abs(n) > 9007199254740991 then return redis.error_reply('OVERFLOW') end
     redis.call('SET', KEYS[1], prefix .. head .. ':' .. string.format('%d', n), 'KEEPTTL')
   else
-    if ARGV[7] == '' then return redis.error_reply('MISSING') end
-    n = tonumber(ARGV[7]) + delta
+    if ARGV[8] == '' then return redis.error_reply('MISSING') end
+    n = tonumber(ARGV[8]) + delta
     if math.abs(n) > 9007199254740991 then return redis.error_reply('OVERFLOW') end
-    set_px(KEYS[1], tag_prefix(KEYS[2], 9) .. counter(9, n), px)
+    set_px(KEYS[1], tag_prefix(KEYS[2], 11) .. counter(11, n), px)
   end
   result = string.format('%d', n)
 elseif op == 'touch' then
-  local px = tonumber(ARGV[6])
+  local px = tonumber(ARGV[7])
   local s = redis.call('GET', KEYS[1])
   local body, prefix = current(KEYS[2], s or '')
   if not body then return {0, 0} end
-  if ARGV[7] == '' then
-    if string.sub(body, 1, 1) ~= 'C' then return {0, 0} end
+  if ARGV[8] == '' then
+    if string.sub(body, 1, 1) ~= 'N' then return {0, 0} end
     set_px(KEYS[1], s, px)
   else
-    if body ~= ARGV[7] then return {0, 0} end
-    set_px(KEYS[1], prefix .. ARGV[8], px)
+    if body ~= ARGV[8] then return {0, 0} end
+    set_px(KEYS[1], prefix .. ARGV[9], px)
   end
 elseif op == 'tags' or op == 'clear' or op == 'recover' then
-  for _, t in ipairs(tags_from(6)) do redis.call('HINCRBY', KEYS[2], t, 1) end
+  for _, t in ipairs(tags_from(7)) do redis.call('HINCRBY', KEYS[2], t, 1) end
 else
   return redis.error_reply('unknown op ' .. op)
 end
@@ -235,7 +264,7 @@ if not gen then
 end
 local seq = redis.call('INCR', KEYS[3])
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*',
-  's', seq, 'h', host, 'o', op, 'k', ARGV[4], 'm', ARGV[5], 'g', gen)
+  's', seq, 'h', host, 'o', op, 'k', ARGV[4], 'm', ARGV[5], 'w', ARGV[6], 'g', gen)
 return {seq, result}
 """
 )

@@ -4,8 +4,9 @@ Redis is shared infrastructure, so nothing read from it is trusted: a value is d
 a pickle loaded) only after its MAC checks, and an event is applied only after its own. The
 MAC is keyed BLAKE2b (a MAC by construction, faster than HMAC-SHA256 for the small values a
 cache holds), over the cache's name and the key as well as the bytes, so a valid value
-cannot be moved to another key or another cache. Several secrets may be given for
-rotation: the first signs, every one verifies.
+cannot be moved to another key or another cache. Values, counters and events each have a
+key of their own, so no MAC of one kind checks as another. Several secrets may be given
+for rotation: the first signs, every one verifies.
 
 >>> s = Signer("shop", [b"new-secret-0123456789", b"old-secret-0123456789"])
 >>> tag = s.value_mac(b"user:1", b"payload")
@@ -73,6 +74,7 @@ class Signer:
         head = len(self.name).to_bytes(2, "big") + self.name
         self._values = [_keyed(_derive(s, b"value"), head) for s in secrets]
         self._events = [_keyed(_derive(s, b"event"), head) for s in secrets]
+        self._counters = [_keyed(_derive(s, b"counter"), head) for s in secrets]
 
     def value_mac(self, key: bytes, body: bytes) -> bytes:
         """The MAC of ``body`` stored under ``key``.
@@ -89,6 +91,22 @@ class Signer:
         False
         """
         return any(hmac.compare_digest(_mac(k, key, body), mac) for k in self._values)
+
+    def counter_mac(self, key: bytes) -> bytes:
+        """The mark that lets ``key`` hold a counter: Redis adds to a counter, so its count
+        cannot be signed, but only a key a host made a counter reads as one.
+
+        >>> s = Signer("c", [b"0123456789abcdef"])
+        >>> mark = s.counter_mac(b"hits")
+        >>> s.counter_ok(b"hits", mark), s.counter_ok(b"k", mark)
+        (True, False)
+        """
+        return _mac(self._counters[0], key, b"")
+
+    def counter_ok(self, key: bytes, mac: bytes | memoryview) -> bool:
+        """Whether ``mac`` is the counter mark of ``key`` for any secret (see
+        ``counter_mac``)."""
+        return any(hmac.compare_digest(_mac(k, key, b""), mac) for k in self._counters)
 
     def event_mac(self, body: bytes) -> bytes:
         """The MAC of an event's fields.

@@ -8,15 +8,29 @@ when Redis cannot be reached, the host's segment is updated alone and the host m
 itself dirty: its stream reader publishes a clear of the whole cache once Redis is back,
 since the other hosts and Redis may hold values older than what was written here.
 
-A stored body is ``b"Z1" + MAC + expiry (ms since the epoch, 0: never) + tags + payload``,
-or ``b"C" + tags + b":" + decimal`` for a counter (parsed as an int, never unpickled: a
-tampered counter can only change a count, so counters need no MAC and the server-side
-script can add to them).
+A stored body is ``b"Z2" + MAC + expiry (ms since the epoch, 0: none) + write time (µs) +
+tags + kind + data``, the kind ``P`` for the serializer's bytes or ``I`` for an int in
+decimal (which ``incr`` can turn into a counter). A counter made by ``incr`` is
+``b"N" + mark + tags + b":" + decimal``: the server-side script adds to it, so its count
+cannot be signed; the mark (``Signer.counter_mac``) lets only a key some host made a counter
+read as one, and the count is parsed as an int, never unpickled.
+
+Redis is not trusted to keep what was written, only to hand it back: a writer without the
+secret can put an older signed body back. Two rules bound that. Every body is valid for at
+most ``MAX_AGE`` after its signed write time, whatever its ttl (Redis is told to drop it
+then too). And a host notes, for each key (and tag) it wrote or applied an event about,
+the write time of the latest write it knows; a body written before it is refused
+(``refused_older``) while the note lives (``MAX_AGE``, in the host's segment, which may
+evict it or lose it in a clear). A whole-cache clear is noted in a word of the segment.
+Write times come from a clock the host's processes share (``clock``), never behind the
+latest write time the host has seen, so a write made after applying another's event is
+always the later one even when the hosts' clocks differ.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import math
 import os
@@ -28,12 +42,19 @@ from ziggurat.cluster import events, scripts
 from ziggurat.cluster.link import Down, Link
 from ziggurat.cluster.signing import MAC_LEN, Signer
 
-__all__ = ["ALL", "ClusterTier", "W", "host_figures"]
+__all__ = ["ALL", "MAX_AGE", "ClusterTier", "W", "host_figures"]
 
 log = logging.getLogger("ziggurat")
 
 #: The tag every value in Redis carries: a cluster-wide clear moves its version.
 ALL = "\x00all"
+
+#: The longest a value stays in Redis, in seconds, whatever its ttl (``math.inf``
+#: included): past its signed write time plus this, every host refuses it and Redis drops
+#: it. It bounds how long an older signed value put back into Redis can be served by a host
+#: that knows no later write of its key.
+MAX_AGE = 86400.0
+_MAX_AGE_US = int(MAX_AGE * 1_000_000)
 
 
 class W:
@@ -57,6 +78,8 @@ class W:
     REPLAYS = 15  # events applied that were in the stream before the reader connected
     FOLLOWER = 16  # pid of a process that only follows the stream (``ziggurat follow``)
     FOLLOWER_AT = 17  # when it last asked for the lease, ms of CLOCK_MONOTONIC
+    CLEARED = 18  # write time (µs) of the latest whole-cache clear the host made or applied
+    CLOCK = 19  # the latest write time (µs) the host gave or saw (see ClusterTier.clock)
 
 
 class ClusterTier:
@@ -84,7 +107,9 @@ class ClusterTier:
         self.dumps = dumps
         self.stream_length = stream_length
         self.tombstone_ms = max(1, int(tombstone_ttl * 1000))
-        prefix = b"{zg:" + name.encode() + b"}:"
+        # "zg2": the format of the values and events (a host of an older format uses other
+        # keys, so neither reads what the other wrote).
+        prefix = b"{zg2:" + name.encode() + b"}:"
         self.prefix = prefix
         self.tags_key = prefix + b"tags"
         self.seq_key = prefix + b"seq"
@@ -105,9 +130,12 @@ class ClusterTier:
         self.hits = 0
         self.misses = 0
         self.bad_signatures = 0
+        self.refused_older = 0
         self.fills = 0
         self._logged_bad = False
+        self._logged_older = False
         self._logged_refusal = False
+        self._counter_mark: dict[bytes, bytes] = {}
 
     # -- identity -------------------------------------------------------------------------
 
@@ -139,39 +167,109 @@ class ClusterTier:
             self.fence_key,
         ]
 
+    # -- write times --------------------------------------------------------------------
+
+    def clock(self) -> int:
+        """A write time (µs since the epoch) for a write made now: the wall clock, or one
+        more than the latest write time this host gave or saw, whichever is later, so every
+        write time a host gives is above any it knew of (see ``saw``)."""
+        now = time.time_ns() // 1000
+        while True:
+            cur = int(self.core.app_load(W.CLOCK))
+            w = max(now, cur + 1)
+            if self.core.app_cas(W.CLOCK, cur, w):
+                return w
+
+    def saw(self, w: int) -> None:
+        """The host learnt of a write made at ``w`` (another host's event)."""
+        _raise_word(self.core, W.CLOCK, w)
+
+    def note(self, what: bytes, w: int) -> None:
+        """The latest write this host knows of the key (``b"k" + key``) or tag
+        (``b"t" + tag``) ``what`` was made at ``w``: a body written before it is refused
+        from now on (see the module). Kept in the host's segment for ``MAX_AGE``."""
+        fk = _note_key(what)
+        try:
+            cur = self.core.get_local(fk, 0, 0)
+            if type(cur) is not int or cur < w:
+                self.core.set(fk, w, ttl=MAX_AGE)
+        except Exception as e:  # a note not kept only narrows the defence; never fail
+            log.debug("ziggurat cache %r: note of a write not kept: %s", self.name, e)
+
+    def cleared(self, w: int) -> None:
+        """The whole cache was cleared at ``w``: every body written before is refused."""
+        _raise_word(self.core, W.CLEARED, w)
+
+    def _known(self, what: bytes) -> int:
+        try:
+            cur = self.core.get_local(_note_key(what), 0, 0)
+        except Exception:
+            return 0
+        return cur if type(cur) is int else 0
+
+    def fresh(self, kb: bytes, written: int, tags: tuple[str, ...]) -> bool:
+        """Whether a body of ``kb`` written at ``written`` with ``tags`` is not older than a
+        write, tag invalidation or clear this host knows of."""
+        if written < self.core.app_load(W.CLEARED) or written < self._known(b"k" + kb):
+            return False
+        return all(t == ALL or written >= self._known(b"t" + t.encode()) for t in tags)
+
     # -- bodies ---------------------------------------------------------------------------
 
     def encode(
-        self, kb: bytes, value: Any, ttl: float, tags: tuple[str, ...]
+        self, kb: bytes, value: Any, ttl: float, tags: tuple[str, ...], w: int
     ) -> tuple[bytes, bytes | None]:
-        """The signed body of ``value`` (a counter for an exact int), and the value as the
-        serializer encoded it (None for a counter), which the host's segment can take as
-        it is."""
+        """The signed body of ``value`` written at ``w`` (see ``clock``), and the value as
+        the serializer encoded it (None for an exact int), which the host's segment can
+        take as it is."""
+        payload: bytes | None
         if type(value) is int and -(2**53) < value < 2**53:
-            return b"C" + _tag_list(tags) + b":" + str(value).encode(), None
+            payload, kind, data = None, b"I", str(value).encode()
+        else:
+            payload = self.dumps(value)
+            kind, data = b"P", payload
         expiry = 0 if ttl == math.inf else int((time.time() + ttl) * 1000)
-        payload = self.dumps(value)
-        rest = b"".join((expiry.to_bytes(8, "big"), _tag_list(tags), payload))
-        return b"Z1" + self.signer.value_mac(kb, rest) + rest, payload
+        head = expiry.to_bytes(8, "big") + w.to_bytes(8, "big") + _tag_list(tags) + kind
+        rest = head + data
+        return b"Z2" + self.signer.value_mac(kb, rest) + rest, payload
+
+    def counter_mark(self, kb: bytes) -> bytes:
+        """The counter mark of ``kb`` (see ``Signer.counter_mac``), remembered for the
+        keys this process counted last."""
+        mark = self._counter_mark.get(kb)
+        if mark is None:
+            if len(self._counter_mark) >= 1024:
+                self._counter_mark.clear()
+            mark = self._counter_mark[kb] = self.signer.counter_mac(kb)
+        return mark
 
     def decode(
         self, kb: bytes, body: bytes | memoryview
-    ) -> tuple[Any, float, tuple[str, ...], bytes | None] | None:
-        """``(value, seconds left, tags, encoded)`` of a body, or None (expired, bad MAC,
-        junk); ``encoded`` is the value as the serializer wrote it (None for a counter).
+    ) -> tuple[Any, float, tuple[str, ...], bytes | None, int | None] | None:
+        """``(value, seconds left, tags, encoded, written)`` of a body, or None (expired,
+        bad MAC, junk); ``encoded`` is the value as the serializer wrote it (None for an
+        int), ``written`` its signed write time (None for a counter, which has none).
 
         ``body`` may be a view into the reply (no copy of a large value until the one that
         the serializer reads)."""
-        if body[:1] == b"C":
-            try:
-                tags, pos = _read_tags(body, 1)
-                if body[pos : pos + 1] != b":":
-                    raise ValueError("no count")
-                return int(bytes(body[pos + 1 :])), math.inf, tags, None
-            except (ValueError, IndexError, UnicodeDecodeError):
+        try:
+            return self._decode(kb, body)
+        except (ValueError, IndexError, UnicodeDecodeError):
+            self._bad(kb)
+            return None
+
+    def _decode(
+        self, kb: bytes, body: bytes | memoryview
+    ) -> tuple[Any, float, tuple[str, ...], bytes | None, int | None] | None:
+        if body[:1] == b"N":
+            if not self.signer.counter_ok(kb, body[1 : 1 + MAC_LEN]):
                 self._bad(kb)
                 return None
-        if body[:2] != b"Z1" or len(body) < 2 + MAC_LEN + 9:
+            tags, pos = _read_tags(body, 1 + MAC_LEN)
+            if body[pos : pos + 1] != b":":
+                raise ValueError("no count")
+            return int(bytes(body[pos + 1 :])), math.inf, tags, None, None
+        if body[:2] != b"Z2" or len(body) < 2 + MAC_LEN + 18:
             self._bad(kb)
             return None
         rest = body[2 + MAC_LEN :]
@@ -179,12 +277,33 @@ class ClusterTier:
             self._bad(kb)
             return None
         expiry = int.from_bytes(rest[:8], "big")
-        left = math.inf if expiry == 0 else expiry / 1000 - time.time()
+        written = int.from_bytes(rest[8:16], "big")
+        now = time.time()
+        left = (written + _MAX_AGE_US) / 1_000_000 - now
+        if expiry:
+            left = min(left, expiry / 1000 - now)
         if left <= 0:
             return None
-        tags, pos = _read_tags(rest, 8)
-        payload = bytes(rest[pos:])
-        return self.loads(payload), left, tags, payload
+        tags, pos = _read_tags(rest, 16)
+        kind = rest[pos : pos + 1]
+        if kind == b"I":
+            return int(bytes(rest[pos + 1 :])), left, tags, None, written
+        if kind != b"P":
+            raise ValueError("unknown kind")
+        payload = bytes(rest[pos + 1 :])
+        return self.loads(payload), left, tags, payload, written
+
+    def _older(self, kb: bytes) -> None:
+        self.refused_older += 1
+        if not self._logged_older:
+            self._logged_older = True
+            log.warning(
+                "ziggurat cache %r: a value in Redis under %r is older than a write of it "
+                "this host knows of (put back by something that writes to Redis); it is "
+                "treated as a miss",
+                self.name,
+                kb,
+            )
 
     def _bad(self, kb: bytes) -> None:
         self.bad_signatures += 1
@@ -202,8 +321,16 @@ class ClusterTier:
 
     def _stored(self, kb: bytes) -> memoryview | None:
         """The body stored under ``kb`` while its tags are current, as a view into the
-        server's reply (raises ``Down``)."""
-        return _body(self._read([self._vkey(kb), self.tags_key], []))
+        server's reply (raises ``Down``). A reply that is not a value (the script failed
+        on a stored string it cannot parse, a prefix that does not add up) is none."""
+        try:
+            found = _body(self._read([self._vkey(kb), self.tags_key], []))
+        except Down:
+            raise
+        except Exception:
+            found = None
+            self._bad(kb)
+        return found
 
     def _lookup(self, key: str | bytes, kb: bytes) -> tuple[Any] | None:
         """One read of ``key`` in Redis: ``(value,)`` copied into the host's segment (see
@@ -218,10 +345,13 @@ class ClusterTier:
         except Down:
             return None
         found = None if body is None else self.decode(kb, body)
+        if found is not None and found[4] is not None and not self.fresh(kb, found[4], found[2]):
+            self._older(kb)
+            found = None
         if found is None:
             self.misses += 1
             return None
-        value, left, tags, payload = found
+        value, left, tags, payload, _ = found
         self.hits += 1
         if seen is not None:
             try:
@@ -275,8 +405,8 @@ class ClusterTier:
         kb = _kb(key)
         try:
             if value is not None and ttl > 0:
-                body, _ = self.encode(kb, value, ttl, (*tags, ALL))
-                self._run("fill", kb, b"", [body, _px(ttl), *tags, ALL])
+                body, _ = self.encode(kb, value, ttl, (*tags, ALL), self.clock())
+                self._run("fill", kb, b"", [body, _px_value(ttl), *tags, ALL], 0)
         except Down:
             pass
         finally:
@@ -287,11 +417,11 @@ class ClusterTier:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def _run(self, op: str, kb: bytes, k: bytes, extra: list[Any]) -> list[Any]:
+    def _run(self, op: str, kb: bytes, k: bytes, extra: list[Any], w: int) -> list[Any]:
         host = self.host_id()
-        mac = self.signer.event_mac(events.signed_body(host, op, k))
+        mac = self.signer.event_mac(events.signed_body(host, op, k, w))
         fenced = f"{host}:{self.core.app_load(W.FENCE)}"
-        args = [op, fenced, self.stream_length, k, mac, *extra]
+        args = [op, fenced, self.stream_length, k, mac, w, *extra]
         keys = self._keys(kb)
         try:
             r = self._write(keys, args)
@@ -352,38 +482,46 @@ class ClusterTier:
     def set(self, key: str | bytes, value: Any, ttl: float, tags: tuple[str, ...]) -> None:
         """``Cache.set``: Redis and its event, then this host (arguments checked)."""
         kb = _kb(key)
-        body, payload = self.encode(kb, value, ttl, (*tags, ALL))
+        w = self.clock()
+        body, payload = self.encode(kb, value, ttl, (*tags, ALL), w)
         seen = self.core.seen(key) if self.positioned() else None
         try:
-            self._run("set", kb, kb, [body, _px(ttl), *tags, ALL])
+            self._run("set", kb, kb, [body, _px_value(ttl), *tags, ALL], w)
         except Down:
             self.dirty()
             self.core.set(key, value, ttl=ttl, tags=tags)
             return
+        self.note(b"k" + kb, w)
         self._local(key, seen, value, ttl, tags, payload)
 
     def add(self, key: str | bytes, value: Any, ttl: float, tags: tuple[str, ...]) -> bool:
         """``Cache.add`` for the whole cluster: exactly one caller of all hosts gets True."""
         kb = _kb(key)
-        body, payload = self.encode(kb, value, ttl, (*tags, ALL))
+        w = self.clock()
+        body, payload = self.encode(kb, value, ttl, (*tags, ALL), w)
         seen = self.core.seen(key) if self.positioned() else None
         try:
-            stored = bool(int(self._run("add", kb, kb, [body, _px(ttl), *tags, ALL])[1]))
+            r = self._run("add", kb, kb, [body, _px_value(ttl), *tags, ALL], w)
+            stored = bool(int(r[1]))
         except Down:
             self.dirty()
             return bool(self.core.add(key, value, ttl=ttl, tags=tags))
         if stored:
+            self.note(b"k" + kb, w)
             self._local(key, seen, value, ttl, tags, payload)
         return stored
 
     def delete(self, key: str | bytes) -> bool:
         """``Cache.delete`` for the whole cluster: whether Redis or this host held a value."""
         kb = _kb(key)
+        w = self.clock()
         try:
-            held = bool(int(self._run("del", kb, kb, [self.tombstone_ms])[1]))
+            held = bool(int(self._run("del", kb, kb, [self.tombstone_ms], w)[1]))
         except Down:
             self.dirty()
             held = False
+        else:
+            self.note(b"k" + kb, w)
         return bool(self.core.delete(key)) or held
 
     def incr(
@@ -397,13 +535,16 @@ class ClusterTier:
         """``Cache.incr`` for the whole cluster (the counter lives in Redis)."""
         kb = _kb(key)
         d = "" if default is None else str(default)
+        w = self.clock()
+        mark = self.counter_mark(kb)
         try:
-            r = self._run("incr", kb, kb, [delta, d, _px(ttl), *tags, ALL])
+            r = self._run("incr", kb, kb, [delta, d, _px(ttl), mark, *tags, ALL], w)
         except Down:
             self.dirty()
             return int(self.core.incr(key, delta, default=default, tags=tags))
         except Exception as e:
             raise _incr_error(kb, e) from None
+        self.note(b"k" + kb, w)
         self.core.delete(key)
         return int(r[1])
 
@@ -420,29 +561,46 @@ class ClusterTier:
 
     def _touch_redis(self, kb: bytes, ttl: float) -> bool:
         # A value's expiry is signed: it is re-signed with the new one, and stored only if
-        # the value is still the one read (a counter's expiry is Redis's own).
+        # the value is still the one read (a counter's expiry is Redis's own). A value older
+        # than a write this host knows of is not touched: signing it again would make a
+        # value put back into Redis a new one.
         body = self._stored(kb)
         if body is None:
             return False
-        if bytes(body[:1]) == b"C":
-            return bool(int(self._run("touch", kb, kb, [_px(ttl), b""])[1]))
         found = self.decode(kb, body)
         if found is None:
             return False
-        new, _ = self.encode(kb, found[0], ttl, found[2])
-        return bool(int(self._run("touch", kb, kb, [_px(ttl), bytes(body), new])[1]))
+        w = self.clock()
+        written = found[4]
+        if written is None:
+            done = int(self._run("touch", kb, kb, [_px(ttl), b""], w)[1])
+        elif not self.fresh(kb, written, found[2]):
+            self._older(kb)
+            return False
+        else:
+            new, _ = self.encode(kb, found[0], ttl, found[2], w)
+            done = int(self._run("touch", kb, kb, [_px_value(ttl), bytes(body), new], w)[1])
+        if done:
+            self.note(b"k" + kb, w)
+        return bool(done)
 
     def invalidate_tags(self, tags: tuple[str, ...]) -> None:
         """``Cache.invalidate_tags`` for the whole cluster, Redis's values included."""
+        w = self.clock()
         try:
-            self._run("tags", self.tags_key, events.tags_field(tags), list(tags))
+            self._run("tags", self.tags_key, events.tags_field(tags), list(tags), w)
         except Down:
             self.dirty()
+        else:
+            for t in tags:
+                self.note(b"t" + t.encode(), w)
         self.core.invalidate_tags(tags)
 
     def publish_clear(self) -> None:
         """Voids every value in Redis and tells every host to clear (raises ``Down``)."""
-        self._run("clear", self.tags_key, events.tags_field((ALL,)), [ALL])
+        w = self.clock()
+        self._run("clear", self.tags_key, events.tags_field((ALL,)), [ALL], w)
+        self.cleared(w)
 
     def recover(self) -> None:
         """After writes were kept on this host: raises the host's fence (writes it sent
@@ -451,8 +609,10 @@ class ClusterTier:
         included: until then, a process of this host may have read from Redis a value that
         one of the writes kept here had replaced (its reader skips the host's own event)."""
         self._bump(W.FENCE)
-        self._run("recover", self.tags_key, events.tags_field((ALL,)), [ALL])
+        w = self.clock()
+        self._run("recover", self.tags_key, events.tags_field((ALL,)), [ALL], w)
         self.core.clear()
+        self.cleared(w)
         self._bump(W.GAP_CLEARS)
 
     def clear(self) -> None:
@@ -476,6 +636,7 @@ class ClusterTier:
             "errors": self.link.errors,
             "timeouts": self.link.timeouts,
             "bad_signatures": self.bad_signatures,
+            "refused_older": self.refused_older,
             "connected": self.link.up,
             **host_figures(self.core.app_load),
         }
@@ -501,14 +662,30 @@ def host_figures(load: Callable[[int], int]) -> dict[str, Any]:
 
 
 def _body(stored: bytes | None) -> memoryview | None:
-    """The body of a stored value, past the prefix the scripts keep (see ``scripts``)."""
+    """The body of a stored value, past the prefix the scripts keep (see ``scripts``);
+    raises ``IndexError`` for a prefix that does not add up."""
     if stored is None:
         return None
     pos = 1
     for _ in range(stored[0]):
         pos += 2 + int.from_bytes(stored[pos : pos + 2], "big")
         pos += 1 + stored[pos]
+    if pos > len(stored):
+        raise IndexError("the prefix runs past the value")
     return memoryview(stored)[pos:]
+
+
+def _note_key(what: bytes) -> bytes:
+    """The segment key of the note about a key or tag (see ``ClusterTier.note``): fixed
+    size whatever the key's, in a space of keys an application is unlikely to use."""
+    return b"\x00zg-note:" + hashlib.blake2b(what, digest_size=16).digest()
+
+
+def _raise_word(core: Any, word: int, v: int) -> None:
+    while True:
+        cur = core.app_load(word)
+        if cur >= v or core.app_cas(word, cur, v):
+            return
 
 
 def _tag_list(tags: tuple[str, ...]) -> bytes:
@@ -555,3 +732,8 @@ def _incr_error(kb: bytes, e: Exception) -> Exception:
 
 def _px(ttl: float) -> int:
     return 0 if math.isinf(ttl) else max(1, int(ttl * 1000))
+
+
+def _px_value(ttl: float) -> int:
+    """A signed value's time to live in Redis: its ttl, at most ``MAX_AGE``."""
+    return _px(min(ttl, MAX_AGE))
