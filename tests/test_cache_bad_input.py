@@ -21,7 +21,7 @@ import cache_helpers
 import pytest
 import redis
 from cluster_helpers import SECRET
-from redis_servers import Server
+from redis_servers import KINDS, Server
 from ziggurat import Cache, _native
 
 make_cache = cache_helpers.make_cache
@@ -137,14 +137,15 @@ def test_lone_surrogate_key_is_refused_in_local_degraded_mode(
     [k[1:] for k in KEYED if k[0] in ("set", "add", "incr", "touch", "delete", "get", "aget")],
     ids=[k[0] for k in KEYED if k[0] in ("set", "add", "incr", "touch", "delete", "get", "aget")],
 )
+@pytest.mark.parametrize("kind", KINDS)
 def test_lone_surrogate_key_is_refused_with_a_cluster_tier(
-    cache_dir: str, method: str, call: Callable[[Any, Any], Any]
+    cache_dir: str, kind: str, method: str, call: Callable[[Any, Any], Any]
 ) -> None:
-    """The same with a cluster tier on a real redis-server (writes are Python methods that
-    check the key before any round trip); nothing reaches Redis."""
+    """The same with a cluster tier on a real redis-server or Valkey (writes are Python
+    methods that check the key before any round trip); nothing reaches the server."""
     d = os.path.join(cache_dir, "server")
     os.mkdir(d)
-    server = Server("redis", d).start()
+    server = Server(kind, d).start()
     try:
         cache = Cache(
             cache_helpers.new_name(), "8MiB", directory=cache_dir, redis=server.url, secret=SECRET
