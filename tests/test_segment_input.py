@@ -236,7 +236,7 @@ BAD_CONSTRUCTORS: list[tuple[str, dict[str, Any], type[Exception]]] = [
     ("name-space", {"name": "a b"}, ValueError),
     ("name-nul", {"name": "a\x00b"}, ValueError),
     ("name-unicode", {"name": "é"}, ValueError),
-    ("name-too-long", {"name": "n" * 101}, ValueError),
+    ("name-too-long", {"name": "n" * 201}, ValueError),
     ("name-int", {"name": 5}, TypeError),
     ("name-bytes", {"name": b"abc"}, TypeError),
     ("size-zero", {"size": 0}, ValueError),

@@ -97,6 +97,18 @@ BUILD: str
 
 def parse_size(size: int | str) -> int: ...
 
+MAX_KEY: int
+
+def check_key(key: object, method: str) -> None:
+    """Raises the TypeError or ValueError ``method`` raises for a key it cannot store
+    (not str or bytes, not 1 to ``MAX_KEY`` bytes of UTF-8), naming ``method``.
+
+    >>> check_key("a\\udc80", "Cache.get_many")
+    Traceback (most recent call last):
+    ...
+    ValueError: Cache.get_many(): key is not valid UTF-8 (lone surrogate at index 1); ...
+    """
+
 class AutoCodec:
     """JSON (orjson) for plain JSON-shaped values, pickle protocol 5 for the rest.
 

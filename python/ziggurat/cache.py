@@ -41,7 +41,6 @@ _MISS, _HIT, _NEG, _STALE = 0, 1, 2, 3
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}")
 _VERSION = re.compile(r"[A-Za-z0-9_-]{1,16}")
 _DEGRADED = ("passthrough", "local", "raise")
-_MAX_KEY = 4096
 # Marks "absent" where None is a valid cached value.
 _MISSING: Any = object()
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,12 +80,8 @@ def _tags(tags: Iterable[str], method: str) -> tuple[str, ...]:
     return out
 
 
-def _check_key(key: Any, method: str) -> None:
-    if not isinstance(key, (str, bytes)):
-        raise TypeError(f"{method}(): key must be str or bytes, not {type(key).__name__}")
-    n = len(key.encode("utf-8", "surrogatepass")) if isinstance(key, str) else len(key)
-    if not 0 < n <= _MAX_KEY:
-        raise ValueError(f"{method}(): key must be 1 to {_MAX_KEY} bytes, got {n}")
+# The key rule of the native methods, for the methods written here: one rule, one message.
+_check_key = _native.check_key
 
 
 def _cluster_args(

@@ -16,6 +16,7 @@
 
 mod entry;
 mod flight;
+mod key;
 mod lookup;
 mod size;
 mod store;
@@ -25,6 +26,7 @@ mod watch;
 
 pub use entry::{counter_payload, encode, refresh_due, seal, split, Kind, Trailer, TRAILER_LEN};
 pub use flight::{process_alive, snapshot, Flight, FlightKey, Next};
+pub use key::{check_key, not_utf8, MAX_KEY};
 pub use lookup::{Before, Bytes, Found, Lookup, Missing, Payload, Reader};
 pub use size::{parse_size, MAX_SIZE};
 pub use store::{store, store_negative, Kept};

@@ -23,9 +23,14 @@ fn io_err(what: String) -> impl FnOnce(io::Error) -> Error {
     move |e| Error::Io(what, e)
 }
 
+/// The longest segment name. Its file name, `ziggurat.{name}.v{layout}`, stays
+/// well within NAME_MAX (255 bytes), and it leaves room for what a cache adds to
+/// its name (`.ver-{version}`, `.neg`).
+const MAX_NAME: usize = 200;
+
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
-        && name.len() <= 100
+        && name.len() <= MAX_NAME
         && !name.starts_with('.')
         && name
             .bytes()
@@ -206,7 +211,7 @@ impl Segment {
     pub fn open(name: &str, opts: &Options) -> Result<Segment> {
         if !valid_name(name) {
             return Err(Error::Invalid(format!(
-                "segment name must be 1-100 characters of A-Z a-z 0-9 . _ - not starting with '.', got {name:?}"
+                "segment name must be 1-{MAX_NAME} characters of A-Z a-z 0-9 . _ - not starting with '.', got {name:?}"
             )));
         }
         if opts.lock_timeout.is_zero() || opts.lock_timeout > Duration::from_secs(3600) {

@@ -1,23 +1,19 @@
 //! Argument checks shared by every method of the Cache, so the same bad input
 //! gets the same exception and message wherever it is passed.
 
-use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use ziggurat_cache::Lifetime;
 
 use crate::convert::{key_bytes, ttl_arg};
 
-/// Refuses keys no tier could store (checked on L1 misses, so the hit path stays short).
+/// Refuses keys no tier could store, by the Cache's one rule
+/// (`ziggurat_cache::check_key`; checked on L1 misses, so the hit path stays
+/// short: a key L1 holds passed it when it was stored).
 pub(crate) fn check_key<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     let kb = key_bytes(key)?;
-    if kb.is_empty() || kb.len() > ziggurat_core::MAX_KEY {
-        return Err(PyValueError::new_err(format!(
-            "key must be 1 to {} bytes, got {}",
-            ziggurat_core::MAX_KEY,
-            kb.len()
-        )));
-    }
+    ziggurat_cache::check_key(kb).map_err(PyValueError::new_err)?;
     Ok(kb)
 }
 
@@ -33,21 +29,25 @@ pub(crate) fn key_hash(key: &Bound<'_, PyAny>) -> PyResult<u64> {
 
 /// Puts the public method's name in front of a bad-input error, so every
 /// method reports the same input the same way ("Cache.set(): ttl must be
-/// ..."). Other errors pass unchanged.
+/// ..."). Other errors pass unchanged, subclasses too: the error is rebuilt
+/// from its type and one message, which only the exact types take
+/// (`UnicodeEncodeError(msg)` or `json.JSONDecodeError(msg)` would raise a
+/// `TypeError` about its own arguments instead).
 #[inline(always)]
 pub(crate) fn named<T>(py: Python<'_>, method: &str, r: PyResult<T>) -> PyResult<T> {
     r.map_err(|e| {
-        let bad_input = e.is_instance_of::<PyTypeError>(py)
-            || e.is_instance_of::<PyValueError>(py)
-            || e.is_instance_of::<PyOverflowError>(py);
-        if !bad_input || e.is_instance_of::<PyKeyError>(py) {
+        let t = e.get_type(py);
+        let bad_input = t.is(py.get_type::<PyTypeError>())
+            || t.is(py.get_type::<PyValueError>())
+            || t.is(py.get_type::<PyOverflowError>());
+        if !bad_input {
             return e;
         }
         let msg = e.value(py).str().map(|m| m.to_string()).unwrap_or_default();
         if msg.starts_with("Cache.") {
             return e;
         }
-        let out = PyErr::from_type(e.get_type(py), format!("{method}(): {msg}"));
+        let out = PyErr::from_type(t, format!("{method}(): {msg}"));
         out.set_cause(py, e.cause(py));
         out
     })

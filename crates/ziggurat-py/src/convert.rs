@@ -50,7 +50,10 @@ pub fn key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     // (the UTF-8 form CPython caches inside the str) and `as_bytes` borrow from
     // the object they are called on.
     if let Ok(s) = key.cast::<PyString>() {
-        Ok(s.to_str()?.as_bytes())
+        match s.to_str() {
+            Ok(t) => Ok(t.as_bytes()),
+            Err(e) => Err(not_utf8(key.py(), e, ziggurat_cache::not_utf8)),
+        }
     } else if let Ok(b) = key.cast::<PyBytes>() {
         Ok(b.as_bytes())
     } else {
@@ -59,6 +62,21 @@ pub fn key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
             key.get_type().name()?
         )))
     }
+}
+
+/// A str argument with no UTF-8 form (CPython's `UnicodeEncodeError` from
+/// `to_str`: a lone surrogate) as a `ValueError` whose message `message`
+/// writes from the character's index. The original error is its cause.
+#[cold]
+fn not_utf8(py: Python<'_>, e: PyErr, message: fn(usize) -> String) -> PyErr {
+    let start = e
+        .value(py)
+        .getattr(pyo3::intern!(py, "start"))
+        .and_then(|s| s.extract::<usize>())
+        .unwrap_or(0);
+    let out = PyValueError::new_err(message(start));
+    out.set_cause(py, Some(e));
+    out
 }
 
 /// The bytes of a value (bytes only: the segment stores bytes).
@@ -120,7 +138,14 @@ pub fn tags_arg(tags: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Vec<u8>>> {
                     .unwrap_or_default()
             ))
         })?;
-        let s = s.to_str()?;
+        let s = s.to_str().map_err(|e| {
+            not_utf8(t.py(), e, |i| {
+                format!(
+                    "each tag must be valid UTF-8 (lone surrogate at index {i}); \
+                     pass text without lone surrogates"
+                )
+            })
+        })?;
         if s.is_empty() {
             return Err(PyValueError::new_err("a tag must not be empty"));
         }

@@ -43,6 +43,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FOUND_NEGATIVE", read::NEG)?;
     m.add("FOUND_STALE", read::STALE)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(check_key, m)?)?;
+    m.add("MAX_KEY", ziggurat_core::MAX_KEY)?;
     m.add("LAYOUT_VERSION", ziggurat_core::LAYOUT_VERSION)?;
     m.add("MAX_TAGS", ziggurat_core::MAX_TAGS)?;
     // How this extension was optimized ("pgo": the profile-guided build of
@@ -55,4 +57,18 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyfunction]
 fn parse_size(size: &Bound<'_, PyAny>) -> PyResult<u64> {
     convert::size_arg(size)
+}
+
+/// Checks `key` by the rule every method of the Cache applies (str or bytes, 1 to
+/// `MAX_KEY` bytes of UTF-8), raising the error `method` would raise: for the
+/// methods written in Python, so that the rule has one home.
+///
+/// ```python
+/// >>> check_key("a\udc80", "Cache.get_many")
+/// Traceback (most recent call last):
+/// ValueError: Cache.get_many(): key is not valid UTF-8 (lone surrogate at index 1); ...
+/// ```
+#[pyfunction]
+fn check_key(key: &Bound<'_, PyAny>, method: &str) -> PyResult<()> {
+    args::named(key.py(), method, args::check_key(key).map(|_| ()))
 }

@@ -15,11 +15,14 @@ Decoded(format='json', value={'a': 1}, preview="{'a': 1}", error=None)
 
 from __future__ import annotations
 
+import _compat_pickle
 import io
 import itertools
 import json
 import pickle
+import pickletools
 import reprlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,17 +44,16 @@ KIND_VALUE, KIND_NEGATIVE, KIND_COUNTER = 1, 2, 3
 SERIALIZERS = ("auto", "pickle", "orjson", "msgpack", "raw")
 # The pickle PROTO opcode: how the "auto" serializer marks a pickled value.
 _PICKLE_PROTO = 0x80
+#: The largest payload a preview decodes, in bytes. Decoding builds objects several times
+#: the size of their encoding (an empty list is one byte of pickle and 56 bytes of
+#: memory); a larger payload is shown as its first bytes, undecoded.
+DECODE_MAX = 1 << 20
 # Classes a preview may build: plain data with no side effects. Anything else a pickle
 # names is shown by name and arguments, never imported or called.
 _SAFE_GLOBALS = {
-    ("builtins", "set"),
-    ("builtins", "frozenset"),
-    ("builtins", "bytearray"),
     ("builtins", "complex"),
     ("builtins", "range"),
     ("builtins", "slice"),
-    ("collections", "OrderedDict"),
-    ("collections", "deque"),
     ("datetime", "date"),
     ("datetime", "datetime"),
     ("datetime", "time"),
@@ -60,6 +62,21 @@ _SAFE_GLOBALS = {
     ("decimal", "Decimal"),
     ("uuid", "UUID"),
 }
+# Classes built from an iterable (or, for bytearray, a size): a pickle could ask for
+# bytearray(10**10) or set(range(10**10)), memory and time out of proportion to its own
+# size. A preview builds them only from objects already built (whose size the payload
+# bounds), and never from an int or a lazy iterable such as a range.
+_FROM_DATA = {
+    ("builtins", "set"),
+    ("builtins", "frozenset"),
+    ("builtins", "bytearray"),
+    ("collections", "OrderedDict"),
+    ("collections", "deque"),
+}
+_BUILT = (str, bytes, bytearray, list, tuple, dict, set, frozenset)
+# Distinct unknown classes one preview makes (a class costs about a kilobyte; its name,
+# a few bytes of pickle).
+_MAX_OPAQUE_CLASSES = 1000
 
 
 @dataclass(frozen=True)
@@ -150,11 +167,75 @@ class _Opaque:
         return f"{self.qualname}({', '.join(parts)})"
 
 
+def _from_data(cls: Callable[..., Any], qualname: str) -> Callable[..., Any]:
+    """``cls`` called only with arguments already built: a size or a lazy iterable is
+    refused, naming the class."""
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        data = args[:1]
+        if not all(isinstance(a, _BUILT) for a in data):
+            raise ValueError(
+                f"the pickle builds {qualname}() from {type(args[0]).__name__}, which a "
+                "preview does not (its size is not bounded by the stored bytes)"
+            )
+        rest = args[1:]
+        if qualname == "collections.deque" and not all(
+            isinstance(a, int) or a is None for a in rest
+        ):
+            raise ValueError("the pickle gives collections.deque() an unusual maxlen")
+        if qualname == "builtins.bytearray" and not all(isinstance(a, str) for a in rest):
+            raise ValueError("the pickle gives bytearray() an unusual encoding")
+        return cls(*args, **kwargs)
+
+    return build
+
+
+def _latin1(text: Any, encoding: Any = None) -> bytes:
+    """``_codecs.encode`` for the one use pickles of bytes make of it (a codec may
+    decompress, or run anything its module does)."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise ValueError("the pickle calls _codecs.encode(), which a preview does not")
+    return text.encode("latin-1")
+
+
 class _PreviewUnpickler(pickle.Unpickler):
+    def __init__(self, payload: bytes) -> None:
+        super().__init__(io.BytesIO(payload))
+        self._opaque: dict[tuple[str, str], type[_Opaque]] = {}
+
     def find_class(self, module: str, name: str) -> Any:
+        # Python 2's names (protocols 0 to 2), mapped as pickle.Unpickler maps them before
+        # it imports: no Python 3 module has those names.
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+        else:
+            module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         if (module, name) in _SAFE_GLOBALS:
             return super().find_class(module, name)
-        return type(name, (_Opaque,), {"qualname": f"{module}.{name}"})
+        if (module, name) == ("_codecs", "encode"):
+            return _latin1  # how protocols 0 to 2 give bytes (a bytearray's)
+        if (module, name) in _FROM_DATA:
+            return _from_data(super().find_class(module, name), f"{module}.{name}")
+        cls = self._opaque.get((module, name))
+        if cls is None:
+            if len(self._opaque) >= _MAX_OPAQUE_CLASSES:
+                raise ValueError(f"the pickle names more than {_MAX_OPAQUE_CLASSES} classes")
+            cls = type(name, (_Opaque,), {"qualname": f"{module}.{name}"})
+            self._opaque[(module, name)] = cls
+        return cls
+
+
+def _unpickle(payload: bytes) -> Any:
+    """The object of a pickle, read without trusting the lengths it declares.
+
+    The unpickler allocates what a length opcode declares (BYTEARRAY8, BINBYTES8, ...)
+    before reading the bytes: 13 bytes may declare 10 GB. The opcodes are read first,
+    each length checked against the bytes that follow it, so a pickle is built only when
+    it holds everything it declares.
+    """
+    for _ in pickletools.genops(payload):
+        pass
+    return _PreviewUnpickler(payload).load()
 
 
 class _Repr(reprlib.Repr):
@@ -171,17 +252,69 @@ class _Repr(reprlib.Repr):
             pieces.append("...")
         return "{" + ", ".join(pieces) + "}"
 
+    def repr1(self, x: Any, level: int) -> str:
+        # reprlib picks a method by the type's name: an unknown class called "set" or
+        # "list" must not be shown as one.
+        if isinstance(x, _Opaque):
+            return self.repr_opaque(x, level)
+        return super().repr1(x, level)
+
+    def repr_opaque(self, x: _Opaque, level: int) -> str:
+        if level <= 0:
+            return f"{x.qualname}(...)"
+        parts = [self.repr1(a, level - 1) for a in x.args[: self.maxtuple]]
+        if x.state is not None:
+            parts.append(f"state={self.repr1(x.state, level - 1)}")
+        if x.items:
+            parts.append(f"items={self.repr1(x.items, level - 1)}")
+        return f"{x.qualname}({', '.join(parts)})"
+
+    def repr_bytes(self, x: bytes, level: int) -> str:
+        return self._cut(x)
+
+    def repr_bytearray(self, x: bytearray, level: int) -> str:
+        return self._cut(x)
+
+    def _cut(self, x: bytes | bytearray) -> str:
+        # Only the part shown is turned into text: repr of the whole would be up to four
+        # times its size.
+        n = max(self.maxstring // 4, 4)
+        return repr(x) if len(x) <= n else repr(x[:n]) + "..."
+
+
+def _more(n: int, unit: str) -> str:
+    return f"… ({n:,} {unit} more)"
+
 
 def _repr(obj: Any, width: int) -> str:
+    """At most ``width`` characters of ``obj``'s repr; a str or bytes value cut short
+    ends with how much was left out."""
+    if isinstance(obj, (str, bytes, bytearray)):
+        unit = "characters" if isinstance(obj, str) else "bytes"
+        # Fewer items than characters are kept, and only they are turned into text.
+        text = repr(obj[:width])
+        if len(text) <= width:
+            return text
+        for keep in range(min(width, len(obj)), -1, -1):
+            text = repr(obj[:keep]) + _more(len(obj) - keep, unit)
+            if len(text) <= width or keep == 0:
+                return text
     r = _Repr()
     r.maxlevel, r.maxdict, r.maxlist, r.maxtuple, r.maxset = 4, 20, 20, 20, 20
     r.maxstring, r.maxother, r.maxlong = max(width - 2, 8), width, width
-    text = r.repr(obj)
+    try:
+        text = r.repr(obj)
+    except Exception as e:  # an int too long for str(), a class's own __repr__
+        text = f"<{type(obj).__name__} that cannot be shown: {e}>"
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _plain(obj: Any) -> bool:
-    """Whether ``obj`` prints as JSON exactly (what ``--json`` may include as a value)."""
+def _plain(obj: Any, depth: int = 0) -> bool:
+    """Whether ``obj`` prints as JSON exactly (what ``--json`` may include as a value);
+    nesting deeper than 100 levels counts as not plain (and stays within the recursion
+    limit)."""
+    if depth > 100:
+        return False
     if obj is None or isinstance(obj, (bool, str)):
         return True
     if isinstance(obj, int):
@@ -189,9 +322,9 @@ def _plain(obj: Any) -> bool:
     if isinstance(obj, float):
         return obj == obj and obj not in (float("inf"), float("-inf"))
     if isinstance(obj, list):
-        return all(_plain(x) for x in obj)
+        return all(_plain(x, depth + 1) for x in obj)
     if isinstance(obj, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in obj.items())
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in obj.items())
     return False
 
 
@@ -216,12 +349,18 @@ def decode(payload: bytes, kind: int, serializer: str = "auto", width: int = 200
         return Decoded("counter", n, str(n), None)
     if serializer == "auto":
         serializer = "pickle" if payload[:1] == bytes([_PICKLE_PROTO]) else "orjson"
+    if serializer != "raw" and len(payload) > DECODE_MAX:
+        error = (
+            f"not decoded: {len(payload):,} bytes, more than a preview decodes "
+            f"({DECODE_MAX:,} bytes)"
+        )
+        return Decoded("raw", None, _repr(payload, width), error)
     try:
         if serializer == "orjson":
             obj: Any = json.loads(payload)
             return Decoded("json", obj, _repr(obj, width), None)
         if serializer == "pickle":
-            obj = _PreviewUnpickler(io.BytesIO(payload)).load()
+            obj = _unpickle(payload)
         elif serializer == "msgpack":
             try:
                 import msgpack  # type: ignore[import-untyped]

@@ -28,7 +28,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ziggurat._native import Segment
+from ziggurat._native import MAX_KEY, Segment
 from ziggurat.cli.entry import KIND_COUNTER, KIND_NEGATIVE, decode, split
 from ziggurat.cli.errors import CliError
 from ziggurat.cli.output import Output, human_bytes
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 __all__ = ["collect", "run"]
-
-_MAX_KEY = 4096
 
 
 def _seconds(deadline_ms: int, now_ms: int) -> float | None:
@@ -105,8 +103,8 @@ def collect(
     # sequence as it is (a bytes key).
     kb = os.fsencode(key)
     n = len(kb)
-    if not 0 < n <= _MAX_KEY:
-        raise CliError(f"KEY must be 1 to {_MAX_KEY} bytes, got {n}", "invalid")
+    if not 0 < n <= MAX_KEY:
+        raise CliError(f"KEY must be 1 to {MAX_KEY} bytes, got {n}", "invalid")
     names = list(dict.fromkeys(tags))
     if ":" in key:
         names.append("\x00ns:" + key.split(":", 1)[0])

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ziggurat import _native
 from ziggurat.cache import Cache
 
 __all__ = [
@@ -32,8 +33,8 @@ __all__ = [
 
 #: Timeouts above the Cache's limit (100 years) mean "forever" in practice.
 MAX_TTL = 100 * 365 * 86400
-#: The longest key the segment takes, in bytes.
-MAX_KEY = 4096
+#: The longest key the segment takes, in bytes (the engine's limit).
+MAX_KEY: int = _native.MAX_KEY
 #: The keyword options of ``Cache`` a backend passes on (its own timeout replaces ``ttl``).
 CACHE_OPTIONS = frozenset(inspect.signature(Cache).parameters) - {"name", "ttl"}
 
