@@ -15,7 +15,18 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
-from ziggurat.http.engine import ERROR, MARKER_TTL, Engine, Fill, Hdrs, Hit, Pass, Reply, now
+from ziggurat.http.engine import (
+    ERROR,
+    MARKER_TTL,
+    Engine,
+    Fill,
+    Hdrs,
+    Hit,
+    Pass,
+    Reply,
+    for_app,
+    now,
+)
 from ziggurat.http.options import Options
 
 __all__ = ["CacheMiddleware"]
@@ -175,9 +186,9 @@ class CacheMiddleware:
 
     Options (defaults and units in docs/http.md): ``allowed_hosts``, ``max_body``,
     ``request_directives``, ``tag_header``, ``cache_status``, ``default_ttl``,
-    ``heuristic``, ``store_set_cookie``, ``bypass_headers``, ``bypass_cookies``,
-    ``key_headers``, ``hit_for_miss``, ``revalidate_keep``, ``purge_token``,
-    ``purge_clients``.
+    ``heuristic``, ``store_set_cookie``, ``store_auth_must_revalidate``,
+    ``bypass_headers``, ``bypass_cookies``, ``key_headers``, ``hit_for_miss``,
+    ``revalidate_keep``, ``purge_token``, ``purge_clients``.
 
     >>> from ziggurat import Cache
     >>> async def app(scope, receive, send):
@@ -206,6 +217,9 @@ class CacheMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
+            mine = for_app(scope.get("headers") or ())
+            if mine is not None:  # a WebSocket handshake
+                scope = {**scope, "headers": mine}
             await self.app(scope, receive, send)
             return
         method = scope.get("method", "GET")
@@ -214,8 +228,8 @@ class CacheMiddleware:
         h = None
         if method == "GET" or method == "HEAD":
             # The plain hit, in one pass over the headers: a Host and none of the headers
-            # that need the full rules. A scope this cannot read goes to the full rules,
-            # which answer any input.
+            # that need the full rules, nor a name with "_" (95), which they bypass. A
+            # scope this cannot read goes to the full rules, which answer any input.
             try:
                 scan = self._scan
                 host = None
@@ -224,6 +238,9 @@ class CacheMiddleware:
                         if k == b"host" and host is None:
                             host = v
                             continue
+                        host = None
+                        break
+                    if 95 in k:
                         host = None
                         break
                 raw = scope.get("raw_path")
@@ -271,6 +288,9 @@ class CacheMiddleware:
                 self._refresh(scope, d.refresh)
             return None
         if isinstance(d, Pass):
+            mine = for_app(headers)
+            if mine is not None:
+                scope = {**scope, "headers": mine}
             await self._pass(d, scope, receive, send, scheme, host, target)
             return None
         await self._fill(d, scope, receive, send)
