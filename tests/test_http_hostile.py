@@ -163,10 +163,10 @@ def test_underscore_header_does_not_poison_asgi(asgi: Server) -> None:
             f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{asgi.port}\r\n{name}: evil.test".encode(),
         )
         assert evil.status == 200 and b"evil.test" in evil.body  # the app did read it
-        assert evil.cache_status.endswith("fwd=bypass; detail=underscore"), evil.cache_status
         clean = asgi.request(path)
         assert b"evil.test" not in clean.body, clean.body
         assert f"127.0.0.1:{asgi.port}/next".encode() in clean.body
+        assert evil.cache_status.endswith("fwd=bypass; detail=underscore"), evil.cache_status
     # A fresh stored page is not served to such a request either: the app answers it.
     assert "hit" in asgi.request(path).cache_status.split("; ")
     again = raw_request(
@@ -202,13 +202,14 @@ def test_authority_like_target_does_not_poison_another_port(srv: Server) -> None
     # "GET :8443/x" with Host example.com once keyed as "GET /x" with Host example.com:8443.
     name = srv.name()
     attack = raw_request(srv, f"GET :8443/{name} HTTP/1.1\r\nHost: example.com".encode())
-    if srv.kind == "asgi":
-        assert attack.status == 404  # h11 takes the target; the app answers it
-        assert attack.cache_status.endswith("fwd=bypass; detail=target"), attack.cache_status
+    # h11 takes the target and the app answers it; gunicorn refuses it.
+    assert attack.status == (404 if srv.kind == "asgi" else 400)
     for _ in range(2):
         victim = srv.request(f"/{name}", headers={"Host": "example.com:8443"})
-        assert victim.status == 200, victim.body
+        assert victim.status == 200, (victim.status, victim.body, victim.cache_status)
         assert victim.body.startswith(f"path=/{name} ".encode())
+    if srv.kind == "asgi":
+        assert attack.cache_status.endswith("fwd=bypass; detail=target"), attack.cache_status
 
 
 def test_absolute_form_and_asterisk_are_not_cached(srv: Server) -> None:

@@ -40,6 +40,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _DONE: Message = {"type": "ziggurat.done"}
+_PLAIN_MAX = 512
 
 
 class _Failed:
@@ -211,6 +212,9 @@ class CacheMiddleware:
         self.options = Options.build("CacheMiddleware", **options)
         self.engine = Engine(cache, self.options)
         self._scan = self.engine.heavy_headers | {b"host"}
+        # Header names seen that are neither in _scan nor hold "_" (bounded: clients choose
+        # names; past the bound, other names take the two checks).
+        self._plain: set[bytes] = set()
         self._fresh = self.engine.fresh
         self._refreshing: set[bytes] = set()
         self._tasks: set[asyncio.Future[Any]] = set()
@@ -228,12 +232,16 @@ class CacheMiddleware:
         h = None
         if method == "GET" or method == "HEAD":
             # The plain hit, in one pass over the headers: a Host and none of the headers
-            # that need the full rules, nor a name with "_" (95), which they bypass. A
+            # that need the full rules, nor a name with "_" (95), which they bypass. A name
+            # found to be neither is remembered, so most headers cost one set lookup. A
             # scope this cannot read goes to the full rules, which answer any input.
             try:
+                plain = self._plain
                 scan = self._scan
                 host = None
                 for k, v in headers:
+                    if k in plain:
+                        continue
                     if k in scan:
                         if k == b"host" and host is None:
                             host = v
@@ -243,6 +251,8 @@ class CacheMiddleware:
                     if 95 in k:
                         host = None
                         break
+                    if len(plain) < _PLAIN_MAX:
+                        plain.add(k)
                 raw = scope.get("raw_path")
                 if host is not None and type(raw) is bytes:
                     qs = scope.get("query_string")

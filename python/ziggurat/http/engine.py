@@ -45,7 +45,8 @@ _CLIENT_CONDITIONALS = frozenset({b"if-none-match", b"if-modified-since"})
 # The header that authorises a PURGE. It is the cache's secret: never passed to the app,
 # under either spelling (a WSGI bridge maps "purge_token" to the same environ key).
 PURGE_TOKEN = b"purge-token"
-_NOT_FOR_APP = frozenset({PURGE_TOKEN, PURGE_TOKEN.replace(b"-", b"_")})
+_PURGE_TOKEN_UNDERSCORE = PURGE_TOKEN.replace(b"-", b"_")
+_NOT_FOR_APP = frozenset({PURGE_TOKEN, _PURGE_TOKEN_UNDERSCORE})
 _PASS_CONDITIONALS = frozenset({b"if-match", b"if-unmodified-since", b"if-range", b"range"})
 _MAX_STORED_HEADERS = 32 * 1024
 _MAX_TTL = 365 * 86400.0
@@ -103,9 +104,11 @@ def for_app(headers: Iterable[tuple[bytes, bytes]]) -> Hdrs | None:
     >>> print(for_app([(b"host", b"h")]))
     None
     """
+    # Compared, not hashed: a scope the full rules could not read still reaches the app.
+    token, spelt = PURGE_TOKEN, _PURGE_TOKEN_UNDERSCORE
     for k, _ in headers:
-        if k in _NOT_FOR_APP:
-            return [(k, v) for k, v in headers if k not in _NOT_FOR_APP]
+        if k == token or k == spelt:
+            return [(k, v) for k, v in headers if not (k == token or k == spelt)]
     return None
 
 
