@@ -45,8 +45,7 @@ _CLIENT_CONDITIONALS = frozenset({b"if-none-match", b"if-modified-since"})
 # The header that authorises a PURGE. It is the cache's secret: never passed to the app,
 # under either spelling (a WSGI bridge maps "purge_token" to the same environ key).
 PURGE_TOKEN = b"purge-token"
-_PURGE_TOKEN_UNDERSCORE = PURGE_TOKEN.replace(b"-", b"_")
-_NOT_FOR_APP = frozenset({PURGE_TOKEN, _PURGE_TOKEN_UNDERSCORE})
+_NOT_FOR_APP = (PURGE_TOKEN, PURGE_TOKEN.replace(b"-", b"_"))
 _PASS_CONDITIONALS = frozenset({b"if-match", b"if-unmodified-since", b"if-range", b"range"})
 _MAX_STORED_HEADERS = 32 * 1024
 _MAX_TTL = 365 * 86400.0
@@ -104,11 +103,12 @@ def for_app(headers: Iterable[tuple[bytes, bytes]]) -> Hdrs | None:
     >>> print(for_app([(b"host", b"h")]))
     None
     """
-    # Compared, not hashed: a scope the full rules could not read still reaches the app.
-    token, spelt = PURGE_TOKEN, _PURGE_TOKEN_UNDERSCORE
+    # A tuple: its names are compared, not hashed, so a scope whose names the full rules
+    # could not read (not bytes) still reaches the app.
+    names = _NOT_FOR_APP
     for k, _ in headers:
-        if k == token or k == spelt:
-            return [(k, v) for k, v in headers if not (k == token or k == spelt)]
+        if k in names:
+            return [(k, v) for k, v in headers if k not in names]
     return None
 
 
@@ -209,6 +209,10 @@ class Engine:
             return self._classify(method, scheme, host_raw, target, headers, client, now)
         except Exception as e:  # a broken segment or a bug: the app answers, uncached
             log.warning("ziggurat.http: request not cached: %r", e)
+            if method == "PURGE" and self.opts.purge_token is not None:
+                # The cache's own method, answered by the cache alone.
+                cs = rules.cache_status("fwd", fwd="method", detail="purge")
+                return Reply(503, _status(self.opts, [], cs), b"purge failed\n")
             return Pass(rules.cache_status("fwd", fwd="bypass", detail="error"))
 
     def _classify(
