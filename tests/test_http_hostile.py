@@ -306,3 +306,19 @@ def test_authorization_must_revalidate_shared_when_asked(kind: str) -> None:
         second = s.request(p, headers={"Authorization": "Bearer bob"})
         assert "hit" in second.cache_status.split("; ")
         assert b"user=Bearer alice" in second.body
+
+
+def test_options_of_these_defences_are_checked() -> None:
+    from ziggurat import Cache
+
+    async def app(scope: Any, receive: Any, send: Any) -> None: ...
+
+    cache = Cache("hostile-opts-" + uuid.uuid4().hex[:8], size="8MiB")
+    try:
+        with pytest.raises(ValueError, match=r"CacheMiddleware\(\): key_headers .*'x_tenant'.*'-'"):
+            CacheMiddleware(app, cache, key_headers=["x_tenant"])
+        with pytest.raises(TypeError, match=r"store_auth_must_revalidate must be True or False"):
+            WSGICacheMiddleware(lambda e, s: [], cache, store_auth_must_revalidate="yes")
+        assert CacheMiddleware(app, cache).options.store_auth_must_revalidate is False
+    finally:
+        cache.unlink()
