@@ -15,7 +15,18 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
-from ziggurat.http.engine import ERROR, MARKER_TTL, Engine, Fill, Hdrs, Hit, Pass, Reply, now
+from ziggurat.http.engine import (
+    ERROR,
+    MARKER_TTL,
+    Engine,
+    Fill,
+    Hdrs,
+    Hit,
+    Pass,
+    Reply,
+    for_app,
+    now,
+)
 from ziggurat.http.options import Options
 
 __all__ = ["CacheMiddleware"]
@@ -29,6 +40,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _DONE: Message = {"type": "ziggurat.done"}
+_PLAIN_MAX = 512
 
 
 class _Failed:
@@ -175,9 +187,9 @@ class CacheMiddleware:
 
     Options (defaults and units in docs/http.md): ``allowed_hosts``, ``max_body``,
     ``request_directives``, ``tag_header``, ``cache_status``, ``default_ttl``,
-    ``heuristic``, ``store_set_cookie``, ``bypass_headers``, ``bypass_cookies``,
-    ``key_headers``, ``hit_for_miss``, ``revalidate_keep``, ``purge_token``,
-    ``purge_clients``.
+    ``heuristic``, ``store_set_cookie``, ``store_auth_must_revalidate``,
+    ``bypass_headers``, ``bypass_cookies``, ``key_headers``, ``hit_for_miss``,
+    ``revalidate_keep``, ``purge_token``, ``purge_clients``.
 
     >>> from ziggurat import Cache
     >>> async def app(scope, receive, send):
@@ -200,12 +212,18 @@ class CacheMiddleware:
         self.options = Options.build("CacheMiddleware", **options)
         self.engine = Engine(cache, self.options)
         self._scan = self.engine.heavy_headers | {b"host"}
+        # Header names seen that are neither in _scan nor hold "_" (bounded: clients choose
+        # names; past the bound, other names take the two checks).
+        self._plain: set[bytes] = set()
         self._fresh = self.engine.fresh
         self._refreshing: set[bytes] = set()
         self._tasks: set[asyncio.Future[Any]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
+            mine = for_app(scope.get("headers") or ())
+            if mine is not None:  # a WebSocket handshake
+                scope = {**scope, "headers": mine}
             await self.app(scope, receive, send)
             return
         method = scope.get("method", "GET")
@@ -214,18 +232,27 @@ class CacheMiddleware:
         h = None
         if method == "GET" or method == "HEAD":
             # The plain hit, in one pass over the headers: a Host and none of the headers
-            # that need the full rules. A scope this cannot read goes to the full rules,
-            # which answer any input.
+            # that need the full rules, nor a name with "_" (95), which they bypass. A name
+            # found to be neither is remembered, so most headers cost one set lookup. A
+            # scope this cannot read goes to the full rules, which answer any input.
             try:
+                plain = self._plain
                 scan = self._scan
                 host = None
                 for k, v in headers:
+                    if k in plain:
+                        continue
                     if k in scan:
                         if k == b"host" and host is None:
                             host = v
                             continue
                         host = None
                         break
+                    if 95 in k:
+                        host = None
+                        break
+                    if len(plain) < _PLAIN_MAX:
+                        plain.add(k)
                 raw = scope.get("raw_path")
                 if host is not None and type(raw) is bytes:
                     qs = scope.get("query_string")
@@ -271,6 +298,9 @@ class CacheMiddleware:
                 self._refresh(scope, d.refresh)
             return None
         if isinstance(d, Pass):
+            mine = for_app(headers)
+            if mine is not None:
+                scope = {**scope, "headers": mine}
             await self._pass(d, scope, receive, send, scheme, host, target)
             return None
         await self._fill(d, scope, receive, send)

@@ -18,17 +18,18 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from ziggurat._native import MAX_TAGS
 from ziggurat.http import rules, store
 from ziggurat.http.hit import Hit
 from ziggurat.http.options import Options
 from ziggurat.http.store import Stored
 
-__all__ = ["Engine", "Fill", "Hit", "Pass", "Reply"]
+__all__ = ["PURGE_TOKEN", "Engine", "Fill", "Hit", "Pass", "Reply", "for_app"]
 
 log = logging.getLogger("ziggurat.http")
 
@@ -41,6 +42,10 @@ _NOT_MODIFIED_KEEP = frozenset(
     {b"cache-control", b"content-location", b"date", b"etag", b"expires", b"vary", b"last-modified"}
 )
 _CLIENT_CONDITIONALS = frozenset({b"if-none-match", b"if-modified-since"})
+# The header that authorises a PURGE. It is the cache's secret: never passed to the app,
+# under either spelling (a WSGI bridge maps "purge_token" to the same environ key).
+PURGE_TOKEN = b"purge-token"
+_NOT_FOR_APP = (PURGE_TOKEN, PURGE_TOKEN.replace(b"-", b"_"))
 _PASS_CONDITIONALS = frozenset({b"if-match", b"if-unmodified-since", b"if-range", b"range"})
 _MAX_STORED_HEADERS = 32 * 1024
 _MAX_TTL = 365 * 86400.0
@@ -89,6 +94,24 @@ class Pass:
     head: Fill | None = None
 
 
+def for_app(headers: Iterable[tuple[bytes, bytes]]) -> Hdrs | None:
+    """The request headers without the cache's own (``Purge-Token``), or None when there
+    are none to remove (the list can go to the app as it is).
+
+    >>> for_app([(b"host", b"h"), (b"purge-token", b"secret")])
+    [(b'host', b'h')]
+    >>> print(for_app([(b"host", b"h")]))
+    None
+    """
+    # A tuple: its names are compared, not hashed, so a scope whose names the full rules
+    # could not read (not bytes) still reaches the app.
+    names = _NOT_FOR_APP
+    for k, _ in headers:
+        if k in names:
+            return [(k, v) for k, v in headers if k not in names]
+    return None
+
+
 def _status(opts: Options, headers: Hdrs, value: bytes) -> Hdrs:
     if opts.cache_status:
         headers.append((b"cache-status", value))
@@ -122,6 +145,13 @@ class Engine:
         self._bypass = opts.bypass_headers
         self._cookies = tuple(c.encode("latin-1") + b"=" for c in opts.bypass_cookies)
         self._key_headers = tuple(sorted(opts.key_headers))
+        # RFC 9111 §3.5: the response directives that let a shared cache store a response
+        # to a request with Authorization. must-revalidate only by choice: many APIs send
+        # "max-age=N, must-revalidate" on answers meant for one user.
+        self._auth_shared = frozenset(
+            {"public", "s-maxage"}
+            | ({"must-revalidate"} if opts.store_auth_must_revalidate else set())
+        )
         self._hosts: dict[bytes, str | None] = {}
         # host -> the key prefix of its URLs, per scheme
         self._http: dict[str, bytes] = {}
@@ -179,6 +209,10 @@ class Engine:
             return self._classify(method, scheme, host_raw, target, headers, client, now)
         except Exception as e:  # a broken segment or a bug: the app answers, uncached
             log.warning("ziggurat.http: request not cached: %r", e)
+            if method == "PURGE" and self.opts.purge_token is not None:
+                # The cache's own method, answered by the cache alone.
+                cs = rules.cache_status("fwd", fwd="method", detail="purge")
+                return Reply(503, _status(self.opts, [], cs), b"purge failed\n")
             return Pass(rules.cache_status("fwd", fwd="bypass", detail="error"))
 
     def _classify(
@@ -198,6 +232,10 @@ class Engine:
             if method in SAFE_UNCACHED:
                 return Pass(rules.cache_status("fwd", fwd="method"))
             return Pass(rules.cache_status("fwd", fwd="method", detail="invalidates"), True)
+        if target[:1] != b"/":
+            # The origin form only: "*" and absolute or authority forms name no path of
+            # this host (and a key must not let ":8443/x" on one host meet "/x" on another).
+            return Pass(rules.cache_status("fwd", fwd="bypass", detail="target"))
         host = self._hosts.get(host_raw or b"", _UNSEEN)
         if host is _UNSEEN:
             host = self._host(host_raw)
@@ -222,6 +260,10 @@ class Engine:
         for k, v in headers:
             what = special.get(k)
             if what is None:
+                # 95 is "_": bridges to WSGI (and many frameworks) read "X_Forwarded_Host"
+                # as X-Forwarded-Host, which neither the bypass list nor a Vary sees here.
+                if 95 in k:
+                    return Pass(rules.cache_status("fwd", fwd="bypass", detail="underscore"))
                 continue
             if what == _BYPASS:
                 return Pass(rules.cache_status("fwd", fwd="bypass", detail="header"))
@@ -361,8 +403,13 @@ class Engine:
             prefix = prefixes.get(host_raw)
             if prefix is None:
                 prefix = self._fresh_prefix(scheme, host_raw, prefixes)
-            # 63 is "?": an int is found by memchr, a bytes needle takes the slow search.
-            if not prefix or (63 in target and target.lower().find(b"_method=") >= 0):
+            # 47 is "/": only the origin form is keyed (see classify). 63 is "?": an int is
+            # found by memchr, a bytes needle takes the slow search.
+            if (
+                not prefix
+                or target[0] != 47
+                or (63 in target and target.lower().find(b"_method=") >= 0)
+            ):
                 return None
             # A key longer than MAX_KEY is never stored as it is (store.base_key digests
             # it): the lookup misses, or the cache refuses it, and classify takes over.
@@ -429,18 +476,25 @@ class Engine:
         o = self.opts
         cs = rules.cache_status("fwd", fwd="method", detail="purge")
         text = [(b"content-type", b"text/plain")]
-        token = rules.field(headers, b"purge-token") or b""
+        token = rules.field(headers, PURGE_TOKEN) or b""
         expected = (o.purge_token or "").encode()
         if client not in o.purge_clients or not hmac.compare_digest(token, expected):
             return Reply(403, _status(o, [*text], cs), b"purge not allowed\n")
         tags = rules.split_tags(rules.fields(headers, o.tag_header))
-        if tags:
-            self.cache.invalidate_tags(*tags)
-            return Reply(200, _status(o, [*text], cs), b"purged tags\n")
-        host = rules.normalise_host(host_raw)
-        if host is None:
-            return Reply(400, _status(o, [*text], cs), b"bad host\n")
-        found = self.cache.delete(store.base_key(scheme, host, target))
+        try:
+            if tags:
+                # invalidate_tags takes at most MAX_TAGS tags a call.
+                for i in range(0, len(tags), MAX_TAGS):
+                    self.cache.invalidate_tags(*tags[i : i + MAX_TAGS])
+                return Reply(200, _status(o, [*text], cs), b"purged tags\n")
+            host = rules.normalise_host(host_raw)
+            if host is None:
+                return Reply(400, _status(o, [*text], cs), b"bad host\n")
+            found = self.cache.delete(store.base_key(scheme, host, target))
+        except Exception as e:
+            # A purge is the cache's own request: the app never sees it (nor its token).
+            log.warning("ziggurat.http: PURGE failed: %r", e)
+            return Reply(503, _status(o, [*text], cs), b"purge failed\n")
         return Reply(200 if found else 404, _status(o, [*text], cs), b"purged\n")
 
     # -- responses to requests that pass -------------------------------------------------
@@ -691,7 +745,11 @@ class Fill:
     def upstream_headers(self) -> Hdrs:
         """The request headers for the app: the client's validators replaced by the
         stored response's (the client's own are answered from the result)."""
-        out = [(k, v) for k, v in self.headers if k not in _CLIENT_CONDITIONALS]
+        out = [
+            (k, v)
+            for k, v in self.headers
+            if k not in _CLIENT_CONDITIONALS and k not in _NOT_FOR_APP
+        ]
         s = self.stale
         if s is not None:
             if s.etag is not None:
@@ -769,7 +827,7 @@ class Fill:
             )
         if "no-store" in self.req_cc:
             return "request-no-store", None
-        if self.has_auth and not ({"public", "s-maxage", "must-revalidate"} & cc.keys()):
+        if self.has_auth and self.engine._auth_shared.isdisjoint(cc):
             return "authorization", None
         if not o.store_set_cookie and rules.field(headers, b"set-cookie") is not None:
             return "set-cookie", None
@@ -787,7 +845,7 @@ class Fill:
         if age0 is None:
             lifetime, age0 = 0.0, 0.0  # an invalid Age makes the response stale
         tags = rules.split_tags(rules.fields(headers, o.tag_header))
-        if len(tags) > 8:
+        if len(tags) > MAX_TAGS:
             return "too-many-tags", None
         cl = rules.field(headers, b"content-length")
         if cl is not None:
@@ -993,7 +1051,7 @@ class Fill:
             # neither for sure, and a purged response must not come back.
             return "head"
         cc = rules.parse_cache_control(rules.fields(headers, b"cache-control"))
-        if self.has_auth and not ({"public", "s-maxage", "must-revalidate"} & cc.keys()):
+        if self.has_auth and self.engine._auth_shared.isdisjoint(cc):
             return "head"  # an answer for this client alone does not speak for the others
         if s.status != 200 or "no-store" in cc or "private" in cc or not self._same(s, headers):
             cache.delete(self.key)

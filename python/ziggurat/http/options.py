@@ -41,6 +41,7 @@ _KNOWN = (
     "default_ttl",
     "heuristic",
     "store_set_cookie",
+    "store_auth_must_revalidate",
     "bypass_headers",
     "bypass_cookies",
     "key_headers",
@@ -90,6 +91,7 @@ class Options:
     default_ttl: float | None = None
     heuristic: bool = False
     store_set_cookie: bool = False
+    store_auth_must_revalidate: bool = False
     bypass_headers: frozenset[bytes] = field(
         default_factory=lambda: frozenset(h.encode() for h in DEFAULT_BYPASS_HEADERS)
     )
@@ -118,7 +120,13 @@ class Options:
                     f"{who}(): max_body must be an int number of bytes >= 0, got {mb!r}"
                 )
             out["max_body"] = mb
-        for flag in ("request_directives", "cache_status", "heuristic", "store_set_cookie"):
+        for flag in (
+            "request_directives",
+            "cache_status",
+            "heuristic",
+            "store_set_cookie",
+            "store_auth_must_revalidate",
+        ):
             if flag in kw:
                 if not isinstance(kw[flag], bool):
                     raise TypeError(f"{who}(): {flag} must be True or False, got {kw[flag]!r}")
@@ -142,7 +150,16 @@ class Options:
             _names(who, "bypass_cookies", cookies)
             out["bypass_cookies"] = tuple(c.strip() for c in cookies)
         if "key_headers" in kw:
-            out["key_headers"] = _names(who, "key_headers", kw["key_headers"])
+            keyed = _names(who, "key_headers", kw["key_headers"])
+            for name in keyed:
+                if "_" in name:
+                    # A request carrying such a header is never looked up nor stored, so
+                    # the header could never be part of a key.
+                    raise ValueError(
+                        f"{who}(): key_headers names a header with '_' ({name!r}); requests "
+                        "with '_' in a header name bypass the cache: use the '-' spelling"
+                    )
+            out["key_headers"] = keyed
         if "purge_token" in kw:
             tok = kw["purge_token"]
             if tok is not None and (not isinstance(tok, str) or len(tok) < 16):

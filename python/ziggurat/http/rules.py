@@ -362,13 +362,13 @@ def split_tags(values: Iterable[bytes]) -> list[str]:
     >>> split_tags([b"posts, post:1 lists", b"  "])
     ['posts', 'post:1', 'lists']
     """
-    out: list[str] = []
+    # A dict keeps the first occurrence of each tag in order, in linear time (a PURGE may
+    # name any number of tags).
+    out: dict[str, None] = {}
     for v in values:
         for item in v.replace(b",", b" ").split():
-            tag = item.decode("latin-1")
-            if tag not in out:
-                out.append(tag)
-    return out
+            out[item.decode("latin-1")] = None
+    return list(out)
 
 
 def cache_status(kind: str, **params: str | int | bool) -> bytes:

@@ -1,18 +1,20 @@
 """How responses live on a ``Cache``: keys, variants, the stored record, purge.
 
-Keys are bytes: ``zh1:`` + scheme + ``://`` + host + raw path and query (the configured
-key headers act as an implicit ``Vary``). GET and HEAD share a key. The entry under that
-key is either the stored response itself (a response without ``Vary``), or a variant
-record naming the ``Vary`` headers and a random generation; each variant then lives under the key +
-generation + a digest of the request's values of those headers. Purging a URL deletes the
-entry under its key: the variants of the old generation can no longer be reached, and a
-new record gets a new generation.
+Keys are bytes: ``zh2:`` + scheme + ``://`` + host + a space + raw path and query (the
+configured key headers act as an implicit ``Vary``). The space cannot occur in a validated
+host, so no host and target can make the key of another host and target. GET and HEAD
+share a key. The entry under that key is either the stored response itself (a response
+without ``Vary``), or a variant record naming the ``Vary`` headers and a random
+generation; each variant then lives under the key + generation + a digest of the
+request's values of those headers. Purging a URL deletes the entry under its key: the
+variants of the old generation can no longer be reached, and a new record gets a new
+generation.
 
 Stored values are plain tuples, so every process (and every serializer) reads them back
 the same way; the L1 of each process holds them as live objects, so a hit decodes nothing.
 
 >>> base_key("https", "example.com", b"/a?b=1")
-b'zh1:https://example.com/a?b=1'
+b'zh2:https://example.com /a?b=1'
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from ziggurat.http import rules
 
 __all__ = ["MAX_KEY", "Stored", "base_key", "lock_key", "purge", "url_key", "variant_key"]
 
-_PREFIX = b"zh1:"
+_PREFIX = b"zh2:"
+# Ends the host in a key: a validated host holds no space (rules.normalise_host).
+_HOST_END = b" "
 _UNREAD: Any = object()
 # Segment keys are at most 4096 bytes; longer URLs are keyed by a digest.
 MAX_KEY = 2048
@@ -89,19 +93,23 @@ def _bound(key: bytes) -> bytes:
 
 
 def base_key(scheme: str, host: str, target: bytes) -> bytes:
-    """The key of a URL: scheme, host, raw path and query.
+    """The key of a URL: scheme, host, raw path and query; the host ends at a space.
 
     >>> base_key("http", "h", b"/x")
-    b'zh1:http://h/x'
+    b'zh2:http://h /x'
+    >>> base_key("http", "h", b":8443/x") != base_key("http", "h:8443", b"/x")
+    True
     """
-    return _bound(_PREFIX + scheme.encode("ascii") + b"://" + host.encode("ascii") + target)
+    return _bound(
+        _PREFIX + scheme.encode("ascii") + b"://" + host.encode("ascii") + _HOST_END + target
+    )
 
 
 def variant_key(base: bytes, generation: str, digest: bytes) -> bytes:
     """The key of one ``Vary`` variant of ``base``.
 
-    >>> variant_key(b"zh1:http://h/x", "ab12", b"d1")
-    b'zh1:http://h/x\\x00vab12:d1'
+    >>> variant_key(b"zh2:http://h /x", "ab12", b"d1")
+    b'zh2:http://h /x\\x00vab12:d1'
     """
     return _bound(base + b"\x00v" + generation.encode("ascii") + b":" + digest)
 
@@ -109,17 +117,17 @@ def variant_key(base: bytes, generation: str, digest: bytes) -> bytes:
 def lock_key(key: bytes) -> bytes:
     """The key whose ``fetch`` lease coalesces the fills of ``key`` across processes.
 
-    >>> lock_key(b"zh1:http://h/x")
-    b'zh1L:http://h/x'
+    >>> lock_key(b"zh2:http://h /x")
+    b'zh2L:http://h /x'
     """
-    return b"zh1L" + key[3:] if key.startswith(_PREFIX) else b"zh1L:" + key
+    return b"zh2L" + key[3:] if key.startswith(_PREFIX) else b"zh2L:" + key
 
 
 def url_key(url: str) -> bytes:
     """The key of an absolute URL, as the middleware computes it for a request.
 
     >>> url_key("https://Example.com/a?b")
-    b'zh1:https://example.com/a?b'
+    b'zh2:https://example.com /a?b'
     """
     if not isinstance(url, str):
         raise TypeError(f"purge(): url must be a str, not {type(url).__name__}")
@@ -145,7 +153,7 @@ def lookup(
     >>> from ziggurat import Cache
     >>> c = Cache("doc-http-lookup", size="8MiB")
     >>> lookup(c, base_key("http", "h", b"/x"), [])
-    (None, b'zh1:http://h/x')
+    (None, b'zh2:http://h /x')
     >>> c.unlink()
     """
     v = cache.get(base) if value is _UNREAD else value
@@ -174,10 +182,10 @@ def save(cache: Any, base: bytes, s: Stored, ttl: float, now: float) -> None:
     >>> c = Cache("doc-http-save", size="8MiB")
     >>> s = Stored(200, (), b"hi", 0.0, 0.0, 0.0, 60.0, 0.0, 0.0, frozenset(), None, None,
     ...            ("accept",), (b"text/html",), ())
-    >>> save(c, b"zh1:http://h/x", s, 60.0, 0.0)
-    >>> lookup(c, b"zh1:http://h/x", [(b"accept", b"text/html")])[0].body
+    >>> save(c, b"zh2:http://h /x", s, 60.0, 0.0)
+    >>> lookup(c, b"zh2:http://h /x", [(b"accept", b"text/html")])[0].body
     b'hi'
-    >>> lookup(c, b"zh1:http://h/x", [(b"accept", b"text/plain")])[0] is None
+    >>> lookup(c, b"zh2:http://h /x", [(b"accept", b"text/plain")])[0] is None
     True
     >>> c.unlink()
     """

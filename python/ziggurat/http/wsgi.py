@@ -14,7 +14,18 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
-from ziggurat.http.engine import ERROR, MARKER_TTL, Engine, Fill, Hdrs, Hit, Pass, Reply, now
+from ziggurat.http.engine import (
+    ERROR,
+    MARKER_TTL,
+    PURGE_TOKEN,
+    Engine,
+    Fill,
+    Hdrs,
+    Hit,
+    Pass,
+    Reply,
+    now,
+)
 from ziggurat.http.options import Options
 
 __all__ = ["WSGICacheMiddleware"]
@@ -24,6 +35,8 @@ log = logging.getLogger("ziggurat.http")
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 _END = object()
+# The environ key of the cache's own request header, never passed to the app.
+_PURGE_TOKEN_KEY = "HTTP_" + PURGE_TOKEN.decode().upper().replace("-", "_")
 
 
 _STATUS_LINES: dict[int, str] = {}
@@ -207,6 +220,9 @@ class WSGICacheMiddleware:
         target: bytes,
     ) -> Iterable[bytes]:
         engine = self.engine
+        if _PURGE_TOKEN_KEY in environ:
+            environ = dict(environ)
+            del environ[_PURGE_TOKEN_KEY]
 
         def sr(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
             try:
@@ -283,6 +299,7 @@ class WSGICacheMiddleware:
         env = dict(environ)
         env.pop("HTTP_IF_NONE_MATCH", None)
         env.pop("HTTP_IF_MODIFIED_SINCE", None)
+        env.pop(_PURGE_TOKEN_KEY, None)
         for k, v in fill.upstream_headers():
             if k in (b"if-none-match", b"if-modified-since"):
                 env["HTTP_" + k.decode().upper().replace("-", "_")] = v.decode("latin-1")
@@ -417,7 +434,9 @@ def _environ_headers(environ: dict[str, Any]) -> Hdrs:
 def _target(environ: dict[str, Any]) -> bytes:
     """The raw path and query the app receives (the server's own copy when it keeps one)."""
     raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
-    if isinstance(raw, str) and raw.startswith("/"):
+    if isinstance(raw, str) and raw:
+        # Also "*" or an absolute URL as the client sent it: the engine bypasses any
+        # target that does not start with "/", rather than key a path rebuilt from it.
         return raw.encode("latin-1", "replace")
     path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
     t = quote(path.encode("latin-1", "replace"), safe="/:@!$&'()*+,;=-._~%").encode("ascii")
