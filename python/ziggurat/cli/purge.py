@@ -158,10 +158,10 @@ def purge_cluster(args: argparse.Namespace, files: CacheFiles) -> dict[str, Any]
         l3 = cache.stats()["l3"]
         if l3["dirty_writes"]:
             raise CliError(
-                f"Redis at the --redis URL could not be reached: the purge was applied on "
-                f"this host only, and reaches the others once a process of this host "
-                f"publishes its recovery (a clear of the cache) ({l3['timeouts']} timeouts, "
-                f"{l3['errors']} errors)",
+                f"Redis at the Redis URL (--redis or ZIGGURAT_REDIS_URL) could not be reached: "
+                f"the purge was applied on this host only, and reaches the others once a "
+                f"process of this host publishes its recovery (a clear of the cache) "
+                f"({l3['timeouts']} timeouts, {l3['errors']} errors)",
                 "unreachable",
             )
     finally:

@@ -28,7 +28,7 @@ __all__ = ["NEG_SUFFIX", "CacheFiles", "attach", "check_owner", "owner_name", "s
 #: Suffix of the cached-miss segment's name.
 NEG_SUFFIX = ".neg"
 # A segment name is at most 100 characters; the cache's leaves room for ".neg".
-_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,95}")
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,195}")
 _VERSION = re.compile(r"[A-Za-z0-9_-]{1,16}")
 
 
@@ -103,11 +103,11 @@ class CacheFiles:
         >>> CacheFiles.of("a b", "/dev/shm")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ziggurat.cli.errors.CliError: NAME must be 1-96 characters of ..., got 'a b'
+        ziggurat.cli.errors.CliError: NAME must be 1-196 characters of ..., got 'a b'
         """
         if not _NAME.fullmatch(name):
             raise CliError(
-                "NAME must be 1-96 characters of A-Z a-z 0-9 . _ - not starting with '.', "
+                "NAME must be 1-196 characters of A-Z a-z 0-9 . _ - not starting with '.', "
                 f"got {name!r}",
                 "invalid",
             )
