@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ziggurat._native import LockTimeout, Segment, ZigguratError
 from ziggurat.cli.errors import EXIT_PROBLEMS
 from ziggurat.cli.output import Output
-from ziggurat.cli.segments import CacheFiles, attach, check_owner
+from ziggurat.cli.segments import CacheFiles, attach
 
 if TYPE_CHECKING:
     from rich.console import Group
@@ -47,7 +47,6 @@ def _segment(files: CacheFiles, negative: bool, header_only: bool) -> dict[str, 
         if negative:
             return None
         raise files.missing()
-    check_owner(path)
     r: dict[str, Any] = {
         "segment": "negative_l2" if negative else "l2",
         "path": path,
