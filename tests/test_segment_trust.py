@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import pathlib
 import pickle
 import pwd
 import subprocess
@@ -201,7 +202,7 @@ def test_recreate_gives_up_on_a_locked_file_after_lock_timeout(
     shm_dir: str, damaged: tuple[str, str]
 ) -> None:
     name, path = damaged
-    before = open(path, "rb").read()
+    before = pathlib.Path(path).read_bytes()
     out = _attempt(
         "from ziggurat import Segment, SegmentError\n"
         f"try: Segment({name!r}, 2 << 20, directory={shm_dir!r}, recreate=True, lock_timeout=0.2)\n"
@@ -210,7 +211,7 @@ def test_recreate_gives_up_on_a_locked_file_after_lock_timeout(
     assert out.startswith("locked "), out
     assert f"cannot replace segment file {path}" in out
     assert "pid " in out and "lock_timeout (0.200 s)" in out
-    assert open(path, "rb").read() == before  # left as it was
+    assert pathlib.Path(path).read_bytes() == before  # left as it was
 
 
 def test_recreate_cache_runs_degraded_when_the_file_stays_locked(

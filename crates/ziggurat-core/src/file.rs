@@ -700,7 +700,13 @@ impl Segment {
         }
         // Judged on the opened file (fstat), so a name switched to another
         // file after any earlier look at it changes nothing.
-        match judge_access(&path, meta.uid(), meta.gid(), meta.permissions().mode(), opts) {
+        match judge_access(
+            &path,
+            meta.uid(),
+            meta.gid(),
+            meta.permissions().mode(),
+            opts,
+        ) {
             Access::Ok => {}
             Access::Refused(m) => return Err(Error::open(OpenCause::OtherOwner, m)),
             Access::Loose(m) => {

@@ -72,7 +72,10 @@ fn a_read_only_view_refuses_a_file_another_user_can_write() {
     };
     let (cause, msg) = open_cause(Segment::open("s", &ro));
     assert_eq!(cause, OpenCause::OtherOwner);
-    assert!(msg.contains(&path.display().to_string()) && msg.contains("uid 65534"), "{msg}");
+    assert!(
+        msg.contains(&path.display().to_string()) && msg.contains("uid 65534"),
+        "{msg}"
+    );
     // Shared with this process's group, exactly 660: a view of it is allowed.
     // SAFETY: getegid has no arguments and cannot fail.
     let gid = unsafe { libc::getegid() };
@@ -109,7 +112,10 @@ fn recreate_waits_for_another_processs_lock_at_most_lock_timeout() {
     let (cause, msg) = open_cause(r);
     assert_eq!(cause, OpenCause::Locked);
     assert_eq!(cause.name(), "locked");
-    assert!(msg.contains(&format!("pid {}", std::process::id())), "{msg}");
+    assert!(
+        msg.contains(&format!("pid {}", std::process::id())),
+        "{msg}"
+    );
     assert!(msg.contains(&path.display().to_string()), "{msg}");
 }
 
@@ -122,7 +128,10 @@ fn a_directory_every_user_may_rewrite_is_noticed() {
         let notice = seg.directory_notice();
         assert_eq!(notice.is_some(), noticed, "mode {mode:o}: {notice:?}");
         if let Some(n) = notice {
-            assert!(n.contains("no sticky bit") && n.contains("RuntimeDirectory="), "{n}");
+            assert!(
+                n.contains("no sticky bit") && n.contains("RuntimeDirectory="),
+                "{n}"
+            );
         }
     }
 }
