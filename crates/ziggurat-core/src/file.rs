@@ -297,6 +297,8 @@ fn lock_holders(meta: &std::fs::Metadata) -> Vec<u32> {
                 .then(|| f.get(4)?.parse().ok())
                 .flatten()
         })
+        // 0: a holder outside this process's PID namespace.
+        .filter(|&pid| pid != 0)
         .collect();
     pids.sort_unstable();
     pids.dedup();
