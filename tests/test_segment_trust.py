@@ -98,15 +98,22 @@ def test_read_only_open_trusts_a_group_of_this_process_only_with_mode_660(shm_di
     assert info.value.cause == "other_owner"
 
 
-def test_read_only_open_refuses_own_file_others_may_write(shm_dir: str) -> None:
+@as_root
+@pytest.mark.parametrize("mode", [0o666, 0o662, 0o622])
+def test_read_only_open_refuses_own_file_others_may_write(shm_dir: str, mode: int) -> None:
     name = new_name()
-    Segment(name, 2 * MiB, directory=shm_dir).close()
+    Segment(name, 2 * MiB, directory=shm_dir).set("k", b"v")
     (path,) = _files(shm_dir, name)
-    os.chmod(path, 0o666)
+    os.chmod(path, 0o644)  # readable by others, written by its owner only: a view is fine
+    ro = Segment(name, directory=shm_dir, read_only=True)
+    assert ro.get("k") == b"v"
+    ro.close()
+    os.chmod(path, mode)
+    os.chown(path, -1, 65534)  # a group this process is not in (nogroup)
     with pytest.raises(SegmentError) as info:
         Segment(name, directory=shm_dir, read_only=True)
     assert info.value.cause == "incompatible"
-    assert "mode 666" in str(info.value) and "recreate=True" in str(info.value)
+    assert f"mode {mode:o}" in str(info.value) and "recreate=True" in str(info.value)
 
 
 def test_read_only_open_of_a_fifo_fails_instead_of_waiting(shm_dir: str) -> None:

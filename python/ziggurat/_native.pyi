@@ -22,7 +22,8 @@ class Segment:
             user is accepted when it has that group and mode 0660.
         read_only: attach an existing file for reading only (never created or repaired); the
             owner rule still holds, and without ``group`` a file shared (mode 0660) with one
-            of this process's groups is accepted too.
+            of this process's groups is accepted too; a file of this user is refused only
+            when an untrusted user can write it.
     """
 
     def __init__(

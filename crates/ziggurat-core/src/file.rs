@@ -101,18 +101,25 @@ enum Access {
 /// code): only this user's files, and files shared (mode 660) with a group this
 /// process trusts, are used. A read-write open trusts the configured `group`
 /// alone; a read-only view without `group` trusts a file shared with any group
-/// this process is a member of (its membership is the administrator's choice).
+/// this process is a member of (its membership is the administrator's choice),
+/// and takes a file of this user that no untrusted user can write, whatever
+/// else its mode allows (a view never widens who can write it).
 fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, opts: &Options) -> Access {
     let group = opts.group;
     let mode = mode & 0o7777;
     let me = sys::euid();
-    let group_ok = mode == 0o660
-        && match group {
-            Some(g) => g == gid,
-            None => opts.read_only && sys::in_group(gid),
-        };
+    let trusted_group = match group {
+        Some(g) => g == gid,
+        None => opts.read_only && sys::in_group(gid),
+    };
+    let group_ok = mode == 0o660 && trusted_group;
     if uid == me {
         if group_ok {
+            return Access::Ok;
+        }
+        // A view makes the file no more writable than it is: it needs only that
+        // no untrusted user can write it (a copy made 644 for inspection is fine).
+        if opts.read_only && mode & 0o002 == 0 && (mode & 0o020 == 0 || trusted_group) {
             return Access::Ok;
         }
         if mode & 0o077 == 0 {

@@ -29,7 +29,9 @@ pub struct Options {
     /// operation that writes fails with [`Error::Invalid`]. The owner and mode
     /// rule of `group` holds as for a read-write open (whoever can write the
     /// file chooses what its readers decode), except that without `group` a
-    /// file shared (mode 660) with any group of this process is accepted.
+    /// file shared (mode 660) with any group of this process is accepted, and
+    /// a file of this user only needs to be writable by no one it does not
+    /// trust (mode 644 or 640 is fine, 666 is not).
     pub read_only: bool,
 }
 
