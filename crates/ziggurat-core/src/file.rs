@@ -315,7 +315,14 @@ fn lock_holders(meta: &std::fs::Metadata) -> Vec<u32> {
 /// `pid N (command)`, or `pid N` when its command cannot be read.
 fn describe_process(pid: u32) -> String {
     match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
-        Ok(c) => format!("pid {pid} ({})", c.trim_end()),
+        // The holder names itself (prctl): no control characters into a log line.
+        Ok(c) => format!(
+            "pid {pid} ({})",
+            c.trim_end_matches('\n')
+                .chars()
+                .map(|ch| if ch.is_control() { '?' } else { ch })
+                .collect::<String>()
+        ),
         Err(_) => format!("pid {pid}"),
     }
 }
