@@ -735,7 +735,8 @@ def test_another_users_cache_is_refused(
     err = json_error(*run_named(sub, name, shm_dir))
     assert err["cause"] == "other_owner"
     who = pwd.getpwuid(NOBODY).pw_name
-    assert f"is owned by {who} (uid {NOBODY}) and this command runs as {ME}" in err["error"]
+    owners = f"is owned by user '{who}' (uid {NOBODY}), this process runs as user '{ME}'"
+    assert owners in err["error"]
     assert digest(*files) == before and all(os.path.exists(p) for p in files)
 
 

@@ -20,7 +20,10 @@ class Segment:
         lock_timeout: seconds a writer waits for a shard lock before raising LockTimeout.
         group: a gid: a new file is created mode 0660 for that group, and a file of another
             user is accepted when it has that group and mode 0660.
-        read_only: attach an existing file for reading only (never created or repaired).
+        read_only: attach an existing file for reading only (never created or repaired); the
+            owner rule still holds, and without ``group`` a file shared (mode 0660) with one
+            of this process's groups is accepted too; a file of this user is refused only
+            when an untrusted user can write it.
     """
 
     def __init__(
@@ -48,6 +51,12 @@ class Segment:
     def max_key_size(self) -> int: ...
     @property
     def max_value_size(self) -> int: ...
+    @property
+    def directory_notice(self) -> str | None: ...
+    @property
+    def shared_group(self) -> int | None: ...
+    @property
+    def file_id(self) -> tuple[int, int]: ...
     def get(self, key: str | bytes) -> bytes | None: ...
     def set(
         self, key: str | bytes, value: bytes, *, ttl: float | None = None, tags: Iterable[str] = ()

@@ -125,6 +125,10 @@ def _gid(group: str | int | None) -> int | None:
         raise ValueError(f"Cache(): group {group!r} does not exist on this host") from None
 
 
+#: Directories whose start-up notice (``Segment.directory_notice``) was given.
+_NOTICED_DIRECTORIES: set[str] = set()
+
+
 def _closed(name: str) -> Callable[..., Any]:
     def closed(*_args: Any, **_kwargs: Any) -> Any:
         raise ZigguratError(f"the cache {name!r} is closed; open a new Cache to use it again")
@@ -243,7 +247,8 @@ class Cache:
         seg_name = name if version is None else f"{name}.ver-{version}"
         self.degraded_reason: str | None = None
         #: Why the segment cannot be used, as a short name (the segment error's ``cause``:
-        #: missing_directory, not_writable, other_owner, no_space, damaged, incompatible, io).
+        #: missing_directory, not_writable, other_owner, no_space, damaged, incompatible,
+        #: locked, io).
         self.degraded_cause: str | None = None
         self._segment: Segment | None = None
         self._neg: Segment | None = None
@@ -274,6 +279,13 @@ class Cache:
                 else f"degraded='local': each process caches alone, entries live at "
                 f"most degraded_ttl={self.degraded_ttl:g} s"
             )
+            log.warning(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+        notice = self._segment.directory_notice if self._segment is not None else None
+        if notice is not None and directory not in _NOTICED_DIRECTORIES:
+            # Once per directory and process: every cache there shares the risk.
+            _NOTICED_DIRECTORIES.add(directory)
+            msg = f"ziggurat cache {name!r}: {notice}"
             log.warning(msg)
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
         if self._segment is not None and self._segment.size != self._segment.requested_size:

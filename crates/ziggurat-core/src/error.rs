@@ -27,12 +27,16 @@ pub enum OpenCause {
     MissingSegment,
     /// A read-only open may not read the file.
     NotReadable,
+    /// A `recreate` open found the file locked by another process for longer
+    /// than the lock timeout, and left it as it was.
+    Locked,
 }
 
 impl OpenCause {
     /// Stable short name: "missing_directory", "not_writable", "other_owner",
     /// "no_space", "damaged", "incompatible", and for read-only opens
-    /// "missing_segment" or "not_readable".
+    /// "missing_segment" or "not_readable", and "locked" when a `recreate`
+    /// could not lock the file to replace it.
     pub fn name(self) -> &'static str {
         match self {
             OpenCause::MissingDirectory => "missing_directory",
@@ -43,6 +47,7 @@ impl OpenCause {
             OpenCause::Incompatible => "incompatible",
             OpenCause::MissingSegment => "missing_segment",
             OpenCause::NotReadable => "not_readable",
+            OpenCause::Locked => "locked",
         }
     }
 }

@@ -101,13 +101,30 @@ enum Access {
     Refused(String),
 }
 
+/// The rule is the same for read-only and read-write opens, because whoever
+/// can write a file chooses the bytes every reader decodes (pickled values run
+/// code): only this user's files, and files shared (mode 660) with a group this
+/// process trusts, are used. A read-write open trusts the configured `group`
+/// alone; a read-only view without `group` trusts a file shared with any group
+/// this process is a member of (its membership is the administrator's choice),
+/// and takes a file of this user that no untrusted user can write, whatever
+/// else its mode allows (a view never widens who can write it).
 fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, opts: &Options) -> Access {
     let group = opts.group;
     let mode = mode & 0o7777;
     let me = sys::euid();
-    let group_ok = group == Some(gid) && mode == 0o660;
+    let trusted_group = match group {
+        Some(g) => g == gid,
+        None => opts.read_only && sys::in_group(gid),
+    };
+    let group_ok = mode == 0o660 && trusted_group;
     if uid == me {
         if group_ok {
+            return Access::Ok;
+        }
+        // A view makes the file no more writable than it is: it needs only that
+        // no untrusted user can write it (a copy made 644 for inspection is fine).
+        if opts.read_only && mode & 0o002 == 0 && (mode & 0o020 == 0 || trusted_group) {
             return Access::Ok;
         }
         if mode & 0o077 == 0 {
@@ -158,10 +175,20 @@ fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, opts: &Options) -> A
         ),
         None => {}
     }
-    why += ". Refusing to share memory with another user: run every process as the same user, \
-            or share a group (group=<gid>, which creates the file mode 660 for that group; \
-            its owner rebuilds an existing file that way by opening it with group=<gid> and \
-            recreate=True), or choose another directory";
+    if opts.read_only {
+        why += ". Refusing to read memory another user can write (its contents could run code \
+                in this process when decoded): run this process as that user, or as a member \
+                of the file's group once its owner shares it (mode 660)";
+    } else {
+        why += ". Refusing to share memory with another user: run every process as the same \
+                user, or share a group (group=<gid>, which creates the file mode 660 for that \
+                group; its owner rebuilds an existing file that way by opening it with \
+                group=<gid> and recreate=True), or choose another directory";
+    }
+    why += ". If no process of this service made that file, another user may have taken the \
+            name first in a directory every user can write: give the service a directory \
+            only it can write (systemd RuntimeDirectory=, $XDG_RUNTIME_DIR, a container's own \
+            /dev/shm)";
     Access::Refused(why)
 }
 
@@ -198,6 +225,113 @@ fn create_failure(dir: &Path, e: io::Error) -> Error {
     }
 }
 
+/// The warning of [`Segment::directory_notice`] for `dir`, if it deserves one.
+fn directory_notice(dir: &Path) -> Option<String> {
+    let mode = std::fs::metadata(dir).ok()?.permissions().mode();
+    if mode & 0o002 == 0 || mode & 0o1000 != 0 {
+        return None;
+    }
+    Some(format!(
+        "directory {} is writable by every user (mode {:o}) and has no sticky bit: any local \
+         user can rename, replace or remove the segment files in it under running processes. \
+         Give the service a directory only it can write (systemd RuntimeDirectory=, \
+         $XDG_RUNTIME_DIR, a container's own /dev/shm), or set the sticky bit (chmod +t)",
+        dir.display(),
+        mode & 0o7777
+    ))
+}
+
+/// Takes the exclusive lock that a replacement of `path` needs, waiting at most
+/// `timeout`: any process that can open the file can lock it, and must not be
+/// able to hold up the start of its owner's processes for longer.
+fn lock_to_replace(
+    file: &File,
+    path: &Path,
+    meta: &std::fs::Metadata,
+    timeout: Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match sys::flock(file, libc::LOCK_EX | libc::LOCK_NB) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(Error::Io(format!("cannot lock {}", path.display()), e)),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+    let holders = lock_holders(meta);
+    let who = if holders.is_empty() {
+        "another process".to_string()
+    } else {
+        holders
+            .iter()
+            .map(|&pid| describe_process(pid))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(Error::open(
+        OpenCause::Locked,
+        format!(
+            "cannot replace segment file {}: {who} holds a lock on it and did not release it \
+             within lock_timeout ({:.3} s); the file was left as it is. Stop that process, or \
+             remove the file once no process uses it",
+            path.display(),
+            timeout.as_secs_f64()
+        ),
+    ))
+}
+
+/// The processes holding a `flock` on the file of `meta`, as `/proc/locks`
+/// lists them (empty where it cannot be read).
+fn lock_holders(meta: &std::fs::Metadata) -> Vec<u32> {
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
+        return Vec::new();
+    };
+    let dev = meta.dev();
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
+    let mut pids: Vec<u32> = locks
+        .lines()
+        .filter_map(|line| {
+            // "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF"; waiters have "->".
+            let f: Vec<&str> = line.split_whitespace().collect();
+            (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&id.as_str()))
+                .then(|| f.get(4)?.parse().ok())
+                .flatten()
+        })
+        // 0: a holder outside this process's PID namespace.
+        .filter(|&pid| pid != 0)
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// `pid N (command)`, or `pid N` when its command cannot be read.
+fn describe_process(pid: u32) -> String {
+    match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+        // The holder names itself (prctl): no control characters into a log line.
+        Ok(c) => format!(
+            "pid {pid} ({})",
+            c.trim_end_matches('\n')
+                .chars()
+                .map(|ch| if ch.is_control() { '?' } else { ch })
+                .collect::<String>()
+        ),
+        Err(_) => format!("pid {pid}"),
+    }
+}
+
 impl Segment {
     /// Creates the segment `name`, or attaches to it if it exists.
     ///
@@ -208,7 +342,51 @@ impl Segment {
     /// name at once exactly one file wins and every process attaches to it.
     ///
     /// Failures to create or attach are [`Error::Open`] with an [`OpenCause`].
+    /// An open that succeeds in a directory every user may write without the
+    /// sticky bit says so in [`Segment::directory_notice`].
     pub fn open(name: &str, opts: &Options) -> Result<Segment> {
+        let mut seg = Self::open_file(name, opts)?;
+        seg.directory_notice = directory_notice(&opts.directory);
+        Ok(seg)
+    }
+
+    /// A warning for the operator when the segment's directory lets any local
+    /// user rename, replace or remove its files (writable by every user, no
+    /// sticky bit); `None` when it does not.
+    ///
+    /// ```no_run
+    /// # use ziggurat_core::{Options, Segment};
+    /// let seg = Segment::open("app", &Options::default()).unwrap();
+    /// if let Some(warning) = seg.directory_notice() {
+    ///     eprintln!("{warning}");
+    /// }
+    /// ```
+    pub fn directory_notice(&self) -> Option<&str> {
+        self.directory_notice.as_deref()
+    }
+
+    /// The group the file is shared with: its gid when its mode is 660 (the
+    /// `group` to pass to a read-write open of it), else `None`. Read from
+    /// the attached file, not its path.
+    pub fn shared_group(&self) -> Result<Option<u32>> {
+        let m = self.file_meta()?;
+        Ok((m.mode() & 0o7777 == 0o660).then_some(m.gid()))
+    }
+
+    /// `(device, inode)` of the attached file: two handles with the same
+    /// identity map the same file, whatever its path refers to now.
+    pub fn file_id(&self) -> Result<(u64, u64)> {
+        let m = self.file_meta()?;
+        Ok((m.dev(), m.ino()))
+    }
+
+    fn file_meta(&self) -> Result<std::fs::Metadata> {
+        self.file
+            .metadata()
+            .map_err(io_err(format!("cannot stat {}", self.path().display())))
+    }
+
+    fn open_file(name: &str, opts: &Options) -> Result<Segment> {
         if !valid_name(name) {
             return Err(Error::Invalid(format!(
                 "segment name must be 1-{MAX_NAME} characters of A-Z a-z 0-9 . _ - not starting with '.', got {name:?}"
@@ -285,8 +463,7 @@ impl Segment {
                 }) if opts.recreate => {
                     // Replace it, unless another process already did (then the
                     // name no longer refers to the file we judged).
-                    sys::flock(&file, libc::LOCK_EX)
-                        .map_err(io_err(format!("cannot lock {}", path.display())))?;
+                    lock_to_replace(&file, &path, &meta, opts.lock_timeout)?;
                     let same = std::fs::symlink_metadata(&path)
                         .map(|m| m.ino() == meta.ino() && m.dev() == meta.dev())
                         .unwrap_or(false);
@@ -496,9 +673,12 @@ impl Segment {
     /// Attaches read-only to the existing file `path` (see [`Options::read_only`]).
     fn open_read_only(path: PathBuf, opts: &Options) -> Result<Segment> {
         let p = path.display().to_string();
+        // O_NONBLOCK: opening a FIFO put at the name for reading would wait for
+        // a writer forever; the file type is refused below. (It does not
+        // change how a regular file is read or mapped.)
         let file = match OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
             .open(&path)
         {
             Ok(f) => f,
@@ -538,6 +718,27 @@ impl Segment {
                 OpenCause::Incompatible,
                 format!("{p} is not a regular file"),
             ));
+        }
+        // Judged on the opened file (fstat), so a name switched to another
+        // file after any earlier look at it changes nothing.
+        match judge_access(
+            &path,
+            meta.uid(),
+            meta.gid(),
+            meta.permissions().mode(),
+            opts,
+        ) {
+            Access::Ok => {}
+            Access::Refused(m) => return Err(Error::open(OpenCause::OtherOwner, m)),
+            Access::Loose(m) => {
+                return Err(Error::open(
+                    OpenCause::Incompatible,
+                    format!(
+                        "segment file {p} cannot be used: {m}, so other users may have written \
+                         it. Its owner replaces it with a read-write open with recreate=True"
+                    ),
+                ))
+            }
         }
         match Self::attach(&file, &path, meta.len(), true) {
             Ok((shm, g, seed)) => Ok(Segment::assemble(shm, file, path, g, seed, opts)),

@@ -25,9 +25,13 @@ pub struct Options {
     pub group: Option<u32>,
     /// Attach to an existing segment without ever writing to it (an operator's
     /// view): the file is mapped read-only, it is never created or repaired,
-    /// its owner and mode are not checked (what the OS lets this process read,
-    /// it may inspect), reads do not raise entry frequencies nor count hits,
-    /// and every operation that writes fails with [`Error::Invalid`].
+    /// reads do not raise entry frequencies nor count hits, and every
+    /// operation that writes fails with [`Error::Invalid`]. The owner and mode
+    /// rule of `group` holds as for a read-write open (whoever can write the
+    /// file chooses what its readers decode), except that without `group` a
+    /// file shared (mode 660) with any group of this process is accepted, and
+    /// a file of this user only needs to be writable by no one it does not
+    /// trust (mode 644 or 640 is fine, 666 is not).
     pub read_only: bool,
 }
 

@@ -25,7 +25,9 @@ use crate::tags::{self, TagRef};
 /// process maps the same file.
 pub struct Segment {
     pub(crate) shm: Shm,
-    _file: File,
+    /// The attached file (its identity and owner are read from it, never from
+    /// the path, which another process may have pointed elsewhere since).
+    pub(crate) file: File,
     path: PathBuf,
     pub(crate) g: Geometry,
     seed: u64,
@@ -39,6 +41,8 @@ pub struct Segment {
     pub(crate) local_misses: AtomicU64,
     /// What this handle holds in each lease cell (see `lease`).
     pub(crate) holds: Holds,
+    /// A warning about the directory, set by `open` (see `directory_notice`).
+    pub(crate) directory_notice: Option<String>,
 }
 
 impl Segment {
@@ -53,7 +57,7 @@ impl Segment {
         crate::fork::track_forks();
         Segment {
             shm,
-            _file: file,
+            file,
             path,
             g,
             seed,
@@ -63,6 +67,7 @@ impl Segment {
             local_hits: AtomicU64::new(0),
             local_misses: AtomicU64::new(0),
             holds: Holds::new(),
+            directory_notice: None,
         }
     }
 

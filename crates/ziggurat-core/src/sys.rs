@@ -80,6 +80,30 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Whether this process belongs to group `gid` (its effective group or one
+/// of its supplementary groups).
+pub fn in_group(gid: u32) -> bool {
+    // SAFETY: getegid has no arguments and cannot fail.
+    if unsafe { libc::getegid() } == gid {
+        return true;
+    }
+    // SAFETY: with a size of 0, getgroups only returns the count and writes
+    // nothing (the null pointer is allowed by POSIX for this call).
+    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+    let Ok(len) = usize::try_from(n) else {
+        return false;
+    };
+    let mut groups = vec![0 as libc::gid_t; len];
+    // SAFETY: `groups` is a live, writable buffer of `n` gids owned by this
+    // frame; getgroups writes at most that many.
+    let got = unsafe { libc::getgroups(n, groups.as_mut_ptr()) };
+    let Ok(got) = usize::try_from(got) else {
+        return false;
+    };
+    groups.truncate(got);
+    groups.contains(&gid)
+}
+
 /// Milliseconds of CLOCK_MONOTONIC_COARSE (vDSO: no system call).
 #[inline]
 pub fn monotonic_coarse_ms() -> u64 {

@@ -3,7 +3,7 @@
 // The tests call libc directly to set up ownership.
 #![allow(unsafe_code)]
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -155,7 +155,7 @@ fn a_read_only_open_creates_and_repairs_nothing() {
 }
 
 #[test]
-fn an_operator_may_inspect_another_users_segment() {
+fn an_operator_inspects_another_users_segment_only_through_its_group() {
     // SAFETY: geteuid has no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: needs root to chown");
@@ -173,6 +173,17 @@ fn an_operator_may_inspect_another_users_segment() {
         Segment::open("op", &d.opts()).err().unwrap().cause(),
         "other_owner"
     );
+    // Whoever can write a file chooses what its readers decode: even root's
+    // read-only view refuses a private file of another user.
+    assert_eq!(
+        Segment::open("op", &d.ro()).err().unwrap().cause(),
+        "other_owner"
+    );
+    // SAFETY: getegid has no arguments and cannot fail.
+    let gid = unsafe { libc::getegid() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, gid) }, 0);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660)).unwrap();
     let ro = Segment::open("op", &d.ro()).unwrap();
     assert_eq!(ro.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
     assert_eq!(std::fs::metadata(&path).unwrap().uid(), 65534);

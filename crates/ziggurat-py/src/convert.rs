@@ -17,7 +17,7 @@ create_exception!(
     ZigguratError,
     "The segment file cannot be created, attached or used; the message says what to do. \
      Its `cause` attribute names why, stably: missing_directory, not_writable, other_owner, \
-     no_space, damaged, incompatible, missing_segment, not_readable (opening), closed or io."
+     no_space, damaged, incompatible, missing_segment, not_readable, locked (opening), closed or io."
 );
 create_exception!(
     _native,

@@ -204,6 +204,41 @@ impl PySegment {
         self.inner.is_read_only()
     }
 
+    /// A warning when the segment's directory lets any local user rename,
+    /// replace or remove its files (writable by every user, no sticky bit),
+    /// else None. `Cache` logs it once per directory.
+    ///
+    /// >>> s = Segment("doc-notice", "2MiB"); s.directory_notice is None  # /dev/shm: sticky
+    /// True
+    /// >>> s.unlink()
+    #[getter]
+    fn directory_notice(&self) -> Option<&str> {
+        self.inner.directory_notice()
+    }
+
+    /// The gid the file is shared with (mode 660), the `group=` a read-write
+    /// open of it needs; None for a private file. Read from the attached file.
+    ///
+    /// >>> s = Segment("doc-group", "2MiB"); s.shared_group is None  # made without group=
+    /// True
+    /// >>> s.unlink()
+    #[getter]
+    fn shared_group(&self) -> PyResult<Option<u32>> {
+        self.inner.shared_group().map_err(err)
+    }
+
+    /// `(device, inode)` of the attached file: two handles with the same
+    /// `file_id` map the same file, whatever the path refers to now.
+    ///
+    /// >>> a = Segment("doc-id", "2MiB"); b = Segment("doc-id", read_only=True)
+    /// >>> a.file_id == b.file_id
+    /// True
+    /// >>> a.unlink()
+    #[getter]
+    fn file_id(&self) -> PyResult<(u64, u64)> {
+        self.inner.file_id().map_err(err)
+    }
+
     /// Whether `close()` was called.
     #[getter]
     fn closed(&self) -> bool {

@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import logging
 import os
-import stat
 import warnings
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -141,10 +140,11 @@ def open_clustered(args: argparse.Namespace, files: CacheFiles) -> Cache:
     secrets = secrets_from(args.secret_file, os.environ)
     seg = attach(files)
     assert seg is not None
-    size = seg.size
-    seg.close()
-    st = os.lstat(files.main_path)
-    group = st.st_gid if stat.S_IMODE(st.st_mode) == 0o660 else None
+    try:
+        # Taken from the file the engine accepted, not from a second look at the path.
+        size, group = seg.size, seg.shared_group
+    finally:
+        seg.close()
     name, _, version = args.name.partition(".ver-")
     kwargs: dict[str, Any] = {
         "directory": args.directory,

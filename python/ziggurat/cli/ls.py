@@ -30,7 +30,7 @@ from ziggurat.cli.created import created
 from ziggurat.cli.errors import CliError
 from ziggurat.cli.mappings import Mappings
 from ziggurat.cli.output import Output, human_bytes, percent
-from ziggurat.cli.segments import NEG_SUFFIX, check_owner, owner_name
+from ziggurat.cli.segments import NEG_SUFFIX, owner_name
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -86,7 +86,6 @@ def _row(
                 f"layout version {layout}; this ziggurat reads version {LAYOUT_VERSION}",
                 "incompatible",
             )
-        check_owner(row["path"])
         seg = Segment(name, None, directory=directory, read_only=True)
         try:
             s = seg.stats()

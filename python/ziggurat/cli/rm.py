@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 from typing import Any
 
+from ziggurat._native import Segment, ZigguratError
 from ziggurat.cli.errors import CliError
 from ziggurat.cli.mappings import Mappings
 from ziggurat.cli.output import Output
-from ziggurat.cli.segments import CacheFiles, check_owner
+from ziggurat.cli.segments import CacheFiles
 
 __all__ = ["remove", "run"]
 
@@ -40,10 +42,12 @@ def remove(files: CacheFiles, yes: bool = False) -> dict[str, Any]:
     ...
     ziggurat.cli.errors.CliError: no cache 'no-such-cache' in /dev/shm (no file ...); ...
     """
-    paths = [p for p in (files.main_path, files.neg_path) if os.path.lexists(p)]
-    if not paths:
+    named = [(files.main_path, files.name), (files.neg_path, files.neg_name)]
+    present = [(p, n) for p, n in named if os.path.lexists(p)]
+    if not present:
         raise files.missing()
-    stats = [check_owner(p) for p in paths]
+    stats = [_removable(files, p, n) for p, n in present]
+    paths = [p for p, _ in present]
     maps = Mappings.scan()
     me = os.getpid()
     pids = sorted({pid for st in stats for pid in maps.pids(st) if pid != me})
@@ -70,6 +74,25 @@ def remove(files: CacheFiles, yes: bool = False) -> dict[str, Any]:
         "mapped_by": pids,
         "unchecked_processes": maps.unreadable,
     }
+
+
+def _removable(files: CacheFiles, path: str, name: str) -> os.stat_result:
+    """``lstat`` of ``path``, a regular file this user may remove: the engine's owner rule
+    decides (its read-only open judges the owner before the contents, so a damaged file
+    of this user is removable and another user's file is refused whatever it holds)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise files.missing() from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CliError(f"{path} is not a regular file", "incompatible")
+    try:
+        Segment(name, None, directory=files.directory, read_only=True).close()
+    except ZigguratError as e:
+        cause = getattr(e, "cause", None) or "io"
+        if cause in ("other_owner", "not_readable"):
+            raise CliError(str(e), cause) from None
+    return st
 
 
 def run(args: argparse.Namespace, out: Output) -> int:

@@ -17,13 +17,12 @@ from __future__ import annotations
 import os
 import pwd
 import re
-import stat
 from dataclasses import dataclass
 
 from ziggurat._native import LAYOUT_VERSION, Segment, ZigguratError
 from ziggurat.cli.errors import CliError
 
-__all__ = ["NEG_SUFFIX", "CacheFiles", "attach", "check_owner", "owner_name", "segment_file"]
+__all__ = ["NEG_SUFFIX", "CacheFiles", "attach", "owner_name", "segment_file"]
 
 #: Suffix of the cached-miss segment's name.
 NEG_SUFFIX = ".neg"
@@ -51,37 +50,6 @@ def owner_name(uid: int) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
-
-
-def check_owner(path: str) -> os.stat_result:
-    """``lstat`` of a segment file, refused with a ``CliError`` unless it is a regular file
-    this process may use by the engine's rule: owned by this user, or shared with one of
-    its groups with mode 0660. Root is held to the rule too: the command never maps
-    another user's memory.
-
-    >>> check_owner("/dev/shm/ziggurat.no-such-cache.v2")
-    Traceback (most recent call last):
-    ...
-    ziggurat.cli.errors.CliError: /dev/shm/ziggurat.no-such-cache.v2 does not exist
-    """
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise CliError(f"{path} does not exist", "missing_segment") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise CliError(f"{path} is not a regular file", "incompatible")
-    me = os.geteuid()
-    shared = stat.S_IMODE(st.st_mode) == 0o660 and (
-        st.st_gid == os.getegid() or st.st_gid in os.getgroups()
-    )
-    if st.st_uid != me and not shared:
-        owner = owner_name(st.st_uid)
-        raise CliError(
-            f"{path} is owned by {owner} (uid {st.st_uid}) and this command runs as "
-            f"{owner_name(me)} (uid {me}): run it as {owner}, e.g. sudo -u {owner} ziggurat ...",
-            "other_owner",
-        )
-    return st
 
 
 @dataclass(frozen=True)
@@ -162,10 +130,14 @@ def attach(files: CacheFiles, negative: bool = False, read_only: bool = True) ->
     Read-only by default: the mapping cannot be written, and nothing is counted. A missing
     main file, another user's file or one the engine refuses (damaged, incompatible) raise
     ``CliError``; a missing cached-miss file returns None (a bare ``Segment`` has none).
-    A read-write attach (for ``purge`` and ``verify``) is only made to a file that exists
-    and passed the read-only checks, and is refused if the name refers to another file
-    afterwards. (A read-write open creates a missing file: only a file removed in the
-    instant between the two opens could be created, and the command then says so.)
+    Whose files may be read is the engine's rule, judged on the opened file: this user's,
+    or shared (mode 0660) with one of its groups; root is held to it too, so the command
+    never decodes memory another user can write. A read-write attach (for ``purge`` and
+    ``verify``) is only made to the very file the read-only open accepted (the group it
+    is shared with, then its identity, are taken from that open), and is refused if the
+    name refers to another file by then. (A read-write open creates a missing file: only
+    a file removed in the instant between the two opens could be created, and the command
+    then says so.)
 
     >>> attach(CacheFiles("no-such-cache", "/dev/shm"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -177,20 +149,19 @@ def attach(files: CacheFiles, negative: bool = False, read_only: bool = True) ->
         if negative:
             return None
         raise files.missing()
-    before = check_owner(path)
     try:
         seg = Segment(name, None, directory=files.directory, read_only=True)
         if read_only:
             return seg
-        seg.close()
-        # A file shared with a group is only accepted by an open that names the group.
-        shared = stat.S_IMODE(before.st_mode) == 0o660
-        group = before.st_gid if shared else None
+        try:
+            # A file shared with a group is only accepted by an open that names the group.
+            group, accepted = seg.shared_group, seg.file_id
+        finally:
+            seg.close()
         seg = Segment(name, None, directory=files.directory, group=group)
     except ZigguratError as e:
         raise CliError(str(e), getattr(e, "cause", None) or "io") from None
-    after = os.stat(path)
-    if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+    if seg.file_id != accepted:
         seg.close()
         raise CliError(f"{path} was replaced while it was being opened: run again", "replaced")
     return seg

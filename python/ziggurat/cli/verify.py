@@ -31,9 +31,9 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ziggurat._native import LockTimeout, Segment, ZigguratError
-from ziggurat.cli.errors import EXIT_PROBLEMS
+from ziggurat.cli.errors import EXIT_PROBLEMS, CliError
 from ziggurat.cli.output import Output
-from ziggurat.cli.segments import CacheFiles, attach, check_owner
+from ziggurat.cli.segments import CacheFiles, attach
 
 if TYPE_CHECKING:
     from rich.console import Group
@@ -47,7 +47,6 @@ def _segment(files: CacheFiles, negative: bool, header_only: bool) -> dict[str, 
         if negative:
             return None
         raise files.missing()
-    check_owner(path)
     r: dict[str, Any] = {
         "segment": "negative_l2" if negative else "l2",
         "path": path,
@@ -59,7 +58,11 @@ def _segment(files: CacheFiles, negative: bool, header_only: bool) -> dict[str, 
     try:
         ro = Segment(name, None, directory=files.directory, read_only=True)
     except ZigguratError as e:
-        r["header"] = getattr(e, "cause", None) or "io"
+        cause = getattr(e, "cause", None) or "io"
+        if cause in ("other_owner", "not_readable", "missing_segment"):
+            # Not a finding about the file: the command may not look at it (or it is gone).
+            raise CliError(str(e), cause) from None
+        r["header"] = cause
         r["problems"] = [str(e)]
         return r
     try:
