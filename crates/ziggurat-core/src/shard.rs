@@ -171,7 +171,10 @@ impl<'a> Shard<'a> {
                 }
                 continue;
             };
-            if h.is_pad() || !ring.key_eq(self.shm, phys, &h, key) {
+            // A value longer than any write makes is damage: never hand it out
+            // (a reader would allocate and copy up to a whole ring for it).
+            if h.is_pad() || h.val_len > self.g.max_value || !ring.key_eq(self.shm, phys, &h, key)
+            {
                 if moved() {
                     return Probe::Unstable;
                 }
