@@ -204,6 +204,18 @@ impl PySegment {
         self.inner.is_read_only()
     }
 
+    /// Why this handle stopped using its file, or None: an operation met data
+    /// it could not handle (a damaged file), and from then on reads miss and
+    /// writes raise `SegmentError` with cause "damaged".
+    ///
+    /// >>> import tempfile; d = tempfile.mkdtemp()
+    /// >>> Segment("doc-failure", 1 << 20, directory=d).failure is None
+    /// True
+    #[getter]
+    fn failure(&self) -> Option<String> {
+        self.inner.failure().map(str::to_owned)
+    }
+
     /// Whether `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
@@ -480,7 +492,8 @@ impl PySegment {
 
     /// Test hook: the next write in this process that reaches `point`
     /// ("locked", "appended", "stamp_odd", "published", "evict") kills the
-    /// process with SIGKILL while it holds the shard lock. None disarms.
+    /// process with SIGKILL while it holds the shard lock; "panic" makes it
+    /// panic there instead, which the segment contains. None disarms.
     #[pyo3(signature = (point))]
     fn _crash_at(&self, point: Option<&str>) -> PyResult<()> {
         match point {
