@@ -454,7 +454,11 @@ impl Geometry {
         {
             return bad("shard layout");
         }
+        // `compute` makes the largest value at least a quarter of the main ring
+        // (less the record's overhead) and at most seven eighths.
+        let least = (self.main_cap / 4).saturating_sub(RECORD_OVERHEAD);
         if self.max_key as usize != MAX_KEY
+            || (self.max_value as u64) < least
             || self.max_value as u64 + RECORD_OVERHEAD > self.main_cap / 8 * 7
         {
             return bad("limits");
