@@ -214,13 +214,7 @@ def fuzz_dir() -> Iterator[str]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-@settings(
-    max_examples=300 if STRESS else 12,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(edits=st.lists(edit, min_size=1, max_size=6), reseal_header=st.booleans())
-def test_the_cli_reads_fuzzed_files_without_crashing(
+def cli_on_fuzzed_file(
     fuzz_dir: str, edits: list[tuple[str, object, int]], reseal_header: bool
 ) -> None:
     """``ls``, ``stats``, ``verify`` and ``get`` on a cache whose main file was fuzzed:
@@ -249,3 +243,30 @@ def test_the_cli_reads_fuzzed_files_without_crashing(
         for p in (path, path_of(fuzz_dir, name + ".neg")):
             if os.path.exists(p):
                 os.unlink(p)
+
+
+FUZZ_SETTINGS = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+}
+fuzzed = given(edits=st.lists(edit, min_size=1, max_size=6), reseal_header=st.booleans())
+
+
+@settings(max_examples=12, **FUZZ_SETTINGS)
+@fuzzed
+def test_the_cli_reads_fuzzed_files_without_crashing(
+    fuzz_dir: str, edits: list[tuple[str, object, int]], reseal_header: bool
+) -> None:
+    """A dozen fuzzed files through the CLI's read-only commands (see cli_on_fuzzed_file)."""
+    cli_on_fuzzed_file(fuzz_dir, edits, reseal_header)
+
+
+@pytest.mark.stress
+@pytest.mark.skipif(not STRESS, reason="make stress runs it (ZIGGURAT_STRESS=1)")
+@settings(max_examples=400, **FUZZ_SETTINGS)
+@fuzzed
+def test_the_cli_reads_fuzzed_files_without_crashing_stress(
+    fuzz_dir: str, edits: list[tuple[str, object, int]], reseal_header: bool
+) -> None:
+    """As above, for 400 fuzzed files."""
+    cli_on_fuzzed_file(fuzz_dir, edits, reseal_header)
