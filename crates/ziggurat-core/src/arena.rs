@@ -162,7 +162,8 @@ impl Ring {
     /// stable); none when the positions are damaged (see [`Ring::ends`]).
     #[inline]
     pub fn free(&self, shm: &Shm) -> u64 {
-        self.ends(shm).map_or(0, |(head, tail)| self.cap - (head - tail))
+        self.ends(shm)
+            .map_or(0, |(head, tail)| self.cap - (head - tail))
     }
 
     /// The logical position of a record at physical `phys`, assuming it is live

@@ -435,8 +435,7 @@ impl Geometry {
             .shard_stride
             .checked_mul(self.nshards as u64)
             .and_then(|b| b.checked_add(self.shards_off));
-        if self.shard_stride == 0 || self.shard_stride % 4096 != 0 || end != Some(self.file_size)
-        {
+        if self.shard_stride == 0 || self.shard_stride % 4096 != 0 || end != Some(self.file_size) {
             return bad("shards do not fill the file");
         }
         let Some(l) = ShardLayout::of(self.npairs, self.ghost_buckets, self.shard_stride) else {
@@ -450,7 +449,9 @@ impl Geometry {
             main_cap: self.main_cap,
             main_rel: self.main_rel,
         };
-        if header != l || l.small_rel + MIN_ARENA > self.shard_stride || l.main_cap > u32::MAX as u64 - 7
+        if header != l
+            || l.small_rel + MIN_ARENA > self.shard_stride
+            || l.main_cap > u32::MAX as u64 - 7
         {
             return bad("shard layout");
         }

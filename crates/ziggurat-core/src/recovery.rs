@@ -13,10 +13,10 @@
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
+use crate::arena::MAX_POS;
 use crate::hash::KeyHash;
 use crate::index::{self, PAIR_SLOTS};
 use crate::layout::RingId;
-use crate::arena::MAX_POS;
 use crate::layout::{Stat, GHOST_CELLS, H_EPOCH, S_MAIN_SCORE};
 use crate::shard::Shard;
 use crate::stamps;

@@ -409,6 +409,14 @@ impl Segment {
                 sh.bump(Stat::LockTimeouts, 1);
                 Err(Error::LockTimeout)
             }
+            Err(LockError::Damaged) => Err(Error::open(
+                OpenCause::Damaged,
+                format!(
+                    "segment file {} cannot be used: the lock of shard {s} is damaged. Open \
+                     it again with recreate=True to replace it",
+                    self.path.display()
+                ),
+            )),
             Err(LockError::Os(e)) => Err(Error::Io(format!("cannot lock shard {s}"), e)),
         }
     }
@@ -463,7 +471,9 @@ impl Segment {
             let sh = self.shard(s);
             // Counters are words of the file: a damaged one must not wrap the sum.
             for (i, st) in Stat::ALL.iter().enumerate() {
-                out[i].1 = out[i].1.saturating_add(sh.stat(*st).load(Ordering::Relaxed));
+                out[i].1 = out[i]
+                    .1
+                    .saturating_add(sh.stat(*st).load(Ordering::Relaxed));
             }
             for id in [RingId::Small, RingId::Main] {
                 let r = sh.ring(id);

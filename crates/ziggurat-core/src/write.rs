@@ -97,7 +97,9 @@ impl Segment {
             Cond::Equals(_) => "replace_if",
         };
         self.check_writable(what)?;
-        self.contain(what, || self.write_contained(key, kh, value, ttl, tags, cond))
+        self.contain(what, || {
+            self.write_contained(key, kh, value, ttl, tags, cond)
+        })
     }
 
     fn write_contained(
@@ -213,7 +215,12 @@ impl Segment {
     fn record_of(&self, sh: &Shard<'_>, w: u64) -> (Vec<u8>, u64, Vec<u64>) {
         let ring = sh.ring(index::ring(w));
         let phys = index::phys(w);
-        let Some((h, expiry)) = ring.header(&self.shm, phys) else {
+        // A value longer than any write makes is damage: not copied (it could
+        // be most of a ring), and read as no value.
+        let Some((h, expiry)) = ring
+            .header(&self.shm, phys)
+            .filter(|(h, _)| h.val_len <= self.g.max_value)
+        else {
             return (Vec::new(), 0, Vec::new());
         };
         let mut v = vec![0u8; h.val_len as usize];

@@ -26,29 +26,29 @@ use ziggurat_core::{Error, Geometry, KeyHash, OpenCause, Options, Segment};
 
 // Header fields (docs/format.md): offset and width.
 const HEADER_FIELDS: [(usize, usize); 25] = [
-    (16, 8),  // file_size
-    (24, 4),  // nshards
-    (28, 4),  // npairs
-    (32, 4),  // nstamps
-    (36, 4),  // ntags
-    (40, 8),  // small_cap
-    (48, 8),  // main_cap
-    (56, 4),  // ghost_buckets
-    (60, 4),  // max_key
-    (64, 4),  // max_value
-    (72, 8),  // seed
-    (88, 8),  // stamps_off
-    (96, 8),  // tags_off
-    (104, 8), // shards_off
-    (112, 8), // shard_stride
-    (120, 8), // index_rel
-    (128, 8), // ghost_rel
-    (136, 8), // small_rel
-    (144, 8), // main_rel
-    (256, 4), // state
-    (264, 8), // epoch
-    (320, 8), // tag_invalidations
-    (328, 8), // clears
+    (16, 8),   // file_size
+    (24, 4),   // nshards
+    (28, 4),   // npairs
+    (32, 4),   // nstamps
+    (36, 4),   // ntags
+    (40, 8),   // small_cap
+    (48, 8),   // main_cap
+    (56, 4),   // ghost_buckets
+    (60, 4),   // max_key
+    (64, 4),   // max_value
+    (72, 8),   // seed
+    (88, 8),   // stamps_off
+    (96, 8),   // tags_off
+    (104, 8),  // shards_off
+    (112, 8),  // shard_stride
+    (120, 8),  // index_rel
+    (128, 8),  // ghost_rel
+    (136, 8),  // small_rel
+    (144, 8),  // main_rel
+    (256, 4),  // state
+    (264, 8),  // epoch
+    (320, 8),  // tag_invalidations
+    (328, 8),  // clears
     (1024, 8), // a lease cell's holder
     (1032, 4), // its release counter
 ];
@@ -200,11 +200,29 @@ enum Edit {
     /// The geometry fields rewritten for another layout, the file resized to it.
     Layout { size_mib: u8, avg: u16, shards: u8 },
     /// A shard header word.
-    Shard { shard: u8, field: usize, pick: u8, r: u64 },
+    Shard {
+        shard: u8,
+        field: usize,
+        pick: u8,
+        r: u64,
+    },
     /// An index slot of a known key's pair pointing anywhere.
-    Slot { key: usize, slot: u8, ring: bool, freq: u8, phys: u64, fp_of_key: bool },
+    Slot {
+        key: usize,
+        slot: u8,
+        ring: bool,
+        freq: u8,
+        phys: u64,
+        fp_of_key: bool,
+    },
     /// A word of the shard bodies (index, ghost, rings) set to a record word.
-    Record { at: u64, val_len: u32, key_len: u16, ntags: u8, flags: u8 },
+    Record {
+        at: u64,
+        val_len: u32,
+        key_len: u16,
+        ntags: u8,
+        flags: u8,
+    },
     /// A random word anywhere past the header.
     Word { at: u64, v: u64 },
 }
@@ -244,7 +262,11 @@ fn build(edits: &[Edit], reseal_header: bool) -> Vec<u8> {
                 let v = interesting(le(&bytes, off, w), pick, r);
                 put(&mut bytes, off, w, v);
             }
-            Edit::Layout { size_mib, avg, shards } => {
+            Edit::Layout {
+                size_mib,
+                avg,
+                shards,
+            } => {
                 let shards = (shards > 0).then(|| 1u32 << (shards - 1));
                 let Ok(n) = Geometry::compute((size_mib as u64) << 20, avg as u64, shards) else {
                     continue;
@@ -272,21 +294,41 @@ fn build(edits: &[Edit], reseal_header: bool) -> Vec<u8> {
                     put(&mut bytes, off, w, v);
                 }
             }
-            Edit::Shard { shard, field, pick, r } => {
+            Edit::Shard {
+                shard,
+                field,
+                pick,
+                r,
+            } => {
                 let (rel, w) = SHARD_FIELDS[field];
                 let off = g.shard_off(shard as u32 % g.nshards) + rel;
                 let v = interesting(le(&bytes, off, w), pick, r);
                 put(&mut bytes, off, w, v);
             }
-            Edit::Slot { key: k, slot, ring, freq, phys, fp_of_key } => {
+            Edit::Slot {
+                key: k,
+                slot,
+                ring,
+                freq,
+                phys,
+                fp_of_key,
+            } => {
                 let kh = KeyHash::new(b.seed, &key(k));
                 let s = kh.shard(g.nshards);
                 let pair = kh.pair(g.npairs) as usize;
                 let off = g.shard_off(s) + g.index_rel as usize + pair * 128 + slot as usize * 8;
                 let cap = if ring { g.main_cap } else { g.small_cap };
                 // Mostly inside the ring, on a word; sometimes anywhere.
-                let phys = if phys % 4 == 0 { phys } else { phys % cap / 8 * 8 };
-                let fp = if fp_of_key { kh.fingerprint() as u64 } else { phys >> 48 };
+                let phys = if phys % 4 == 0 {
+                    phys
+                } else {
+                    phys % cap / 8 * 8
+                };
+                let fp = if fp_of_key {
+                    kh.fingerprint() as u64
+                } else {
+                    phys >> 48
+                };
                 let w = VALID
                     | fp << 47
                     | (freq as u64 & 3) << 45
@@ -294,7 +336,13 @@ fn build(edits: &[Edit], reseal_header: bool) -> Vec<u8> {
                     | ((phys / 8) & ((1 << 44) - 1));
                 put(&mut bytes, off, 8, w);
             }
-            Edit::Record { at, val_len, key_len, ntags, flags } => {
+            Edit::Record {
+                at,
+                val_len,
+                key_len,
+                ntags,
+                flags,
+            } => {
                 let span = (bytes.len() - body) as u64 / 8;
                 let off = body + (at % span) as usize * 8;
                 put(&mut bytes, off, 8, word0(val_len, key_len, ntags, flags));
@@ -331,8 +379,16 @@ fn allowed<T>(r: ziggurat_core::Result<T>) -> Result<Option<T>, String> {
     match r {
         Ok(v) => Ok(Some(v)),
         // A lock that garbage in the file keeps held times out: an error the
-        // caller handles, as for a stopped writer.
-        Err(Error::LockTimeout | Error::Io(..)) => Ok(None),
+        // caller handles, as for a stopped writer. A lock whose type word is
+        // garbage is refused as damaged.
+        Err(
+            Error::LockTimeout
+            | Error::Io(..)
+            | Error::Open {
+                cause: OpenCause::Damaged,
+                ..
+            },
+        ) => Ok(None),
         Err(e) => Err(format!("unexpected error: {e}")),
     }
 }

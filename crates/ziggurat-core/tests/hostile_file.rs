@@ -113,7 +113,8 @@ fn reseal(path: &Path) {
 fn pad_word(len: u32) -> u64 {
     let v = len.to_le_bytes();
     let flags = 2u8;
-    let check = 0xA5 ^ v[0] ^ v[1].rotate_left(1) ^ v[2].rotate_left(2) ^ v[3].rotate_left(3) ^ flags;
+    let check =
+        0xA5 ^ v[0] ^ v[1].rotate_left(1) ^ v[2].rotate_left(2) ^ v[3].rotate_left(3) ^ flags;
     len as u64 | (flags as u64) << 52 | (check as u64) << 56
 }
 
@@ -224,16 +225,25 @@ fn a_small_ring_tail_past_its_head_does_not_hang_a_write() {
     let head = get64(&path, shard + S_SMALL_HEAD);
     put64(&path, shard + S_SMALL_TAIL, head + 64);
     let seg = Segment::open("tail", &d.opts(Some(1))).unwrap();
-    let seg = finishes("a write to a shard whose tail is past its head", move || {
-        for i in 0..200 {
-            seg.set(format!("new{i}").as_bytes(), &[7u8; 100], None, &[])
-                .unwrap();
-        }
-        seg
-    });
-    assert_eq!(seg.get(b"new199").unwrap().as_deref(), Some(&[7u8; 100][..]));
+    let seg = finishes(
+        "a write to a shard whose tail is past its head",
+        move || {
+            for i in 0..200 {
+                seg.set(format!("new{i}").as_bytes(), &[7u8; 100], None, &[])
+                    .unwrap();
+            }
+            seg
+        },
+    );
+    assert_eq!(
+        seg.get(b"new199").unwrap().as_deref(),
+        Some(&[7u8; 100][..])
+    );
     let resets = seg.stats().into_iter().find(|(k, _)| *k == "shard_resets");
-    assert!(resets.is_some_and(|(_, n)| n >= 1), "the shard was not reset");
+    assert!(
+        resets.is_some_and(|(_, n)| n >= 1),
+        "the shard was not reset"
+    );
     let rep = seg.verify(false).unwrap();
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
 }
@@ -251,7 +261,10 @@ fn repair_does_not_walk_past_absurd_positions() {
     // readable records, so a walk that wrapped would go on for 2^61 steps.
     let tail = u64::MAX - 15;
     let at = tail % cap;
-    assert!(at + 16 <= cap, "the tail's record must fit before the ring's end");
+    assert!(
+        at + 16 <= cap,
+        "the tail's record must fit before the ring's end"
+    );
     let mut bytes = Vec::with_capacity(cap as usize);
     for _ in 0..cap / 8 {
         bytes.extend_from_slice(&pad_word(8).to_le_bytes());
@@ -274,6 +287,22 @@ fn repair_does_not_walk_past_absurd_positions() {
     seg.set(b"after", b"v", None, &[]).unwrap();
     assert_eq!(seg.get(b"after").unwrap().as_deref(), Some(&b"v"[..]));
     assert!(seg.verify(false).unwrap().problems.is_empty());
+}
+
+#[test]
+fn a_shard_lock_of_a_type_no_segment_makes_is_refused() {
+    let _s = serial();
+    let d = Dir::new("mutex");
+    let path = d.segment("mutex", Some(1));
+    let shard = get64(&path, H_SHARDS_OFF);
+    // The mutex's type word (glibc's `__kind`, 16 bytes in) set to a
+    // priority-protected mutex: glibc aborts the process on its first lock.
+    put32(&path, shard + 16, 0x40 | 0x80);
+    let seg = Segment::open("mutex", &d.opts(Some(1))).unwrap();
+    let m = assert_damaged(seg.set(b"k", b"v", None, &[]), &path);
+    assert!(m.contains("lock of shard 0"), "{m}");
+    assert_eq!(seg.get(b"k3").unwrap().as_deref(), Some(&[3u8; 100][..]));
+    assert!(seg.failure().is_none(), "a refused lock is not a panic");
 }
 
 #[test]
