@@ -64,7 +64,9 @@ pytest: build
 
 test: lint rust-test pytest
 
+# The file-format fuzz test runs 100000 cases here (PROPTEST_CASES sets another count).
 stress: build
+	ZIGGURAT_STRESS=1 cargo test -q --release -p ziggurat-core --test fuzz_file
 	ZIGGURAT_STRESS=1 $(PY) -m pytest -q -m stress tests
 
 bench: build $(VENV)/.bench

@@ -526,6 +526,7 @@ class Cache:
         elif what == "stale":
             tag = "loader failed, stale value served instead"
         else:
+            self._segment_failure()
             self._write_errors += 1
             if what == "store":
                 self._store_failures += 1
@@ -969,13 +970,36 @@ class Cache:
 
     @property
     def degraded(self) -> bool:
-        """Whether the cache runs without its shared segment (see ``degraded_reason``).
+        """Whether the cache runs without its shared segment (see ``degraded_reason``):
+        it could not be opened, or an operation stopped on data it could not handle
+        (a damaged file, ``degraded_cause`` "damaged"), after which reads miss and writes
+        raise ``SegmentError``.
 
         >>> c = Cache("doc-degraded", size="8MiB"); c.degraded
         False
         >>> c.unlink()
         """
-        return self._segment is None
+        return self._segment is None or self._segment_failure() is not None
+
+    def _segment_failure(self) -> str | None:
+        # A segment that stopped while in use (it contained a panic of the engine) is
+        # noted once, as an open that failed is: reason, cause and a warning.
+        if self.degraded_reason is not None:
+            return self.degraded_reason
+        for seg in (self._segment, self._neg):
+            why = seg.failure if seg is not None else None
+            if why is not None and seg is not None:
+                self.degraded_reason = f"segment file {seg.path}: {why}"
+                self.degraded_cause = "damaged"
+                msg = (
+                    f"ziggurat cache {self.name!r} stopped using its shared segment "
+                    f"({self.degraded_reason}): reads miss and writes fail until the file is "
+                    "replaced (open it with recreate=True) and the process restarts"
+                )
+                log.warning(msg)
+                warnings.warn(msg, RuntimeWarning, stacklevel=3)
+                return self.degraded_reason
+        return None
 
     def stats(self) -> dict[str, Any]:
         """Counters of this process's tiers (``"process"``) apart from the host's
@@ -987,6 +1011,7 @@ class Cache:
         >>> c.unlink()
         """
         self._check_open()
+        self._segment_failure()
         core = self._core.stats()
         l1_total = core["l1_hits"] + core["l1_misses"]
         l2_total = core["l2_hits"] + core["l2_misses"]

@@ -20,6 +20,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::shm::Shm;
 
+/// Highest logical position a ring's head may hold (2^62 bytes: over a decade
+/// of writes to one shard at 10 GB/s). Below it, no sum of a position, a ring's capacity
+/// and a record's length can wrap.
+pub const MAX_POS: u64 = 1 << 62;
+
 pub const HAS_EXPIRY: u8 = 1;
 pub const PAD: u8 = 2;
 const CHECK_SALT: u8 = 0xA5;
@@ -140,20 +145,39 @@ impl Ring {
         shm.u64_at(self.tail_off)
     }
 
-    /// Free bytes (writers only: they hold the lock, so head and tail are stable).
+    /// The ring's head and tail, if they describe a ring: whole words, the
+    /// tail not past the head, at most `cap` bytes apart, and the head at most
+    /// [`MAX_POS`]. Anything else is damage (the words are in the file), and
+    /// a writer that went on with it could wrap a position or never free
+    /// space; it resets the shard instead.
+    #[inline]
+    pub fn ends(&self, shm: &Shm) -> Option<(u64, u64)> {
+        let head = self.head(shm).load(Ordering::Acquire);
+        let tail = self.tail(shm).load(Ordering::Acquire);
+        (tail <= head && head - tail <= self.cap && head <= MAX_POS && (head | tail) % 8 == 0)
+            .then_some((head, tail))
+    }
+
+    /// Free bytes (writers only: they hold the lock, so head and tail are
+    /// stable); none when the positions are damaged (see [`Ring::ends`]).
     #[inline]
     pub fn free(&self, shm: &Shm) -> u64 {
-        let used = self.head(shm).load(Ordering::Relaxed) - self.tail(shm).load(Ordering::Relaxed);
-        self.cap.saturating_sub(used)
+        self.ends(shm)
+            .map_or(0, |(head, tail)| self.cap - (head - tail))
     }
 
     /// The logical position of a record at physical `phys`, assuming it is live
-    /// (within the last `cap` bytes before `head`). `None` if `head` is too small.
+    /// (within the last `cap` bytes before `head`). `None` if `head` is too
+    /// small, or `phys` is not inside the ring (a damaged slot word).
     #[inline]
     pub fn logical(&self, head: u64, phys: u64) -> Option<u64> {
+        if phys >= self.cap {
+            return None;
+        }
         let hp = head % self.cap;
-        // hp and phys are below cap, so the distance needs no second division
-        // (a 64-bit one costs tens of cycles on a read's path).
+        // hp and phys are below cap (at most 4 GiB), so the sum cannot wrap and
+        // the distance needs no second division (a 64-bit one costs tens of
+        // cycles on a read's path).
         let mut dist = hp + self.cap - phys;
         if dist > self.cap {
             dist -= self.cap;
@@ -171,11 +195,12 @@ impl Ring {
     /// Also returns the expiry (0 = none). Bounds-checked against the ring.
     #[inline]
     pub fn header(&self, shm: &Shm, phys: u64) -> Option<(Header, u64)> {
-        if phys % 8 != 0 || phys + 8 > self.cap {
+        if phys % 8 != 0 || phys.checked_add(8).is_none_or(|end| end > self.cap) {
             return None;
         }
         let h = Header::decode(shm.u64_at(self.at(phys)).load(Ordering::Relaxed))?;
-        if phys + h.total_len() > self.cap || h.total_len() == 0 {
+        let len = h.total_len();
+        if len == 0 || phys.checked_add(len).is_none_or(|end| end > self.cap) {
             return None;
         }
         let exp = if h.flags & HAS_EXPIRY != 0 {

@@ -45,13 +45,22 @@ impl Shard<'_> {
     /// returns their physical offset. Writers only, under the shard lock.
     /// `reinsert`: whether main's hot entries may be copied forward meanwhile
     /// (false inside such a copy, which bounds the recursion).
+    ///
+    /// Ends: each turn returns, pads the ring's end (after which the record
+    /// fits before the end), or has `process_tail` move the tail forward by a
+    /// record or reset the shard; a record main copies forward loses a unit of
+    /// its 2-bit frequency each time. Damaged positions reset the shard first,
+    /// so free space is never computed from a tail past the head.
     pub fn reserve(&self, id: RingId, len: u64, reinsert: bool) -> u64 {
         let ring = self.ring(id);
         debug_assert!(len <= ring.cap && len % 8 == 0);
         loop {
-            let head = ring.head(self.shm).load(Ordering::Relaxed);
+            let Some((head, tail)) = ring.ends(self.shm) else {
+                self.reset_damaged();
+                continue;
+            };
             let hp = head % ring.cap;
-            let free = ring.free(self.shm);
+            let free = ring.cap - (head - tail);
             if hp + len > ring.cap {
                 // Fill the end of the ring with a PAD record and start over at 0.
                 let pad = ring.cap - hp;
@@ -96,16 +105,21 @@ impl Shard<'_> {
     /// Evicts, moves or skips the oldest record of ring `id`.
     fn process_tail(&self, id: RingId, reinsert: bool) {
         let ring = self.ring(id);
-        let tail = ring.tail(self.shm).load(Ordering::Relaxed);
-        let head = ring.head(self.shm).load(Ordering::Relaxed);
+        let Some((head, tail)) = ring.ends(self.shm) else {
+            self.reset_damaged();
+            return;
+        };
         if tail >= head {
             return;
         }
         let phys = tail % ring.cap;
-        let Some((h, expiry)) = ring.header(self.shm, phys) else {
-            // Only damage can put an unreadable record inside [tail, head).
-            self.reset();
-            self.bump(Stat::ShardResets, 1);
+        let header = ring
+            .header(self.shm, phys)
+            .filter(|(h, _)| h.total_len() <= head - tail);
+        let Some((h, expiry)) = header else {
+            // Only damage can put an unreadable record inside [tail, head),
+            // or one that runs past the head.
+            self.reset_damaged();
             return;
         };
         let len = h.total_len();
@@ -215,8 +229,9 @@ impl Shard<'_> {
             return false;
         }
         let ring = self.ring(RingId::Main);
-        let head = ring.head(self.shm).load(Ordering::Relaxed);
-        let mut tail = ring.tail(self.shm).load(Ordering::Relaxed);
+        let Some((head, mut tail)) = ring.ends(self.shm) else {
+            return false;
+        };
         // A PAD at the tail hides the record that follows it (at offset 0).
         for _ in 0..2 {
             if tail >= head {
@@ -292,10 +307,12 @@ impl Shard<'_> {
         let entries = self.stat(Stat::Entries).load(Ordering::Relaxed);
         // The oldest of the GHOST_WINDOW epochs is partly forgotten already:
         // the other seven alone cover 90% of the entries.
-        let per_epoch = (entries * 9 / 10 / (GHOST_WINDOW - 1)).max(1);
+        // The counts are words of the file: saturating and wrapping sums keep
+        // a damaged one a matter of which fingerprints are kept.
+        let per_epoch = (entries.saturating_mul(9) / 10 / (GHOST_WINDOW - 1)).max(1);
         let mut ep = epoch.load(Ordering::Relaxed);
         if c.wrapping_sub(start.load(Ordering::Relaxed)) >= per_epoch {
-            ep += 1;
+            ep = ep.wrapping_add(1);
             epoch.store(ep, Ordering::Relaxed);
             start.store(c, Ordering::Relaxed);
         }

@@ -1,6 +1,8 @@
 //! Crash injection for tests: a process arms a point, and the next write that
 //! reaches it SIGKILLs its own process while holding the shard lock. Costs one
-//! relaxed load per point when disarmed.
+//! relaxed load per point when disarmed. [`Point::Panic`] instead makes the
+//! next write panic with the lock held, as an engine bug or an unforeseen
+//! damage would: the segment must contain it.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -20,6 +22,8 @@ pub enum Point {
     Published = 4,
     /// In the middle of evicting or moving a record at a ring's tail.
     Evict = 5,
+    /// Not a kill: the next write panics once its shard lock is taken.
+    Panic = 6,
 }
 
 impl Point {
@@ -31,6 +35,7 @@ impl Point {
             "stamp_odd" => Point::StampOdd,
             "published" => Point::Published,
             "evict" => Point::Evict,
+            "panic" => Point::Panic,
             _ => return None,
         })
     }
@@ -41,10 +46,24 @@ pub fn arm(p: Option<Point>) {
     ARMED.store(p.map_or(0, |p| p as u32), Ordering::SeqCst);
 }
 
-/// Kills the process if `p` is armed.
+/// Kills the process if `p` is armed; panics at [`Point::Locked`] if
+/// [`Point::Panic`] is (once: the point disarms itself).
 #[inline(always)]
 pub fn hit(p: Point) {
-    if ARMED.load(Ordering::Relaxed) == p as u32 {
+    let armed = ARMED.load(Ordering::Relaxed);
+    if armed != 0 {
+        fire(armed, p);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn fire(armed: u32, p: Point) {
+    if armed == p as u32 {
         crate::sys::kill_self();
+    }
+    if armed == Point::Panic as u32 && p == Point::Locked {
+        ARMED.store(0, Ordering::SeqCst);
+        panic!("failpoint: a write panicked with its shard lock held");
     }
 }

@@ -206,8 +206,8 @@ pub struct Geometry {
     pub main_rel: u64,
 }
 
-const fn align(x: u64, a: u64) -> u64 {
-    x.div_ceil(a) * a
+fn align(x: u64, a: u64) -> Option<u64> {
+    x.div_ceil(a).checked_mul(a)
 }
 
 fn largest_pow2_le(x: u64) -> u64 {
@@ -215,6 +215,53 @@ fn largest_pow2_le(x: u64) -> u64 {
         1
     } else {
         1u64 << (63 - x.leading_zeros())
+    }
+}
+
+/// Fewest bytes of rings a shard has.
+const MIN_ARENA: u64 = 64 * 1024;
+
+/// File offsets of the stamp table, the tag table and shard 0 for tables of
+/// `nstamps` and `ntags` cells: the one placement rule that [`Geometry::compute`]
+/// follows and [`Geometry::check`] holds a header to. `None` on overflow.
+fn tables(nstamps: u32, ntags: u32) -> Option<(u64, u64, u64)> {
+    let stamps_off = HEADER_SIZE as u64;
+    let tags_off = align(stamps_off.checked_add(4 * nstamps as u64)?, 64)?;
+    let shards_off = align(tags_off.checked_add(4 * ntags as u64)?, 4096)?;
+    Some((stamps_off, tags_off, shards_off))
+}
+
+/// The regions of one shard of `stride` bytes, relative to its start: header,
+/// index, ghost table, then the two rings sharing the rest a tenth to nine.
+#[derive(Debug, PartialEq, Eq)]
+struct ShardLayout {
+    index_rel: u64,
+    ghost_rel: u64,
+    small_rel: u64,
+    small_cap: u64,
+    main_cap: u64,
+    main_rel: u64,
+}
+
+impl ShardLayout {
+    /// The layout for `npairs` index pairs and `ghost_buckets` ghost buckets;
+    /// `None` when they do not fit in `stride` bytes (or on overflow).
+    fn of(npairs: u32, ghost_buckets: u32, stride: u64) -> Option<ShardLayout> {
+        let index_rel = SHARD_HDR as u64;
+        let ghost_rel = index_rel.checked_add((npairs as u64).checked_mul(2 * 64)?)?;
+        let ghost_bytes = (ghost_buckets as u64).checked_mul(4 * GHOST_CELLS as u64)?;
+        let small_rel = align(ghost_rel.checked_add(ghost_bytes)?, 64)?;
+        let arena = stride.checked_sub(small_rel)?;
+        let small_cap = (arena / 10) / 8 * 8;
+        let main_cap = (arena - small_cap) / 8 * 8;
+        Some(ShardLayout {
+            index_rel,
+            ghost_rel,
+            small_rel,
+            small_cap,
+            main_cap,
+            main_rel: small_rel + small_cap,
+        })
     }
 }
 
@@ -276,9 +323,9 @@ impl Geometry {
         // One u32 per cell; two tags sharing a cell over-invalidate each other, so
         // keep cells plentiful (~0.8% of the budget).
         let ntags = largest_pow2_le(size / 512).clamp(4096, 1 << 20) as u32;
-        let stamps_off = HEADER_SIZE as u64;
-        let tags_off = align(stamps_off + 4 * nstamps as u64, 64);
-        let shards_off = align(tags_off + 4 * ntags as u64, 4096);
+        let Some((stamps_off, tags_off, shards_off)) = tables(nstamps, ntags) else {
+            return Err(Error::Invalid(format!("size {size} is too large")));
+        };
         if shards_off + nshards as u64 * (SHARD_HDR as u64 + 64 * 1024) > size {
             return Err(Error::Invalid(format!(
                 "size {size} is too small for {nshards} shards; give more bytes or fewer shards"
@@ -290,26 +337,27 @@ impl Geometry {
         let entries = ((body as f64 / per_entry) as u64).max(16);
         let npairs = entries.div_ceil(10).clamp(1, u32::MAX as u64 / 4) as u32;
         let ghost_buckets = (entries * 9 / 10).div_ceil(GHOST_CELLS as u64).max(1) as u32;
-        let index_rel = SHARD_HDR as u64;
-        let ghost_rel = index_rel + npairs as u64 * 2 * 64;
-        let small_rel = align(
-            ghost_rel + ghost_buckets as u64 * 4 * GHOST_CELLS as u64,
-            64,
-        );
-        if small_rel + 64 * 1024 > stride {
-            return Err(Error::Invalid(format!(
+        let room = || {
+            Error::Invalid(format!(
                 "size {size} leaves no room for data; give more bytes or a larger avg_item_size"
-            )));
+            ))
+        };
+        let ShardLayout {
+            index_rel,
+            ghost_rel,
+            small_rel,
+            small_cap,
+            main_cap,
+            main_rel,
+        } = ShardLayout::of(npairs, ghost_buckets, stride).ok_or_else(room)?;
+        if small_rel + MIN_ARENA > stride {
+            return Err(room());
         }
-        let arena = stride - small_rel;
-        let small_cap = (arena / 10) / 8 * 8;
-        let main_cap = (arena - small_cap) / 8 * 8;
         if main_cap > u32::MAX as u64 - 7 {
             return Err(Error::Invalid(format!(
                 "{nshards} shards of {stride} bytes are too large; ask for more shards"
             )));
         }
-        let main_rel = small_rel + small_cap;
         // A quarter of the main ring, so one value evicts at most that much of
         // its shard; more where needed for an eighth of the segment; never more
         // than 7/8 of the ring, so a write of the largest value still leaves
@@ -346,8 +394,12 @@ impl Geometry {
         (self.shards_off + s as u64 * self.shard_stride) as usize
     }
 
-    /// Checks the relations a valid geometry must satisfy (used on attach, so a
-    /// header that checksums but lies cannot send offsets out of the file).
+    /// Checks, on attach, that a header describes exactly the layout
+    /// [`Geometry::compute`] makes from its counts: every table and region
+    /// where the placement rule puts it, aligned, in order and inside the
+    /// file. A header that checksums but lies (the checksum is no secret) is
+    /// refused as damaged, so no offset derived from it can leave the file.
+    /// All arithmetic on the header's values is checked.
     pub fn check(&self, actual_file_size: u64) -> Result<()> {
         let bad = |what: &str| {
             Err(Error::open(
@@ -355,45 +407,59 @@ impl Geometry {
                 format!("header geometry is invalid: {what}"),
             ))
         };
-        if self.file_size != actual_file_size {
+        if self.file_size != actual_file_size
+            || self.file_size > MAX_SIZE
+            || self.file_size % 4096 != 0
+        {
             return bad("file size differs from the header");
         }
         if self.nshards == 0 || !self.nshards.is_power_of_two() || self.nshards > 256 {
             return bad("shard count");
         }
         if self.npairs == 0
+            || self.npairs > u32::MAX / 4
             || self.nstamps < self.nshards
             || self.nstamps % self.nshards != 0
-            || self.ntags == 0
+            || !self.ntags.is_power_of_two()
+            || !(4096..=1 << 20).contains(&self.ntags)
             || self.ghost_buckets == 0
         {
-            return bad("zero-sized table");
+            return bad("table sizes");
         }
-        if self.stamps_off != HEADER_SIZE as u64
-            || self.tags_off < self.stamps_off + 4 * self.nstamps as u64
-            || self.shards_off < self.tags_off + 4 * self.ntags as u64
-            || self.shards_off + self.shard_stride * self.nshards as u64 > self.file_size
+        if tables(self.nstamps, self.ntags)
+            != Some((self.stamps_off, self.tags_off, self.shards_off))
         {
             return bad("table offsets");
         }
-        if self.index_rel != SHARD_HDR as u64
-            || self.ghost_rel != self.index_rel + self.npairs as u64 * 128
-            || self.small_rel < self.ghost_rel + self.ghost_buckets as u64 * 32
-            || self.main_rel != self.small_rel + self.small_cap
-            || self.main_rel + self.main_cap > self.shard_stride
-            || self.small_cap % 8 != 0
-            || self.main_cap % 8 != 0
-            || self.small_cap == 0
-            || self.main_cap == 0
-            || self.main_cap > u32::MAX as u64 - 7
-            || self.small_cap > self.main_cap
-            || self.shards_off % 64 != 0
-            || self.shard_stride % 64 != 0
-            || self.small_rel % 8 != 0
+        let end = self
+            .shard_stride
+            .checked_mul(self.nshards as u64)
+            .and_then(|b| b.checked_add(self.shards_off));
+        if self.shard_stride == 0 || self.shard_stride % 4096 != 0 || end != Some(self.file_size) {
+            return bad("shards do not fill the file");
+        }
+        let Some(l) = ShardLayout::of(self.npairs, self.ghost_buckets, self.shard_stride) else {
+            return bad("shard layout");
+        };
+        let header = ShardLayout {
+            index_rel: self.index_rel,
+            ghost_rel: self.ghost_rel,
+            small_rel: self.small_rel,
+            small_cap: self.small_cap,
+            main_cap: self.main_cap,
+            main_rel: self.main_rel,
+        };
+        if header != l
+            || l.small_rel + MIN_ARENA > self.shard_stride
+            || l.main_cap > u32::MAX as u64 - 7
         {
             return bad("shard layout");
         }
+        // `compute` makes the largest value at least a quarter of the main ring
+        // (less the record's overhead) and at most seven eighths.
+        let least = (self.main_cap / 4).saturating_sub(RECORD_OVERHEAD);
         if self.max_key as usize != MAX_KEY
+            || (self.max_value as u64) < least
             || self.max_value as u64 + RECORD_OVERHEAD > self.main_cap / 8 * 7
         {
             return bad("limits");

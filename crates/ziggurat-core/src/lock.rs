@@ -7,6 +7,8 @@
 
 use std::io;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::layout::S_MUTEX_BYTES;
@@ -26,6 +28,8 @@ pub enum Locked {
 pub enum LockError {
     /// Not obtained within the timeout.
     Timeout,
+    /// The mutex's type word is not the one `init` writes: damage (see `Mutex::lock`).
+    Damaged,
     /// Any other error from pthreads.
     Os(io::Error),
 }
@@ -49,7 +53,34 @@ pub enum LockError {
 #[derive(Clone, Copy)]
 pub struct Mutex<'a> {
     m: *mut libc::pthread_mutex_t,
+    /// The mutex's type word (glibc's `__kind`), read before every lock.
+    kind: &'a AtomicU32,
     _map: PhantomData<&'a Shm>,
+}
+
+/// Offset of the type word (`__kind`) in glibc's `pthread_mutex_t` on 64-bit
+/// Linux: after `__lock`, `__count`, `__owner` and `__nusers`, four 32-bit words.
+const KIND_OFF: usize = 16;
+
+/// The type word `init` writes (a robust, process-shared, normal mutex), read
+/// once from a mutex initialised the same way in this process's memory.
+fn expected_kind() -> u32 {
+    static KIND: OnceLock<u32> = OnceLock::new();
+    *KIND.get_or_init(|| {
+        #[repr(C, align(64))]
+        struct Cell([u64; S_MUTEX_BYTES / 8]);
+        let mut m = Cell([0; S_MUTEX_BYTES / 8]);
+        let probe = Mutex {
+            m: m.0.as_mut_ptr().cast(),
+            kind: &AtomicU32::new(0),
+            _map: PhantomData,
+        };
+        if probe.init().is_err() {
+            return u32::MAX; // never matches: every lock then reports damage
+        }
+        let w = m.0[KIND_OFF / 8];
+        (w >> (8 * (KIND_OFF % 8))) as u32
+    })
 }
 
 impl<'a> Mutex<'a> {
@@ -60,12 +91,16 @@ impl<'a> Mutex<'a> {
     #[inline]
     pub fn at(shm: &'a Shm, off: usize) -> Mutex<'a> {
         assert!(
-            off % 64 == 0 && off + S_MUTEX_BYTES <= shm.len(),
+            off % 64 == 0
+                && off
+                    .checked_add(S_MUTEX_BYTES)
+                    .is_some_and(|end| end <= shm.len()),
             "mutex offset {off} out of range"
         );
         const _: () = assert!(std::mem::size_of::<libc::pthread_mutex_t>() <= S_MUTEX_BYTES);
         Mutex {
             m: shm.addr(off).cast(),
+            kind: shm.u32_at(off + KIND_OFF),
             _map: PhantomData,
         }
     }
@@ -78,8 +113,10 @@ impl<'a> Mutex<'a> {
         let mut attr: libc::pthread_mutexattr_t = unsafe { std::mem::zeroed() };
         // SAFETY: `attr` is live, writable and owned by this frame; `self.m`
         // points to S_MUTEX_BYTES (>= size_of::<pthread_mutex_t>()) 64-aligned
-        // bytes inside a mapping that outlives `'a` (checked in `at`). The
-        // mutex is not in use: the file is not yet visible to anyone.
+        // bytes inside a mapping that outlives `'a` (checked in `at`), or, for
+        // `expected_kind`'s probe, in a local buffer of that size and
+        // alignment. The mutex is not in use: the file is not yet visible to
+        // anyone, and the probe is never locked.
         unsafe {
             check(libc::pthread_mutexattr_init(&mut attr))?;
             let r = check(libc::pthread_mutexattr_setpshared(
@@ -99,7 +136,15 @@ impl<'a> Mutex<'a> {
     }
 
     /// Locks the mutex, waiting at most `timeout`.
+    ///
+    /// First checks its type word: glibc trusts it to pick the locking
+    /// protocol, and a value no `init` writes (a priority-protected type with
+    /// an impossible priority, say) makes it abort the process. A file that
+    /// holds one is damaged: the lock is refused, nothing is called.
     pub fn lock(&self, timeout: Duration) -> Result<Locked, LockError> {
+        if self.kind.load(Ordering::Relaxed) != expected_kind() {
+            return Err(LockError::Damaged);
+        }
         // Uncontended fast path: no clock read.
         // SAFETY: `self.m` is in range and aligned for the mapping's lifetime
         // (see `at`); on success glibc links it into this thread's robust list,

@@ -1,6 +1,7 @@
 //! The lock-free read path: probe, copy, confirm; and this process's hit and
 //! miss counts.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 
 use crate::clock::now_ms;
@@ -119,6 +120,29 @@ impl Segment {
     /// `now` ([`now_ms`]) decides expiry: the caller reads the clock once for
     /// this and for its own deadlines.
     pub fn read_hashed<T>(
+        &self,
+        kh: &KeyHash,
+        key: &[u8],
+        now: u64,
+        make: impl FnMut(usize, &dyn Fn(usize, &mut [u8])) -> Option<T>,
+    ) -> Option<(T, ReadMeta)> {
+        // A read cannot fail, so what stops one (see `Segment::contain`) reads
+        // as a miss, and the handle's next write reports the failure.
+        if self.failure().is_some() {
+            self.count(false);
+            return None;
+        }
+        match catch_unwind(AssertUnwindSafe(|| self.read_contained(kh, key, now, make))) {
+            Ok(found) => found,
+            Err(payload) => {
+                self.fail(payload);
+                None
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn read_contained<T>(
         &self,
         kh: &KeyHash,
         key: &[u8],

@@ -13,10 +13,11 @@
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
+use crate::arena::MAX_POS;
 use crate::hash::KeyHash;
 use crate::index::{self, PAIR_SLOTS};
 use crate::layout::RingId;
-use crate::layout::{Stat, GHOST_CELLS, S_MAIN_SCORE};
+use crate::layout::{Stat, GHOST_CELLS, H_EPOCH, S_MAIN_SCORE};
 use crate::shard::Shard;
 use crate::stamps;
 
@@ -56,14 +57,20 @@ impl Shard<'_> {
         }
         for id in [RingId::Small, RingId::Main] {
             let r = self.ring(id);
-            let head = r.head(self.shm).load(Ordering::Relaxed);
-            let tail = r.tail(self.shm).load(Ordering::Relaxed);
             // Keep positions growing (readers compare logical positions); if
-            // they are nonsense, restart both past anything a reader may hold.
-            let pos = if tail <= head && head - tail <= r.cap {
-                head
-            } else {
-                head.max(tail) + r.cap
+            // they are nonsense, restart both past anything a reader may hold,
+            // or at 0 when that would pass the highest position (only damage
+            // gets there: a reader's confirm then fails on its cleared slot).
+            let pos = match r.ends(self.shm) {
+                Some((head, _)) => head,
+                None => {
+                    let head = r.head(self.shm).load(Ordering::Relaxed);
+                    let tail = r.tail(self.shm).load(Ordering::Relaxed);
+                    head.max(tail)
+                        .checked_add(r.cap)
+                        .filter(|&p| p <= MAX_POS)
+                        .map_or(0, |p| p & !7)
+                }
             };
             r.head(self.shm).store(pos, Ordering::Release);
             r.tail(self.shm).store(pos, Ordering::Release);
@@ -75,7 +82,20 @@ impl Shard<'_> {
             .store(0, Ordering::Relaxed);
     }
 
+    /// Empties a shard found damaged during a write (see [`Shard::reset`]),
+    /// counts the reset and bumps the segment epoch, as a repair's reset
+    /// does, so no process keeps an L1 copy validated by the old shard.
+    pub fn reset_damaged(&self) {
+        self.reset();
+        self.bump(Stat::ShardResets, 1);
+        self.shm.u64_at(H_EPOCH).fetch_add(1, Ordering::SeqCst);
+    }
+
     /// Checks the shard and, with `fix`, repairs it. Caller holds the lock.
+    ///
+    /// Bounded whatever the file holds: positions are checked before the
+    /// walk (`Ring::ends`), which then moves forward by at least one word
+    /// a record and stops at the head; the index walk visits each slot once.
     pub fn repair(&self, fix: bool) -> Report {
         let mut rep = Report::default();
         let sh = self.id;
@@ -102,14 +122,12 @@ impl Shard<'_> {
         let mut broken = None;
         'rings: for id in [RingId::Small, RingId::Main] {
             let r = self.ring(id);
-            let head = r.head(self.shm).load(Ordering::Acquire);
-            let tail = r.tail(self.shm).load(Ordering::Acquire);
-            if tail > head || head - tail > r.cap || head % 8 != 0 || tail % 8 != 0 {
+            let Some((head, tail)) = r.ends(self.shm) else {
                 broken = Some(format!(
                     "shard {sh}: {id:?} ring positions are inconsistent"
                 ));
                 break;
-            }
+            };
             let mut pos = tail;
             while pos < head {
                 let phys = pos % r.cap;
@@ -118,7 +136,7 @@ impl Shard<'_> {
                     break 'rings;
                 };
                 let len = h.total_len();
-                if pos + len > head {
+                if len > head - pos {
                     broken = Some(format!("shard {sh}: record crosses the {id:?} ring's head"));
                     break 'rings;
                 }

@@ -2,13 +2,16 @@
 //! the shard locks, and the whole-segment operations (clear, stats, verify).
 //! Reads are in `read`, writes in `write`, the file's life in `file`.
 
+use std::any::Any;
 use std::fs::File;
 use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, OpenCause, Result};
 use crate::hash::KeyHash;
 use crate::index::FREQ_MAX;
 use crate::layout::*;
@@ -43,6 +46,9 @@ pub struct Segment {
     pub(crate) holds: Holds,
     /// A warning about the directory, set by `open` (see `directory_notice`).
     pub(crate) directory_notice: Option<String>,
+    /// Why an operation of this handle stopped (a panic it contained): from
+    /// then on the handle neither reads nor writes the file (see `contain`).
+    failure: OnceLock<String>,
 }
 
 impl Segment {
@@ -68,7 +74,66 @@ impl Segment {
             local_misses: AtomicU64::new(0),
             holds: Holds::new(),
             directory_notice: None,
+            failure: OnceLock::new(),
         }
+    }
+
+    /// Why this handle stopped using its file, if it did: an operation met
+    /// data it could not handle (a file damaged in a way no check foresaw, or
+    /// an engine bug) and stopped, and the handle then answers every read
+    /// with a miss and every write with [`Error::Open`] of cause
+    /// [`OpenCause::Damaged`]. A front end treats the cache as degraded.
+    ///
+    /// ```no_run
+    /// # let seg: ziggurat_core::Segment = unimplemented!();
+    /// if let Some(why) = seg.failure() {
+    ///     eprintln!("{}: {why}", seg.path().display());
+    /// }
+    /// ```
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.get().map(String::as_str)
+    }
+
+    /// Runs the operation `what`, containing a panic: no panic leaves the
+    /// engine (a front end would see it as its process dying, or as an error
+    /// outside its contract). The first marks the handle failed (see
+    /// [`Segment::failure`]); a failed handle runs nothing more. No write is
+    /// left half done in the file: the shard lock's guard ends the write's
+    /// intent as a repair would, and unlocks, as the panic unwinds.
+    #[inline]
+    pub(crate) fn contain<R>(&self, what: &str, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        if let Some(why) = self.failure.get() {
+            return Err(self.failed_error(what, why));
+        }
+        match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(r) => r,
+            Err(payload) => Err(self.failed_error(what, self.fail(payload))),
+        }
+    }
+
+    /// Records the first contained panic; returns the recorded reason.
+    #[cold]
+    pub(crate) fn fail(&self, payload: Box<dyn Any + Send>) -> &str {
+        let why = match payload.downcast::<String>() {
+            Ok(s) => *s,
+            Err(p) => p
+                .downcast_ref::<&str>()
+                .map_or_else(|| "a panic".to_owned(), |s| (*s).to_owned()),
+        };
+        self.failure.get_or_init(|| why)
+    }
+
+    #[cold]
+    fn failed_error(&self, what: &str, why: &str) -> Error {
+        Error::open(
+            OpenCause::Damaged,
+            format!(
+                "segment file {} cannot be used: {what} stopped on data it could not handle \
+                 ({why}), and this handle no longer reads or writes the file. Open it again \
+                 with recreate=True to replace it",
+                self.path.display()
+            ),
+        )
     }
 
     /// Whether this handle was attached read-only.
@@ -349,6 +414,14 @@ impl Segment {
                 sh.bump(Stat::LockTimeouts, 1);
                 Err(Error::LockTimeout)
             }
+            Err(LockError::Damaged) => Err(Error::open(
+                OpenCause::Damaged,
+                format!(
+                    "segment file {} cannot be used: the lock of shard {s} is damaged. Open \
+                     it again with recreate=True to replace it",
+                    self.path.display()
+                ),
+            )),
             Err(LockError::Os(e)) => Err(Error::Io(format!("cannot lock shard {s}"), e)),
         }
     }
@@ -357,13 +430,15 @@ impl Segment {
     /// then the epoch is bumped so every L1 copy stops validating.
     pub fn clear(&self) -> Result<()> {
         self.check_writable("clear")?;
-        for s in 0..self.g.nshards {
-            let guard = self.lock(s)?;
-            guard.sh.reset();
-        }
-        self.epoch().fetch_add(1, Ordering::SeqCst);
-        self.shm.u64_at(H_CLEARS).fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        self.contain("clear", || {
+            for s in 0..self.g.nshards {
+                let guard = self.lock(s)?;
+                guard.sh.reset();
+            }
+            self.epoch().fetch_add(1, Ordering::SeqCst);
+            self.shm.u64_at(H_CLEARS).fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
     }
 
     /// Sleeps until `key`'s stamp differs from `seen` or `timeout` passes.
@@ -399,14 +474,15 @@ impl Segment {
         let mut used = 0u64;
         for s in 0..self.g.nshards {
             let sh = self.shard(s);
+            // Counters are words of the file: a damaged one must not wrap the sum.
             for (i, st) in Stat::ALL.iter().enumerate() {
-                out[i].1 += sh.stat(*st).load(Ordering::Relaxed);
+                out[i].1 = out[i]
+                    .1
+                    .saturating_add(sh.stat(*st).load(Ordering::Relaxed));
             }
             for id in [RingId::Small, RingId::Main] {
                 let r = sh.ring(id);
-                let h = r.head(&self.shm).load(Ordering::Relaxed);
-                let t = r.tail(&self.shm).load(Ordering::Relaxed);
-                used += h.saturating_sub(t).min(r.cap);
+                used += r.ends(&self.shm).map_or(0, |(h, t)| h - t);
             }
         }
         let g = &self.g;
@@ -437,17 +513,19 @@ impl Segment {
     pub fn verify(&self, repair: bool) -> Result<Report> {
         // Even a check takes the shard locks, so that it sees no write half done.
         self.check_writable("verify")?;
-        let mut rep = Report::default();
-        for s in 0..self.g.nshards {
-            let guard = self.lock(s)?;
-            let r = guard.sh.repair(repair);
-            if r.reset && repair {
-                guard.sh.bump(Stat::ShardResets, 1);
-                self.epoch().fetch_add(1, Ordering::SeqCst);
+        self.contain("verify", || {
+            let mut rep = Report::default();
+            for s in 0..self.g.nshards {
+                let guard = self.lock(s)?;
+                let r = guard.sh.repair(repair);
+                if r.reset && repair {
+                    guard.sh.bump(Stat::ShardResets, 1);
+                    self.epoch().fetch_add(1, Ordering::SeqCst);
+                }
+                rep.merge(r);
             }
-            rep.merge(r);
-        }
-        Ok(rep)
+            Ok(rep)
+        })
     }
 
     /// Removes the file (attached processes keep their mapping until they close).
@@ -479,10 +557,36 @@ pub(crate) struct Guard<'a> {
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.end_intent();
+        }
         let m = self.sh.mutex();
         if self.owner_died {
             let _ = m.make_consistent();
         }
         m.unlock();
+    }
+}
+
+impl Guard<'_> {
+    /// Ends the intent of a write that stopped halfway (a panic unwinding
+    /// with the lock held): evens the stamp it may have left odd and wakes its
+    /// waiters, as the repair after a crash does. Nothing here can panic: the
+    /// stamp index is checked against the table.
+    #[cold]
+    fn end_intent(&self) {
+        let sh = &self.sh;
+        if sh.intent_active().load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let i = sh.intent_stamp().load(Ordering::Relaxed);
+        if i < sh.g.nstamps {
+            let st = sh.stamp(i);
+            if stamps::is_odd(st.load(Ordering::Acquire)) {
+                st.fetch_add(1, Ordering::SeqCst);
+                stamps::futex_wake(st);
+            }
+        }
+        sh.intent_active().store(0, Ordering::Release);
     }
 }

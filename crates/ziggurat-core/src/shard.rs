@@ -96,7 +96,14 @@ impl<'a> Shard<'a> {
     /// Absolute offset of slot `i` (0..16) of bucket pair `pair`.
     #[inline]
     pub fn slot_off(&self, pair: u32, i: usize) -> usize {
-        self.base + self.g.index_rel as usize + pair as usize * 128 + i * 8
+        // Wrapping on purpose (no overflow check on the read's path): `base`
+        // and `index_rel` come from a checked geometry that places every pair
+        // inside the file (at most 128 GiB), `pair < npairs` and `i < 16`, so
+        // the sum cannot wrap; and were it wrong, `Shm` bounds-checks the word.
+        self.base
+            .wrapping_add(self.g.index_rel as usize)
+            .wrapping_add((pair as usize).wrapping_mul(128))
+            .wrapping_add(i.wrapping_mul(8))
     }
 
     #[inline]
@@ -171,7 +178,9 @@ impl<'a> Shard<'a> {
                 }
                 continue;
             };
-            if h.is_pad() || !ring.key_eq(self.shm, phys, &h, key) {
+            // A value longer than any write makes is damage: never hand it out
+            // (a reader would allocate and copy up to a whole ring for it).
+            if h.is_pad() || h.val_len > self.g.max_value || !ring.key_eq(self.shm, phys, &h, key) {
                 if moved() {
                     return Probe::Unstable;
                 }

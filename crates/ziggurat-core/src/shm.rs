@@ -14,6 +14,18 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
 
+/// Refuses a mapping whose length is not whole words: the word copies of
+/// `read_racy` load the last word whole, which must then lie inside it.
+fn whole_words(len: usize) -> io::Result<()> {
+    if len % 8 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a mapping of {len} bytes is not whole 8-byte words"),
+        ));
+    }
+    Ok(())
+}
+
 /// A shared, writable mapping of a whole segment file.
 pub struct Shm {
     /// Unmapped on drop only if no [`Word32`] or [`Word64`] was ever made.
@@ -84,6 +96,7 @@ unsafe impl Sync for Shm {}
 impl Shm {
     /// Maps `len` bytes of `file` shared and writable.
     pub fn map(file: &File, len: usize) -> io::Result<Self> {
+        whole_words(len)?;
         let map = MmapOptions::new().len(len).map_raw(file)?;
         let ptr = map.as_mut_ptr();
         Ok(Shm {
@@ -97,6 +110,7 @@ impl Shm {
     /// Maps `len` bytes of `file` shared and read-only: any store into it
     /// faults, so callers must never hand out a path that writes.
     pub fn map_read_only(file: &File, len: usize) -> io::Result<Self> {
+        whole_words(len)?;
         let map = MmapOptions::new().len(len).map_raw_read_only(file)?;
         let ptr = map.as_mut_ptr();
         Ok(Shm {
@@ -113,11 +127,19 @@ impl Shm {
         self.len
     }
 
-    /// The 8-byte word at `off` as an atomic.
+    /// Whether `len` bytes at `off` lie inside the mapping. Checked
+    /// arithmetic: offsets derive from words of the file, which anyone who can
+    /// write it may set to anything, and a sum that wraps must not pass.
+    #[inline(always)]
+    fn inside(&self, off: usize, len: usize) -> bool {
+        off.checked_add(len).is_some_and(|end| end <= self.len)
+    }
+
+    /// The 8-byte word at `off` as an atomic. Panics outside the mapping.
     #[inline]
     pub fn u64_at(&self, off: usize) -> &AtomicU64 {
         assert!(
-            off % 8 == 0 && off + 8 <= self.len,
+            off % 8 == 0 && self.inside(off, 8),
             "u64 offset {off} out of range"
         );
         // SAFETY: the offset is 8-aligned and inside the mapping (checked above);
@@ -126,11 +148,11 @@ impl Shm {
         unsafe { &*(self.ptr.add(off) as *const AtomicU64) }
     }
 
-    /// The 4-byte word at `off` as an atomic.
+    /// The 4-byte word at `off` as an atomic. Panics outside the mapping.
     #[inline]
     pub fn u32_at(&self, off: usize) -> &AtomicU32 {
         assert!(
-            off % 4 == 0 && off + 4 <= self.len,
+            off % 4 == 0 && self.inside(off, 4),
             "u32 offset {off} out of range"
         );
         // SAFETY: 4-aligned and in range (checked above); same reasoning as `u64_at`.
@@ -197,8 +219,8 @@ impl Shm {
     /// the ring tail).
     #[inline]
     pub fn read_racy(&self, off: usize, dst: &mut [u8]) {
+        assert!(self.inside(off, dst.len()), "read past the mapping");
         let end = off + dst.len();
-        assert!(end <= self.len, "read past the mapping");
         if dst.is_empty() {
             return;
         }
@@ -236,7 +258,11 @@ impl Shm {
     #[inline]
     pub fn eq_racy(&self, off: usize, bytes: &[u8]) -> bool {
         assert!(
-            off % 8 == 0 && off + bytes.len().next_multiple_of(8) <= self.len,
+            off % 8 == 0
+                && bytes
+                    .len()
+                    .checked_next_multiple_of(8)
+                    .is_some_and(|n| self.inside(off, n)),
             "compare past the mapping"
         );
         let mut w = off;
@@ -254,7 +280,8 @@ impl Shm {
     #[inline(always)]
     fn word(&self, w: usize) -> [u8; 8] {
         // SAFETY: callers keep `w` 8-aligned and `w + 8 <= self.len`: `read_racy`
-        // asserted `end <= len` and the mapping length is a multiple of 8.
+        // and `eq_racy` asserted (with checked sums) that the words they walk
+        // end inside the mapping, whose length is a multiple of 8.
         unsafe { (*(self.ptr.add(w) as *const AtomicU64)).load(Ordering::Relaxed) }.to_le_bytes()
     }
 
@@ -262,7 +289,7 @@ impl Shm {
     /// range calls this, and only on space no published slot points to.
     #[inline]
     pub fn write(&self, off: usize, src: &[u8]) {
-        assert!(off + src.len() <= self.len, "write past the mapping");
+        assert!(self.inside(off, src.len()), "write past the mapping");
         // SAFETY: in range (checked above). No Rust reference to this range
         // exists; concurrent readers only perform relaxed atomic loads on it and
         // discard what they read unless the range was stable (seqlock protocol).

@@ -91,11 +91,26 @@ impl Segment {
         tags: &[&[u8]],
         cond: Cond<'_>,
     ) -> Result<bool> {
-        self.check_writable(match cond {
+        let what = match cond {
             Cond::Always => "set",
             Cond::Absent => "add",
             Cond::Equals(_) => "replace_if",
-        })?;
+        };
+        self.check_writable(what)?;
+        self.contain(what, || {
+            self.write_contained(key, kh, value, ttl, tags, cond)
+        })
+    }
+
+    fn write_contained(
+        &self,
+        key: &[u8],
+        kh: Option<&KeyHash>,
+        value: &[u8],
+        ttl: Option<f64>,
+        tags: &[&[u8]],
+        cond: Cond<'_>,
+    ) -> Result<bool> {
         self.check_key(key)?;
         if value.is_empty() {
             return Err(Error::Invalid("value must not be empty".into()));
@@ -152,6 +167,14 @@ impl Segment {
         f: impl FnOnce(Option<(&[u8], u64)>) -> Option<Rewrite>,
     ) -> Result<bool> {
         self.check_writable("rewrite")?;
+        self.contain("rewrite", || self.rewrite_contained(key, f))
+    }
+
+    fn rewrite_contained(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<(&[u8], u64)>) -> Option<Rewrite>,
+    ) -> Result<bool> {
         self.check_key(key)?;
         let kh = self.hash(key);
         let (guard, stamp_idx) = self.begin(&kh)?;
@@ -192,7 +215,12 @@ impl Segment {
     fn record_of(&self, sh: &Shard<'_>, w: u64) -> (Vec<u8>, u64, Vec<u64>) {
         let ring = sh.ring(index::ring(w));
         let phys = index::phys(w);
-        let Some((h, expiry)) = ring.header(&self.shm, phys) else {
+        // A value longer than any write makes is damage: not copied (it could
+        // be most of a ring), and read as no value.
+        let Some((h, expiry)) = ring
+            .header(&self.shm, phys)
+            .filter(|(h, _)| h.val_len <= self.g.max_value)
+        else {
             return (Vec::new(), 0, Vec::new());
         };
         let mut v = vec![0u8; h.val_len as usize];
@@ -297,22 +325,24 @@ impl Segment {
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         self.check_writable("delete")?;
         self.check_key(key)?;
-        let kh = self.hash(key);
-        let (guard, stamp_idx) = self.begin(&kh)?;
-        let sh = guard.sh;
-        let found = sh.locate(&kh, key).found;
-        let stamp = self.stamp_odd(stamp_idx);
-        let mut was_live = false;
-        if let Some((off, w)) = found {
-            was_live = self.live(&sh, w);
-            sh.publish(off, 0);
-            sh.drop_one(Stat::Entries);
-        }
-        Self::stamp_even(&sh, stamp);
-        if was_live {
-            sh.bump(Stat::Deletes, 1);
-        }
-        Ok(was_live)
+        self.contain("delete", || {
+            let kh = self.hash(key);
+            let (guard, stamp_idx) = self.begin(&kh)?;
+            let sh = guard.sh;
+            let found = sh.locate(&kh, key).found;
+            let stamp = self.stamp_odd(stamp_idx);
+            let mut was_live = false;
+            if let Some((off, w)) = found {
+                was_live = self.live(&sh, w);
+                sh.publish(off, 0);
+                sh.drop_one(Stat::Entries);
+            }
+            Self::stamp_even(&sh, stamp);
+            if was_live {
+                sh.bump(Stat::Deletes, 1);
+            }
+            Ok(was_live)
+        })
     }
 
     /// Makes every entry carrying `tag` a miss, in every process, at once. Lock-free.
@@ -321,12 +351,14 @@ impl Segment {
         if tag.is_empty() {
             return Err(Error::Invalid("a tag must not be empty".into()));
         }
-        let cell = self.tag_cell(tag);
-        self.tag_word(cell).fetch_add(1, Ordering::SeqCst);
-        self.shm
-            .u64_at(H_TAG_INVALIDATIONS)
-            .fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        self.contain("invalidate_tag", || {
+            let cell = self.tag_cell(tag);
+            self.tag_word(cell).fetch_add(1, Ordering::SeqCst);
+            self.shm
+                .u64_at(H_TAG_INVALIDATIONS)
+                .fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
     }
 }
 

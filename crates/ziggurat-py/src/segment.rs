@@ -26,6 +26,23 @@ pub struct PySegment {
     requested_size: u64,
 }
 
+/// `Segment::open`, where a panic (a file no check foresaw) is the file refused
+/// as damaged, so that the Cache opening it degrades instead of dying: the
+/// other operations contain their panics in the engine itself.
+fn open_contained(name: &str, opts: &Options) -> ziggurat_core::Result<Segment> {
+    std::panic::catch_unwind(|| Segment::open(name, opts)).unwrap_or_else(|_| {
+        Err(ziggurat_core::Error::Open {
+            cause: ziggurat_core::OpenCause::Damaged,
+            message: format!(
+                "segment file {}/ziggurat.{name}.v{} cannot be used: opening it stopped on \
+                 data it could not handle. Open it with recreate=True to replace it",
+                opts.directory.display(),
+                ziggurat_core::LAYOUT_VERSION
+            ),
+        })
+    })
+}
+
 type WriteOp =
     fn(&Segment, &[u8], &[u8], &[u8], Option<f64>, &[&[u8]]) -> ziggurat_core::Result<bool>;
 
@@ -150,7 +167,7 @@ impl PySegment {
             .map_or(0, |g| g.file_size);
         let name_owned = name.to_string();
         let seg = py
-            .detach(move || Segment::open(&name_owned, &opts))
+            .detach(move || open_contained(&name_owned, &opts))
             .map_err(err)?;
         Ok(PySegment {
             inner: Arc::new(seg),
@@ -237,6 +254,18 @@ impl PySegment {
     #[getter]
     fn file_id(&self) -> PyResult<(u64, u64)> {
         self.inner.file_id().map_err(err)
+    }
+
+    /// Why this handle stopped using its file, or None: an operation met data
+    /// it could not handle (a damaged file), and from then on reads miss and
+    /// writes raise `SegmentError` with cause "damaged".
+    ///
+    /// >>> import tempfile; d = tempfile.mkdtemp()
+    /// >>> Segment("doc-failure", 1 << 20, directory=d).failure is None
+    /// True
+    #[getter]
+    fn failure(&self) -> Option<String> {
+        self.inner.failure().map(str::to_owned)
     }
 
     /// Whether `close()` was called.
@@ -515,7 +544,8 @@ impl PySegment {
 
     /// Test hook: the next write in this process that reaches `point`
     /// ("locked", "appended", "stamp_odd", "published", "evict") kills the
-    /// process with SIGKILL while it holds the shard lock. None disarms.
+    /// process with SIGKILL while it holds the shard lock; "panic" makes it
+    /// panic there instead, which the segment contains. None disarms.
     #[pyo3(signature = (point))]
     fn _crash_at(&self, point: Option<&str>) -> PyResult<()> {
         match point {
