@@ -1,58 +1,64 @@
 """Two builds of the extension, measured side by side on the Cache's hot paths.
 
     python bench/ab.py BASE                # BASE: a git revision; the work tree is the other build
-    python bench/ab.py BASE --rounds 15    # more rounds (default 9)
+    python bench/ab.py BASE --pairs 9      # more process pairs (default 5)
 
 A change that adds checks to the engine or the binding must not slow the calls an
 application makes most. This builds the extension of ``BASE`` and of the work tree the
 same way (``bench/pgo.py wheel``: a profile-guided release build where ``llvm-profdata``
 is present, else a plain release build, both the same), installs each into a directory of
-its own under ``target/ab/``, and times four calls in child processes, one build after the
-other in each round (the order alternates round by round, since this machine's speed drifts
-over seconds):
+its own under ``target/ab/``, and times four calls in pairs of child processes (one per
+build), batch after batch, one build after the other (the order alternates, since this
+machine's speed drifts over seconds):
 
 * ``l1_hit``: ``Cache.get`` of a key this process set (a small dict; L1 answers);
 * ``l2_hit``: ``Cache.get`` through a cache with no L1 (the segment answers; pickle);
 * ``set``: ``Cache.set`` overwriting one of 1,000 keys with a small dict;
 * ``fetch_miss``: ``Cache.fetch`` of a new key (the loader returns a constant).
 
-Each child reports the median ns per call of its timed loops; the table gives, per call,
-the median over the rounds of each build and the median of the per-round ratios
-(work tree / BASE), with their spread. Nothing here is asserted: it prints Markdown.
+The table gives, per call, the median ns of each build over all batches and the median of
+the per-batch ratios (work tree / BASE), with the lowest and highest of the pairs' own
+medians as the spread. Nothing here is asserted.
+The report goes to ``bench/ab.md`` and into its section of docs/benchmarks.md
+(``bench/run.py`` keeps that section when it rewrites the page).
 
 Example::
 
-    $ .venv/bin/python bench/ab.py 9aeac40 --rounds 9
+    $ .venv/bin/python bench/ab.py 9aeac40
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "ab"
 CALLS = ("l1_hit", "l2_hit", "set", "fetch_miss")
+REPORT = ROOT / "bench" / "ab.md"
+DOC = ROOT / "docs" / "benchmarks.md"
+TITLE = "## Hot paths of two builds (A/B)"
 
-# Runs in a child process whose sys.path starts with one build's install directory.
+# Runs in a child process whose sys.path starts with one build's install directory: it sets
+# up the caches, then times a call each time the parent asks ("l1_hit 200000" on stdin),
+# answering with the ns per call of that batch.
 CHILD = r"""
-import gc, json, os, statistics, sys, tempfile, time
-import ziggurat
+import gc, os, shutil, sys, tempfile, time
 from ziggurat import Cache
 
 value = {"id": 7, "title": "hello", "tags": ["a", "b"], "score": 1.5, "ok": True, "n": None}
 keys = [f"key:{i}" for i in range(1000)]
 d = tempfile.mkdtemp(prefix="zab")
 name = "ab" + str(os.getpid())
-w = Cache(name, "64MiB", directory=d, serializer="pickle", ttl=3600)
-r = Cache(name, "64MiB", directory=d, serializer="pickle", ttl=3600, l1_items=0)
+w = Cache(name, "256MiB", directory=d, serializer="pickle", ttl=3600)
+r = Cache(name, "256MiB", directory=d, serializer="pickle", ttl=3600, l1_items=0)
 for k in keys:
     w.set(k, value)
 fresh = iter(range(10**9))
@@ -78,25 +84,24 @@ def fetch_miss(n):
     for _ in range(n):
         f(f"new:{next(fresh)}", loader)
 
-def timed(fn, n, reps):
-    out = []
-    for _ in range(reps):
-        gc.disable()
-        t = time.perf_counter_ns()
-        fn(n)
-        out.append((time.perf_counter_ns() - t) / n)
-        gc.enable()
-    return statistics.median(out)
-
-fns = {"l1_hit": (l1_hit, 200_000), "l2_hit": (l2_hit, 100_000),
-       "set": (set_, 50_000), "fetch_miss": (fetch_miss, 20_000)}
-for fn, n in fns.values():
-    fn(n // 10)  # warm
-res = {k: timed(fn, n, 5) for k, (fn, n) in fns.items()}
+fns = {"l1_hit": l1_hit, "l2_hit": l2_hit, "set": set_, "fetch_miss": fetch_miss}
+for fn in fns.values():
+    fn(2000)  # warm
+print("ready", flush=True)
+for line in sys.stdin:
+    call, n = line.split()
+    gc.disable()
+    t = time.perf_counter_ns()
+    fns[call](int(n))
+    took = time.perf_counter_ns() - t
+    gc.enable()
+    print(took / int(n), flush=True)
 w.close(); r.close()
-import shutil; shutil.rmtree(d, ignore_errors=True)
-print(json.dumps(res))
+shutil.rmtree(d, ignore_errors=True)
 """
+# Calls per batch: about 20 ms each on this machine, so a round of both builds is short
+# against the drift of the machine's speed.
+BATCH = {"l1_hit": 200_000, "l2_hit": 15_000, "set": 12_000, "fetch_miss": 6_000}
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
@@ -114,18 +119,84 @@ def build(src: Path, into: Path) -> None:
     shutil.rmtree(wheels, ignore_errors=True)
 
 
-def measure(site: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, check=True
-    )
-    return {k: float(v) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+class Child:
+    """One build's child process (see ``CHILD``)."""
+
+    def __init__(self, site: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(site)}
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", CHILD], env=env, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert self.p.stdout is not None and self.p.stdout.readline().strip() == "ready"
+
+    def time(self, call: str) -> float:
+        assert self.p.stdin is not None and self.p.stdout is not None
+        self.p.stdin.write(f"{call} {BATCH[call]}\n")
+        self.p.stdin.flush()
+        return float(self.p.stdout.readline())
+
+    def close(self) -> None:
+        assert self.p.stdin is not None
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+
+
+def render(
+    base: str,
+    head: str,
+    pairs: int,
+    rounds: int,
+    rows: dict[str, list[tuple[float, float]]],
+    argv: list[str],
+) -> str:
+    """The report's Markdown section: what ran, then a row per call."""
+    load = os.getloadavg()[0]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    out = [
+        TITLE,
+        "",
+        f"`python bench/ab.py {' '.join(argv)}` on {when}"
+        f" (load average {load:.2f} at the end): the extension of {base} against that of {head},"
+        f" each built by `bench/pgo.py wheel`. {pairs} pairs of processes (one per build), each"
+        f" pair timing {rounds} rounds of a batch of each call (about 20 ms) in both processes,"
+        " one after the other (the order alternating). ns are medians over all batches; the"
+        f" ratio is the median of the per-batch ratios ({head} / {base}); the spread is the"
+        " lowest and highest median of one pair's batches.",
+        "",
+        f"| call | {base} (ns) | {head} (ns) | ratio, median | pairs' medians, min–max |",
+        "|---|---|---|---|---|",
+    ]
+    for c in CALLS:
+        b = statistics.median(x for x, _ in rows[c])
+        h = statistics.median(y for _, y in rows[c])
+        ratios = [y / x for x, y in rows[c]]
+        per_pair = [
+            statistics.median(ratios[i : i + rounds]) for i in range(0, len(ratios), rounds)
+        ]
+        out.append(
+            f"| {c} | {b:.0f} | {h:.0f} | ×{statistics.median(ratios):.3f} "
+            f"| ×{min(per_pair):.3f}–×{max(per_pair):.3f} |"
+        )
+    return "\n".join(out)
+
+
+def splice(report: str) -> None:
+    """Puts ``report`` in place of the A/B section of docs/benchmarks.md (or before its
+    software versions)."""
+    doc = DOC.read_text()
+    end = doc.index("## Software versions")
+    start = doc.find(TITLE)
+    if start < 0 or start > end:
+        start = end
+    DOC.write_text(doc[:start] + report + "\n\n" + doc[end:])
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("base", help="git revision of the build to compare against")
-    p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--pairs", type=int, default=5, help="process pairs (default 5)")
+    p.add_argument("--rounds", type=int, default=31, help="rounds per pair (default 31)")
     p.add_argument("--no-build", action="store_true", help="reuse target/ab/ from a last run")
     a = p.parse_args(argv)
     base_site, head_site = OUT / "base", OUT / "head"
@@ -140,27 +211,26 @@ def main(argv: list[str]) -> int:
             run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
         build(ROOT, head_site)
     rows: dict[str, list[tuple[float, float]]] = {c: [] for c in CALLS}
-    for i in range(a.rounds):
-        order = [(base_site, 0), (head_site, 1)] if i % 2 == 0 else [(head_site, 1), (base_site, 0)]
-        got: dict[int, dict[str, float]] = {}
-        for site, which in order:
-            got[which] = measure(site)
-        for c in CALLS:
-            rows[c].append((got[0][c], got[1][c]))
-        print(f"round {i + 1}/{a.rounds} done", file=sys.stderr, flush=True)
+    for pair in range(a.pairs):
+        # A pair of fresh processes, one per build: where each process's memory lands
+        # moves its speed by a few percent, so several pairs are measured.
+        kids = (Child(base_site), Child(head_site))
+        for i in range(a.rounds):
+            for c in CALLS:
+                got = [0.0, 0.0]
+                for which in (0, 1) if (i + pair) % 2 == 0 else (1, 0):
+                    got[which] = kids[which].time(c)
+                rows[c].append((got[0], got[1]))
+        for k in kids:
+            k.close()
+        print(f"pair {pair + 1}/{a.pairs} done", file=sys.stderr, flush=True)
     head_rev = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
-    print(f"| call | {a.base} (ns) | {head_rev} (ns) | ratio, median | ratios, min–max |")
-    print("|---|---|---|---|---|")
-    for c in CALLS:
-        base = statistics.median(b for b, _ in rows[c])
-        head = statistics.median(h for _, h in rows[c])
-        ratios = [h / b for b, h in rows[c]]
-        print(
-            f"| {c} | {base:.0f} | {head:.0f} | ×{statistics.median(ratios):.3f} "
-            f"| ×{min(ratios):.3f}–×{max(ratios):.3f} |"
-        )
+    report = render(a.base, head_rev, a.pairs, a.rounds, rows, argv)
+    print(report)
+    REPORT.write_text(report + "\n")
+    splice(report)
     return 0
 
 

@@ -233,6 +233,11 @@ def render(latest: dict[str, Any], meta: dict[str, Any]) -> str:
         if sec["date"] != meta["date"]:
             out += [f"*From an earlier run: {sec['date']}, `{sec['command']}`.*", ""]
         out.append(sec["markdown"])
+    # The last A/B of two builds (bench/ab.py) is kept: this run does not make it.
+    ab = os.path.join(HERE, "ab.md")
+    if os.path.exists(ab):
+        with open(ab) as f:
+            out += ["", f.read().rstrip()]
     out += ["", "## Software versions", ""]
     out.append(h.md_table(["component", "version"], sorted(meta["versions"].items()), "ll"))
     out += [
