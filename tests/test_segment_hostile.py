@@ -9,6 +9,7 @@ gives, and the header checksum recomputed as it describes (seeded XXH3-64 of byt
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -245,6 +246,65 @@ def cli_on_fuzzed_file(
                 os.unlink(p)
 
 
+# The Cache's own calls on a fuzzed file, in a child process (a signal there fails the
+# test). Reads never raise; writes raise nothing but a ZigguratError; the child ends.
+CACHE_ON_FUZZED_FILE = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+from ziggurat import Cache, ZigguratError
+c = Cache(sys.argv[1], size="4MiB", directory=sys.argv[2], lock_timeout=0.2)
+reads, writes = [], []
+def attempt(into, f):
+    try:
+        f()
+        into.append("ok")
+    except ZigguratError as e:
+        into.append(type(e).__name__)
+for i in range(0, 300, 7):
+    attempt(reads, lambda: c.get(f"k{i}"))
+attempt(writes, lambda: c.set("k7", {"new": 1}, tags=["t"]))
+attempt(reads, lambda: c.get("k7"))
+attempt(writes, lambda: c.fetch("k8", lambda: 8))
+attempt(writes, lambda: c.delete("k9"))
+attempt(writes, lambda: c.incr("n", default=0))
+attempt(writes, lambda: c.invalidate_tags("t"))
+attempt(reads, lambda: c.stats())
+print(json.dumps({"reads": reads, "writes": writes, "degraded": c.degraded}))
+c.close()
+"""
+
+
+def cache_on_fuzzed_file(
+    fuzz_dir: str, edits: list[tuple[str, object, int]], reseal_header: bool
+) -> None:
+    """A Cache's reads, writes, loads, counters, tags and stats on a cache whose main file
+    was fuzzed: the process ends, its reads answer, its writes raise only ZigguratError."""
+    name = new_name("fc")
+    c = Cache(name, size="4MiB", directory=fuzz_dir)
+    for i in range(300):
+        c.set(f"k{i}", {"i": i, "pad": "x" * (i % 90)}, tags=["t"] if i % 3 == 0 else ())
+    c.close()
+    path = path_of(fuzz_dir, name)
+    try:
+        mutate(path, edits)
+        if reseal_header:
+            reseal(path)
+        r = subprocess.run(
+            [sys.executable, "-c", CACHE_ON_FUZZED_FILE, name, fuzz_dir],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+        assert "panicked" not in r.stderr, r.stderr[-2000:]
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert set(out["reads"]) == {"ok"}, out
+    finally:
+        for p in (path, path_of(fuzz_dir, name + ".neg")):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
 FUZZ_SETTINGS = {
     "deadline": None,
     "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -259,6 +319,26 @@ def test_the_cli_reads_fuzzed_files_without_crashing(
 ) -> None:
     """A dozen fuzzed files through the CLI's read-only commands (see cli_on_fuzzed_file)."""
     cli_on_fuzzed_file(fuzz_dir, edits, reseal_header)
+
+
+@settings(max_examples=12, **FUZZ_SETTINGS)
+@fuzzed
+def test_the_cache_works_on_fuzzed_files(
+    fuzz_dir: str, edits: list[tuple[str, object, int]], reseal_header: bool
+) -> None:
+    """A dozen fuzzed files under the Cache's calls (see cache_on_fuzzed_file)."""
+    cache_on_fuzzed_file(fuzz_dir, edits, reseal_header)
+
+
+@pytest.mark.stress
+@pytest.mark.skipif(not STRESS, reason="make stress runs it (ZIGGURAT_STRESS=1)")
+@settings(max_examples=300, **FUZZ_SETTINGS)
+@fuzzed
+def test_the_cache_works_on_fuzzed_files_stress(
+    fuzz_dir: str, edits: list[tuple[str, object, int]], reseal_header: bool
+) -> None:
+    """As above, for 300 fuzzed files."""
+    cache_on_fuzzed_file(fuzz_dir, edits, reseal_header)
 
 
 @pytest.mark.stress
