@@ -14,6 +14,9 @@ use std::sync::{mpsc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ziggurat_core::failpoint::{self, Point};
+
+mod common;
+use common::Dir;
 use ziggurat_core::{Error, OpenCause, Options, Segment};
 
 // Header fields (docs/format.md).
@@ -35,16 +38,7 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-struct Dir(PathBuf);
-
 impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = PathBuf::from(format!("/dev/shm/zighostile-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-
     fn opts(&self, shards: Option<u32>) -> Options {
         Options {
             size: 2 << 20,
@@ -63,12 +57,6 @@ impl Dir {
                 .unwrap();
         }
         seg.path().to_path_buf()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -4,20 +4,15 @@
 // The tests call libc directly to set up ownership and read free space.
 #![allow(unsafe_code)]
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use ziggurat_core::{Error, OpenCause, Options, Segment};
 
-struct Dir(PathBuf);
+mod common;
+use common::{is_root, set_mode, Dir};
 
 impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = PathBuf::from(format!("/dev/shm/zigopen-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
     fn opts(&self) -> Options {
         Options {
             size: 2 << 20,
@@ -25,17 +20,6 @@ impl Dir {
             ..Options::default()
         }
     }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// Opens and expects a refusal; returns (cause name, message).
@@ -54,10 +38,6 @@ fn chown(path: &Path, uid: u32, gid: u32) {
     // SAFETY: `c` is a live NUL-terminated path; chown only reads it.
     let rc = unsafe { libc::chown(c.as_ptr(), uid, gid) };
     assert_eq!(rc, 0, "chown {}", std::io::Error::last_os_error());
-}
-
-fn set_mode(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 #[test]

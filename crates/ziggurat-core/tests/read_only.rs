@@ -4,20 +4,14 @@
 #![allow(unsafe_code)]
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use ziggurat_core::{Error, Lease, Options, Segment};
 
-struct Dir(PathBuf);
+mod common;
+use common::Dir;
 
 impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = PathBuf::from(format!("/dev/shm/zigro-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
     fn opts(&self) -> Options {
         Options {
             size: 2 << 20,
@@ -30,12 +24,6 @@ impl Dir {
             read_only: true,
             ..self.opts()
         }
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

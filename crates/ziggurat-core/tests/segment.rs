@@ -4,33 +4,21 @@
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ziggurat_core::{Error, Options, Segment};
 
-struct Dir(PathBuf);
+mod common;
+use common::Dir;
 
 impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = PathBuf::from(format!("/dev/shm/zigcore-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
     fn opts(&self, size: u64) -> Options {
         Options {
             size,
             directory: self.0.clone(),
             ..Options::default()
         }
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -4,23 +4,21 @@
 // The tests call libc directly to lock files.
 #![allow(unsafe_code)]
 
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use ziggurat_core::{Error, OpenCause, Options, Segment};
 
-struct Dir(PathBuf);
+mod common;
+use common::{is_root, set_mode, Dir};
 
 impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = PathBuf::from(format!("/dev/shm/zigtrust-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        set_mode(&p, 0o700);
-        Dir(p)
+    /// A directory only this user may enter (the notice tests change its mode).
+    fn private(tag: &str) -> Dir {
+        let d = Dir::new(tag);
+        set_mode(&d.0, 0o700);
+        d
     }
     fn opts(&self) -> Options {
         Options {
@@ -29,21 +27,6 @@ impl Dir {
             ..Options::default()
         }
     }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn set_mode(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 fn open_cause<T>(r: ziggurat_core::Result<T>) -> (OpenCause, String) {
@@ -60,7 +43,7 @@ fn a_read_only_view_refuses_a_file_another_user_can_write() {
         eprintln!("skipped: needs root to chown");
         return;
     }
-    let d = Dir::new("ro-owner");
+    let d = Dir::private("ro-owner");
     let seg = Segment::open("s", &d.opts()).unwrap();
     let path = seg.path().to_path_buf();
     drop(seg);
@@ -87,7 +70,7 @@ fn a_read_only_view_refuses_a_file_another_user_can_write() {
 
 #[test]
 fn recreate_waits_for_another_processs_lock_at_most_lock_timeout() {
-    let d = Dir::new("lock");
+    let d = Dir::private("lock");
     let seg = Segment::open("s", &d.opts()).unwrap();
     let path = seg.path().to_path_buf();
     drop(seg);
@@ -122,7 +105,7 @@ fn recreate_waits_for_another_processs_lock_at_most_lock_timeout() {
 #[test]
 fn a_directory_every_user_may_rewrite_is_noticed() {
     for (mode, noticed) in [(0o777, true), (0o1777, false), (0o700, false)] {
-        let d = Dir::new(&format!("notice-{mode:o}"));
+        let d = Dir::private(&format!("notice-{mode:o}"));
         set_mode(&d.0, mode);
         let seg = Segment::open("s", &d.opts()).unwrap();
         let notice = seg.directory_notice();
