@@ -994,7 +994,8 @@ class Cache:
                 msg = (
                     f"ziggurat cache {self.name!r} stopped using its shared segment "
                     f"({self.degraded_reason}): reads miss and writes fail until the file is "
-                    "replaced (open it with recreate=True) and the process restarts"
+                    "removed once no process uses it (Cache.unlink(), or `ziggurat rm`) and "
+                    "the processes restart"
                 )
                 log.warning(msg)
                 warnings.warn(msg, RuntimeWarning, stacklevel=3)

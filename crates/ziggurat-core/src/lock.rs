@@ -78,8 +78,10 @@ fn expected_kind() -> u32 {
         if probe.init().is_err() {
             return u32::MAX; // never matches: every lock then reports damage
         }
-        let w = m.0[KIND_OFF / 8];
-        (w >> (8 * (KIND_OFF % 8))) as u32
+        // The u32 at byte KIND_OFF, as `kind` reads it, whatever the byte order.
+        let w = m.0[KIND_OFF / 8].to_ne_bytes();
+        let at = KIND_OFF % 8;
+        u32::from_ne_bytes([w[at], w[at + 1], w[at + 2], w[at + 3]])
     })
 }
 

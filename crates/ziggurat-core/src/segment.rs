@@ -129,8 +129,9 @@ impl Segment {
             OpenCause::Damaged,
             format!(
                 "segment file {} cannot be used: {what} stopped on data it could not handle \
-                 ({why}), and this handle no longer reads or writes the file. Open it again \
-                 with recreate=True to replace it",
+                 ({why}), and this handle no longer reads or writes the file. Remove the \
+                 file once no process uses it (`unlink()`, or `ziggurat rm`): the next open \
+                 makes a new one",
                 self.path.display()
             ),
         )
@@ -417,8 +418,9 @@ impl Segment {
             Err(LockError::Damaged) => Err(Error::open(
                 OpenCause::Damaged,
                 format!(
-                    "segment file {} cannot be used: the lock of shard {s} is damaged. Open \
-                     it again with recreate=True to replace it",
+                    "segment file {} cannot be used: the lock of shard {s} is damaged. \
+                     Remove the file once no process uses it (`unlink()`, or `ziggurat rm`): \
+                     the next open makes a new one",
                     self.path.display()
                 ),
             )),
@@ -431,11 +433,19 @@ impl Segment {
     pub fn clear(&self) -> Result<()> {
         self.check_writable("clear")?;
         self.contain("clear", || {
-            for s in 0..self.g.nshards {
+            let mut emptied = false;
+            let done = (0..self.g.nshards).try_for_each(|s| {
                 let guard = self.lock(s)?;
                 guard.sh.reset();
+                emptied = true;
+                Ok(())
+            });
+            // A clear that stops at a shard it cannot lock has still emptied the ones
+            // before it: their entries' L1 copies must stop validating all the same.
+            if emptied {
+                self.epoch().fetch_add(1, Ordering::SeqCst);
             }
-            self.epoch().fetch_add(1, Ordering::SeqCst);
+            done?;
             self.shm.u64_at(H_CLEARS).fetch_add(1, Ordering::Relaxed);
             Ok(())
         })
@@ -588,5 +598,50 @@ impl Guard<'_> {
             }
         }
         sh.intent_active().store(0, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::atomic::Ordering;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use crate::error::Error;
+    use crate::options::Options;
+    use crate::segment::Segment;
+
+    #[test]
+    fn a_clear_stopped_by_a_held_lock_still_voids_what_it_emptied() {
+        let dir = PathBuf::from(format!("/dev/shm/zigclear-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let opts = Options {
+            size: 4 << 20,
+            directory: dir.clone(),
+            shards: Some(2),
+            lock_timeout: Duration::from_millis(100),
+            ..Options::default()
+        };
+        let seg = Segment::open("c", &opts).unwrap();
+        let before = seg.epoch().load(Ordering::SeqCst);
+        let (held_tx, held_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        std::thread::scope(|t| {
+            // Another thread holds shard 1's lock: the clear empties shard 0, then times out.
+            let seg = &seg;
+            t.spawn(move || {
+                let _guard = seg.lock(1).unwrap();
+                held_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+            });
+            held_rx.recv().unwrap();
+            assert!(matches!(seg.clear(), Err(Error::LockTimeout)));
+            go_tx.send(()).unwrap();
+        });
+        assert!(seg.epoch().load(Ordering::SeqCst) > before);
+        drop(seg);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

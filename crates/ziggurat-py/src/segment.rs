@@ -35,7 +35,8 @@ fn open_contained(name: &str, opts: &Options) -> ziggurat_core::Result<Segment> 
             cause: ziggurat_core::OpenCause::Damaged,
             message: format!(
                 "segment file {}/ziggurat.{name}.v{} cannot be used: opening it stopped on \
-                 data it could not handle. Open it with recreate=True to replace it",
+                 data it could not handle. Remove the file once no process uses it \
+                 (`ziggurat rm`): the next open makes a new one",
                 opts.directory.display(),
                 ziggurat_core::LAYOUT_VERSION
             ),

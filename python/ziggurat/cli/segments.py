@@ -26,7 +26,8 @@ __all__ = ["NEG_SUFFIX", "CacheFiles", "attach", "owner_name", "segment_file"]
 
 #: Suffix of the cached-miss segment's name.
 NEG_SUFFIX = ".neg"
-# A segment name is at most 100 characters; the cache's leaves room for ".neg".
+# A segment name is at most 200 characters (the engine's rule); the cache's leaves room
+# for ".neg".
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,195}")
 _VERSION = re.compile(r"[A-Za-z0-9_-]{1,16}")
 

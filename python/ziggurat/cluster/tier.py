@@ -135,6 +135,7 @@ class ClusterTier:
         self._logged_bad = False
         self._logged_older = False
         self._logged_refusal = False
+        self._logged_reply_error = False
         self._counter_mark: dict[bytes, bytes] = {}
 
     # -- identity -------------------------------------------------------------------------
@@ -299,8 +300,8 @@ class ClusterTier:
             self._logged_older = True
             log.warning(
                 "ziggurat cache %r: a value in Redis under %r is older than a write of it "
-                "this host knows of (put back by something that writes to Redis); it is "
-                "treated as a miss",
+                "this host knows of (put back by something that writes to Redis, or written "
+                "at the same time by a host whose clock is behind); it is treated as a miss",
                 self.name,
                 kb,
             )
@@ -321,16 +322,22 @@ class ClusterTier:
 
     def _stored(self, kb: bytes) -> memoryview | None:
         """The body stored under ``kb`` while its tags are current, as a view into the
-        server's reply (raises ``Down``). A reply that is not a value (the script failed
-        on a stored string it cannot parse, a prefix that does not add up) is none."""
+        server's reply (raises ``Down``). An error the server answered is none (logged once);
+        a stored string whose prefix does not add up is none and counts as a bad signature."""
         try:
-            found = _body(self._read([self._vkey(kb), self.tags_key], []))
+            stored = self._read([self._vkey(kb), self.tags_key], [])
         except Down:
             raise
-        except Exception:
-            found = None
+        except Exception as e:  # the server answered an error (busy, out of memory, ...)
+            if not self._logged_reply_error:
+                self._logged_reply_error = True
+                log.warning("ziggurat cache %r: Redis answered a read with %s", self.name, e)
+            return None
+        try:
+            return _body(stored)
+        except (IndexError, TypeError, ValueError):
             self._bad(kb)
-        return found
+            return None
 
     def _lookup(self, key: str | bytes, kb: bytes) -> tuple[Any] | None:
         """One read of ``key`` in Redis: ``(value,)`` copied into the host's segment (see
