@@ -5,6 +5,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use crate::hash::checksum;
 use crate::layout::*;
 use crate::lock::Mutex;
 use crate::options::Options;
-use crate::segment::Segment;
+use crate::segment::{panic_message, Segment};
 use crate::shm::Shm;
 use crate::sys;
 
@@ -27,6 +28,11 @@ fn io_err(what: String) -> impl FnOnce(io::Error) -> Error {
 /// well within NAME_MAX (255 bytes), and it leaves room for what a cache adds to
 /// its name (`.ver-{version}`, `.neg`).
 const MAX_NAME: usize = 200;
+
+/// The file of the segment `name` in its directory.
+fn file_name(name: &str) -> String {
+    format!("ziggurat.{name}.v{LAYOUT_VERSION}")
+}
 
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
@@ -345,7 +351,22 @@ impl Segment {
     /// An open that succeeds in a directory every user may write without the
     /// sticky bit says so in [`Segment::directory_notice`].
     pub fn open(name: &str, opts: &Options) -> Result<Segment> {
-        let mut seg = Self::open_file(name, opts)?;
+        // An open stopped by a file no check foresaw (a panic) is that file refused as
+        // damaged, as every other operation contains its panics (`Segment::contain`): no
+        // front end ever sees one.
+        let opened = catch_unwind(AssertUnwindSafe(|| Self::open_file(name, opts)));
+        let mut seg = opened.unwrap_or_else(|payload| {
+            Err(Error::open(
+                OpenCause::Damaged,
+                format!(
+                    "segment file {} cannot be used: opening it stopped on data it could not \
+                     handle ({}). Remove the file once no process uses it (`ziggurat rm`): the \
+                     next open makes a new one",
+                    opts.directory.join(file_name(name)).display(),
+                    panic_message(payload)
+                ),
+            ))
+        })?;
         seg.directory_notice = directory_notice(&opts.directory);
         Ok(seg)
     }
@@ -409,9 +430,7 @@ impl Segment {
             ));
         }
         let geom = Geometry::compute(opts.size, opts.avg_item_size, opts.shards)?;
-        let path = opts
-            .directory
-            .join(format!("ziggurat.{name}.v{LAYOUT_VERSION}"));
+        let path = opts.directory.join(file_name(name));
         if opts.read_only {
             return Self::open_read_only(path, opts);
         }

@@ -53,8 +53,6 @@ pub enum LockError {
 #[derive(Clone, Copy)]
 pub struct Mutex<'a> {
     m: *mut libc::pthread_mutex_t,
-    /// The mutex's type word (glibc's `__kind`), read before every lock.
-    kind: &'a AtomicU32,
     _map: PhantomData<&'a Shm>,
 }
 
@@ -72,7 +70,6 @@ fn expected_kind() -> u32 {
         let mut m = Cell([0; S_MUTEX_BYTES / 8]);
         let probe = Mutex {
             m: m.0.as_mut_ptr().cast(),
-            kind: &AtomicU32::new(0),
             _map: PhantomData,
         };
         if probe.init().is_err() {
@@ -102,9 +99,17 @@ impl<'a> Mutex<'a> {
         const _: () = assert!(std::mem::size_of::<libc::pthread_mutex_t>() <= S_MUTEX_BYTES);
         Mutex {
             m: shm.addr(off).cast(),
-            kind: shm.u32_at(off + KIND_OFF),
             _map: PhantomData,
         }
+    }
+
+    /// The mutex's type word (glibc's `__kind`), read before every lock.
+    #[inline]
+    fn kind(&self) -> &AtomicU32 {
+        // SAFETY: `at` checked that the mutex's `S_MUTEX_BYTES` bytes, 64-aligned, lie in
+        // the mapping, which outlives `'a`; the word at `KIND_OFF` (4-aligned) is inside
+        // them, and every process touches shared words only atomically or through glibc.
+        unsafe { &*self.m.cast::<u8>().add(KIND_OFF).cast::<AtomicU32>() }
     }
 
     /// Initialises the mutex as process-shared and robust. Only the creator of
@@ -144,7 +149,7 @@ impl<'a> Mutex<'a> {
     /// an impossible priority, say) makes it abort the process. A file that
     /// holds one is damaged: the lock is refused, nothing is called.
     pub fn lock(&self, timeout: Duration) -> Result<Locked, LockError> {
-        if self.kind.load(Ordering::Relaxed) != expected_kind() {
+        if self.kind().load(Ordering::Relaxed) != expected_kind() {
             return Err(LockError::Damaged);
         }
         // Uncontended fast path: no clock read.

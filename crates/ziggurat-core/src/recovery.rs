@@ -87,6 +87,12 @@ impl Shard<'_> {
     /// does, so no process keeps an L1 copy validated by the old shard.
     pub fn reset_damaged(&self) {
         self.reset();
+        self.note_reset();
+    }
+
+    /// Counts a reset of this shard and bumps the segment epoch, so that every
+    /// L1 copy of what the shard held stops validating.
+    pub fn note_reset(&self) {
         self.bump(Stat::ShardResets, 1);
         self.shm.u64_at(H_EPOCH).fetch_add(1, Ordering::SeqCst);
     }

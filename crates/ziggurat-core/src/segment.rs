@@ -114,13 +114,7 @@ impl Segment {
     /// Records the first contained panic; returns the recorded reason.
     #[cold]
     pub(crate) fn fail(&self, payload: Box<dyn Any + Send>) -> &str {
-        let why = match payload.downcast::<String>() {
-            Ok(s) => *s,
-            Err(p) => p
-                .downcast_ref::<&str>()
-                .map_or_else(|| "a panic".to_owned(), |s| (*s).to_owned()),
-        };
-        self.failure.get_or_init(|| why)
+        self.failure.get_or_init(|| panic_message(payload))
     }
 
     #[cold]
@@ -403,8 +397,7 @@ impl Segment {
                 let rep = sh.repair(true);
                 sh.bump(Stat::LockRepairs, 1);
                 if rep.reset {
-                    sh.bump(Stat::ShardResets, 1);
-                    self.epoch().fetch_add(1, Ordering::SeqCst);
+                    sh.note_reset();
                 }
                 if sh.mutex().make_consistent().is_ok() {
                     g.owner_died = false;
@@ -529,8 +522,7 @@ impl Segment {
                 let guard = self.lock(s)?;
                 let r = guard.sh.repair(repair);
                 if r.reset && repair {
-                    guard.sh.bump(Stat::ShardResets, 1);
-                    self.epoch().fetch_add(1, Ordering::SeqCst);
+                    guard.sh.note_reset();
                 }
                 rep.merge(r);
             }
@@ -598,6 +590,16 @@ impl Guard<'_> {
             }
         }
         sh.intent_active().store(0, Ordering::Release);
+    }
+}
+
+/// What a contained panic said, for the error that reports it.
+pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(p) => p
+            .downcast_ref::<&str>()
+            .map_or_else(|| "a panic".to_owned(), |s| (*s).to_owned()),
     }
 }
 

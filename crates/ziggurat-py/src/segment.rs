@@ -26,24 +26,6 @@ pub struct PySegment {
     requested_size: u64,
 }
 
-/// `Segment::open`, where a panic (a file no check foresaw) is the file refused
-/// as damaged, so that the Cache opening it degrades instead of dying: the
-/// other operations contain their panics in the engine itself.
-fn open_contained(name: &str, opts: &Options) -> ziggurat_core::Result<Segment> {
-    std::panic::catch_unwind(|| Segment::open(name, opts)).unwrap_or_else(|_| {
-        Err(ziggurat_core::Error::Open {
-            cause: ziggurat_core::OpenCause::Damaged,
-            message: format!(
-                "segment file {}/ziggurat.{name}.v{} cannot be used: opening it stopped on \
-                 data it could not handle. Remove the file once no process uses it \
-                 (`ziggurat rm`): the next open makes a new one",
-                opts.directory.display(),
-                ziggurat_core::LAYOUT_VERSION
-            ),
-        })
-    })
-}
-
 type WriteOp =
     fn(&Segment, &[u8], &[u8], &[u8], Option<f64>, &[&[u8]]) -> ziggurat_core::Result<bool>;
 
@@ -168,7 +150,7 @@ impl PySegment {
             .map_or(0, |g| g.file_size);
         let name_owned = name.to_string();
         let seg = py
-            .detach(move || open_contained(&name_owned, &opts))
+            .detach(move || Segment::open(&name_owned, &opts))
             .map_err(err)?;
         Ok(PySegment {
             inner: Arc::new(seg),
