@@ -20,7 +20,6 @@ import sys
 import time
 
 from rich.console import Console
-
 from ziggurat import Cache
 from ziggurat.cli.output import Output
 from ziggurat.cli.parser import build
@@ -80,14 +79,13 @@ def main() -> int:
         seconds = 2.0
         ctx = multiprocessing.get_context("fork")
         start = time.monotonic()
-        workers = [
-            ctx.Process(target=_load, args=(start + seconds + 3.0, i)) for i in range(4)
-        ]
+        workers = [ctx.Process(target=_load, args=(start + seconds + 3.0, i)) for i in range(4)]
         for w in workers:
             w.start()
         time.sleep(1.0)  # the workers attach and warm up before the first reading
-        top = _record(["top", NAME, "--directory", DIRECTORY, "--interval", str(seconds),
-                       "--count", "1"])
+        top = _record(
+            ["top", NAME, "--directory", DIRECTORY, "--interval", str(seconds), "--count", "1"]
+        )
         for w in workers:
             w.join()
         stats = _record(["stats", NAME, "--directory", DIRECTORY])

@@ -134,7 +134,7 @@ class _DoctestFences(Preprocessor):
 
 
 class _DoctestExtension(Extension):
-    def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 (Markdown's name)
+    def extendMarkdown(self, md: Markdown) -> None:
         md.preprocessors.register(_DoctestFences(md), "doctest_fences", 35)
 
 
