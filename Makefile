@@ -70,6 +70,9 @@ test: lint rust-test pytest
 # pages as committed (docs-check), leaving the pictures as they are.
 .PHONY: docs docs-check
 test: docs-check
+# The pages' examples are tests too (tests/test_readme_examples.py reads the manifest with
+# PyYAML, which the site's tools bring).
+pytest: $(VENV)/.docs
 
 $(VENV)/.docs: requirements-docs.txt | $(PY)
 	$(PIP) install -q -r requirements-docs.txt
