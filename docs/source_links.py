@@ -121,8 +121,11 @@ class _DoctestFences(Preprocessor):
                 session.append(line)
                 continue
             if session:
-                indent = session[0][: len(session[0]) - len(session[0].lstrip())]
-                out += [f"{indent}```pycon", *session, f"{indent}```"]
+                # An indented example (as in a module docstring) would be an indented code
+                # block around the fence: the fence goes at the margin, the lines dedented.
+                cut = len(session[0]) - len(session[0].lstrip())
+                out += ["```pycon", *(x[cut:] if not x[:cut].strip() else x for x in session)]
+                out += ["```"]
                 session = []
             if _FENCE.match(line):
                 fenced = not fenced

@@ -463,7 +463,9 @@ assert isinstance(app, CacheMiddleware) and isinstance(wsgi, WSGICacheMiddleware
     # The Segment alone: the snippet ends with clear(), so the key is gone, and a new
     # add wins.
     'seg.delete(b"key"); seg.invalidate_tag': """
-assert seg.get(b"key") is None
+counts = seg.stats()
+assert (counts["sets"], counts["deletes"], counts["clears"]) == (1, 1, 1), counts
+assert counts["tag_invalidations"] == 1 and counts["entries"] == 0, counts
 assert seg.add(b"key", b"v") is True and seg.get(b"key") == b"v"
 assert seg.verify(repair=False)["ok"]
 """,
