@@ -734,3 +734,14 @@ def test_the_promql_queries_name_metrics_a_scrape_has(example_dir: str) -> None:
     used = set(re.findall(r"\bziggurat_[a-z0-9_]+", queries))
     assert len(used) >= 10, used
     assert used <= exported, used - exported
+    # The Grafana dashboard operations.md offers: its queries, and the variables they use.
+    with open(os.path.join(ROOT, "docs", "dashboards", "ziggurat.json"), encoding="utf-8") as f:
+        dashboard = json.load(f)
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) >= 10
+    in_dashboard = {n for e in exprs for n in re.findall(r"\bziggurat_[a-z0-9_]+", e)}
+    assert in_dashboard <= exported, in_dashboard - exported
+    assert used <= in_dashboard, used - in_dashboard  # the page's panels are the dashboard's
+    for e in exprs:
+        assert set(re.findall(r"\$(\w+)", e)) <= variables, e
