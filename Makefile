@@ -67,7 +67,8 @@ test: lint rust-test pytest
 # The documentation site (mkdocs.yml; the pages in docs/), built into site/. `make docs`
 # first draws the CLI's pictures again from the real command (docs/render_cli.py); both
 # build with --strict, so a broken link, anchor or reference fails. `make test` builds the
-# pages as committed (docs-check), leaving the pictures as they are.
+# pages as committed (docs-check), leaving the pictures as they are. No --quiet: it hides
+# the warnings --strict counts, and so would let a broken link pass.
 .PHONY: docs docs-check
 test: docs-check
 # The pages' examples are tests too (tests/test_readme_examples.py reads the manifest with
@@ -85,7 +86,7 @@ docs: build $(VENV)/.docs
 docs-check: $(VENV)/.docs $(VENV)/.dev
 	$(VENV)/bin/ruff check docs/*.py
 	$(VENV)/bin/ruff format --check docs/*.py
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The file-format fuzz test runs 100000 cases here (PROPTEST_CASES sets another count).
 stress: build
