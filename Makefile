@@ -64,6 +64,30 @@ pytest: build
 
 test: lint rust-test pytest
 
+# The documentation site (mkdocs.yml; the pages in docs/), built into site/. `make docs`
+# first draws the CLI's pictures again from the real command (docs/render_cli.py); both
+# build with --strict, so a broken link, anchor or reference fails. `make test` builds the
+# pages as committed (docs-check), leaving the pictures as they are. No --quiet: it hides
+# the warnings --strict counts, and so would let a broken link pass.
+.PHONY: docs docs-check
+test: docs-check
+# The pages' examples are tests too (tests/test_readme_examples.py reads the manifest with
+# PyYAML, which the site's tools bring).
+pytest: $(VENV)/.docs
+
+$(VENV)/.docs: requirements-docs.txt | $(PY)
+	$(PIP) install -q -r requirements-docs.txt
+	touch $@
+
+docs: build $(VENV)/.docs
+	$(PY) docs/render_cli.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-check: $(VENV)/.docs $(VENV)/.dev
+	$(VENV)/bin/ruff check docs/*.py
+	$(VENV)/bin/ruff format --check docs/*.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 # The file-format fuzz test runs 100000 cases here (PROPTEST_CASES sets another count).
 stress: build
 	ZIGGURAT_STRESS=1 cargo test -q --release -p ziggurat-core --test fuzz_file

@@ -35,7 +35,7 @@ from ziggurat.contrib.flask import ZigguratCache
 cache_dir = cache_helpers.cache_dir  # a pytest fixture
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parent / "README.md"
+README = HERE.parent / "docs" / "integrations" / "flask.md"  # the documented example
 TYPE = "ziggurat.contrib.flask.ZigguratCache"
 
 Configure = Callable[..., FlaskCache]
@@ -320,19 +320,19 @@ def test_add_has_one_winner_among_processes(configure: Configure, cache_dir: str
 
 def _readme_flask_block() -> str:
     text = README.read_text()
-    section = text.split("\n### Flask\n", 1)[1].split("\n### ", 1)[0]
+    section = text.split("# Flask\n", 1)[1]
     blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
-    assert blocks, "no python block in the README's Flask section"
+    assert blocks, "no python block on the Flask page"
     return str(blocks[0])
 
 
 def test_the_readme_example_is_the_tested_app() -> None:
     assert _readme_flask_block() in (HERE / "flask_app.py").read_text()
-    # The section comes right after Django's.
-    text = README.read_text()
-    assert text.index("\n### Flask\n") > text.index("\n### Django\n")
-    between = text[text.index("\n### Django\n") + 1 : text.index("\n### Flask\n")]
-    assert "\n## " not in between and between.count("\n### ") == 0
+    # The page comes right after Django's in the site's navigation.
+    nav = (HERE.parent / "mkdocs.yml").read_text()
+    assert nav.index("integrations/flask.md") > nav.index("integrations/django.md")
+    between = nav[nav.index("integrations/django.md") : nav.index("integrations/flask.md")]
+    assert between.count(".md") == 1
 
 
 @pytest.fixture

@@ -1,25 +1,40 @@
-"""The README's framework examples, taken from README.md by their headings and run as the
-README says: written to ``app.py`` in a fresh directory and started with the command the
-section gives, under the real servers (uvicorn with 2 workers, gunicorn with 4).
+"""The examples of the README and of the site's pages (docs/), run as the pages say.
 
-Each example reads ``CACHE_DIR`` (default ``/dev/shm``), so every test gets a private
-cache directory under /dev/shm, removed afterwards. What is checked, for each:
+The framework examples are taken from their pages by their headings and run as the page
+says: written to ``app.py`` in a fresh directory and started with the command the section
+gives, under the real servers (uvicorn with 2 workers, gunicorn with 4). Each reads
+``CACHE_DIR`` (default ``/dev/shm``), so every test gets a private cache directory under
+/dev/shm, removed afterwards. What is checked, for each:
 
 - a write handled by one worker is what the next requests return on every worker;
 - concurrent misses on one key, spread over every worker, run the loader once for the host;
 - the HTTP response cache answers the second GET of a cacheable page (``Cache-Status``);
 - with gunicorn ``--preload``, the cache was opened in the master before the fork.
+
+Every other example of those pages is run too (the second half of this module), each by
+its language: ```python blocks in a fresh interpreter, on a private directory (the default
+``directory`` of ``Cache`` and ``Segment`` points there), followed by the checks this
+module adds to some of them; ```pycon blocks as doctests, their outputs compared; the
+``ziggurat``, ``make`` and ``pip install`` lines of ```sh blocks, the systemd units and the
+Kubernetes manifest against the real command line, Makefile and extras; the PromQL
+queries against a real scrape. A block in any other language fails the test that lists
+them, until this module learns to check it.
 """
 
 from __future__ import annotations
 
+import configparser
 import contextlib
+import glob
 import json
 import os
 import re
 import shlex
+import shutil
 import sqlite3
+import subprocess
 import sys
+import textwrap
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -33,20 +48,20 @@ from http_servers import Resp, Server, free_port, server_log, serving
 pytestmark = pytest.mark.timeout(180)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-README = os.path.join(ROOT, "README.md")
-ASGI = "### FastAPI and Starlette"
-PRELOAD = "### gunicorn --preload (any WSGI app)"
-FLASK = "### Flask"
+ASGI = ("docs/integrations/starlette.md", "# FastAPI and Starlette")
+PRELOAD = ("docs/integrations/gunicorn.md", "# gunicorn --preload (any WSGI app)")
+FLASK = ("docs/integrations/flask.md", "# Flask")
 FENCE = re.compile(r"^```(\w*)\s*$")
 
 
-def section(heading: str) -> str:
-    """The README's text under ``heading``, up to the next heading of its level or above
-    (lines inside code blocks are never taken for headings)."""
+def section(where: tuple[str, str]) -> str:
+    """The text of page ``where[0]`` under heading ``where[1]``, up to the next heading of
+    its level or above (lines inside code blocks are never taken for headings)."""
+    page, heading = where
     level = len(heading) - len(heading.lstrip("#"))
-    with open(README, encoding="utf-8") as f:
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
         lines = f.read().splitlines()
-    assert lines.count(heading) == 1, f"README.md has no single {heading!r} heading"
+    assert lines.count(heading) == 1, f"{page} has no single {heading!r} heading"
     out: list[str] = []
     fenced = False
     for line in lines[lines.index(heading) + 1 :]:
@@ -60,22 +75,26 @@ def section(heading: str) -> str:
     return "\n".join(out)
 
 
-def code_blocks(text: str, lang: str) -> list[str]:
-    """The contents of the ```lang blocks of ``text``, in order."""
-    blocks: list[str] = []
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """Every fenced block of ``text`` as (language, contents), in order."""
+    blocks: list[tuple[str, str]] = []
     current: list[str] | None = None  # the open block's lines; None outside a block
-    keep = False
+    lang = ""
     for line in text.splitlines():
         m = FENCE.match(line)
         if m and current is None:
-            current, keep = [], m.group(1) == lang
+            current, lang = [], m.group(1)
         elif m and current is not None:
-            if keep:
-                blocks.append("\n".join(current) + "\n")
+            blocks.append((lang, "\n".join(current) + "\n"))
             current = None
         elif current is not None:
             current.append(line)
     return blocks
+
+
+def code_blocks(text: str, lang: str) -> list[str]:
+    """The contents of the ```lang blocks of ``text``, in order."""
+    return [code for kind, code in fenced_blocks(text) if kind == lang]
 
 
 def command(text: str, program: str) -> list[str]:
@@ -377,3 +396,352 @@ def test_flask_report_renders_once_for_every_worker(flask_app: App) -> None:
     assert first["renders"] == 1
     docs = _concurrent(flask_app, ["/report"] * 16) + _concurrent(flask_app, ["/report"] * 16)
     assert all(d == first for d in docs), docs
+
+
+# -- every other example of the pages --------------------------------------------------------
+
+#: Pages this module does not run: their examples are checked where their subject is
+#: tested (the reader of the format, the metrics, the HTTP cache and the command line have
+#: test modules of their own), or they hold none.
+ELSEWHERE = {
+    "docs/benchmarks.md",
+    "docs/cli.md",
+    "docs/deployment.md",
+    "docs/design.md",
+    "docs/format.md",
+    "docs/guarantees.md",
+    "docs/http.md",
+    "docs/metrics.md",
+    "docs/packaging.md",
+    "docs/security.md",
+}
+PAGES = sorted(
+    ["README.md"]
+    + [
+        os.path.relpath(p, ROOT)
+        for p in glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)
+        if os.path.relpath(p, ROOT) not in ELSEWHERE
+    ]
+)
+#: The examples run under real servers by the tests above: (page, index among its
+#: ```python blocks).
+SERVED = {(ASGI[0], 0), (ASGI[0], 1), (PRELOAD[0], 0), (FLASK[0], 0)}
+#: Languages that are read, not run.
+SHOWN = {"mermaid"}
+
+
+def page_blocks(page: str) -> list[tuple[str, str]]:
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+        return fenced_blocks(f.read())
+
+
+def python_examples() -> list[tuple[str, int, str]]:
+    """(page, index, code) of every ```python block the servers do not run."""
+    out = []
+    for page in PAGES:
+        pythons = [code for lang, code in page_blocks(page) if lang == "python"]
+        out += [(page, i, c) for i, c in enumerate(pythons) if (page, i) not in SERVED]
+    return out
+
+
+def all_blocks(lang: str) -> list[tuple[str, str]]:
+    return [(page, code) for page in PAGES for kind, code in page_blocks(page) if kind == lang]
+
+
+#: Checks run after an example, in its namespace, keyed by a line of the example that
+#: identifies it. Each must match exactly one example.
+CHECKS: dict[str, str] = {
+    # The README's and the site's front-page example (it asserts on its own too).
+    "user = cache.fetch(": """
+assert cache.fetch("user:7", lambda: 1 / 0) == {"id": 7, "name": "Ada L."}
+""",
+    # Caching whole responses: the middleware answers, and stores, a cacheable page.
+    "wsgi = WSGICacheMiddleware(wsgi_app": """
+from ziggurat.http import CacheMiddleware, WSGICacheMiddleware
+assert isinstance(app, CacheMiddleware) and isinstance(wsgi, WSGICacheMiddleware)
+""",
+    # The Segment alone: the snippet ends with clear(), so the key is gone, and a new
+    # add wins.
+    'seg.delete(b"key"); seg.invalidate_tag': """
+counts = seg.stats()
+assert (counts["sets"], counts["deletes"], counts["clears"]) == (1, 1, 1), counts
+assert counts["tag_invalidations"] == 1 and counts["entries"] == 0, counts
+assert seg.add(b"key", b"v") is True and seg.get(b"key") == b"v"
+assert seg.verify(repair=False)["ok"]
+""",
+    # Django's CACHES: a backend made from it stores and reads.
+    '"BACKEND": "ziggurat.contrib.django.ZigguratCache"': """
+import django
+from django.conf import settings
+settings.configure(CACHES=CACHES)
+django.setup()
+from django.core.cache import caches
+c = caches["default"]
+c.set("greeting", {"text": "hello"})
+assert c.get("greeting") == {"text": "hello"}
+assert c.cache.name == "myapp"
+""",
+    # dogpile: the region is on the ziggurat backend and caches.
+    "region = make_region().configure(": """
+from ziggurat.contrib.dogpile import ZigguratBackend
+assert isinstance(region.backend, ZigguratBackend) and region.backend.cache.name == "myapp"
+region.set("k", {"a": 1})
+assert region.get("k") == {"a": 1}
+""",
+    # Metrics: the app's /metrics route reports the cache.
+    "register(cache, registry=registry)": """
+body = app.test_client().get("/metrics").get_data(as_text=True)
+assert 'ziggurat_up{cache="myapp"} 1.0' in body, body[:2000]
+assert 'ziggurat_sets_total{cache="myapp",tier="l2"}' in body, body[:2000]
+""",
+    # The cluster tier: another host (another directory) reads the value through Redis.
+    'redis="redis://10.0.0.5:6379/0"': """
+other = Cache("shop", size="16MiB", directory=OTHER_HOST, redis=REDIS_URL,
+              secret=os.environ["CACHE_SECRET"])
+assert other.get("user:1") == u, other.get("user:1")
+cache.delete("user:1")
+assert other.get("user:1") is None
+""",
+}
+
+#: Runs first in the example's interpreter: caches and segments default to the test's
+#: private directory, as CACHE_DIR does for the apps above.
+PRELUDE = """
+import os, ziggurat, ziggurat.cache
+BASE = os.environ["DOCS_EXAMPLE_DIR"]
+ziggurat.cache.Cache.__init__.__kwdefaults__["directory"] = BASE
+_native_segment = ziggurat.Segment
+def _segment(name, *args, **kwargs):
+    kwargs.setdefault("directory", BASE)
+    return _native_segment(name, *args, **kwargs)
+ziggurat.Segment = _segment
+"""
+
+
+def _run(script: str, base: str, env: dict[str, str] | None = None) -> None:
+    full = dict(os.environ, DOCS_EXAMPLE_DIR=base, **(env or {}))
+    full["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + full.get("PYTHONPATH", "")
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=base,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+
+
+@pytest.fixture
+def example_dir() -> Iterator[str]:
+    base = f"/dev/shm/zigdocs-{uuid.uuid4().hex}"
+    os.mkdir(base, 0o700)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_every_block_of_the_pages_is_checked() -> None:
+    handled = {"python", "pycon", "sh", "ini", "yaml", "promql"} | SHOWN
+    unknown = [
+        (page, lang or "(none)")
+        for page in PAGES
+        for lang, _ in page_blocks(page)
+        if lang not in handled
+    ]
+    assert not unknown, f"blocks no test checks: {unknown}"
+    assert len(python_examples()) >= 8
+    for marker in CHECKS:
+        found = [(p, i) for p, i, code in python_examples() if marker in code]
+        assert len(found) >= 1, f"no example has {marker!r}: was it changed?"
+        if marker != "user = cache.fetch(":  # the README's example is the front page's
+            assert len(found) == 1, (marker, found)
+
+
+@pytest.mark.parametrize(
+    "page,index,code", python_examples(), ids=[f"{p}:{i}" for p, i, _ in python_examples()]
+)
+def test_python_example_runs(page: str, index: int, code: str, example_dir: str) -> None:
+    checks = [c for marker, c in CHECKS.items() if marker in code]
+    env: dict[str, str] = {}
+    if "redis=" in code:
+        from redis_servers import Server as RedisServer
+
+        srv = RedisServer("redis", example_dir).start()
+        other = os.path.join(example_dir, "other-host")
+        os.mkdir(other, 0o700)
+        code = code.replace("redis://10.0.0.5:6379/0", srv.url)
+        env = {"CACHE_SECRET": "s" * 32}
+        # The fragment's loader and value, and where the other host keeps its cache.
+        prelude = f"REDIS_URL = {srv.url!r}\nOTHER_HOST = {other!r}\n"
+        prelude += "import os\nfrom ziggurat import Cache\n"
+        prelude += "def load_user():\n    return {'id': 1}\nu = {'id': 1, 'name': 'Ada'}\n"
+        try:
+            _run(PRELUDE + prelude + code + "".join(checks), example_dir, env)
+        finally:
+            srv.stop()
+        return
+    _run(PRELUDE + code + "".join(checks), example_dir, env)
+
+
+def test_pycon_sessions_print_what_the_pages_show(example_dir: str) -> None:
+    sessions = all_blocks("pycon")
+    assert sessions, "no pycon block"
+    for page, session in sessions:
+        script = PRELUDE + textwrap.dedent(
+            f"""
+            import doctest, sys
+            test = doctest.DocTestParser().get_doctest(
+                {session!r}, {{"__name__": "__main__"}}, {page!r}, {page!r}, 0
+            )
+            flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+            runner = doctest.DocTestRunner(optionflags=flags)
+            runner.run(test)
+            assert runner.tries > 5, runner.tries
+            sys.exit(1 if runner.failures else 0)
+            """
+        )
+        _run(script, example_dir)
+
+
+def _command_lines(text: str, program: str) -> list[tuple[list[str], dict[str, str]]]:
+    """The command lines of ``text`` that run ``program``, each with the environment it
+    shows: its ``VAR=value`` prefixes, and a variable its comment names
+    (``$ZIGGURAT_REDIS_URL``) as set."""
+    found = []
+    for line in text.splitlines():
+        words = shlex.split(line, comments=True)
+        env = {v: "redis://127.0.0.1:6379/0" for v in re.findall(r"\$(ZIGGURAT_[A-Z_]+)", line)}
+        while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+            var, _, value = words.pop(0).partition("=")
+            env[var] = value
+        if words and os.path.basename(words[0]) == program:
+            found.append((words, env))
+    return found
+
+
+def _parses(argv: list[str], env: dict[str, str]) -> None:
+    """``ziggurat argv`` is accepted by the command line, in environment ``env`` alone."""
+    from ziggurat.cli.parser import build
+
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("ZIGGURAT_")}
+    os.environ.update(env)
+    try:
+        build().parse_args(argv)
+    except SystemExit as e:
+        pytest.fail(f"ziggurat {' '.join(argv)} ({env}): refused by the command line ({e})")
+    finally:
+        for k in env:
+            os.environ.pop(k, None)
+        os.environ.update(saved)
+
+
+def test_the_ziggurat_commands_shown_exist() -> None:
+    shown = [cmd for _, code in all_blocks("sh") for cmd in _command_lines(code, "ziggurat")]
+    assert len(shown) >= 8, shown
+    for words, env in shown:
+        _parses(words[1:], env)
+
+
+def test_the_make_targets_and_extras_shown_exist() -> None:
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as f:
+        targets = set(re.findall(r"^([a-z][a-z-]*):", f.read(), re.M))
+    from importlib.metadata import metadata
+
+    extras = set(metadata("ziggurat").get_all("Provides-Extra") or [])
+    makes = [w for _, code in all_blocks("sh") for w, _ in _command_lines(code, "make")]
+    assert {"demo", "test"} <= {w[1] for w in makes}, makes
+    for words in makes:
+        assert words[1] in targets, f"make {words[1]}: no such target"
+    pips = [w for _, code in all_blocks("sh") for w, _ in _command_lines(code, "pip")]
+    assert pips
+    for words in pips:
+        for spec in words[2:]:
+            m = re.fullmatch(r"ziggurat\[([a-z,]+)\]", spec)
+            if m:
+                assert set(m.group(1).split(",")) <= extras, (spec, extras)
+
+
+def _units() -> dict[str, configparser.ConfigParser]:
+    units = {}
+    for _, code in all_blocks("ini"):
+        name = code.splitlines()[0].removeprefix("# ").strip()
+        unit = configparser.ConfigParser(interpolation=None, strict=False)
+        unit.optionxform = str  # type: ignore[assignment,method-assign]
+        unit.read_string(code)
+        units[os.path.basename(name)] = unit
+    return units
+
+
+def test_the_systemd_units_share_the_cache_directory() -> None:
+    units = _units()
+    assert set(units) == {"shop.service", "shop-follow.service"}, set(units)
+    app, follow = units["shop.service"]["Service"], units["shop-follow.service"]["Service"]
+    directory = f"/run/{app['RuntimeDirectory']}"
+    assert app["Environment"] == f"CACHE_DIR={directory}"
+    assert follow["RuntimeDirectory"] == app["RuntimeDirectory"]
+    assert follow["RuntimeDirectoryPreserve"] == app["RuntimeDirectoryPreserve"] == "yes"
+    assert follow["User"] == app["User"]
+    ((argv, _),) = _command_lines(follow["ExecStart"].replace("%d", "/run/creds"), "ziggurat")
+    var, _, url = follow["Environment"].partition("=")
+    _parses(argv[1:], {var: url})
+    assert argv[argv.index("--directory") + 1] == directory
+    assert "ZIGGURAT_SECRET" not in follow.get("Environment", "")  # the secret is a file
+
+
+def test_the_kubernetes_sidecar_shares_directory_pids_and_user() -> None:
+    import yaml
+
+    (manifest,) = [yaml.safe_load(code) for _, code in all_blocks("yaml")]
+    pod = manifest["spec"]["template"]["spec"]
+    assert pod["shareProcessNamespace"] is True
+    assert "runAsUser" in pod["securityContext"]
+    assert not any("securityContext" in c for c in pod["containers"])  # none runs apart
+    (volume,) = [v for v in pod["volumes"] if "emptyDir" in v]
+    assert volume["emptyDir"]["medium"] == "Memory"
+    app, follow = pod["containers"]
+    assert app["image"] == follow["image"]
+    mounts = {
+        c["name"]: {m["name"]: m["mountPath"] for m in c["volumeMounts"]} for c in (app, follow)
+    }
+    directory = mounts[app["name"]][volume["name"]]
+    assert mounts[follow["name"]][volume["name"]] == directory
+    assert {"name": "CACHE_DIR", "value": directory} in app["env"]
+    argv = follow["command"]
+    assert argv[0] == "ziggurat"
+    _parses(argv[1:], {e["name"]: e["value"] for e in follow["env"] if "value" in e})
+    assert argv[argv.index("--directory") + 1] == directory
+    secret = argv[argv.index("--secret-file") + 1]
+    assert any(secret.startswith(m["mountPath"] + "/") for m in follow["volumeMounts"])
+    assert not any(e["name"] == "ZIGGURAT_SECRET" for e in follow["env"])
+
+
+def test_the_promql_queries_name_metrics_a_scrape_has(example_dir: str) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from ziggurat import Cache
+    from ziggurat.metrics import register
+
+    cache = Cache("promql", size="8MiB", directory=example_dir)
+    try:
+        registry = CollectorRegistry()
+        register(cache, registry=registry)
+        text = generate_latest(registry).decode()
+    finally:
+        cache.unlink()
+    exported = {line.split("{")[0].split()[0] for line in text.splitlines() if line[:1].isalpha()}
+    queries = "".join(code for _, code in all_blocks("promql"))
+    used = set(re.findall(r"\bziggurat_[a-z0-9_]+", queries))
+    assert len(used) >= 10, used
+    assert used <= exported, used - exported
+    # The Grafana dashboard operations.md offers: its queries, and the variables they use.
+    with open(os.path.join(ROOT, "docs", "dashboards", "ziggurat.json"), encoding="utf-8") as f:
+        dashboard = json.load(f)
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) >= 10
+    in_dashboard = {n for e in exprs for n in re.findall(r"\bziggurat_[a-z0-9_]+", e)}
+    assert in_dashboard <= exported, in_dashboard - exported
+    assert used <= in_dashboard, used - in_dashboard  # the page's panels are the dashboard's
+    for e in exprs:
+        assert set(re.findall(r"\$(\w+)", e)) <= variables, e
