@@ -282,21 +282,18 @@ def expires_time(headers: Headers) -> tuple[bool, float | None]:
     return True, http_date(lines[0])
 
 
-def may_use_default_freshness(status: int, cc: dict[str, str | None]) -> bool:
+def may_use_default_freshness(status: int) -> bool:
     """Whether a response without explicit freshness may get a heuristic or configured
-    lifetime: a status RFC 9110 §15.1 names heuristically cacheable, or any status with
-    ``public`` (RFC 9111 §4.2.2), but never an error status: an error page is stored only
-    when the app itself gives it a lifetime (a cached error served to everyone is the
-    cache-poisoning denial of service).
+    lifetime: only a status RFC 9110 §15.1 names heuristically cacheable, and never an
+    error status: an error page is stored only when the app itself gives it a lifetime
+    (a cached error served to everyone is the cache-poisoning denial of service).
 
-    >>> may_use_default_freshness(200, {}), may_use_default_freshness(302, {"public": None})
-    (True, True)
-    >>> may_use_default_freshness(404, {}), may_use_default_freshness(302, {})
+    >>> may_use_default_freshness(200), may_use_default_freshness(302)
+    (True, False)
+    >>> may_use_default_freshness(404), may_use_default_freshness(501)
     (False, False)
     """
-    if status >= 400:
-        return False
-    return status in HEURISTIC_STATUSES or "public" in cc
+    return status < 400 and status in HEURISTIC_STATUSES
 
 
 def freshness_lifetime(
@@ -334,7 +331,7 @@ def freshness_lifetime(
             return 0.0, True
         date = http_date(field(headers, b"date"))
         return max(0.0, exp - (date if date is not None else response_time)), True
-    if not may_use_default_freshness(status, cc):
+    if not may_use_default_freshness(status):
         return 0.0, False
     if heuristic:
         lm = http_date(field(headers, b"last-modified"))
