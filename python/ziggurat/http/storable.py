@@ -36,6 +36,9 @@ __all__ = [
 Hdrs = Sequence[tuple[bytes, bytes]]
 MAX_TTL = 365 * 86400.0
 _MAX_STORED_HEADERS = 32 * 1024
+# RFC 9111 §3.2: fields that describe the stored body itself (its coding, digest, range),
+# which a 304 does not change: kept as stored.
+_KEPT_ON_UPDATE = frozenset({b"content-encoding", b"content-md5", b"content-range"})
 # RFC 9111 §4.2.4, §5.2.2.2, §5.2.2.8, §5.2.2.10: a response with one of these is never
 # served stale (nor under stale-while-revalidate or stale-if-error).
 STALE_FORBIDDING = frozenset({"no-cache", "must-revalidate", "proxy-revalidate", "s-maxage"})
@@ -209,8 +212,9 @@ def refreshed(
 ) -> tuple[Stored, float]:
     """RFC 9111 §3.2: ``s`` with its headers updated from a response that describes it (a
     304, or a 200 to a HEAD), its freshness recomputed and its age counted from that
-    response; and how long to keep it. ``Set-Cookie`` is never merged: a stored response
-    is served to every client.
+    response; and how long to keep it. ``Set-Cookie`` is never merged (a stored response
+    is served to every client), nor are the fields that describe the stored body
+    (``Content-Encoding``, ``Content-MD5``, ``Content-Range``).
 
     >>> s = Stored(200, ((b"cache-control", b"max-age=1"), (b"x", b"old")), b"hi", 0.0, 0.0,
     ...            0.0, 1.0, 0.0, 0.0, frozenset(), None, None, (), (), ())
@@ -219,7 +223,8 @@ def refreshed(
     >>> fresh.headers, fresh.lifetime, ttl
     (((b'x', b'old'), (b'cache-control', b'max-age=60')), 60.0, 120.0)
     """
-    drop = _never_stored(opts) | {b"set-cookie"} | rules.connection_listed(headers)
+    drop = _never_stored(opts) | {b"set-cookie"} | _KEPT_ON_UPDATE
+    drop |= rules.connection_listed(headers)
     update = [(k, v) for k, v in headers if k not in drop]
     names = {k for k, _ in update}
     merged = [(k, v) for k, v in s.headers if k not in names] + update
