@@ -77,18 +77,20 @@ def test_redirect_other_forms_of_explicit_freshness(srv: Server, headers: list[s
     assert srv.count(n) == 1
 
 
-def test_unknown_and_partial_statuses_never_stored(srv: Server) -> None:
-    for status in (299, 599):
+def test_unknown_status_understood_by_its_class(srv: Server) -> None:
+    # RFC 9110 §15: a 299 is understood as a 200, a 599 as a 500; with explicit freshness
+    # they are stored, and must-understand keeps them out.
+    for status in (299, 499, 599):
         n, r1, r2 = _twice(srv, "Cache-Control: max-age=60", s=status)
-        assert "detail=status" in r1.cache_status and not _hit(r2)
+        assert "stored" in r1.cache_status and _hit(r2) and r2.status == status
+        assert srv.count(n) == 1
+        n, r1, r2 = _twice(srv, "Cache-Control: max-age=60, must-understand", s=status)
+        assert "detail=must-understand" in r1.cache_status and not _hit(r2)
         assert srv.count(n) == 2
     # A 302 that only says public has no freshness: heuristics are for RFC 9110 §15.1's
     # statuses alone.
     n, r1, _ = _twice(srv, "Cache-Control: public", "Location: /x", s=302)
     assert "detail=no-freshness" in r1.cache_status and srv.count(n) == 2
-    # ...while the status the app gives explicit freshness is stored (fails before).
-    n, _, r2 = _twice(srv, "Cache-Control: public, max-age=60", "Location: /x", s=302)
-    assert _hit(r2)
 
 
 def test_error_status_never_gets_a_default_lifetime(graced: Server) -> None:
@@ -395,3 +397,35 @@ def test_cdn_cache_control_ignores_expires(srv: Server) -> None:
         "CDN-Cache-Control: max-age=600",
     )
     assert _hit(r2) and srv.count(n) == 1
+
+
+# -- the options' checks -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kw, error, words",
+    [
+        ({"stale_if_error": -1}, ValueError, "stale_if_error"),
+        ({"app_timeout": "5"}, TypeError, "app_timeout"),
+        ({"targeted_fields": "CDN-Cache-Control"}, TypeError, "targeted_fields"),
+        ({"targeted_fields": ["Cache-Control"]}, ValueError, "targeted_fields"),
+        ({"targeted_forward": [""]}, ValueError, "targeted_forward"),
+    ],
+)
+def test_new_options_refuse_bad_values(kw: dict[str, object], error: type, words: str) -> None:
+    import uuid
+
+    from ziggurat import Cache
+    from ziggurat.http import CacheMiddleware, WSGICacheMiddleware
+
+    async def app(scope: object, receive: object, send: object) -> None:
+        return None
+
+    cache = Cache("conf-opts-" + uuid.uuid4().hex[:8], size="8MiB")
+    try:
+        for mw, who in ((CacheMiddleware, "CacheMiddleware()"), (WSGICacheMiddleware, "WSGI")):
+            with pytest.raises(error) as e:
+                mw(app, cache, **kw)  # type: ignore[operator]
+            assert who in str(e.value) and words in str(e.value)
+    finally:
+        cache.unlink()

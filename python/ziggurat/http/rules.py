@@ -50,16 +50,11 @@ __all__ = [
     "vary_digest",
 ]
 
-# RFC 9111 §3: the final statuses this cache understands, stored when the response has
-# explicit freshness or ``public``: those RFC 9110 §15 (and RFC 6585, RFC 7725) define,
-# but 206 (ranges are not stored), 304 (it updates a stored response, §4.3.4), 305 and
-# 306 (obsolete) and 407 (it speaks to the proxy in front, not to every client).
-STORABLE_STATUSES = frozenset(
-    {200, 201, 202, 203, 204, 205, 300, 301, 302, 303, 307, 308}
-    | {400, 401, 402, 403, 404, 405, 406, 408, 409, 410, 411, 412, 413, 414, 415, 416, 417}
-    | {421, 422, 426, 428, 429, 431, 451}
-    | {500, 501, 502, 503, 504, 505, 511}
-)
+# RFC 9111 §3: the final statuses stored when the response has explicit freshness. A
+# status RFC 9110 does not define is understood by its class (RFC 9110 §15: a 299 as a
+# 200). Never: 206 (ranges are not stored), 304 (it updates a stored response, §4.3.4),
+# 305 and 306 (obsolete), 407 (it speaks to the proxy in front, not to every client).
+STORABLE_STATUSES = frozenset(range(200, 600)) - {206, 304, 305, 306, 407}
 # RFC 9110 §15.1: statuses that may get heuristic (or configured default) freshness.
 HEURISTIC_STATUSES = frozenset({200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501})
 # RFC 9111 §5.2.2.3 (must-understand): the statuses whose caching rules this cache
@@ -472,11 +467,11 @@ def status_storable(status: int, cc: dict[str, str | None]) -> str | None:
     this cache implements may be stored (and its ``no-store`` is then ignored, see
     ``ignores_no_store``); otherwise any status in ``STORABLE_STATUSES``.
 
-    >>> status_storable(302, {}), status_storable(206, {}), status_storable(599, {})
-    (None, 'status', 'status')
+    >>> status_storable(302, {}), status_storable(599, {}), status_storable(206, {})
+    (None, None, 'status')
     >>> mu = {"must-understand": None}
-    >>> status_storable(200, mu), status_storable(201, mu)
-    (None, 'must-understand')
+    >>> status_storable(200, mu), status_storable(201, mu), status_storable(599, mu)
+    (None, 'must-understand', 'must-understand')
     """
     if "must-understand" in cc:
         return None if status in UNDERSTOOD_STATUSES else "must-understand"
