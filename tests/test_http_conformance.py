@@ -427,5 +427,6 @@ def test_new_options_refuse_bad_values(kw: dict[str, object], error: type, words
             with pytest.raises(error) as e:
                 mw(app, cache, **kw)  # type: ignore[operator]
             assert who in str(e.value) and words in str(e.value)
+            assert "unknown option" not in str(e.value)
     finally:
         cache.unlink()
