@@ -3,10 +3,11 @@
 An adapter turns the request into ``(method, scheme, host, target, headers, client)`` and
 asks ``Engine.classify`` what to do. The answer is a ``Hit`` (a fresh stored response), a
 ``Reply`` to send at once (a 304, a stale response, an answered ``PURGE``), a ``Pass``
-(forward to the app, only strip the tag header), or a ``Fill`` (forward to the app with
-validators, then give the response head to ``Fill.head`` and, if it asks for the body,
-the body to ``Fill.complete``). Coalescing happens in the adapters, around ``Fill``: they
-hold the fill's lease with ``Cache.fetch``.
+(forward to the app, only strip the tag header and the targeted fields meant for this
+cache), or a ``Fill`` (``fill.py``: forward to the app with validators, then give the
+response head to ``Fill.head`` and, if it asks for the body, the body to
+``Fill.complete``; ``storable.py`` decides what is stored). Coalescing happens in the
+adapters, around ``Fill``: they hold the fill's lease with ``Cache.fetch``.
 
 Most requests are plain hits, so the adapters first ask ``Engine.fresh``: it answers a
 request that carries none of the headers in ``Engine.heavy_headers`` with its ``Hit``, or
