@@ -208,13 +208,9 @@ class Fill:
                 s, _ = store.lookup(self.engine.cache, self.base, self.headers)
             except Exception:
                 return None
-        if s is None or not s.may_serve_stale():
+        if s is None:
             return None
-        window = max(s.sie, self.opts.stale_if_error or 0.0)
-        if self.opts.request_directives and "stale-if-error" in self.req_cc:
-            req = rules.delta_seconds(self.req_cc["stale-if-error"])
-            if req is not None:
-                window = max(window, float(req))
+        window = storable.stale_if_error_window(s, self.opts, self.req_cc)
         age = s.age(now)
         if not window or age - s.lifetime > window:
             return None

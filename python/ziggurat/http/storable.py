@@ -30,6 +30,7 @@ __all__ = [
     "entry_ttl",
     "refreshed",
     "stale_flags",
+    "stale_if_error_window",
     "stored_headers",
 ]
 
@@ -87,6 +88,28 @@ def stale_flags(cc: dict[str, str | None]) -> frozenset[str]:
     ['s-maxage']
     """
     return frozenset(d for d in STALE_FORBIDDING if d in cc)
+
+
+def stale_if_error_window(s: Stored, opts: Options, req_cc: dict[str, str | None]) -> float:
+    """Seconds past its freshness that ``s`` may answer for an app that failed (RFC 9111
+    §4.2.4, RFC 5861): the largest of its ``stale-if-error``, the ``stale_if_error``
+    option and the request's ``stale-if-error`` (with ``request_directives``); 0 when its
+    directives forbid any stale use.
+
+    >>> s = Stored(200, (), b"", 0.0, 0.0, 0.0, 60.0, 0.0, 30.0, frozenset(), None, None,
+    ...            (), (), ())
+    >>> stale_if_error_window(s, Options(stale_if_error=90), {}), stale_if_error_window(
+    ...     s._replace(flags=frozenset({"must-revalidate"})), Options(stale_if_error=90), {})
+    (90.0, 0.0)
+    """
+    if not s.may_serve_stale():
+        return 0.0
+    window = float(max(s.sie, opts.stale_if_error or 0.0))
+    if opts.request_directives and "stale-if-error" in req_cc:
+        req = rules.delta_seconds(req_cc["stale-if-error"])
+        if req is not None:
+            window = max(window, float(req))
+    return window
 
 
 def entry_ttl(
