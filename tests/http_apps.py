@@ -15,7 +15,8 @@ Endpoints, steered by query parameters:
   The default body names the path, the query and the call number. While the file
   ``<counts>/barrier-<name>`` holds N, a call waits until N calls of ``name`` arrived
   (answering 500 after 10 s); while ``<counts>/fail-<name>`` exists, the endpoint raises
-  (content "raise") or answers the status it holds; while ``<counts>/spec-<name>`` exists,
+  (content "raise"), answers late (content "sleep N": after N seconds) or answers the
+  status it holds; while ``<counts>/spec-<name>`` exists,
   it answers the status and headers written there.
 - ``/stream/<name>``: ``n`` chunks of ``size`` bytes; before the last one it waits until the
   file ``<counts>/<gate>`` exists (the tests open the gate after the first chunk arrived);
@@ -142,6 +143,9 @@ async def s_scripted(request: Request) -> Response:
                 return Response(b"barrier not reached", status_code=500)
             await asyncio.sleep(0.01)
     fail = failing(name)
+    if fail.startswith("sleep "):
+        await asyncio.sleep(float(fail[6:]))
+        fail = ""
     if fail == "raise":
         raise RuntimeError("the app failed")
     if fail:
@@ -243,6 +247,9 @@ def f_scripted(name: str) -> flask.Response:
                 return flask.Response(b"barrier not reached", status=500)
             time.sleep(0.01)
     fail = failing(name)
+    if fail.startswith("sleep "):
+        time.sleep(float(fail[6:]))
+        fail = ""
     if fail == "raise":
         raise RuntimeError("the app failed")
     if fail:

@@ -189,7 +189,8 @@ class CacheMiddleware:
     ``request_directives``, ``tag_header``, ``cache_status``, ``default_ttl``,
     ``heuristic``, ``store_set_cookie``, ``store_auth_must_revalidate``,
     ``bypass_headers``, ``bypass_cookies``, ``key_headers``, ``hit_for_miss``,
-    ``revalidate_keep``, ``purge_token``, ``purge_clients``.
+    ``revalidate_keep``, ``purge_token``, ``purge_clients``, ``targeted_fields``,
+    ``targeted_forward``, ``stale_if_error``, ``app_timeout``.
 
     >>> from ziggurat import Cache
     >>> async def app(scope, receive, send):
@@ -413,7 +414,19 @@ class CacheMiddleware:
 
         task = asyncio.ensure_future(run())
         try:
-            first = await queue.get()
+            timeout = fill.app_timeout()
+            if timeout is None:
+                first = await queue.get()
+            else:
+                try:
+                    first = await asyncio.wait_for(queue.get(), timeout)
+                except asyncio.TimeoutError:
+                    r = fill.timed_out(now())
+                    if r is not None:
+                        task.cancel()
+                        feed.close()
+                        return r
+                    first = await queue.get()
         except BaseException:
             task.cancel()
             feed.close()

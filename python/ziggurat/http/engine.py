@@ -3,10 +3,11 @@
 An adapter turns the request into ``(method, scheme, host, target, headers, client)`` and
 asks ``Engine.classify`` what to do. The answer is a ``Hit`` (a fresh stored response), a
 ``Reply`` to send at once (a 304, a stale response, an answered ``PURGE``), a ``Pass``
-(forward to the app, only strip the tag header), or a ``Fill`` (forward to the app with
-validators, then give the response head to ``Fill.head`` and, if it asks for the body,
-the body to ``Fill.complete``). Coalescing happens in the adapters, around ``Fill``: they
-hold the fill's lease with ``Cache.fetch``.
+(forward to the app, only strip the tag header and the targeted fields meant for this
+cache), or a ``Fill`` (``fill.py``: forward to the app with validators, then give the
+response head to ``Fill.head`` and, if it asks for the body, the body to
+``Fill.complete``; ``storable.py`` decides what is stored). Coalescing happens in the
+adapters, around ``Fill``: they hold the fill's lease with ``Cache.fetch``.
 
 Most requests are plain hits, so the adapters first ask ``Engine.fresh``: it answers a
 request that carries none of the headers in ``Engine.heavy_headers`` with its ``Hit``, or
@@ -17,45 +18,52 @@ from __future__ import annotations
 
 import hmac
 import logging
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from ziggurat._native import MAX_TAGS
 from ziggurat.http import rules, store
+from ziggurat.http.fill import Fill
 from ziggurat.http.hit import Hit
 from ziggurat.http.options import Options
+from ziggurat.http.outcome import (
+    CLIENT_CONDITIONALS,
+    ERROR,
+    MARKER_TTL,
+    PURGE_TOKEN,
+    STORED,
+    TEE,
+    Hdrs,
+    Pass,
+    Reply,
+    add_status,
+    for_app,
+    now,
+)
 from ziggurat.http.store import Stored
 
-__all__ = ["PURGE_TOKEN", "Engine", "Fill", "Hit", "Pass", "Reply", "for_app"]
+__all__ = [
+    "ERROR",
+    "MARKER_TTL",
+    "PURGE_TOKEN",
+    "STORED",
+    "TEE",
+    "Engine",
+    "Fill",
+    "Hdrs",
+    "Hit",
+    "Pass",
+    "Reply",
+    "for_app",
+    "now",
+]
 
 log = logging.getLogger("ziggurat.http")
 
-Hdrs = list[tuple[bytes, bytes]]
-
 SAFE_UNCACHED = frozenset({"OPTIONS", "TRACE", "CONNECT"})
-ERROR_STATUSES = frozenset({500, 502, 503, 504})
-# Headers a 304 may carry that describe the selected representation (RFC 9110 §15.4.5).
-_NOT_MODIFIED_KEEP = frozenset(
-    {b"cache-control", b"content-location", b"date", b"etag", b"expires", b"vary", b"last-modified"}
-)
-_CLIENT_CONDITIONALS = frozenset({b"if-none-match", b"if-modified-since"})
-# The header that authorises a PURGE. It is the cache's secret: never passed to the app,
-# under either spelling (a WSGI bridge maps "purge_token" to the same environ key).
-PURGE_TOKEN = b"purge-token"
-_NOT_FOR_APP = (PURGE_TOKEN, PURGE_TOKEN.replace(b"-", b"_"))
 _PASS_CONDITIONALS = frozenset({b"if-match", b"if-unmodified-since", b"if-range", b"range"})
-_MAX_STORED_HEADERS = 32 * 1024
-_MAX_TTL = 365 * 86400.0
-# Waiters read the fill's result right after it lands: the marker only needs to outlive that.
-MARKER_TTL = 0.5
-STORED, ERROR, TEE = "S", "E", "T"
 _UNSEEN: Any = object()
-# The clock of stored times: the wall clock, as Date and Expires are wall-clock times. The
-# C function itself, not a wrapper: the hit path reads it on every request.
-now: Callable[[], float] = time.time
 # The per-process table of Hits is emptied past either bound: it keeps stored responses
 # alive after the cache dropped them.
 _HITS_MAX = 4096
@@ -63,59 +71,8 @@ _HITS_MAX_BYTES = 32 << 20
 _BYPASS, _PASS_COND, _LENGTH, _CHUNKED, _AUTH, _COND, _COOKIE, _CC, _PRAGMA = range(9)
 
 
-@dataclass(slots=True)
-class Reply:
-    """A complete response the middleware sends itself.
-
-    >>> Reply(504, [(b"content-type", b"text/plain")], b"not in cache").status
-    504
-    """
-
-    status: int
-    headers: Hdrs
-    body: bytes
-    # Set when a stale response is served under stale-while-revalidate: the fill that
-    # refreshes it in the background.
-    refresh: Fill | None = None
-
-
-@dataclass(slots=True)
-class Pass:
-    """Forward to the app untouched; ``status`` is the Cache-Status member to add.
-
-    >>> Pass(b"ziggurat; fwd=method", unsafe=True).unsafe
-    True
-    """
-
-    status: bytes
-    unsafe: bool = False
-    # A HEAD forwarded while a GET response is stored for it (stale, or the request asked
-    # for validation): a 200 to it updates or removes that response (RFC 9111 §4.3.5).
-    head: Fill | None = None
-
-
-def for_app(headers: Iterable[tuple[bytes, bytes]]) -> Hdrs | None:
-    """The request headers without the cache's own (``Purge-Token``), or None when there
-    are none to remove (the list can go to the app as it is).
-
-    >>> for_app([(b"host", b"h"), (b"purge-token", b"secret")])
-    [(b'host', b'h')]
-    >>> print(for_app([(b"host", b"h")]))
-    None
-    """
-    # A tuple: its names are compared, not hashed, so a scope whose names the full rules
-    # could not read (not bytes) still reaches the app.
-    names = _NOT_FOR_APP
-    for k, _ in headers:
-        if k in names:
-            return [(k, v) for k, v in headers if k not in names]
-    return None
-
-
 def _status(opts: Options, headers: Hdrs, value: bytes) -> Hdrs:
-    if opts.cache_status:
-        headers.append((b"cache-status", value))
-    return headers
+    return add_status(opts.cache_status, headers, value)
 
 
 class Engine:
@@ -144,11 +101,15 @@ class Engine:
         self.opts = opts
         self._bypass = opts.bypass_headers
         self._cookies = tuple(c.encode("latin-1") + b"=" for c in opts.bypass_cookies)
-        self._key_headers = tuple(sorted(opts.key_headers))
+        self.key_headers = tuple(sorted(opts.key_headers))
+        # Removed from every response that leaves: the tag header and the targeted fields
+        # meant for this cache alone (``hidden``, stored for a later 304 to update).
+        self.hidden = opts.hidden_fields
+        self.strip_out = frozenset({opts.tag_header}) | self.hidden
         # RFC 9111 §3.5: the response directives that let a shared cache store a response
         # to a request with Authorization. must-revalidate only by choice: many APIs send
         # "max-age=N, must-revalidate" on answers meant for one user.
-        self._auth_shared = frozenset(
+        self.auth_shared = frozenset(
             {"public", "s-maxage"}
             | ({"must-revalidate"} if opts.store_auth_must_revalidate else set())
         )
@@ -164,13 +125,13 @@ class Engine:
             b"cookie": _COOKIE,
             b"cache-control": _CC,
             b"pragma": _PRAGMA,
-            **dict.fromkeys(_CLIENT_CONDITIONALS, _COND),
+            **dict.fromkeys(CLIENT_CONDITIONALS, _COND),
             **dict.fromkeys(_PASS_CONDITIONALS, _PASS_COND),
             **dict.fromkeys(opts.bypass_headers, _BYPASS),
         }
         # The request headers that can change the answer to a GET of a fresh stored
         # response (Authorization cannot: it only matters to what is stored).
-        heavy = {b"content-length", b"transfer-encoding", *_CLIENT_CONDITIONALS}
+        heavy = {b"content-length", b"transfer-encoding", *CLIENT_CONDITIONALS}
         heavy |= _PASS_CONDITIONALS | opts.bypass_headers
         if self._cookies:
             heavy.add(b"cookie")
@@ -461,6 +422,7 @@ class Engine:
         h = Hit(
             s,
             cache_status=self.opts.cache_status,
+            hidden=self.hidden,
             emit_headers=self._emit_headers,
             emit_status=self._emit_status,
         )
@@ -508,7 +470,8 @@ class Engine:
     ) -> Hdrs:
         """The headers to send for a forwarded response; unsafe methods invalidate here,
         before the client sees the response."""
-        out = [(k, v) for k, v in headers if k != self.opts.tag_header]
+        strip = self.strip_out
+        out = [(k, v) for k, v in headers if k not in strip]
         if p.unsafe and 200 <= status < 400:
             try:
                 self.invalidate(scheme, host_raw, target, headers)
@@ -554,525 +517,3 @@ class Engine:
             if parts.query:
                 t += b"?" + parts.query.encode("latin-1")
             self.cache.delete(store.base_key(scheme, host, t))
-
-
-class Fill:
-    """One GET request that the cache cannot answer alone (see the module docstring for
-    the calls an adapter makes; ``Engine`` shows how one is obtained)."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        method: str,
-        scheme: str,
-        host: str,
-        target: bytes,
-        headers: Hdrs,
-        base: bytes,
-        key: bytes,
-        stored: Stored | None,
-        req_cc: dict[str, str | None],
-        has_auth: bool,
-        now: float,
-    ) -> None:
-        self.engine = engine
-        self.opts = engine.opts
-        self.method = method
-        self.scheme = scheme
-        self.host = host
-        self.target = target
-        self.headers = headers
-        self.base = base
-        self.key = key
-        self.lock = store.lock_key(key)
-        self.refresh_lock = self.lock + b"\x00refresh"
-        self.req_cc = req_cc
-        self.has_auth = has_auth
-        self.start = now
-        self.stale: Stored | None = None
-        self.coalesce = False
-        self._moved = False
-        self.stored = False
-        self.tee = False
-        self._validated = False
-
-    # -- answering from a stored response ------------------------------------------------
-
-    def usable(self, s: Stored, age: float) -> bool:
-        """Whether ``s`` may be served without validation to this request."""
-        if "no-cache" in s.flags or "no-cache" in self.req_cc:
-            return False
-        if age >= s.lifetime:
-            return False
-        cc = self.req_cc
-        if cc:
-            ma = rules.delta_seconds(cc.get("max-age")) if "max-age" in cc else None
-            if ma is not None and age > ma:
-                return False
-            mf = rules.delta_seconds(cc.get("min-fresh")) if "min-fresh" in cc else None
-            if mf is not None and s.lifetime - age < mf:
-                return False
-        return True
-
-    def reply(self, s: Stored, age: float, status: bytes) -> Reply:
-        """The stored response for this request: a 304 when the client's own validators
-        match a stored 200, headers only for HEAD, ``Age`` replaced."""
-        hdrs: Hdrs = list(s.headers)
-        hdrs.append((b"age", str(int(age)).encode()))
-        _status(self.opts, hdrs, status)
-        if s.status == 200 and self._not_modified(s):
-            return Reply(
-                304,
-                [
-                    (k, v)
-                    for k, v in hdrs
-                    if k in _NOT_MODIFIED_KEEP or k in (b"age", b"cache-status")
-                ],
-                b"",
-            )
-        if s.status not in (204, 304):
-            hdrs.append((b"content-length", str(len(s.body)).encode()))
-        return Reply(s.status, hdrs, b"" if self.method == "HEAD" else s.body)
-
-    def _not_modified(self, s: Stored) -> bool:
-        inm = rules.field(self.headers, b"if-none-match")
-        if inm is not None:
-            return rules.etag_matches(inm, s.etag)
-        ims = rules.http_date(rules.field(self.headers, b"if-modified-since"))
-        if ims is not None and s.last_modified is not None:
-            lm = rules.http_date(s.last_modified)
-            return lm is not None and lm <= ims
-        return False
-
-    def gateway_timeout(self) -> Reply:
-        """RFC 9111 §5.2.1.7: ``only-if-cached`` and nothing usable stored."""
-        body = b"not in cache\n"
-        hdrs: Hdrs = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]
-        cs = rules.cache_status("fwd", fwd="miss", detail="only-if-cached")
-        return Reply(504, _status(self.opts, hdrs, cs), body)
-
-    def recheck(self, now: float) -> Reply | None:
-        """Inside the fill's lease, before calling the app: a response another process
-        stored meanwhile (the lease may have been taken after its marker lapsed)."""
-        try:
-            stored, _ = store.lookup(self.engine.cache, self.base, self.headers)
-        except Exception:
-            return None
-        if stored is None:
-            return None
-        age = stored.age(now)
-        if self.usable(stored, age) or stored.response_time >= self.start:
-            self.stored = True
-            cs = rules.cache_status("hit", ttl=int(stored.lifetime - age), collapsed=True)
-            return self.reply(stored, age, cs)
-        return None
-
-    def after_wait(self, marker: Any, now: float) -> Reply | None:
-        """A collapsed request after the fill it waited for: the stored response if it may
-        be used now, else None (the request goes to the app itself)."""
-        if marker is None:
-            return None
-        stored, key = store.lookup(self.engine.cache, self.base, self.headers)
-        # The fill waited for may have stored another Vary variant: a second round waits
-        # on this request's own variant.
-        lock = store.lock_key(key)
-        self._moved = lock != self.lock
-        self.key, self.lock = key, lock
-        self.refresh_lock = lock + b"\x00refresh"
-        if stored is None:
-            return None
-        age = stored.age(now)
-        # A response validated after this request arrived is as good as validating it now.
-        if self.usable(stored, age) or stored.response_time >= self.start:
-            return self.reply(
-                stored,
-                age,
-                rules.cache_status("hit", ttl=int(stored.lifetime - age), collapsed=True),
-            )
-        if marker == ERROR:
-            return self.stale_if_error(None, now)
-        return None
-
-    def retry_wait(self, marker: Any, attempt: int) -> bool:
-        """Whether to wait once more after a marker that did not lead to a usable response.
-
-        A marker can be older than this request (the response it announced was purged or
-        went stale since): it is removed, and the requests that meet here coalesce again.
-        The fill's loader looks at the cache before calling the app, so a second round
-        never calls the app twice.
-        """
-        if attempt or marker is None or marker == ERROR:
-            return False
-        if self._moved:
-            return True  # the next round waits on another key, whose marker is current
-        try:
-            self.engine.cache.delete(self.lock)
-        except Exception:
-            return False
-        return True
-
-    def stale_if_error(self, status: int | None, now: float) -> Reply | None:
-        """The stale response when the app failed (raised, or ``status`` 500/502/503/504)
-        and ``stale-if-error`` (response or request) allows it; else None."""
-        s = self.stale
-        if s is None:
-            try:
-                s, _ = store.lookup(self.engine.cache, self.base, self.headers)
-            except Exception:
-                return None
-        if s is None or not s.may_serve_stale():
-            return None
-        window = s.sie
-        if self.opts.request_directives and "stale-if-error" in self.req_cc:
-            req = rules.delta_seconds(self.req_cc["stale-if-error"])
-            if req is not None:
-                window = max(window, float(req))
-        age = s.age(now)
-        if not window or age - s.lifetime > window:
-            return None
-        return self.reply(
-            s,
-            age,
-            rules.cache_status(
-                "hit", ttl=int(s.lifetime - age), fwd_status=status or 0, detail="stale-if-error"
-            ),
-        )
-
-    # -- going to the app ----------------------------------------------------------------
-
-    def upstream_headers(self) -> Hdrs:
-        """The request headers for the app: the client's validators replaced by the
-        stored response's (the client's own are answered from the result)."""
-        out = [
-            (k, v)
-            for k, v in self.headers
-            if k not in _CLIENT_CONDITIONALS and k not in _NOT_FOR_APP
-        ]
-        s = self.stale
-        if s is not None:
-            if s.etag is not None:
-                out.append((b"if-none-match", s.etag))
-            if s.last_modified is not None:
-                out.append((b"if-modified-since", s.last_modified))
-            self._validated = s.etag is not None or s.last_modified is not None
-        return out
-
-    def head(
-        self, status: int, headers: Hdrs, request_time: float, now: float
-    ) -> Reply | Hdrs | int:
-        """Decides on the app's response head.
-
-        Returns a ``Reply`` to send instead of the app's response (a freshened stored
-        response after a 304, a stale one after an error); the client headers (a list) when
-        the response passes uncached; or the maximum number of body bytes to buffer (an
-        int) when it is to be stored, after which ``complete`` or ``too_large`` follows.
-        """
-        self._request_time = request_time
-        try:
-            return self._head(status, headers, request_time, now)
-        except Exception as e:
-            log.warning("ziggurat.http: response not cached: %r", e)
-            return self._pass(headers, "error", status)
-
-    def _pass(self, headers: Hdrs, reason: str, status: int) -> Hdrs:
-        out = [(k, v) for k, v in headers if k != self.opts.tag_header]
-        fwd = "stale" if self.stale is not None else "uri-miss"
-        return _status(
-            self.opts, out, rules.cache_status("fwd", fwd=fwd, fwd_status=status, detail=reason)
-        )
-
-    def _head(
-        self, status: int, headers: Hdrs, request_time: float, now: float
-    ) -> Reply | Hdrs | int:
-        o = self.opts
-        s = self.stale
-        if status == 304 and s is not None and self._validated:
-            return self._freshen(s, headers, request_time, now)
-        if status in ERROR_STATUSES:
-            r = self.stale_if_error(status, now)
-            if r is not None:
-                return r
-        self._reason, self._meta = self._storable(status, headers, request_time, now)
-        if self._reason is not None:
-            return self._pass(headers, self._reason, status)
-        self._status, self._headers = status, headers
-        # A body of unknown length (a streaming response) is relayed as it comes and
-        # stored at its end if it fits; waiters are released at the head.
-        self.tee = status not in (204, 304) and rules.field(headers, b"content-length") is None
-        return o.max_body
-
-    def _storable(
-        self, status: int, headers: Hdrs, request_time: float, now: float
-    ) -> tuple[str | None, Any]:
-        o = self.opts
-        if self.method != "GET":
-            return "method", None
-        if status == 206:
-            return "partial", None
-        if status not in rules.STORABLE_STATUSES:
-            return "status", None
-        cc = rules.parse_cache_control(rules.fields(headers, b"cache-control"))
-        if "no-store" in cc:
-            return "no-store", None
-        strip: set[bytes] = set()
-        if "private" in cc:
-            if cc["private"] is None:
-                return "private", None
-            strip.update(n.encode().lower() for n in cc["private"].replace(" ", "").split(",") if n)
-        if cc.get("no-cache"):
-            strip.update(
-                n.encode().lower() for n in (cc["no-cache"] or "").replace(" ", "").split(",") if n
-            )
-        if "no-store" in self.req_cc:
-            return "request-no-store", None
-        if self.has_auth and self.engine._auth_shared.isdisjoint(cc):
-            return "authorization", None
-        if not o.store_set_cookie and rules.field(headers, b"set-cookie") is not None:
-            return "set-cookie", None
-        vary = rules.parse_vary(headers)
-        if vary is None:
-            return "vary-star", None
-        if self._key_headers_missing(vary):
-            vary = tuple(sorted(set(vary) | set(self.engine._key_headers)))
-        lifetime, explicit = rules.freshness_lifetime(
-            cc, headers, status, now, o.heuristic, o.default_ttl
-        )
-        if not explicit and lifetime <= 0:
-            return "no-freshness", None
-        age0 = rules.initial_age(headers, request_time, now)
-        if age0 is None:
-            lifetime, age0 = 0.0, 0.0  # an invalid Age makes the response stale
-        tags = rules.split_tags(rules.fields(headers, o.tag_header))
-        if len(tags) > MAX_TAGS:
-            return "too-many-tags", None
-        cl = rules.field(headers, b"content-length")
-        if cl is not None:
-            n = rules.delta_seconds(cl.strip().decode("latin-1"))
-            if n is not None and n > o.max_body:
-                return "too-large", None
-        flags = frozenset(
-            d for d in ("no-cache", "must-revalidate", "proxy-revalidate", "s-maxage") if d in cc
-        )
-        swr = float(rules.delta_seconds(cc.get("stale-while-revalidate")) or 0)
-        sie = float(rules.delta_seconds(cc.get("stale-if-error")) or 0)
-        etag = rules.field(headers, b"etag")
-        lm = rules.field(headers, b"last-modified")
-        ttl = max(0.0, lifetime - age0)
-        if not flags & {"must-revalidate", "proxy-revalidate", "no-cache", "s-maxage"}:
-            ttl += max(swr, sie)
-        if etag is not None or lm is not None:
-            ttl += o.revalidate_keep
-        if ttl <= 0:
-            return "stale", None
-        stored_headers = self._stored_headers(headers, strip)
-        if sum(len(k) + len(v) for k, v in stored_headers) > _MAX_STORED_HEADERS:
-            return "headers-too-large", None
-        _, values = rules.vary_digest(vary, self.headers)
-        meta = (
-            stored_headers,
-            lifetime,
-            age0,
-            swr,
-            sie,
-            flags,
-            etag,
-            lm,
-            vary,
-            values,
-            tuple(tags),
-            min(ttl, _MAX_TTL),
-        )
-        return None, meta
-
-    def _key_headers_missing(self, vary: tuple[str, ...]) -> bool:
-        return bool(self.engine._key_headers) and not set(self.engine._key_headers) <= set(vary)
-
-    def _stored_headers(self, headers: Hdrs, strip: set[bytes]) -> tuple[tuple[bytes, bytes], ...]:
-        o = self.opts
-        drop = (
-            set(rules.HOP_BY_HOP)
-            | strip
-            | {b"age", o.tag_header, b"content-length", b"cache-status"}
-        )
-        for c in rules.parse_list(rules.fields(headers, b"connection")):
-            drop.add(c.lower())
-        if o.store_set_cookie:
-            drop.add(b"set-cookie")
-        return tuple((k, v) for k, v in headers if k not in drop)
-
-    def tee_headers(self) -> Hdrs:
-        """The client headers of a streaming response that is stored if it ends in time."""
-        out = [(k, v) for k, v in self._headers if k not in (self.opts.tag_header, b"age")]
-        fwd = "stale" if self.stale is not None else "uri-miss"
-        cs = rules.cache_status("fwd", fwd=fwd, fwd_status=self._status, detail="streamed")
-        return _status(self.opts, out, cs)
-
-    def store_streamed(self, body: bytes, now: float) -> None:
-        """Stores a streamed response whose body ended within ``max_body``."""
-        self._save(body, now)
-
-    def complete(self, body: bytes, now: float) -> Reply:
-        """Stores the buffered response and returns what the client gets."""
-        status, headers = self._status, self._headers
-        s, detail = self._save(body, now)
-        fwd = "stale" if self.stale is not None else "uri-miss"
-        cs = rules.cache_status(
-            "fwd",
-            fwd=fwd,
-            fwd_status=status,
-            stored=detail == "stored",
-            detail=detail if detail != "stored" else False,
-        )
-        if status == 200 and self._not_modified(s):
-            return self.reply(s, s.age(now), cs)
-        out = [
-            (k, v) for k, v in headers if k not in (self.opts.tag_header, b"content-length", b"age")
-        ]
-        out.append((b"age", str(int(s.initial_age)).encode()))
-        if status not in (204, 304):
-            out.append((b"content-length", str(len(body)).encode()))
-        return Reply(status, _status(self.opts, out, cs), body)
-
-    def _save(self, body: bytes, now: float) -> tuple[Stored, str]:
-        status = self._status
-        (sh, lifetime, age0, swr, sie, flags, etag, lm, vary, values, tags, ttl) = self._meta
-        s = Stored(
-            status,
-            sh,
-            body,
-            self._request_time,
-            now,
-            age0,
-            lifetime,
-            swr,
-            sie,
-            flags,
-            etag,
-            lm,
-            vary,
-            values,
-            tags,
-        )
-        detail = "stored"
-        try:
-            store.save(self.engine.cache, self.base, s, ttl, now)
-            self.stored = True
-        except Exception as e:
-            log.warning("ziggurat.http: storing %r failed: %r", self.base, e)
-            detail = "store-failed"
-        return s, detail
-
-    def too_large(self, headers: Hdrs, status: int) -> Hdrs:
-        """The client headers when the body outgrew ``max_body`` while being buffered."""
-        self._reason = "too-large"
-        return self._pass(headers, "too-large", status)
-
-    def _freshen(self, s: Stored, headers: Hdrs, request_time: float, now: float) -> Reply | Hdrs:
-        """RFC 9111 §4.3.4: a 304 to our validation updates the stored headers."""
-        new_etag = rules.field(headers, b"etag")
-        if new_etag is not None and s.etag is not None and new_etag.strip() != s.etag.strip():
-            self.engine.cache.delete(self.key)
-            return self.reply(
-                s,
-                s.age(now),
-                rules.cache_status("fwd", fwd="stale", fwd_status=304, detail="validator-mismatch"),
-            )
-        fresh = self._update(s, headers, request_time, now)
-        self.stale = None
-        return self.reply(
-            fresh,
-            fresh.age(now),
-            rules.cache_status("fwd", fwd="stale", fwd_status=304, detail="revalidated"),
-        )
-
-    def _update(self, s: Stored, headers: Hdrs, request_time: float, now: float) -> Stored:
-        """RFC 9111 §3.2: ``s`` with its headers updated from a response that describes it
-        (a 304, or a 200 to a HEAD), its age counted from that response; stored in place."""
-        o = self.opts
-        # Set-Cookie is never merged: a stored response is served to every client.
-        drop = set(rules.HOP_BY_HOP) | {
-            b"age",
-            b"content-length",
-            o.tag_header,
-            b"cache-status",
-            b"set-cookie",
-        }
-        update = [(k, v) for k, v in headers if k not in drop]
-        names = {k for k, _ in update}
-        merged = [(k, v) for k, v in s.headers if k not in names] + update
-        cc = rules.parse_cache_control(rules.fields(merged, b"cache-control"))
-        lifetime, _ = rules.freshness_lifetime(
-            cc, merged, s.status, now, o.heuristic, o.default_ttl
-        )
-        age0 = rules.initial_age(headers, request_time, now)
-        if age0 is None:
-            lifetime, age0 = 0.0, 0.0
-        flags = frozenset(
-            d for d in ("no-cache", "must-revalidate", "proxy-revalidate", "s-maxage") if d in cc
-        )
-        swr = float(rules.delta_seconds(cc.get("stale-while-revalidate")) or 0)
-        sie = float(rules.delta_seconds(cc.get("stale-if-error")) or 0)
-        fresh = s._replace(
-            headers=tuple(merged),
-            request_time=request_time,
-            response_time=now,
-            initial_age=age0,
-            lifetime=lifetime,
-            flags=flags,
-            swr=swr,
-            sie=sie,
-            etag=rules.field(merged, b"etag"),
-            last_modified=rules.field(merged, b"last-modified"),
-        )
-        ttl = max(0.0, lifetime - age0) + o.revalidate_keep
-        if not flags & {"must-revalidate", "proxy-revalidate", "no-cache", "s-maxage"}:
-            ttl += max(swr, sie)
-        try:
-            store.replace(self.engine.cache, self.key, fresh, min(ttl, _MAX_TTL))
-            self.stored = True
-        except Exception as e:
-            log.warning("ziggurat.http: freshening %r failed: %r", self.key, e)
-        return fresh
-
-    def head_response(self, headers: Hdrs, now: float) -> str:
-        """RFC 9111 §4.3.5: a 200 to this forwarded HEAD freshens the stored GET response
-        when it describes the same representation (same ``ETag``, ``Last-Modified`` and, if
-        sent, ``Content-Length``), else removes it. The HEAD's body is never stored.
-        Returns the Cache-Status detail."""
-        s, self.stale = self.stale, None
-        if s is None:
-            return "head"
-        cache = self.engine.cache
-        current, _ = store.lookup(cache, self.base, self.headers)
-        if current != s:
-            # Purged, or replaced by another request meanwhile: this HEAD describes
-            # neither for sure, and a purged response must not come back.
-            return "head"
-        cc = rules.parse_cache_control(rules.fields(headers, b"cache-control"))
-        if self.has_auth and self.engine._auth_shared.isdisjoint(cc):
-            return "head"  # an answer for this client alone does not speak for the others
-        if s.status != 200 or "no-store" in cc or "private" in cc or not self._same(s, headers):
-            cache.delete(self.key)
-            return "head-invalidated"
-        self._update(s, headers, self.start, now)
-        return "head-freshened"
-
-    @staticmethod
-    def _same(s: Stored, headers: Hdrs) -> bool:
-        """Whether a HEAD response's validators and length are the stored response's (a
-        validator the stored response has and the HEAD lacks counts as different)."""
-        for name, mine in ((b"etag", s.etag), (b"last-modified", s.last_modified)):
-            theirs = rules.field(headers, name)
-            if (theirs.strip() if theirs is not None else None) != (
-                mine.strip() if mine is not None else None
-            ):
-                return False
-        cl = rules.field(headers, b"content-length")
-        return cl is None or cl.strip() == b"%d" % len(s.body)
-
-    def marker(self) -> str | None:
-        """What the waiters of this fill are told: read the stored response, or go to the
-        app themselves (the URL is then not waited on for ``hit_for_miss`` seconds)."""
-        if self.stored:
-            return STORED
-        return TEE if self.tee else None

@@ -38,7 +38,8 @@ class Hit:
     ``status`` and ``headers`` are in the adapter's form (``emit_status`` and
     ``emit_headers`` convert them; ASGI's form is the stored one); ``raw`` is the same
     header list as bytes pairs. ``headers`` and ``raw`` hold for times in ``[since,
-    until)``; ``tick`` moves them to another time. Adapters send copies: servers and outer
+    until)``; ``tick`` moves them to another time. ``hidden`` names stored lines that are
+    not sent. Adapters send copies: servers and outer
     middleware may change the list they get.
 
     >>> from ziggurat.http.store import Stored
@@ -69,11 +70,13 @@ class Hit:
         stored: Stored,
         *,
         cache_status: bool,
+        hidden: frozenset[bytes] = frozenset(),
         emit_headers: Callable[[Hdrs], Any] | None = None,
         emit_status: Callable[[int], Any] | None = None,
     ) -> None:
         s = stored
-        fixed: Hdrs = list(s.headers)
+        # ``hidden``: stored lines that never leave (the targeted fields for this cache).
+        fixed: Hdrs = [(k, v) for k, v in s.headers if k not in hidden]
         if s.status not in (204, 304):
             fixed.append((b"content-length", b"%d" % len(s.body)))
         self.stored = s

@@ -11,7 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEFAULT_BYPASS_HEADERS", "Options"]
+__all__ = [
+    "DEFAULT_BYPASS_HEADERS",
+    "DEFAULT_TARGETED_FIELDS",
+    "DEFAULT_TARGETED_FORWARD",
+    "Options",
+]
 
 # Request headers that apps (or their frameworks) reflect into pages and links but that a
 # key on scheme + host + path does not cover: a request carrying one is neither looked up
@@ -49,7 +54,16 @@ _KNOWN = (
     "revalidate_keep",
     "purge_token",
     "purge_clients",
+    "targeted_fields",
+    "targeted_forward",
+    "stale_if_error",
+    "app_timeout",
 )
+# RFC 9213: the targeted cache-control fields this cache obeys, first match wins. Its own
+# field speaks to it alone and is removed before the response leaves; CDN-Cache-Control
+# is forwarded, for a CDN in front of the app (RFC 9213 §3).
+DEFAULT_TARGETED_FIELDS = ("ziggurat-cache-control", "cdn-cache-control")
+DEFAULT_TARGETED_FORWARD = ("cdn-cache-control",)
 
 
 def _names(who: str, arg: str, value: Any) -> tuple[str, ...]:
@@ -101,6 +115,10 @@ class Options:
     revalidate_keep: float = 60.0
     purge_token: str | None = None
     purge_clients: tuple[str, ...] = ("127.0.0.1", "::1")
+    targeted_fields: tuple[bytes, ...] = tuple(n.encode() for n in DEFAULT_TARGETED_FIELDS)
+    targeted_forward: frozenset[bytes] = frozenset(n.encode() for n in DEFAULT_TARGETED_FORWARD)
+    stale_if_error: float | None = None
+    app_timeout: float | None = None
 
     @classmethod
     def build(cls, who: str, **kw: Any) -> Options:
@@ -136,8 +154,9 @@ class Options:
             if not isinstance(th, str) or not th.strip() or not th.isascii() or " " in th.strip():
                 raise ValueError(f"{who}(): tag_header must be a header name (str), got {th!r}")
             out["tag_header"] = th.strip().lower().encode()
-        if "default_ttl" in kw:
-            out["default_ttl"] = _seconds(who, "default_ttl", kw["default_ttl"], none_ok=True)
+        for arg in ("default_ttl", "stale_if_error", "app_timeout"):
+            if arg in kw:
+                out[arg] = _seconds(who, arg, kw[arg], none_ok=True)
         for arg in ("hit_for_miss", "revalidate_keep"):
             if arg in kw:
                 out[arg] = _seconds(who, arg, kw[arg], none_ok=False)
@@ -170,7 +189,28 @@ class Options:
             out["purge_token"] = tok
         if "purge_clients" in kw:
             out["purge_clients"] = _names(who, "purge_clients", kw["purge_clients"])
+        for arg in ("targeted_fields", "targeted_forward"):
+            if arg in kw:
+                names = _names(who, arg, kw[arg])
+                if b"cache-control" in (n.encode() for n in names):
+                    raise ValueError(
+                        f"{who}(): {arg} names targeted fields (RFC 9213) such as "
+                        "'CDN-Cache-Control'; Cache-Control itself is always read"
+                    )
+                out[arg] = tuple(n.encode() for n in names)
+        if "targeted_forward" in out:
+            out["targeted_forward"] = frozenset(out["targeted_forward"])
         return cls(**out)
+
+    @property
+    def hidden_fields(self) -> frozenset[bytes]:
+        """Targeted fields stored but removed before a response leaves (those of
+        ``targeted_fields`` not in ``targeted_forward``).
+
+        >>> sorted(Options().hidden_fields)
+        [b'ziggurat-cache-control']
+        """
+        return frozenset(self.targeted_fields) - self.targeted_forward
 
     def host_allowed(self, host: str) -> bool:
         """Whether a (normalised) ``host[:port]`` is in ``allowed_hosts``.

@@ -13,10 +13,12 @@ cache must treat it (usually: the response is stale, or the directive is ignored
 from __future__ import annotations
 
 import calendar
-import email.utils
 import hashlib
 import re
+import time
 from collections.abc import Iterable, Sequence
+
+from ziggurat.http import targeted
 
 Headers = Sequence[tuple[bytes, bytes]]
 
@@ -24,28 +26,40 @@ __all__ = [
     "HEURISTIC_STATUSES",
     "HOP_BY_HOP",
     "STORABLE_STATUSES",
+    "UNDERSTOOD_STATUSES",
     "Headers",
     "cache_status",
+    "connection_listed",
     "delta_seconds",
     "etag_matches",
+    "expires_time",
     "field",
     "fields",
     "freshness_lifetime",
     "http_date",
+    "ignores_no_store",
     "initial_age",
+    "may_use_default_freshness",
     "normalise_host",
     "parse_cache_control",
     "parse_list",
     "parse_vary",
+    "response_directives",
     "split_tags",
+    "status_storable",
     "vary_digest",
 ]
 
-# Statuses stored when the response gives explicit freshness. Other 4xx and every 5xx
-# are never stored: a cached error page is a denial of service (CPDoS).
-STORABLE_STATUSES = frozenset({200, 203, 204, 300, 301, 308, 404, 410})
+# RFC 9111 §3: the final statuses stored when the response has explicit freshness. A
+# status RFC 9110 does not define is understood by its class (RFC 9110 §15: a 299 as a
+# 200). Never: 206 (ranges are not stored), 304 (it updates a stored response, §4.3.4),
+# 305 and 306 (obsolete), 407 (it speaks to the proxy in front, not to every client).
+STORABLE_STATUSES = frozenset(range(200, 600)) - {206, 304, 305, 306, 407}
 # RFC 9110 §15.1: statuses that may get heuristic (or configured default) freshness.
 HEURISTIC_STATUSES = frozenset({200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501})
+# RFC 9111 §5.2.2.3 (must-understand): the statuses whose caching rules this cache
+# implements beyond the general ones: the heuristically cacheable ones and the redirects.
+UNDERSTOOD_STATUSES = HEURISTIC_STATUSES | {302, 303, 307}
 # RFC 9111 §3.1 and RFC 9110 §7.6.1: never stored, never replayed.
 HOP_BY_HOP = frozenset(
     {
@@ -186,24 +200,95 @@ def delta_seconds(arg: str | None) -> int | None:
     return min(int(arg), _MAX_DELTA)
 
 
-def http_date(value: bytes | None) -> float | None:
-    """An HTTP-date (IMF-fixdate, RFC 850 or asctime) as a Unix time; None if invalid.
+_DAYS = "(Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_MONTHS = "(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_MONTH_NUMBER = {m: i + 1 for i, m in enumerate(_MONTHS[1:-1].split("|"))}
+_TIME = r"(\d\d):(\d\d):(\d\d)"
+# RFC 9110 §5.6.7: the three forms, case-sensitive, single spaces, GMT only.
+_IMF_FIXDATE = re.compile(rf"{_DAYS}, (\d\d) {_MONTHS} (\d{{4}}) {_TIME} GMT")
+_RFC850 = re.compile(
+    rf"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), "
+    rf"(\d\d)-{_MONTHS}-(\d\d) {_TIME} GMT"
+)
+_ASCTIME = re.compile(rf"{_DAYS} {_MONTHS} ([ \d]\d) {_TIME} (\d{{4}})")
 
-    >>> http_date(b"Sun, 06 Nov 1994 08:49:37 GMT")
+
+def http_date(value: bytes | None) -> float | None:
+    """An HTTP-date as a Unix time; None for anything but the three forms RFC 9110 §5.6.7
+    allows (IMF-fixdate, the obsolete RFC 850 form, asctime), leading and trailing
+    whitespace aside.
+
+    >>> http_date(b"Sun, 06 Nov 1994 08:49:37 GMT"), http_date(b"Sunday, 06-Nov-94 08:49:37 GMT")
+    (784111777.0, 784111777.0)
+    >>> http_date(b"Sun Nov  6 08:49:37 1994")
     784111777.0
-    >>> http_date(b"0") is None, http_date(None) is None
-    (True, True)
+    >>> [http_date(v) for v in (b"Sun, 06 Nov 94 08:49:37 GMT", b"Sun, 06 Nov 1994 08:49:37 UTC",
+    ...  b"Sun 06 Nov 1994 08:49:37 GMT", b"Sun, 06  Nov 1994 08:49:37 GMT",
+    ...  b"Sun, 06-Nov-1994 08:49:37 GMT", b"Sun, 06 Nov 1994 08.49.37 GMT",
+    ...  b"Sun, 06 Nov 1994 8:49:37 GMT", b"0", None)]
+    [None, None, None, None, None, None, None, None, None]
     """
     if not value or len(value) > 64:
         return None
     try:
-        text = value.decode("ascii").strip()
-        parts = email.utils.parsedate_tz(text)
-        if parts is None or parts[0] < 1900:
-            return None
-        return float(calendar.timegm(parts[:9]) - (parts[9] or 0))
-    except (ValueError, OverflowError, UnicodeDecodeError, IndexError, TypeError):
+        text = value.decode("ascii").strip(" \t")
+    except UnicodeDecodeError:
         return None
+    m = _IMF_FIXDATE.fullmatch(text)
+    if m is not None:
+        _, day, mon, year, hh, mm, ss = m.groups()
+        y = int(year)
+    else:
+        m = _RFC850.fullmatch(text)
+        if m is not None:
+            day, mon, yy, hh, mm, ss = m.groups()
+            # RFC 9110 §5.6.7: a two-digit year more than 50 years ahead is in the past.
+            y = 2000 + int(yy)
+            if y > time.gmtime().tm_year + 50:
+                y -= 100
+        else:
+            m = _ASCTIME.fullmatch(text)
+            if m is None:
+                return None
+            _, mon, day, hh, mm, ss, year = m.groups()
+            y = int(year)
+    d, h, mi, sec = int(day), int(hh), int(mm), int(ss)
+    month = _MONTH_NUMBER[mon]
+    if not (1 <= d <= calendar.monthrange(y, month)[1] and h < 24 and mi < 60 and sec <= 60):
+        return None
+    return float(calendar.timegm((y, month, d, h, mi, sec, 0, 0, 0)))
+
+
+def expires_time(headers: Headers) -> tuple[bool, float | None]:
+    """Whether the response has ``Expires``, and its time (None when invalid: RFC 9111
+    §5.3 makes an invalid date, or more than one ``Expires`` line, mean "already
+    expired").
+
+    >>> expires_time([(b"expires", b"Sun, 06 Nov 1994 08:49:37 GMT")])
+    (True, 784111777.0)
+    >>> expires_time([(b"expires", b"0")]), expires_time([])
+    ((True, None), (False, None))
+    """
+    lines = fields(headers, b"expires")
+    if not lines:
+        return False, None
+    if len(lines) > 1:
+        return True, None
+    return True, http_date(lines[0])
+
+
+def may_use_default_freshness(status: int) -> bool:
+    """Whether a response without explicit freshness may get a heuristic or configured
+    lifetime: only a status RFC 9110 §15.1 names heuristically cacheable, and never an
+    error status: an error page is stored only when the app itself gives it a lifetime
+    (a cached error served to everyone is the cache-poisoning denial of service).
+
+    >>> may_use_default_freshness(200), may_use_default_freshness(302)
+    (True, False)
+    >>> may_use_default_freshness(404), may_use_default_freshness(501)
+    (False, False)
+    """
+    return status < 400 and status in HEURISTIC_STATUSES
 
 
 def freshness_lifetime(
@@ -213,14 +298,16 @@ def freshness_lifetime(
     response_time: float,
     heuristic: bool,
     default_ttl: float | None,
+    *,
+    expires: bool = True,
 ) -> tuple[float, bool]:
     """Seconds a response is fresh for a shared cache, and whether it said so explicitly.
 
-    ``s-maxage`` wins over ``max-age``, which wins over ``Expires`` - ``Date``; a malformed
-    value of the directive or field that decides means 0 (stale). Without explicit
-    information, ``heuristic`` gives 10 % of the time since ``Last-Modified`` (at most a
-    day) and ``default_ttl`` a fixed lifetime, both only for heuristically cacheable
-    statuses.
+    ``s-maxage`` wins over ``max-age``, which wins over ``Expires`` - ``Date`` (not read
+    when ``expires`` is False: a targeted field decides alone); a malformed value of the
+    directive or field that decides means 0 (stale). Without explicit information,
+    ``heuristic`` gives 10 % of the time since ``Last-Modified`` (at most a day) and
+    ``default_ttl`` a fixed lifetime, both only where ``may_use_default_freshness``.
 
     >>> freshness_lifetime({"max-age": "60", "s-maxage": "5"}, [], 200, 0.0, False, None)
     (5.0, True)
@@ -233,14 +320,13 @@ def freshness_lifetime(
         if name in cc:
             d = delta_seconds(cc[name])
             return (float(d) if d is not None else 0.0), True
-    expires = field(headers, b"expires")
-    if expires is not None:
-        exp = http_date(expires)
+    has_expires, exp = expires_time(headers) if expires else (False, None)
+    if has_expires:
         if exp is None:
             return 0.0, True
         date = http_date(field(headers, b"date"))
         return max(0.0, exp - (date if date is not None else response_time)), True
-    if status not in HEURISTIC_STATUSES:
+    if not may_use_default_freshness(status):
         return 0.0, False
     if heuristic:
         lm = http_date(field(headers, b"last-modified"))
@@ -253,21 +339,24 @@ def freshness_lifetime(
     return 0.0, False
 
 
-def initial_age(headers: Headers, request_time: float, response_time: float) -> float | None:
-    """The corrected initial age of a response (RFC 9111 §4.2.3); None if ``Age`` is invalid.
+def initial_age(headers: Headers, request_time: float, response_time: float) -> float:
+    """The corrected initial age of a response (RFC 9111 §4.2.3). Of several ``Age``
+    values the first counts; an invalid one (not a non-negative integer) is ignored
+    (RFC 9111 §5.1).
 
     >>> initial_age([(b"age", b"10")], 100.0, 101.0)
     11.0
-    >>> initial_age([(b"age", b"ten")], 100.0, 101.0) is None
-    True
+    >>> initial_age([(b"age", b"0, 7200")], 100.0, 101.0)
+    1.0
+    >>> initial_age([(b"age", b"1a")], 100.0, 101.0)
+    1.0
     """
     age_value = 0
-    raw = field(headers, b"age")
-    if raw is not None:
-        d = delta_seconds(raw.strip(b" \t").decode("latin-1"))
-        if d is None:
-            return None
-        age_value = d
+    items = parse_list(fields(headers, b"age"))
+    if items:
+        d = delta_seconds(items[0].decode("latin-1"))
+        if d is not None:
+            age_value = d
     date = http_date(field(headers, b"date"))
     apparent = max(0.0, response_time - date) if date is not None else 0.0
     corrected = age_value + (response_time - request_time)
@@ -369,6 +458,70 @@ def split_tags(values: Iterable[bytes]) -> list[str]:
         for item in v.replace(b",", b" ").split():
             out[item.decode("latin-1")] = None
     return list(out)
+
+
+def status_storable(status: int, cc: dict[str, str | None]) -> str | None:
+    """Why a response with this status and these directives cannot be stored, or None.
+
+    With ``must-understand`` (RFC 9111 §5.2.2.3) only the statuses whose caching rules
+    this cache implements may be stored (and its ``no-store`` is then ignored, see
+    ``ignores_no_store``); otherwise any status in ``STORABLE_STATUSES``.
+
+    >>> status_storable(302, {}), status_storable(599, {}), status_storable(206, {})
+    (None, None, 'status')
+    >>> mu = {"must-understand": None}
+    >>> status_storable(200, mu), status_storable(201, mu), status_storable(599, mu)
+    (None, 'must-understand', 'must-understand')
+    """
+    if "must-understand" in cc:
+        return None if status in UNDERSTOOD_STATUSES else "must-understand"
+    return None if status in STORABLE_STATUSES else "status"
+
+
+def ignores_no_store(status: int, cc: dict[str, str | None]) -> bool:
+    """Whether ``no-store`` is overridden by ``must-understand`` on a status this cache
+    understands (RFC 9111 §5.2.2.3).
+
+    >>> ignores_no_store(200, {"must-understand": None, "no-store": None})
+    True
+    >>> ignores_no_store(200, {"no-store": None}), ignores_no_store(201, {"must-understand": None})
+    (False, False)
+    """
+    return "must-understand" in cc and status in UNDERSTOOD_STATUSES
+
+
+def connection_listed(headers: Headers) -> set[bytes]:
+    """The lower-case names a response's ``Connection`` header lists: hop-by-hop fields
+    of that message, never stored nor forwarded (RFC 9110 §7.6.1).
+
+    >>> sorted(connection_listed([(b"connection", b"X-Secret, close"), (b"connection", b"a")]))
+    [b'a', b'close', b'x-secret']
+    """
+    return {c.lower() for c in parse_list(fields(headers, b"connection"))}
+
+
+def response_directives(
+    headers: Headers, targets: Sequence[bytes]
+) -> tuple[dict[str, str | None], bytes | None]:
+    """The cache directives this cache obeys for a response, and the targeted field they
+    came from: the first field of ``targets`` (RFC 9213 target list, lower-case names)
+    with a valid, non-empty value, which overrides ``Cache-Control`` and ``Expires``;
+    else ``Cache-Control`` (and None).
+
+    >>> h = [(b"cache-control", b"no-store"), (b"cdn-cache-control", b"max-age=600")]
+    >>> response_directives(h, (b"ziggurat-cache-control", b"cdn-cache-control"))
+    ({'max-age': '600'}, b'cdn-cache-control')
+    >>> bad = [(b"cdn-cache-control", b"max-age =1"), (b"cache-control", b"no-store")]
+    >>> response_directives(bad, (b"cdn-cache-control",))
+    ({'no-store': None}, None)
+    """
+    for name in targets:
+        lines = fields(headers, name)
+        if lines:
+            cc = targeted.parse_targeted(lines)
+            if cc is not None:
+                return cc, name
+    return parse_cache_control(fields(headers, b"cache-control")), None
 
 
 def cache_status(kind: str, **params: str | int | bool) -> bytes:

@@ -39,8 +39,9 @@ MAX_KEY = 2048
 class Stored(NamedTuple):
     """A stored response and what its freshness and validation need.
 
-    ``headers`` are the stored fields (hop-by-hop, ``Age``, the tag header and fields the
-    app marked ``private="…"``/``no-cache="…"`` removed); ``initial_age`` is the corrected
+    ``headers`` are the stored fields (hop-by-hop and ``Connection``-listed fields,
+    ``Age``, the tag header and fields the app marked ``private="…"``/``no-cache="…"``
+    removed; a targeted field meant for this cache alone is kept, and never sent); ``initial_age`` is the corrected
     initial age at ``response_time``; ``flags`` holds directive names that matter at reuse
     (``no-cache``, ``must-revalidate``, ``proxy-revalidate``, ``s-maxage``).
 

@@ -311,19 +311,20 @@ class WSGICacheMiddleware:
             captured[:] = [status, headers]
             return chunks.append
 
-        result = self.app(env, sr)
-        try:
-            it = iter(result)
-            while not captured:
-                c = next(it, _END)
-                if c is _END:
-                    break
-                chunks.append(c)  # type: ignore[arg-type]
-            if not captured:
-                raise RuntimeError("the WSGI app returned without calling start_response")
-        except BaseException:
-            _close(result)
-            raise
+        timeout = fill.app_timeout()
+        if timeout is None:
+            result, it = _begin(self.app, env, sr, captured, chunks)
+        else:
+            # The app runs in a thread of its own, so that a stale response can answer
+            # when it has not started its response in time.
+            call = _Call(self.app, env, sr, captured, chunks)
+            if not call.wait(timeout):
+                r = fill.timed_out(now())
+                if r is not None:
+                    call.abandon()
+                    return r
+                call.wait(None)
+            result, it = call.outcome()
         status, wsgi_headers = captured
         try:
             code = int(str(status).split(" ", 1)[0])
@@ -387,6 +388,79 @@ class WSGICacheMiddleware:
                     self._refreshing.discard(fill.refresh_lock)
 
         threading.Thread(target=work, name="ziggurat-http-refresh", daemon=True).start()
+
+
+def _begin(
+    app: WSGIApp,
+    env: dict[str, Any],
+    sr: StartResponse,
+    captured: list[Any],
+    chunks: list[bytes],
+) -> tuple[Any, Iterator[bytes]]:
+    result = app(env, sr)
+    try:
+        it = iter(result)
+        while not captured:
+            c = next(it, _END)
+            if c is _END:
+                break
+            chunks.append(c)  # type: ignore[arg-type]
+        if not captured:
+            raise RuntimeError("the WSGI app returned without calling start_response")
+    except BaseException:
+        _close(result)
+        raise
+    return result, it
+
+
+class _Call:
+    """An app call started in a thread of its own, for ``app_timeout``: the request thread
+    waits for its response head at most that long, then may abandon it."""
+
+    def __init__(
+        self,
+        app: WSGIApp,
+        env: dict[str, Any],
+        sr: StartResponse,
+        captured: list[Any],
+        chunks: list[bytes],
+    ) -> None:
+        self._done = threading.Event()
+        self._guard = threading.Lock()
+        self._abandoned = False
+        self._result: tuple[Any, Iterator[bytes]] | None = None
+        self._error: BaseException | None = None
+        args = (app, env, sr, captured, chunks)
+        threading.Thread(target=self._run, args=args, name="ziggurat-http-app", daemon=True).start()
+
+    def _run(self, *args: Any) -> None:
+        try:
+            self._result = _begin(*args)
+        except BaseException as e:
+            self._error = e
+        with self._guard:
+            self._done.set()
+            late = self._abandoned
+        if late and self._result is not None:
+            _close(self._result[0])
+
+    def wait(self, timeout: float | None) -> bool:
+        """Whether the app started its response within ``timeout`` (None: waits)."""
+        return self._done.wait(timeout)
+
+    def abandon(self) -> None:
+        """Nobody waits for this call any more: its response is closed when it comes."""
+        with self._guard:
+            self._abandoned = True
+            done = self._done.is_set()
+        if done and self._result is not None:
+            _close(self._result[0])
+
+    def outcome(self) -> tuple[Any, Iterator[bytes]]:
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
 
 
 def _from_wsgi_safe(headers: Any) -> Hdrs:
