@@ -81,7 +81,9 @@ def proxy_app(environ: dict[str, Any], start_response: StartResponse) -> Iterabl
             # What a reverse proxy answers when the origin fails.
             start_response("502 Bad Gateway", [("Content-Length", "0")])
             return [b""]
-        out = [(k, v) for k, v in resp.getheaders() if k.lower() not in _HOP]
+        # Connection goes up to the middleware, so that its rule for the fields that
+        # Connection lists is what the suite measures; the server drops it on the way out.
+        out = [(k, v) for k, v in resp.getheaders() if k.lower() not in _HOP - {"connection"}]
         out = [(k, v) for k, v in out if k.lower() != "content-length"]
         out.append(("Content-Length", str(len(data))))
         start_response(f"{resp.status} {resp.reason}", out)
