@@ -127,6 +127,47 @@ impl Shm {
         self.len
     }
 
+    /// Address of the mapping's first byte, to find it in `/proc/self/smaps`.
+    pub fn start(&self) -> usize {
+        self.ptr as usize
+    }
+
+    /// Asks the kernel for huge pages on this mapping (`MADV_HUGEPAGE`), or
+    /// for small pages only (`MADV_NOHUGEPAGE`). Advice: it changes which pages
+    /// back the range, never its contents.
+    pub fn advise_huge(&self, huge: bool) -> io::Result<()> {
+        let advice = if huge {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        // SAFETY: the range is exactly this handle's mapping (page-aligned start,
+        // its whole length); both advices only change how the kernel backs it.
+        let rc = unsafe { libc::madvise(self.ptr.cast(), self.len, advice) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Allocates every page of a new file through this (writable) mapping,
+    /// as a first write would (`MADV_POPULATE_WRITE`): on a tmpfs mounted
+    /// `huge=advise`, only pages allocated through an advised mapping are huge.
+    /// Fails (EFAULT, ENOMEM) when the file system has no room; the pages then
+    /// stay as far as they got.
+    pub fn populate(&self) -> io::Result<()> {
+        // SAFETY: the range is exactly this handle's writable mapping; the call
+        // faults its pages in as writes of zero bytes would, which nothing reads
+        // yet (the file is new and unnamed), and changes no byte's value.
+        let rc = unsafe { libc::madvise(self.ptr.cast(), self.len, libc::MADV_POPULATE_WRITE) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     /// Whether `len` bytes at `off` lie inside the mapping. Checked
     /// arithmetic: offsets derive from words of the file, which anyone who can
     /// write it may set to anything, and a sum that wraps must not pass.
