@@ -1057,7 +1057,11 @@ class Cache:
             l2: dict[str, Any] = dict(self._segment.stats())
             total = l2["hits"] + l2["misses"]
             l2["hit_ratio"] = l2["hits"] / total if total else 0.0
-            host = {"l2": l2, "negative_l2": self._neg.stats()}
+            host = {
+                "l2": l2,
+                "negative_l2": self._neg.stats(),
+                "huge_pages": self._segment.huge_pages(),
+            }
         out = {
             "cache": self.name,
             "degraded": self.degraded_reason,

@@ -74,6 +74,30 @@ pub fn open_pair(
     neg_size: Option<u64>,
     opts: &Options,
 ) -> Result<Pair> {
+    let fit = size.is_none() && !opts.read_only;
+    let mut attempt = 0;
+    loop {
+        match open_once(name, size, neg_size, opts) {
+            // Workers that start together each fit the default to the free space
+            // they see and build their files aside at once: on a small directory
+            // they can all run out of room, while none named a file for the others
+            // to attach to. Each failed build freed its room, so try again, after a
+            // pause of its own.
+            Err(Error::Open {
+                cause: OpenCause::NoSpace,
+                ..
+            }) if fit && attempt < 4 => {
+                attempt += 1;
+                let jitter = u64::from(std::process::id()) % 17 + 3 * attempt;
+                std::thread::sleep(std::time::Duration::from_millis(jitter * 5));
+            }
+            done => return done.map_err(|e| remedied(e, fit)),
+        }
+    }
+}
+
+/// One attempt of [`open_pair`].
+fn open_once(name: &str, size: Option<u64>, neg_size: Option<u64>, opts: &Options) -> Result<Pair> {
     let neg_name = format!("{name}{NEG_SUFFIX}");
     let mut main_opts = opts.clone();
     main_opts.size = size.unwrap_or(DEFAULT_SIZE);
@@ -93,7 +117,7 @@ pub fn open_pair(
             notice = Some(f.notice);
         }
     }
-    let main = Segment::open(name, &main_opts).map_err(|e| remedied(e, fit))?;
+    let main = Segment::open(name, &main_opts)?;
     if fit && !main.created() {
         // The first process to create the file chose its size; a smaller one
         // than the default was fitted to the directory, not another parameter.
@@ -110,7 +134,7 @@ pub fn open_pair(
                 // Nothing is left behind: the next open starts from no file.
                 let _ = main.unlink_own();
             }
-            return Err(remedied(e, fit));
+            return Err(e);
         }
     };
     if fit && !neg.created() {
