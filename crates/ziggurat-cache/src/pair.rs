@@ -11,7 +11,7 @@
 //! [`Pair::notice`], with the remedy. An explicit size is never shrunk: it
 //! fails as it would alone, with its cause.
 
-use ziggurat_core::{Error, Geometry, OpenCause, Options, Result, Segment};
+use ziggurat_core::{Error, Geometry, HugePages, OpenCause, Options, Result, Segment};
 
 /// The entries' budget of a cache opened without a size.
 pub const DEFAULT_SIZE: u64 = 64 << 20;
@@ -104,6 +104,11 @@ fn open_once(name: &str, size: Option<u64>, neg_size: Option<u64>, opts: &Option
     let mut neg_opts = opts.clone();
     neg_opts.avg_item_size = 64;
     neg_opts.size = neg_size.unwrap_or_else(|| neg_size_for(main_opts.size));
+    // Huge pages matter for the large, randomly read entries; a small cached-miss
+    // segment may have no whole 2 MiB page to back, so it takes them as offered.
+    if neg_opts.huge_pages == HugePages::Require {
+        neg_opts.huge_pages = HugePages::Auto;
+    }
     let file_size =
         |o: &Options| Geometry::compute(o.size, o.avg_item_size, o.shards).map(|g| g.file_size);
     let mut requested = (file_size(&main_opts)?, file_size(&neg_opts)?);

@@ -294,6 +294,12 @@ fn lock_to_replace(
     ))
 }
 
+/// Whether the mapping must refuse huge pages (`huge_pages` off) where the
+/// directory offers them.
+fn small_pages(opts: &Options) -> bool {
+    opts.huge_pages == HugePages::Off && Policy::of(&opts.directory).offers()
+}
+
 /// Whether a file appears at `path` within `timeout`.
 fn appears(path: &Path, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
@@ -588,7 +594,7 @@ impl Segment {
             ) {
                 Access::Refused(m) => return Err(Error::open(OpenCause::OtherOwner, m)),
                 Access::Loose(m) => Err(Error::open(OpenCause::Incompatible, m)),
-                Access::Ok => Self::attach(&file, &path, meta.len(), false),
+                Access::Ok => Self::attach(&file, &path, meta.len(), false, small_pages(opts)),
             };
             match attached {
                 Ok((shm, g, seed)) => return Ok(Segment::assemble(shm, file, path, g, seed, opts)),
@@ -763,6 +769,13 @@ impl Segment {
         }
         let shm = match early {
             Some(shm) => shm,
+            None if small_pages(opts) => Shm::map_small_pages(&file, g.file_size as usize, false)
+                .map_err(|e| {
+                Error::Io(
+                    format!("cannot map a new segment for {}", path.display()),
+                    e,
+                )
+            })?,
             None => Shm::map(&file, g.file_size as usize).map_err(|e| {
                 Error::Io(
                     format!("cannot map a new segment for {}", path.display()),
@@ -896,7 +909,7 @@ impl Segment {
                 ))
             }
         }
-        match Self::attach(&file, &path, meta.len(), true) {
+        match Self::attach(&file, &path, meta.len(), true, small_pages(opts)) {
             Ok((shm, g, seed)) => Ok(Segment::assemble(shm, file, path, g, seed, opts)),
             Err(Error::Open { cause, message }) => Err(Error::open(
                 cause,
@@ -914,6 +927,7 @@ impl Segment {
         path: &Path,
         file_len: u64,
         read_only: bool,
+        small: bool,
     ) -> Result<(Shm, Geometry, u64)> {
         if file_len < HEADER_SIZE as u64 || file_len % 8 != 0 {
             return Err(Error::open(
@@ -921,10 +935,14 @@ impl Segment {
                 format!("it is an incomplete file of {file_len} bytes"),
             ));
         }
-        let map = if read_only {
-            Shm::map_read_only
-        } else {
-            Shm::map
+        let map = |file: &File, len: usize| {
+            if small {
+                Shm::map_small_pages(file, len, read_only)
+            } else if read_only {
+                Shm::map_read_only(file, len)
+            } else {
+                Shm::map(file, len)
+            }
         };
         let shm = map(file, file_len as usize)
             .map_err(|e| Error::Io(format!("cannot map {}", path.display()), e))?;

@@ -251,6 +251,8 @@ pub(crate) fn advise(shm: &Shm, opts: &Options) {
         HugePages::Auto | HugePages::Require if policy.needs_advice() => {
             let _ = shm.advise_huge(true);
         }
+        // The mapping itself refuses them (see `Shm::map_small_pages`); the
+        // advice keeps the kernel from allocating huge pages through it too.
         HugePages::Off if policy.offers() => {
             let _ = shm.advise_huge(false);
         }

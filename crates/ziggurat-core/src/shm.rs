@@ -29,7 +29,9 @@ fn whole_words(len: usize) -> io::Result<()> {
 /// A shared, writable mapping of a whole segment file.
 pub struct Shm {
     /// Unmapped on drop only if no [`Word32`] or [`Word64`] was ever made.
-    map: ManuallyDrop<MmapRaw>,
+    /// `None` for a mapping made by [`Shm::map_small_pages`], which `Drop`
+    /// unmaps itself.
+    map: ManuallyDrop<Option<MmapRaw>>,
     ptr: *mut u8,
     len: usize,
     /// Set by the first word handle: from then on the address range must stay
@@ -100,7 +102,7 @@ impl Shm {
         let map = MmapOptions::new().len(len).map_raw(file)?;
         let ptr = map.as_mut_ptr();
         Ok(Shm {
-            map: ManuallyDrop::new(map),
+            map: ManuallyDrop::new(Some(map)),
             ptr,
             len,
             pinned: AtomicBool::new(false),
@@ -114,8 +116,83 @@ impl Shm {
         let map = MmapOptions::new().len(len).map_raw_read_only(file)?;
         let ptr = map.as_mut_ptr();
         Ok(Shm {
-            map: ManuallyDrop::new(map),
+            map: ManuallyDrop::new(Some(map)),
             ptr,
+            len,
+            pinned: AtomicBool::new(false),
+        })
+    }
+
+    /// Maps `len` bytes of `file` shared (read-only with `read_only`) at an
+    /// address one page past a 2 MiB boundary. A huge page maps a 2 MiB-aligned
+    /// range of addresses to a 2 MiB-aligned range of the file, so none can map
+    /// any of this one, whatever pages back the file: the way to refuse them
+    /// that holds even where the kernel ignores `MADV_NOHUGEPAGE` for pages the
+    /// file already has.
+    pub fn map_small_pages(file: &File, len: usize, read_only: bool) -> io::Result<Self> {
+        use std::os::unix::io::AsRawFd;
+        const HUGE: usize = 2 << 20;
+        const PAGE: usize = 4096;
+        whole_words(len)?;
+        let span = len
+            .checked_add(HUGE + PAGE)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        // SAFETY: a new anonymous reservation at an address the kernel picks:
+        // it replaces nothing, and nothing refers to it yet.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                span,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = base as usize;
+        let at = base.next_multiple_of(HUGE) + PAGE;
+        let prot = if read_only {
+            libc::PROT_READ
+        } else {
+            libc::PROT_READ | libc::PROT_WRITE
+        };
+        // SAFETY: `[at, at + len)` lies inside the reservation made above
+        // (`at - base < HUGE + PAGE`), which this function alone owns; MAP_FIXED
+        // replaces only that part of it.
+        let p = unsafe {
+            libc::mmap(
+                at as *mut libc::c_void,
+                len,
+                prot,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        let failed = p == libc::MAP_FAILED;
+        let err = io::Error::last_os_error();
+        // SAFETY: unmaps the parts of the reservation around the file's
+        // mapping (all of it if the mapping failed), which nothing uses.
+        unsafe {
+            if failed {
+                libc::munmap(base as *mut libc::c_void, span);
+            } else {
+                libc::munmap(base as *mut libc::c_void, at - base);
+                let end = at + len;
+                if base + span > end {
+                    libc::munmap(end as *mut libc::c_void, base + span - end);
+                }
+            }
+        }
+        if failed {
+            return Err(err);
+        }
+        Ok(Shm {
+            map: ManuallyDrop::new(None),
+            ptr: at as *mut u8,
             len,
             pinned: AtomicBool::new(false),
         })
@@ -343,6 +420,13 @@ impl Drop for Shm {
         // `&mut self`: every thread that used this handle has synchronised with
         // the drop, so a relaxed flag set by any of them is visible here.
         if !*self.pinned.get_mut() {
+            if self.map.is_none() {
+                // SAFETY: the range `map_small_pages` mapped and this handle
+                // owns; nothing points into it (no word handle was made and all
+                // borrows of `self` have ended).
+                unsafe { libc::munmap(self.ptr.cast(), self.len) };
+                return;
+            }
             // SAFETY: dropped exactly once, here; nothing points into the mapping
             // (no word handle was made and all borrows of `self` have ended).
             unsafe { ManuallyDrop::drop(&mut self.map) };
