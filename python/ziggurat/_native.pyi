@@ -295,3 +295,6 @@ def open_pair(
 ) -> tuple[Segment, Segment, str | None]:
     """A cache's two segments (``name`` and ``name.neg``), created both or neither;
     ``size=None``: the default budget fitted to the directory, ``notice`` saying so."""
+
+def huge_page_policy(directory: str) -> dict[str, Any]:
+    """What ``directory``'s file system and the kernel offer a segment in huge pages."""

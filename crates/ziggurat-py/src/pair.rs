@@ -72,3 +72,25 @@ pub fn open_pair(
         pair.notice,
     ))
 }
+
+/// What the file system of `directory` and the kernel offer a segment there
+/// in huge pages: `{"file_system", "mount" (the tmpfs huge= option), "kernel"
+/// (the shmem policy), "offered", "remedy" (how to get them, or None)}`.
+///
+/// >>> huge_page_policy("/dev/shm")["file_system"]
+/// 'tmpfs'
+#[pyfunction]
+pub fn huge_page_policy<'py>(
+    py: Python<'py>,
+    directory: &str,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let dir = std::path::Path::new(directory);
+    let p = ziggurat_core::huge::Policy::of(dir);
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("file_system", &p.fs_type)?;
+    d.set_item("mount", &p.mount)?;
+    d.set_item("kernel", &p.kernel)?;
+    d.set_item("offered", p.offers())?;
+    d.set_item("remedy", p.remedy(dir))?;
+    Ok(d)
+}
