@@ -16,7 +16,7 @@ import warnings
 import pytest
 from tmpfs_mounts import tmpfs
 from ziggurat import Cache
-from ziggurat._native import open_pair
+from ziggurat._native import SegmentError, open_pair
 
 MiB = 1 << 20
 
@@ -76,7 +76,7 @@ def test_an_explicit_size_that_does_not_fit_fails_and_leaves_nothing_behind() ->
 
 def test_the_pair_is_removed_whole_when_its_second_file_fails() -> None:
     with tmpfs("64m") as d:
-        with pytest.raises(Exception) as e:
+        with pytest.raises(SegmentError) as e:
             open_pair("p", "40MiB", "40MiB", directory=d)
         assert getattr(e.value, "cause", None) == "no_space"
         assert os.listdir(d) == []
@@ -84,7 +84,7 @@ def test_the_pair_is_removed_whole_when_its_second_file_fails() -> None:
         main, neg, _ = open_pair("q", "8MiB", None, directory=d)
         neg.unlink()
         neg.close()
-        with pytest.raises(Exception):
+        with pytest.raises(SegmentError, match="no room"):
             open_pair("q", "8MiB", "60MiB", directory=d)
         assert os.listdir(d) == ["ziggurat.q.v2"]
         main.close()

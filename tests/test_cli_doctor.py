@@ -101,13 +101,13 @@ def test_files_an_incomplete_pair_and_another_users_file(shm_dir: str) -> None:
 def test_huge_pages_found_where_the_mount_offers_them_and_explained_where_not() -> None:
     with tmpfs("64m", "within_size") as d:
         c = Cache("hp", size="16MiB", directory=d)
-        code, doc = doctor("hp", "--directory", d)
+        _, doc = doctor("hp", "--directory", d)
         [f] = found(doc, "huge_pages")
         assert f["severity"] == "ok" and "mapped with huge pages" in f["message"], f
         c.close()
     with tmpfs("64m", "never") as d:
         c = Cache("hp", size="16MiB", directory=d)
-        code, doc = doctor("hp", "--directory", d)
+        _, doc = doctor("hp", "--directory", d)
         [f] = found(doc, "huge_pages")
         assert f["severity"] == "info" and "huge=within_size" in f["remedy"]
         c.close()

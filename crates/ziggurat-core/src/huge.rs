@@ -179,7 +179,7 @@ fn mount_of(dir: &Path) -> Option<(String, String)> {
                 (fs, r.next().unwrap_or("").to_string())
             })
         })
-        .last()
+        .next_back()
 }
 
 /// Whether huge pages back a segment's mapping in this process.

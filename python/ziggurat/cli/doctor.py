@@ -177,9 +177,7 @@ def _free_space(d: str, need: int, explicit: bool, what: str) -> dict[str, Any]:
     )
 
 
-def _file(
-    files: CacheFiles, segment: str, path: str, role: str
-) -> tuple[dict[str, Any], bool]:
+def _file(files: CacheFiles, segment: str, path: str, role: str) -> tuple[dict[str, Any], bool]:
     """The ownership finding of one segment file, and whether the engine accepts it."""
     st = os.lstat(path)
     mode = stat.S_IMODE(st.st_mode)
@@ -278,9 +276,7 @@ def _huge(name: str, seg: Segment) -> dict[str, Any]:
             "remove the files once no process uses them (ziggurat rm): the next worker "
             "creates them with huge pages",
         )
-    return _finding(
-        "huge_pages", name, "info", "no huge pages back the segment", r["remedy"]
-    )
+    return _finding("huge_pages", name, "info", "no huge pages back the segment", r["remedy"])
 
 
 def _huge_directory(d: str) -> dict[str, Any]:
@@ -379,9 +375,11 @@ def _redis(
             signer = Signer(name, secrets)
             checked = verified = 0
             for key in client.scan_iter(match=prefix + b"v:*", count=200):
-                body = _body(client.get(key))
-                if body is None or len(body) == 0:
+                stored = client.get(key)
+                view = _body(stored if isinstance(stored, bytes) else None)
+                if view is None or len(view) == 0:
                     continue  # gone meanwhile, or a delete's tombstone
+                body = bytes(view)
                 kb = bytes(key)[len(prefix) + 2 :]
                 if body[:1] == b"N":
                     ok = signer.counter_ok(kb, body[1 : 1 + MAC_LEN])
@@ -448,9 +446,7 @@ def examine(
         names = [row["name"] for row in list_caches(directory)]
     caches = [CacheFiles(n, directory) for n in names]
     missing = [
-        c
-        for c in caches
-        if not os.path.lexists(c.main_path) and not os.path.lexists(c.neg_path)
+        c for c in caches if not os.path.lexists(c.main_path) and not os.path.lexists(c.neg_path)
     ]
     per_cache = DEFAULT_PAIR if size is None else size + max(size // 16, MiB)
     count = len(missing) if caches else 1

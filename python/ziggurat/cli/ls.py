@@ -4,8 +4,9 @@ A row per cache: its main segment ``ziggurat.<name>.v<LAYOUT>`` and, if present,
 cached-miss segment ``ziggurat.<name>.neg.v<LAYOUT>``. Sizes and ownership come from the
 files; entries, bytes used and the hit ratio from the main segment, attached read-only;
 ``processes`` from ``/proc/*/maps``; ``huge_pages`` says whether huge pages back the main
-segment (as this command maps it: the kernel backs every mapping of a file alike). Files of another layout version, another user's files
-and files the engine refuses are listed with the reason instead of the figures.
+segment (as this command maps it: the kernel backs every mapping of a file alike). Files
+of another layout version, another user's files and files the engine refuses are listed
+with the reason instead of the figures.
 
 >>> import tempfile
 >>> from ziggurat import Cache
