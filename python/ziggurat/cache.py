@@ -145,7 +145,10 @@ class Cache:
     most used: ``size`` (L2 bytes), ``l1_items``, ``ttl`` (seconds, ``math.inf`` for
     never), ``neg_ttl``, ``stale_ttl``, ``serializer``, ``copy``, ``version`` and
     ``degraded`` (what happens when the shared segment cannot be used: "passthrough",
-    "local" or "raise").
+    "local" or "raise"). Without ``size``, the default (64 MiB) is fitted to the
+    directory's free space when it does not fit (a container's 64 MB /dev/shm), with a
+    warning; ``huge_pages`` ("auto", "require", "off") chooses huge pages for the segment
+    (docs/deployment.md).
 
     >>> c = Cache("doc-args", size="8MiB", l1_items=1000, ttl=5)
     >>> c.set("k", [1, 2]); c.get("k")

@@ -459,6 +459,32 @@ impl Drop for Shm {
 mod tests {
     use super::Shm;
 
+    /// A mapping that refuses huge pages starts one page past a 2 MiB boundary
+    /// (so no huge page can map it), and reads and writes the file like any other.
+    #[test]
+    fn small_page_mappings_are_off_the_huge_page_grid() {
+        let path = std::env::temp_dir().join(format!("zg-small-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .expect("scratch file");
+        file.set_len(4 << 20).expect("size");
+        std::fs::remove_file(&path).expect("unlink");
+        let a = Shm::map_small_pages(&file, 4 << 20, false).expect("map");
+        assert_eq!(a.start() % (2 << 20), 4096);
+        a.write((3 << 20) + 8, b"abcdefgh");
+        let b = Shm::map_small_pages(&file, 4 << 20, true).expect("map read-only");
+        let mut got = [0u8; 8];
+        b.read_racy((3 << 20) + 8, &mut got);
+        assert_eq!(&got, b"abcdefgh");
+        let c = Shm::map(&file, 4 << 20).expect("map");
+        c.read_racy((3 << 20) + 8, &mut got);
+        assert_eq!(&got, b"abcdefgh");
+    }
+
     /// `eq_racy` agrees with slice equality for every length over the first
     /// three words and a change of any one byte, the last partial word's
     /// bytes included (the bytes after the compared ones are the next record's
