@@ -189,8 +189,8 @@ pub struct HugeReport {
     pub mode: HugePages,
     /// What the system offers the segment's directory.
     pub policy: Policy,
-    /// Bytes of the mapping that fall in whole, aligned 2 MiB pages (what huge
-    /// pages could back at most).
+    /// Bytes of the file in whole 2 MiB pages: what huge pages could back at
+    /// most (the same in every process).
     pub eligible_bytes: u64,
     /// Bytes of the mapping this process maps with huge pages, as the kernel
     /// counts them (`ShmemPmdMapped` + `FilePmdMapped` in `/proc/self/smaps`),
@@ -276,17 +276,16 @@ impl Segment {
         let start = self.shm.start();
         let len = self.shm.len() as u64;
         let step = HUGE_PAGE as usize;
+        let eligible_bytes = len / HUGE_PAGE * HUGE_PAGE;
         // A huge page maps a 2 MiB-aligned range of addresses to a 2 MiB-aligned
-        // range of the file, so a mapping that starts off that alignment has none.
-        let eligible_bytes = if start % step == 0 {
-            len / HUGE_PAGE * HUGE_PAGE
-        } else {
-            0
-        };
-        let mut off = 0usize;
-        while (off as u64) < eligible_bytes {
-            let _ = self.shm.u64_at(off).load(Ordering::Relaxed);
-            off += step;
+        // range of the file, so a mapping that starts off that alignment has none
+        // (and nothing to touch).
+        if start % step == 0 {
+            let mut off = 0usize;
+            while (off as u64) < eligible_bytes {
+                let _ = self.shm.u64_at(off).load(Ordering::Relaxed);
+                off += step;
+            }
         }
         HugeReport {
             mode: self.huge_pages,

@@ -267,8 +267,8 @@ impl PySegment {
 
     /// Whether huge pages back this segment's mapping in this process:
     /// `{"mode": "auto" | "require" | "off", "backed": bool, "backed_bytes":
-    /// bytes mapped with huge pages, "eligible_bytes": bytes in whole aligned
-    /// 2 MiB pages, "file_system": "tmpfs"..., "mount": the tmpfs huge= option,
+    /// bytes mapped with huge pages, "eligible_bytes": bytes of the file in
+    /// whole 2 MiB pages, "file_system": "tmpfs"..., "mount": the tmpfs huge= option,
     /// "kernel": the kernel's shmem policy, "offered": whether the directory
     /// offers them, "remedy": how to get them, or None}`. Touches one word of
     /// each 2 MiB page of the mapping, then reads /proc/self/smaps.

@@ -25,8 +25,8 @@ The exit code is the worst severity: 0 for ok and info, 4 for warnings, 3 for er
 >>> import tempfile, shutil
 >>> d = tempfile.mkdtemp(dir="/dev/shm")
 >>> r = examine(d, [], None, None, [], 0.5)
->>> sorted({f["check"] for f in r}), worst(r)
-(['directory', 'free_space', 'huge_pages'], 'ok')
+>>> sorted({f["check"] for f in r}), worst(r) in ("ok", "info")  # info: no huge pages
+(['directory', 'free_space', 'huge_pages'], True)
 >>> shutil.rmtree(d)
 """
 
