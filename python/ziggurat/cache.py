@@ -309,7 +309,7 @@ class Cache:
             msg = (
                 f"ziggurat cache {name!r}: the segment at {self._segment.path} was created "
                 f"with other parameters (a {self._segment.size}-byte file, where size="
-                f"{size} and avg_item_size={avg_item_size} make a "
+                f"{size_bytes or 'the default'} and avg_item_size={avg_item_size} make a "
                 f"{self._segment.requested_size}-byte one); it is used as it is, and "
                 "stats() shows its real size. To use the new parameters, remove the old "
                 "files once no process uses them (Cache.unlink()), or open the cache under "
