@@ -123,3 +123,14 @@ def test_workers_starting_together_attach_to_one_file() -> None:
         assert len({tuple(doc["neg"]) for doc in docs}) == 1
         os.unlink(go)
         assert sorted(os.listdir(d)) == ["ziggurat.racing.neg.v2", "ziggurat.racing.v2"]
+
+
+def test_the_default_is_kept_whole_where_it_fits() -> None:
+    with tmpfs("256m") as d:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            c = Cache("roomy", directory=d)
+        assert [str(w.message) for w in caught] == []
+        host = c.stats()["host"]
+        assert host["l2"]["file_size"] > 63 * MiB and host["negative_l2"]["file_size"] == 4 * MiB
+        c.close()
