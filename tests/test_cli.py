@@ -159,6 +159,7 @@ def test_ls_lists_each_cache_once_with_its_figures(shm_dir: str, cache: Cache, n
         "owner": ME,
         "mode": "0600",
         "processes": 1,  # this test process has it open
+        "huge_pages": cache.stats()["host"]["huge_pages"]["backed"],
         "status": "ok",
         "error": None,
     }

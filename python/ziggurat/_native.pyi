@@ -24,6 +24,8 @@ class Segment:
             owner rule still holds, and without ``group`` a file shared (mode 0660) with one
             of this process's groups is accepted too; a file of this user is refused only
             when an untrusted user can write it.
+        huge_pages: "auto" (take huge pages where the directory offers them), "require"
+            (fail with cause "no_huge_pages" when they do not back the mapping) or "off".
     """
 
     def __init__(
@@ -38,6 +40,7 @@ class Segment:
         lock_timeout: float = 0.5,
         group: int | None = None,
         read_only: bool = False,
+        huge_pages: str = "auto",
     ) -> None: ...
     @property
     def name(self) -> str: ...
@@ -57,6 +60,7 @@ class Segment:
     def shared_group(self) -> int | None: ...
     @property
     def file_id(self) -> tuple[int, int]: ...
+    def huge_pages(self) -> dict[str, Any]: ...
     def get(self, key: str | bytes) -> bytes | None: ...
     def set(
         self, key: str | bytes, value: bytes, *, ttl: float | None = None, tags: Iterable[str] = ()
@@ -276,3 +280,21 @@ class Cache:
     def degraded(self) -> bool: ...
     def stats(self) -> dict[str, int]: ...
     def __len__(self) -> int: ...
+
+def open_pair(
+    name: str,
+    size: int | str | None,
+    neg_size: int | str | None,
+    *,
+    directory: str = "/dev/shm",
+    recreate: bool = False,
+    avg_item_size: int = 256,
+    lock_timeout: float = 0.5,
+    group: int | None = None,
+    huge_pages: str = "auto",
+) -> tuple[Segment, Segment, str | None]:
+    """A cache's two segments (``name`` and ``name.neg``), created both or neither;
+    ``size=None``: the default budget fitted to the directory, ``notice`` saying so."""
+
+def huge_page_policy(directory: str) -> dict[str, Any]:
+    """What ``directory``'s file system and the kernel offer a segment in huge pages."""

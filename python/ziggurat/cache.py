@@ -127,6 +127,8 @@ def _gid(group: str | int | None) -> int | None:
 
 #: Directories whose start-up notice (``Segment.directory_notice``) was given.
 _NOTICED_DIRECTORIES: set[str] = set()
+# The directories where a default size was fitted to the free space (said once too).
+_FITTED_DIRECTORIES: set[str] = set()
 
 
 def _closed(name: str) -> Callable[..., Any]:
@@ -143,7 +145,10 @@ class Cache:
     most used: ``size`` (L2 bytes), ``l1_items``, ``ttl`` (seconds, ``math.inf`` for
     never), ``neg_ttl``, ``stale_ttl``, ``serializer``, ``copy``, ``version`` and
     ``degraded`` (what happens when the shared segment cannot be used: "passthrough",
-    "local" or "raise").
+    "local" or "raise"). Without ``size``, the default (64 MiB) is fitted to the
+    directory's free space when it does not fit (a container's 64 MB /dev/shm), with a
+    warning; ``huge_pages`` ("auto", "require", "off") chooses huge pages for the segment
+    (docs/deployment.md).
 
     >>> c = Cache("doc-args", size="8MiB", l1_items=1000, ttl=5)
     >>> c.set("k", [1, 2]); c.get("k")
@@ -154,7 +159,7 @@ class Cache:
     def __init__(
         self,
         name: str,
-        size: int | str = "64MiB",
+        size: int | str | None = None,
         *,
         l1_items: int = 10_000,
         l1_negative_items: int | None = None,
@@ -181,6 +186,7 @@ class Cache:
         redis_timeout: float = 0.1,
         stream_length: int = 100_000,
         cluster_single_flight: bool = False,
+        huge_pages: str = "auto",
     ) -> None:
         m = "Cache"
         # The cluster tier's arguments are checked first: bad input creates no file.
@@ -238,10 +244,13 @@ class Cache:
         self.name = name
         self.version = version
         self.degraded_mode = degraded
-        size_bytes = _native.parse_size(size)
-        neg_bytes = (
-            _native.parse_size(neg_size) if neg_size is not None else max(size_bytes // 16, 1 << 20)
-        )
+        if huge_pages not in ("auto", "require", "off"):
+            raise ValueError(
+                f"{m}(): huge_pages must be 'auto', 'require' or 'off', got {huge_pages!r}"
+            )
+        # Checked before any file is made; None: the default size, fitted to the directory.
+        size_bytes = None if size is None else _native.parse_size(size)
+        neg_bytes = None if neg_size is None else _native.parse_size(neg_size)
         # Each version is a segment of its own: entries written by another version (an
         # older deploy, values of another shape) are never read.
         seg_name = name if version is None else f"{name}.ver-{version}"
@@ -257,10 +266,14 @@ class Cache:
             "recreate": recreate,
             "lock_timeout": lock_timeout,
             "group": _gid(group),
+            "huge_pages": huge_pages,
         }
+        fit_notice: str | None = None
         try:
-            self._segment = Segment(seg_name, size_bytes, avg_item_size=avg_item_size, **seg_args)
-            self._neg = Segment(seg_name + ".neg", neg_bytes, avg_item_size=64, **seg_args)
+            # Both files or neither; the default size takes what fits the directory.
+            self._segment, self._neg, fit_notice = _native.open_pair(
+                seg_name, size_bytes, neg_bytes, avg_item_size=avg_item_size, **seg_args
+            )
         except (ZigguratError, OSError) as e:
             if self._segment is not None:
                 self._segment.close()
@@ -281,6 +294,10 @@ class Cache:
             )
             log.warning(msg)
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
+        if fit_notice is not None and directory not in _FITTED_DIRECTORIES:
+            _FITTED_DIRECTORIES.add(directory)
+            log.warning(fit_notice)
+            warnings.warn(fit_notice, RuntimeWarning, stacklevel=2)
         notice = self._segment.directory_notice if self._segment is not None else None
         if notice is not None and directory not in _NOTICED_DIRECTORIES:
             # Once per directory and process: every cache there shares the risk.
@@ -292,7 +309,7 @@ class Cache:
             msg = (
                 f"ziggurat cache {name!r}: the segment at {self._segment.path} was created "
                 f"with other parameters (a {self._segment.size}-byte file, where size="
-                f"{size_bytes} and avg_item_size={avg_item_size} make a "
+                f"{size_bytes or 'the default'} and avg_item_size={avg_item_size} make a "
                 f"{self._segment.requested_size}-byte one); it is used as it is, and "
                 "stats() shows its real size. To use the new parameters, remove the old "
                 "files once no process uses them (Cache.unlink()), or open the cache under "
@@ -1043,7 +1060,11 @@ class Cache:
             l2: dict[str, Any] = dict(self._segment.stats())
             total = l2["hits"] + l2["misses"]
             l2["hit_ratio"] = l2["hits"] / total if total else 0.0
-            host = {"l2": l2, "negative_l2": self._neg.stats()}
+            host = {
+                "l2": l2,
+                "negative_l2": self._neg.stats(),
+                "huge_pages": self._segment.huge_pages(),
+            }
         out = {
             "cache": self.name,
             "degraded": self.degraded_reason,

@@ -18,6 +18,7 @@ mod entry;
 mod flight;
 mod key;
 mod lookup;
+mod pair;
 mod size;
 mod store;
 mod ttl;
@@ -28,6 +29,7 @@ pub use entry::{counter_payload, encode, refresh_due, seal, split, Kind, Trailer
 pub use flight::{process_alive, snapshot, Flight, FlightKey, Next};
 pub use key::{check_key, not_utf8, MAX_KEY};
 pub use lookup::{Before, Bytes, Found, Lookup, Missing, Payload, Reader};
+pub use pair::{neg_size_for, open_pair, Pair, DEFAULT_SIZE, NEG_SUFFIX};
 pub use size::{parse_size, MAX_SIZE};
 pub use store::{store, store_negative, Kept};
 pub use ttl::{Lifetime, MAX_TTL_SECONDS};

@@ -30,13 +30,16 @@ pub enum OpenCause {
     /// A `recreate` open found the file locked by another process for longer
     /// than the lock timeout, and left it as it was.
     Locked,
+    /// An open with huge pages required found none backing the mapping.
+    NoHugePages,
 }
 
 impl OpenCause {
     /// Stable short name: "missing_directory", "not_writable", "other_owner",
     /// "no_space", "damaged", "incompatible", and for read-only opens
-    /// "missing_segment" or "not_readable", and "locked" when a `recreate`
-    /// could not lock the file to replace it.
+    /// "missing_segment" or "not_readable", "locked" when a `recreate`
+    /// could not lock the file to replace it, and "no_huge_pages" when huge
+    /// pages were required and do not back the mapping.
     pub fn name(self) -> &'static str {
         match self {
             OpenCause::MissingDirectory => "missing_directory",
@@ -48,6 +51,7 @@ impl OpenCause {
             OpenCause::MissingSegment => "missing_segment",
             OpenCause::NotReadable => "not_readable",
             OpenCause::Locked => "locked",
+            OpenCause::NoHugePages => "no_huge_pages",
         }
     }
 }

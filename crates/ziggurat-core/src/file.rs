@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use crate::clock::now_ms;
 use crate::error::{Error, OpenCause, Result};
 use crate::hash::checksum;
+use crate::huge::{HugePages, Policy};
 use crate::layout::*;
 use crate::lock::Mutex;
 use crate::options::Options;
@@ -293,6 +294,29 @@ fn lock_to_replace(
     ))
 }
 
+/// Whether the mapping must refuse huge pages (`huge_pages` off) where the
+/// directory offers them.
+fn small_pages(opts: &Options) -> bool {
+    opts.huge_pages == HugePages::Off && Policy::of(&opts.directory).offers()
+}
+
+/// Whether a file appears at `path` within `timeout`.
+fn appears(path: &Path, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if std::fs::symlink_metadata(path).is_ok() {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
 /// The processes holding a `flock` on the file of `meta`, as `/proc/locks`
 /// lists them (empty where it cannot be read).
 fn lock_holders(meta: &std::fs::Metadata) -> Vec<u32> {
@@ -368,7 +392,89 @@ impl Segment {
             ))
         })?;
         seg.directory_notice = directory_notice(&opts.directory);
+        if opts.huge_pages == HugePages::Require {
+            let report = seg.huge_pages();
+            if !report.backed() {
+                // A file made only to be refused would stay behind unused.
+                if seg.created {
+                    let _ = seg.unlink_own();
+                }
+                let why = report.policy.remedy(&opts.directory).unwrap_or_else(|| {
+                    "the kernel offers them here, but none could be allocated (memory too                      fragmented, or the file was made before huge pages were enabled: remove it                      once no process uses it)"
+                        .into()
+                });
+                return Err(Error::open(
+                    OpenCause::NoHugePages,
+                    format!(
+                        "segment file {} is not backed by huge pages, and huge_pages='require':                          {why}; or open it with huge_pages='auto'",
+                        seg.path().display()
+                    ),
+                ));
+            }
+        }
         Ok(seg)
+    }
+
+    /// The path of the segment `name`'s file in `directory` (it may not exist).
+    ///
+    /// ```
+    /// # use ziggurat_core::Segment;
+    /// let p = Segment::file_path(std::path::Path::new("/dev/shm"), "app");
+    /// assert!(p.starts_with("/dev/shm"));
+    /// ```
+    pub fn file_path(directory: &Path, name: &str) -> PathBuf {
+        directory.join(file_name(name))
+    }
+
+    /// Bytes this process may still allocate in the file system holding
+    /// `directory` (`statvfs`), or `None` when it cannot be read.
+    ///
+    /// ```
+    /// # use ziggurat_core::Segment;
+    /// assert!(Segment::free_space(std::path::Path::new("/dev/shm")).is_some());
+    /// ```
+    pub fn free_space(directory: &Path) -> Option<u64> {
+        sys::free_bytes(directory)
+    }
+
+    /// Whether this open made the segment's file (it did not exist, and this
+    /// process's file won the race to name it) rather than attaching to one.
+    ///
+    /// ```no_run
+    /// # use ziggurat_core::{Options, Segment};
+    /// let seg = Segment::open("app", &Options::default()).unwrap();
+    /// println!("created: {}", seg.created());
+    /// ```
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    /// Removes the file, if its name still refers to the file this handle
+    /// maps: undoes a [`Segment::created`] open whose companion failed,
+    /// without ever removing a file another process put there since.
+    ///
+    /// ```no_run
+    /// # use ziggurat_core::{Options, Segment};
+    /// let seg = Segment::open("app", &Options::default()).unwrap();
+    /// if seg.created() {
+    ///     seg.unlink_own().unwrap();
+    /// }
+    /// ```
+    pub fn unlink_own(&self) -> Result<bool> {
+        let mine = self.file_meta()?;
+        match std::fs::symlink_metadata(self.path()) {
+            Ok(m) if m.dev() == mine.dev() && m.ino() == mine.ino() => {
+                std::fs::remove_file(self.path())
+                    .map_err(io_err(format!("cannot remove {}", self.path().display())))?;
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::Io(
+                format!("cannot stat {}", self.path().display()),
+                e,
+            )),
+        }
     }
 
     /// A warning for the operator when the segment's directory lets any local
@@ -444,9 +550,25 @@ impl Segment {
                 Ok(f) => f,
                 // The file, or the directory, is missing; `create` tells which.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    match Self::create(&path, geom, opts)? {
-                        Some(seg) => return Ok(seg),
-                        None => continue, // another process linked its file first
+                    match Self::create(&path, geom, opts) {
+                        Ok(Some(seg)) => return Ok(seg),
+                        Ok(None) => continue, // another process linked its file first
+                        // Processes that open a new name at once each build a file aside:
+                        // on a full file system the ones that lose the race for the room
+                        // find no space, while the winner is about to name its file. They
+                        // wait for that name and attach to it.
+                        Err(
+                            e @ Error::Open {
+                                cause: OpenCause::NoSpace,
+                                ..
+                            },
+                        ) => {
+                            if appears(&path, opts.lock_timeout) {
+                                continue;
+                            }
+                            return Err(e);
+                        }
+                        Err(e) => return Err(e),
                     }
                 }
                 Err(e) => return Err(Self::open_failure(&path, opts, e)),
@@ -472,7 +594,7 @@ impl Segment {
             ) {
                 Access::Refused(m) => return Err(Error::open(OpenCause::OtherOwner, m)),
                 Access::Loose(m) => Err(Error::open(OpenCause::Incompatible, m)),
-                Access::Ok => Self::attach(&file, &path, meta.len(), false),
+                Access::Ok => Self::attach(&file, &path, meta.len(), false, small_pages(opts)),
             };
             match attached {
                 Ok((shm, g, seed)) => return Ok(Segment::assemble(shm, file, path, g, seed, opts)),
@@ -592,6 +714,27 @@ impl Segment {
                 "cannot set the mode of a new segment file in {}",
                 dir.display()
             )))?;
+        file.set_len(g.file_size)
+            .map_err(|e| create_failure(dir, e))?;
+        // On a tmpfs mounted huge=advise, only pages first touched through a
+        // mapping that asked for huge pages are huge: allocate them that way
+        // (the reservation below then has nothing left to do, or finds no room).
+        let policy = Policy::of(dir);
+        let early = if opts.huge_pages != HugePages::Off && policy.needs_advice() {
+            let shm = Shm::map(&file, g.file_size as usize).map_err(|e| {
+                Error::Io(
+                    format!("cannot map a new segment for {}", path.display()),
+                    e,
+                )
+            })?;
+            if shm.advise_huge(true).is_ok() {
+                // A failure (no room) is reported by the reservation below.
+                let _ = shm.populate();
+            }
+            Some(shm)
+        } else {
+            None
+        };
         // Reserve every page now, so a full tmpfs fails here with ENOSPC rather
         // than with SIGBUS on some later write.
         if let Err(e) = sys::fallocate(&file, g.file_size) {
@@ -624,12 +767,22 @@ impl Segment {
                 ),
             ));
         }
-        let shm = Shm::map(&file, g.file_size as usize).map_err(|e| {
-            Error::Io(
-                format!("cannot map a new segment for {}", path.display()),
-                e,
-            )
-        })?;
+        let shm = match early {
+            Some(shm) => shm,
+            None if small_pages(opts) => Shm::map_small_pages(&file, g.file_size as usize, false)
+                .map_err(|e| {
+                Error::Io(
+                    format!("cannot map a new segment for {}", path.display()),
+                    e,
+                )
+            })?,
+            None => Shm::map(&file, g.file_size as usize).map_err(|e| {
+                Error::Io(
+                    format!("cannot map a new segment for {}", path.display()),
+                    e,
+                )
+            })?,
+        };
         let seed = random_u64();
         let put64 = |off: usize, v: u64| shm.u64_at(off).store(v, Ordering::Relaxed);
         let put32 = |off: usize, v: u32| shm.u32_at(off).store(v, Ordering::Relaxed);
@@ -673,14 +826,11 @@ impl Segment {
             None => sys::link_fd(&file, path),
         };
         match linked {
-            Ok(()) => Ok(Some(Segment::assemble(
-                shm,
-                file,
-                path.to_path_buf(),
-                g,
-                seed,
-                opts,
-            ))),
+            Ok(()) => {
+                let mut seg = Segment::assemble(shm, file, path.to_path_buf(), g, seed, opts);
+                seg.created = true;
+                Ok(Some(seg))
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
             Err(e) => Err(Error::Io(
                 format!("cannot link the new segment at {}", path.display()),
@@ -759,7 +909,7 @@ impl Segment {
                 ))
             }
         }
-        match Self::attach(&file, &path, meta.len(), true) {
+        match Self::attach(&file, &path, meta.len(), true, small_pages(opts)) {
             Ok((shm, g, seed)) => Ok(Segment::assemble(shm, file, path, g, seed, opts)),
             Err(Error::Open { cause, message }) => Err(Error::open(
                 cause,
@@ -777,6 +927,7 @@ impl Segment {
         path: &Path,
         file_len: u64,
         read_only: bool,
+        small: bool,
     ) -> Result<(Shm, Geometry, u64)> {
         if file_len < HEADER_SIZE as u64 || file_len % 8 != 0 {
             return Err(Error::open(
@@ -784,10 +935,14 @@ impl Segment {
                 format!("it is an incomplete file of {file_len} bytes"),
             ));
         }
-        let map = if read_only {
-            Shm::map_read_only
-        } else {
-            Shm::map
+        let map = |file: &File, len: usize| {
+            if small {
+                Shm::map_small_pages(file, len, read_only)
+            } else if read_only {
+                Shm::map_read_only(file, len)
+            } else {
+                Shm::map(file, len)
+            }
         };
         let shm = map(file, file_len as usize)
             .map_err(|e| Error::Io(format!("cannot map {}", path.display()), e))?;

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::huge::HugePages;
+
 /// How to open a segment.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -33,6 +35,10 @@ pub struct Options {
     /// a file of this user only needs to be writable by no one it does not
     /// trust (mode 644 or 640 is fine, 666 is not).
     pub read_only: bool,
+    /// Huge pages for the mapping: taken where the directory offers them
+    /// (`Auto`), required (`Require`: the open fails without them) or refused
+    /// (`Off`). See [`crate::huge`].
+    pub huge_pages: HugePages,
 }
 
 impl Default for Options {
@@ -46,6 +52,7 @@ impl Default for Options {
             lock_timeout: Duration::from_millis(500),
             group: None,
             read_only: false,
+            huge_pages: HugePages::Auto,
         }
     }
 }

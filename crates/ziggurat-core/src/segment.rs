@@ -49,6 +49,10 @@ pub struct Segment {
     /// Why an operation of this handle stopped (a panic it contained): from
     /// then on the handle neither reads nor writes the file (see `contain`).
     failure: OnceLock<String>,
+    /// The huge-page mode it was opened with (see `huge`).
+    pub(crate) huge_pages: crate::huge::HugePages,
+    /// Whether this open made the file (rather than attaching to one).
+    pub(crate) created: bool,
 }
 
 impl Segment {
@@ -61,6 +65,7 @@ impl Segment {
         opts: &Options,
     ) -> Segment {
         crate::fork::track_forks();
+        crate::huge::advise(&shm, opts);
         Segment {
             shm,
             file,
@@ -75,6 +80,8 @@ impl Segment {
             holds: Holds::new(),
             directory_notice: None,
             failure: OnceLock::new(),
+            huge_pages: opts.huge_pages,
+            created: false,
         }
     }
 

@@ -29,7 +29,9 @@ fn whole_words(len: usize) -> io::Result<()> {
 /// A shared, writable mapping of a whole segment file.
 pub struct Shm {
     /// Unmapped on drop only if no [`Word32`] or [`Word64`] was ever made.
-    map: ManuallyDrop<MmapRaw>,
+    /// `None` for a mapping made by [`Shm::map_small_pages`], which `Drop`
+    /// unmaps itself.
+    map: ManuallyDrop<Option<MmapRaw>>,
     ptr: *mut u8,
     len: usize,
     /// Set by the first word handle: from then on the address range must stay
@@ -100,7 +102,7 @@ impl Shm {
         let map = MmapOptions::new().len(len).map_raw(file)?;
         let ptr = map.as_mut_ptr();
         Ok(Shm {
-            map: ManuallyDrop::new(map),
+            map: ManuallyDrop::new(Some(map)),
             ptr,
             len,
             pinned: AtomicBool::new(false),
@@ -114,8 +116,83 @@ impl Shm {
         let map = MmapOptions::new().len(len).map_raw_read_only(file)?;
         let ptr = map.as_mut_ptr();
         Ok(Shm {
-            map: ManuallyDrop::new(map),
+            map: ManuallyDrop::new(Some(map)),
             ptr,
+            len,
+            pinned: AtomicBool::new(false),
+        })
+    }
+
+    /// Maps `len` bytes of `file` shared (read-only with `read_only`) at an
+    /// address one page past a 2 MiB boundary. A huge page maps a 2 MiB-aligned
+    /// range of addresses to a 2 MiB-aligned range of the file, so none can map
+    /// any of this one, whatever pages back the file: the way to refuse them
+    /// that holds even where the kernel ignores `MADV_NOHUGEPAGE` for pages the
+    /// file already has.
+    pub fn map_small_pages(file: &File, len: usize, read_only: bool) -> io::Result<Self> {
+        use std::os::unix::io::AsRawFd;
+        const HUGE: usize = 2 << 20;
+        const PAGE: usize = 4096;
+        whole_words(len)?;
+        let span = len
+            .checked_add(HUGE + PAGE)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        // SAFETY: a new anonymous reservation at an address the kernel picks:
+        // it replaces nothing, and nothing refers to it yet.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                span,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = base as usize;
+        let at = base.next_multiple_of(HUGE) + PAGE;
+        let prot = if read_only {
+            libc::PROT_READ
+        } else {
+            libc::PROT_READ | libc::PROT_WRITE
+        };
+        // SAFETY: `[at, at + len)` lies inside the reservation made above
+        // (`at - base < HUGE + PAGE`), which this function alone owns; MAP_FIXED
+        // replaces only that part of it.
+        let p = unsafe {
+            libc::mmap(
+                at as *mut libc::c_void,
+                len,
+                prot,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        let failed = p == libc::MAP_FAILED;
+        let err = io::Error::last_os_error();
+        // SAFETY: unmaps the parts of the reservation around the file's
+        // mapping (all of it if the mapping failed), which nothing uses.
+        unsafe {
+            if failed {
+                libc::munmap(base as *mut libc::c_void, span);
+            } else {
+                libc::munmap(base as *mut libc::c_void, at - base);
+                let end = at + len;
+                if base + span > end {
+                    libc::munmap(end as *mut libc::c_void, base + span - end);
+                }
+            }
+        }
+        if failed {
+            return Err(err);
+        }
+        Ok(Shm {
+            map: ManuallyDrop::new(None),
+            ptr: at as *mut u8,
             len,
             pinned: AtomicBool::new(false),
         })
@@ -125,6 +202,47 @@ impl Shm {
     #[inline]
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Address of the mapping's first byte, to find it in `/proc/self/smaps`.
+    pub fn start(&self) -> usize {
+        self.ptr as usize
+    }
+
+    /// Asks the kernel for huge pages on this mapping (`MADV_HUGEPAGE`), or
+    /// for small pages only (`MADV_NOHUGEPAGE`). Advice: it changes which pages
+    /// back the range, never its contents.
+    pub fn advise_huge(&self, huge: bool) -> io::Result<()> {
+        let advice = if huge {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        // SAFETY: the range is exactly this handle's mapping (page-aligned start,
+        // its whole length); both advices only change how the kernel backs it.
+        let rc = unsafe { libc::madvise(self.ptr.cast(), self.len, advice) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Allocates every page of a new file through this (writable) mapping,
+    /// as a first write would (`MADV_POPULATE_WRITE`): on a tmpfs mounted
+    /// `huge=advise`, only pages allocated through an advised mapping are huge.
+    /// Fails (EFAULT, ENOMEM) when the file system has no room; the pages then
+    /// stay as far as they got.
+    pub fn populate(&self) -> io::Result<()> {
+        // SAFETY: the range is exactly this handle's writable mapping; the call
+        // faults its pages in as writes of zero bytes would, which nothing reads
+        // yet (the file is new and unnamed), and changes no byte's value.
+        let rc = unsafe { libc::madvise(self.ptr.cast(), self.len, libc::MADV_POPULATE_WRITE) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 
     /// Whether `len` bytes at `off` lie inside the mapping. Checked
@@ -302,6 +420,13 @@ impl Drop for Shm {
         // `&mut self`: every thread that used this handle has synchronised with
         // the drop, so a relaxed flag set by any of them is visible here.
         if !*self.pinned.get_mut() {
+            if self.map.is_none() {
+                // SAFETY: the range `map_small_pages` mapped and this handle
+                // owns; nothing points into it (no word handle was made and all
+                // borrows of `self` have ended).
+                unsafe { libc::munmap(self.ptr.cast(), self.len) };
+                return;
+            }
             // SAFETY: dropped exactly once, here; nothing points into the mapping
             // (no word handle was made and all borrows of `self` have ended).
             unsafe { ManuallyDrop::drop(&mut self.map) };
@@ -333,6 +458,32 @@ impl Drop for Shm {
 #[cfg(test)]
 mod tests {
     use super::Shm;
+
+    /// A mapping that refuses huge pages starts one page past a 2 MiB boundary
+    /// (so no huge page can map it), and reads and writes the file like any other.
+    #[test]
+    fn small_page_mappings_are_off_the_huge_page_grid() {
+        let path = std::env::temp_dir().join(format!("zg-small-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .expect("scratch file");
+        file.set_len(4 << 20).expect("size");
+        std::fs::remove_file(&path).expect("unlink");
+        let a = Shm::map_small_pages(&file, 4 << 20, false).expect("map");
+        assert_eq!(a.start() % (2 << 20), 4096);
+        a.write((3 << 20) + 8, b"abcdefgh");
+        let b = Shm::map_small_pages(&file, 4 << 20, true).expect("map read-only");
+        let mut got = [0u8; 8];
+        b.read_racy((3 << 20) + 8, &mut got);
+        assert_eq!(&got, b"abcdefgh");
+        let c = Shm::map(&file, 4 << 20).expect("map");
+        c.read_racy((3 << 20) + 8, &mut got);
+        assert_eq!(&got, b"abcdefgh");
+    }
 
     /// `eq_racy` agrees with slice equality for every length over the first
     /// three words and a change of any one byte, the last partial word's

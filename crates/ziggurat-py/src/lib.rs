@@ -15,6 +15,7 @@ mod core;
 mod fetch;
 mod l1;
 mod l3;
+mod pair;
 mod quick;
 mod read;
 mod segment;
@@ -43,6 +44,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FOUND_NEGATIVE", read::NEG)?;
     m.add("FOUND_STALE", read::STALE)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(pair::open_pair, m)?)?;
+    m.add_function(wrap_pyfunction!(pair::huge_page_policy, m)?)?;
     m.add_function(wrap_pyfunction!(check_key, m)?)?;
     m.add("MAX_KEY", ziggurat_core::MAX_KEY)?;
     m.add("LAYOUT_VERSION", ziggurat_core::LAYOUT_VERSION)?;

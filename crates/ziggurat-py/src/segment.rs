@@ -30,6 +30,17 @@ type WriteOp =
     fn(&Segment, &[u8], &[u8], &[u8], Option<f64>, &[&[u8]]) -> ziggurat_core::Result<bool>;
 
 impl PySegment {
+    /// A handle on a segment opened elsewhere (a cache's pair), which the
+    /// options of that open would have made `requested_size` bytes.
+    pub(crate) fn opened(inner: Segment, name: String, requested_size: u64) -> Self {
+        PySegment {
+            inner: Arc::new(inner),
+            name,
+            closed: AtomicBool::new(false),
+            requested_size,
+        }
+    }
+
     /// Converts and checks a write's arguments (all before anything is written),
     /// then runs `op`.
     fn write(
@@ -98,7 +109,7 @@ fn check_key_len(seg: &Segment, key: &[u8]) -> PyResult<()> {
 #[pymethods]
 impl PySegment {
     #[new]
-    #[pyo3(signature = (name, size = None, *, directory = "/dev/shm", recreate = false, avg_item_size = 128, shards = None, lock_timeout = 0.5, group = None, read_only = false))]
+    #[pyo3(signature = (name, size = None, *, directory = "/dev/shm", recreate = false, avg_item_size = 128, shards = None, lock_timeout = 0.5, group = None, read_only = false, huge_pages = "auto"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -111,7 +122,9 @@ impl PySegment {
         lock_timeout: f64,
         group: Option<u32>,
         read_only: bool,
+        huge_pages: &str,
     ) -> PyResult<Self> {
+        let huge_pages = ziggurat_core::HugePages::parse(huge_pages).map_err(err)?;
         if !(32..=1 << 24).contains(&avg_item_size) {
             return Err(PyValueError::new_err(format!(
                 "avg_item_size must be between 32 and 16777216 bytes, got {avg_item_size}"
@@ -145,6 +158,7 @@ impl PySegment {
             lock_timeout: Duration::from_secs_f64(lock_timeout.min(3600.0)),
             group,
             read_only,
+            huge_pages,
         };
         let requested_size = ziggurat_core::Geometry::compute(size, avg_item_size, shards)
             .map_or(0, |g| g.file_size);
@@ -249,6 +263,39 @@ impl PySegment {
     #[getter]
     fn failure(&self) -> Option<String> {
         self.inner.failure().map(str::to_owned)
+    }
+
+    /// Whether huge pages back this segment's mapping in this process:
+    /// `{"mode": "auto" | "require" | "off", "backed": bool, "backed_bytes":
+    /// bytes mapped with huge pages, "eligible_bytes": bytes of the file in
+    /// whole 2 MiB pages, "file_system": "tmpfs"..., "mount": the tmpfs huge= option,
+    /// "kernel": the kernel's shmem policy, "offered": whether the directory
+    /// offers them, "remedy": how to get them, or None}`. Touches one word of
+    /// each 2 MiB page of the mapping, then reads /proc/self/smaps.
+    ///
+    /// >>> s = Segment("doc-huge", "4MiB"); r = s.huge_pages()
+    /// >>> r["mode"], r["backed"] == (r["backed_bytes"] > 0)
+    /// ('auto', True)
+    /// >>> s.unlink()
+    fn huge_pages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let seg = self.seg()?;
+        let r = py.detach(|| seg.huge_pages());
+        let dir = seg
+            .path()
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default();
+        let d = PyDict::new(py);
+        d.set_item("mode", r.mode.name())?;
+        d.set_item("backed", r.backed())?;
+        d.set_item("backed_bytes", r.backed_bytes)?;
+        d.set_item("eligible_bytes", r.eligible_bytes)?;
+        d.set_item("file_system", &r.policy.fs_type)?;
+        d.set_item("mount", &r.policy.mount)?;
+        d.set_item("kernel", &r.policy.kernel)?;
+        d.set_item("offered", r.policy.offers())?;
+        d.set_item("remedy", r.policy.remedy(&dir))?;
+        Ok(d)
     }
 
     /// Whether `close()` was called.

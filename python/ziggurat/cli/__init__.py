@@ -1,9 +1,10 @@
 """The ``ziggurat`` command: inspect and manage the caches of this host.
 
-``ziggurat ls``, ``stats``, ``top``, ``get``, ``verify`` attach read-only; ``purge`` and
-``rm`` are the only ones that change a cache. Every subcommand takes ``--json``. A failure
-is one line on stderr and a non-zero exit (1; 2 for a wrong command line; 3 when
-``verify`` finds problems). docs/cli.md describes each subcommand.
+``ziggurat ls``, ``stats``, ``top``, ``get``, ``verify``, ``doctor`` attach read-only;
+``purge`` and ``rm`` are the only ones that change a cache. Every subcommand takes
+``--json``. A failure is one line on stderr and a non-zero exit (1; 2 for a wrong command
+line; 3 when ``verify`` finds problems or ``doctor`` an error, 4 when ``doctor`` finds
+warnings). docs/cli.md describes each subcommand.
 
 >>> import tempfile, shutil
 >>> d = tempfile.mkdtemp(dir="/dev/shm")

@@ -7,14 +7,16 @@
 
 from __future__ import annotations
 
-__all__ = ["EXIT_ERROR", "EXIT_PROBLEMS", "EXIT_USAGE", "CliError"]
+__all__ = ["EXIT_ERROR", "EXIT_PROBLEMS", "EXIT_USAGE", "EXIT_WARNINGS", "CliError"]
 
 #: A command could not do what was asked (the reason is on stderr).
 EXIT_ERROR = 1
 #: The command line itself is wrong (argparse's code).
 EXIT_USAGE = 2
-#: ``verify`` ran and found the segment inconsistent or unusable.
+#: ``verify`` ran and found the segment inconsistent or unusable; ``doctor`` found errors.
 EXIT_PROBLEMS = 3
+#: ``doctor`` found warnings and no error.
+EXIT_WARNINGS = 4
 
 
 class CliError(Exception):

@@ -3,8 +3,10 @@
 A row per cache: its main segment ``ziggurat.<name>.v<LAYOUT>`` and, if present, its
 cached-miss segment ``ziggurat.<name>.neg.v<LAYOUT>``. Sizes and ownership come from the
 files; entries, bytes used and the hit ratio from the main segment, attached read-only;
-``processes`` from ``/proc/*/maps``. Files of another layout version, another user's files
-and files the engine refuses are listed with the reason instead of the figures.
+``processes`` from ``/proc/*/maps``; ``huge_pages`` says whether huge pages back the main
+segment (as this command maps it: the kernel backs every mapping of a file alike). Files
+of another layout version, another user's files and files the engine refuses are listed
+with the reason instead of the figures.
 
 >>> import tempfile
 >>> from ziggurat import Cache
@@ -67,6 +69,7 @@ def _row(
         "created": None,
         "created_from": None,
         "processes": len(pids),
+        "huge_pages": None,
         "status": "ok",
         "error": None,
     }
@@ -89,6 +92,7 @@ def _row(
         seg = Segment(name, None, directory=directory, read_only=True)
         try:
             s = seg.stats()
+            huge = seg.huge_pages()["backed"]
         finally:
             seg.close()
     except CliError as e:
@@ -103,6 +107,7 @@ def _row(
         bytes_capacity=s["bytes_capacity"],
         entries=s["entries"],
         hit_ratio=s["hits"] / lookups if lookups else None,
+        huge_pages=huge,
     )
     return row
 
@@ -167,6 +172,7 @@ def _table(rows: list[dict[str, Any]], directory: str) -> Table:
         ("entries", "right", 7),
         ("hit ratio", "right", 5),
         ("procs", "right", 5),
+        ("huge", "left", 4),
         ("owner", "left", 4),
         ("created", "left", 10),
     ):
@@ -182,6 +188,7 @@ def _table(rows: list[dict[str, Any]], directory: str) -> Table:
             entries,
             percent(r["hit_ratio"]),
             str(r["processes"]),
+            {True: "yes", False: "no", None: "-"}[r["huge_pages"]],
             r["owner"],
             (r["created"] or "-")[:16].replace("T", " "),
         )

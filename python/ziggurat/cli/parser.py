@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from ziggurat.cli import clustered, follow, get, ls, purge, rm, stats, top, verify
+from ziggurat.cli import clustered, doctor, follow, get, ls, purge, rm, stats, top, verify
 from ziggurat.cli.entry import SERIALIZERS
 
 __all__ = ["DEFAULT_DIRECTORY", "build"]
@@ -126,6 +126,28 @@ def build() -> argparse.ArgumentParser:
     )
     clustered.add_options(p, required=True)
     p.set_defaults(func=follow.run)
+
+    p = sub.add_parser(
+        "doctor",
+        parents=[plain],
+        help="check the host for what can stop or slow the caches, and say how to fix it",
+    )
+    p.add_argument(
+        "name",
+        metavar="NAME",
+        nargs="?",
+        help="the cache to check (default: every cache in the directory)",
+    )
+    p.add_argument(
+        "--version", metavar="V", help="the cache's version option (the segment NAME.ver-V)"
+    )
+    p.add_argument(
+        "--size",
+        metavar="SIZE",
+        help="the size= the caches are opened with (default: the Cache's default)",
+    )
+    clustered.add_options(p, required=False)
+    p.set_defaults(func=doctor.run)
 
     p = sub.add_parser("rm", parents=[named], help="remove the segment files")
     p.add_argument(

@@ -47,7 +47,9 @@ _BYTES = {
 
 
 def host_counters(main: Segment, neg: Segment | None) -> dict[str, Any]:
-    """``{"l2": ..., "negative_l2": ...}`` as ``Cache.stats()["host"]`` has them.
+    """``{"l2": ..., "negative_l2": ..., "huge_pages": ...}`` as ``Cache.stats()["host"]``
+    has them (``huge_pages``: whether huge pages back the main segment, as this process
+    maps it, and how to get them; see ``Segment.huge_pages``).
 
     >>> import tempfile, shutil
     >>> d = tempfile.mkdtemp(dir="/dev/shm")
@@ -59,7 +61,11 @@ def host_counters(main: Segment, neg: Segment | None) -> dict[str, Any]:
     l2: dict[str, Any] = dict(main.stats())
     total = l2["hits"] + l2["misses"]
     l2["hit_ratio"] = l2["hits"] / total if total else 0.0
-    return {"l2": l2, "negative_l2": dict(neg.stats()) if neg is not None else None}
+    return {
+        "l2": l2,
+        "negative_l2": dict(neg.stats()) if neg is not None else None,
+        "huge_pages": dict(main.huge_pages()),
+    }
 
 
 def leases(neg: Segment | None) -> dict[str, int] | None:
@@ -139,6 +145,22 @@ def _table(data: dict[str, Any]) -> Table:
         t.add_section()
         t.add_row("loads in progress", "", f"{data['leases']['loading']:,}")
         t.add_row("lease releases", "", f"{data['leases']['releases']:,}")
+    huge = data["host"]["huge_pages"]
+    t.add_section()
+    t.add_row(
+        "huge pages",
+        f"{human_bytes(huge['backed_bytes'])} of {human_bytes(huge['eligible_bytes'])}"
+        if huge["backed"]
+        else "no",
+        "",
+    )
+    t.add_row(
+        "huge pages offered",
+        f"{huge['file_system']} huge={huge['mount'] or '-'}, kernel {huge['kernel'] or '-'}",
+        "",
+    )
+    if huge["remedy"] is not None:
+        t.add_row("to get huge pages", huge["remedy"], "")
     if data["cluster"] is not None:
         t.add_section()
         for key, v in data["cluster"].items():

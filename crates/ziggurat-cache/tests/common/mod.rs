@@ -15,6 +15,12 @@ impl Dir {
         Dir(p)
     }
 
+    /// The directory's path.
+    #[allow(dead_code)]
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
     /// The segment `name` of `size` bytes in this directory.
     pub fn segment(&self, name: &str, size: u64) -> Segment {
         let opts = Options {

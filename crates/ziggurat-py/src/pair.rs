@@ -1,0 +1,96 @@
+//! `open_pair`: a cache's two segments opened as one (see `ziggurat_cache::open_pair`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use ziggurat_core::{HugePages, Options};
+
+use crate::convert::{err, size_arg};
+use crate::segment::PySegment;
+
+/// Opens (or creates) the segments `name` (entries) and `name.neg` (cached
+/// misses and load leases) as one: when this call made the first and the
+/// second fails, the first is removed again. `size=None` is the default
+/// budget fitted to the directory's free space (with `notice` saying so);
+/// `neg_size=None` is a sixteenth of the entries' budget, at least 1 MiB.
+/// Returns `(main, neg, notice)`.
+///
+/// >>> import tempfile, shutil; d = tempfile.mkdtemp(dir="/dev/shm")
+/// >>> main, neg, notice = open_pair("doc-pair", "8MiB", None, directory=d)
+/// >>> main.size, neg.size, notice
+/// (8388608, 1048576, None)
+/// >>> main.close(); neg.close(); shutil.rmtree(d)
+#[pyfunction]
+#[pyo3(signature = (name, size, neg_size, *, directory = "/dev/shm", recreate = false, avg_item_size = 256, lock_timeout = 0.5, group = None, huge_pages = "auto"))]
+#[allow(clippy::too_many_arguments)]
+pub fn open_pair(
+    py: Python<'_>,
+    name: &str,
+    size: Option<&Bound<'_, PyAny>>,
+    neg_size: Option<&Bound<'_, PyAny>>,
+    directory: &str,
+    recreate: bool,
+    avg_item_size: i128,
+    lock_timeout: f64,
+    group: Option<u32>,
+    huge_pages: &str,
+) -> PyResult<(PySegment, PySegment, Option<String>)> {
+    if !(32..=1 << 24).contains(&avg_item_size) {
+        return Err(PyValueError::new_err(format!(
+            "avg_item_size must be between 32 and 16777216 bytes, got {avg_item_size}"
+        )));
+    }
+    if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
+        return Err(PyValueError::new_err(
+            "lock_timeout must be a finite number of seconds > 0",
+        ));
+    }
+    let size = size.filter(|s| !s.is_none()).map(size_arg).transpose()?;
+    let neg_size = neg_size
+        .filter(|s| !s.is_none())
+        .map(size_arg)
+        .transpose()?;
+    let opts = Options {
+        directory: PathBuf::from(directory),
+        recreate,
+        avg_item_size: avg_item_size as u64,
+        lock_timeout: Duration::from_secs_f64(lock_timeout.min(3600.0)),
+        group,
+        huge_pages: HugePages::parse(huge_pages).map_err(err)?,
+        ..Options::default()
+    };
+    let owned = name.to_string();
+    let pair = py
+        .detach(move || ziggurat_cache::open_pair(&owned, size, neg_size, &opts))
+        .map_err(err)?;
+    let neg_name = format!("{name}{}", ziggurat_cache::NEG_SUFFIX);
+    Ok((
+        PySegment::opened(pair.main, name.to_string(), pair.requested.0),
+        PySegment::opened(pair.neg, neg_name, pair.requested.1),
+        pair.notice,
+    ))
+}
+
+/// What the file system of `directory` and the kernel offer a segment there
+/// in huge pages: `{"file_system", "mount" (the tmpfs huge= option), "kernel"
+/// (the shmem policy), "offered", "remedy" (how to get them, or None)}`.
+///
+/// >>> huge_page_policy("/dev/shm")["file_system"]
+/// 'tmpfs'
+#[pyfunction]
+pub fn huge_page_policy<'py>(
+    py: Python<'py>,
+    directory: &str,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let dir = std::path::Path::new(directory);
+    let p = ziggurat_core::huge::Policy::of(dir);
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("file_system", &p.fs_type)?;
+    d.set_item("mount", &p.mount)?;
+    d.set_item("kernel", &p.kernel)?;
+    d.set_item("offered", p.offers())?;
+    d.set_item("remedy", p.remedy(dir))?;
+    Ok(d)
+}
