@@ -17,14 +17,15 @@ when the cache is built or closed: ``degraded.Degraded``, ``clustered.Clustered`
 
 from __future__ import annotations
 
-import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
 from ziggurat import _native
 from ziggurat._native import Cache as CacheCore
 from ziggurat._native import MutationError, ZigguratError
+from ziggurat.aio import AsyncMethods
 from ziggurat.args import check_key, tags_arg, ttl_arg
+from ziggurat.binding import NativeView, install_native, native_method, variant
 from ziggurat.closed import Closed
 from ziggurat.cluster.reader import Reader
 from ziggurat.cluster.tier import ClusterTier
@@ -36,6 +37,7 @@ from ziggurat.loader import LoaderStats, Loads, LoadTimeout
 from ziggurat.namespace import Namespace
 from ziggurat.options import CacheOptions
 from ziggurat.serializers import Serializer
+from ziggurat.stats import stats_of
 
 __all__ = ["Cache", "LoadTimeout", "MutationError", "Namespace"]
 
@@ -48,33 +50,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 __test__: dict[str, str] = {}
 
 
-def _native_method(f: F) -> F:
-    """Marks a method the native class implements: its definition here documents it, and
-    is removed once the class exists, so that calls reach the native method directly."""
-    f.__native__ = True  # type: ignore[attr-defined]
-    return f
-
-
-class NativeView:
-    """The native methods of one cache, past the Python methods that wrap or replace them:
-    the cluster tier writes this host's tiers through it (``cache.set`` of a clustered
-    cache writes Redis first).
-
-    >>> c = Cache("doc-native-view", size="8MiB"); c._core.set("k", 1); c._core.get("k")
-    1
-    >>> c.unlink()
-    """
-
-    def __init__(self, cache: Cache) -> None:
-        self._cache = cache
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(CacheCore, name).__get__(self._cache)
-        setattr(self, name, method)  # looked up once per name
-        return method
-
-
-class Cache(CacheCore):
+class Cache(AsyncMethods):
     """A cache with a per-process L1 over a per-host shared-memory L2.
 
     Every option, with its default and unit, is in the README's option table. The
@@ -151,9 +127,9 @@ class Cache(CacheCore):
         """The cache of options ``o`` over ``host``, its class chosen once by how it runs."""
         klass: type[Cache] = cls
         if host.main is None:
-            klass = _variant(cls, Degraded)
+            klass = variant(cls, Degraded)
         elif o.link is not None and o.secrets is not None:
-            klass = _variant(cls, Clustered)
+            klass = variant(cls, Clustered)
         passthrough = host.main is None and o.degraded == "passthrough"
         loads = Loads(o.name, o.loader_timeout)
         new = cast(Any, CacheCore).__new__
@@ -207,14 +183,14 @@ class Cache(CacheCore):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _install_native(cls)
+        install_native(cls, __test__)
 
     def __bool__(self) -> bool:
         return True  # a cache is never false, however empty its L1
 
     # -- the native methods -----------------------------------------------------------------
 
-    @_native_method
+    @native_method
     def get(self, key: str | bytes, default: Any = None) -> Any:
         """The cached value of ``key``, or ``default``.
 
@@ -227,7 +203,7 @@ class Cache(CacheCore):
         """
         raise NotImplementedError  # documentation only: the native method serves it
 
-    @_native_method
+    @native_method
     def fetch(
         self,
         key: str | bytes,
@@ -254,8 +230,8 @@ class Cache(CacheCore):
         """
         raise NotImplementedError  # documentation only: the native method serves it
 
-    @_native_method
-    def set(
+    @native_method
+    def set(  # type: ignore[override]
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
     ) -> None:
         """Stores ``value`` under ``key`` for ``ttl`` seconds (default: the cache's ``ttl``;
@@ -273,8 +249,8 @@ class Cache(CacheCore):
         """
         raise NotImplementedError  # documentation only: the native method serves it
 
-    @_native_method
-    def add(
+    @native_method
+    def add(  # type: ignore[override]
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
     ) -> bool:
         """Stores ``value`` only if ``key`` holds no fresh value; returns whether it did.
@@ -287,8 +263,8 @@ class Cache(CacheCore):
         """
         raise NotImplementedError  # documentation only: the native method serves it
 
-    @_native_method
-    def incr(
+    @native_method
+    def incr(  # type: ignore[override]
         self,
         key: str | bytes,
         delta: int = 1,
@@ -312,7 +288,7 @@ class Cache(CacheCore):
         """
         raise NotImplementedError  # documentation only: the native method serves it
 
-    @_native_method
+    @native_method
     def touch(self, key: str | bytes, ttl: float | None = None) -> bool:
         """Gives the value under ``key`` a new TTL from now (default: the cache's);
         returns whether the key held a fresh value.
@@ -351,27 +327,6 @@ class Cache(CacheCore):
                 out[k] = v
         return out
 
-    async def aget(self, key: str | bytes, default: Any = None) -> Any:
-        """``get`` for asyncio code. Reads never wait for another process; with a cluster
-        tier, a miss in this host's tiers reads Redis in the event loop's default executor.
-
-        >>> import asyncio
-        >>> c = Cache("doc-aget", size="8MiB"); asyncio.run(c.aget("x", 1))
-        1
-        >>> c.unlink()
-        """
-        return self.get(key, default)
-
-    async def aget_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
-        """``get_many`` for asyncio code (Redis read in the default executor, as ``aget``).
-
-        >>> import asyncio
-        >>> c = Cache("doc-agm", size="8MiB"); c.set("a", 1); asyncio.run(c.aget_many(["a"]))
-        {'a': 1}
-        >>> c.unlink()
-        """
-        return self.get_many(keys)
-
     # -- writes -----------------------------------------------------------------------------
 
     def set_many(
@@ -404,36 +359,6 @@ class Cache(CacheCore):
         put = self.set
         for k, v in items:
             put(k, v, ttl=ttl, tags=tg)
-
-    async def aset(
-        self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
-    ) -> None:
-        """``set`` for asyncio code. With a cluster tier, the write (a Redis round trip) runs
-        in the event loop's default executor; a cancelled caller does not stop it.
-
-        >>> import asyncio
-        >>> c = Cache("doc-aset", size="8MiB"); asyncio.run(c.aset("k", 1)); c.get("k")
-        1
-        >>> c.unlink()
-        """
-        self.set(key, value, ttl=ttl, tags=tags)
-
-    async def aset_many(
-        self,
-        mapping: Mapping[str | bytes, Any],
-        *,
-        ttl: float | None = None,
-        tags: Iterable[str] = (),
-    ) -> None:
-        """``set_many`` for asyncio code (in the default executor with a cluster tier, as
-        ``aset``).
-
-        >>> import asyncio
-        >>> c = Cache("doc-asm", size="8MiB"); asyncio.run(c.aset_many({"k": 1})); c.get("k")
-        1
-        >>> c.unlink()
-        """
-        self.set_many(mapping, ttl=ttl, tags=tags)
 
     def decr(self, key: str | bytes, delta: int = 1, *, default: int | None = None) -> int:
         """``incr`` by ``-delta``.
@@ -510,28 +435,6 @@ class Cache(CacheCore):
             raise
 
     # -- loading ----------------------------------------------------------------------------
-
-    async def afetch(
-        self,
-        key: str | bytes,
-        loader: Callable[[], Any],
-        *,
-        ttl: float | None = None,
-        tags: Iterable[str] = (),
-        neg_ttl: float | None = None,
-        stale_ttl: float | None = None,
-    ) -> Any:
-        """``fetch`` for asyncio: ``loader`` may be async or not; one load per key per host.
-
-        >>> import asyncio
-        >>> async def load(): return 7
-        >>> c = Cache("doc-afetch", size="8MiB"); asyncio.run(c.afetch("k", load))
-        7
-        >>> c.unlink()
-        """
-        self._check_open()
-        opts = {"ttl": ttl, "tags": tags, "neg_ttl": neg_ttl, "stale_ttl": stale_ttl}
-        return await self._loads.afetch(key, loader, opts)
 
     def cached(
         self,
@@ -610,7 +513,7 @@ class Cache(CacheCore):
     def _segment(self) -> _native.Segment | None:
         return self._host.main
 
-    def stats(self) -> dict[str, Any]:  # type: ignore[override]
+    def stats(self) -> dict[str, Any]:
         """Counters of this process's tiers (``"process"``) apart from the host's
         (``"host"``: read from the segment, the same in every worker). The README's stats
         table explains every counter.
@@ -620,45 +523,13 @@ class Cache(CacheCore):
         >>> c.unlink()
         """
         self._check_open()
-        host = self._host
-        host.failure(2)
-        core = super().stats()
-        l1_total = core["l1_hits"] + core["l1_misses"]
-        l2_total = core["l2_hits"] + core["l2_misses"]
-        process = {
-            "l1": {
-                "hits": core["l1_hits"],
-                "misses": core["l1_misses"],
-                "hit_ratio": core["l1_hits"] / l1_total if l1_total else 0.0,
-                "items": core["l1_items"],
-                "negative_items": core["l1_negative_items"],
-                "evictions": core["l1_evictions"],
-                "stale_drops": core["l1_stale_drops"],
-            },
-            "l2": {
-                "hits": core["l2_hits"],
-                "misses": core["l2_misses"],
-                "hit_ratio": core["l2_hits"] / l2_total if l2_total else 0.0,
-                "stale_reads": core["l2_stale_reads"],
-                "negative_hits": core["negative_hits"],
-                "decode_errors": core["decode_errors"],
-                "write_errors": host.write_errors,
-                "store_failures": host.store_failures,
-            },
-            "loader": self.loader_stats.as_dict(),
-        }
-        return {
-            "cache": self.name,
-            "degraded": host.reason,
-            "degraded_cause": host.cause,
-            "degraded_mode": self.degraded_mode,
-            "process": process,
-            "host": host.stats(),
-        }
+        return stats_of(self)
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ZigguratError(f"the cache {self.name!r} is closed; open a new Cache to use it again")
+            raise ZigguratError(
+                f"the cache {self.name!r} is closed; open a new Cache to use it again"
+            )
 
     def close(self) -> None:
         """Detaches this process; the data stays for the others. Every later call raises
@@ -674,7 +545,7 @@ class Cache(CacheCore):
         self._detach()
         self.clear_l1()
         self._host.close()
-        self.__class__ = _variant(type(self), Closed)
+        self.__class__ = variant(type(self), Closed)
 
     def __enter__(self) -> Cache:
         return self
@@ -695,31 +566,4 @@ class Cache(CacheCore):
         return f"<ziggurat.Cache {self.name!r} {state}>"
 
 
-_VARIANTS: dict[tuple[type[Cache], type], type[Cache]] = {}
-
-
-def _variant(cls: type[Cache], mixin: type) -> type[Cache]:
-    """``cls`` with ``mixin``'s methods first: the class of a cache that runs in the
-    mode ``mixin`` implements. Made once per pair; it keeps ``cls``'s names."""
-    out = _VARIANTS.get((cls, mixin))
-    if out is None:
-        attrs = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
-        out = cast("type[Cache]", type(cls.__name__, (mixin, cls), attrs))
-        _VARIANTS[(cls, mixin)] = out
-    return out
-
-
-def _install_native(cls: type[Cache]) -> None:
-    """Makes ``cls`` serve the native methods: the documentation-only definitions go, and
-    ``get`` and ``fetch`` become the native quick entries (descriptors of ``cls`` itself,
-    which CPython's specialized calls need), unless ``cls`` defines them in Python."""
-    for name, f in list(vars(cls).items()):
-        if getattr(f, "__native__", False):
-            __test__[f"{cls.__qualname__}.{name}"] = f.__doc__ or ""
-            delattr(cls, name)
-    python = [n for n in ("get", "fetch") if isinstance(getattr(cls, n), types.FunctionType)]
-    if not python:
-        _native.install_quick(cls)
-
-
-_install_native(Cache)
+install_native(Cache, __test__)

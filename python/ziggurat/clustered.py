@@ -63,7 +63,12 @@ class Clustered(_Base):
         self._tier.link.close()
 
     def set(
-        self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
+        self,
+        key: str | bytes,
+        value: Any,
+        *,
+        ttl: float | None = None,
+        tags: Iterable[str] = (),  # type: ignore[override]
     ) -> None:
         m = "Cache.set"
         self._check_open()
@@ -77,7 +82,12 @@ class Clustered(_Base):
             raise TypeError(f"{m}(): cannot serialize the value for this cache: {e}") from e
 
     def add(
-        self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
+        self,
+        key: str | bytes,
+        value: Any,
+        *,
+        ttl: float | None = None,
+        tags: Iterable[str] = (),  # type: ignore[override]
     ) -> bool:
         m = "Cache.add"
         self._check_open()
@@ -92,7 +102,7 @@ class Clustered(_Base):
         delta: int = 1,
         *,
         default: int | None = None,
-        tags: Iterable[str] = (),
+        tags: Iterable[str] = (),  # type: ignore[override]
     ) -> int:
         m = "Cache.incr"
         self._check_open()
@@ -119,7 +129,7 @@ class Clustered(_Base):
             self._host.write_failed("delete", key, e)
             raise
 
-    def invalidate_tags(self, *tags: str) -> None:
+    def invalidate_tags(self, *tags: str) -> None:  # type: ignore[override]
         self._check_open()
         self._tier.invalidate_tags(tags_arg(tags, "Cache.invalidate_tags"))
 

@@ -2,8 +2,10 @@
 ``add``, ``incr`` and ``touch``, atomic across processes with a segment, are made atomic
 within this process only, over the native ``get`` and ``set``.
 
+>>> import warnings
 >>> from ziggurat import Cache
->>> c = Cache("doc-degraded-mode", size="8MiB", directory="/nonexistent", degraded="local")
+>>> with warnings.catch_warnings(record=True):  # the warning that the segment is missing
+...     c = Cache("doc-degraded-mode", size="8MiB", directory="/nonexistent", degraded="local")
 >>> c.degraded, c.incr("n", default=0), c.incr("n")
 (True, 1, 2)
 """
@@ -48,7 +50,12 @@ class Degraded(_Base):
             )
 
     def add(
-        self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
+        self,
+        key: str | bytes,
+        value: Any,
+        *,
+        ttl: float | None = None,
+        tags: Iterable[str] = (),  # type: ignore[override]
     ) -> bool:
         self._check_open()
         check_key(key, "Cache.add")
@@ -64,7 +71,7 @@ class Degraded(_Base):
         delta: int = 1,
         *,
         default: int | None = None,
-        tags: Iterable[str] = (),
+        tags: Iterable[str] = (),  # type: ignore[override]
     ) -> int:
         self._check_open()
         m = "Cache.incr"
