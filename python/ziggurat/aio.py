@@ -16,11 +16,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ziggurat._native import Cache as CacheCore
+from ziggurat.args import check_key
 
 if TYPE_CHECKING:
     from ziggurat.loader import Loads
 
 __all__ = ["AsyncMethods"]
+
+# Marks "absent" where None is a valid cached value.
+_MISSING: Any = object()
 
 
 class AsyncMethods(CacheCore):
@@ -30,13 +34,13 @@ class AsyncMethods(CacheCore):
         _loads: Loads
 
         def _check_open(self) -> None: ...
-        def get_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]: ...
-        def set_many(
+        def _key_list(self, keys: Iterable[str | bytes], method: str) -> list[str | bytes]: ...
+        def _set_many(
             self,
             mapping: Mapping[str | bytes, Any],
-            *,
-            ttl: float | None = None,
-            tags: Iterable[str] = (),
+            ttl: float | None,
+            tags: Iterable[str],
+            m: str,
         ) -> None: ...
 
     async def aget(self, key: str | bytes, default: Any = None) -> Any:
@@ -49,6 +53,7 @@ class AsyncMethods(CacheCore):
         1
         >>> c.unlink()
         """
+        check_key(key, "Cache.aget")
         return self.get(key, default)
 
     async def aget_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
@@ -60,7 +65,9 @@ class AsyncMethods(CacheCore):
         {'a': 1}
         >>> c.unlink()
         """
-        return self.get_many(keys)
+        keys = self._key_list(keys, "Cache.aget_many")
+        get = self.get
+        return {k: v for k in keys if (v := get(k, _MISSING)) is not _MISSING}
 
     async def aset(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
@@ -74,6 +81,7 @@ class AsyncMethods(CacheCore):
         1
         >>> c.unlink()
         """
+        check_key(key, "Cache.aset")
         self.set(key, value, ttl=ttl, tags=tags)
 
     async def aset_many(
@@ -92,7 +100,7 @@ class AsyncMethods(CacheCore):
         1
         >>> c.unlink()
         """
-        self.set_many(mapping, ttl=ttl, tags=tags)
+        self._set_many(mapping, ttl, tags, "Cache.aset_many")
 
     async def afetch(
         self,

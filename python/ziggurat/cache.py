@@ -308,6 +308,7 @@ class Cache(AsyncMethods):
         (True, False)
         >>> c.unlink()
         """
+        check_key(key, "Cache.__contains__")
         return self.get(key, _MISSING) is not _MISSING
 
     def get_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
@@ -342,7 +343,12 @@ class Cache(AsyncMethods):
         2
         >>> c.unlink()
         """
-        m = "Cache.set_many"
+        self._set_many(mapping, ttl, tags, "Cache.set_many")
+
+    def _set_many(
+        self, mapping: Mapping[str | bytes, Any], ttl: float | None, tags: Iterable[str], m: str
+    ) -> None:
+        """``set_many``, its errors naming the public method ``m``."""
         ttl_arg(ttl, self.ttl, "ttl", m)
         tg = tags_arg(tags, m)
         if not isinstance(mapping, Mapping):
@@ -369,6 +375,7 @@ class Cache(AsyncMethods):
         """
         if isinstance(delta, bool) or not isinstance(delta, int):
             raise TypeError(f"Cache.decr(): delta must be an int, not {type(delta).__name__}")
+        check_key(key, "Cache.decr")
         return self.incr(key, -delta, default=default)
 
     def delete(self, key: str | bytes) -> bool:

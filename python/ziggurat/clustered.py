@@ -143,13 +143,14 @@ class Clustered(_Base):
 
     async def aget(self, key: str | bytes, default: Any = None) -> Any:
         self._check_open()
+        check_key(key, "Cache.aget")
         v = CacheCore.get_local(self, key, default, _MISSING)
         if v is _MISSING:
             return await in_thread(CacheCore.get_below, self, key, default)
         return v
 
     async def aget_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
-        keys = self._key_list(keys, "Cache.get_many")
+        keys = self._key_list(keys, "Cache.aget_many")
         out: dict[str | bytes, Any] = {}
         for k in keys:
             v = await self.aget(k, _MISSING)
@@ -160,6 +161,7 @@ class Clustered(_Base):
     async def aset(
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
     ) -> None:
+        check_key(key, "Cache.aset")
         await in_thread(functools.partial(self.set, key, value, ttl=ttl, tags=tags))
 
     async def aset_many(
@@ -169,7 +171,7 @@ class Clustered(_Base):
         ttl: float | None = None,
         tags: Iterable[str] = (),
     ) -> None:
-        await in_thread(functools.partial(self.set_many, mapping, ttl=ttl, tags=tags))
+        await in_thread(self._set_many, mapping, ttl, tags, "Cache.aset_many")
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

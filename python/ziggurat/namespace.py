@@ -76,11 +76,11 @@ class Namespace:
 
     async def aget(self, key: str | bytes, default: Any = None) -> Any:
         """``Cache.aget`` within the namespace."""
-        return await self.cache.aget(self._k(key, "Namespace.get"), default)
+        return await self.cache.aget(self._k(key, "Namespace.aget"), default)
 
     async def aget_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
         """``Cache.aget_many`` within the namespace."""
-        full = self._full_keys(keys, "Namespace.get_many")
+        full = self._full_keys(keys, "Namespace.aget_many")
         return {full[k]: v for k, v in (await self.cache.aget_many(full)).items()}
 
     def set(
@@ -105,7 +105,7 @@ class Namespace:
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
     ) -> None:
         """``Cache.aset`` within the namespace."""
-        m = "Namespace.set"
+        m = "Namespace.aset"
         await self.cache.aset(self._k(key, m), value, ttl=ttl, tags=self._t(tags, m))
 
     async def aset_many(
@@ -116,7 +116,7 @@ class Namespace:
         tags: Iterable[str] = (),
     ) -> None:
         """``Cache.aset_many`` within the namespace."""
-        m = "Namespace.set_many"
+        m = "Namespace.aset_many"
         await self.cache.aset_many(self._entries(mapping, m), ttl=ttl, tags=self._t(tags, m))
 
     def add(
@@ -136,7 +136,8 @@ class Namespace:
         """``Cache.decr`` within the namespace."""
         if isinstance(delta, bool) or not isinstance(delta, int):
             raise TypeError(f"Namespace.decr(): delta must be an int, not {type(delta).__name__}")
-        return self.incr(key, -delta, default=default)
+        k = self._k(key, "Namespace.decr")
+        return self.cache.incr(k, -delta, default=default, tags=(self._tag,))
 
     def touch(self, key: str | bytes, ttl: float | None = None) -> bool:
         """``Cache.touch`` within the namespace."""
