@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ziggurat._native import Cache as CacheCore
-from ziggurat.args import check_key
+from ziggurat.args import key_error
 
 if TYPE_CHECKING:
     from ziggurat.loader import Loads
@@ -53,8 +53,13 @@ class AsyncMethods(CacheCore):
         1
         >>> c.unlink()
         """
-        check_key(key, "Cache.aget")
-        return self.get(key, default)
+        try:
+            return self.get(key, default)
+        except (TypeError, ValueError):
+            bad = key_error(key, "Cache.aget")
+            if bad is None:
+                raise
+            raise bad from None
 
     async def aget_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
         """``get_many`` for asyncio code (Redis read in the default executor, as ``aget``).
@@ -81,8 +86,13 @@ class AsyncMethods(CacheCore):
         1
         >>> c.unlink()
         """
-        check_key(key, "Cache.aset")
-        self.set(key, value, ttl=ttl, tags=tags)
+        try:
+            self.set(key, value, ttl=ttl, tags=tags)
+        except (TypeError, ValueError):
+            bad = key_error(key, "Cache.aset")
+            if bad is None:
+                raise
+            raise bad from None
 
     async def aset_many(
         self,

@@ -24,7 +24,7 @@ from ziggurat import _native
 from ziggurat._native import Cache as CacheCore
 from ziggurat._native import MutationError, ZigguratError
 from ziggurat.aio import AsyncMethods
-from ziggurat.args import check_key, tags_arg, ttl_arg
+from ziggurat.args import check_key, key_error, tags_arg, ttl_arg
 from ziggurat.binding import NativeView, install_native, native_method, variant
 from ziggurat.closed import Closed
 from ziggurat.cluster.reader import Reader
@@ -308,8 +308,13 @@ class Cache(AsyncMethods):
         (True, False)
         >>> c.unlink()
         """
-        check_key(key, "Cache.__contains__")
-        return self.get(key, _MISSING) is not _MISSING
+        try:
+            return self.get(key, _MISSING) is not _MISSING
+        except (TypeError, ValueError):
+            bad = key_error(key, "Cache.__contains__")
+            if bad is None:
+                raise
+            raise bad from None
 
     def get_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
         """The cached values of ``keys`` that are present.
