@@ -46,7 +46,7 @@ _MISSING: Any = object()
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The examples of the native methods' documentation, run by doctest (the methods below
-#: marked ``_native_method`` are documentation only: the class serves the native ones).
+#: marked ``native_method`` are documentation only: the class serves the native ones).
 __test__: dict[str, str] = {}
 
 

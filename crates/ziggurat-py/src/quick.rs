@@ -30,9 +30,9 @@ use std::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::impl_::trampoline::{fastcall_cfunction_with_keywords as trampoline, MethodDef};
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
@@ -84,13 +84,13 @@ impl Method {
 static GET: Method = Method::new(
     c"get",
     get,
-    c"get(key, default=None)\n--\n\nThe cached value of key, or default.",
+    c"get($self, key, default=None)\n--\n\nThe cached value of key, or default.",
 );
 
 static FETCH: Method = Method::new(
     c"fetch",
     fetch,
-    c"fetch(key, loader, *, ttl=None, tags=None, neg_ttl=None, stale_ttl=None)\n--\n\n\
+    c"fetch($self, key, loader, *, ttl=None, tags=None, neg_ttl=None, stale_ttl=None)\n--\n\n\
       The cached value of key, or what loader() returns, stored.",
 );
 
