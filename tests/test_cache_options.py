@@ -16,11 +16,19 @@ from ziggurat.options import CacheOptions
 
 
 def test_the_constructor_takes_the_options_build_checks() -> None:
-    cache = inspect.signature(Cache).parameters
+    # Cache's signature (its __new__, which does the work), the one documentation tools
+    # and type checkers read (its __init__) and build's are one list of options.
     build = inspect.signature(CacheOptions.build).parameters
-    assert list(cache) == list(build)
-    for name, p in cache.items():
-        assert (p.kind, p.default) == (build[name].kind, build[name].default), name
+    init = dict(inspect.signature(Cache.__init__).parameters)
+    del init["self"]
+    for signature in (inspect.signature(Cache).parameters, init):
+        assert list(signature) == list(build)
+        for name, p in signature.items():
+            assert (p.kind, p.default, p.annotation) == (
+                build[name].kind,
+                build[name].default,
+                build[name].annotation,
+            ), name
 
 
 def test_build_resolves_the_options() -> None:

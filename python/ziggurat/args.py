@@ -14,7 +14,8 @@ home, and a method written here raises what a native one raises.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NoReturn
 
 from ziggurat import _native
 
@@ -25,7 +26,9 @@ __all__ = [
     "MAX_TTL",
     "check_key",
     "int_arg",
+    "items_arg",
     "key_error",
+    "key_list",
     "tags_arg",
 ]
 
@@ -43,19 +46,65 @@ MAX_SIZE: int = _native.MAX_SIZE
 check_key = _native.check_key
 
 
-def key_error(key: object, method: str) -> Exception | None:
-    """The error ``check_key`` gives ``key``, named after ``method``; None for a valid key.
-    For a method that calls a native one and names itself only when the key was bad,
-    which costs nothing on the way of a valid key.
+def key_error(key: object, method: str) -> NoReturn:
+    """Called while a native method's ``TypeError`` or ``ValueError`` is handled: raises
+    the error ``check_key`` gives ``key``, named after ``method``, or else the error being
+    handled. For a method that calls a native one and names itself only when the key was
+    bad, which costs nothing on the way of a valid key.
 
-    >>> print(key_error(b"", "Cache.aget"))
-    Cache.aget(): key must be 1 to 4096 bytes, got 0
+    >>> try:
+    ...     raise ValueError("Cache.get(): key must be 1 to 4096 bytes, got 0")
+    ... except ValueError:
+    ...     key_error(b"", "Cache.aget")
+    Traceback (most recent call last):
+    ValueError: Cache.aget(): key must be 1 to 4096 bytes, got 0
     """
     try:
         check_key(key, method)
     except (TypeError, ValueError) as e:
-        return e
-    return None
+        raise e from None
+    raise
+
+
+def key_list(keys: Iterable[str | bytes], method: str) -> list[str | bytes]:
+    """Keys of a method taking many, each checked.
+
+    >>> key_list("ab", "Cache.get_many")
+    Traceback (most recent call last):
+    TypeError: Cache.get_many(): keys must be an iterable of keys, not a single key
+    """
+    if isinstance(keys, (str, bytes)):
+        raise TypeError(f"{method}(): keys must be an iterable of keys, not a single key")
+    try:
+        out = list(keys)
+    except TypeError:
+        raise TypeError(
+            f"{method}(): keys must be an iterable of keys, not {type(keys).__name__}"
+        ) from None
+    for k in out:
+        check_key(k, method)
+    return out
+
+
+def items_arg(
+    mapping: Mapping[str | bytes, Any], method: str, dumps: Callable[[Any], Any]
+) -> list[tuple[str | bytes, Any]]:
+    """The items of a ``set_many``, every key checked and every value encoded once by
+    ``dumps``, so that bad input anywhere is refused before anything is written.
+
+    >>> items_arg({"a": 1}, "Cache.set_many", repr)
+    [('a', 1)]
+    """
+    if not isinstance(mapping, Mapping):
+        raise TypeError(f"{method}(): mapping must be a mapping, not {type(mapping).__name__}")
+    items = list(mapping.items())
+    for k, v in items:
+        check_key(k, method)
+        try:
+            dumps(v)
+        except Exception as e:
+            raise TypeError(f"{method}(): cannot serialize the value of {k!r}: {e}") from e
+    return items
 
 
 def ttl_arg(value: object, default: float | None, what: str, method: str) -> float | None:

@@ -7,31 +7,25 @@
 42
 >>> cache.unlink()
 
-``Cache`` is a Python subclass of the native cache (``ziggurat._native.Cache``): ``get``,
-``fetch``, ``set``, ``add``, ``incr`` and ``touch`` are the native methods themselves, called
-with no Python frame; the methods written here build on them. What differs between the ways
-a cache runs (without its segment, with a cluster tier, closed) is a mixin class chosen once,
-when the cache is built or closed: ``degraded.Degraded``, ``clustered.Clustered``,
-``closed.Closed``.
+A subclass of the native cache, whose methods it serves as they are (``binding``); what
+differs by mode is a mixin chosen once (``factory``; ``closed.Closed`` on ``close()``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from ziggurat import _native
 from ziggurat._native import Cache as CacheCore
 from ziggurat._native import MutationError, ZigguratError
-from ziggurat.aio import AsyncMethods
-from ziggurat.args import check_key, key_error, tags_arg, ttl_arg
-from ziggurat.binding import NativeView, install_native, native_method, variant
-from ziggurat.closed import Closed
+from ziggurat.args import check_key, items_arg, key_error, key_list, tags_arg, ttl_arg
+from ziggurat.binding import install_native, native_method, variant
+from ziggurat.closed import Closed, closed_error
 from ziggurat.cluster.reader import Reader
 from ziggurat.cluster.tier import ClusterTier
-from ziggurat.clustered import Clustered
-from ziggurat.decorator import TagsArg, cached
-from ziggurat.degraded import Degraded
+from ziggurat.decorator import F, TagsArg, cached
+from ziggurat.factory import build
 from ziggurat.host import Host
 from ziggurat.loader import LoaderStats, Loads, LoadTimeout
 from ziggurat.namespace import Namespace
@@ -43,14 +37,12 @@ __all__ = ["Cache", "LoadTimeout", "MutationError", "Namespace"]
 
 # Marks "absent" where None is a valid cached value.
 _MISSING: Any = object()
-F = TypeVar("F", bound=Callable[..., Any])
 
-#: The examples of the native methods' documentation, run by doctest (the methods below
-#: marked ``native_method`` are documentation only: the class serves the native ones).
+#: The examples of the native methods' documentation (``native_method``), run by doctest.
 __test__: dict[str, str] = {}
 
 
-class Cache(AsyncMethods):
+class Cache(CacheCore):
     """A cache with a per-process L1 over a per-host shared-memory L2.
 
     Every option, with its default and unit, is in the README's option table. The
@@ -120,60 +112,40 @@ class Cache(AsyncMethods):
         options = dict(locals())
         del options["cls"]
         o = CacheOptions.build(**options)
-        return cls._build(o, Host.open(o, stacklevel=2))
+        return build(cls, o, Host.open(o, stacklevel=2))
 
-    @classmethod
-    def _build(cls, o: CacheOptions, host: Host) -> Cache:
-        """The cache of options ``o`` over ``host``, its class chosen once by how it runs."""
-        klass: type[Cache] = cls
-        if host.main is None:
-            klass = variant(cls, Degraded)
-        elif o.link is not None and o.secrets is not None:
-            klass = variant(cls, Clustered)
-        passthrough = host.main is None and o.degraded == "passthrough"
-        loads = Loads(o.name, o.loader_timeout)
-        new = cast(Any, CacheCore).__new__
-        self: Cache = new(
-            klass,
-            host.main,
-            host.neg,
-            0 if passthrough else o.l1_items,
-            0 if passthrough else o.l1_negative_items,
-            o.serializer.loads,
-            o.serializer.dumps,
-            (o.ttl, o.neg_ttl, o.stale_ttl, o.jitter, o.loader_timeout),
-            o.copy,
-            o.debug,
-            refresh=loads.refresh,
-            local=loads.local,
-            refresh_ahead=o.refresh_ahead,
-            on_write_error=host.write_failed,
-            codec=getattr(o.serializer, "codec", None),
-            degraded_ttl=o.degraded_ttl if host.main is None else None,
-        )
-        self.name = o.name
-        self.ttl = o.ttl
-        self.neg_ttl = o.neg_ttl
-        self.stale_ttl = o.stale_ttl
-        self.jitter = o.jitter
-        self.refresh_ahead = o.refresh_ahead
-        self.loader_timeout = o.loader_timeout
-        self.serializer = o.serializer
-        self.copy = o.copy
-        self.debug = o.debug
-        self.version = o.version
-        self.degraded_mode = o.degraded
-        self.degraded_ttl = o.degraded_ttl
-        self.closed = False
-        self._core = cast(CacheCore, NativeView(self))
-        self._host = host
-        loads.core = self
-        self._loads = loads
-        self.loader_stats = LoaderStats(self)
-        self._tier = None
-        self._reader = None
-        self._join(o)
-        return self
+    def __init__(
+        self,
+        name: str,
+        size: int | str = "64MiB",
+        *,
+        l1_items: int = 10_000,
+        l1_negative_items: int | None = None,
+        ttl: float = 300,
+        neg_ttl: float | None = 30,
+        stale_ttl: float | None = None,
+        jitter: float = 0.1,
+        refresh_ahead: float = 0.0,
+        loader_timeout: float = 10.0,
+        serializer: str | Serializer = "auto",
+        copy: str = "shared",
+        debug: bool = False,
+        neg_size: int | str | None = None,
+        directory: str = "/dev/shm",
+        avg_item_size: int = 256,
+        lock_timeout: float = 0.5,
+        recreate: bool = False,
+        version: int | str | None = None,
+        degraded: str = "passthrough",
+        degraded_ttl: float = 1.0,
+        group: str | int | None = None,
+        redis: object = None,
+        secret: str | bytes | list[str | bytes] | None = None,
+        redis_timeout: float = 0.1,
+        stream_length: int = 100_000,
+        cluster_single_flight: bool = False,
+    ) -> None:
+        """Documents the options: ``__new__`` applies them (the native part needs the segments)."""
 
     def _join(self, o: CacheOptions) -> None:
         """What the cache's mode adds once the cache is built (a cluster tier)."""
@@ -201,7 +173,6 @@ class Cache(AsyncMethods):
         0
         >>> c.unlink()
         """
-        raise NotImplementedError  # documentation only: the native method serves it
 
     @native_method
     def fetch(
@@ -228,7 +199,6 @@ class Cache(AsyncMethods):
         'loaded'
         >>> c.unlink()
         """
-        raise NotImplementedError  # documentation only: the native method serves it
 
     @native_method
     def set(  # type: ignore[override]
@@ -247,10 +217,9 @@ class Cache(AsyncMethods):
         {'a': 1}
         >>> c.unlink()
         """
-        raise NotImplementedError  # documentation only: the native method serves it
 
     @native_method
-    def add(  # type: ignore[override]
+    def add(  # type: ignore[override,empty-body]
         self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
     ) -> bool:
         """Stores ``value`` only if ``key`` holds no fresh value; returns whether it did.
@@ -261,10 +230,9 @@ class Cache(AsyncMethods):
         (True, False, 1)
         >>> c.unlink()
         """
-        raise NotImplementedError  # documentation only: the native method serves it
 
     @native_method
-    def incr(  # type: ignore[override]
+    def incr(  # type: ignore[override,empty-body]
         self,
         key: str | bytes,
         delta: int = 1,
@@ -277,8 +245,8 @@ class Cache(AsyncMethods):
 
         Raises ``KeyError`` when the key holds no value and ``default`` is None (with a
         ``default``, the counter starts from it, with the cache's TTL and ``tags``; an
-        existing counter keeps its own), ``TypeError`` when
-        the value is not an int, ``OverflowError`` outside the signed 64-bit range.
+        existing counter keeps its own), ``TypeError`` when the value is not an int,
+        ``OverflowError`` outside the signed 64-bit range.
 
         >>> c = Cache("doc-incr", size="8MiB"); c.set("n", 1); c.incr("n"), c.incr("n", 5)
         (2, 7)
@@ -286,10 +254,9 @@ class Cache(AsyncMethods):
         1
         >>> c.unlink()
         """
-        raise NotImplementedError  # documentation only: the native method serves it
 
     @native_method
-    def touch(self, key: str | bytes, ttl: float | None = None) -> bool:
+    def touch(self, key: str | bytes, ttl: float | None = None) -> bool:  # type: ignore[empty-body]
         """Gives the value under ``key`` a new TTL from now (default: the cache's);
         returns whether the key held a fresh value.
 
@@ -297,9 +264,8 @@ class Cache(AsyncMethods):
         True
         >>> c.unlink()
         """
-        raise NotImplementedError  # documentation only: the native method serves it
 
-    # -- reads ------------------------------------------------------------------------------
+    # -- reads and writes beyond the native methods -------------------------------------------
 
     def __contains__(self, key: str | bytes) -> bool:
         """Whether ``key`` holds a fresh value (a cached miss does not count).
@@ -311,10 +277,7 @@ class Cache(AsyncMethods):
         try:
             return self.get(key, _MISSING) is not _MISSING
         except (TypeError, ValueError):
-            bad = key_error(key, "Cache.__contains__")
-            if bad is None:
-                raise
-            raise bad from None
+            key_error(key, "Cache.__contains__")
 
     def get_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
         """The cached values of ``keys`` that are present.
@@ -333,7 +296,31 @@ class Cache(AsyncMethods):
                 out[k] = v
         return out
 
-    # -- writes -----------------------------------------------------------------------------
+    async def aget(self, key: str | bytes, default: Any = None) -> Any:
+        """``get`` for asyncio code. Reads never wait for another process; with a cluster
+        tier, a miss in this host's tiers reads Redis in the event loop's default executor.
+
+        >>> import asyncio
+        >>> c = Cache("doc-aget", size="8MiB"); asyncio.run(c.aget("x", 1))
+        1
+        >>> c.unlink()
+        """
+        try:
+            return self.get(key, default)
+        except (TypeError, ValueError):
+            key_error(key, "Cache.aget")
+
+    async def aget_many(self, keys: Iterable[str | bytes]) -> dict[str | bytes, Any]:
+        """``get_many`` for asyncio code (Redis read in the default executor, as ``aget``).
+
+        >>> import asyncio
+        >>> c = Cache("doc-agm", size="8MiB"); c.set("a", 1); asyncio.run(c.aget_many(["a"]))
+        {'a': 1}
+        >>> c.unlink()
+        """
+        keys = self._key_list(keys, "Cache.aget_many")
+        get = self.get
+        return {k: v for k in keys if (v := get(k, _MISSING)) is not _MISSING}
 
     def set_many(
         self,
@@ -356,20 +343,43 @@ class Cache(AsyncMethods):
         """``set_many``, its errors naming the public method ``m``."""
         ttl_arg(ttl, self.ttl, "ttl", m)
         tg = tags_arg(tags, m)
-        if not isinstance(mapping, Mapping):
-            raise TypeError(f"{m}(): mapping must be a mapping, not {type(mapping).__name__}")
-        items = list(mapping.items())
-        # Check everything before writing anything: a bad key or a value that cannot be
-        # encoded leaves the cache unchanged.
-        for k, v in items:
-            check_key(k, m)
-            try:
-                self.serializer.dumps(v)
-            except Exception as e:
-                raise TypeError(f"{m}(): cannot serialize the value of {k!r}: {e}") from e
+        items = items_arg(mapping, m, self.serializer.dumps)
         put = self.set
         for k, v in items:
             put(k, v, ttl=ttl, tags=tg)
+
+    async def aset(
+        self, key: str | bytes, value: Any, *, ttl: float | None = None, tags: Iterable[str] = ()
+    ) -> None:
+        """``set`` for asyncio code. With a cluster tier, the write (a Redis round trip) runs
+        in the event loop's default executor; a cancelled caller does not stop it.
+
+        >>> import asyncio
+        >>> c = Cache("doc-aset", size="8MiB"); asyncio.run(c.aset("k", 1)); c.get("k")
+        1
+        >>> c.unlink()
+        """
+        try:
+            self.set(key, value, ttl=ttl, tags=tags)
+        except (TypeError, ValueError):
+            key_error(key, "Cache.aset")
+
+    async def aset_many(
+        self,
+        mapping: Mapping[str | bytes, Any],
+        *,
+        ttl: float | None = None,
+        tags: Iterable[str] = (),
+    ) -> None:
+        """``set_many`` for asyncio code (in the default executor with a cluster tier, as
+        ``aset``).
+
+        >>> import asyncio
+        >>> c = Cache("doc-asm", size="8MiB"); asyncio.run(c.aset_many({"k": 1})); c.get("k")
+        1
+        >>> c.unlink()
+        """
+        self._set_many(mapping, ttl, tags, "Cache.aset_many")
 
     def decr(self, key: str | bytes, delta: int = 1, *, default: int | None = None) -> int:
         """``incr`` by ``-delta``.
@@ -411,17 +421,7 @@ class Cache(AsyncMethods):
 
     def _key_list(self, keys: Iterable[str | bytes], method: str) -> list[str | bytes]:
         self._check_open()
-        if isinstance(keys, (str, bytes)):
-            raise TypeError(f"{method}(): keys must be an iterable of keys, not a single key")
-        try:
-            out = list(keys)
-        except TypeError:
-            raise TypeError(
-                f"{method}(): keys must be an iterable of keys, not {type(keys).__name__}"
-            ) from None
-        for k in out:
-            check_key(k, method)
-        return out
+        return key_list(keys, method)
 
     def invalidate_tags(self, *tags: str) -> None:  # type: ignore[override]
         """Voids every entry carrying any of ``tags``, in every process, at once.
@@ -446,7 +446,27 @@ class Cache(AsyncMethods):
             self._host.write_failed("clear", "*", e)
             raise
 
-    # -- loading ----------------------------------------------------------------------------
+    async def afetch(
+        self,
+        key: str | bytes,
+        loader: Callable[[], Any],
+        *,
+        ttl: float | None = None,
+        tags: Iterable[str] = (),
+        neg_ttl: float | None = None,
+        stale_ttl: float | None = None,
+    ) -> Any:
+        """``fetch`` for asyncio: ``loader`` may be async or not; one load per key per host.
+
+        >>> import asyncio
+        >>> async def load(): return 7
+        >>> c = Cache("doc-afetch", size="8MiB"); asyncio.run(c.afetch("k", load))
+        7
+        >>> c.unlink()
+        """
+        self._check_open()
+        opts = {"ttl": ttl, "tags": tags, "neg_ttl": neg_ttl, "stale_ttl": stale_ttl}
+        return await self._loads.afetch(key, loader, opts)
 
     def cached(
         self,
@@ -516,9 +536,8 @@ class Cache(AsyncMethods):
 
     @property
     def degraded_cause(self) -> str | None:
-        """Why the segment cannot be used, as a short name (the segment error's ``cause``:
-        missing_directory, not_writable, other_owner, no_space, damaged, incompatible,
-        locked, io)."""
+        """``degraded_reason`` as a short name: missing_directory, not_writable, other_owner,
+        no_space, damaged, incompatible, locked or io."""
         return self._host.cause
 
     @property
@@ -539,9 +558,7 @@ class Cache(AsyncMethods):
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ZigguratError(
-                f"the cache {self.name!r} is closed; open a new Cache to use it again"
-            )
+            raise closed_error(self.name)
 
     def close(self) -> None:
         """Detaches this process; the data stays for the others. Every later call raises

@@ -22,7 +22,12 @@ if TYPE_CHECKING:
 else:
     _Base = object
 
-__all__ = ["Closed"]
+__all__ = ["Closed", "closed_error"]
+
+
+def closed_error(name: str) -> ZigguratError:
+    """The error of any call to the closed cache ``name``."""
+    return ZigguratError(f"the cache {name!r} is closed; open a new Cache to use it again")
 
 
 class Closed(_Base):
@@ -30,7 +35,7 @@ class Closed(_Base):
     ``closed`` themselves)."""
 
     def _refuse(self) -> NoReturn:
-        raise ZigguratError(f"the cache {self.name!r} is closed; open a new Cache to use it again")
+        raise closed_error(self.name)
 
     def get(self, *_args: Any, **_kwargs: Any) -> Any:
         self._refuse()
