@@ -145,7 +145,7 @@ class Cache(CacheCore):
         stream_length: int = 100_000,
         cluster_single_flight: bool = False,
     ) -> None:
-        """Documents the options: ``__new__`` applies them (the native part needs the segments)."""
+        pass  # the signature, for type checkers and the reference: __new__ applied it
 
     def _join(self, o: CacheOptions) -> None:
         """What the cache's mode adds once the cache is built (a cluster tier)."""
