@@ -101,7 +101,7 @@ c = Cache("racing", directory=sys.argv[1])
 seg = c._segment
 print(json.dumps({"degraded": c.degraded_reason,
                   "id": list(seg.file_id) if seg else None,
-                  "neg": list(c._neg.file_id) if c._neg else None}))
+                  "neg": list(c._host.neg.file_id) if c._host.neg else None}))
 """
 
 

@@ -70,7 +70,7 @@ pub(crate) struct L1Hit {
 // "borrowed" error; the L1 is behind a try-lock (see `l1::Shared`).
 // Named "Cache" in Python: argument errors that Python itself raises for the
 // native methods then read "Cache.set() takes ...", naming the public method.
-#[pyclass(name = "Cache", module = "ziggurat._native", frozen)]
+#[pyclass(name = "Cache", module = "ziggurat._native", frozen, subclass)]
 pub struct CacheCore {
     pub(crate) main: Option<Arc<Segment>>,
     pub(crate) neg: Option<Arc<Segment>>,

@@ -30,15 +30,17 @@ use std::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::impl_::trampoline::{fastcall_cfunction_with_keywords as trampoline, MethodDef};
 use pyo3::prelude::*;
+use pyo3::types::PyType;
 
 use crate::core::{CacheCore, Quick};
 use crate::fetch::FetchArgs;
 
 /// A native method with a quick entry: its method table entry (CPython keeps
-/// a pointer to it in every function object made from it, so it is static)
+/// a pointer to it in every descriptor made from it, so it is static)
 /// and the full method as found on the class (a method descriptor, called
 /// with the core as its first argument; the class lives as long as the
 /// module, so one reference serves every core).
@@ -82,47 +84,48 @@ impl Method {
 static GET: Method = Method::new(
     c"get",
     get,
-    c"get(key, default=None)\n--\n\nThe cached value of key, or default.",
+    c"get($self, key, default=None)\n--\n\nThe cached value of key, or default.",
 );
 
 static FETCH: Method = Method::new(
     c"fetch",
     fetch,
-    c"fetch(key, loader, *, ttl=None, tags=None, neg_ttl=None, stale_ttl=None)\n--\n\n\
+    c"fetch($self, key, loader, *, ttl=None, tags=None, neg_ttl=None, stale_ttl=None)\n--\n\n\
       The cached value of key, or what loader() returns, stored.",
 );
 
-#[pymethods]
-impl CacheCore {
-    /// `get` bound to this core, with a quicker entry for plain calls.
-    fn bound_get(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        bound(slf, &GET)
+/// Puts `get` and `fetch` on `cls`, a Python subclass of the native class,
+/// as method descriptors of their quick entries, so that `cache.get(key)` on
+/// an instance of `cls` calls the entry with no Python frame and nothing bound
+/// per instance. Each class gets descriptors of its own: CPython's
+/// specialized call of a method descriptor checks the instance's exact type.
+#[pyfunction]
+pub(crate) fn install_quick(cls: &Bound<'_, PyType>) -> PyResult<()> {
+    let py = cls.py();
+    if !cls.is_subclass_of::<CacheCore>()? {
+        return Err(PyTypeError::new_err(format!(
+            "install_quick(): {} is not a subclass of the native Cache",
+            cls.name()?
+        )));
     }
-
-    /// `fetch` bound to this core, with a quicker entry for plain calls.
-    fn bound_fetch(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        bound(slf, &FETCH)
+    for m in [&GET, &FETCH] {
+        if m.full.get().is_none() {
+            let full = py.get_type::<CacheCore>().getattr(m.name())?.unbind();
+            let _ = m.full.set(full);
+        }
+        // SAFETY: `m.def` is static and describes an entry below with the
+        // flags its signature needs; `cls` is a live type object. A null
+        // return has set an error.
+        let descr = unsafe {
+            let d = ffi::PyDescr_NewMethod(
+                cls.as_type_ptr(),
+                &m.def as *const ffi::PyMethodDef as *mut ffi::PyMethodDef,
+            );
+            Bound::from_owned_ptr_or_err(py, d)?
+        };
+        cls.setattr(m.name(), descr)?;
     }
-}
-
-/// `core.<method>` as a function made from the quick entry `m`.
-fn bound(core: &Bound<'_, CacheCore>, m: &'static Method) -> PyResult<Py<PyAny>> {
-    let py = core.py();
-    if m.full.get().is_none() {
-        let full = py.get_type::<CacheCore>().getattr(m.name())?.unbind();
-        let _ = m.full.set(full);
-    }
-    // SAFETY: `m.def` is static and describes an entry below with the flags
-    // its signature needs; `core` is a live object the new function keeps a
-    // reference to (CPython increments it). A null return has set an error.
-    unsafe {
-        let f = ffi::PyCFunction_NewEx(
-            &m.def as *const ffi::PyMethodDef as *mut ffi::PyMethodDef,
-            core.as_ptr(),
-            std::ptr::null_mut(),
-        );
-        Bound::from_owned_ptr_or_err(py, f).map(Bound::unbind)
-    }
+    Ok(())
 }
 
 /// `get`'s vectorcall entry (`METH_FASTCALL | METH_KEYWORDS`): a cached miss
@@ -133,9 +136,10 @@ unsafe extern "C" fn get(
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls this with the GIL held, `core` being the core
-    // `bound` bound (kept alive by the function), `args` holding `nargs`
-    // positional arguments followed by one per name in `kwnames`.
+    // SAFETY: CPython calls this with the GIL held, `core` being an instance
+    // of the class `install_quick` made the descriptor for (the descriptor
+    // checks it), `args` holding `nargs` positional arguments followed by one
+    // per name in `kwnames`.
     unsafe {
         if !kwnames.is_null() || !(nargs == 1 || nargs == 2) {
             return call_full(&GET, core, args, nargs, kwnames);

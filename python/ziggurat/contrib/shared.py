@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ziggurat import _native
+from ziggurat.args import MAX_KEY, MAX_TTL
 from ziggurat.cache import Cache
 
 __all__ = [
@@ -31,10 +31,6 @@ __all__ = [
     "with_fresh_objects",
 ]
 
-#: Timeouts above the Cache's limit (100 years) mean "forever" in practice.
-MAX_TTL = 100 * 365 * 86400
-#: The longest key the segment takes, in bytes (the engine's limit).
-MAX_KEY: int = _native.MAX_KEY
 #: The keyword options of ``Cache`` a backend passes on (its own timeout replaces ``ttl``).
 CACHE_OPTIONS = frozenset(inspect.signature(Cache).parameters) - {"name", "ttl"}
 

@@ -1,0 +1,81 @@
+"""How the Python ``Cache`` classes serve the native cache's methods: the definitions
+written only to document a native method, the quick entries of ``get`` and ``fetch``
+installed on each class, the class of a cache in a given mode, and the view of the native
+methods past the Python ones.
+
+    >>> from ziggurat import Cache
+    >>> type(Cache.get).__name__, Cache.get.__objclass__ is Cache
+    ('method_descriptor', True)
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from ziggurat import _native
+from ziggurat._native import Cache as CacheCore
+
+if TYPE_CHECKING:
+    from ziggurat.cache import Cache
+
+__all__ = ["NativeView", "install_native", "native_method", "variant"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def native_method(f: F) -> F:
+    """Marks a method the native class implements: its definition documents it, and is
+    removed once the class exists (``install_native``), so that calls reach the native
+    method directly."""
+    f.__native__ = True  # type: ignore[attr-defined]
+    return f
+
+
+def install_native(cls: type[Cache], docs: dict[str, str]) -> None:
+    """Makes ``cls`` serve the native methods: the documentation-only definitions go (their
+    text kept in ``docs``, a module's ``__test__``, so that their examples still run), and
+    ``get`` and ``fetch`` become the native quick entries, as descriptors of ``cls`` itself
+    (CPython's specialized call of a method descriptor checks the instance's exact type),
+    unless ``cls`` defines them in Python."""
+    for name, f in list(vars(cls).items()):
+        if getattr(f, "__native__", False):
+            docs[f"{cls.__qualname__}.{name}"] = f.__doc__ or ""
+            delattr(cls, name)
+    if not any(isinstance(getattr(cls, n), types.FunctionType) for n in ("get", "fetch")):
+        _native.install_quick(cls)
+
+
+_VARIANTS: dict[tuple[type[Cache], type], type[Cache]] = {}
+
+
+def variant(cls: type[Cache], mixin: type) -> type[Cache]:
+    """``cls`` with ``mixin``'s methods first: the class of a cache that runs in the mode
+    ``mixin`` implements. Made once per pair; it keeps ``cls``'s names."""
+    out = _VARIANTS.get((cls, mixin))
+    if out is None:
+        attrs = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        out = cast("type[Cache]", type(cls.__name__, (mixin, cls), attrs))
+        _VARIANTS[(cls, mixin)] = out
+    return out
+
+
+class NativeView:
+    """The native methods of one cache, past the Python methods that wrap or replace them:
+    the cluster tier writes this host's tiers through it (``cache.set`` of a clustered
+    cache writes Redis first).
+
+    >>> from ziggurat import Cache
+    >>> c = Cache("doc-native-view", size="8MiB"); c._core.set("k", 1); c._core.get("k")
+    1
+    >>> c.unlink()
+    """
+
+    def __init__(self, cache: Cache) -> None:
+        self._cache = cache
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(CacheCore, name).__get__(self._cache)
+        setattr(self, name, method)  # looked up once per name
+        return method

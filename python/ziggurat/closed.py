@@ -1,0 +1,56 @@
+"""How a closed cache answers: every method that reads or writes raises ``ZigguratError``.
+
+>>> from ziggurat import Cache
+>>> c = Cache("doc-closed", size="8MiB"); c.unlink()
+>>> try:
+...     c.get("k")
+... except ZigguratError as e:
+...     print(e)
+the cache 'doc-closed' is closed; open a new Cache to use it again
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from ziggurat._native import ZigguratError
+
+if TYPE_CHECKING:
+    from ziggurat.cache import Cache
+
+    _Base = Cache
+else:
+    _Base = object
+
+__all__ = ["Closed", "closed_error"]
+
+
+def closed_error(name: str) -> ZigguratError:
+    """The error of any call to the closed cache ``name``."""
+    return ZigguratError(f"the cache {name!r} is closed; open a new Cache to use it again")
+
+
+class Closed(_Base):
+    """The native methods of a closed cache (the methods written in Python check
+    ``closed`` themselves)."""
+
+    def _refuse(self) -> NoReturn:
+        raise closed_error(self.name)
+
+    def get(self, *_args: Any, **_kwargs: Any) -> Any:
+        self._refuse()
+
+    def fetch(self, *_args: Any, **_kwargs: Any) -> Any:
+        self._refuse()
+
+    def set(self, *_args: Any, **_kwargs: Any) -> None:
+        self._refuse()
+
+    def add(self, *_args: Any, **_kwargs: Any) -> bool:
+        self._refuse()
+
+    def incr(self, *_args: Any, **_kwargs: Any) -> int:
+        self._refuse()
+
+    def touch(self, *_args: Any, **_kwargs: Any) -> bool:
+        self._refuse()

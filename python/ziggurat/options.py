@@ -1,0 +1,253 @@
+"""The options of ``Cache``, checked once, before any file is opened.
+
+``CacheOptions.build`` takes the constructor's arguments and returns them checked and
+resolved (sizes in bytes, the serializer object, the group's gid, the cluster tier's
+connection), or raises the error the constructor raises for bad input.
+
+>>> o = CacheOptions.build("doc-options", "8MiB", ttl=60, version=3)
+>>> o.size_bytes, o.ttl, o.segment_name
+(8388608, 60.0, 'doc-options.ver-3')
+"""
+
+from __future__ import annotations
+
+import grp
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ziggurat import _native
+from ziggurat.args import ttl_arg
+from ziggurat.cluster.link import Link
+from ziggurat.cluster.signing import secrets_of
+from ziggurat.serializers import Serializer, resolve
+
+__all__ = ["DEGRADED_MODES", "CacheOptions"]
+
+# The segment name rule, leaving room for the ".neg" suffix of the cached-miss segment.
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}")
+_VERSION = re.compile(r"[A-Za-z0-9_-]{1,16}")
+#: What a cache does when its shared segment cannot be used.
+DEGRADED_MODES = ("passthrough", "local", "raise")
+_M = "Cache"
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    """The checked options of one ``Cache`` (the README's option table explains each).
+
+    >>> CacheOptions.build("doc-options2", l1_items=100).l1_negative_items
+    10
+    >>> CacheOptions.build("doc-options2", jitter=2)
+    Traceback (most recent call last):
+    ValueError: Cache(): jitter must be in [0, 1), got 2
+    """
+
+    name: str
+    size_bytes: int | None
+    neg_bytes: int | None
+    l1_items: int
+    l1_negative_items: int
+    ttl: float
+    neg_ttl: float | None
+    stale_ttl: float | None
+    jitter: float
+    refresh_ahead: float
+    loader_timeout: float
+    serializer: Serializer
+    copy: str
+    debug: bool
+    directory: str
+    avg_item_size: int
+    lock_timeout: float
+    recreate: bool
+    version: int | str | None
+    degraded: str
+    degraded_ttl: float
+    gid: int | None
+    link: Link | None
+    secrets: list[bytes] | None
+    stream_length: int
+    cluster_single_flight: bool
+    huge_pages: str
+
+    @property
+    def segment_name(self) -> str:
+        """The main segment's name: each version is a segment of its own, so entries
+        written by another version (an older deploy, values of another shape) are never
+        read."""
+        return self.name if self.version is None else f"{self.name}.ver-{self.version}"
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        size: int | str | None = None,
+        *,
+        l1_items: int = 10_000,
+        l1_negative_items: int | None = None,
+        ttl: float = 300,
+        neg_ttl: float | None = 30,
+        stale_ttl: float | None = None,
+        jitter: float = 0.1,
+        refresh_ahead: float = 0.0,
+        loader_timeout: float = 10.0,
+        serializer: str | Serializer = "auto",
+        copy: str = "shared",
+        debug: bool = False,
+        neg_size: int | str | None = None,
+        directory: str = "/dev/shm",
+        avg_item_size: int = 256,
+        lock_timeout: float = 0.5,
+        recreate: bool = False,
+        version: int | str | None = None,
+        degraded: str = "passthrough",
+        degraded_ttl: float = 1.0,
+        group: str | int | None = None,
+        redis: object = None,
+        secret: str | bytes | list[str | bytes] | None = None,
+        redis_timeout: float = 0.1,
+        stream_length: int = 100_000,
+        cluster_single_flight: bool = False,
+        huge_pages: str = "auto",
+    ) -> CacheOptions:
+        """Checks every option of ``Cache(...)`` (the same arguments and defaults) and
+        returns them resolved; raises ``TypeError``/``ValueError`` naming ``Cache()``
+        and the option. The segment options (``directory``, ``avg_item_size``,
+        ``lock_timeout``, ``recreate``) are checked where the segment is opened."""
+        # The cluster tier's arguments are checked first: bad input creates no file.
+        link, secrets = _cluster(redis, secret, redis_timeout, stream_length)
+        if not isinstance(cluster_single_flight, bool):
+            raise TypeError(f"{_M}(): cluster_single_flight must be True or False")
+        if cluster_single_flight and redis is None:
+            raise ValueError(f"{_M}(): cluster_single_flight needs redis= (a cluster tier)")
+        if not isinstance(name, str):
+            raise TypeError(f"{_M}(): name must be a str, not {type(name).__name__}")
+        if not _NAME.fullmatch(name):
+            raise ValueError(
+                f"{_M}(): name must be 1-80 characters of A-Z a-z 0-9 . _ - not starting "
+                f"with '.', got {name!r}"
+            )
+        if isinstance(l1_items, bool) or not isinstance(l1_items, int) or l1_items < 0:
+            raise ValueError(f"{_M}(): l1_items must be an int >= 0, got {l1_items!r}")
+        if l1_negative_items is None:
+            l1_negative_items = l1_items // 10
+        if not isinstance(l1_negative_items, int) or l1_negative_items < 0:
+            raise ValueError(
+                f"{_M}(): l1_negative_items must be an int >= 0, got {l1_negative_items!r}"
+            )
+        default_ttl = ttl_arg(ttl, None, "ttl", _M)
+        if default_ttl is None:
+            raise ValueError(f"{_M}(): ttl must be a number of seconds > 0 or math.inf")
+        checked_neg_ttl = ttl_arg(neg_ttl, None, "neg_ttl", _M)
+        checked_stale_ttl = ttl_arg(stale_ttl, None, "stale_ttl", _M)
+        for what, fraction in (("jitter", jitter), ("refresh_ahead", refresh_ahead)):
+            if not isinstance(fraction, (int, float)) or not (0.0 <= fraction < 1.0):
+                raise ValueError(f"{_M}(): {what} must be in [0, 1), got {fraction!r}")
+        timeout = ttl_arg(loader_timeout, None, "loader_timeout", _M) or 10.0
+        resolved = resolve(serializer)
+        if copy not in ("shared", "copy", "decode"):
+            raise ValueError(f"{_M}(): copy must be 'shared', 'copy' or 'decode', got {copy!r}")
+        if degraded not in DEGRADED_MODES:
+            raise ValueError(
+                f"{_M}(): degraded must be 'passthrough', 'local' or 'raise', got {degraded!r}"
+            )
+        checked_degraded_ttl = ttl_arg(degraded_ttl, None, "degraded_ttl", _M)
+        assert checked_degraded_ttl is not None  # it has a default
+        if version is not None and (
+            isinstance(version, bool)
+            or not isinstance(version, (int, str))
+            or (isinstance(version, int) and version < 0)
+            or not _VERSION.fullmatch(str(version))
+        ):
+            raise ValueError(
+                f"{_M}(): version must be None, an int >= 0 or 1-16 characters of "
+                f"A-Z a-z 0-9 _ -, got {version!r}"
+            )
+        if huge_pages not in ("auto", "require", "off"):
+            raise ValueError(
+                f"{_M}(): huge_pages must be 'auto', 'require' or 'off', got {huge_pages!r}"
+            )
+        # None: the default size, fitted to the directory's free space where it opens.
+        size_bytes = None if size is None else _native.parse_size(size)
+        neg_bytes = None if neg_size is None else _native.parse_size(neg_size)
+        return cls(
+            name=name,
+            size_bytes=size_bytes,
+            neg_bytes=neg_bytes,
+            l1_items=l1_items,
+            l1_negative_items=l1_negative_items,
+            ttl=default_ttl,
+            neg_ttl=checked_neg_ttl,
+            stale_ttl=checked_stale_ttl,
+            jitter=float(jitter),
+            refresh_ahead=float(refresh_ahead),
+            loader_timeout=timeout,
+            serializer=resolved,
+            copy=copy,
+            debug=debug,
+            directory=directory,
+            avg_item_size=avg_item_size,
+            lock_timeout=lock_timeout,
+            recreate=recreate,
+            version=version,
+            degraded=degraded,
+            degraded_ttl=checked_degraded_ttl,
+            gid=_gid(group),
+            link=link,
+            secrets=secrets,
+            stream_length=stream_length,
+            cluster_single_flight=cluster_single_flight,
+            huge_pages=huge_pages,
+        )
+
+    def segment_args(self) -> dict[str, Any]:
+        """The keyword arguments both segments are opened with."""
+        return {
+            "directory": self.directory,
+            "recreate": self.recreate,
+            "lock_timeout": self.lock_timeout,
+            "group": self.gid,
+            "huge_pages": self.huge_pages,
+        }
+
+
+def _cluster(
+    redis: object, secret: object, timeout: object, stream_length: object
+) -> tuple[Link | None, list[bytes] | None]:
+    """The cluster tier's link and secrets, or (None, None) without ``redis``."""
+    if redis is None:
+        if secret is not None:
+            raise ValueError(f"{_M}(): secret is only used with redis=; give both or neither")
+        return None, None
+    if secret is None:
+        raise ValueError(
+            f"{_M}(): secret is required with redis=: every value and event in Redis is "
+            "authenticated with it (give the same secret, at least 16 bytes, on every host)"
+        )
+    secrets = secrets_of(secret, _M)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not (0 < timeout <= 60)
+    ):
+        raise ValueError(f"{_M}(): redis_timeout must be seconds in (0, 60], got {timeout!r}")
+    if isinstance(stream_length, bool) or not isinstance(stream_length, int) or stream_length < 100:
+        raise ValueError(f"{_M}(): stream_length must be an int >= 100, got {stream_length!r}")
+    return Link.of(redis, timeout=float(timeout), method=_M), secrets
+
+
+def _gid(group: str | int | None) -> int | None:
+    """The gid of a ``group`` option: a group name or a gid."""
+    if group is None:
+        return None
+    if isinstance(group, bool) or not isinstance(group, (str, int)):
+        raise TypeError(f"{_M}(): group must be a group name or a gid, not {type(group).__name__}")
+    if isinstance(group, int):
+        if not 0 <= group < 2**32:
+            raise ValueError(f"{_M}(): group must be a gid from 0 to 2**32-1, got {group}")
+        return group
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise ValueError(f"{_M}(): group {group!r} does not exist on this host") from None
