@@ -13,6 +13,7 @@ mod codec;
 mod convert;
 mod core;
 mod fetch;
+mod http;
 mod l1;
 mod l3;
 mod quick;
@@ -47,6 +48,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_KEY", ziggurat_core::MAX_KEY)?;
     m.add("LAYOUT_VERSION", ziggurat_core::LAYOUT_VERSION)?;
     m.add("MAX_TAGS", ziggurat_core::MAX_TAGS)?;
+    http::register(m)?;
     // How this extension was optimized ("pgo": the profile-guided build of
     // bench/pgo.py; "release" otherwise), so that a benchmark says what it measured.
     m.add("BUILD", option_env!("ZIGGURAT_BUILD").unwrap_or("release"))?;

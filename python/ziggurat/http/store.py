@@ -41,9 +41,10 @@ class Stored(NamedTuple):
 
     ``headers`` are the stored fields (hop-by-hop and ``Connection``-listed fields,
     ``Age``, the tag header and fields the app marked ``private="…"``/``no-cache="…"``
-    removed; a targeted field meant for this cache alone is kept, and never sent); ``initial_age`` is the corrected
-    initial age at ``response_time``; ``flags`` holds directive names that matter at reuse
-    (``no-cache``, ``must-revalidate``, ``proxy-revalidate``, ``s-maxage``).
+    removed; a targeted field meant for this cache alone is kept, and never sent);
+    ``initial_age`` is the corrected initial age at ``response_time``; ``flags`` holds
+    directive names that matter at reuse (``no-cache``, ``must-revalidate``,
+    ``proxy-revalidate``, ``s-maxage``).
 
     >>> s = Stored(200, ((b"content-type", b"text/plain"),), b"hi", 99.0, 100.0, 5.0, 60.0,
     ...            0.0, 0.0, frozenset(), None, None, (), (), ("posts",))
