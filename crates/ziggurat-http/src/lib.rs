@@ -16,6 +16,11 @@
 //!   [`ignores_no_store`], [`parse_vary`] with [`vary_values`] and [`vary_digest`] for
 //!   the variant, [`freshness_lifetime`] and [`initial_age`], [`connection_listed`] and
 //!   [`HOP_BY_HOP`] for what is never stored, [`split_tags`] for its tags;
+//! - on the app's response, to store it: [`decide`] does all of the above in one call
+//!   (with the cache's [`StoreOptions`] and what it knows of the request,
+//!   [`StoreRequest`]) and says why the response is not stored or what is ([`Meta`]);
+//!   [`entry_ttl`], [`stale_flags`] and [`stored_headers`] for a response that a 304
+//!   updates; [`stale_if_error_window`] when the app fails;
 //! - on every answer: [`cache_status`] for the `Cache-Status` field.
 //!
 //! ```
@@ -38,6 +43,7 @@ mod fields;
 mod freshness;
 mod host;
 mod status;
+mod storable;
 mod tags;
 mod targeted;
 mod vary;
@@ -55,6 +61,10 @@ pub use host::normalise_host;
 pub use status::{
     ignores_no_store, is_heuristic_status, is_storable_status, is_understood_status,
     may_use_default_freshness, status_storable, HEURISTIC_STATUSES,
+};
+pub use storable::{
+    decide, entry_ttl, may_serve_stale, never_stored, stale_flags, stale_if_error_window,
+    stored_headers, Meta, StoreOptions, StoreRequest, MAX_TTL, STALE_FORBIDDING,
 };
 pub use tags::split_tags;
 pub use targeted::{parse_targeted, response_directives};

@@ -6,8 +6,8 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PySet, PyString, PyTuple};
-use ziggurat_http::{Directives, Param};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFrozenSet, PyInt, PySet, PyString, PyTuple};
+use ziggurat_http::{Directives, Param, StoreOptions, StoreRequest};
 
 type Pairs = Vec<(PyBackedBytes, PyBackedBytes)>;
 
@@ -34,6 +34,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(http_ignores_no_store, m)?)?;
     m.add_function(wrap_pyfunction!(http_connection_listed, m)?)?;
     m.add_function(wrap_pyfunction!(http_cache_status, m)?)?;
+    m.add_function(wrap_pyfunction!(http_decide, m)?)?;
+    m.add_function(wrap_pyfunction!(http_entry_ttl, m)?)?;
+    m.add_function(wrap_pyfunction!(http_stale_flags, m)?)?;
+    m.add_function(wrap_pyfunction!(http_stale_if_error_window, m)?)?;
+    m.add_function(wrap_pyfunction!(http_stored_headers, m)?)?;
+    m.add_function(wrap_pyfunction!(http_never_stored, m)?)?;
     let py = m.py();
     let statuses = |keep: fn(u16) -> bool| {
         PyTuple::new(py, (0..1000u16).filter(|&s| keep(s)).collect::<Vec<_>>())
@@ -54,6 +60,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .iter()
         .map(|n| PyBytes::new(py, n));
     m.add("HTTP_HOP_BY_HOP", PyTuple::new(py, hop)?)?;
+    m.add(
+        "HTTP_STALE_FORBIDDING",
+        PyTuple::new(py, ziggurat_http::STALE_FORBIDDING)?,
+    )?;
+    m.add("HTTP_MAX_TTL", ziggurat_http::MAX_TTL)?;
     Ok(())
 }
 
@@ -430,4 +441,230 @@ fn http_cache_status<'py>(
         )));
     }
     Ok(PyBytes::new(py, out.as_bytes()))
+}
+
+/// The options storing reads, from the attributes of `ziggurat.http.options.Options`.
+#[derive(FromPyObject)]
+struct Opts {
+    #[pyo3(attribute)]
+    targeted_fields: Vec<PyBackedBytes>,
+    #[pyo3(attribute)]
+    heuristic: bool,
+    #[pyo3(attribute)]
+    default_ttl: Option<f64>,
+    #[pyo3(attribute)]
+    stale_if_error: Option<f64>,
+    #[pyo3(attribute)]
+    revalidate_keep: f64,
+    #[pyo3(attribute)]
+    tag_header: PyBackedBytes,
+    #[pyo3(attribute)]
+    store_set_cookie: bool,
+    #[pyo3(attribute)]
+    max_body: u64,
+    #[pyo3(attribute)]
+    request_directives: bool,
+}
+
+impl Opts {
+    fn view<'a>(&'a self, targets: &'a [&'a [u8]]) -> StoreOptions<'a> {
+        StoreOptions {
+            targeted_fields: targets,
+            heuristic: self.heuristic,
+            default_ttl: self.default_ttl,
+            stale_if_error: self.stale_if_error.unwrap_or(0.0),
+            revalidate_keep: self.revalidate_keep,
+            tag_header: &self.tag_header,
+            store_set_cookie: self.store_set_cookie,
+            max_body: self.max_body,
+            max_tags: ziggurat_core::MAX_TAGS,
+            request_directives: self.request_directives,
+        }
+    }
+
+    fn targets(&self) -> Vec<&[u8]> {
+        self.targeted_fields.iter().map(|t| &t[..]).collect()
+    }
+}
+
+/// What storing needs of the request, from the attributes of `storable.Request`.
+#[derive(FromPyObject)]
+struct Req<'py> {
+    #[pyo3(attribute)]
+    method: String,
+    #[pyo3(attribute)]
+    headers: Bound<'py, PyAny>,
+    #[pyo3(attribute)]
+    directives: Bound<'py, PyDict>,
+    #[pyo3(attribute)]
+    has_auth: bool,
+    #[pyo3(attribute)]
+    auth_shared: Bound<'py, PyAny>,
+    #[pyo3(attribute)]
+    key_headers: Bound<'py, PyAny>,
+    #[pyo3(attribute)]
+    time: f64,
+}
+
+fn flags_set<'py>(py: Python<'py>, flags: &[&str]) -> PyResult<Bound<'py, PyFrozenSet>> {
+    PyFrozenSet::new(py, flags)
+}
+
+fn flags_arg(flags: &Bound<'_, PyAny>, func: &str) -> PyResult<Vec<String>> {
+    names_arg(flags, func, "flags")
+}
+
+/// An iterable of str (directive or field names).
+fn names_arg(names: &Bound<'_, PyAny>, func: &str, what: &str) -> PyResult<Vec<String>> {
+    let bad = || PyTypeError::new_err(format!("{func}(): {what} must be an iterable of str"));
+    let mut out = Vec::new();
+    for f in names.try_iter().map_err(|_| bad())? {
+        out.push(f?.extract::<String>().map_err(|_| bad())?);
+    }
+    Ok(out)
+}
+
+fn lines<'py>(py: Python<'py>, h: &[(&[u8], &[u8])]) -> PyResult<Bound<'py, PyTuple>> {
+    let items = h
+        .iter()
+        .map(|(k, v)| PyTuple::new(py, [PyBytes::new(py, k), PyBytes::new(py, v)]))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(py, items)
+}
+
+/// Why the response cannot be stored (a str), or the fields of `storable.Meta`.
+#[pyfunction]
+fn http_decide<'py>(
+    py: Python<'py>,
+    opts: Opts,
+    status_code: &Bound<'py, PyAny>,
+    headers: &Bound<'py, PyAny>,
+    req: Req<'py>,
+    now: f64,
+) -> PyResult<Bound<'py, PyAny>> {
+    const F: &str = "decide";
+    let s = status(status_code, F)?;
+    let p = pairs(headers, F)?;
+    let rp = pairs(&req.headers, F)?;
+    let req_cc = from_dict(&req.directives, F)?;
+    let auth = names_arg(&req.auth_shared, F, "req.auth_shared")?;
+    let auth: Vec<&str> = auth.iter().map(String::as_str).collect();
+    let keys = names_arg(&req.key_headers, F, "req.key_headers")?;
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let req_lines = slices(&rp);
+    let request = StoreRequest {
+        method: &req.method,
+        headers: &req_lines,
+        directives: &req_cc,
+        has_auth: req.has_auth,
+        auth_shared: &auth,
+        key_headers: &keys,
+        time: req.time,
+    };
+    let targets = opts.targets();
+    let m = match ziggurat_http::decide(&opts.view(&targets), s, &slices(&p), &request, now) {
+        Err(why) => return Ok(PyString::new(py, why).into_any()),
+        Ok(m) => m,
+    };
+    let bytes = |v: Option<&[u8]>| v.map(|v| PyBytes::new(py, v));
+    let values = m.vary_values.iter().map(|v| bytes(v.as_deref()));
+    let fields: [Bound<'py, PyAny>; 12] = [
+        lines(py, &m.headers)?.into_any(),
+        m.lifetime.into_pyobject(py)?.into_any(),
+        m.initial_age.into_pyobject(py)?.into_any(),
+        m.swr.into_pyobject(py)?.into_any(),
+        m.sie.into_pyobject(py)?.into_any(),
+        flags_set(py, &m.flags)?.into_any(),
+        bytes(m.etag).into_pyobject(py)?.into_any(),
+        bytes(m.last_modified).into_pyobject(py)?.into_any(),
+        PyTuple::new(py, &m.vary)?.into_any(),
+        PyTuple::new(py, values)?.into_any(),
+        PyTuple::new(py, &m.tags)?.into_any(),
+        m.ttl.into_pyobject(py)?.into_any(),
+    ];
+    Ok(PyTuple::new(py, fields)?.into_any())
+}
+
+/// How long the cache keeps a stored response.
+#[pyfunction]
+fn http_entry_ttl(
+    opts: Opts,
+    lifetime: f64,
+    initial_age: f64,
+    window: f64,
+    flags: &Bound<'_, PyAny>,
+    keep: bool,
+) -> PyResult<f64> {
+    let flags = flags_arg(flags, "entry_ttl")?;
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let targets = opts.targets();
+    Ok(ziggurat_http::entry_ttl(
+        &opts.view(&targets),
+        lifetime,
+        initial_age,
+        window,
+        &flags,
+        keep,
+    ))
+}
+
+/// The directives of STALE_FORBIDDING a response has.
+#[pyfunction]
+fn http_stale_flags<'py>(
+    py: Python<'py>,
+    cc: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyFrozenSet>> {
+    flags_set(
+        py,
+        &ziggurat_http::stale_flags(&from_dict(cc, "stale_flags")?),
+    )
+}
+
+/// Seconds past its freshness a stored response may answer for an app that failed.
+#[pyfunction]
+fn http_stale_if_error_window(
+    flags: &Bound<'_, PyAny>,
+    sie: f64,
+    opts: Opts,
+    req_cc: &Bound<'_, PyDict>,
+) -> PyResult<f64> {
+    const F: &str = "stale_if_error_window";
+    let flags = flags_arg(flags, F)?;
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let targets = opts.targets();
+    Ok(ziggurat_http::stale_if_error_window(
+        &flags,
+        sie,
+        &opts.view(&targets),
+        &from_dict(req_cc, F)?,
+    ))
+}
+
+/// The header lines stored of a response.
+#[pyfunction]
+fn http_stored_headers<'py>(
+    py: Python<'py>,
+    opts: Opts,
+    headers: &Bound<'py, PyAny>,
+    strip: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    const F: &str = "stored_headers";
+    let p = pairs(headers, F)?;
+    let strip: Vec<Vec<u8>> = values(strip, F, "strip")?
+        .iter()
+        .map(|s| s.to_vec())
+        .collect();
+    let targets = opts.targets();
+    lines(
+        py,
+        &ziggurat_http::stored_headers(&opts.view(&targets), &slices(&p), &strip),
+    )
+}
+
+/// The field names never stored.
+#[pyfunction]
+fn http_never_stored<'py>(py: Python<'py>, opts: Opts) -> PyResult<Bound<'py, PyFrozenSet>> {
+    let targets = opts.targets();
+    let names = ziggurat_http::never_stored(&opts.view(&targets));
+    PyFrozenSet::new(py, names.iter().map(|n| PyBytes::new(py, n)))
 }
