@@ -67,6 +67,21 @@ def test_results_keep_their_python_types() -> None:
     )
 
 
+def test_header_lines_may_be_lists() -> None:
+    # ASGI lets a header line be any pair of bytes: some servers and apps give lists.
+    h = [[b"cache-control", b"max-age=5"], [b"vary", b"accept"], (b"age", b"2")]
+    assert rules.fields(h, b"vary") == [b"accept"]  # type: ignore[arg-type]
+    m = storable.decide(
+        Options(),
+        200,
+        h,
+        storable.Request(headers=[[b"accept", b"x"]]),  # type: ignore[arg-type, list-item]
+    )
+    assert isinstance(m, storable.Meta) and m.vary_values == (b"x",) and m.initial_age == 2.0
+    with pytest.raises(TypeError, match=r"^fields\(\): headers must be"):
+        rules.fields([[b"a", b"1", b"2"]], b"a")  # type: ignore[list-item]
+
+
 def test_bad_input_names_the_rule() -> None:
     with pytest.raises(
         TypeError, match=r"^field\(\): headers must be a sequence of \(name, value\)"

@@ -33,6 +33,12 @@ pub fn http_date(value: &[u8]) -> Option<f64> {
 }
 
 /// `http_date` as if the clock were in `year` (which only the RFC 850 form reads).
+///
+/// ```
+/// use ziggurat_http::http_date_in;
+/// assert_eq!(http_date_in(b"Thursday, 01-Jan-70 00:00:00 GMT", 2019), Some(0.0));
+/// assert_eq!(http_date_in(b"Thursday, 01-Jan-70 00:00:00 GMT", 2020), Some(3155760000.0));
+/// ```
 pub fn http_date_in(value: &[u8], year: i64) -> Option<f64> {
     if value.is_empty() || value.len() > 64 || !value.is_ascii() {
         return None;

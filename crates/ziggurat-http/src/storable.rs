@@ -115,6 +115,11 @@ pub fn stale_flags(cc: &Directives) -> Vec<&'static str> {
 }
 
 /// Whether a response with these flags may be served stale at all (RFC 9111 §4.2.4).
+///
+/// ```
+/// use ziggurat_http::may_serve_stale;
+/// assert!(may_serve_stale(&[]) && !may_serve_stale(&["no-cache"]));
+/// ```
 pub fn may_serve_stale(flags: &[&str]) -> bool {
     !flags.iter().any(|f| STALE_FORBIDDING.contains(f))
 }
@@ -180,6 +185,12 @@ pub fn entry_ttl(
 
 /// The fields never stored: the hop-by-hop ones, `Age`, `Content-Length`,
 /// `Cache-Status` and the tag header.
+///
+/// ```
+/// use ziggurat_http::{never_stored, StoreOptions};
+/// let names = never_stored(&StoreOptions { tag_header: b"x-tags", ..StoreOptions::default() });
+/// assert!(names.contains(&&b"x-tags"[..]) && names.contains(&&b"te"[..]));
+/// ```
 pub fn never_stored<'a>(opts: &StoreOptions<'a>) -> Vec<&'a [u8]> {
     let mut out: Vec<&[u8]> = HOP_BY_HOP.to_vec();
     out.extend([

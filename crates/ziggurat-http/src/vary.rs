@@ -32,6 +32,12 @@ pub fn parse_vary(headers: &Headers<'_>) -> Option<Vec<String>> {
 /// A request's values of the fields `names` (lower-case bytes): each field's lines
 /// joined as one list, whitespace around items dropped (RFC 9111 §4.1 allows it); None
 /// for an absent field, which differs from an empty one.
+///
+/// ```
+/// use ziggurat_http::vary_values;
+/// let h: &[(&[u8], &[u8])] = &[(b"accept", b" a ,b"), (b"accept", b""), (b"cookie", b"")];
+/// assert_eq!(vary_values(&[b"accept", b"cookie", b"x"], h), [Some(b"a,b".to_vec()), Some(vec![]), None]);
+/// ```
 pub fn vary_values(names: &[&[u8]], headers: &Headers<'_>) -> Vec<Option<Vec<u8>>> {
     names
         .iter()

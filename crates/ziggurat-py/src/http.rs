@@ -78,11 +78,22 @@ fn pairs(headers: &Bound<'_, PyAny>, func: &str) -> PyResult<Pairs> {
     };
     let mut out = Vec::with_capacity(headers.len().unwrap_or(0));
     for line in headers.try_iter().map_err(|_| bad())? {
-        out.push(
-            line?
-                .extract::<(PyBackedBytes, PyBackedBytes)>()
-                .map_err(|_| bad())?,
-        );
+        let line = line?;
+        // ASGI lets a line be any pair: a tuple mostly, a list in some servers and apps.
+        let pair = match line.extract::<(PyBackedBytes, PyBackedBytes)>() {
+            Ok(pair) => pair,
+            Err(_) => match line.extract::<Vec<PyBackedBytes>>() {
+                Ok(two) if two.len() == 2 => {
+                    let mut two = two.into_iter();
+                    match (two.next(), two.next()) {
+                        (Some(k), Some(v)) => (k, v),
+                        _ => return Err(bad()),
+                    }
+                }
+                _ => return Err(bad()),
+            },
+        };
+        out.push(pair);
     }
     Ok(out)
 }
