@@ -60,7 +60,7 @@ pub(crate) fn strip<'a>(s: &'a [u8], set: &[u8]) -> &'a [u8] {
     &s[start..end.max(start)]
 }
 
-/// The bytes Python's `bytes.strip()` and `bytes.split()` take for whitespace.
+/// ASCII whitespace: space, tab, line feed, carriage return, vertical tab, form feed.
 pub(crate) const ASCII_SPACE: &[u8] = b" \t\n\r\x0b\x0c";
 
 /// Latin-1 bytes as text: every byte is the code point of the same value.

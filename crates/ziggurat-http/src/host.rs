@@ -1,6 +1,7 @@
 //! The request's host, as the cache keys it.
 
-/// The bytes Python's `str.strip()` takes for whitespace in ASCII text.
+/// Whitespace around a Host value: the ASCII whitespace and the four information
+/// separators (0x1C to 0x1F), which Unicode counts as whitespace too.
 const TEXT_SPACE: &[u8] = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f";
 
 /// A request's host, lower-case, checked for syntax (a DNS name of labels of at most 63
