@@ -345,7 +345,7 @@ def test_sdist_carries_the_crates_and_no_binary(sdist: Path) -> None:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
     for needed in ("pyproject.toml", "Cargo.toml", "Cargo.lock", "README.md", "PKG-INFO"):
         assert needed in names, needed
-    for crate in ("ziggurat-core", "ziggurat-cache", "ziggurat-py"):
+    for crate in ("ziggurat-core", "ziggurat-cache", "ziggurat-http", "ziggurat-py"):
         assert f"crates/{crate}/Cargo.toml" in names, crate
         sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "crates" / crate).rglob("*.rs")}
         assert sources <= names, sources - names

@@ -13,6 +13,7 @@ mod codec;
 mod convert;
 mod core;
 mod fetch;
+mod http;
 mod l1;
 mod l3;
 mod pair;
@@ -54,6 +55,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The limits Python's argument checks read, so that each rule has one home.
     m.add("MAX_TTL", ziggurat_cache::MAX_TTL_SECONDS)?;
     m.add("MAX_SIZE", ziggurat_cache::MAX_SIZE)?;
+    http::register(m)?;
     // How this extension was optimized ("pgo": the profile-guided build of
     // bench/pgo.py; "release" otherwise), so that a benchmark says what it measured.
     m.add("BUILD", option_env!("ZIGGURAT_BUILD").unwrap_or("release"))?;

@@ -1,4 +1,5 @@
-"""The caching rules of a shared HTTP cache (RFC 9111), as pure functions.
+"""The caching rules of a shared HTTP cache (RFC 9111), as pure functions: the Python names
+of the rules the ``ziggurat-http`` crate holds (every front end calls that one crate).
 
 Nothing here does I/O or knows a framework: header lists are ``[(name, value)]`` pairs of
 bytes with lower-case names, as ASGI gives them (the WSGI adapter converts). Every parser
@@ -12,13 +13,9 @@ cache must treat it (usually: the response is stale, or the directive is ignored
 
 from __future__ import annotations
 
-import calendar
-import hashlib
-import re
-import time
 from collections.abc import Iterable, Sequence
 
-from ziggurat.http import targeted
+from ziggurat import _native
 
 Headers = Sequence[tuple[bytes, bytes]]
 
@@ -50,37 +47,15 @@ __all__ = [
     "vary_digest",
 ]
 
-# RFC 9111 §3: the final statuses stored when the response has explicit freshness. A
-# status RFC 9110 does not define is understood by its class (RFC 9110 §15: a 299 as a
-# 200). Never: 206 (ranges are not stored), 304 (it updates a stored response, §4.3.4),
-# 305 and 306 (obsolete), 407 (it speaks to the proxy in front, not to every client).
-STORABLE_STATUSES = frozenset(range(200, 600)) - {206, 304, 305, 306, 407}
+# RFC 9111 §3: the final statuses stored when the response has explicit freshness.
+STORABLE_STATUSES = frozenset(_native.HTTP_STORABLE_STATUSES)
 # RFC 9110 §15.1: statuses that may get heuristic (or configured default) freshness.
-HEURISTIC_STATUSES = frozenset({200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501})
+HEURISTIC_STATUSES = frozenset(_native.HTTP_HEURISTIC_STATUSES)
 # RFC 9111 §5.2.2.3 (must-understand): the statuses whose caching rules this cache
-# implements beyond the general ones: the heuristically cacheable ones and the redirects.
-UNDERSTOOD_STATUSES = HEURISTIC_STATUSES | {302, 303, 307}
+# implements beyond the general ones.
+UNDERSTOOD_STATUSES = frozenset(_native.HTTP_UNDERSTOOD_STATUSES)
 # RFC 9111 §3.1 and RFC 9110 §7.6.1: never stored, never replayed.
-HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-        b"proxy-authenticate",
-        b"proxy-authentication-info",
-        b"proxy-authorization",
-    }
-)
-# 2**31: RFC 9111 §1.2.2 says an overflowing delta-seconds means "as long as possible".
-_MAX_DELTA = 2147483648
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_HOST = re.compile(
-    r"(?:[a-z0-9](?:[a-z0-9_-]{0,62})?(?:\.[a-z0-9_-]{1,63})*\.?|\[[0-9a-f:.]{2,45}\])(?::[0-9]{1,5})?"
-)
+HOP_BY_HOP = frozenset(_native.HTTP_HOP_BY_HOP)
 
 
 def field(headers: Headers, name: bytes) -> bytes | None:
@@ -89,10 +64,7 @@ def field(headers: Headers, name: bytes) -> bytes | None:
     >>> field([(b"age", b"5"), (b"age", b"7")], b"age")
     b'5'
     """
-    for k, v in headers:
-        if k == name:
-            return v
-    return None
+    return _native.http_field(headers, name)
 
 
 def fields(headers: Headers, name: bytes) -> list[bytes]:
@@ -101,7 +73,7 @@ def fields(headers: Headers, name: bytes) -> list[bytes]:
     >>> fields([(b"vary", b"a"), (b"x", b"1"), (b"vary", b"b")], b"vary")
     [b'a', b'b']
     """
-    return [v for k, v in headers if k == name]
+    return _native.http_fields(headers, name)
 
 
 def parse_list(values: Iterable[bytes]) -> list[bytes]:
@@ -110,13 +82,7 @@ def parse_list(values: Iterable[bytes]) -> list[bytes]:
     >>> parse_list([b" a, ,b ", b"c"])
     [b'a', b'b', b'c']
     """
-    out = []
-    for v in values:
-        for item in v.split(b","):
-            item = item.strip(b" \t")
-            if item:
-                out.append(item)
-    return out
+    return _native.http_parse_list(values)
 
 
 def parse_cache_control(values: Iterable[bytes]) -> dict[str, str | None]:
@@ -131,60 +97,7 @@ def parse_cache_control(values: Iterable[bytes]) -> dict[str, str | None]:
     >>> parse_cache_control([b"\\xff, max-age==3, ok"])
     {'ok': None}
     """
-    out: dict[str, str | None] = {}
-    for raw in values:
-        i, n = 0, len(raw)
-        while i < n:
-            while i < n and raw[i] in b" \t,":
-                i += 1
-            m = _TOKEN.match(raw, i)
-            if m is None:
-                i = _skip_item(raw, i)
-                continue
-            name = m.group().decode("ascii").lower()
-            i = m.end()
-            while i < n and raw[i] in b" \t":
-                i += 1
-            arg: str | None = None
-            ok = True
-            if i < n and raw[i] == 0x3D:  # "="
-                i += 1
-                while i < n and raw[i] in b" \t":
-                    i += 1
-                if i < n and raw[i] == 0x22:  # quoted-string
-                    j = i + 1
-                    buf = bytearray()
-                    while j < n and raw[j] != 0x22:
-                        if raw[j] == 0x5C and j + 1 < n:
-                            j += 1
-                        buf.append(raw[j])
-                        j += 1
-                    if j >= n:
-                        ok = False
-                        i = n
-                    else:
-                        arg = buf.decode("latin-1")
-                        i = j + 1
-                else:
-                    m = _TOKEN.match(raw, i)
-                    if m is None:
-                        ok = False
-                    else:
-                        arg = m.group().decode("ascii")
-                        i = m.end()
-            while i < n and raw[i] in b" \t":
-                i += 1
-            if i < n and raw[i] != 0x2C:
-                ok = False
-                i = _skip_item(raw, i)
-            if ok and name not in out:
-                out[name] = arg
-    return out
-
-
-def _skip_item(raw: bytes, i: int) -> int:
-    j = raw.find(b",", i)
-    return len(raw) if j < 0 else j + 1
+    return _native.http_parse_cache_control(values)
 
 
 def delta_seconds(arg: str | None) -> int | None:
@@ -193,24 +106,7 @@ def delta_seconds(arg: str | None) -> int | None:
     >>> delta_seconds("60"), delta_seconds("-1"), delta_seconds("9" * 30), delta_seconds(None)
     (60, None, 2147483648, None)
     """
-    if arg is None or not arg.isascii() or not arg.isdigit():
-        return None
-    if len(arg) > 10:
-        return _MAX_DELTA
-    return min(int(arg), _MAX_DELTA)
-
-
-_DAYS = "(Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
-_MONTHS = "(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-_MONTH_NUMBER = {m: i + 1 for i, m in enumerate(_MONTHS[1:-1].split("|"))}
-_TIME = r"(\d\d):(\d\d):(\d\d)"
-# RFC 9110 §5.6.7: the three forms, case-sensitive, single spaces, GMT only.
-_IMF_FIXDATE = re.compile(rf"{_DAYS}, (\d\d) {_MONTHS} (\d{{4}}) {_TIME} GMT")
-_RFC850 = re.compile(
-    rf"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), "
-    rf"(\d\d)-{_MONTHS}-(\d\d) {_TIME} GMT"
-)
-_ASCTIME = re.compile(rf"{_DAYS} {_MONTHS} ([ \d]\d) {_TIME} (\d{{4}})")
+    return _native.http_delta_seconds(arg)
 
 
 def http_date(value: bytes | None) -> float | None:
@@ -228,35 +124,7 @@ def http_date(value: bytes | None) -> float | None:
     ...  b"Sun, 06 Nov 1994 8:49:37 GMT", b"0", None)]
     [None, None, None, None, None, None, None, None, None]
     """
-    if not value or len(value) > 64:
-        return None
-    try:
-        text = value.decode("ascii").strip(" \t")
-    except UnicodeDecodeError:
-        return None
-    m = _IMF_FIXDATE.fullmatch(text)
-    if m is not None:
-        _, day, mon, year, hh, mm, ss = m.groups()
-        y = int(year)
-    else:
-        m = _RFC850.fullmatch(text)
-        if m is not None:
-            day, mon, yy, hh, mm, ss = m.groups()
-            # RFC 9110 §5.6.7: a two-digit year more than 50 years ahead is in the past.
-            y = 2000 + int(yy)
-            if y > time.gmtime().tm_year + 50:
-                y -= 100
-        else:
-            m = _ASCTIME.fullmatch(text)
-            if m is None:
-                return None
-            _, mon, day, hh, mm, ss, year = m.groups()
-            y = int(year)
-    d, h, mi, sec = int(day), int(hh), int(mm), int(ss)
-    month = _MONTH_NUMBER[mon]
-    if not (1 <= d <= calendar.monthrange(y, month)[1] and h < 24 and mi < 60 and sec <= 60):
-        return None
-    return float(calendar.timegm((y, month, d, h, mi, sec, 0, 0, 0)))
+    return _native.http_date(value)
 
 
 def expires_time(headers: Headers) -> tuple[bool, float | None]:
@@ -269,12 +137,7 @@ def expires_time(headers: Headers) -> tuple[bool, float | None]:
     >>> expires_time([(b"expires", b"0")]), expires_time([])
     ((True, None), (False, None))
     """
-    lines = fields(headers, b"expires")
-    if not lines:
-        return False, None
-    if len(lines) > 1:
-        return True, None
-    return True, http_date(lines[0])
+    return _native.http_expires_time(headers)
 
 
 def may_use_default_freshness(status: int) -> bool:
@@ -288,7 +151,7 @@ def may_use_default_freshness(status: int) -> bool:
     >>> may_use_default_freshness(404), may_use_default_freshness(501)
     (False, False)
     """
-    return status < 400 and status in HEURISTIC_STATUSES
+    return _native.http_may_use_default_freshness(status)
 
 
 def freshness_lifetime(
@@ -316,27 +179,9 @@ def freshness_lifetime(
     >>> freshness_lifetime({}, [], 200, 0.0, False, 30)
     (30.0, False)
     """
-    for name in ("s-maxage", "max-age"):
-        if name in cc:
-            d = delta_seconds(cc[name])
-            return (float(d) if d is not None else 0.0), True
-    has_expires, exp = expires_time(headers) if expires else (False, None)
-    if has_expires:
-        if exp is None:
-            return 0.0, True
-        date = http_date(field(headers, b"date"))
-        return max(0.0, exp - (date if date is not None else response_time)), True
-    if not may_use_default_freshness(status):
-        return 0.0, False
-    if heuristic:
-        lm = http_date(field(headers, b"last-modified"))
-        date = http_date(field(headers, b"date"))
-        base = date if date is not None else response_time
-        if lm is not None and lm < base:
-            return min(0.1 * (base - lm), 86400.0), False
-    if default_ttl is not None:
-        return float(default_ttl), False
-    return 0.0, False
+    return _native.http_freshness_lifetime(
+        cc, headers, status, response_time, heuristic, default_ttl, expires
+    )
 
 
 def initial_age(headers: Headers, request_time: float, response_time: float) -> float:
@@ -351,16 +196,7 @@ def initial_age(headers: Headers, request_time: float, response_time: float) -> 
     >>> initial_age([(b"age", b"1a")], 100.0, 101.0)
     1.0
     """
-    age_value = 0
-    items = parse_list(fields(headers, b"age"))
-    if items:
-        d = delta_seconds(items[0].decode("latin-1"))
-        if d is not None:
-            age_value = d
-    date = http_date(field(headers, b"date"))
-    apparent = max(0.0, response_time - date) if date is not None else 0.0
-    corrected = age_value + (response_time - request_time)
-    return max(apparent, corrected)
+    return _native.http_initial_age(headers, request_time, response_time)
 
 
 def parse_vary(headers: Headers) -> tuple[str, ...] | None:
@@ -370,18 +206,7 @@ def parse_vary(headers: Headers) -> tuple[str, ...] | None:
     >>> parse_vary([(b"vary", b"Accept-Encoding, ,Cookie")])
     ('accept-encoding', 'cookie')
     """
-    names = set()
-    for item in parse_list(fields(headers, b"vary")):
-        if item == b"*":
-            return None
-        names.add(item.decode("latin-1").lower())
-    return tuple(sorted(names))
-
-
-def _normalise_value(values: list[bytes]) -> bytes:
-    """One request header's lines, combined and normalised as RFC 9111 §4.1 allows:
-    the lines joined as one list, whitespace around items dropped."""
-    return b",".join(parse_list(values))
+    return _native.http_parse_vary(headers)
 
 
 def vary_digest(names: Sequence[str], headers: Headers) -> tuple[bytes, tuple[bytes | None, ...]]:
@@ -394,18 +219,7 @@ def vary_digest(names: Sequence[str], headers: Headers) -> tuple[bytes, tuple[by
     >>> d1 == d2, v1
     (True, (b'a,b',))
     """
-    values: list[bytes | None] = []
-    h = hashlib.blake2b(digest_size=16)
-    for name in names:
-        lines = fields(headers, name.encode("latin-1"))
-        if not lines:
-            values.append(None)
-            h.update(b"\x00")
-        else:
-            v = _normalise_value(lines)
-            values.append(v)
-            h.update(b"\x01" + len(v).to_bytes(4, "big") + v)
-    return h.hexdigest().encode(), tuple(values)
+    return _native.http_vary_digest(names, headers)
 
 
 def etag_matches(condition: bytes, etag: bytes | None) -> bool:
@@ -414,18 +228,7 @@ def etag_matches(condition: bytes, etag: bytes | None) -> bool:
     >>> etag_matches(b'"a", W/"b"', b'"b"'), etag_matches(b"*", b'"x"'), etag_matches(b'"a"', None)
     (True, True, False)
     """
-    if etag is None:
-        return False
-    if condition.strip() == b"*":
-        return True
-    mine = etag.strip()
-    mine = mine[2:] if mine.startswith(b"W/") else mine
-    for item in parse_list([condition]):
-        if item.startswith(b"W/"):
-            item = item[2:]
-        if item == mine:
-            return True
-    return False
+    return _native.http_etag_matches(condition, etag)
 
 
 def normalise_host(raw: bytes | None) -> str | None:
@@ -434,15 +237,7 @@ def normalise_host(raw: bytes | None) -> str | None:
     >>> normalise_host(b"Example.COM:8000"), normalise_host(b"a b"), normalise_host(b"[::1]:80")
     ('example.com:8000', None, '[::1]:80')
     """
-    if not raw or len(raw) > 260:
-        return None
-    try:
-        host = raw.decode("ascii").strip().lower()
-    except UnicodeDecodeError:
-        return None
-    if not _HOST.fullmatch(host):
-        return None
-    return host
+    return _native.http_normalise_host(raw)
 
 
 def split_tags(values: Iterable[bytes]) -> list[str]:
@@ -451,13 +246,7 @@ def split_tags(values: Iterable[bytes]) -> list[str]:
     >>> split_tags([b"posts, post:1 lists", b"  "])
     ['posts', 'post:1', 'lists']
     """
-    # A dict keeps the first occurrence of each tag in order, in linear time (a PURGE may
-    # name any number of tags).
-    out: dict[str, None] = {}
-    for v in values:
-        for item in v.replace(b",", b" ").split():
-            out[item.decode("latin-1")] = None
-    return list(out)
+    return _native.http_split_tags(values)
 
 
 def status_storable(status: int, cc: dict[str, str | None]) -> str | None:
@@ -473,9 +262,7 @@ def status_storable(status: int, cc: dict[str, str | None]) -> str | None:
     >>> status_storable(200, mu), status_storable(201, mu), status_storable(599, mu)
     (None, 'must-understand', 'must-understand')
     """
-    if "must-understand" in cc:
-        return None if status in UNDERSTOOD_STATUSES else "must-understand"
-    return None if status in STORABLE_STATUSES else "status"
+    return _native.http_status_storable(status, cc)
 
 
 def ignores_no_store(status: int, cc: dict[str, str | None]) -> bool:
@@ -487,7 +274,7 @@ def ignores_no_store(status: int, cc: dict[str, str | None]) -> bool:
     >>> ignores_no_store(200, {"no-store": None}), ignores_no_store(201, {"must-understand": None})
     (False, False)
     """
-    return "must-understand" in cc and status in UNDERSTOOD_STATUSES
+    return _native.http_ignores_no_store(status, cc)
 
 
 def connection_listed(headers: Headers) -> set[bytes]:
@@ -497,7 +284,7 @@ def connection_listed(headers: Headers) -> set[bytes]:
     >>> sorted(connection_listed([(b"connection", b"X-Secret, close"), (b"connection", b"a")]))
     [b'a', b'close', b'x-secret']
     """
-    return {c.lower() for c in parse_list(fields(headers, b"connection"))}
+    return _native.http_connection_listed(headers)
 
 
 def response_directives(
@@ -515,13 +302,7 @@ def response_directives(
     >>> response_directives(bad, (b"cdn-cache-control",))
     ({'no-store': None}, None)
     """
-    for name in targets:
-        lines = fields(headers, name)
-        if lines:
-            cc = targeted.parse_targeted(lines)
-            if cc is not None:
-                return cc, name
-    return parse_cache_control(fields(headers, b"cache-control")), None
+    return _native.http_response_directives(headers, targets)
 
 
 def cache_status(kind: str, **params: str | int | bool) -> bytes:
@@ -532,12 +313,4 @@ def cache_status(kind: str, **params: str | int | bool) -> bytes:
     >>> cache_status("fwd", fwd="uri-miss", detail="no-store")
     b'ziggurat; fwd=uri-miss; detail=no-store'
     """
-    parts = ["ziggurat"]
-    if kind == "hit":
-        parts.append("hit")
-    for k, v in params.items():
-        if v is True:
-            parts.append(k.replace("_", "-"))
-        elif v is not False:
-            parts.append(f"{k.replace('_', '-')}={v}")
-    return "; ".join(parts).encode("ascii")
+    return _native.http_cache_status(kind, **params)

@@ -1,5 +1,6 @@
 """Whether the cache may store a response, and what it keeps of it (RFC 9111 §3, §3.2 and
-§4.2, RFC 9213): the rules a fill applies to the app's response head, without I/O.
+§4.2, RFC 9213): the rules a fill applies to the app's response head, without I/O. The
+decisions are the ``ziggurat-http`` crate's; this module gives them their Python names.
 
 >>> from ziggurat.http.options import Options
 >>> o = Options()
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ziggurat._native import MAX_TAGS
+from ziggurat import _native
 from ziggurat.http import rules
 from ziggurat.http.options import Options
 from ziggurat.http.store import Stored
@@ -35,14 +36,13 @@ __all__ = [
 ]
 
 Hdrs = Sequence[tuple[bytes, bytes]]
-MAX_TTL = 365 * 86400.0
-_MAX_STORED_HEADERS = 32 * 1024
+MAX_TTL: float = _native.HTTP_MAX_TTL
 # RFC 9111 §3.2: fields that describe the stored body itself (its coding, digest, range),
 # which a 304 does not change: kept as stored.
 _KEPT_ON_UPDATE = frozenset({b"content-encoding", b"content-md5", b"content-range"})
 # RFC 9111 §4.2.4, §5.2.2.2, §5.2.2.8, §5.2.2.10: a response with one of these is never
 # served stale (nor under stale-while-revalidate or stale-if-error).
-STALE_FORBIDDING = frozenset({"no-cache", "must-revalidate", "proxy-revalidate", "s-maxage"})
+STALE_FORBIDDING = frozenset(_native.HTTP_STALE_FORBIDDING)
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def stale_flags(cc: dict[str, str | None]) -> frozenset[str]:
     >>> sorted(stale_flags({"max-age": "5", "s-maxage": "9", "public": None}))
     ['s-maxage']
     """
-    return frozenset(d for d in STALE_FORBIDDING if d in cc)
+    return _native.http_stale_flags(cc)
 
 
 def stale_if_error_window(s: Stored, opts: Options, req_cc: dict[str, str | None]) -> float:
@@ -102,14 +102,7 @@ def stale_if_error_window(s: Stored, opts: Options, req_cc: dict[str, str | None
     ...     s._replace(flags=frozenset({"must-revalidate"})), Options(stale_if_error=90), {})
     (90.0, 0.0)
     """
-    if not s.may_serve_stale():
-        return 0.0
-    window = float(max(s.sie, opts.stale_if_error or 0.0))
-    if opts.request_directives and "stale-if-error" in req_cc:
-        req = rules.delta_seconds(req_cc["stale-if-error"])
-        if req is not None:
-            window = max(window, float(req))
-    return window
+    return _native.http_stale_if_error_window(s.flags, s.sie, opts, req_cc)
 
 
 def entry_ttl(
@@ -130,16 +123,11 @@ def entry_ttl(
     >>> entry_ttl(Options(), 60.0, 10.0, 30.0, frozenset({"no-cache"}), True)
     110.0
     """
-    ttl = max(0.0, lifetime - initial_age)
-    if not flags & STALE_FORBIDDING:
-        ttl += max(window, opts.stale_if_error or 0.0)
-    if keep:
-        ttl += opts.revalidate_keep
-    return min(ttl, MAX_TTL)
+    return _native.http_entry_ttl(opts, lifetime, initial_age, window, flags, keep)
 
 
 def _never_stored(opts: Options) -> set[bytes]:
-    return set(rules.HOP_BY_HOP) | {b"age", opts.tag_header, b"content-length", b"cache-status"}
+    return set(_native.http_never_stored(opts))
 
 
 def stored_headers(
@@ -153,14 +141,7 @@ def stored_headers(
     >>> stored_headers(Options(), [(b"connection", b"x-a"), (b"x-a", b"1"), (b"x-b", b"2")], set())
     ((b'x-b', b'2'),)
     """
-    drop = _never_stored(opts) | strip | rules.connection_listed(headers)
-    if opts.store_set_cookie:
-        drop.add(b"set-cookie")
-    return tuple((k, v) for k, v in headers if k not in drop)
-
-
-def _names(arg: str | None) -> set[bytes]:
-    return {n.encode().lower() for n in (arg or "").replace(" ", "").split(",") if n}
+    return _native.http_stored_headers(opts, headers, strip)
 
 
 def decide(opts: Options, status: int, headers: Hdrs, req: Request, now: float = 0.0) -> str | Meta:
@@ -173,61 +154,8 @@ def decide(opts: Options, status: int, headers: Hdrs, req: Request, now: float =
     >>> decide(Options(), 201, [(b"cache-control", b"must-understand, max-age=9")], Request())
     'must-understand'
     """
-    if req.method != "GET":
-        return "method"
-    if status == 206:
-        return "partial"
-    cc, target = rules.response_directives(headers, opts.targeted_fields)
-    why = rules.status_storable(status, cc)
-    if why is not None:
-        return why
-    if "no-store" in cc and not rules.ignores_no_store(status, cc):
-        return "no-store"
-    strip: set[bytes] = set()
-    if "private" in cc:
-        if cc["private"] is None:
-            return "private"
-        strip |= _names(cc["private"])
-    if cc.get("no-cache"):
-        strip |= _names(cc["no-cache"])
-    if "no-store" in req.directives:
-        return "request-no-store"
-    if req.has_auth and req.auth_shared.isdisjoint(cc):
-        return "authorization"
-    if not opts.store_set_cookie and rules.field(headers, b"set-cookie") is not None:
-        return "set-cookie"
-    vary = rules.parse_vary(headers)
-    if vary is None:
-        return "vary-star"
-    if req.key_headers and not set(req.key_headers) <= set(vary):
-        vary = tuple(sorted(set(vary) | set(req.key_headers)))
-    lifetime, explicit = rules.freshness_lifetime(
-        cc, headers, status, now, opts.heuristic, opts.default_ttl, expires=target is None
-    )
-    if not explicit and lifetime <= 0:
-        return "no-freshness"
-    age0 = rules.initial_age(headers, req.time, now)
-    tags = rules.split_tags(rules.fields(headers, opts.tag_header))
-    if len(tags) > MAX_TAGS:
-        return "too-many-tags"
-    cl = rules.field(headers, b"content-length")
-    if cl is not None:
-        n = rules.delta_seconds(cl.strip().decode("latin-1"))
-        if n is not None and n > opts.max_body:
-            return "too-large"
-    flags = stale_flags(cc)
-    swr = float(rules.delta_seconds(cc.get("stale-while-revalidate")) or 0)
-    sie = float(rules.delta_seconds(cc.get("stale-if-error")) or 0)
-    etag = rules.field(headers, b"etag")
-    lm = rules.field(headers, b"last-modified")
-    ttl = entry_ttl(opts, lifetime, age0, max(swr, sie), flags, etag is not None or lm is not None)
-    if ttl <= 0:
-        return "stale"
-    kept = stored_headers(opts, headers, strip)
-    if sum(len(k) + len(v) for k, v in kept) > _MAX_STORED_HEADERS:
-        return "headers-too-large"
-    _, values = rules.vary_digest(vary, req.headers)
-    return Meta(kept, lifetime, age0, swr, sie, flags, etag, lm, vary, values, tuple(tags), ttl)
+    r = _native.http_decide(opts, status, headers, req, now)
+    return r if isinstance(r, str) else Meta._make(r)
 
 
 def refreshed(

@@ -24,6 +24,7 @@ import os
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
+from ziggurat import _native
 from ziggurat.http import rules
 
 __all__ = ["MAX_KEY", "Stored", "base_key", "lock_key", "purge", "url_key", "variant_key"]
@@ -34,6 +35,9 @@ _HOST_END = b" "
 _UNREAD: Any = object()
 # Segment keys are at most 4096 bytes; longer URLs are keyed by a digest.
 MAX_KEY = 2048
+# The directives that forbid any stale use (the crate's list, read once: a stale check is a
+# set intersection, with no crossing).
+_STALE_FORBIDDING = frozenset(_native.HTTP_STALE_FORBIDDING)
 
 
 class Stored(NamedTuple):
@@ -75,7 +79,7 @@ class Stored(NamedTuple):
     def may_serve_stale(self) -> bool:
         """Whether any stale use is allowed at all (RFC 9111 §4.2.4; see the class
         example)."""
-        return not (self.flags & {"must-revalidate", "proxy-revalidate", "no-cache", "s-maxage"})
+        return not (self.flags & _STALE_FORBIDDING)
 
 
 def _to_tuple(s: Stored) -> Stored:

@@ -1,0 +1,101 @@
+"""The HTTP cache's rules as the Python middleware reaches them: ``ziggurat.http.rules``,
+``targeted`` and ``storable`` call the ``ziggurat-http`` crate (its own tests carry the
+RFC cases); here, what the crossing adds: the results' Python types, the errors for bad
+input, and the inputs the former Python rules failed on.
+"""
+
+from __future__ import annotations
+
+import pytest
+from ziggurat.http import rules, storable, targeted
+from ziggurat.http.options import Options
+from ziggurat.http.store import Stored
+
+YEAR_0 = b"Sat, 01 Jan 0000 00:00:00 GMT"
+
+
+def test_a_date_in_year_0_is_a_date_not_an_error() -> None:
+    # The proleptic Gregorian calendar has a year 0; Python's calendar module has not.
+    assert rules.http_date(YEAR_0) == -62167219200.0
+    h = [(b"expires", YEAR_0), (b"date", b"Sun, 06 Nov 1994 08:49:37 GMT")]
+    assert rules.expires_time(h) == (True, -62167219200.0)
+    assert rules.freshness_lifetime({}, h, 200, 0.0, False, None) == (0.0, True)
+    assert rules.initial_age([(b"date", YEAR_0)], 0.0, 1.0) == 62167219201.0
+    m = storable.decide(
+        Options(heuristic=True), 200, [(b"last-modified", YEAR_0)], storable.Request()
+    )
+    # Heuristic freshness: 10 % of its age, at most a day.
+    assert isinstance(m, storable.Meta) and m.lifetime == 86400.0
+
+
+def test_results_keep_their_python_types() -> None:
+    cc = rules.parse_cache_control([b'private="a, b", max-age=5'])
+    assert cc == {"private": "a, b", "max-age": "5"} and list(cc) == ["private", "max-age"]
+    assert targeted.parse_targeted([b"max-age=5, a, max-age=7"]) == {"a": None, "max-age": "7"}
+    h = [(b"vary", b"B, a"), (b"connection", b"X, y")]
+    assert rules.parse_vary(h) == ("a", "b")
+    assert rules.connection_listed(h) == {b"x", b"y"}
+    assert rules.vary_digest(["a", "b"], [(b"a", b"1")]) == (
+        b"2431de83d7406d821e23d080bb731625",
+        (b"1", None),
+    )
+    assert rules.delta_seconds("10") == 10 and rules.delta_seconds("\U0001d7d9") is None
+    assert rules.split_tags([b"a,b a"]) == ["a", "b"]
+    assert {b"connection", b"te"} <= rules.HOP_BY_HOP and 206 not in rules.STORABLE_STATUSES
+    assert rules.response_directives([(b"cdn", b"max-age=1")], (b"cdn",)) == (
+        {"max-age": "1"},
+        b"cdn",
+    )
+    assert rules.cache_status("hit", ttl=3, collapsed=True, stored=False) == (
+        b"ziggurat; hit; ttl=3; collapsed"
+    )
+    m = storable.decide(
+        Options(),
+        200,
+        [(b"cache-control", b"max-age=60, must-revalidate"), (b"cache-tag", b"t u"), (b"x", b"1")],
+        storable.Request(headers=[(b"accept", b"a")], key_headers=("accept",)),
+    )
+    assert isinstance(m, storable.Meta)
+    assert m.headers == ((b"cache-control", b"max-age=60, must-revalidate"), (b"x", b"1"))
+    assert m.flags == frozenset({"must-revalidate"}) and m.tags == ("t", "u")
+    assert (m.vary, m.vary_values, m.ttl) == (("accept",), (b"a",), 60.0)
+    s = Stored(200, (), b"", 0.0, 0.0, 0.0, 60.0, 0.0, 30.0, frozenset(), None, None, (), (), ())
+    assert storable.stale_if_error_window(s, Options(), {"stale-if-error": "99"}) == 99.0
+    assert (
+        frozenset({"no-cache", "must-revalidate", "proxy-revalidate", "s-maxage"})
+        == storable.STALE_FORBIDDING
+    )
+
+
+def test_header_lines_may_be_lists() -> None:
+    # ASGI lets a header line be any pair of bytes: some servers and apps give lists.
+    h = [[b"cache-control", b"max-age=5"], [b"vary", b"accept"], (b"age", b"2")]
+    assert rules.fields(h, b"vary") == [b"accept"]  # type: ignore[arg-type]
+    m = storable.decide(
+        Options(),
+        200,
+        h,
+        storable.Request(headers=[[b"accept", b"x"]]),  # type: ignore[arg-type, list-item]
+    )
+    assert isinstance(m, storable.Meta) and m.vary_values == (b"x",) and m.initial_age == 2.0
+    with pytest.raises(TypeError, match=r"^fields\(\): headers must be"):
+        rules.fields([[b"a", b"1", b"2"]], b"a")  # type: ignore[list-item]
+
+
+def test_bad_input_names_the_rule() -> None:
+    with pytest.raises(
+        TypeError, match=r"^field\(\): headers must be a sequence of \(name, value\)"
+    ):
+        rules.field([(b"a", "text")], b"a")  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"^parse_cache_control\(\): values must be an iterable"):
+        rules.parse_cache_control(["max-age=5"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match=r'^vary_digest\(\): header name "Ā" is not Latin-1'):
+        rules.vary_digest(["\u0100"], [])
+    with pytest.raises(ValueError, match=r"^cache_status\(\): .* is not ASCII"):
+        rules.cache_status("fwd", detail="é")
+    with pytest.raises(TypeError, match=r"^freshness_lifetime\(\): cc must map directive names"):
+        rules.freshness_lifetime({"max-age": 5}, [], 200, 0.0, False, None)  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match=r"^status_storable\(\): status must be an int"):
+        rules.status_storable("200", {})  # type: ignore[arg-type]
+    # Any int is a status: one no rule names is stored by no rule.
+    assert rules.status_storable(10**30, {}) == "status"
