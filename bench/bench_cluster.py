@@ -1,7 +1,7 @@
 """ziggurat.Cache with its cluster tier (L3: Redis under every host), two hosts on one machine.
 
 Two hosts are two ``Cache``s with the same name and Redis URL but their own directories
-(their own segments), as the README describes; a host's processes are processes that open
+(their own segments), as docs/cluster.md describes; a host's processes are processes that open
 the cache on the host's directory. Every benchmark uses the private redis-server of the run.
 
 Benchmarks (names for ``run.py --only``):

@@ -6,7 +6,7 @@
 
 Each test starts its own server on a free port (with its append-only file, so a test can
 restart it with its data); two hosts are two ``Cache``s with the same name and server but
-their own directories, as the README describes.
+their own directories, as docs/cluster.md describes.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
-"""The README's Flask example (the block between the markers is the README's, verbatim),
-plus what its tests need to see several workers: the serving process in an ``X-Worker``
-header, and ``?meet=<group>``, which holds a request until a second one of the same group
-arrives, so two concurrent requests of a group are served by two different workers.
+"""The Flask example of docs/integrations/flask.md (the block between the markers is the
+page's, verbatim), plus what its tests need to see several workers: the serving process in
+an ``X-Worker`` header, and ``?meet=<group>``, which holds a request until a second one of
+the same group arrives, so two concurrent requests of a group are served by two different workers.
 
 The settings come from ``FLASK_*`` environment variables in the tests
 (``FLASK_CACHE_ZIGGURAT_NAME``, ``FLASK_CACHE_OPTIONS`` as JSON).
 """
 
-# --- README example ---------------------------------------------------------------------
+# --- the documented example (docs/integrations/flask.md) -------------------------------
 import os
 
 from flask import Blueprint, Flask, request
@@ -52,7 +52,7 @@ def create_app():
     return app
 
 
-# --- end of the README example ------------------------------------------------------------
+# --- end of the documented example -----------------------------------------------------
 
 import time  # noqa: E402
 

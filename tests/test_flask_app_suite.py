@@ -49,7 +49,7 @@ def _load(name: str) -> Any:
     return module
 
 
-#: The tests skipped for the fake clock, as the README lists them.
+#: The tests skipped for the fake clock, as docs/integrations/flask.md lists them.
 CLOCK_TESTS = {
     "test_cache__cache_cached_function",
     "test_cache__cache_accepts_multiple_ciphers",

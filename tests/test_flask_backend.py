@@ -1,7 +1,7 @@
 """``ziggurat.contrib.flask.ZigguratCache`` through Flask-Caching's own ``Cache``: what
-Flask-Caching's generic suite (test_flask_suite.py) does not cover: the README's example
-app with Flask's test client and under gunicorn with 2 workers, several worker processes,
-the timeout mapping, the key prefix, configuration and argument errors."""
+Flask-Caching's generic suite (test_flask_suite.py) does not cover: the documented example
+(docs/integrations/flask.md) app with Flask's test client and under gunicorn with 2 workers,
+several worker processes, the timeout mapping, the key prefix, configuration and argument errors."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from ziggurat.contrib.flask import ZigguratCache
 cache_dir = cache_helpers.cache_dir  # a pytest fixture
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parent / "docs" / "integrations" / "flask.md"  # the documented example
+DOC = HERE.parent / "docs" / "integrations" / "flask.md"  # the documented example
 TYPE = "ziggurat.contrib.flask.ZigguratCache"
 
 Configure = Callable[..., FlaskCache]
@@ -315,11 +315,11 @@ def test_add_has_one_winner_among_processes(configure: Configure, cache_dir: str
         assert backend.delete("race") is True
 
 
-# -- the README example ------------------------------------------------------------------
+# -- the documented example (docs/integrations/flask.md) --------------------------------
 
 
 def _readme_flask_block() -> str:
-    text = README.read_text()
+    text = DOC.read_text()
     section = text.split("# Flask\n", 1)[1]
     blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     assert blocks, "no python block on the Flask page"

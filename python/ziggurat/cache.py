@@ -45,7 +45,7 @@ __test__: dict[str, str] = {}
 class Cache(CacheCore):
     """A cache with a per-process L1 over a per-host shared-memory L2.
 
-    Every option, with its default and unit, is in the README's option table. The
+    Every option, with its default and unit, is in the option table of docs/api.md. The
     most used: ``size`` (L2 bytes), ``l1_items``, ``ttl`` (seconds, ``math.inf`` for
     never), ``neg_ttl``, ``stale_ttl``, ``serializer``, ``copy``, ``version`` and
     ``degraded`` (what happens when the shared segment cannot be used: "passthrough",
@@ -551,7 +551,7 @@ class Cache(CacheCore):
 
     def stats(self) -> dict[str, Any]:
         """Counters of this process's tiers (``"process"``) apart from the host's
-        (``"host"``: read from the segment, the same in every worker). The README's stats
+        (``"host"``: read from the segment, the same in every worker). docs/api.md's stats
         table explains every counter.
 
         >>> c = Cache("doc-stats", size="8MiB"); sorted(c.stats())

@@ -34,7 +34,7 @@ _M = "Cache"
 
 @dataclass(frozen=True)
 class CacheOptions:
-    """The checked options of one ``Cache`` (the README's option table explains each).
+    """The checked options of one ``Cache`` (the option table of docs/api.md explains each).
 
     >>> CacheOptions.build("doc-options2", l1_items=100).l1_negative_items
     10

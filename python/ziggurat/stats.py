@@ -22,7 +22,7 @@ __all__ = ["stats_of"]
 
 
 def stats_of(cache: Cache) -> dict[str, Any]:
-    """``cache.stats()`` (the README's stats table explains every counter)."""
+    """``cache.stats()`` (docs/api.md's stats table explains every counter)."""
     host = cache._host
     host.failure(3)
     core = CacheCore.stats(cache)

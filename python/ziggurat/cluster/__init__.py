@@ -1,6 +1,6 @@
 """The cluster tier (L3): Redis or Valkey under every host's segment, with an ordered,
 authenticated invalidation stream between hosts. ``Cache(..., redis=..., secret=...)``
-turns it on; see the README's "Cluster tier" section.
+turns it on; see docs/cluster.md.
 
 >>> from ziggurat.cluster import ClusterTier, Reader
 """
