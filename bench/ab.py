@@ -14,7 +14,10 @@ machine's speed drifts over seconds):
 * ``l1_hit``: ``Cache.get`` of a key this process set (a small dict; L1 answers);
 * ``l2_hit``: ``Cache.get`` through a cache with no L1 (the segment answers; pickle);
 * ``set``: ``Cache.set`` overwriting one of 1,000 keys with a small dict;
-* ``fetch_miss``: ``Cache.fetch`` of a new key (the loader returns a constant).
+* ``fetch_miss``: ``Cache.fetch`` of a new key (the loader returns a constant);
+* ``mix``: 90% ``Cache.get`` and 10% ``Cache.set`` over 10,000 keys, in a random order
+  drawn once (as ``cache_mix`` of ``bench/bench_cache.py``);
+* ``incr``: ``Cache.incr`` of one counter.
 
 The table gives, per call, the median ns of each build over all batches and the median of
 the per-batch ratios (work tree / BASE), with the lowest and highest of the pairs' own
@@ -41,7 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "ab"
-CALLS = ("l1_hit", "l2_hit", "set", "fetch_miss")
+CALLS = ("l1_hit", "l2_hit", "set", "fetch_miss", "mix", "incr")
 REPORT = ROOT / "bench" / "ab.md"
 DOC = ROOT / "docs" / "benchmarks.md"
 TITLE = "## Hot paths of two builds (A/B)"
@@ -84,7 +87,29 @@ def fetch_miss(n):
     for _ in range(n):
         f(f"new:{next(fresh)}", loader)
 
-fns = {"l1_hit": l1_hit, "l2_hit": l2_hit, "set": set_, "fetch_miss": fetch_miss}
+import random
+rng = random.Random(11)
+mix_keys = [f"mix:{i}" for i in range(10_000)]
+for k in mix_keys:
+    w.set(k, value)
+mix_ops = [(rng.choice(mix_keys), rng.random() < 0.1) for _ in range(100_000)]
+
+def mix(n):
+    get, s = w.get, w.set
+    for i in range(n):
+        k, write = mix_ops[i % 100_000]
+        if write:
+            s(k, value)
+        else:
+            get(k)
+
+def incr(n):
+    inc = w.incr
+    for _ in range(n):
+        inc("counter")
+
+fns = {"l1_hit": l1_hit, "l2_hit": l2_hit, "set": set_, "fetch_miss": fetch_miss,
+       "mix": mix, "incr": incr}
 for fn in fns.values():
     fn(2000)  # warm
 print("ready", flush=True)
@@ -101,7 +126,14 @@ shutil.rmtree(d, ignore_errors=True)
 """
 # Calls per batch: about 20 ms each on this machine, so a round of both builds is short
 # against the drift of the machine's speed.
-BATCH = {"l1_hit": 200_000, "l2_hit": 15_000, "set": 12_000, "fetch_miss": 6_000}
+BATCH = {
+    "l1_hit": 200_000,
+    "l2_hit": 15_000,
+    "set": 12_000,
+    "fetch_miss": 6_000,
+    "mix": 60_000,
+    "incr": 20_000,
+}
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
