@@ -103,6 +103,8 @@ def mix(n):
         else:
             get(k)
 
+w.set("counter", 0)
+
 def incr(n):
     inc = w.incr
     for _ in range(n):
