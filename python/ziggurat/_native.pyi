@@ -106,7 +106,12 @@ class Segment:
 class MutationError(ZigguratError): ...
 
 LAYOUT_VERSION: int
+#: At most this many tags per entry (a tag itself has no length limit).
 MAX_TAGS: int
+#: The longest finite TTL in seconds (100 years); math.inf means never expires.
+MAX_TTL: float
+#: The largest cache size in bytes (1 PiB) that ``parse_size`` accepts.
+MAX_SIZE: int
 BUILD: str
 
 def parse_size(size: int | str) -> int: ...

@@ -47,6 +47,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_KEY", ziggurat_core::MAX_KEY)?;
     m.add("LAYOUT_VERSION", ziggurat_core::LAYOUT_VERSION)?;
     m.add("MAX_TAGS", ziggurat_core::MAX_TAGS)?;
+    // The limits Python's argument checks read, so that each rule has one home.
+    m.add("MAX_TTL", ziggurat_cache::MAX_TTL_SECONDS)?;
+    m.add("MAX_SIZE", ziggurat_cache::MAX_SIZE)?;
     // How this extension was optimized ("pgo": the profile-guided build of
     // bench/pgo.py; "release" otherwise), so that a benchmark says what it measured.
     m.add("BUILD", option_env!("ZIGGURAT_BUILD").unwrap_or("release"))?;
