@@ -15,7 +15,10 @@ mod arena;
 mod clock;
 mod error;
 mod evict;
+#[cfg(feature = "failpoints")]
 pub mod failpoint;
+#[cfg(not(feature = "failpoints"))]
+mod failpoint;
 mod file;
 mod fork;
 mod hash;

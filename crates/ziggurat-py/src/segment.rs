@@ -8,7 +8,9 @@ use std::time::Duration;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use ziggurat_core::{failpoint, holder_pid, Lease, Options, Segment};
+#[cfg(feature = "failpoints")]
+use ziggurat_core::failpoint;
+use ziggurat_core::{holder_pid, Lease, Options, Segment};
 
 use crate::convert::{err, key_bytes, size_arg, tags_arg, ttl_arg, value_bytes, SegmentError};
 
@@ -524,7 +526,11 @@ impl PySegment {
             self.inner.path().display()
         )
     }
+}
 
+#[cfg(feature = "failpoints")]
+#[pymethods]
+impl PySegment {
     /// Test hook: the next write in this process that reaches `point`
     /// ("locked", "appended", "stamp_odd", "published", "evict") kills the
     /// process with SIGKILL while it holds the shard lock; "panic" makes it
