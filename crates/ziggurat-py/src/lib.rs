@@ -18,7 +18,6 @@ mod l3;
 mod quick;
 mod read;
 mod segment;
-mod stats;
 mod store;
 
 #[pymodule]
