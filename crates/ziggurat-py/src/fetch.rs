@@ -465,50 +465,6 @@ impl CacheCore {
         Step::wrap(py, key, s.hash, next)
     }
 
-    /// LOAD, LOCAL or a refresh: the loader returned `value` after `seconds`;
-    /// stores it and gives the lease back; returns `value`.
-    fn fetch_done(
-        &self,
-        py: Python<'_>,
-        step: &Bound<'_, Step>,
-        value: &Bound<'_, PyAny>,
-        seconds: f64,
-    ) -> PyResult<Py<PyAny>> {
-        let s = step.get();
-        let Some(miss) = s.miss.as_ref().filter(|_| s.kind != STEP_HIT) else {
-            return Ok(value.clone().unbind());
-        };
-        if !s.finish() {
-            return Ok(value.clone().unbind());
-        }
-        let key = s.key.bind(py);
-        let took = Took::seconds(seconds);
-        self.done(py, key, key_bytes(key)?, s.hash, miss, value.clone(), took)
-    }
-
-    /// The loader raised after `seconds`: gives the lease back; returns
-    /// `(True, stale value)` when fail-safe answers with one, else `(False, None)`.
-    fn fetch_failed(
-        &self,
-        py: Python<'_>,
-        step: &Bound<'_, Step>,
-        seconds: f64,
-    ) -> PyResult<(bool, Py<PyAny>)> {
-        let s = step.get();
-        let Some(miss) = s.miss.as_ref().filter(|_| s.kind != STEP_HIT) else {
-            return Ok((false, py.None()));
-        };
-        if !s.finish() {
-            return Ok((false, py.None()));
-        }
-        let key = s.key.bind(py);
-        let took = Took::seconds(seconds);
-        Ok(match self.failed(py, key, key_bytes(key)?, miss, took) {
-            Some(v) => (true, v),
-            None => (false, py.None()),
-        })
-    }
-
     /// The loading task was cancelled: gives the lease back, storing nothing.
     fn fetch_abandon(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<()> {
         let s = step.get();
@@ -518,6 +474,53 @@ impl CacheCore {
             }
         }
         Ok(())
+    }
+
+    /// LOAD, LOCAL or a refresh, from a thread of the Python side: calls the
+    /// loader and ends the step as `fetch` does (stored, or the stale value a
+    /// failure is answered with, or the loader's error raised).
+    fn fetch_run(
+        &self,
+        py: Python<'_>,
+        step: &Bound<'_, Step>,
+        loader: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let s = step.get();
+        let Some(miss) = s.miss.as_ref().filter(|_| s.kind != STEP_HIT && s.finish()) else {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "the step is not a load, or was ended already",
+            ));
+        };
+        let key = s.key.bind(py);
+        let t0 = ziggurat_core::ticks();
+        let r = loader.call0().and_then(refuse_awaitable);
+        let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
+        self.loaded(py, key, key_bytes(key)?, s.hash, miss, r, took)
+    }
+
+    /// LOAD, LOCAL or a refresh whose loader the Python side awaited: it
+    /// returned `value`, or raised `error`, after `seconds`. Ends the step as
+    /// `fetch_run` does.
+    #[pyo3(signature = (step, value, error, seconds))]
+    fn fetch_end(
+        &self,
+        py: Python<'_>,
+        step: &Bound<'_, Step>,
+        value: &Bound<'_, PyAny>,
+        error: Option<&Bound<'_, pyo3::exceptions::PyBaseException>>,
+        seconds: f64,
+    ) -> PyResult<Py<PyAny>> {
+        let s = step.get();
+        let r = match error {
+            Some(e) => Err(PyErr::from_value(e.clone().into_any())),
+            None => Ok(value.clone()),
+        };
+        let Some(miss) = s.miss.as_ref().filter(|_| s.kind != STEP_HIT && s.finish()) else {
+            return r.map(Bound::unbind);
+        };
+        let key = s.key.bind(py);
+        let took = Took::seconds(seconds);
+        self.loaded(py, key, key_bytes(key)?, s.hash, miss, r, took)
     }
 
     /// `fetch`'s LOAD step answered from the tier below: `(value,)`, with the
