@@ -18,7 +18,7 @@ use crate::args::{check_key, key_hash, named};
 use crate::call::call_one;
 use crate::codec::AutoCodec;
 use crate::convert::{cache_err, key_bytes, ZigguratError};
-use crate::l1::{Entry, Shared, L1};
+use crate::l1::{is_key, Entry, Shared, L1};
 use crate::read::PyFront;
 use crate::segment::PySegment;
 
@@ -154,7 +154,9 @@ impl CacheCore {
             return None;
         }
         self.l1
-            .try_with(py, |l1| l1.probe(key, hash, now_ms(), keep_stale, take))
+            .try_with(py, |l1| {
+                l1.probe(hash, is_key(key), now_ms(), keep_stale, take)
+            })
             .flatten()
     }
 
@@ -240,13 +242,15 @@ impl CacheCore {
     pub(crate) fn l1_put(&self, key: &Bound<'_, PyAny>, e: Entry) {
         if self.l1_enabled {
             // A busy L1 just skips the fill; the entry is dropped after the call.
-            let _ = self.l1.try_with(key.py(), |l1| l1.insert(key, e));
+            let _ = self.l1.try_with(key.py(), |l1| l1.insert(is_key(key), e));
         }
     }
 
     /// Drops `key`'s L1 entry (busy L1: the stamps void it anyway).
     pub(crate) fn l1_discard(&self, key: &Bound<'_, PyAny>, hash: u64) {
-        let _ = self.l1.try_with(key.py(), |l1| l1.discard(key, hash));
+        let _ = self
+            .l1
+            .try_with(key.py(), |l1| l1.discard(hash, is_key(key)));
     }
 
     /// Reports a failed write to the Python side (logged and counted there).
