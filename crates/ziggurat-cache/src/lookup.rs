@@ -139,8 +139,8 @@ impl<'a> Reader<'a> {
         // that found no fresh value, and the load that may follow checks the
         // key again instead of comparing stamps (its snapshot is none).
         let words = self.l1.then(|| {
-            let s1 = main.stamp_word(&kh).load(Ordering::Acquire);
-            (s1, main.epoch().load(Ordering::Acquire))
+            let s1 = main.stamp_word(&kh).load();
+            (s1, main.epoch().load())
         });
         let before = Before { kh, words, keys };
         // One clock read decides both the engine's expiry and the staleness.
@@ -175,7 +175,7 @@ impl<'a> Reader<'a> {
         // moved it (and one in progress left it odd).
         let s1 = match words {
             Some((s1, _)) => s1,
-            None => main.stamp_word(&kh).load(Ordering::Acquire),
+            None => main.stamp_word(&kh).load(),
         };
         let missing = Missing {
             stamps: words.and_then(|_| snapshot(s1, n1)),
@@ -221,8 +221,7 @@ impl<'a> Reader<'a> {
         }
         fence(Ordering::Acquire);
         let main = self.main;
-        let held = main.stamp_word(kh).load(Ordering::Acquire) == stamp
-            && main.epoch().load(Ordering::Acquire) == epoch;
+        let held = main.stamp_word(kh).load() == stamp && main.epoch().load() == epoch;
         held.then(|| L1Watch::of(main, kh, stamp, epoch))
     }
 
@@ -243,7 +242,7 @@ impl<'a> Reader<'a> {
             Some(n) => {
                 let nkh = before.keys.map_or_else(|| n.hash(key), |k| *k.neg());
                 n.prefetch_read(&nkh);
-                (Some(nkh), n.stamp_word(&nkh).load(Ordering::Acquire))
+                (Some(nkh), n.stamp_word(&nkh).load())
             }
             None => (None, 0),
         }

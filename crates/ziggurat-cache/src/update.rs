@@ -65,7 +65,7 @@ impl Seen {
         let stamp = seg.stamp_watch(&seg.hash(key)).load();
         let seen = Seen {
             stamp,
-            epoch: seg.epoch().load(std::sync::atomic::Ordering::Acquire),
+            epoch: seg.epoch().load(),
             tag_invalidations: seg.tag_invalidations(),
         };
         (stamp & 1 == 0).then_some(seen)

@@ -5,6 +5,7 @@ mod common;
 use common::Dir;
 
 use ziggurat_cache::{encode, snapshot, Bytes, Flight, Kind, Lookup, Payload, Reader, Trailer};
+use ziggurat_core::failpoint::tear_stamp;
 use ziggurat_core::{now_ms, Segment};
 
 const MB4: u64 = 4 << 20;
@@ -19,8 +20,7 @@ fn value(payload: &[u8], soft: u64) -> Vec<u8> {
 }
 
 fn stamp(seg: &Segment, key: &[u8]) -> u32 {
-    seg.stamp_word(&seg.hash(key))
-        .load(std::sync::atomic::Ordering::Acquire)
+    seg.stamp_word(&seg.hash(key)).load()
 }
 
 /// A cached miss of `key` stored under the main stamp `of`.
@@ -134,13 +134,13 @@ fn a_cached_miss_counts_only_under_the_main_stamp_it_was_stored_with() {
     // While a write of the key is in progress (its main stamp odd), no cached
     // miss counts.
     negative(&neg, b"k", s, now_ms() + 60_000);
-    let word = main.stamp_word(&main.hash(b"k"));
-    word.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    let kh = main.hash(b"k");
+    tear_stamp(&main, &kh, true);
     let Lookup::Miss(m) = r.lookup(b"k", None, false, &mut Bytes) else {
         panic!("no cached miss while a write is in progress");
     };
     assert_eq!(m.stamps, None, "a snapshot of an odd stamp is none");
-    word.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    tear_stamp(&main, &kh, false);
     assert_eq!(finds(&r), "negative");
     // A record of kind 2 in the main segment is not a value.
     negative(&main, b"k", s, now_ms() + 60_000);
@@ -188,14 +188,14 @@ fn a_reader_without_l1_reads_the_stamp_after_its_probe_and_hands_on_no_snapshot(
     negative(&neg, b"k", s.wrapping_sub(2), now_ms() + 60_000);
     assert_eq!(finds(&r), "miss");
     negative(&neg, b"k", s, now_ms() + 60_000);
-    let word = main.stamp_word(&main.hash(b"k"));
-    word.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    let kh = main.hash(b"k");
+    tear_stamp(&main, &kh, true);
     assert_eq!(
         finds(&r),
         "miss",
         "no cached miss while a write of the key is in progress"
     );
-    word.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    tear_stamp(&main, &kh, false);
     // A fresh value needs no stamp at all; one the front end cannot decode
     // becomes a miss without a snapshot too.
     main.set(b"k", &value(b"new", now_ms() + 60_000), None, &[])

@@ -82,3 +82,15 @@ fn fire(armed: u32, p: Point) {
         panic!("failpoint: a write panicked with its shard lock held");
     }
 }
+
+/// Test hook: leaves the stamp of the key hashed as `kh` odd (`odd`), as a
+/// write in progress or killed mid-way does, or makes it even again.
+#[cfg(feature = "failpoints")]
+pub fn tear_stamp(seg: &crate::Segment, kh: &crate::KeyHash, odd: bool) {
+    let w = seg.stamp_at(seg.stamp_index(kh));
+    if odd {
+        w.fetch_add(1, Ordering::AcqRel);
+    } else {
+        w.fetch_sub(1, Ordering::AcqRel);
+    }
+}

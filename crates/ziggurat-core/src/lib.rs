@@ -39,6 +39,7 @@ mod stamps;
 #[allow(unsafe_code)]
 mod sys;
 mod tags;
+mod view;
 mod write;
 
 pub use clock::{now_ms, ticks, ticks_to_ns};
@@ -53,4 +54,5 @@ pub use recovery::Report;
 pub use segment::Segment;
 pub use shm::{Word32, Word64};
 pub use tags::TagRef;
+pub use view::{View32, View64};
 pub use write::Rewrite;

@@ -357,7 +357,7 @@ impl PySegment {
         let seg = self.seg()?;
         let k = key_bytes(key)?;
         check_key_len(seg, k)?;
-        Ok(seg.stamp_word(&seg.hash(k)).load(Ordering::Acquire))
+        Ok(seg.stamp_word(&seg.hash(k)).load())
     }
 
     /// Sleeps (without the GIL) until `key`'s stamp differs from `stamp` or
@@ -426,7 +426,7 @@ impl PySegment {
         for &w in &meta.tags[..meta.ntags as usize] {
             let r = ziggurat_core::TagRef::unpack(w);
             // A recorded cell outside the table never matches (docs/format.md).
-            let current = (r.cell < ntags).then(|| seg.tag_word(r.cell).load(Ordering::Acquire));
+            let current = (r.cell < ntags).then(|| seg.tag_word(r.cell).load());
             tags.append((r.cell, r.version, current))?;
         }
         let len = value.as_bytes().len();
@@ -448,7 +448,7 @@ impl PySegment {
             return Err(PyTypeError::new_err("tag must be a str"));
         };
         let cell = seg.tag_cell(t.to_str()?.as_bytes());
-        Ok((cell, seg.tag_word(cell).load(Ordering::Acquire)))
+        Ok((cell, seg.tag_word(cell).load()))
     }
 
     /// The load-lease cells of the header (docs/format.md), read without
