@@ -155,7 +155,7 @@ fn ttl_tags_clear() {
 fn any_value_up_to_the_maximum_fits_and_model_agrees() {
     let d = Dir::new("evict");
     let seg = Segment::open("evict", &d.opts(2 << 20)).unwrap();
-    let max = seg.geometry().max_value as usize;
+    let max = seg.geometry().max_value() as usize;
     let mut model: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
     let mut x: u64 = 12345;
     for i in 0..20_000u64 {
@@ -241,7 +241,7 @@ fn damaged_index_is_found_and_repaired() {
         .unwrap();
     // SAFETY: a second shared mapping of the test's own file; only this test writes it.
     let mut map = unsafe { memmap2::MmapMut::map_mut(&f).unwrap() };
-    let start = (g.shards_off + g.index_rel) as usize;
+    let start = (g.shards_off() + g.index_rel()) as usize;
     let mut x = 99u64;
     for b in &mut map[start..start + 4096] {
         x ^= x << 13;
@@ -380,7 +380,7 @@ fn a_crashed_writer_leaves_a_repairable_shard() {
     assert_eq!(odd % 2, 1);
     // An intent naming that stamp, as the dead writer would have left it.
     let g = *seg.geometry();
-    let shard = kh.shard(g.nshards);
+    let shard = kh.shard(g.nshards());
     let base = g.shard_off(shard);
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -706,7 +706,7 @@ fn rewrite_reads_and_writes_under_one_lock() {
 
     // Declining, or a bad record, changes nothing and leaves no write open.
     assert!(!seg.rewrite(b"n", |_| None).unwrap());
-    let max = seg.geometry().max_value as usize;
+    let max = seg.geometry().max_value() as usize;
     for bad in [Vec::new(), vec![0u8; max + 1]] {
         let r = seg.rewrite(b"n", |_| {
             Some(Rewrite {

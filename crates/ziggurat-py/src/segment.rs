@@ -10,12 +10,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 #[cfg(feature = "failpoints")]
 use ziggurat_core::failpoint;
-use ziggurat_core::{holder_pid, Lease, Options, Segment};
+use ziggurat_core::{Options, Segment};
 
 use crate::convert::{err, key_bytes, size_arg, tags_arg, ttl_arg, value_bytes, SegmentError};
-
-/// Load-lease cells in a segment header: (4096 - 1024) / 16 (docs/format.md).
-const LEASE_CELLS: u32 = 192;
 
 /// A shared-memory segment, attached by name. See the package documentation.
 #[pyclass(name = "Segment", module = "ziggurat._native", frozen)]
@@ -87,7 +84,7 @@ fn check_key_len(seg: &Segment, key: &[u8]) -> PyResult<()> {
     if key.is_empty() {
         return Err(PyValueError::new_err("key must not be empty"));
     }
-    let max = seg.geometry().max_key as usize;
+    let max = seg.geometry().max_key() as usize;
     if key.len() > max {
         return Err(PyValueError::new_err(format!(
             "key is {} bytes, the maximum is {max}",
@@ -149,7 +146,7 @@ impl PySegment {
             read_only,
         };
         let requested_size = ziggurat_core::Geometry::compute(size, avg_item_size, shards)
-            .map_or(0, |g| g.file_size);
+            .map_or(0, |g| g.file_size());
         let name_owned = name.to_string();
         let seg = py
             .detach(move || Segment::open(&name_owned, &opts))
@@ -185,19 +182,19 @@ impl PySegment {
     /// Size of the segment file in bytes.
     #[getter]
     fn size(&self) -> u64 {
-        self.inner.geometry().file_size
+        self.inner.geometry().file_size()
     }
 
     /// Longest key accepted, in bytes.
     #[getter]
     fn max_key_size(&self) -> u32 {
-        self.inner.geometry().max_key
+        self.inner.geometry().max_key()
     }
 
     /// Longest value accepted, in bytes.
     #[getter]
     fn max_value_size(&self) -> u32 {
-        self.inner.geometry().max_value
+        self.inner.geometry().max_value()
     }
 
     /// Whether this handle was attached with `read_only=True`.
@@ -421,7 +418,7 @@ impl PySegment {
             return Ok(None);
         };
         let value = value?;
-        let ntags = seg.geometry().ntags;
+        let ntags = seg.geometry().ntags();
         let tags = PyList::empty(py);
         for &w in &meta.tags[..meta.ntags as usize] {
             let r = ziggurat_core::TagRef::unpack(w);
@@ -464,24 +461,7 @@ impl PySegment {
                  read_only=True handle does: open the segment with read_only=True",
             ));
         }
-        let now_s = ziggurat_core::now_ms() / 1000;
-        let out = PyList::empty(py);
-        for i in 0..LEASE_CELLS {
-            // A hash whose lease cell is `i`: the cell is Lemire's reduction of
-            // bits 8..40 of h2, so the smallest 32-bit x reducing to `i` picks it.
-            let x = ((i as u64) << 32).div_ceil(LEASE_CELLS as u64);
-            let kh = ziggurat_core::KeyHash { h: 0, h2: x << 8 };
-            let (pid, seq) = match seg.lease_try(&kh, 0, 1.0) {
-                Lease::Held { holder, seq } if holder != 0 && (holder >> 32) > now_s => {
-                    (holder_pid(holder), seq)
-                }
-                Lease::Held { seq, .. } => (0, seq),
-                // A read-only handle never takes a lease, nor holds one (pid 0).
-                Lease::Taken | Lease::Busy => (0, 0),
-            };
-            out.append((pid, seq))?;
-        }
-        Ok(out)
+        PyList::new(py, seg.lease_cells().unwrap_or_default())
     }
 
     /// Checks every shard (taking each lock briefly); with `repair`, fixes what
