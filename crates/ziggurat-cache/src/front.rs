@@ -21,7 +21,7 @@ pub trait Front: Payload {
     fn l1(&mut self) -> Result<Option<Option<Self::Value>>, Self::Error>;
 
     /// A fresh value read below L1: decoded (and kept in L1 when
-    /// `found.fill` allows), or None when it cannot be decoded (counted and
+    /// `found.keep` allows), or None when it cannot be decoded (counted and
     /// reported by the front end; the read is then a miss).
     fn fresh(&mut self, found: Found<Self::Out>) -> Result<Option<Self::Value>, Self::Error>;
 
@@ -29,7 +29,7 @@ pub trait Front: Payload {
     /// (never kept in L1); None when it cannot be decoded.
     fn stale(&mut self, found: Found<Self::Out>) -> Option<Self::Value>;
 
-    /// A cached miss read below L1: kept in L1 when `found.fill` allows.
+    /// A cached miss read below L1: kept in L1 when `found.keep` allows.
     fn negative(&mut self, found: Found<()>);
 
     /// This crate's error as the front end's.

@@ -31,7 +31,7 @@ pub struct Entry<K, V> {
     /// Monotonic ms after which the entry is stale (0 = never).
     pub deadline: u64,
     /// Key stamp word (none when there is no segment: degraded mode) and the
-    /// value it had at fill time. Split from its value, unlike a `Watch32`, so
+    /// value it had when the entry was made. Split from its value, unlike a `Watch32`, so
     /// that the flags below fill the padding and the line holds everything.
     stamp_word: Option<Word32>,
     stamp_seen: u32,

@@ -14,11 +14,11 @@
 //!
 //! 1. Look in L1 without a native call: an entry is valid while its deadline
 //!    has not passed and every word it watches still holds the value it had
-//!    when it was filled ([`L1Watch`] and the tags' [`Watch32`]: each is a
+//!    when it was kept ([`L1Watch`] and the tags' [`Watch32`]: each is a
 //!    read-only view of a word of the mapping, a `load` and a compare).
 //! 2. On an L1 miss, check the key ([`check_key`]) and call [`Cache::read`]
 //!    with a [`Front`]: it decodes what the segments hold, keeps it in L1
-//!    when [`Found::fill`] says it may, and the read is counted here.
+//!    when [`Found::keep`] says it may, and the read is counted here.
 //!
 //! # Writing
 //!

@@ -24,8 +24,8 @@ impl Payload for Plain {
         Bytes.copied(bytes)
     }
 
-    fn filled(&mut self, len: usize, fill: &dyn Fn(&mut [u8])) -> Vec<u8> {
-        Bytes.filled(len, fill)
+    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Vec<u8> {
+        Bytes.written(len, write)
     }
 }
 

@@ -334,7 +334,8 @@ impl Segment {
         self.shm.u64_at(H_EPOCH)
     }
 
-    pub(crate) fn check_key(&self, key: &[u8]) -> Result<()> {
+    /// `Ok` for a key this segment can store (1 to `max_key` bytes).
+    pub fn check_key(&self, key: &[u8]) -> Result<()> {
         if key.is_empty() {
             return Err(Error::Invalid("key must not be empty".into()));
         }

@@ -71,7 +71,7 @@ impl<'a, 'py> PyFront<'a, 'py> {
         encoded: Option<Py<PyAny>>,
         found: Found<P>,
     ) -> Option<Entry> {
-        let fill = found.fill?;
+        let watch = found.keep?;
         let t = found.trailer;
         let negative = value.is_none();
         Some(Entry::new(
@@ -80,7 +80,7 @@ impl<'a, 'py> PyFront<'a, 'py> {
             value.unwrap_or_else(|| self.py().None()),
             encoded,
             negative,
-            Some(fill),
+            Some(watch),
             found.tags.into_boxed_slice(),
             t.soft,
             t.ttl_ms,
@@ -99,9 +99,9 @@ impl<'py> Payload for PyFront<'_, 'py> {
         Some(PyBytes::new(self.py(), bytes))
     }
 
-    fn filled(&mut self, len: usize, fill: &dyn Fn(&mut [u8])) -> Self::Out {
+    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Self::Out {
         PyBytes::new_with(self.py(), len, |buf| {
-            fill(buf);
+            write(buf);
             Ok(())
         })
         .ok()
@@ -132,7 +132,7 @@ impl<'py> Front for PyFront<'_, 'py> {
         };
         // A decode no L1 keeps is this call's own object: handed out as is
         // in every copy mode.
-        if found.fill.is_none() {
+        if found.keep.is_none() {
             return Ok(Some(obj));
         }
         let counter = kind == Kind::Counter;

@@ -81,17 +81,7 @@ pub(crate) fn read_bytes<'py>(
 }
 
 fn check_key_len(seg: &Segment, key: &[u8]) -> PyResult<()> {
-    if key.is_empty() {
-        return Err(PyValueError::new_err("key must not be empty"));
-    }
-    let max = seg.geometry().max_key() as usize;
-    if key.len() > max {
-        return Err(PyValueError::new_err(format!(
-            "key is {} bytes, the maximum is {max}",
-            key.len()
-        )));
-    }
-    Ok(())
+    seg.check_key(key).map_err(err)
 }
 
 #[pymethods]
@@ -111,40 +101,21 @@ impl PySegment {
         group: Option<u32>,
         read_only: bool,
     ) -> PyResult<Self> {
-        if !(32..=1 << 24).contains(&avg_item_size) {
-            return Err(PyValueError::new_err(format!(
-                "avg_item_size must be between 32 and 16777216 bytes, got {avg_item_size}"
-            )));
-        }
-        let avg_item_size = avg_item_size as u64;
-        let shards = match shards {
-            None => None,
-            Some(n) if (1..=256).contains(&n) => Some(n as u32),
-            Some(n) => {
-                return Err(PyValueError::new_err(format!(
-                    "shards must be a power of two from 1 to 256, got {n}"
-                )))
-            }
-        };
         let size = match size {
             Some(s) if !s.is_none() => size_arg(s)?,
             _ => 64 << 20,
         };
-        if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
-            return Err(PyValueError::new_err(
-                "lock_timeout must be a finite number of seconds > 0",
-            ));
-        }
         let opts = Options {
             size,
             directory: PathBuf::from(directory),
             recreate,
-            avg_item_size,
-            shards,
-            lock_timeout: Duration::from_secs_f64(lock_timeout.min(3600.0)),
             group,
             read_only,
-        };
+            ..Options::default()
+        }
+        .sized(avg_item_size, shards, lock_timeout)
+        .map_err(err)?;
+        let (avg_item_size, shards) = (opts.avg_item_size, opts.shards);
         let requested_size = ziggurat_core::Geometry::compute(size, avg_item_size, shards)
             .map_or(0, |g| g.file_size());
         let name_owned = name.to_string();
