@@ -237,6 +237,8 @@ class Loads:
         return step.value
 
     async def _drive(self, step: Step, loader: Callable[[], Any]) -> Any:
+        """Follows the core's steps for an awaited loader: every decision (lease, wait,
+        the tier below, fail-safe) is the core's; this only awaits what may block."""
         core = self._core()
         loop = asyncio.get_running_loop()
         while True:
