@@ -52,6 +52,8 @@ lint: $(VENV)/.dev
 	cargo clippy --workspace --all-targets -q -- -D warnings
 	# the wheel's build (stable ABI) has code of its own (crates/ziggurat-py/src/call.rs)
 	cargo clippy -p ziggurat-py --features abi3 -q -- -D warnings
+	# the development build's crash-injection hook (Segment._crash_at)
+	cargo clippy -p ziggurat-py --features failpoints -q -- -D warnings
 	$(VENV)/bin/ruff check python tests bench examples
 	$(VENV)/bin/ruff format --check python tests bench examples
 	$(VENV)/bin/mypy

@@ -4,7 +4,7 @@ A release build compiles every branch as if all were equally likely. This one is
 three times over, so that the code a cache runs on every call is laid out and inlined for
 that use::
 
-    python bench/pgo.py develop          # as `maturin develop --release`, into python/ziggurat
+    python bench/pgo.py develop          # as `maturin develop --release --features failpoints`
     python bench/pgo.py wheel ARGS...    # as `maturin build --release ARGS...`
 
 1. An instrumented build (``-Cprofile-generate``) in ``target/pgo/instrumented``.
@@ -151,8 +151,13 @@ def without_out(args: list[str]) -> list[str]:
     return kept
 
 
+#: The development build carries the tests' crash-injection hook (``Segment._crash_at``);
+#: the wheel does not.
+DEVELOP_FEATURES = ["--features", "failpoints"]
+
+
 def build(mode: str, args: list[str]) -> None:
-    wheel_args = without_out(args) if mode == "wheel" else []
+    wheel_args = without_out(args) if mode == "wheel" else DEVELOP_FEATURES
     merged = profile(wheel_args)
     flags = None if merged is None else f"-Cprofile-use={merged}"
     target = None if merged is None else PGO / "optimized"
@@ -161,7 +166,7 @@ def build(mode: str, args: list[str]) -> None:
         env["ZIGGURAT_BUILD"] = "pgo"  # ziggurat._native.BUILD
     say("optimized build" if merged else "release build")
     if mode == "develop":
-        maturin(["develop", "--release", "-q"], env)
+        maturin(["develop", "--release", "-q", *DEVELOP_FEATURES], env)
     else:
         maturin(["build", "--release", *args], env)
 

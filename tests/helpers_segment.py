@@ -21,6 +21,8 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pytest
+
 try:
     from ziggurat import LockTimeout, Segment, SegmentError, ZigguratError
 except ImportError:  # the package __init__ may not re-export yet: use the extension directly
@@ -39,6 +41,7 @@ __all__ = [
     "Segment",
     "SegmentError",
     "ZigguratError",
+    "needs_crash_hook",
 ]
 
 KiB = 1024
@@ -49,6 +52,14 @@ STRESS = os.environ.get("ZIGGURAT_STRESS") == "1"
 
 #: Failpoints of ``Segment._crash_at``, in the order a write reaches them.
 CRASH_POINTS = ("locked", "appended", "stamp_odd", "published", "evict")
+
+#: ``Segment._crash_at`` exists in builds with the ``failpoints`` feature (``make build``,
+#: ``bench/pgo.py develop``), not in the distributed wheel.
+needs_crash_hook = pytest.mark.skipif(
+    not hasattr(Segment, "_crash_at"),
+    reason="built without the failpoints feature: use bench/pgo.py develop "
+    "or maturin develop --features failpoints",
+)
 
 
 def new_name(prefix: str = "t") -> str:

@@ -38,6 +38,7 @@ from helpers_segment import (
     describe_status,
     fork_child,
     make_value,
+    needs_crash_hook,
     reopen,
     storm_reader,
     storm_writer,
@@ -57,6 +58,7 @@ FAILPOINT_CASES = (
 )
 
 
+@needs_crash_hook
 @pytest.mark.parametrize(
     ("op", "point"), FAILPOINT_CASES, ids=[f"{o}-{p}" for o, p in FAILPOINT_CASES]
 )

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 import xxhash
-from helpers_segment import STRESS, new_name
+from helpers_segment import STRESS, needs_crash_hook, new_name
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ziggurat import Cache, Segment, SegmentError, ZigguratError
@@ -121,6 +121,7 @@ def test_a_cache_on_a_header_whose_shards_wrap_starts_degraded(shm_dir: str) -> 
         c.close()
 
 
+@needs_crash_hook
 def test_a_panic_inside_the_engine_is_a_ziggurat_error_and_degrades_the_cache(
     shm_dir: str,
 ) -> None:

@@ -124,14 +124,6 @@ class LoaderStats:
         }
 
 
-def _refuse(value: Any) -> None:
-    """A sync caller got an awaitable from the loader: close it (no "never awaited"
-    warning) and say what to use instead."""
-    if inspect.iscoroutine(value):
-        value.close()
-    raise TypeError("Cache.fetch(): loader returned an awaitable; use afetch() for async loaders")
-
-
 class Loads:
     """The Python half of one cache's miss path: loaders run here, the state machine in
     the core. It reaches nothing of the ``Cache`` but the core it is given."""
@@ -162,19 +154,12 @@ class Loads:
         ).start()
 
     def _refresh(self, step: Step, loader: Callable[[], Any]) -> None:
-        core = self._core()
-        t0 = time.perf_counter()
         try:
-            value = loader()
-            if inspect.isawaitable(value):
-                _refuse(value)
+            self._core().fetch_run(step, loader)
         except Exception as e:
-            core.fetch_failed(step, time.perf_counter() - t0)
             log.warning(
                 "ziggurat cache %r: background refresh of %r failed: %s", self.name, step.key, e
             )
-            return
-        core.fetch_done(step, value, time.perf_counter() - t0)
 
     def local(self, step: Step, loader: Callable[[], Any]) -> Any:
         """A miss without a segment: the threads of this process that miss a key together
@@ -193,7 +178,7 @@ class Loads:
                 raise slot[2]
             return slot[1]
         try:
-            slot[1] = self._run(step, loader)
+            slot[1] = self._core().fetch_run(step, loader)
             return slot[1]
         except BaseException as e:
             slot[2] = e
@@ -202,20 +187,6 @@ class Loads:
             with self._guard:
                 self._inflight.pop(key, None)
             done.set()
-
-    def _run(self, step: Step, loader: Callable[[], Any]) -> Any:
-        core = self._core()
-        t0 = time.perf_counter()
-        try:
-            value = loader()
-            if inspect.isawaitable(value):
-                _refuse(value)
-        except Exception:
-            served, stale = core.fetch_failed(step, time.perf_counter() - t0)
-            if served:
-                return stale
-            raise
-        return core.fetch_done(step, value, time.perf_counter() - t0)
 
     # -- asyncio ---------------------------------------------------------------------------
 
@@ -266,6 +237,8 @@ class Loads:
         return step.value
 
     async def _drive(self, step: Step, loader: Callable[[], Any]) -> Any:
+        """Follows the core's steps for an awaited loader: every decision (lease, wait,
+        the tier below, fail-safe) is the core's; this only awaits what may block."""
         core = self._core()
         loop = asyncio.get_running_loop()
         while True:
@@ -288,51 +261,36 @@ class Loads:
                 below = core.fetch_below(step)
             if below is not None:
                 return below[0]
-            t0 = time.perf_counter()
-            try:
-                value = loader()
-                if inspect.isawaitable(value):
-                    value = await value
-            except Exception:
-                served, stale = core.fetch_failed(step, time.perf_counter() - t0)
-                if served:
-                    log.warning(
-                        "ziggurat cache %r: loader for %r failed; serving the stale value",
-                        self.name,
-                        step.key,
-                    )
-                    return stale
-                raise
-            except BaseException:
-                core.fetch_abandon(step)
-                raise
-            return await self._done(step, value, time.perf_counter() - t0)
+            return await self._load(step, loader)
 
-    async def _done(self, step: Step, value: Any, seconds: float) -> Any:
-        """Stores what the loader returned and gives the lease back (in a thread when the
-        store may wait on Redis; a cancelled task does not stop it)."""
-        core = self._core()
-        if self.off_loop:
-            return await in_thread(core.fetch_done, step, value, seconds)
-        return core.fetch_done(step, value, seconds)
-
-    async def _arefresh(self, step: Step, loader: Callable[[], Any]) -> None:
+    async def _load(self, step: Step, loader: Callable[[], Any]) -> Any:
+        """Awaits the loader of a LOAD step; the core ends the step with what it returned or
+        raised (stored, or a stale value fail-safe answers a failure with, or the error),
+        in a thread when the store may wait on Redis (a cancelled task does not stop it)."""
         core = self._core()
         t0 = time.perf_counter()
+        value, error = None, None
         try:
             value = loader()
             if inspect.isawaitable(value):
                 value = await value
         except Exception as e:
-            core.fetch_failed(step, time.perf_counter() - t0)
-            log.warning(
-                "ziggurat cache %r: background refresh of %r failed: %s", self.name, step.key, e
-            )
-            return
+            error = e
         except BaseException:
             core.fetch_abandon(step)
             raise
-        await self._done(step, value, time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        if self.off_loop:
+            return await in_thread(core.fetch_end, step, value, error, seconds)
+        return core.fetch_end(step, value, error, seconds)
+
+    async def _arefresh(self, step: Step, loader: Callable[[], Any]) -> None:
+        try:
+            await self._load(step, loader)
+        except Exception as e:
+            log.warning(
+                "ziggurat cache %r: background refresh of %r failed: %s", self.name, step.key, e
+            )
 
 
 async def in_thread(

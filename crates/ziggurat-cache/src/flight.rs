@@ -17,7 +17,6 @@
 //! Early refreshes use the same cells under a derived key, so at most one
 //! refresh of a key runs per host.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ziggurat_core::{current_pid, holder_pid, Lease};
@@ -121,12 +120,12 @@ impl<'a> Flight<'a> {
 
     /// The key's stamp in the main segment now.
     pub fn main_stamp(&self, k: &FlightKey) -> u32 {
-        self.main.stamp_word(&k.main).load(Ordering::Acquire)
+        self.main.stamp_word(&k.main).load()
     }
 
     /// The key's stamps in both segments now, as [`snapshot`] packs them.
     pub fn stamps(&self, k: &FlightKey) -> Option<u64> {
-        let n = self.neg.stamp_word(&k.neg).load(Ordering::Acquire);
+        let n = self.neg.stamp_word(&k.neg).load();
         snapshot(self.main_stamp(k), n)
     }
 

@@ -8,24 +8,28 @@
 
 pub use ziggurat_core::MAX_KEY;
 
+use crate::error::Error;
+
 /// `Ok` for the bytes of a key a Cache takes; otherwise what is wrong, as a
 /// message naming the argument (`key`) and the limits.
 ///
 /// ```
 /// use ziggurat_cache::{check_key, MAX_KEY};
 /// assert!(check_key(b"user:42").is_ok());
-/// assert_eq!(check_key(b"").unwrap_err(), "key must be 1 to 4096 bytes, got 0");
+/// assert_eq!(check_key(b"").unwrap_err().to_string(), "key must be 1 to 4096 bytes, got 0");
 /// assert!(check_key(&vec![b'k'; MAX_KEY + 1]).is_err());
 /// ```
 #[inline]
-pub fn check_key(key: &[u8]) -> Result<(), String> {
+pub fn check_key(key: &[u8]) -> Result<(), Error> {
     if key.is_empty() || key.len() > MAX_KEY {
-        return Err(format!(
-            "key must be 1 to {MAX_KEY} bytes, got {}",
-            key.len()
-        ));
+        return Err(bad_length(key.len()));
     }
     Ok(())
+}
+
+#[cold]
+fn bad_length(len: usize) -> Error {
+    Error::Value(format!("key must be 1 to {MAX_KEY} bytes, got {len}"))
 }
 
 /// The message for a text key with no UTF-8 form: a lone surrogate at
@@ -50,7 +54,7 @@ mod tests {
         assert!(check_key(b"k").is_ok());
         assert!(check_key(&vec![0xff; MAX_KEY]).is_ok());
         assert_eq!(
-            check_key(&vec![b'k'; MAX_KEY + 1]).unwrap_err(),
+            check_key(&vec![b'k'; MAX_KEY + 1]).unwrap_err().to_string(),
             format!("key must be 1 to {MAX_KEY} bytes, got {}", MAX_KEY + 1)
         );
         assert!(check_key(b"").is_err());

@@ -1,37 +1,101 @@
-//! ziggurat-cache: what a `Cache` stores in a segment and how it changes it,
-//! with no language runtime in it, so that every front end (Python today)
-//! reads and writes the same entries by the same rules.
+//! ziggurat-cache: the Cache's behaviour over ziggurat segments, with no
+//! language runtime in it, so that every front end (Python today, Node.js
+//! next) reads, writes and loads by the same rules and only converts values,
+//! keeps its language's L1 objects and calls its language's loaders.
 //!
-//! An entry's value is `payload || trailer` (see [`Trailer`]); the segment
-//! record itself lives `stale` seconds past the trailer's soft deadline so a
-//! fail-safe read can still find a stale value. Counters are entries whose
-//! payload is a little-endian `i64`, changed in place under the shard lock.
+//! A front end keeps one [`Cache`] per cache: the main segment and its
+//! cached-miss segment (`<name>.neg`, which also holds the load leases), the
+//! options ([`CacheOptions`], checked when the cache is made) and this
+//! process's counters ([`Counts`]). Every argument rule (key, TTL, tags,
+//! sizes) is here, with one error type, [`Error`], that the front end maps to
+//! its own exceptions.
 //!
-//! A front end reads below its L1 with [`Reader::lookup`], writes with
-//! [`store`] and [`store_negative`], changes entries in place with [`add`],
-//! [`incr`], [`touch`] and [`fill`], and loads a missing key under a lease
-//! with [`Flight`]. None of these takes or returns a language object: payloads
-//! are bytes, and what an L1 entry checks is a set of shared words
-//! ([`L1Watch`], [`Watch32`]).
+//! # Reading
+//!
+//! 1. Look in L1 without a native call: an entry is valid while its deadline
+//!    has not passed and every word it watches still holds the value it had
+//!    when it was kept ([`L1Watch`] and the tags' [`Watch32`]: each is a
+//!    read-only view of a word of the mapping, a `load` and a compare).
+//! 2. On an L1 miss, check the key ([`check_key`]) and call [`Cache::read`]
+//!    with a [`Front`]: it decodes what the segments hold, keeps it in L1
+//!    when [`Found::keep`] says it may, and the read is counted here.
+//!
+//! # Writing
+//!
+//! [`Cache::store`] with the value's bytes ([`Body`]) and [`Kind`] (a 64-bit
+//! int is a [`Kind::Counter`], stored natively so [`Cache::incr`] changes it
+//! in place); the front end keeps the object in L1 only with
+//! [`Written::kept`], else drops its L1 entry of the key. [`Cache::add`],
+//! [`Cache::incr`], [`Cache::touch`], [`Cache::delete`],
+//! [`Cache::invalidate_tags`] and [`Cache::clear`] need nothing of the front
+//! end (a delete or clear also drops the front end's own L1 entries).
+//!
+//! # A miss (`fetch`)
+//!
+//! 1. L1 hit: answer. When [`Cache::refresh_due`] says the entry is late in
+//!    its life, [`Cache::hit`] may hand a refresh to run in the background.
+//! 2. L1 miss: [`Cache::plan`] (the call's options, checked before any
+//!    loader runs), then [`Cache::begin`], and act on the [`Step`] until done:
+//!    - [`Step::Value`]: answer the value; with a [`Miss`], run the loader in
+//!      the background and end that miss as a LOAD's below.
+//!    - [`Step::Negative`]: a cached miss: answer the caller's default.
+//!    - [`Step::Wait`]: [`Cache::sleep`] and run the [`Sleep`] off the front
+//!      end's lock (it blocks), then [`Cache::after_wait`] for the next step.
+//!      A wait past `loader_timeout` is [`Error::LoadTimeout`].
+//!    - [`Step::Load`]: this process holds the key's lease. If
+//!      [`Cache::ask_tier_below`], ask the tier below first; when it has the
+//!      value, answer with it and [`Cache::give_back`]. Otherwise call the
+//!      loader, then:
+//!      - it returned a value: [`Cache::land`], [`Landing::store`] the value's
+//!        bytes (or [`Landing::store_negative`] for the language's null), keep
+//!        it in L1 as for a write, tell the tier below with
+//!        [`Landing::ttl`], then drop the landing (it gives the lease back if
+//!        the store did not). A value that cannot be stored is still answered.
+//!      - it raised: [`Cache::failed`] gives the lease back and returns the
+//!        stale value to answer with, if fail-safe allows; else raise.
+//!      - it was cancelled: [`Cache::give_back`].
+//!    - [`Step::NoSegment`]: no segment; share one load among the front end's
+//!      own threads, and end it as a LOAD (no lease is held).
+//!
+//! A process that dies holding a lease is replaced by one waiter; one that
+//! hangs holds the others at most `loader_timeout`. None of this takes or
+//! returns a language object: payloads are bytes, values are the front end's
+//! type parameter.
 
+mod cache;
+mod counts;
 mod entry;
+mod error;
 mod flight;
+mod front;
 mod key;
+mod l1;
 mod lookup;
+mod miss;
+mod options;
 mod pair;
 mod size;
 mod store;
+mod tags;
 mod ttl;
 mod update;
 mod watch;
 
+pub use cache::{ttl_or_default, Body, Cache, Written};
+pub use counts::{Counter, Counts, Took};
 pub use entry::{counter_payload, encode, refresh_due, seal, split, Kind, Trailer, TRAILER_LEN};
+pub use error::Error;
 pub use flight::{process_alive, snapshot, Flight, FlightKey, Next};
+pub use front::{Front, Read};
 pub use key::{check_key, not_utf8, MAX_KEY};
+pub use l1::{Entry, L1Stats, L1};
 pub use lookup::{Before, Bytes, Found, Lookup, Missing, Payload, Reader};
+pub use miss::{Landing, Miss, Plan, Sleep, Step};
+pub use options::CacheOptions;
 pub use pair::{neg_size_for, open_pair, Pair, DEFAULT_SIZE, NEG_SUFFIX};
-pub use size::{parse_size, MAX_SIZE};
+pub use size::{parse_size, size_bytes, size_text, MAX_SIZE};
 pub use store::{store, store_negative, Kept};
-pub use ttl::{Lifetime, MAX_TTL_SECONDS};
-pub use update::{add, fill, incr, touch, Seen, UpdateError};
+pub use tags::{check_tags, MAX_TAGS};
+pub use ttl::{check_ttl, lifetime, Lifetime, MAX_TTL_SECONDS};
+pub use update::{add, fill, incr, touch, Seen};
 pub use watch::{L1Watch, Watch32, Watch64};

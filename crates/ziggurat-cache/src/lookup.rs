@@ -21,9 +21,9 @@ pub trait Payload {
     type Out;
     /// A payload holding a copy of `bytes`.
     fn copied(&mut self, bytes: &[u8]) -> Self::Out;
-    /// A payload of `len` bytes that `fill` writes (call it once, on a buffer
+    /// A payload of `len` bytes that `write` writes (call it once, on a buffer
     /// of exactly `len` bytes).
-    fn filled(&mut self, len: usize, fill: &dyn Fn(&mut [u8])) -> Self::Out;
+    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Self::Out;
 }
 
 /// The payload as a vector: for front ends and tests that want plain bytes.
@@ -36,9 +36,9 @@ impl Payload for Bytes {
         bytes.to_vec()
     }
 
-    fn filled(&mut self, len: usize, fill: &dyn Fn(&mut [u8])) -> Vec<u8> {
+    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Vec<u8> {
         let mut v = vec![0u8; len];
-        fill(&mut v);
+        write(&mut v);
         v
     }
 }
@@ -55,7 +55,7 @@ pub struct Found<P> {
     pub tags: Vec<Watch32>,
     /// Set when an L1 may keep what was read (only asked for by readers made
     /// with an L1, see [`Reader::new`]).
-    pub fill: Option<L1Watch>,
+    pub keep: Option<L1Watch>,
 }
 
 /// Where a load of a key that was not found fresh starts from: both stamps as
@@ -112,8 +112,8 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// Reads of the cache made of `main` and its cached-miss segment `neg`
     /// (None: misses are not cached). `l1`: whether the front end keeps what
-    /// it reads in an L1, and so needs [`Found::fill`] (and the stamps read
-    /// before the probe that a fill and [`Missing::stamps`] are made of).
+    /// it reads in an L1, and so needs [`Found::keep`] (and the stamps read
+    /// before the probe that an L1 entry and [`Missing::stamps`] are made of).
     pub fn new(main: &'a Segment, neg: Option<&'a Segment>, l1: bool) -> Reader<'a> {
         Reader { main, neg, l1 }
     }
@@ -132,15 +132,15 @@ impl<'a> Reader<'a> {
         let main = self.main;
         let kh = keys.map_or_else(|| main.hash(key), |k| *k.main());
         main.prefetch_read(&kh);
-        // Read before the probe: what a fill and a later lease holder compare.
+        // Read before the probe: what an L1 entry and a later lease holder compare.
         // A reader without L1 keeps nothing that watches them, so a fresh value
         // (what most of its reads find) needs neither, and it saves loading a
         // line of the stamp table: it reads the key's stamp only after a probe
         // that found no fresh value, and the load that may follow checks the
         // key again instead of comparing stamps (its snapshot is none).
         let words = self.l1.then(|| {
-            let s1 = main.stamp_word(&kh).load(Ordering::Acquire);
-            (s1, main.epoch().load(Ordering::Acquire))
+            let s1 = main.stamp_word(&kh).load();
+            (s1, main.epoch().load())
         });
         let before = Before { kh, words, keys };
         // One clock read decides both the engine's expiry and the staleness.
@@ -156,7 +156,7 @@ impl<'a> Reader<'a> {
                         payload,
                         trailer,
                         tags,
-                        fill: None,
+                        keep: None,
                     };
                     return Lookup::Stale(found, missing);
                 }
@@ -164,7 +164,7 @@ impl<'a> Reader<'a> {
                     payload,
                     trailer,
                     tags,
-                    fill: self.fill(&kh, words),
+                    keep: self.keep(&kh, words),
                 };
                 return Lookup::Fresh(found, before);
             }
@@ -175,7 +175,7 @@ impl<'a> Reader<'a> {
         // moved it (and one in progress left it odd).
         let s1 = match words {
             Some((s1, _)) => s1,
-            None => main.stamp_word(&kh).load(Ordering::Acquire),
+            None => main.stamp_word(&kh).load(),
         };
         let missing = Missing {
             stamps: words.and_then(|_| snapshot(s1, n1)),
@@ -202,7 +202,7 @@ impl<'a> Reader<'a> {
                     payload: (),
                     trailer,
                     tags,
-                    fill: self.fill(&kh, words),
+                    keep: self.keep(&kh, words),
                 });
             }
         }
@@ -214,15 +214,14 @@ impl<'a> Reader<'a> {
     /// with an L1 load). None without them, or when an L1 copy could not be
     /// told from a newer value: a write was in progress (odd stamp) or one of
     /// the words moved during the read.
-    fn fill(&self, kh: &KeyHash, words: Option<(u32, u64)>) -> Option<L1Watch> {
+    fn keep(&self, kh: &KeyHash, words: Option<(u32, u64)>) -> Option<L1Watch> {
         let (stamp, epoch) = words?;
         if stamp & 1 != 0 {
             return None;
         }
         fence(Ordering::Acquire);
         let main = self.main;
-        let held = main.stamp_word(kh).load(Ordering::Acquire) == stamp
-            && main.epoch().load(Ordering::Acquire) == epoch;
+        let held = main.stamp_word(kh).load() == stamp && main.epoch().load() == epoch;
         held.then(|| L1Watch::of(main, kh, stamp, epoch))
     }
 
@@ -243,7 +242,7 @@ impl<'a> Reader<'a> {
             Some(n) => {
                 let nkh = before.keys.map_or_else(|| n.hash(key), |k| *k.neg());
                 n.prefetch_read(&nkh);
-                (Some(nkh), n.stamp_word(&nkh).load(Ordering::Acquire))
+                (Some(nkh), n.stamp_word(&nkh).load())
             }
             None => (None, 0),
         }
@@ -260,7 +259,7 @@ impl Payload for StampPayload {
         Some(u32::from_le_bytes(bytes.try_into().ok()?))
     }
 
-    fn filled(&mut self, _: usize, _: &dyn Fn(&mut [u8])) -> Option<u32> {
+    fn written(&mut self, _: usize, _: &dyn Fn(&mut [u8])) -> Option<u32> {
         None // longer than a stamp: not a cached miss
     }
 }
@@ -287,7 +286,7 @@ fn entry<M: Payload>(
             make.copied(&all[..n])
         } else {
             copy(n, &mut tr);
-            make.filled(n, &|buf| copy(0, buf))
+            make.written(n, &|buf| copy(0, buf))
         };
         Some((payload, Trailer::parse(&tr)?))
     })?;

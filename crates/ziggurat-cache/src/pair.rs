@@ -110,7 +110,7 @@ fn open_once(name: &str, size: Option<u64>, neg_size: Option<u64>, opts: &Option
         neg_opts.huge_pages = HugePages::Auto;
     }
     let file_size =
-        |o: &Options| Geometry::compute(o.size, o.avg_item_size, o.shards).map(|g| g.file_size);
+        |o: &Options| Geometry::compute(o.size, o.avg_item_size, o.shards).map(|g| g.file_size());
     let mut requested = (file_size(&main_opts)?, file_size(&neg_opts)?);
     let fit = size.is_none() && !opts.read_only;
     let mut notice = None;
@@ -126,7 +126,7 @@ fn open_once(name: &str, size: Option<u64>, neg_size: Option<u64>, opts: &Option
     if fit && !main.created() {
         // The first process to create the file chose its size; a smaller one
         // than the default was fitted to the directory, not another parameter.
-        let actual = main.geometry().file_size;
+        let actual = main.geometry().file_size();
         if actual < requested.0 {
             requested.0 = actual;
         }
@@ -143,7 +143,7 @@ fn open_once(name: &str, size: Option<u64>, neg_size: Option<u64>, opts: &Option
         }
     };
     if fit && !neg.created() {
-        let actual = neg.geometry().file_size;
+        let actual = neg.geometry().file_size();
         if actual < requested.1 {
             requested.1 = actual;
         }

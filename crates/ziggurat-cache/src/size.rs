@@ -1,9 +1,41 @@
 //! Sizes as people write them: "64MiB" (binary, powers of 1024) or "1.5GB"
 //! (decimal, powers of 1000), the same rule in every front end.
 
+use crate::error::Error;
+
 /// The largest size accepted, in bytes (1 PiB); the segment itself may refuse
 /// less when the machine cannot hold it.
 pub const MAX_SIZE: u64 = 1 << 50;
+
+/// A size given as a number of bytes, if it is within 1 B ..= [`MAX_SIZE`].
+///
+/// ```
+/// assert_eq!(ziggurat_cache::size_bytes(4096).unwrap(), 4096);
+/// assert!(ziggurat_cache::size_bytes(0).is_err());
+/// ```
+pub fn size_bytes(n: i128) -> Result<u64, Error> {
+    if n <= 0 || n > MAX_SIZE as i128 {
+        return Err(Error::Value(format!(
+            "size must be a positive number of bytes, got {n}"
+        )));
+    }
+    Ok(n as u64)
+}
+
+/// A size string's bytes ([`parse_size`]), or what is wrong with it.
+///
+/// ```
+/// assert_eq!(ziggurat_cache::size_text("64MiB").unwrap(), 64 << 20);
+/// assert!(ziggurat_cache::size_text("12 parsecs").unwrap_err().to_string().contains("KiB"));
+/// ```
+pub fn size_text(s: &str) -> Result<u64, Error> {
+    parse_size(s).ok_or_else(|| {
+        Error::Value(format!(
+            "cannot read size {s:?}: use bytes (4096) or a number with a unit: KB, MB, GB, TB \
+             (decimal) or KiB, MiB, GiB, TiB (binary), at most 1024TiB"
+        ))
+    })
+}
 
 /// Bytes of a size string: a number (fractions allowed) and an optional unit,
 /// case-insensitive: B; KB, MB, GB, TB (decimal); KiB, MiB, GiB, TiB (binary).

@@ -2,8 +2,6 @@
 //! telling the front end whether its L1 may keep the object it wrote, and a
 //! cached miss into the cached-miss segment.
 
-use std::sync::atomic::Ordering;
-
 use ziggurat_core::{Error, KeyHash, Segment};
 
 use crate::entry::{encode, Kind, Trailer};
@@ -42,15 +40,15 @@ pub fn store(
     seg.prefetch_current(kh);
     let stamp = seg.stamp_word(kh);
     let epoch = seg.epoch();
-    let s0 = stamp.load(Ordering::Acquire);
-    let e0 = epoch.load(Ordering::Acquire);
+    let s0 = stamp.load();
+    let e0 = epoch.load();
     // The tags' versions the write stores, resolved first so that an L1 entry
     // watches exactly those.
     let refs = if l1 { seg.tag_refs(tags)? } else { Vec::new() };
     seg.set_hashed(key, kh, stored, life.record_ttl(), tags)?;
     written();
-    let s1 = stamp.load(Ordering::Acquire);
-    if !(l1 && s0 & 1 == 0 && s1 == s0.wrapping_add(2) && epoch.load(Ordering::Acquire) == e0) {
+    let s1 = stamp.load();
+    if !(l1 && s0 & 1 == 0 && s1 == s0.wrapping_add(2) && epoch.load() == e0) {
         return Ok(None);
     }
     Ok(Some(Kept {

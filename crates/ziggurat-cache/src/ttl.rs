@@ -1,6 +1,8 @@
 //! TTL rules shared by every front end: seconds, finite and positive, or
 //! infinite for "never expires".
 
+use crate::error::Error;
+
 /// The longest finite TTL, in seconds (100 years); longer is a mistake, not a wish.
 pub const MAX_TTL_SECONDS: f64 = 100.0 * 365.0 * 86400.0;
 
@@ -42,6 +44,30 @@ impl Lifetime {
             soft + self.stale_ms
         }
     }
+}
+
+/// `ttl` if it is a TTL the Cache takes (seconds > 0, at most [`MAX_TTL_SECONDS`],
+/// or infinity for never); otherwise what is wrong, naming the argument `what`.
+///
+/// ```
+/// use ziggurat_cache::check_ttl;
+/// assert_eq!(check_ttl(1.5, "ttl").unwrap(), 1.5);
+/// assert!(check_ttl(0.0, "neg_ttl").unwrap_err().to_string().starts_with("neg_ttl must be"));
+/// ```
+pub fn check_ttl(ttl: f64, what: &str) -> Result<f64, Error> {
+    match seconds_to_ms(ttl) {
+        Ok(_) => Ok(ttl),
+        Err(m) => Err(Error::Value(format!("{what} {m}"))),
+    }
+}
+
+/// The lifetime of an entry for `ttl` and `stale` seconds, both already
+/// checked ([`check_ttl`]); a value that slipped through never expires.
+pub fn lifetime(ttl: f64, stale: f64) -> Lifetime {
+    Lifetime::from_seconds(ttl, stale).unwrap_or(Lifetime {
+        ttl_ms: None,
+        stale_ms: 0,
+    })
 }
 
 /// Milliseconds of a TTL in seconds: `None` for infinity.

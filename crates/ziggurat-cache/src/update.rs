@@ -3,43 +3,12 @@
 //! [`Segment::rewrite`], so the check and the write happen under the key's
 //! shard lock and no other process's write can come between them.
 
-use std::fmt;
-
 use ziggurat_core::now_ms;
-use ziggurat_core::{Error, Rewrite, Segment};
+use ziggurat_core::{Error as CoreError, Rewrite, Segment};
 
 use crate::entry::{counter_payload, encode, split, Kind, Trailer};
+use crate::error::Error;
 use crate::ttl::Lifetime;
-
-/// Why an `incr` did not happen.
-#[derive(Debug)]
-pub enum UpdateError {
-    /// The key holds no fresh entry and no default was given.
-    Missing,
-    /// The key holds a value that is not an integer counter.
-    NotInteger,
-    /// The result does not fit in a signed 64-bit integer.
-    Overflow,
-    /// The segment refused the write (lock timeout, bad key, closed).
-    Segment(Error),
-}
-
-impl fmt::Display for UpdateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UpdateError::Missing => f.write_str("the key holds no value"),
-            UpdateError::NotInteger => f.write_str("the key's value is not an integer"),
-            UpdateError::Overflow => f.write_str("the result does not fit in 64 bits"),
-            UpdateError::Segment(e) => e.fmt(f),
-        }
-    }
-}
-
-impl From<Error> for UpdateError {
-    fn from(e: Error) -> Self {
-        UpdateError::Segment(e)
-    }
-}
 
 /// The payload and trailer of a live record, if it is fresh at `now`.
 fn fresh(cur: Option<(&[u8], u64)>, now: u64) -> Option<(&[u8], Trailer, u64)> {
@@ -69,7 +38,7 @@ pub fn add(
     kind: Kind,
     life: &Lifetime,
     tags: &[&[u8]],
-) -> Result<bool, Error> {
+) -> Result<bool, CoreError> {
     let refs = seg.tag_refs(tags)?;
     seg.rewrite(key, |cur| {
         fresh(cur, now_ms())
@@ -96,7 +65,7 @@ impl Seen {
         let stamp = seg.stamp_watch(&seg.hash(key)).load();
         let seen = Seen {
             stamp,
-            epoch: seg.epoch().load(std::sync::atomic::Ordering::Acquire),
+            epoch: seg.epoch().load(),
             tag_invalidations: seg.tag_invalidations(),
         };
         (stamp & 1 == 0).then_some(seen)
@@ -127,7 +96,7 @@ pub fn fill(
     life: &Lifetime,
     tags: &[&[u8]],
     seen: Seen,
-) -> Result<bool, Error> {
+) -> Result<bool, CoreError> {
     let refs = seg.tag_refs(tags)?;
     let stamp = seg.stamp_watch(&seg.hash(key));
     let epoch = seg.epoch_watch();
@@ -149,24 +118,24 @@ pub fn incr(
     key: &[u8],
     delta: i64,
     default: Option<(i64, &Lifetime, &[&[u8]])>,
-) -> Result<i64, UpdateError> {
+) -> Result<i64, Error> {
     let refs = match default {
         Some((_, _, tags)) => seg.tag_refs(tags)?,
         None => Vec::new(),
     };
-    let mut result = Err(UpdateError::Missing);
+    let mut result = Err(Error::Missing);
     seg.rewrite(key, |cur| match fresh(cur, now_ms()) {
         Some((payload, t, expiry)) => {
             let Ok(bytes) = <[u8; 8]>::try_from(payload) else {
-                result = Err(UpdateError::NotInteger);
+                result = Err(Error::NotInteger);
                 return None;
             };
             if t.kind != Kind::Counter {
-                result = Err(UpdateError::NotInteger);
+                result = Err(Error::NotInteger);
                 return None;
             }
             let Some(n) = i64::from_le_bytes(bytes).checked_add(delta) else {
-                result = Err(UpdateError::Overflow);
+                result = Err(Error::Overflow);
                 return None;
             };
             result = Ok(n);
@@ -179,7 +148,7 @@ pub fn incr(
         None => {
             let (start, life, _) = default?;
             let Some(n) = start.checked_add(delta) else {
-                result = Err(UpdateError::Overflow);
+                result = Err(Error::Overflow);
                 return None;
             };
             result = Ok(n);
@@ -191,7 +160,7 @@ pub fn incr(
 
 /// Gives the fresh entry under `key` a new lifetime from now, keeping its
 /// value and tags. Returns whether the key held one.
-pub fn touch(seg: &Segment, key: &[u8], life: &Lifetime) -> Result<bool, Error> {
+pub fn touch(seg: &Segment, key: &[u8], life: &Lifetime) -> Result<bool, CoreError> {
     seg.rewrite(key, |cur| {
         let (payload, t, _) = fresh(cur, now_ms())?;
         let nt = Trailer::starting_now(t.kind, life.ttl_ms);

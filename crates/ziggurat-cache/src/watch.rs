@@ -1,17 +1,17 @@
 //! What a front end's L1 entry validates against: shared words with the values
-//! they had when the entry was filled. A write in any process changes one of
+//! they had when the entry was kept. A write in any process changes one of
 //! them before it returns, so an entry whose words all hold is current.
 
 use ziggurat_core::{KeyHash, Segment, TagRef, Word32, Word64};
 
 /// A shared 32-bit word (a key's stamp, a tag cell's version) and the value it
-/// had at fill time. The engine's handle keeps the load defined whatever
+/// had when the entry was kept. The engine's handle keeps the load defined whatever
 /// happens to the segment, as long as the front end keeps the segment alive.
 #[derive(Clone, Copy)]
 pub struct Watch32 {
     /// The word watched.
     pub word: Word32,
-    /// Its value when the entry was filled.
+    /// Its value when the entry was kept.
     pub seen: u32,
 }
 
@@ -20,7 +20,7 @@ pub struct Watch32 {
 pub struct Watch64 {
     /// The word watched.
     pub word: Word64,
-    /// Its value when the entry was filled.
+    /// Its value when the entry was kept.
     pub seen: u64,
 }
 

@@ -15,9 +15,7 @@ fn claim_takes_a_free_lease_once_and_again_after_release() {
     let fl = Flight::new(&main, &neg);
     let k = fl.key(b"key");
     main.set(b"key", b"v", None, &[]).unwrap();
-    let stamp = main
-        .stamp_word(k.main())
-        .load(std::sync::atomic::Ordering::Acquire);
+    let stamp = main.stamp_word(k.main()).load();
     assert_eq!(
         fl.claim(&k, 30.0),
         Next::Load {

@@ -5,6 +5,7 @@ mod common;
 use common::Dir;
 
 use ziggurat_cache::{encode, snapshot, Bytes, Flight, Kind, Lookup, Payload, Reader, Trailer};
+use ziggurat_core::failpoint::tear_stamp;
 use ziggurat_core::{now_ms, Segment};
 
 const MB4: u64 = 4 << 20;
@@ -19,8 +20,7 @@ fn value(payload: &[u8], soft: u64) -> Vec<u8> {
 }
 
 fn stamp(seg: &Segment, key: &[u8]) -> u32 {
-    seg.stamp_word(&seg.hash(key))
-        .load(std::sync::atomic::Ordering::Acquire)
+    seg.stamp_word(&seg.hash(key)).load()
 }
 
 /// A cached miss of `key` stored under the main stamp `of`.
@@ -58,7 +58,7 @@ fn a_fresh_value_comes_with_the_words_an_l1_entry_watches() {
     assert_eq!(found.payload, b"payload");
     assert_eq!(found.trailer.kind, Kind::Value);
     let fill = found
-        .fill
+        .keep
         .expect("no write raced the read: an L1 may keep it");
     assert_eq!(fill.stamp.seen, stamp(&main, b"k"));
     assert!(fill.stamp.holds() && fill.epoch.holds());
@@ -75,14 +75,14 @@ fn a_fresh_value_comes_with_the_words_an_l1_entry_watches() {
     };
     // A clear moves the epoch, which every entry watches.
     main.clear().unwrap();
-    assert!(!found.fill.unwrap().epoch.holds());
+    assert!(!found.keep.unwrap().epoch.holds());
     main.set(b"k", &value(b"other", 0), None, &[]).unwrap();
     // A reader for a front end without L1 is not given a fill.
     let r = Reader::new(&main, Some(&neg), false);
     let Lookup::Fresh(found, _) = r.lookup(b"k", None, false, &mut Bytes) else {
         panic!("expected a fresh value");
     };
-    assert!(found.fill.is_none());
+    assert!(found.keep.is_none());
     assert_eq!(found.payload, b"other");
 }
 
@@ -105,7 +105,7 @@ fn a_stale_value_is_returned_only_when_asked_for() {
         panic!("expected the stale value");
     };
     assert_eq!(found.payload, b"old");
-    assert!(found.fill.is_none(), "a stale value is never kept in L1");
+    assert!(found.keep.is_none(), "a stale value is never kept in L1");
     assert_eq!(m.stamps, want);
     let keys = m.keys.expect("hashed for both segments");
     let fk = Flight::new(&main, &neg).key(b"k");
@@ -124,7 +124,7 @@ fn a_cached_miss_counts_only_under_the_main_stamp_it_was_stored_with() {
         panic!("expected the cached miss");
     };
     assert_eq!(found.trailer.kind, Kind::Negative);
-    assert_eq!(found.fill.map(|f| f.stamp.seen), Some(s));
+    assert_eq!(found.keep.map(|f| f.stamp.seen), Some(s));
     // Stored under another stamp (a write of the key came after it): a miss.
     negative(&neg, b"k", s + 2, now_ms() + 60_000);
     assert_eq!(finds(&r), "miss");
@@ -134,13 +134,13 @@ fn a_cached_miss_counts_only_under_the_main_stamp_it_was_stored_with() {
     // While a write of the key is in progress (its main stamp odd), no cached
     // miss counts.
     negative(&neg, b"k", s, now_ms() + 60_000);
-    let word = main.stamp_word(&main.hash(b"k"));
-    word.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    let kh = main.hash(b"k");
+    tear_stamp(&main, &kh, true);
     let Lookup::Miss(m) = r.lookup(b"k", None, false, &mut Bytes) else {
         panic!("no cached miss while a write is in progress");
     };
     assert_eq!(m.stamps, None, "a snapshot of an odd stamp is none");
-    word.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    tear_stamp(&main, &kh, false);
     assert_eq!(finds(&r), "negative");
     // A record of kind 2 in the main segment is not a value.
     negative(&main, b"k", s, now_ms() + 60_000);
@@ -153,7 +153,7 @@ fn a_cached_miss_counts_only_under_the_main_stamp_it_was_stored_with() {
     else {
         panic!("expected the cached miss");
     };
-    assert!(found.fill.is_none());
+    assert!(found.keep.is_none());
     // Without a cached-miss segment, a miss has no hashes to hand on.
     let Lookup::Miss(m) = Reader::new(&main, None, true).lookup(b"k", None, false, &mut Bytes)
     else {
@@ -188,14 +188,14 @@ fn a_reader_without_l1_reads_the_stamp_after_its_probe_and_hands_on_no_snapshot(
     negative(&neg, b"k", s.wrapping_sub(2), now_ms() + 60_000);
     assert_eq!(finds(&r), "miss");
     negative(&neg, b"k", s, now_ms() + 60_000);
-    let word = main.stamp_word(&main.hash(b"k"));
-    word.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    let kh = main.hash(b"k");
+    tear_stamp(&main, &kh, true);
     assert_eq!(
         finds(&r),
         "miss",
         "no cached miss while a write of the key is in progress"
     );
-    word.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    tear_stamp(&main, &kh, false);
     // A fresh value needs no stamp at all; one the front end cannot decode
     // becomes a miss without a snapshot too.
     main.set(b"k", &value(b"new", now_ms() + 60_000), None, &[])
@@ -224,7 +224,7 @@ fn a_record_not_written_by_a_cache_is_a_miss_and_an_undecodable_value_becomes_on
             Lookup::Miss(_)
         ));
     }
-    // A value larger than the stack copy takes the filled path.
+    // A value larger than the stack copy is written in place.
     let big = vec![7u8; 10_000];
     main.set(b"k", &value(&big, 0), None, &[]).unwrap();
     let Lookup::Fresh(found, before) = r.lookup(b"k", None, false, &mut Bytes) else {
@@ -259,8 +259,8 @@ impl Payload for WritesOnce<'_> {
         bytes.to_vec()
     }
 
-    fn filled(&mut self, len: usize, fill: &dyn Fn(&mut [u8])) -> Vec<u8> {
-        Bytes.filled(len, fill)
+    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Vec<u8> {
+        Bytes.written(len, write)
     }
 }
 
@@ -283,5 +283,5 @@ fn a_value_written_during_the_read_is_returned_but_not_kept_in_l1() {
     // to the new record. Its stamp moved since the read began: an L1 copy
     // could not be told from a newer value, so none is offered.
     assert_eq!(found.payload, b"new");
-    assert!(found.fill.is_none());
+    assert!(found.keep.is_none());
 }

@@ -57,8 +57,8 @@ fn both_files_with_their_sizes_and_created_once() {
     let o = opts(&dir);
     let first = open_pair("r", Some(8 << 20), None, &o).unwrap();
     assert!(first.main.created() && first.neg.created());
-    assert_eq!(first.requested.0, first.main.geometry().file_size);
-    assert_eq!(first.neg.geometry().file_size, 1 << 20);
+    assert_eq!(first.requested.0, first.main.geometry().file_size());
+    assert_eq!(first.neg.geometry().file_size(), 1 << 20);
     assert!(first.notice.is_none());
     let second = open_pair("r", Some(8 << 20), None, &o).unwrap();
     assert!(!second.main.created() && !second.neg.created());

@@ -42,8 +42,7 @@ fn put(
 }
 
 fn stamp(seg: &Segment, key: &[u8]) -> u32 {
-    seg.stamp_word(&seg.hash(key))
-        .load(std::sync::atomic::Ordering::Acquire)
+    seg.stamp_word(&seg.hash(key)).load()
 }
 
 #[test]

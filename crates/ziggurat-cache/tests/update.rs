@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ziggurat_cache::{add, incr, split, touch, Kind, Lifetime, UpdateError};
+use ziggurat_cache::{add, incr, split, touch, Error, Kind, Lifetime};
 
 mod common;
 use common::Dir;
@@ -77,24 +77,15 @@ fn incr_counts_exactly_across_threads() {
 fn incr_refuses_missing_values_non_integers_and_overflow() {
     let d = Dir::new("incr-bad");
     let seg = d.segment("t", 8 << 20);
-    assert!(matches!(
-        incr(&seg, b"none", 1, None),
-        Err(UpdateError::Missing)
-    ));
+    assert!(matches!(incr(&seg, b"none", 1, None), Err(Error::Missing)));
     assert!(
         seg.get(b"none").unwrap().is_none(),
         "a refused incr stores nothing"
     );
     add(&seg, b"s", b"text", Kind::Value, &life(60.0), &[]).unwrap();
-    assert!(matches!(
-        incr(&seg, b"s", 1, None),
-        Err(UpdateError::NotInteger)
-    ));
+    assert!(matches!(incr(&seg, b"s", 1, None), Err(Error::NotInteger)));
     incr(&seg, b"big", 0, Some((i64::MAX, &life(60.0), &[]))).unwrap();
-    assert!(matches!(
-        incr(&seg, b"big", 1, None),
-        Err(UpdateError::Overflow)
-    ));
+    assert!(matches!(incr(&seg, b"big", 1, None), Err(Error::Overflow)));
     assert_eq!(incr(&seg, b"big", 0, None).unwrap(), i64::MAX);
 }
 
@@ -105,10 +96,7 @@ fn incr_keeps_tags_so_invalidation_still_voids_the_counter() {
     incr(&seg, b"n", 1, Some((0, &life(60.0), &[b"t".as_slice()]))).unwrap();
     incr(&seg, b"n", 1, None).unwrap();
     seg.invalidate_tag(b"t").unwrap();
-    assert!(matches!(
-        incr(&seg, b"n", 1, None),
-        Err(UpdateError::Missing)
-    ));
+    assert!(matches!(incr(&seg, b"n", 1, None), Err(Error::Missing)));
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! the main ring when their key is in the ghost table (evicted from small
 //! recently) or when the value is large. When the small ring needs room, its
 //! oldest entry moves to main if it was read since it was written, not counting
-//! reads right after the write (see `Shard::touch`), or while main still has
+//! reads right after the write (see `Shard::note_hit`), or while main still has
 //! free space (so a cold start fills the whole segment), or while main is
 //! mostly dropping entries unread (see `Shard::main_takes_cold`); else it
 //! is dropped and its fingerprint goes to the ghost table. When main needs

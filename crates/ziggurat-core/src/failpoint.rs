@@ -3,14 +3,20 @@
 //! relaxed load per point when disarmed. [`Point::Panic`] instead makes the
 //! next write panic with the lock held, as an engine bug or an unforeseen
 //! damage would: the segment must contain it.
+//!
+//! Built only with the `failpoints` feature (the tests and the development
+//! build); without it every point is an empty function and nothing can arm one.
 
+#[cfg(feature = "failpoints")]
 use std::sync::atomic::{AtomicU32, Ordering};
 
+#[cfg(feature = "failpoints")]
 static ARMED: AtomicU32 = AtomicU32::new(0);
 
 /// The places a write can be killed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
+#[cfg_attr(not(feature = "failpoints"), allow(dead_code))] // only armed with the feature
 pub enum Point {
     /// Lock taken, intent written, nothing else done.
     Locked = 1,
@@ -26,6 +32,7 @@ pub enum Point {
     Panic = 6,
 }
 
+#[cfg(feature = "failpoints")]
 impl Point {
     /// Parses a point name.
     pub fn parse(name: &str) -> Option<Point> {
@@ -42,12 +49,14 @@ impl Point {
 }
 
 /// Arms `p` for this process (`None` disarms).
+#[cfg(feature = "failpoints")]
 pub fn arm(p: Option<Point>) {
     ARMED.store(p.map_or(0, |p| p as u32), Ordering::SeqCst);
 }
 
 /// Kills the process if `p` is armed; panics at [`Point::Locked`] if
 /// [`Point::Panic`] is (once: the point disarms itself).
+#[cfg(feature = "failpoints")]
 #[inline(always)]
 pub fn hit(p: Point) {
     let armed = ARMED.load(Ordering::Relaxed);
@@ -56,6 +65,12 @@ pub fn hit(p: Point) {
     }
 }
 
+/// Without the feature: nothing is ever armed.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn hit(_: Point) {}
+
+#[cfg(feature = "failpoints")]
 #[cold]
 #[inline(never)]
 fn fire(armed: u32, p: Point) {
@@ -65,5 +80,17 @@ fn fire(armed: u32, p: Point) {
     if armed == Point::Panic as u32 && p == Point::Locked {
         ARMED.store(0, Ordering::SeqCst);
         panic!("failpoint: a write panicked with its shard lock held");
+    }
+}
+
+/// Test hook: leaves the stamp of the key hashed as `kh` odd (`odd`), as a
+/// write in progress or killed mid-way does, or makes it even again.
+#[cfg(feature = "failpoints")]
+pub fn tear_stamp(seg: &crate::Segment, kh: &crate::KeyHash, odd: bool) {
+    let w = seg.stamp_at(seg.stamp_index(kh));
+    if odd {
+        w.fetch_add(1, Ordering::AcqRel);
+    } else {
+        w.fetch_sub(1, Ordering::AcqRel);
     }
 }

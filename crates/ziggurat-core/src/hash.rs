@@ -15,10 +15,10 @@ pub fn reduce(x: u32, n: u32) -> u32 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyHash {
     /// Full 64-bit hash.
-    pub h: u64,
+    pub(crate) h: u64,
     /// Second, independent-looking mix of `h` for the fields that must not
     /// correlate with the bucket choice.
-    pub h2: u64,
+    pub(crate) h2: u64,
 }
 
 impl KeyHash {

@@ -169,41 +169,152 @@ impl Stat {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
     /// Bytes of the file.
-    pub file_size: u64,
+    pub(crate) file_size: u64,
     /// Number of shards (a power of two).
-    pub nshards: u32,
+    pub(crate) nshards: u32,
     /// Index bucket pairs per shard.
-    pub npairs: u32,
+    pub(crate) npairs: u32,
     /// Stamp words in the stamp table (a multiple of `nshards`).
-    pub nstamps: u32,
+    pub(crate) nstamps: u32,
     /// Tag cells in the tag table.
-    pub ntags: u32,
+    pub(crate) ntags: u32,
     /// Bytes of each shard's small ring.
-    pub small_cap: u64,
+    pub(crate) small_cap: u64,
     /// Bytes of each shard's main ring.
-    pub main_cap: u64,
+    pub(crate) main_cap: u64,
     /// Ghost buckets per shard.
-    pub ghost_buckets: u32,
+    pub(crate) ghost_buckets: u32,
     /// Longest key, in bytes.
-    pub max_key: u32,
+    pub(crate) max_key: u32,
     /// Longest value, in bytes.
-    pub max_value: u32,
+    pub(crate) max_value: u32,
     /// File offset of the stamp table.
-    pub stamps_off: u64,
+    pub(crate) stamps_off: u64,
     /// File offset of the tag table.
-    pub tags_off: u64,
+    pub(crate) tags_off: u64,
     /// File offset of shard 0.
-    pub shards_off: u64,
+    pub(crate) shards_off: u64,
     /// Bytes from one shard to the next.
-    pub shard_stride: u64,
+    pub(crate) shard_stride: u64,
     /// Offset of a shard's index from the shard's start.
-    pub index_rel: u64,
+    pub(crate) index_rel: u64,
     /// Offset of a shard's ghost table from the shard's start.
-    pub ghost_rel: u64,
+    pub(crate) ghost_rel: u64,
     /// Offset of a shard's small ring from the shard's start.
-    pub small_rel: u64,
+    pub(crate) small_rel: u64,
     /// Offset of a shard's main ring from the shard's start.
-    pub main_rel: u64,
+    pub(crate) main_rel: u64,
+}
+
+/// The sizes and offsets, to read (the engine alone lays them out).
+impl Geometry {
+    /// Bytes of the file.
+    #[inline]
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
+    /// Number of shards (a power of two).
+    #[inline]
+    pub fn nshards(&self) -> u32 {
+        self.nshards
+    }
+
+    /// Index bucket pairs per shard.
+    #[inline]
+    pub fn npairs(&self) -> u32 {
+        self.npairs
+    }
+
+    /// Stamp words in the stamp table (a multiple of `nshards`).
+    #[inline]
+    pub fn nstamps(&self) -> u32 {
+        self.nstamps
+    }
+
+    /// Tag cells in the tag table.
+    #[inline]
+    pub fn ntags(&self) -> u32 {
+        self.ntags
+    }
+
+    /// Bytes of each shard's small ring.
+    #[inline]
+    pub fn small_cap(&self) -> u64 {
+        self.small_cap
+    }
+
+    /// Bytes of each shard's main ring.
+    #[inline]
+    pub fn main_cap(&self) -> u64 {
+        self.main_cap
+    }
+
+    /// Ghost buckets per shard.
+    #[inline]
+    pub fn ghost_buckets(&self) -> u32 {
+        self.ghost_buckets
+    }
+
+    /// Longest key, in bytes.
+    #[inline]
+    pub fn max_key(&self) -> u32 {
+        self.max_key
+    }
+
+    /// Longest value, in bytes.
+    #[inline]
+    pub fn max_value(&self) -> u32 {
+        self.max_value
+    }
+
+    /// File offset of the stamp table.
+    #[inline]
+    pub fn stamps_off(&self) -> u64 {
+        self.stamps_off
+    }
+
+    /// File offset of the tag table.
+    #[inline]
+    pub fn tags_off(&self) -> u64 {
+        self.tags_off
+    }
+
+    /// File offset of shard 0.
+    #[inline]
+    pub fn shards_off(&self) -> u64 {
+        self.shards_off
+    }
+
+    /// Bytes from one shard to the next.
+    #[inline]
+    pub fn shard_stride(&self) -> u64 {
+        self.shard_stride
+    }
+
+    /// Offset of a shard's index from the shard's start.
+    #[inline]
+    pub fn index_rel(&self) -> u64 {
+        self.index_rel
+    }
+
+    /// Offset of a shard's ghost table from the shard's start.
+    #[inline]
+    pub fn ghost_rel(&self) -> u64 {
+        self.ghost_rel
+    }
+
+    /// Offset of a shard's small ring from the shard's start.
+    #[inline]
+    pub fn small_rel(&self) -> u64 {
+        self.small_rel
+    }
+
+    /// Offset of a shard's main ring from the shard's start.
+    #[inline]
+    pub fn main_rel(&self) -> u64 {
+        self.main_rel
+    }
 }
 
 fn align(x: u64, a: u64) -> Option<u64> {

@@ -203,6 +203,25 @@ impl Segment {
         }
     }
 
+    /// Every lease cell as a read-only handle sees it, without touching it:
+    /// `(pid, releases)` per cell, `pid` the holder's (0 when free or lapsed),
+    /// `releases` the cell's release counter. None for a writable handle,
+    /// which could only look at a lease by taking it.
+    pub fn lease_cells(&self) -> Option<Vec<(u32, u32)>> {
+        if !self.read_only {
+            return None;
+        }
+        let now_s = crate::clock::now_ms() / 1000;
+        let cells = (0..LEASE_CELLS as usize).map(|i| {
+            let c = self.lease_cell(i);
+            let seq = c.seq.load(Ordering::SeqCst);
+            let holder = c.holder.load(Ordering::SeqCst);
+            let live = holder != 0 && (holder >> 32) > now_s;
+            (if live { holder_pid(holder) } else { 0 }, seq)
+        });
+        Some(cells.collect())
+    }
+
     /// Takes the lease of the key hashed as `kh` (by this segment) for
     /// process `pid` for `ttl` seconds, if it is free or lapsed. A read-only
     /// handle never takes it: it reports the lease as held by its current

@@ -15,7 +15,10 @@ mod arena;
 mod clock;
 mod error;
 mod evict;
+#[cfg(feature = "failpoints")]
 pub mod failpoint;
+#[cfg(not(feature = "failpoints"))]
+mod failpoint;
 mod file;
 mod fork;
 mod hash;
@@ -37,6 +40,7 @@ mod stamps;
 #[allow(unsafe_code)]
 mod sys;
 mod tags;
+mod view;
 mod write;
 
 pub use clock::{now_ms, ticks, ticks_to_ns};
@@ -52,4 +56,5 @@ pub use recovery::Report;
 pub use segment::Segment;
 pub use shm::{Word32, Word64};
 pub use tags::TagRef;
+pub use view::{View32, View64};
 pub use write::Rewrite;

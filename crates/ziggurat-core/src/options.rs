@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::error::{Error, Result};
 use crate::huge::HugePages;
 
 /// How to open a segment.
@@ -39,6 +40,47 @@ pub struct Options {
     /// (`Auto`), required (`Require`: the open fails without them) or refused
     /// (`Off`). See [`crate::huge`].
     pub huge_pages: HugePages,
+}
+
+impl Options {
+    /// These options with the sizing and locking a caller asked for, each
+    /// checked: `avg_item_size` 32 B to 16 MiB, `shards` 1 to 256 (None: from
+    /// the size), `lock_timeout` finite seconds > 0 (at most an hour is used).
+    ///
+    /// ```
+    /// use ziggurat_core::Options;
+    /// assert!(Options::default().sized(128, Some(4), 0.5).is_ok());
+    /// assert!(Options::default().sized(8, None, 0.5).is_err());
+    /// ```
+    pub fn sized(
+        mut self,
+        avg_item_size: i128,
+        shards: Option<i128>,
+        lock_timeout: f64,
+    ) -> Result<Options> {
+        if !(32..=1 << 24).contains(&avg_item_size) {
+            return Err(Error::Invalid(format!(
+                "avg_item_size must be between 32 and 16777216 bytes, got {avg_item_size}"
+            )));
+        }
+        self.avg_item_size = avg_item_size as u64;
+        self.shards = match shards {
+            None => None,
+            Some(n) if (1..=256).contains(&n) => Some(n as u32),
+            Some(n) => {
+                return Err(Error::Invalid(format!(
+                    "shards must be a power of two from 1 to 256, got {n}"
+                )))
+            }
+        };
+        if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
+            return Err(Error::Invalid(
+                "lock_timeout must be a finite number of seconds > 0".into(),
+            ));
+        }
+        self.lock_timeout = Duration::from_secs_f64(lock_timeout.min(3600.0));
+        Ok(self)
+    }
 }
 
 impl Default for Options {

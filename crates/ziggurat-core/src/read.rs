@@ -38,7 +38,7 @@ impl Segment {
     pub(crate) fn confirm(&self, kh: &KeyHash, f: &Found) -> bool {
         let sh = self.shard_of(kh);
         if sh.stable(f) {
-            sh.touch(f, self.freq_cap);
+            sh.note_hit(f, self.freq_cap);
             self.count(true);
             true
         } else {

@@ -23,6 +23,7 @@ use crate::shard::Shard;
 use crate::shm::{Shm, Word32, Word64};
 use crate::stamps;
 use crate::tags::{self, TagRef};
+use crate::view::{View32, View64};
 
 /// An attached segment. Cheap to share between threads of one process; every
 /// process maps the same file.
@@ -192,10 +193,10 @@ impl Segment {
         self.shard(kh.shard(self.g.nshards))
     }
 
-    /// The version stamp word of a key (see `stamps`).
+    /// The version stamp word of a key (see `stamps`), to load.
     #[inline]
-    pub fn stamp_word(&self, kh: &KeyHash) -> &AtomicU32 {
-        self.stamp_at(kh.stamp(self.g.nstamps, self.g.nshards))
+    pub fn stamp_word(&self, kh: &KeyHash) -> View32<'_> {
+        View32::of(self.stamp_at(kh.stamp(self.g.nstamps, self.g.nshards)))
     }
 
     /// Starts loading `kh`'s index pair, so that miss overlaps the load of its
@@ -255,14 +256,19 @@ impl Segment {
 
     /// Stamp word by index (`idx < nstamps`).
     #[inline]
-    pub fn stamp_at(&self, idx: u32) -> &AtomicU32 {
+    pub(crate) fn stamp_at(&self, idx: u32) -> &AtomicU32 {
         self.shm
             .u32_at(self.g.stamps_off as usize + 4 * idx as usize)
     }
 
-    /// Version word of a tag cell (`cell < ntags`).
+    /// Version word of a tag cell (`cell < ntags`), to load.
     #[inline]
-    pub fn tag_word(&self, cell: u32) -> &AtomicU32 {
+    pub fn tag_word(&self, cell: u32) -> View32<'_> {
+        View32::of(self.tag_atomic(cell))
+    }
+
+    #[inline]
+    pub(crate) fn tag_atomic(&self, cell: u32) -> &AtomicU32 {
         self.shm
             .u32_at(self.g.tags_off as usize + 4 * cell as usize)
     }
@@ -324,13 +330,19 @@ impl Segment {
         self.shm.u64_at(H_TAG_INVALIDATIONS).load(Ordering::Acquire)
     }
 
-    /// The segment epoch: bumped by `clear` and by shard resets.
+    /// The segment epoch (bumped by `clear` and by shard resets), to load.
     #[inline]
-    pub fn epoch(&self) -> &AtomicU64 {
+    pub fn epoch(&self) -> View64<'_> {
+        View64::of(self.epoch_atomic())
+    }
+
+    #[inline]
+    pub(crate) fn epoch_atomic(&self) -> &AtomicU64 {
         self.shm.u64_at(H_EPOCH)
     }
 
-    pub(crate) fn check_key(&self, key: &[u8]) -> Result<()> {
+    /// `Ok` for a key this segment can store (1 to `max_key` bytes).
+    pub fn check_key(&self, key: &[u8]) -> Result<()> {
         if key.is_empty() {
             return Err(Error::Invalid("key must not be empty".into()));
         }
@@ -364,7 +376,7 @@ impl Segment {
                 )));
             }
             let cell = self.tag_cell(t);
-            let version = self.tag_word(cell).load(Ordering::Acquire);
+            let version = self.tag_word(cell).load();
             let r = TagRef { cell, version }.pack();
             if !out.contains(&r) {
                 out.push(r);
@@ -443,7 +455,7 @@ impl Segment {
             // A clear that stops at a shard it cannot lock has still emptied the ones
             // before it: their entries' L1 copies must stop validating all the same.
             if emptied {
-                self.epoch().fetch_add(1, Ordering::SeqCst);
+                self.epoch_atomic().fetch_add(1, Ordering::SeqCst);
             }
             done?;
             self.shm.u64_at(H_CLEARS).fetch_add(1, Ordering::Relaxed);
@@ -459,7 +471,7 @@ impl Segment {
         self.check_key(key)?;
         let kh = self.hash(key);
         let sh = self.shard_of(&kh);
-        let stamp = self.stamp_word(&kh);
+        let stamp = self.stamp_at(self.stamp_index(&kh));
         let deadline = Instant::now() + timeout;
         sh.waiters().fetch_add(1, Ordering::SeqCst);
         let changed = loop {
@@ -509,7 +521,7 @@ impl Segment {
             ("index_bytes", g.npairs as u64 * 128),
             ("shard_stride", g.shard_stride),
             ("max_value_size", g.max_value as u64),
-            ("epoch", self.epoch().load(Ordering::Relaxed)),
+            ("epoch", self.epoch().load()),
             (
                 "tag_invalidations",
                 self.shm.u64_at(H_TAG_INVALIDATIONS).load(Ordering::Relaxed),
@@ -613,7 +625,6 @@ pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
-    use std::sync::atomic::Ordering;
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -634,7 +645,7 @@ mod tests {
             ..Options::default()
         };
         let seg = Segment::open("c", &opts).unwrap();
-        let before = seg.epoch().load(Ordering::SeqCst);
+        let before = seg.epoch().load();
         let (held_tx, held_rx) = mpsc::channel();
         let (go_tx, go_rx) = mpsc::channel::<()>();
         std::thread::scope(|t| {
@@ -649,7 +660,7 @@ mod tests {
             assert!(matches!(seg.clear(), Err(Error::LockTimeout)));
             go_tx.send(()).unwrap();
         });
-        assert!(seg.epoch().load(Ordering::SeqCst) > before);
+        assert!(seg.epoch().load() > before);
         drop(seg);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -12,7 +12,7 @@ use crate::shm::Shm;
 use crate::tags::TagRef;
 
 /// Reads of a record within the newest `cap / CORRELATED_FRACTION` bytes of
-/// the small ring do not count towards its promotion (see [`Shard::touch`]).
+/// the small ring do not count towards its promotion (see [`Shard::note_hit`]).
 pub const CORRELATED_FRACTION: u64 = 8;
 /// ... nor within the newest `CORRELATED_RECORDS` records of its size, where
 /// that is longer (a small ring of large records).
@@ -237,7 +237,7 @@ impl<'a> Shard<'a> {
     /// [`CORRELATED_RECORDS`] records of this one's size, at most half the ring
     /// (so reads in its older half always count).
     #[inline]
-    pub fn touch(&self, f: &Found, cap: u8) {
+    pub fn note_hit(&self, f: &Found, cap: u8) {
         let slot = self.shm.u64_at(f.slot);
         let w = slot.load(Ordering::Relaxed);
         if !index::same_target(w, f.word) || index::freq(w) >= cap {

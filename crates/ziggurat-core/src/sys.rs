@@ -128,6 +128,7 @@ pub fn tsc() -> u64 {
 }
 
 /// Kills this process with SIGKILL (crash injection).
+#[cfg(feature = "failpoints")]
 pub fn kill_self() -> ! {
     // SAFETY: kill and getpid take and return integers; SIGKILL to ourselves
     // cannot be caught, so no Rust code observes any state after it.

@@ -353,7 +353,7 @@ impl Segment {
         }
         self.contain("invalidate_tag", || {
             let cell = self.tag_cell(tag);
-            self.tag_word(cell).fetch_add(1, Ordering::SeqCst);
+            self.tag_atomic(cell).fetch_add(1, Ordering::SeqCst);
             self.shm
                 .u64_at(H_TAG_INVALIDATIONS)
                 .fetch_add(1, Ordering::Relaxed);

@@ -254,7 +254,7 @@ fn build(edits: &[Edit], reseal_header: bool) -> Vec<u8> {
     let b = base();
     let g = &b.g;
     let mut bytes = b.bytes.clone();
-    let body = g.shards_off as usize;
+    let body = g.shards_off() as usize;
     for e in edits {
         match *e {
             Edit::Header { field, pick, r } => {
@@ -271,25 +271,25 @@ fn build(edits: &[Edit], reseal_header: bool) -> Vec<u8> {
                 let Ok(n) = Geometry::compute((size_mib as u64) << 20, avg as u64, shards) else {
                     continue;
                 };
-                bytes.resize(n.file_size as usize, 0);
+                bytes.resize(n.file_size() as usize, 0);
                 for (off, w, v) in [
-                    (16, 8, n.file_size),
-                    (24, 4, n.nshards as u64),
-                    (28, 4, n.npairs as u64),
-                    (32, 4, n.nstamps as u64),
-                    (36, 4, n.ntags as u64),
-                    (40, 8, n.small_cap),
-                    (48, 8, n.main_cap),
-                    (56, 4, n.ghost_buckets as u64),
-                    (64, 4, n.max_value as u64),
-                    (88, 8, n.stamps_off),
-                    (96, 8, n.tags_off),
-                    (104, 8, n.shards_off),
-                    (112, 8, n.shard_stride),
-                    (120, 8, n.index_rel),
-                    (128, 8, n.ghost_rel),
-                    (136, 8, n.small_rel),
-                    (144, 8, n.main_rel),
+                    (16, 8, n.file_size()),
+                    (24, 4, n.nshards() as u64),
+                    (28, 4, n.npairs() as u64),
+                    (32, 4, n.nstamps() as u64),
+                    (36, 4, n.ntags() as u64),
+                    (40, 8, n.small_cap()),
+                    (48, 8, n.main_cap()),
+                    (56, 4, n.ghost_buckets() as u64),
+                    (64, 4, n.max_value() as u64),
+                    (88, 8, n.stamps_off()),
+                    (96, 8, n.tags_off()),
+                    (104, 8, n.shards_off()),
+                    (112, 8, n.shard_stride()),
+                    (120, 8, n.index_rel()),
+                    (128, 8, n.ghost_rel()),
+                    (136, 8, n.small_rel()),
+                    (144, 8, n.main_rel()),
                 ] {
                     put(&mut bytes, off, w, v);
                 }
@@ -301,7 +301,7 @@ fn build(edits: &[Edit], reseal_header: bool) -> Vec<u8> {
                 r,
             } => {
                 let (rel, w) = SHARD_FIELDS[field];
-                let off = g.shard_off(shard as u32 % g.nshards) + rel;
+                let off = g.shard_off(shard as u32 % g.nshards()) + rel;
                 let v = interesting(le(&bytes, off, w), pick, r);
                 put(&mut bytes, off, w, v);
             }
@@ -314,10 +314,10 @@ fn build(edits: &[Edit], reseal_header: bool) -> Vec<u8> {
                 fp_of_key,
             } => {
                 let kh = KeyHash::new(b.seed, &key(k));
-                let s = kh.shard(g.nshards);
-                let pair = kh.pair(g.npairs) as usize;
-                let off = g.shard_off(s) + g.index_rel as usize + pair * 128 + slot as usize * 8;
-                let cap = if ring { g.main_cap } else { g.small_cap };
+                let s = kh.shard(g.nshards());
+                let pair = kh.pair(g.npairs()) as usize;
+                let off = g.shard_off(s) + g.index_rel() as usize + pair * 128 + slot as usize * 8;
+                let cap = if ring { g.main_cap() } else { g.small_cap() };
                 // Mostly inside the ring, on a word; sometimes anywhere.
                 let phys = if phys % 4 == 0 {
                     phys
@@ -426,7 +426,7 @@ fn run(bytes: Vec<u8>) -> Result<Outcome, String> {
         };
         for i in (0..KEYS).step_by(7) {
             if let Some(Some(v)) = allowed(seg.get(&key(i)))? {
-                if v.is_empty() || v.len() > seg.geometry().max_value as usize {
+                if v.is_empty() || v.len() > seg.geometry().max_value() as usize {
                     return Err(format!("get returned {} bytes", v.len()));
                 }
             }

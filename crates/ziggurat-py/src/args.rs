@@ -1,19 +1,17 @@
 //! Argument checks shared by every method of the Cache, so the same bad input
 //! gets the same exception and message wherever it is passed.
 
+use crate::convert::{cache_err, key_bytes, ttl_arg};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
-use ziggurat_cache::Lifetime;
-
-use crate::convert::{key_bytes, ttl_arg};
 
 /// Refuses keys no tier could store, by the Cache's one rule
 /// (`ziggurat_cache::check_key`; checked on L1 misses, so the hit path stays
 /// short: a key L1 holds passed it when it was stored).
 pub(crate) fn check_key<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     let kb = key_bytes(key)?;
-    ziggurat_cache::check_key(kb).map_err(PyValueError::new_err)?;
+    ziggurat_cache::check_key(kb).map_err(cache_err)?;
     Ok(kb)
 }
 
@@ -93,8 +91,5 @@ pub(crate) fn check_ttls(args: [(Option<&Bound<'_, PyAny>>, &str); 3]) -> PyResu
 
 /// A TTL argument checked by the shared rule; `what` names the argument.
 pub(crate) fn positive_ttl(ttl: f64, what: &str) -> PyResult<f64> {
-    match Lifetime::from_seconds(ttl, 0.0) {
-        Ok(_) => Ok(ttl),
-        Err(m) => Err(PyValueError::new_err(format!("{what} {m}"))),
-    }
+    ziggurat_cache::check_ttl(ttl, what).map_err(cache_err)
 }

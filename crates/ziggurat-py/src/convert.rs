@@ -43,6 +43,34 @@ pub fn err(e: ziggurat_core::Error) -> PyErr {
     }
 }
 
+/// Maps an error of the Cache's behaviour to the exception Python callers
+/// expect (the errors that name the key: `fetch_err`, `store::incr_err`).
+pub fn cache_err(e: ziggurat_cache::Error) -> PyErr {
+    use ziggurat_cache::Error as E;
+    match e {
+        E::Value(m) => PyValueError::new_err(m),
+        E::Segment(e) => err(e),
+        E::NoSegment => ZigguratError::new_err(e.to_string()),
+        E::LoadTimeout { .. } => crate::fetch::LoadTimeout::new_err(e.to_string()),
+        E::Missing => pyo3::exceptions::PyKeyError::new_err(e.to_string()),
+        E::NotInteger => PyTypeError::new_err(e.to_string()),
+        E::Overflow => pyo3::exceptions::PyOverflowError::new_err(e.to_string()),
+    }
+}
+
+/// `cache_err` for a miss of `key`: a load timeout names the key.
+pub fn fetch_err(key: &Bound<'_, PyAny>, e: ziggurat_cache::Error) -> PyErr {
+    match e {
+        ziggurat_cache::Error::LoadTimeout { seconds } => {
+            let k = key.repr().map(|r| r.to_string()).unwrap_or_default();
+            crate::fetch::LoadTimeout::new_err(format!(
+                "another caller's load of {k} did not finish within loader_timeout ({seconds} s)"
+            ))
+        }
+        e => cache_err(e),
+    }
+}
+
 /// The bytes of a str (UTF-8) or bytes key.
 #[inline]
 pub fn key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
@@ -146,18 +174,9 @@ pub fn tags_arg(tags: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Vec<u8>>> {
                 )
             })
         })?;
-        if s.is_empty() {
-            return Err(PyValueError::new_err("a tag must not be empty"));
-        }
         out.push(s.as_bytes().to_vec());
     }
-    if out.len() > ziggurat_core::MAX_TAGS {
-        return Err(PyValueError::new_err(format!(
-            "at most {} tags per entry, got {}",
-            ziggurat_core::MAX_TAGS,
-            out.len()
-        )));
-    }
+    ziggurat_cache::check_tags(&out).map_err(cache_err)?;
     Ok(out)
 }
 
@@ -169,24 +188,12 @@ pub fn size_arg(size: &Bound<'_, PyAny>) -> PyResult<u64> {
         ));
     }
     if let Ok(n) = size.cast::<PyInt>() {
-        let n: i128 = n.extract()?;
-        if n <= 0 || n > ziggurat_cache::MAX_SIZE as i128 {
-            return Err(PyValueError::new_err(format!(
-                "size must be a positive number of bytes, got {n}"
-            )));
-        }
-        return Ok(n as u64);
+        return ziggurat_cache::size_bytes(n.extract()?).map_err(cache_err);
     }
-    let Ok(s) = size.cast::<PyString>() else {
+    let Some(s) = size.cast::<PyString>().ok() else {
         return Err(PyTypeError::new_err(
             "size must be an int of bytes or a string like '64MiB'",
         ));
     };
-    ziggurat_cache::parse_size(s.to_str()?).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "cannot read size {:?}: use bytes (4096) or a number with a unit: KB, MB, GB, TB \
-             (decimal) or KiB, MiB, GiB, TiB (binary), at most 1024TiB",
-            s.to_str().unwrap_or("?")
-        ))
-    })
+    ziggurat_cache::size_text(s.to_str()?).map_err(cache_err)
 }

@@ -1,27 +1,26 @@
-//! `CacheCore`: the native half of `ziggurat.Cache`: the per-process L1 of
-//! live objects, the two segments below it, and `get`, whose L1 hit is one
-//! call into the extension. Its other methods live with their concept:
-//! `read` (below L1), `store` (writes), `fetch` (the miss path); the entry
-//! format and the lease protocol live in the `ziggurat-cache` crate, shared
-//! with every front end.
+//! `CacheCore`: the native half of `ziggurat.Cache`. What touches Python
+//! objects lives here and beside it: the per-process L1 of live objects, the
+//! serializers, the hooks into Python; the behaviour (reads below L1,
+//! writes, the miss path, counters) is `ziggurat_cache::Cache`'s, which this
+//! holds. Its methods live with their concept: `read` (below L1), `store`
+//! (writes), `fetch` (the miss path), `l3` (the tier below the host).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PySet};
+use ziggurat_cache::{Cache, CacheOptions, Read};
 use ziggurat_core::now_ms;
-use ziggurat_core::Segment;
 
 use crate::args::{check_key, key_hash, named};
 use crate::call::call_one;
 use crate::codec::AutoCodec;
-use crate::convert::{key_bytes, ZigguratError};
-use crate::l1::{Entry, Shared, L1};
+use crate::convert::{cache_err, key_bytes, ZigguratError};
+use crate::l1::{is_key, Entry, Shared, L1};
+use crate::read::PyFront;
 use crate::segment::PySegment;
-use crate::stats::{Counter, LoadCounts};
 
 create_exception!(
     _native,
@@ -41,28 +40,18 @@ pub(crate) enum CopyMode {
 /// (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) as passed from Python.
 type FetchDefaults = (f64, Option<f64>, Option<f64>, f64, f64);
 
-/// The cache-wide defaults that writes and loads use.
-pub(crate) struct FetchConfig {
-    pub ttl: f64,
-    pub neg_ttl: Option<f64>,
-    pub stale_ttl: Option<f64>,
-    pub jitter: f64,
-    pub loader_timeout: f64,
-}
-
-/// What `CacheCore::l1_shared` found.
+/// What the quick entries' L1 lookup found (`CacheCore::l1_peek`).
 pub(crate) enum Quick {
     Miss,
     Negative,
     Value(Py<PyAny>),
 }
 
-/// An L1 hit, copied out of the table so no lock is held while Python runs.
-pub(crate) struct L1Hit {
-    pub(crate) negative: bool,
-    pub(crate) value: Py<PyAny>,
-    pub(crate) encoded: Option<Py<PyAny>>,
-    pub(crate) deadline: u64,
+/// What L1 holds for a key, as handed out: the value (None for a cached
+/// miss) and the entry's soft deadline and TTL (for early refresh).
+pub(crate) struct InL1 {
+    pub(crate) value: Option<Py<PyAny>>,
+    pub(crate) soft: u64,
     pub(crate) ttl_ms: u32,
 }
 
@@ -72,8 +61,8 @@ pub(crate) struct L1Hit {
 // native methods then read "Cache.set() takes ...", naming the public method.
 #[pyclass(name = "Cache", module = "ziggurat._native", frozen, subclass)]
 pub struct CacheCore {
-    pub(crate) main: Option<Arc<Segment>>,
-    pub(crate) neg: Option<Arc<Segment>>,
+    /// The behaviour: segments, options, counters, the miss path.
+    pub(crate) cache: Cache,
     pub(crate) l1: Shared,
     pub(crate) l1_enabled: bool,
     pub(crate) loads: Py<PyAny>,
@@ -86,43 +75,21 @@ pub struct CacheCore {
     pub(crate) refresh: Option<Py<PyAny>>,
     /// Called as `(step, loader)` for a miss without a segment (degraded).
     pub(crate) local: Option<Py<PyAny>>,
-    /// Fraction of the TTL at its end in which a `fetch` hit starts a refresh.
+    /// The options' `refresh_ahead`, where the quick entries read it.
     pub(crate) refresh_ahead: f64,
-    /// The cache's defaults.
-    pub(crate) cfg: FetchConfig,
     /// Called as `(what, key, exception)` when a write made for `fetch` fails,
     /// or a stored value cannot be decoded (`what` is "decode").
     pub(crate) on_write_error: Option<Py<PyAny>>,
-    /// Without a segment, the longest an L1 entry may live (degraded="local"),
-    /// which bounds how long a process serves a value another process replaced.
-    pub(crate) degraded_ttl: Option<f64>,
-    pub(crate) loads_done: LoadCounts,
-    pub(crate) rng: AtomicU64,
-    pub(crate) l1_misses: Counter,
-    pub(crate) l2_hits: Counter,
-    pub(crate) l2_misses: Counter,
-    pub(crate) l2_stale: Counter,
-    pub(crate) neg_hits: Counter,
-    pub(crate) decode_errors: Counter,
     /// The tier below the host, when one is joined (see `l3`).
-    pub(crate) hooks: Hooks,
+    pub(crate) tier_below: OnceLock<TierBelow>,
 }
 
-/// The hooks through which a tier below the host joins the miss path
-/// (installed once; see `l3`).
-#[derive(Default)]
-pub(crate) struct Hooks {
-    pub(crate) below: OnceLock<Py<PyAny>>,
-    pub(crate) above: OnceLock<Py<PyAny>>,
-}
-
-impl Hooks {
-    pub(crate) fn traverse(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
-        for h in [self.below.get(), self.above.get()].into_iter().flatten() {
-            visit.call(h)?;
-        }
-        Ok(())
-    }
+/// The Python hooks of a tier below the host (see `l3`).
+pub(crate) struct TierBelow {
+    /// `(key, loading)`: None or `(value,)`.
+    pub(crate) ask: Py<PyAny>,
+    /// `(key, value, ttl, tags)`: how a load ended (ttl < 0: it failed).
+    pub(crate) tell: Py<PyAny>,
 }
 
 impl CacheCore {
@@ -169,30 +136,11 @@ impl CacheCore {
         }
     }
 
-    pub(crate) fn check_mutation(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        e: &L1Hit,
-    ) -> PyResult<()> {
-        if let Some(enc) = &e.encoded {
-            let now = self.dumps(py, e.value.bind(py))?;
-            if !now.eq(enc.bind(py))? {
-                return Err(MutationError::new_err(format!(
-                    "the cached object for key {} was mutated after it was returned; \
-                     copy it before changing it, or use copy='copy' or copy='decode'",
-                    key.repr()?
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// L1 probe: `take` reads the key's entry if it is valid; None on a miss,
-    /// or when another thread of this process is inside the L1 at this
-    /// instant. A stale entry is dropped, unless `keep_stale` (a caller outside
-    /// PyO3's entry, where dropping a reference would be deferred: `quick`).
-    /// `take` runs inside the guard: it must not run Python code.
+    /// The L1 lookup itself: `take` reads the key's entry if it is valid;
+    /// None on a miss, or when another thread of this process is inside the
+    /// L1 at this instant. A stale entry is dropped, unless `keep_stale` (a
+    /// caller outside PyO3's entry, where dropping a reference would be
+    /// deferred: `quick`). `take` runs inside the guard: no Python code.
     #[inline(always)]
     pub(crate) fn l1_probe<R>(
         &self,
@@ -206,38 +154,55 @@ impl CacheCore {
             return None;
         }
         self.l1
-            .try_with(py, |l1| l1.probe(key, hash, now_ms(), keep_stale, take))
+            .try_with(py, |l1| {
+                l1.probe(hash, is_key(key), now_ms(), keep_stale, take)
+            })
             .flatten()
     }
 
-    /// A valid entry's contents, copied out so no guard is held while Python runs.
+    /// What L1 holds for `key`, handed out by the copy mode (checked for
+    /// mutation in debug mode): the lookup of every path but the quick entries.
     #[inline(always)]
-    pub(crate) fn l1_hit(
+    pub(crate) fn l1_lookup(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         hash: u64,
-    ) -> Option<L1Hit> {
-        self.l1_probe(py, key, hash, false, |e| L1Hit {
-            negative: e.negative,
-            value: e.value.clone_ref(py),
-            encoded: e.encoded.as_ref().map(|x| x.clone_ref(py)),
-            deadline: e.deadline,
-            ttl_ms: e.ttl_ms,
-        })
+    ) -> PyResult<Option<InL1>> {
+        let as_is = self.mode == CopyMode::Shared && !self.debug;
+        let Some((value, encoded, soft, ttl_ms)) = self.l1_probe(py, key, hash, false, |e| {
+            let value = (!e.negative).then(|| e.value.clone_ref(py));
+            let encoded = if as_is {
+                None
+            } else {
+                e.encoded.as_ref().map(|x| x.clone_ref(py))
+            };
+            (value, encoded, e.deadline, e.ttl_ms)
+        }) else {
+            return Ok(None);
+        };
+        let value = match value {
+            Some(v) if !as_is => {
+                if let Some(enc) = encoded {
+                    self.check_mutation(py, key, &v, &enc)?;
+                }
+                Some(self.out(py, &v)?)
+            }
+            v => v,
+        };
+        Ok(Some(InL1 {
+            value,
+            soft,
+            ttl_ms,
+        }))
     }
 
-    /// The probe of `get` and `fetch` when the object is handed out as is
-    /// (shared mode, no debug): only what those need, small enough to come back
-    /// in registers, because this is the hot path of the whole cache.
+    /// The quick entries' lookup (`quick`), asked only when `quick_hits`: it
+    /// only answers, leaving an entry no longer valid in place for the full
+    /// method to drop, because a reference dropped from there would be deferred.
     #[inline(always)]
-    pub(crate) fn l1_shared(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Quick {
-        self.l1_quick(py, key, hash, false)
-    }
-
-    #[inline(always)]
-    fn l1_quick(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64, keep: bool) -> Quick {
-        self.l1_probe(py, key, hash, keep, |e| {
+    pub(crate) fn l1_peek(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Quick {
+        self.l1_probe(py, key, hash, true, |e| {
             if e.negative {
                 Quick::Negative
             } else {
@@ -254,13 +219,22 @@ impl CacheCore {
         self.mode == CopyMode::Shared && !self.debug && self.l1_enabled
     }
 
-    /// `l1_shared` for a caller outside PyO3's entry (see `quick`), which
-    /// asks only when `quick_hits`: it only answers, leaving an entry no
-    /// longer valid in place for the full method to drop, because a reference
-    /// dropped from here would be deferred.
-    #[inline(always)]
-    pub(crate) fn l1_peek(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Quick {
-        self.l1_quick(py, key, hash, true)
+    fn check_mutation(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Py<PyAny>,
+        encoded: &Py<PyAny>,
+    ) -> PyResult<()> {
+        let now = self.dumps(py, value.bind(py))?;
+        if !now.eq(encoded.bind(py))? {
+            return Err(MutationError::new_err(format!(
+                "the cached object for key {} was mutated after it was returned; \
+                 copy it before changing it, or use copy='copy' or copy='decode'",
+                key.repr()?
+            )));
+        }
+        Ok(())
     }
 
     /// Puts an entry in L1 unless another thread is inside it right now.
@@ -268,8 +242,15 @@ impl CacheCore {
     pub(crate) fn l1_put(&self, key: &Bound<'_, PyAny>, e: Entry) {
         if self.l1_enabled {
             // A busy L1 just skips the fill; the entry is dropped after the call.
-            let _ = self.l1.try_with(key.py(), |l1| l1.insert(key, e));
+            let _ = self.l1.try_with(key.py(), |l1| l1.insert(is_key(key), e));
         }
+    }
+
+    /// Drops `key`'s L1 entry (busy L1: the stamps void it anyway).
+    pub(crate) fn l1_discard(&self, key: &Bound<'_, PyAny>, hash: u64) {
+        let _ = self
+            .l1
+            .try_with(key.py(), |l1| l1.discard(hash, is_key(key)));
     }
 
     /// Reports a failed write to the Python side (logged and counted there).
@@ -287,33 +268,10 @@ impl CacheCore {
         }
     }
 
-    /// A number in [0, 1) for TTL jitter (xorshift; races between threads
-    /// only mix the state further).
-    pub(crate) fn jitter_draw(&self) -> f64 {
-        let mut x = self.rng.load(Ordering::Relaxed);
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng.store(x, Ordering::Relaxed);
-        (x >> 11) as f64 / (1u64 << 53) as f64
-    }
-
     /// Empties L1; if another thread is inside it, the epoch and stamps still
     /// void its entries, so skipping is safe.
     pub(crate) fn l1_clear(&self, py: Python<'_>) {
         let _ = self.l1.try_with(py, |l1| l1.clear());
-    }
-
-    /// The main segment and the cache's defaults, for writes that need both.
-    pub(crate) fn writable(&self) -> PyResult<(&Arc<Segment>, &FetchConfig)> {
-        match self.main.as_ref() {
-            Some(m) => Ok((m, &self.cfg)),
-            None => Err(ZigguratError::new_err("the cache has no shared segment")),
-        }
-    }
-
-    pub(crate) fn main_seg(&self) -> Option<&Arc<Segment>> {
-        self.main.as_ref()
     }
 }
 
@@ -340,14 +298,15 @@ impl CacheCore {
         degraded_ttl: Option<f64>,
     ) -> PyResult<Self> {
         let (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) = fetch_defaults;
-        let cfg = FetchConfig {
+        let opts = CacheOptions {
             ttl,
             neg_ttl,
             stale_ttl,
             jitter,
             loader_timeout,
+            refresh_ahead,
+            degraded_ttl,
         };
-        let seed = now_ms() ^ ((std::process::id() as u64) << 32) | 1;
         let mode = match copy {
             "shared" => CopyMode::Shared,
             "copy" => CopyMode::Copy,
@@ -358,9 +317,10 @@ impl CacheCore {
                 )))
             }
         };
+        let seg = |s: Option<&Bound<'_, PySegment>>| s.map(|s| Arc::clone(&s.get().inner));
+        let cache = Cache::new(seg(main), seg(neg), opts, l1_items > 0).map_err(cache_err)?;
         Ok(CacheCore {
-            main: main.map(|m| m.get().inner.clone()),
-            neg: neg.map(|m| m.get().inner.clone()),
+            cache,
             l1: Shared::new(L1::new(l1_items, l1_neg_items)),
             l1_enabled: l1_items > 0,
             loads,
@@ -371,18 +331,8 @@ impl CacheCore {
             refresh,
             local,
             refresh_ahead,
-            cfg,
             on_write_error,
-            degraded_ttl,
-            loads_done: LoadCounts::default(),
-            rng: AtomicU64::new(seed),
-            l1_misses: Counter::default(),
-            l2_hits: Counter::default(),
-            l2_misses: Counter::default(),
-            l2_stale: Counter::default(),
-            neg_hits: Counter::default(),
-            decode_errors: Counter::default(),
-            hooks: Hooks::default(),
+            tier_below: OnceLock::new(),
         })
     }
 
@@ -402,13 +352,17 @@ impl CacheCore {
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
         visit.call(&self.loads)?;
         visit.call(&self.dumps)?;
-        for h in [&self.refresh, &self.local].into_iter().flatten() {
+        for h in [&self.refresh, &self.local, &self.on_write_error]
+            .into_iter()
+            .flatten()
+        {
             visit.call(h)?;
         }
-        if let Some(h) = &self.on_write_error {
-            visit.call(h)?;
+        if let Some(t) = self.tier_below.get() {
+            visit.call(&t.ask)?;
+            visit.call(&t.tell)?;
         }
-        self.hooks.traverse(&visit)
+        Ok(())
     }
 
     /// Empties this process's L1 only.
@@ -418,16 +372,13 @@ impl CacheCore {
 
     /// The key's current version stamp in the main segment (0 without one).
     fn stamp(&self, key: &Bound<'_, PyAny>) -> PyResult<u32> {
-        let kb = key_bytes(key)?;
-        Ok(self
-            .main_seg()
-            .map_or(0, |m| m.stamp_word(&m.hash(kb)).load(Ordering::Acquire)))
+        Ok(self.cache.stamp(key_bytes(key)?))
     }
 
     /// Whether the cache runs without a segment (L1 and loader only).
     #[getter]
     fn degraded(&self) -> bool {
-        self.main.is_none()
+        self.cache.main().is_none()
     }
 
     /// Counters of this process's tiers.
@@ -437,116 +388,42 @@ impl CacheCore {
             .l1
             .try_with(py, |l1| (l1.stats, l1.counts()))
             .unwrap_or_default();
+        let c = self.cache.counts();
         d.set_item("l1_hits", s.hits)?;
-        d.set_item("l1_misses", self.l1_misses.get())?;
+        d.set_item("l1_misses", c.l1_misses.get())?;
         d.set_item("l1_stale_drops", s.stale)?;
         d.set_item("l1_evictions", s.evictions)?;
         d.set_item("l1_fills", s.fills)?;
         d.set_item("l1_items", items)?;
         d.set_item("l1_negative_items", neg_items)?;
-        d.set_item("l2_hits", self.l2_hits.get())?;
-        d.set_item("l2_misses", self.l2_misses.get())?;
-        d.set_item("l2_stale_reads", self.l2_stale.get())?;
-        d.set_item("negative_hits", self.neg_hits.get())?;
-        d.set_item("decode_errors", self.decode_errors.get())?;
+        d.set_item("l2_hits", c.l2_hits.get())?;
+        d.set_item("l2_misses", c.l2_misses.get())?;
+        d.set_item("l2_stale_reads", c.l2_stale.get())?;
+        d.set_item("negative_hits", c.neg_hits.get())?;
+        d.set_item("decode_errors", c.decode_errors.get())?;
+        Ok(d)
+    }
+
+    /// Counters of the loader and the miss path in this process.
+    fn loader_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.cache.counts();
+        let d = PyDict::new(py);
+        let (total, max) = c.load_ns();
+        d.set_item("calls", c.loads.get())?;
+        d.set_item("errors", c.load_errors.get())?;
+        d.set_item("total_ns", total)?;
+        d.set_item("max_ns", max)?;
+        d.set_item("waits", c.waits.get())?;
+        d.set_item("takeovers", c.takeovers.get())?;
+        d.set_item("stale_served", c.stale_served.get())?;
+        d.set_item("refreshes", c.refreshes.get())?;
         Ok(d)
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {
         self.l1.try_with(py, |l1| l1.len()).unwrap_or(0)
     }
-}
 
-impl CacheCore {
-    /// `Cache.get`'s body, for the method and for its quick entry (`quick`).
-    pub(crate) fn get_value(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        default: Option<Py<PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        named(
-            py,
-            "Cache.get",
-            (|| {
-                let found = match self.get_here(py, key)? {
-                    Here::Value(v) => Some(v),
-                    Here::Negative => None,
-                    Here::Missing => self.ask_below(py, key, false)?,
-                };
-                Ok(found.unwrap_or_else(|| default.unwrap_or_else(|| py.None())))
-            })(),
-        )
-    }
-
-    /// What this process's tiers (L1, then L2) hold for `key`, without asking the
-    /// tier below.
-    fn get_here(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Here> {
-        // Only an L1 entry needs the key's Python hash.
-        let hash = if self.l1_enabled {
-            let hash = key_hash(key)?;
-            if let Some(here) = self.here_l1(py, key, hash)? {
-                return Ok(here);
-            }
-            hash
-        } else {
-            0
-        };
-        let kb = check_key(key)?;
-        self.l1_misses.bump();
-        self.here_below(py, key, kb, hash)
-    }
-
-    /// What L1 holds for `key` (Python hash `hash`), if anything.
-    #[inline(always)]
-    fn here_l1(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> PyResult<Option<Here>> {
-        if self.mode == CopyMode::Shared && !self.debug {
-            return Ok(match self.l1_shared(py, key, hash) {
-                Quick::Value(v) => Some(Here::Value(v)),
-                Quick::Negative => Some(Here::Negative),
-                Quick::Miss => None,
-            });
-        }
-        let Some(e) = self.l1_hit(py, key, hash) else {
-            return Ok(None);
-        };
-        if e.negative {
-            return Ok(Some(Here::Negative));
-        }
-        if self.debug {
-            self.check_mutation(py, key, &e)?;
-        }
-        self.out(py, &e.value).map(|v| Some(Here::Value(v)))
-    }
-
-    /// What L2 holds for `key` (bytes `kb`): a cached miss answers as it does
-    /// from L1, without asking the tier below.
-    fn here_below(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        kb: &[u8],
-        hash: u64,
-    ) -> PyResult<Here> {
-        let b = self.read_below_with(py, key, kb, hash, false, None)?;
-        if b.negative() {
-            return Ok(Here::Negative);
-        }
-        Ok(b.fresh().map_or(Here::Missing, Here::Value))
-    }
-}
-
-/// What [`CacheCore::get_here`] found.
-enum Here {
-    Value(Py<PyAny>),
-    /// A cached miss: the caller's default.
-    Negative,
-    /// Nothing here: the tier below may hold it.
-    Missing,
-}
-
-#[pymethods]
-impl CacheCore {
     /// `Cache.aget`'s first half: the value this process's tiers hold, `default`
     /// for a cached miss or a miss with no tier below, else `missing` (ask
     /// `get_below`, which may wait on the network).
@@ -564,7 +441,7 @@ impl CacheCore {
                 Ok(match self.get_here(py, key)? {
                     Here::Value(v) => v,
                     Here::Negative => default,
-                    Here::Missing if self.hooks.below.get().is_some() => missing,
+                    Here::Missing if self.tier_below.get().is_some() => missing,
                     Here::Missing => default,
                 })
             })(),
@@ -582,7 +459,62 @@ impl CacheCore {
         named(
             py,
             "Cache.get",
-            (|| Ok(self.ask_below(py, key, false)?.unwrap_or(default)))(),
+            (|| Ok(self.ask_tier_below(py, key, false)?.unwrap_or(default)))(),
         )
+    }
+}
+
+/// What [`CacheCore::get_here`] found.
+enum Here {
+    Value(Py<PyAny>),
+    /// A cached miss: the caller's default.
+    Negative,
+    /// Nothing here: the tier below may hold it.
+    Missing,
+}
+
+impl CacheCore {
+    /// `Cache.get`'s body, for the method and for its quick entry (`quick`).
+    pub(crate) fn get_value(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        named(
+            py,
+            "Cache.get",
+            (|| {
+                let found = match self.get_here(py, key)? {
+                    Here::Value(v) => Some(v),
+                    Here::Negative => None,
+                    Here::Missing => self.ask_tier_below(py, key, false)?,
+                };
+                Ok(found.unwrap_or_else(|| default.unwrap_or_else(|| py.None())))
+            })(),
+        )
+    }
+
+    /// What this process's tiers (L1, then L2) hold for `key`, without asking
+    /// the tier below. A cached miss in L2 answers as it does from L1.
+    fn get_here(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Here> {
+        // Only an L1 entry needs the key's Python hash.
+        let hash = if self.l1_enabled {
+            let hash = key_hash(key)?;
+            if let Some(e) = self.l1_lookup(py, key, hash)? {
+                return Ok(e.value.map_or(Here::Negative, Here::Value));
+            }
+            hash
+        } else {
+            0
+        };
+        let kb = check_key(key)?;
+        self.cache.counts().l1_misses.bump();
+        let mut front = PyFront::new(self, key, hash);
+        Ok(match self.cache.read(kb, None, false, &mut front)? {
+            Read::Fresh(v, _) => Here::Value(v),
+            Read::Negative(_) => Here::Negative,
+            Read::Stale(..) | Read::Miss(_) => Here::Missing,
+        })
     }
 }

@@ -1,26 +1,19 @@
-//! `fetch` and `afetch`: the Cache's one miss path. A miss is a state machine
-//! of steps: HIT (a value, or a cached miss as None), LOAD (this process holds
-//! the key's load lease: run the loader, then `done` or `failed`), WAIT
-//! (another caller loads: `wait`, then `next`), LOCAL (no segment: the Python
-//! side shares one load among the process's threads). The sync `fetch` drives
-//! it here, calling the loader from Rust; `afetch` drives the same steps from
-//! Python, where the loader is awaited. The lease protocol itself lives in
-//! `ziggurat_cache::Flight`.
+//! `fetch` and `afetch`: the Cache's one miss path, whose state machine is
+//! `ziggurat_cache::Cache`'s (`begin`, then a step at a time). The sync
+//! `fetch` drives it here, calling the loader from Rust; `afetch`, background
+//! refreshes and loads without a segment get each step as a `Step` object
+//! and drive it from Python, where the loader is awaited.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 use pyo3::create_exception;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use ziggurat_cache::{Flight, FlightKey, Next};
+use ziggurat_cache::{Miss, Plan, Step as Next, Took};
 
-use crate::args::{check_key, check_ttls, key_hash, named, positive_ttl, refuse_awaitable};
-use crate::convert::{key_bytes, tags_arg, ttl_arg, ZigguratError};
-use crate::core::{CacheCore, CopyMode, Quick};
-use crate::read::{Below, HIT, NEG, STALE};
-use crate::stats::Took;
+use crate::args::{check_key, check_ttls, key_hash, named, refuse_awaitable};
+use crate::convert::{cache_err, fetch_err, key_bytes, tags_arg, ttl_arg, ZigguratError};
+use crate::core::CacheCore;
+use crate::read::PyFront;
 
 create_exception!(
     _native,
@@ -29,80 +22,24 @@ create_exception!(
     "Another caller's loader for the key did not finish within loader_timeout."
 );
 
-/// Step kinds, exported to Python once (`ziggurat.loader.StepKind`).
+/// Step kinds as Python sees them (`ziggurat.loader.StepKind`).
 pub const STEP_HIT: u8 = 1;
 pub const STEP_LOAD: u8 = 2;
 pub const STEP_WAIT: u8 = 3;
 pub const STEP_LOCAL: u8 = 4;
 
-/// The longest single sleep of a waiter: after it, the holder's liveness is
-/// checked again (a dead holder is replaced at once).
-const SLICE: Duration = Duration::from_millis(250);
-
-/// What a missed fetch stores its result with: the call's options resolved
-/// against the cache's.
-#[derive(Clone)]
-pub(crate) struct Plan {
-    pub ttl: f64,
-    pub neg_ttl: Option<f64>,
-    pub stale_ttl: Option<f64>,
-    pub tags: Vec<Vec<u8>>,
-}
-
-/// One step of a miss, as Rust drives it.
-pub(crate) struct State {
-    pub kind: u8,
-    pub value: Option<Py<PyAny>>,
-    pub key: Py<PyAny>,
-    pub hash: u64,
-    pub plan: Plan,
-    /// LOAD: the key's main stamp before the load (for a cached miss).
-    stamp: u32,
-    /// WAIT: the lease release counter seen.
-    seq: u32,
-    /// When waiting must give up (`loader_timeout` after the first wait):
-    /// set by the first wait, so an uncontended miss never reads the clock.
-    deadline: Option<Instant>,
-    /// A stale value the loader's failure may be answered with (fail-safe).
-    stale: Option<Py<PyAny>>,
-    /// LOAD of an early refresh (its own lease).
-    refreshing: bool,
-    /// HIT due for early refresh, whose refresh lease this process took.
-    refresh: Option<Box<State>>,
-    /// The key hashed for both segments, once per miss.
-    fk: Option<FlightKey>,
-}
-
-impl State {
-    /// Whether this LOAD is an early refresh (which reloads from the source).
-    pub(crate) fn is_refresh(&self) -> bool {
-        self.refreshing
-    }
-
-    /// The step to continue from this one (a refresh's own, or the next after a
-    /// wait): same key, plan and lease; no value yet.
-    fn successor(&self, py: Python<'_>, refreshing: bool) -> State {
-        State {
-            kind: self.kind,
-            value: None,
-            key: self.key.clone_ref(py),
-            hash: self.hash,
-            plan: self.plan.clone(),
-            stamp: self.stamp,
-            seq: self.seq,
-            deadline: self.deadline,
-            stale: self.stale.as_ref().map(|v| v.clone_ref(py)),
-            refreshing,
-            refresh: None,
-            fk: self.fk,
-        }
-    }
-}
+type PyMiss = Miss<Py<PyAny>>;
 
 /// A step handed to Python (`afetch`, background refreshes, degraded loads).
 #[pyclass(module = "ziggurat._native", frozen)]
 pub struct Step {
-    pub(crate) state: State,
+    kind: u8,
+    /// HIT: the value (None: a cached miss).
+    value: Option<Py<PyAny>>,
+    /// LOAD, WAIT, LOCAL: the miss; HIT: the refresh this process took, if any.
+    miss: Option<PyMiss>,
+    key: Py<PyAny>,
+    hash: u64,
     /// The lease is given back exactly once, whoever finishes the step.
     finished: AtomicBool,
 }
@@ -112,14 +49,13 @@ impl Step {
     /// The step's kind (`ziggurat.loader.StepKind`).
     #[getter]
     fn kind(&self) -> u8 {
-        self.state.kind
+        self.kind
     }
 
     /// HIT: the value (None for a cached miss).
     #[getter]
     fn value(&self, py: Python<'_>) -> Py<PyAny> {
-        self.state
-            .value
+        self.value
             .as_ref()
             .map_or_else(|| py.None(), |v| v.clone_ref(py))
     }
@@ -127,13 +63,13 @@ impl Step {
     /// The key of the step.
     #[getter]
     fn key(&self, py: Python<'_>) -> Py<PyAny> {
-        self.state.key.clone_ref(py)
+        self.key.clone_ref(py)
     }
 
     fn __repr__(&self) -> String {
-        let kind = match self.state.kind {
+        let kind = match self.kind {
             STEP_HIT => "HIT",
-            STEP_LOAD if self.state.refreshing => "REFRESH",
+            STEP_LOAD if self.miss.as_ref().is_some_and(|m| m.is_refresh()) => "REFRESH",
             STEP_LOAD => "LOAD",
             STEP_WAIT => "WAIT",
             _ => "LOCAL",
@@ -143,19 +79,40 @@ impl Step {
 }
 
 impl Step {
-    fn wrap(py: Python<'_>, state: State) -> PyResult<Py<Step>> {
+    fn wrap(
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        hash: u64,
+        next: Next<Py<PyAny>>,
+    ) -> PyResult<Py<Step>> {
+        let (kind, value, miss) = match next {
+            Next::Value(v, refresh) => (STEP_HIT, Some(v), refresh),
+            Next::Negative => (STEP_HIT, None, None),
+            Next::Load(m) => (STEP_LOAD, None, Some(m)),
+            Next::Wait(m) => (STEP_WAIT, None, Some(m)),
+            Next::NoSegment(m) => (STEP_LOCAL, None, Some(m)),
+        };
         Py::new(
             py,
             Step {
-                state,
+                kind,
+                value,
+                miss,
+                key: key.clone().unbind(),
+                hash,
                 finished: AtomicBool::new(false),
             },
         )
     }
 
     /// Whether this call is the one that finishes the step.
-    pub(crate) fn finish(&self) -> bool {
+    fn finish(&self) -> bool {
         !self.finished.swap(true, Ordering::AcqRel)
+    }
+
+    /// The step's miss, copied to continue from.
+    fn successor(&self, py: Python<'_>) -> Option<PyMiss> {
+        self.miss.as_ref().map(|m| m.successor(|v| v.clone_ref(py)))
     }
 }
 
@@ -169,366 +126,174 @@ pub(crate) struct FetchArgs<'a, 'py> {
 }
 
 impl CacheCore {
-    /// Resolves a fetch's options against the cache's (each checked before any
-    /// loader runs).
-    pub(crate) fn plan(&self, args: FetchArgs<'_, '_>) -> PyResult<Plan> {
-        let FetchArgs {
-            ttl,
-            tags,
-            neg_ttl,
-            stale_ttl,
-        } = args;
-        let f = &self.cfg;
-        let opt = |a: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<Option<f64>> {
-            ttl_arg(a)?.map(|v| positive_ttl(v, what)).transpose()
-        };
-        Ok(Plan {
-            ttl: opt(ttl, "ttl")?.unwrap_or(f.ttl),
-            neg_ttl: match opt(neg_ttl, "neg_ttl")? {
-                Some(v) => Some(v),
-                None => f.neg_ttl,
-            },
-            stale_ttl: match opt(stale_ttl, "stale_ttl")? {
-                Some(v) => Some(v),
-                None => f.stale_ttl,
-            },
-            tags: tags_arg(tags)?,
-        })
+    /// A fetch's options, converted and resolved against the cache's.
+    fn plan(&self, args: FetchArgs<'_, '_>) -> PyResult<Plan> {
+        self.cache
+            .plan(
+                ttl_arg(args.ttl)?,
+                ttl_arg(args.neg_ttl)?,
+                ttl_arg(args.stale_ttl)?,
+                tags_arg(args.tags)?,
+            )
+            .map_err(cache_err)
     }
 
-    fn flight(&self) -> Option<Flight<'_>> {
-        match (self.main.as_ref(), self.neg.as_ref()) {
-            (Some(m), Some(n)) => Some(Flight::new(m, n)),
-            _ => None,
-        }
-    }
-
-    fn state(&self, kind: u8, key: &Bound<'_, PyAny>, hash: u64, plan: Plan) -> State {
-        State {
-            kind,
-            value: None,
-            key: key.clone().unbind(),
-            hash,
-            plan,
-            stamp: 0,
-            seq: 0,
-            deadline: None,
-            stale: None,
-            refreshing: false,
-            refresh: None,
-            fk: None,
-        }
-    }
-
-    /// A HIT step for `value`; takes the refresh lease when the hit is due for
-    /// early refresh (`soft`/`ttl_ms` of the entry).
-    fn hit(
+    /// `Cache.fetch`'s body, for the method and for its quick entry (`quick`).
+    pub(crate) fn fetch_value<'py>(
         &self,
-        key: &Bound<'_, PyAny>,
-        hash: u64,
-        plan: Plan,
-        value: Option<Py<PyAny>>,
-        due: bool,
-    ) -> State {
-        let mut st = self.state(STEP_HIT, key, hash, plan);
-        st.value = value;
-        if due {
-            if let (Some(fl), Ok(kb)) = (self.flight(), key_bytes(key)) {
-                if fl.begin_refresh(kb, self.cfg.loader_timeout) {
-                    self.loads_done.refreshes.bump();
-                    let mut r = self.state(STEP_LOAD, key, hash, st.plan.clone());
-                    r.refreshing = true;
-                    let fk = fl.key(kb);
-                    r.stamp = fl.main_stamp(&fk);
-                    r.fk = Some(fk);
-                    st.refresh = Some(Box::new(r));
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        loader: &Bound<'py, PyAny>,
+        args: FetchArgs<'_, 'py>,
+    ) -> PyResult<Py<PyAny>> {
+        named(
+            py,
+            "Cache.fetch",
+            (|| {
+                let hash = key_hash(key)?;
+                let (ttl, neg_ttl, stale_ttl) = (args.ttl, args.neg_ttl, args.stale_ttl);
+                if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
+                    check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
                 }
-            }
-        }
-        st
+                // An L1 hit is answered here; one due for early refresh also
+                // starts the refresh.
+                let mut due = None;
+                if let Some(e) = self.l1_lookup(py, key, hash)? {
+                    let Some(v) = e.value else {
+                        return Ok(py.None());
+                    };
+                    if self.refresh_ahead == 0.0 || !self.cache.refresh_due(e.soft, e.ttl_ms) {
+                        return Ok(v);
+                    }
+                    due = Some(v);
+                }
+                let kb = check_key(key)?;
+                let plan = self.plan(args)?;
+                if let Some(v) = due {
+                    if let Some(r) = self.cache.refresh(kb, plan) {
+                        self.start_refresh(py, key, hash, r, loader)?;
+                    }
+                    return Ok(v);
+                }
+                self.cache.counts().l1_misses.bump();
+                self.fetch_miss(py, key, kb, hash, loader, plan)
+            })(),
+        )
     }
 
-    /// Whether an entry with this soft deadline and TTL is in the last
-    /// `refresh_ahead` part of its life.
-    pub(crate) fn due(&self, soft: u64, ttl_ms: u32) -> bool {
-        ziggurat_cache::refresh_due(soft, ttl_ms, self.refresh_ahead, ziggurat_core::now_ms())
-    }
-
-    /// The first step of a miss (L1 already missed): the lease, then L2 and
-    /// the cached misses (see `claimed`); without a segment, the read alone.
-    /// The step is built once and changed in place from here on: it is large,
-    /// and moving it costs more than most of what it does.
-    pub(crate) fn begin(
+    /// `fetch`, past L1: drives the steps, calling the loader here.
+    fn fetch_miss(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         kb: &[u8],
         hash: u64,
+        loader: &Bound<'_, PyAny>,
         plan: Plan,
-    ) -> PyResult<State> {
-        let Some(fl) = self.flight() else {
-            let b = self.read_below_with(py, key, kb, hash, plan.stale_ttl.is_some(), None)?;
-            return self.begin_from(py, key, hash, plan, b);
-        };
-        let fk = fl.key(kb);
-        // Start loading the key's lines in both segments (stamps and index; in
-        // the main one also what a write touches) before the lease's
-        // compare-and-set, which prefetches do not wait for.
-        if let (Some(m), Some(n)) = (self.main.as_ref(), self.neg.as_ref()) {
-            m.prefetch_write(fk.main());
-            n.prefetch_read(fk.neg());
-            n.prefetch_stamp(fk.neg());
+    ) -> PyResult<Py<PyAny>> {
+        let mut front = PyFront::new(self, key, hash);
+        let mut next = self.cache.begin(kb, plan, &mut front)?;
+        loop {
+            match next {
+                Next::Value(v, refresh) => {
+                    if let Some(r) = refresh {
+                        self.start_refresh(py, key, hash, r, loader)?;
+                    }
+                    return Ok(v);
+                }
+                Next::Negative => return Ok(py.None()),
+                Next::Load(miss) => {
+                    if self.cache.ask_tier_below(&miss) {
+                        if let Some(v) = self.ask_tier_below(py, key, true)? {
+                            self.cache.give_back(kb, &miss);
+                            return Ok(v);
+                        }
+                    }
+                    if !loader.is_callable() {
+                        self.cache.give_back(kb, &miss);
+                        return Err(pyo3::exceptions::PyTypeError::new_err(
+                            "loader must be callable",
+                        ));
+                    }
+                    let t0 = ziggurat_core::ticks();
+                    let r = loader.call0().and_then(refuse_awaitable);
+                    let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
+                    return self.loaded(py, key, kb, hash, &miss, r, took);
+                }
+                Next::Wait(miss) => {
+                    let sleep = self.cache.sleep(kb, &miss).map_err(|e| fetch_err(key, e))?;
+                    py.detach(|| sleep.run());
+                    next = self.cache.after_wait(kb, miss, &mut front)?;
+                }
+                Next::NoSegment(miss) => {
+                    // No segment: the Python side shares one load among threads.
+                    let hook = self
+                        .local
+                        .as_ref()
+                        .ok_or_else(|| ZigguratError::new_err("the cache has no shared segment"))?;
+                    let step = Step::wrap(py, key, hash, Next::NoSegment(miss))?;
+                    return hook.call1(py, (step, loader));
+                }
+            }
         }
-        self.claimed(py, key, kb, hash, plan, &fl, &fk)
     }
 
-    /// The first step of a miss, from what the read below L1 found.
-    fn begin_from(
+    /// A load's loader returned `r` after `took`: the value, or the stale one
+    /// fail-safe answers a failure with, or the loader's error.
+    #[allow(clippy::too_many_arguments)]
+    fn loaded(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
+        kb: &[u8],
         hash: u64,
-        plan: Plan,
-        b: Below,
-    ) -> PyResult<State> {
-        match b.kind {
-            HIT => {
-                let due = self.due(b.soft, b.ttl_ms);
-                return Ok(self.hit(key, hash, plan, b.value, due));
-            }
-            NEG => return Ok(self.hit(key, hash, plan, None, false)),
-            _ => {}
-        }
-        let (stamps, keys) = (b.stamps, b.keys);
-        let mut st = self.state(STEP_LOAD, key, hash, plan);
-        st.stale = self.usable_stale(&st.plan, b);
-        st.fk = keys;
-        self.lease(py, &mut st, stamps)?;
-        Ok(st)
-    }
-
-    /// The stale value a read found, if `plan` lets a failed load answer with it.
-    fn usable_stale(&self, plan: &Plan, b: Below) -> Option<Py<PyAny>> {
-        if b.kind != STALE {
-            return None;
-        }
-        let since = ziggurat_core::now_ms().saturating_sub(b.soft) as f64 / 1000.0;
-        if plan.stale_ttl.is_some_and(|s| since < s) {
-            b.value
-        } else {
-            None
-        }
-    }
-
-    /// Takes the lease for `st`'s key, or finds who holds it.
-    fn lease(&self, py: Python<'_>, st: &mut State, snap: Option<u64>) -> PyResult<()> {
-        let Some(fl) = self.flight() else {
-            st.kind = STEP_LOCAL;
-            return Ok(());
-        };
-        let fk = match st.fk {
-            Some(fk) => fk,
-            None => *st.fk.insert(fl.key(key_bytes(st.key.bind(py))?)),
-        };
-        let next = fl.begin(&fk, snap, self.cfg.loader_timeout);
-        self.leased(py, st, &fl, &fk, next, false)
-    }
-
-    /// Where `st` stands after `fl` answered `next` for its key. `claimed`: the
-    /// lease was asked for before a read of the key that found nothing (see
-    /// `claimed`), so a WAIT needs no second look and the lines a write touches
-    /// are already on their way.
-    fn leased(
-        &self,
-        py: Python<'_>,
-        st: &mut State,
-        fl: &Flight<'_>,
-        fk: &FlightKey,
-        next: Next,
-        claimed: bool,
-    ) -> PyResult<()> {
-        match next {
-            Next::Load {
-                main_stamp,
-                recheck,
-                took_over,
-            } => {
-                if took_over {
-                    self.loads_done.takeovers.bump();
+        miss: &PyMiss,
+        r: PyResult<Bound<'_, PyAny>>,
+        took: Took,
+    ) -> PyResult<Py<PyAny>> {
+        match r {
+            Ok(v) => self.done(py, key, kb, hash, miss, v, took),
+            Err(e) => match self.failed(py, key, kb, miss, took) {
+                Some(stale) => {
+                    self.write_failed(py, "stale", key, e);
+                    Ok(stale)
                 }
-                if recheck {
-                    if let Some(v) = self.find_now(py, st.key.bind(py), st.hash)? {
-                        fl.release(fk);
-                        st.kind = STEP_HIT;
-                        st.value = Some(v);
-                        return Ok(());
-                    }
-                }
-                st.kind = STEP_LOAD;
-                st.stamp = main_stamp;
-                // The value will be written: start loading what the write touches
-                // now, so that overlaps the loader instead of waiting after it.
-                if let (false, Some(m)) = (claimed, self.main.as_ref()) {
-                    m.prefetch_write(fk.main());
-                }
-            }
-            Next::Wait { seq, .. } => {
-                // The holder may have stored the value between our read and now.
-                if !claimed {
-                    if let Some(v) = self.find_now(py, st.key.bind(py), st.hash)? {
-                        st.kind = STEP_HIT;
-                        st.value = Some(v);
-                        return Ok(());
-                    }
-                }
-                st.kind = STEP_WAIT;
-                st.seq = seq;
-                if st.deadline.is_none() {
-                    let t = Duration::from_secs_f64(self.cfg.loader_timeout);
-                    st.deadline = Some(Instant::now() + t);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// WAIT: sleeps (without the GIL) until the holder releases the lease, a
-    /// slice passes, or the deadline; raises `LoadTimeout` past the deadline.
-    pub(crate) fn wait(&self, py: Python<'_>, st: &State) -> PyResult<()> {
-        let deadline = st.deadline.unwrap_or_else(Instant::now);
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(self.timed_out(py, st));
-        }
-        self.loads_done.waits.bump();
-        if let Some(fl) = self.flight() {
-            let key = st.key.bind(py);
-            let fk = st
-                .fk
-                .unwrap_or_else(|| fl.key(key_bytes(key).unwrap_or_default()));
-            let seq = st.seq;
-            py.detach(|| fl.wait(&fk, seq, left.min(SLICE)));
-        }
-        Ok(())
-    }
-
-    fn timed_out(&self, py: Python<'_>, st: &State) -> PyErr {
-        let k = st
-            .key
-            .bind(py)
-            .repr()
-            .map(|r| r.to_string())
-            .unwrap_or_default();
-        LoadTimeout::new_err(format!(
-            "another caller's load of {k} did not finish within loader_timeout ({} s)",
-            self.cfg.loader_timeout
-        ))
-    }
-
-    /// The step after a wait: the value if it landed, else the lease again.
-    pub(crate) fn after_wait(&self, py: Python<'_>, st: &mut State) -> PyResult<()> {
-        if let Some(v) = self.find_now(py, st.key.bind(py), st.hash)? {
-            st.kind = STEP_HIT;
-            st.value = Some(v);
-            return Ok(());
-        }
-        if st.deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(self.timed_out(py, st));
-        }
-        self.lease(py, st, None)
-    }
-
-    /// Gives back the lease a LOAD step holds.
-    pub(crate) fn give_back(&self, py: Python<'_>, st: &State) {
-        let Some(fl) = self.flight() else {
-            return;
-        };
-        match (st.refreshing, st.fk) {
-            (false, Some(fk)) => fl.release(&fk),
-            (refreshing, _) => {
-                let Ok(kb) = key_bytes(st.key.bind(py)) else {
-                    return;
-                };
-                if refreshing {
-                    fl.end_refresh(kb);
-                } else {
-                    fl.release(&fl.key(kb));
-                }
-            }
+                None => Err(e),
+            },
         }
     }
 
-    /// LOAD or LOCAL, the loader returned `value` after `took`: stores it (a
-    /// value, or a cached miss for None), then gives the lease back. A value
+    /// The loader returned `value`: stores it (a value, or a cached miss for
+    /// None), tells the tier below, then the lease is given back. A value
     /// that cannot be stored is still returned (logged and counted).
-    pub(crate) fn done(
+    #[allow(clippy::too_many_arguments)]
+    fn done(
         &self,
         py: Python<'_>,
-        st: &State,
+        key: &Bound<'_, PyAny>,
+        kb: &[u8],
+        hash: u64,
+        miss: &PyMiss,
         value: Bound<'_, PyAny>,
         took: Took,
     ) -> PyResult<Py<PyAny>> {
-        self.loads_done.record(took, true);
-        let key = st.key.bind(py);
-        let held = st.kind != STEP_LOCAL;
-        let released = Cell::new(false);
+        let mut landing = self.cache.land(kb, miss, took);
         let stored = if value.is_none() {
-            (|| -> PyResult<()> {
-                let kb = key_bytes(key)?;
-                self.tell_above(py, key, &value, 0.0, &st.plan.tags);
-                match st.plan.neg_ttl {
-                    Some(nt) => self.store_negative(kb, nt, st.stamp, &st.plan.tags),
-                    None => Ok(()),
-                }
-            })()
+            self.tell_tier_below(py, key, &value, 0.0, landing.tags());
+            landing.store_negative().map_err(cache_err)
         } else {
-            let kh = st.fk.map(|k| *k.main());
-            self.store_loaded(py, key, st.hash, &st.plan, kh, &value, || {
-                if held {
-                    self.give_back(py, st);
-                    released.set(true);
-                }
-            })
+            let ttl = landing.ttl();
+            let r = self.store_with(py, key, hash, &value, ttl, |body, kind| {
+                landing.store(body, kind)
+            });
+            if r.is_ok() {
+                self.tell_tier_below(py, key, &value, ttl, landing.tags());
+            }
+            r
         };
-        if held && !released.get() {
-            self.give_back(py, st);
-        }
+        drop(landing);
         self.kept_or_reported(py, key, stored)?;
         Ok(value.unbind())
-    }
-
-    /// Stores the value a loader returned (not None) with the TTL of `plan`,
-    /// jittered, and tells the tier below. `release` gives the lease back: it
-    /// runs as soon as the segment holds the value, since waiters find it there
-    /// from then on, before the L1 fill; with a tier below it does not run (the
-    /// caller gives the lease back once the tier has been told, as the tier
-    /// may count on the lease meanwhile).
-    #[allow(clippy::too_many_arguments)]
-    fn store_loaded(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        hash: u64,
-        plan: &Plan,
-        kh: Option<ziggurat_core::KeyHash>,
-        value: &Bound<'_, PyAny>,
-        release: impl FnOnce(),
-    ) -> PyResult<()> {
-        let kb = key_bytes(key)?;
-        let ttl = if plan.ttl.is_finite() {
-            plan.ttl * (1.0 - self.cfg.jitter * self.jitter_draw())
-        } else {
-            plan.ttl
-        };
-        let stale = plan.stale_ttl.unwrap_or(0.0);
-        let tier = self.hooks.above.get().is_some();
-        self.store(py, key, kb, hash, kh, value, ttl, stale, &plan.tags, || {
-            if !tier {
-                release();
-            }
-        })?;
-        self.tell_above(py, key, value, ttl, &plan.tags);
-        Ok(())
     }
 
     /// A load's value that cannot be stored (too large, not serializable, no
@@ -552,235 +317,41 @@ impl CacheCore {
         Ok(())
     }
 
-    /// LOAD or LOCAL, the loader raised after `ns`: gives the lease back; the
+    /// The loader raised: gives the lease back and tells the tier below; the
     /// stale value to answer with instead, if fail-safe allows one.
-    pub(crate) fn failed(&self, py: Python<'_>, st: &State, took: Took) -> Option<Py<PyAny>> {
-        self.loads_done.record(took, false);
-        if st.kind != STEP_LOCAL {
-            self.give_back(py, st);
-            self.tell_above(py, st.key.bind(py), &py.None().into_bound(py), -1.0, &[]);
-        }
-        let stale = st.stale.as_ref()?.clone_ref(py);
-        self.loads_done.stale_served.bump();
-        Some(stale)
-    }
-
-    /// `fetch`, past an L1 hit: drives the steps, calling the loader here.
-    pub(crate) fn fetch_miss(
+    fn failed(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         kb: &[u8],
-        hash: u64,
-        loader: &Bound<'_, PyAny>,
-        plan: Plan,
-    ) -> PyResult<Py<PyAny>> {
-        let mut st = self.begin(py, key, kb, hash, plan)?;
-        loop {
-            match st.kind {
-                STEP_HIT => {
-                    if let Some(r) = st.refresh.take() {
-                        self.start_refresh(py, *r, loader)?;
-                    }
-                    return Ok(st.value.unwrap_or_else(|| py.None()));
-                }
-                STEP_LOAD => {
-                    if let Some(v) = self.below_load(py, &st)? {
-                        return Ok(v);
-                    }
-                    if !loader.is_callable() {
-                        self.give_back(py, &st);
-                        return Err(pyo3::exceptions::PyTypeError::new_err(
-                            "loader must be callable",
-                        ));
-                    }
-                    let t0 = ziggurat_core::ticks();
-                    let r = loader.call0().and_then(refuse_awaitable);
-                    let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
-                    return self.finish(py, &st, r, took);
-                }
-                STEP_WAIT => {
-                    self.wait(py, &st)?;
-                    self.after_wait(py, &mut st)?;
-                }
-                _ => {
-                    // No segment: the Python side shares one load among threads.
-                    let hook = self
-                        .local
-                        .as_ref()
-                        .ok_or_else(|| ZigguratError::new_err("the cache has no shared segment"))?;
-                    let step = Step::wrap(py, st)?;
-                    return hook.call1(py, (step, loader));
-                }
-            }
-        }
-    }
-
-    /// The first step of a miss, taking the lease before reading the key: the
-    /// read then needs no second look, and the lease's compare-and-set does
-    /// not wait for the read's loads from memory (see `Flight::claim`).
-    #[allow(clippy::too_many_arguments)]
-    fn claimed(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        kb: &[u8],
-        hash: u64,
-        plan: Plan,
-        fl: &Flight<'_>,
-        fk: &FlightKey,
-    ) -> PyResult<State> {
-        let next = fl.claim(fk, self.cfg.loader_timeout);
-        let allow_stale = plan.stale_ttl.is_some();
-        let read = self.read_below_with(py, key, kb, hash, allow_stale, Some(*fk));
-        let b = match read {
-            Ok(b) => b,
-            Err(e) => {
-                if matches!(next, Next::Load { .. }) {
-                    fl.release(fk);
-                }
-                return Err(e);
-            }
-        };
-        if matches!(b.kind, HIT | NEG) {
-            if matches!(next, Next::Load { .. }) {
-                fl.release(fk);
-            }
-            return self.begin_from(py, key, hash, plan, b);
-        }
-        // Nothing fresh: this caller loads, or waits for the one who does
-        // (keeping a stale value for a failed load, or a load of its own that
-        // may follow the wait).
-        let mut st = self.state(STEP_LOAD, key, hash, plan);
-        st.stale = self.usable_stale(&st.plan, b);
-        st.fk = Some(*fk);
-        self.leased(py, &mut st, fl, fk, next, true)?;
-        Ok(st)
-    }
-
-    /// A LOAD step whose loader returned `r` after `took`: the value, or the
-    /// stale one fail-safe answers a failure with, or the loader's error.
-    fn finish(
-        &self,
-        py: Python<'_>,
-        st: &State,
-        r: PyResult<Bound<'_, PyAny>>,
+        miss: &PyMiss,
         took: Took,
-    ) -> PyResult<Py<PyAny>> {
-        match r {
-            Ok(v) => self.done(py, st, v, took),
-            Err(e) => match self.failed(py, st, took) {
-                Some(stale) => {
-                    self.write_failed(py, "stale", st.key.bind(py), e);
-                    Ok(stale)
-                }
-                None => Err(e),
-            },
+    ) -> Option<Py<PyAny>> {
+        let stale = self.cache.failed(kb, miss, took).map(|v| v.clone_ref(py));
+        if miss.holds_lease() {
+            self.tell_tier_below(py, key, &py.None().into_bound(py), -1.0, &[]);
         }
+        stale
     }
 
-    /// The L1 step of `fetch` and `afetch`: the value (None for a cached miss)
-    /// and whether it is due for early refresh, or None on an L1 miss.
-    fn l1_fetch(
+    /// Hands a refresh to the Python side, which runs the loader in the
+    /// background and finishes the step.
+    fn start_refresh(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         hash: u64,
-    ) -> PyResult<Option<(Py<PyAny>, bool)>> {
-        let Some(e) = self.l1_hit(py, key, hash) else {
-            return Ok(None);
-        };
-        if e.negative {
-            return Ok(Some((py.None(), false)));
-        }
-        if self.debug {
-            self.check_mutation(py, key, &e)?;
-        }
-        let v = self.out(py, &e.value)?;
-        Ok(Some((v, self.due(e.deadline, e.ttl_ms))))
-    }
-
-    /// Hands a refresh step to the Python side, which runs the loader in the
-    /// background and finishes the step.
-    fn start_refresh(&self, py: Python<'_>, st: State, loader: &Bound<'_, PyAny>) -> PyResult<()> {
+        miss: PyMiss,
+        loader: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         match self.refresh.as_ref() {
             Some(hook) => {
-                let step = Step::wrap(py, st)?;
+                let step = Step::wrap(py, key, hash, Next::Load(miss))?;
                 hook.call1(py, (step, loader))?;
             }
-            None => self.give_back(py, &st),
+            None => self.cache.give_back(key_bytes(key)?, &miss),
         }
         Ok(())
-    }
-}
-
-/// The Python-facing half of the steps (`afetch`, refreshes, degraded loads).
-impl CacheCore {
-    pub(crate) fn py_begin(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        kb: &[u8],
-        plan: Plan,
-        l1: Option<(Py<PyAny>, bool)>,
-        hash: u64,
-    ) -> PyResult<Py<Step>> {
-        let st = match l1 {
-            Some((v, due)) => {
-                let v = if v.is_none(py) { None } else { Some(v) };
-                self.hit(key, hash, plan, v, due)
-            }
-            None => self.begin(py, key, kb, hash, plan)?,
-        };
-        Step::wrap(py, st)
-    }
-
-    pub(crate) fn py_refresh_of(&self, py: Python<'_>, step: &Step) -> PyResult<Option<Py<Step>>> {
-        // A refresh step is created at most once per hit; hand it out once.
-        if !step.finish() {
-            return Ok(None);
-        }
-        match &step.state.refresh {
-            Some(r) => Ok(Some(Step::wrap(py, r.successor(py, true))?)),
-            None => Ok(None),
-        }
-    }
-
-    pub(crate) fn py_wait(&self, py: Python<'_>, step: &Step) -> PyResult<()> {
-        self.wait(py, &step.state)
-    }
-
-    pub(crate) fn py_next(&self, py: Python<'_>, step: &Step) -> PyResult<Py<Step>> {
-        let mut st = step.state.successor(py, false);
-        self.after_wait(py, &mut st)?;
-        Step::wrap(py, st)
-    }
-
-    pub(crate) fn py_done(
-        &self,
-        py: Python<'_>,
-        step: &Step,
-        value: Bound<'_, PyAny>,
-        seconds: f64,
-    ) -> PyResult<Py<PyAny>> {
-        if !step.finish() {
-            return Ok(value.unbind());
-        }
-        let took = Took::Ns((seconds.max(0.0) * 1e9) as u64);
-        self.done(py, &step.state, value, took)
-    }
-
-    pub(crate) fn py_failed(&self, py: Python<'_>, step: &Step, seconds: f64) -> Option<Py<PyAny>> {
-        if !step.finish() {
-            return None;
-        }
-        self.failed(py, &step.state, Took::Ns((seconds.max(0.0) * 1e9) as u64))
-    }
-
-    pub(crate) fn py_abandon(&self, py: Python<'_>, step: &Step) {
-        if step.finish() && step.state.kind == STEP_LOAD {
-            self.give_back(py, &step.state);
-        }
     }
 }
 
@@ -809,11 +380,6 @@ impl CacheCore {
         self.fetch_value(py, key, loader, args)
     }
 
-    /// Counters of the loader and the miss path in this process.
-    fn loader_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.loads_done.as_dict(py)
-    }
-
     /// `afetch`'s first step: the L1 hit, or the first step of the miss.
     #[pyo3(signature = (key, *, ttl = None, tags = None, neg_ttl = None, stale_ttl = None))]
     fn fetch_begin(
@@ -837,11 +403,22 @@ impl CacheCore {
                     neg_ttl,
                     stale_ttl,
                 })?;
-                if let Some(hit) = self.l1_fetch(py, key, hash)? {
-                    return self.py_begin(py, key, kb, plan, Some(hit), hash);
-                }
-                self.l1_misses.bump();
-                self.py_begin(py, key, kb, plan, None, hash)
+                let next = match self.l1_lookup(py, key, hash)? {
+                    Some(e) => match e.value {
+                        None => Next::Negative,
+                        Some(v) => {
+                            let due = self.refresh_ahead != 0.0
+                                && self.cache.refresh_due(e.soft, e.ttl_ms);
+                            self.cache.hit(kb, v, due, || plan)
+                        }
+                    },
+                    None => {
+                        self.cache.counts().l1_misses.bump();
+                        self.cache
+                            .begin(kb, plan, &mut PyFront::new(self, key, hash))?
+                    }
+                };
+                Step::wrap(py, key, hash, next)
             })(),
         )
     }
@@ -849,98 +426,122 @@ impl CacheCore {
     /// The refresh a HIT step started (this process took the refresh lease):
     /// run the loader in the background, then `fetch_done` or `fetch_failed`.
     fn fetch_refresh(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Option<Py<Step>>> {
-        self.py_refresh_of(py, step.get())
+        let s = step.get();
+        // A refresh is created at most once per hit; hand it out once.
+        if s.kind != STEP_HIT || !s.finish() {
+            return Ok(None);
+        }
+        match s.successor(py) {
+            Some(m) => Ok(Some(Step::wrap(py, s.key.bind(py), s.hash, Next::Load(m))?)),
+            None => Ok(None),
+        }
     }
 
     /// WAIT: sleeps (without the GIL) until the loader holding the key's lease
     /// finishes or a slice passes; raises `LoadTimeout` past `loader_timeout`.
     fn fetch_wait(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<()> {
-        self.py_wait(py, step.get())
+        let s = step.get();
+        let key = s.key.bind(py);
+        let Some(miss) = s.miss.as_ref().filter(|_| s.kind == STEP_WAIT) else {
+            return Ok(());
+        };
+        let sleep = self
+            .cache
+            .sleep(key_bytes(key)?, miss)
+            .map_err(|e| fetch_err(key, e))?;
+        py.detach(|| sleep.run());
+        Ok(())
     }
 
     /// The step after a wait.
     fn fetch_next(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Py<Step>> {
-        self.py_next(py, step.get())
+        let s = step.get();
+        let key = s.key.bind(py);
+        let miss = s
+            .successor(py)
+            .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("not a WAIT step"))?;
+        let mut front = PyFront::new(self, key, s.hash);
+        let next = self.cache.after_wait(key_bytes(key)?, miss, &mut front)?;
+        Step::wrap(py, key, s.hash, next)
     }
 
-    /// LOAD, LOCAL or a refresh: the loader returned `value` after `seconds`;
-    /// stores it and gives the lease back; returns `value`.
-    fn fetch_done(
+    /// The loading task was cancelled: gives the lease back, storing nothing.
+    fn fetch_abandon(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<()> {
+        let s = step.get();
+        if let Some(miss) = s.miss.as_ref().filter(|_| s.kind == STEP_LOAD) {
+            if s.finish() {
+                self.cache.give_back(key_bytes(s.key.bind(py))?, miss);
+            }
+        }
+        Ok(())
+    }
+
+    /// LOAD, LOCAL or a refresh, from a thread of the Python side: calls the
+    /// loader and ends the step as `fetch` does (stored, or the stale value a
+    /// failure is answered with, or the loader's error raised).
+    fn fetch_run(
+        &self,
+        py: Python<'_>,
+        step: &Bound<'_, Step>,
+        loader: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let s = step.get();
+        let Some(miss) = s.miss.as_ref().filter(|_| s.kind != STEP_HIT && s.finish()) else {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "the step is not a load, or was ended already",
+            ));
+        };
+        let key = s.key.bind(py);
+        let t0 = ziggurat_core::ticks();
+        let r = loader.call0().and_then(refuse_awaitable);
+        let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
+        self.loaded(py, key, key_bytes(key)?, s.hash, miss, r, took)
+    }
+
+    /// LOAD, LOCAL or a refresh whose loader the Python side awaited: it
+    /// returned `value`, or raised `error`, after `seconds`. Ends the step as
+    /// `fetch_run` does.
+    #[pyo3(signature = (step, value, error, seconds))]
+    fn fetch_end(
         &self,
         py: Python<'_>,
         step: &Bound<'_, Step>,
         value: &Bound<'_, PyAny>,
+        error: Option<&Bound<'_, pyo3::exceptions::PyBaseException>>,
         seconds: f64,
     ) -> PyResult<Py<PyAny>> {
-        self.py_done(py, step.get(), value.clone(), seconds)
+        let s = step.get();
+        let r = match error {
+            Some(e) => Err(PyErr::from_value(e.clone().into_any())),
+            None => Ok(value.clone()),
+        };
+        let Some(miss) = s.miss.as_ref().filter(|_| s.kind != STEP_HIT && s.finish()) else {
+            return r.map(Bound::unbind);
+        };
+        let key = s.key.bind(py);
+        let took = Took::seconds(seconds);
+        self.loaded(py, key, key_bytes(key)?, s.hash, miss, r, took)
     }
 
-    /// The loader raised after `seconds`: gives the lease back; returns
-    /// `(True, stale value)` when fail-safe answers with one, else `(False, None)`.
-    fn fetch_failed(
-        &self,
-        py: Python<'_>,
-        step: &Bound<'_, Step>,
-        seconds: f64,
-    ) -> (bool, Py<PyAny>) {
-        match self.py_failed(py, step.get(), seconds) {
-            Some(v) => (true, v),
-            None => (false, py.None()),
+    /// `fetch`'s LOAD step answered from the tier below: `(value,)`, with the
+    /// lease given back, or None (run the loader).
+    fn fetch_below(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Option<Py<PyAny>>> {
+        let s = step.get();
+        let Some(miss) = s.miss.as_ref().filter(|_| s.kind == STEP_LOAD) else {
+            return Ok(None);
+        };
+        if !self.cache.ask_tier_below(miss) {
+            return Ok(None);
         }
-    }
-
-    /// The loading task was cancelled: gives the lease back, storing nothing.
-    fn fetch_abandon(&self, py: Python<'_>, step: &Bound<'_, Step>) {
-        self.py_abandon(py, step.get())
-    }
-}
-
-impl CacheCore {
-    /// `Cache.fetch`'s body, for the method and for its quick entry (`quick`).
-    pub(crate) fn fetch_value<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-        loader: &Bound<'py, PyAny>,
-        args: FetchArgs<'_, 'py>,
-    ) -> PyResult<Py<PyAny>> {
-        named(
-            py,
-            "Cache.fetch",
-            (|| {
-                let hash = key_hash(key)?;
-                let (ttl, neg_ttl, stale_ttl) = (args.ttl, args.neg_ttl, args.stale_ttl);
-                if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
-                    check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
-                }
-                // An L1 hit is answered here; one due for early refresh also
-                // starts the refresh.
-                let due_hit =
-                    if self.mode == CopyMode::Shared && !self.debug && self.refresh_ahead == 0.0 {
-                        match self.l1_shared(py, key, hash) {
-                            Quick::Value(v) => return Ok(v),
-                            Quick::Negative => return Ok(py.None()),
-                            Quick::Miss => None,
-                        }
-                    } else {
-                        match self.l1_fetch(py, key, hash)? {
-                            Some((v, false)) => return Ok(v),
-                            Some((v, true)) => Some(v),
-                            None => None,
-                        }
-                    };
-                let kb = check_key(key)?;
-                let plan = self.plan(args)?;
-                if let Some(v) = due_hit {
-                    let mut st = self.hit(key, hash, plan, Some(v.clone_ref(py)), true);
-                    if let Some(r) = st.refresh.take() {
-                        self.start_refresh(py, *r, loader)?;
-                    }
-                    return Ok(v);
-                }
-                self.l1_misses.bump();
-                self.fetch_miss(py, key, kb, hash, loader, plan)
-            })(),
-        )
+        let key = s.key.bind(py);
+        let Some(v) = self.ask_tier_below(py, key, true)? else {
+            return Ok(None);
+        };
+        if s.finish() {
+            self.cache.give_back(key_bytes(key)?, miss);
+        }
+        Ok(Some(
+            pyo3::types::PyTuple::new(py, [v])?.into_any().unbind(),
+        ))
     }
 }

@@ -1,9 +1,9 @@
 //! Where a tier below the host joins the miss path: the cluster tier, written
 //! in Python over a Redis client, is asked after an L2 miss and before any
-//! loader (`below`), and told each value a loader produced (`above`). What it
-//! finds is copied into the segment by `fill`, only if nothing voided the key
-//! while the value travelled. The words the tier keeps in the segment (its
-//! reader's election and stream cursor) are read and swapped here too.
+//! loader (`ask`), and told how each load ended (`tell`). What it finds is
+//! copied into the segment by `fill`, only if nothing voided the key while the
+//! value travelled. The words the tier keeps in the segment (its reader's
+//! election and stream cursor) are read and swapped here too.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -12,10 +12,8 @@ use ziggurat_cache::{Kind, Seen};
 
 use crate::args::{check_key, positive_ttl};
 use crate::codec::Encoded;
-use crate::convert::{err, tags_arg, ZigguratError};
-use crate::core::CacheCore;
-use crate::fetch::{State, Step, STEP_LOAD};
-use crate::store::lifetime;
+use crate::convert::{cache_err, tags_arg};
+use crate::core::{CacheCore, TierBelow};
 
 impl CacheCore {
     /// Asks the tier below for `key`: its value, or None on a miss (or when
@@ -23,16 +21,16 @@ impl CacheCore {
     /// lease and will run the loader on a miss (the tier may make the hosts of
     /// the cluster share that load). The tier never makes the caller fail: an
     /// error it raises is reported as a failed read and counts as a miss.
-    pub(crate) fn ask_below(
+    pub(crate) fn ask_tier_below(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         loading: bool,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let Some(below) = self.hooks.below.get() else {
+        let Some(tier) = self.tier_below.get() else {
             return Ok(None);
         };
-        match below.call1(py, (key, loading)) {
+        match tier.ask.call1(py, (key, loading)) {
             Ok(r) if r.is_none(py) => Ok(None),
             Ok(r) => {
                 let t = r.bind(py).cast::<PyTuple>().map_err(|_| {
@@ -47,24 +45,10 @@ impl CacheCore {
         }
     }
 
-    /// A LOAD step's value from the tier below, if it has one: the lease is
-    /// given back and the loader never runs. Refreshes skip it (they exist to
-    /// reload from the source).
-    pub(crate) fn below_load(&self, py: Python<'_>, st: &State) -> PyResult<Option<Py<PyAny>>> {
-        if st.kind != STEP_LOAD || st.is_refresh() || self.hooks.below.get().is_none() {
-            return Ok(None);
-        }
-        let v = self.ask_below(py, st.key.bind(py), true)?;
-        if v.is_some() {
-            self.give_back(py, st);
-        }
-        Ok(v)
-    }
-
     /// Tells the tier below how a load of `key` ended: the value it produced
     /// (None for a cached miss) with its TTL, or, with a negative `ttl`, that the
     /// loader failed.
-    pub(crate) fn tell_above(
+    pub(crate) fn tell_tier_below(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -72,14 +56,14 @@ impl CacheCore {
         ttl: f64,
         tags: &[Vec<u8>],
     ) {
-        let Some(above) = self.hooks.above.get() else {
+        let Some(tier) = self.tier_below.get() else {
             return;
         };
         let r = PyList::new(
             py,
             tags.iter().map(|t| String::from_utf8_lossy(t).into_owned()),
         )
-        .and_then(|tags| above.call1(py, (key, value, ttl, tags)));
+        .and_then(|tags| tier.tell.call1(py, (key, value, ttl, tags)));
         if let Err(e) = r {
             self.write_failed(py, "l3 write", key, e);
         }
@@ -90,9 +74,13 @@ impl CacheCore {
 impl CacheCore {
     /// Installs the tier below: `below(key, loading)` returns None or
     /// `(value,)`; `above(key, value, ttl, tags)` is told how each load ended
-    /// (see `tell_above`). Once only.
+    /// (see `tell_tier_below`). Once only.
     fn join_below(&self, below: Py<PyAny>, above: Py<PyAny>) -> PyResult<()> {
-        if self.hooks.below.set(below).is_err() || self.hooks.above.set(above).is_err() {
+        let tier = TierBelow {
+            ask: below,
+            tell: above,
+        };
+        if self.tier_below.set(tier).is_err() || !self.cache.join_tier_below() {
             return Err(PyValueError::new_err("a tier below is already joined"));
         }
         Ok(())
@@ -102,10 +90,7 @@ impl CacheCore {
     /// a write of the key is in progress (then do not fill).
     fn seen(&self, key: &Bound<'_, PyAny>) -> PyResult<Option<(u32, u64, u64)>> {
         let kb = check_key(key)?;
-        Ok(self
-            .main_seg()
-            .and_then(|m| Seen::now(m, kb))
-            .map(Seen::parts))
+        Ok(self.cache.seen(kb).map(Seen::parts))
     }
 
     /// Stores `value` under `key` for `ttl` seconds with `tags`, only if the
@@ -125,7 +110,7 @@ impl CacheCore {
         seen: (u32, u64, u64),
         encoded: Option<Bound<'_, PyBytes>>,
     ) -> PyResult<bool> {
-        let (main, f) = self.writable()?;
+        self.cache.writable().map_err(cache_err)?;
         let kb = check_key(key)?;
         let ttl = positive_ttl(ttl, "ttl")?;
         let tags = tags_arg(tags)?;
@@ -133,49 +118,26 @@ impl CacheCore {
             Some(b) => (Encoded::Py(b), Kind::Value),
             None => self.encode_value(py, value)?,
         };
-        let refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        let life = lifetime(ttl, f.stale_ttl.unwrap_or(0.0));
         let (s, e, t) = seen;
-        ziggurat_cache::fill(
-            main,
-            kb,
-            enc.as_bytes(),
-            kind,
-            &life,
-            &refs,
-            Seen::from_parts(s, e, t),
-        )
-        .map_err(err)
-    }
-
-    /// `fetch`'s LOAD step answered from the tier below: `(value,)`, with the
-    /// lease given back, or None (run the loader).
-    fn fetch_below(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Option<Py<PyAny>>> {
-        let step = step.get();
-        if step.state.kind != STEP_LOAD || step.state.is_refresh() {
-            return Ok(None);
-        }
-        let Some(v) = self.ask_below(py, step.state.key.bind(py), true)? else {
-            return Ok(None);
-        };
-        if step.finish() {
-            self.give_back(py, &step.state);
-        }
-        Ok(Some(PyTuple::new(py, [v])?.into_any().unbind()))
+        self.cache
+            .fill(
+                kb,
+                enc.as_bytes(),
+                kind,
+                ttl,
+                &tags,
+                Seen::from_parts(s, e, t),
+            )
+            .map_err(cache_err)
     }
 
     /// Word `i` of the words the cluster tier keeps in the segment.
     fn app_load(&self, i: usize) -> PyResult<u64> {
-        let m = self
-            .main_seg()
-            .ok_or_else(|| ZigguratError::new_err("the cache has no shared segment"))?;
-        m.app_load(i)
-            .ok_or_else(|| PyValueError::new_err(format!("word {i} does not exist")))
+        self.cache.app_load(i).map_err(cache_err)
     }
 
     /// Replaces word `i` with `new` if it holds `old`; returns whether it did.
     fn app_cas(&self, i: usize, old: u64, new: u64) -> PyResult<bool> {
-        let (m, _) = self.writable()?;
-        m.app_cas(i, old, new).map_err(err)
+        self.cache.app_cas(i, old, new).map_err(cache_err)
     }
 }

@@ -20,7 +20,6 @@ mod pair;
 mod quick;
 mod read;
 mod segment;
-mod stats;
 mod store;
 
 #[pymodule]

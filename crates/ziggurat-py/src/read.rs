@@ -1,20 +1,19 @@
-//! Reads below L1: a cache entry from the main segment (fresh, stale past its
-//! soft deadline, or a miss), then the cached misses, filling this process's
-//! L1 only when the key's stamp and the epoch held across the read.
+//! Reads below L1 as this binding takes part in them: `PyFront`, the
+//! `ziggurat_cache::Front` of one call (payloads made as Python bytes,
+//! decoded by the cache's serializer, kept in this process's L1 by the copy
+//! mode), and `peek`. The rules of the read are `ziggurat_cache::Cache::read`'s.
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use ziggurat_cache::{
-    FlightKey, Kind, L1Watch, Lookup, Missing, Payload, Reader, Trailer, Watch32,
-};
+use ziggurat_cache::{Error, Found, Front, Kind, Payload, Read, Trailer};
 use ziggurat_core::now_ms;
 
 use crate::args::{check_key, key_hash, named};
-use crate::convert::key_bytes;
+use crate::convert::fetch_err;
 use crate::core::{CacheCore, CopyMode};
 use crate::l1::Entry;
 
-/// What a read below L1 found (also the kinds of `lookup`).
+/// What `peek` found (`ziggurat.loader.Found`).
 pub const MISS: u8 = 0;
 
 pub const HIT: u8 = 1;
@@ -23,113 +22,28 @@ pub const NEG: u8 = 2;
 
 pub const STALE: u8 = 3;
 
-/// What a read below L1 found. `stamps` packs the key's stamps in the main and
-/// cached-miss segments, as read before a probe that found no fresh value: a
-/// later lease holder compares them instead of probing again. `keys`: the key
-/// as hashed for both segments, when the read found no fresh value (the lease
-/// and the write that follow take these instead of hashing the key again).
-pub(crate) struct Below {
-    pub kind: u8,
-    pub value: Option<Py<PyAny>>,
-    pub soft: u64,
-    pub ttl_ms: u32,
-    pub stamps: Option<u64>,
-    pub keys: Option<FlightKey>,
-}
-
-impl Below {
-    pub(crate) fn miss(m: Missing) -> Below {
-        Below {
-            kind: MISS,
-            value: None,
-            soft: 0,
-            ttl_ms: 0,
-            stamps: m.stamps,
-            keys: m.keys,
-        }
-    }
-
-    /// Whether the read found a cached miss.
-    pub(crate) fn negative(&self) -> bool {
-        self.kind == NEG
-    }
-
-    /// The value, when the read found a fresh one.
-    pub(crate) fn fresh(self) -> Option<Py<PyAny>> {
-        if self.kind == HIT {
-            self.value
-        } else {
-            None
-        }
-    }
-
-    fn found(kind: u8, value: Option<Py<PyAny>>, t: &Trailer, m: Missing) -> Below {
-        Below {
-            kind,
-            value,
-            soft: t.soft,
-            ttl_ms: t.ttl_ms,
-            stamps: m.stamps,
-            keys: m.keys,
-        }
-    }
-}
-
-/// Payloads as Python bytes objects: what the serializer decodes. None when
-/// the object cannot be made (no memory): that read is a miss, as the cache
-/// never fails a call for want of room. (An option, not a result: the read
-/// moves its payload several times, and an error makes it eight times larger.)
-struct PyPayload<'py>(Python<'py>);
-
-impl<'py> Payload for PyPayload<'py> {
-    type Out = Option<Bound<'py, PyBytes>>;
-
-    fn copied(&mut self, bytes: &[u8]) -> Self::Out {
-        Some(PyBytes::new(self.0, bytes))
-    }
-
-    fn filled(&mut self, len: usize, fill: &dyn Fn(&mut [u8])) -> Self::Out {
-        PyBytes::new_with(self.0, len, |buf| {
-            fill(buf);
-            Ok(())
-        })
-        .ok()
-    }
-}
-
-/// An L1 entry for what a read found: `value` (None: a cached miss, the
-/// caller's default), valid while the words of `fill` and the tags hold.
-fn entry_of(
-    key: &Bound<'_, PyAny>,
+/// One call's side of a read or a miss for `key` (Python hash `hash`).
+pub(crate) struct PyFront<'a, 'py> {
+    core: &'a CacheCore,
+    key: &'a Bound<'py, PyAny>,
     hash: u64,
-    value: Option<Py<PyAny>>,
-    encoded: Option<Py<PyAny>>,
-    t: &Trailer,
-    tags: Vec<Watch32>,
-    fill: L1Watch,
-) -> Entry {
-    let negative = value.is_none();
-    Entry::new(
-        key.clone().unbind(),
-        hash,
-        value.unwrap_or_else(|| key.py().None()),
-        encoded,
-        negative,
-        Some(fill),
-        tags.into_boxed_slice(),
-        t.soft,
-        t.ttl_ms,
-    )
 }
 
-impl CacheCore {
-    fn decode(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        kind: Kind,
-        payload: &Bound<'_, PyBytes>,
-    ) -> Option<Py<PyAny>> {
+impl<'a, 'py> PyFront<'a, 'py> {
+    pub(crate) fn new(core: &'a CacheCore, key: &'a Bound<'py, PyAny>, hash: u64) -> Self {
+        PyFront { core, key, hash }
+    }
+
+    fn py(&self) -> Python<'py> {
+        self.key.py()
+    }
+
+    /// The object in `payload` (a counter's int, or what the serializer
+    /// decodes); None when this process cannot decode it (renamed class,
+    /// other serializer): a miss, not a failure of the request, counted and
+    /// reported to the cache, which logs it once per key.
+    fn decode(&self, kind: Kind, payload: &Bound<'py, PyBytes>) -> Option<Py<PyAny>> {
+        let py = self.py();
         if kind == Kind::Counter {
             let b: [u8; 8] = payload.as_bytes().try_into().ok()?;
             return Some(
@@ -140,127 +54,119 @@ impl CacheCore {
                     .unbind(),
             );
         }
-        match self.loads(py, payload.as_any()) {
+        match self.core.loads(py, payload.as_any()) {
             Ok(v) => Some(v),
             Err(e) => {
-                // A value this process cannot decode (renamed class, other
-                // serializer) is a miss, not a failure of the request: counted,
-                // and reported to the cache, which logs it once per key.
-                self.decode_errors.bump();
-                self.write_failed(py, "decode", key, e);
+                self.core.cache.counts().decode_errors.bump();
+                self.core.write_failed(py, "decode", self.key, e);
                 None
             }
         }
     }
 
-    /// The full read path below L1.
-    pub(crate) fn read_below(
+    /// An L1 entry of `value` (None: a cached miss) as read, watching `found`'s words.
+    fn entry<P>(
         &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        hash: u64,
-        allow_stale: bool,
-    ) -> PyResult<Below> {
-        self.read_below_with(py, key, key_bytes(key)?, hash, allow_stale, None)
+        value: Option<Py<PyAny>>,
+        encoded: Option<Py<PyAny>>,
+        found: Found<P>,
+    ) -> Option<Entry> {
+        let watch = found.keep?;
+        let t = found.trailer;
+        let negative = value.is_none();
+        Some(Entry::new(
+            self.key.clone().unbind(),
+            self.hash,
+            value.unwrap_or_else(|| self.py().None()),
+            encoded,
+            negative,
+            Some(watch),
+            found.tags.into_boxed_slice(),
+            t.soft,
+            t.ttl_ms,
+        ))
+    }
+}
+
+/// Payloads as Python bytes objects: what the serializer decodes. None when
+/// the object cannot be made (no memory): that read is a miss, as the cache
+/// never fails a call for want of room. (An option, not a result: the read
+/// moves its payload several times, and an error makes it eight times larger.)
+impl<'py> Payload for PyFront<'_, 'py> {
+    type Out = Option<Bound<'py, PyBytes>>;
+
+    fn copied(&mut self, bytes: &[u8]) -> Self::Out {
+        Some(PyBytes::new(self.py(), bytes))
     }
 
-    /// `read_below`, for a key whose bytes `kb` the caller has, maybe hashed
-    /// for both segments already (`keys`). The rules of the read are
-    /// `ziggurat_cache::Reader`'s; this decodes, counts and fills L1.
-    pub(crate) fn read_below_with(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        kb: &[u8],
-        hash: u64,
-        allow_stale: bool,
-        keys: Option<FlightKey>,
-    ) -> PyResult<Below> {
-        let Some(main) = self.main.as_ref() else {
-            return Ok(Below::miss(Missing::default()));
+    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Self::Out {
+        PyBytes::new_with(self.py(), len, |buf| {
+            write(buf);
+            Ok(())
+        })
+        .ok()
+    }
+}
+
+impl<'py> Front for PyFront<'_, 'py> {
+    type Value = Py<PyAny>;
+    type Error = PyErr;
+
+    fn l1(&mut self) -> PyResult<Option<Option<Py<PyAny>>>> {
+        let py = self.py();
+        Ok(self
+            .core
+            .l1_lookup(py, self.key, self.hash)?
+            .map(|e| e.value))
+    }
+
+    fn fresh(&mut self, found: Found<Self::Out>) -> PyResult<Option<Py<PyAny>>> {
+        let py = self.py();
+        let core = self.core;
+        let kind = found.trailer.kind;
+        let Some(payload) = found.payload.as_ref() else {
+            return Ok(None);
         };
-        let reader = Reader::new(main, self.neg.as_deref(), self.l1_enabled);
-        match reader.lookup(kb, keys, allow_stale, &mut PyPayload(py)) {
-            Lookup::Fresh(found, before) => {
-                let t = found.trailer;
-                let Some((obj, payload)) = found
-                    .payload
-                    .and_then(|p| Some((self.decode(py, key, t.kind, &p)?, p)))
-                else {
-                    self.l2_misses.bump();
-                    return Ok(Below::miss(reader.missing(&before, kb)));
-                };
-                self.l2_hits.bump();
-                // A decode no L1 keeps is this call's own object: handed out
-                // as is in every copy mode.
-                let Some(fill) = found.fill else {
-                    return Ok(Below::found(HIT, Some(obj), &t, Missing::default()));
-                };
-                let counter = t.kind == Kind::Counter;
-                let (stored, encoded) = match self.mode {
-                    CopyMode::Decode if !counter => (payload.clone().into_any().unbind(), None),
-                    _ => (
-                        obj.clone_ref(py),
-                        (self.debug && !counter).then(|| payload.clone().into_any().unbind()),
-                    ),
-                };
-                let e = entry_of(key, hash, Some(stored), encoded, &t, found.tags, fill);
-                self.l1_put(key, e);
-                let out = match self.mode {
-                    // In decode mode L1 keeps the bytes, and in shared mode the
-                    // same object: `obj` is the caller's.
-                    CopyMode::Decode | CopyMode::Shared => obj,
-                    CopyMode::Copy => self.out(py, &obj)?,
-                };
-                Ok(Below::found(HIT, Some(out), &t, Missing::default()))
-            }
-            Lookup::Stale(found, missing) => {
-                let kind = found.trailer.kind;
-                match found.payload.and_then(|p| self.decode(py, key, kind, &p)) {
-                    Some(obj) => {
-                        self.l2_stale.bump();
-                        Ok(Below::found(STALE, Some(obj), &found.trailer, missing))
-                    }
-                    None => {
-                        self.l2_misses.bump();
-                        Ok(Below::miss(missing))
-                    }
-                }
-            }
-            Lookup::Negative(found) => {
-                self.l2_misses.bump();
-                self.neg_hits.bump();
-                let t = found.trailer;
-                if let Some(fill) = found.fill {
-                    self.l1_put(key, entry_of(key, hash, None, None, &t, found.tags, fill));
-                }
-                Ok(Below::found(NEG, None, &t, Missing::default()))
-            }
-            Lookup::Miss(missing) => {
-                self.l2_misses.bump();
-                Ok(Below::miss(missing))
-            }
+        let Some(obj) = self.decode(kind, payload) else {
+            return Ok(None);
+        };
+        // A decode no L1 keeps is this call's own object: handed out as is
+        // in every copy mode.
+        if found.keep.is_none() {
+            return Ok(Some(obj));
+        }
+        let counter = kind == Kind::Counter;
+        let (stored, encoded) = match core.mode {
+            CopyMode::Decode if !counter => (payload.clone().into_any().unbind(), None),
+            _ => (
+                obj.clone_ref(py),
+                (core.debug && !counter).then(|| payload.clone().into_any().unbind()),
+            ),
+        };
+        if let Some(e) = self.entry(Some(stored), encoded, found) {
+            core.l1_put(self.key, e);
+        }
+        match core.mode {
+            // In decode mode L1 keeps the bytes, and in shared mode the same
+            // object: `obj` is the caller's.
+            CopyMode::Decode | CopyMode::Shared => Ok(Some(obj)),
+            CopyMode::Copy => core.out(py, &obj).map(Some),
         }
     }
 
-    /// L1, then L2: the value or cached miss of `key` if one is there now.
-    pub(crate) fn find_now(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        hash: u64,
-    ) -> PyResult<Option<Py<PyAny>>> {
-        if let Some(e) = self.l1_hit(py, key, hash) {
-            if e.negative {
-                return Ok(Some(py.None()));
-            }
-            return Ok(Some(self.out(py, &e.value)?));
+    fn stale(&mut self, found: Found<Self::Out>) -> Option<Py<PyAny>> {
+        let kind = found.trailer.kind;
+        found.payload.and_then(|p| self.decode(kind, &p))
+    }
+
+    fn negative(&mut self, found: Found<()>) {
+        if let Some(e) = self.entry(None, None, found) {
+            self.core.l1_put(self.key, e);
         }
-        let b = self.read_below(py, key, hash, false)?;
-        if b.negative() {
-            return Ok(Some(py.None()));
-        }
-        Ok(b.fresh())
+    }
+
+    fn error(&mut self, e: Error) -> PyErr {
+        fetch_err(self.key, e)
     }
 }
 
@@ -297,35 +203,35 @@ impl CacheCore {
                         soft.saturating_sub(now) as f64 / 1000.0
                     }
                 };
-                let tuple = |kind: u8, v: Py<PyAny>, left: f64, ttl: u32, _: Option<u64>| {
-                    Ok(Peek {
-                        found: kind,
-                        value: v,
-                        seconds_left: left,
-                        ttl: ttl as f64 / 1000.0,
-                    })
+                let peek = |found: u8, v: Option<Py<PyAny>>, left: f64, ttl_ms: u32| Peek {
+                    found,
+                    value: v.unwrap_or_else(|| py.None()),
+                    seconds_left: left,
+                    ttl: ttl_ms as f64 / 1000.0,
                 };
-                if let Some(e) = self.l1_hit(py, key, hash) {
-                    let (soft, ttl) = (e.deadline, e.ttl_ms);
-                    if e.negative {
-                        return tuple(NEG, py.None(), left(soft), ttl, None);
-                    }
-                    if self.debug {
-                        self.check_mutation(py, key, &e)?;
-                    }
-                    let v = self.out(py, &e.value)?;
-                    return tuple(HIT, v, left(soft), ttl, None);
+                if let Some(e) = self.l1_lookup(py, key, hash)? {
+                    let found = if e.value.is_some() { HIT } else { NEG };
+                    return Ok(peek(found, e.value, left(e.soft), e.ttl_ms));
                 }
-                check_key(key)?;
-                self.l1_misses.bump();
-                let b = self.read_below(py, key, hash, true)?;
-                let left = if b.kind == STALE {
-                    -((now.saturating_sub(b.soft)) as f64 / 1000.0)
-                } else {
-                    left(b.soft)
-                };
-                let v = b.value.unwrap_or_else(|| py.None());
-                tuple(b.kind, v, left, b.ttl_ms, b.stamps)
+                let kb = check_key(key)?;
+                self.cache.counts().l1_misses.bump();
+                let mut front = PyFront::new(self, key, hash);
+                let of = |t: &Trailer| (left(t.soft), t.ttl_ms);
+                Ok(match self.cache.read(kb, None, true, &mut front)? {
+                    Read::Fresh(v, t) => {
+                        let (l, ttl) = of(&t);
+                        peek(HIT, Some(v), l, ttl)
+                    }
+                    Read::Negative(t) => {
+                        let (l, ttl) = of(&t);
+                        peek(NEG, None, l, ttl)
+                    }
+                    Read::Stale(v, t, _) => {
+                        let since = -((now.saturating_sub(t.soft)) as f64 / 1000.0);
+                        peek(STALE, Some(v), since, t.ttl_ms)
+                    }
+                    Read::Miss(_) => peek(MISS, None, f64::INFINITY, 0),
+                })
             })(),
         )
     }

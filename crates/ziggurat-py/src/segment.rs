@@ -8,12 +8,11 @@ use std::time::Duration;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use ziggurat_core::{failpoint, holder_pid, Lease, Options, Segment};
+#[cfg(feature = "failpoints")]
+use ziggurat_core::failpoint;
+use ziggurat_core::{Options, Segment};
 
 use crate::convert::{err, key_bytes, size_arg, tags_arg, ttl_arg, value_bytes, SegmentError};
-
-/// Load-lease cells in a segment header: (4096 - 1024) / 16 (docs/format.md).
-const LEASE_CELLS: u32 = 192;
 
 /// A shared-memory segment, attached by name. See the package documentation.
 #[pyclass(name = "Segment", module = "ziggurat._native", frozen)]
@@ -93,17 +92,7 @@ pub(crate) fn read_bytes<'py>(
 }
 
 fn check_key_len(seg: &Segment, key: &[u8]) -> PyResult<()> {
-    if key.is_empty() {
-        return Err(PyValueError::new_err("key must not be empty"));
-    }
-    let max = seg.geometry().max_key as usize;
-    if key.len() > max {
-        return Err(PyValueError::new_err(format!(
-            "key is {} bytes, the maximum is {max}",
-            key.len()
-        )));
-    }
-    Ok(())
+    seg.check_key(key).map_err(err)
 }
 
 #[pymethods]
@@ -125,43 +114,24 @@ impl PySegment {
         huge_pages: &str,
     ) -> PyResult<Self> {
         let huge_pages = ziggurat_core::HugePages::parse(huge_pages).map_err(err)?;
-        if !(32..=1 << 24).contains(&avg_item_size) {
-            return Err(PyValueError::new_err(format!(
-                "avg_item_size must be between 32 and 16777216 bytes, got {avg_item_size}"
-            )));
-        }
-        let avg_item_size = avg_item_size as u64;
-        let shards = match shards {
-            None => None,
-            Some(n) if (1..=256).contains(&n) => Some(n as u32),
-            Some(n) => {
-                return Err(PyValueError::new_err(format!(
-                    "shards must be a power of two from 1 to 256, got {n}"
-                )))
-            }
-        };
         let size = match size {
             Some(s) if !s.is_none() => size_arg(s)?,
             _ => 64 << 20,
         };
-        if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
-            return Err(PyValueError::new_err(
-                "lock_timeout must be a finite number of seconds > 0",
-            ));
-        }
         let opts = Options {
             size,
             directory: PathBuf::from(directory),
             recreate,
-            avg_item_size,
-            shards,
-            lock_timeout: Duration::from_secs_f64(lock_timeout.min(3600.0)),
             group,
             read_only,
             huge_pages,
-        };
+            ..Options::default()
+        }
+        .sized(avg_item_size, shards, lock_timeout)
+        .map_err(err)?;
+        let (avg_item_size, shards) = (opts.avg_item_size, opts.shards);
         let requested_size = ziggurat_core::Geometry::compute(size, avg_item_size, shards)
-            .map_or(0, |g| g.file_size);
+            .map_or(0, |g| g.file_size());
         let name_owned = name.to_string();
         let seg = py
             .detach(move || Segment::open(&name_owned, &opts))
@@ -197,19 +167,19 @@ impl PySegment {
     /// Size of the segment file in bytes.
     #[getter]
     fn size(&self) -> u64 {
-        self.inner.geometry().file_size
+        self.inner.geometry().file_size()
     }
 
     /// Longest key accepted, in bytes.
     #[getter]
     fn max_key_size(&self) -> u32 {
-        self.inner.geometry().max_key
+        self.inner.geometry().max_key()
     }
 
     /// Longest value accepted, in bytes.
     #[getter]
     fn max_value_size(&self) -> u32 {
-        self.inner.geometry().max_value
+        self.inner.geometry().max_value()
     }
 
     /// Whether this handle was attached with `read_only=True`.
@@ -402,7 +372,7 @@ impl PySegment {
         let seg = self.seg()?;
         let k = key_bytes(key)?;
         check_key_len(seg, k)?;
-        Ok(seg.stamp_word(&seg.hash(k)).load(Ordering::Acquire))
+        Ok(seg.stamp_word(&seg.hash(k)).load())
     }
 
     /// Sleeps (without the GIL) until `key`'s stamp differs from `stamp` or
@@ -466,12 +436,12 @@ impl PySegment {
             return Ok(None);
         };
         let value = value?;
-        let ntags = seg.geometry().ntags;
+        let ntags = seg.geometry().ntags();
         let tags = PyList::empty(py);
         for &w in &meta.tags[..meta.ntags as usize] {
             let r = ziggurat_core::TagRef::unpack(w);
             // A recorded cell outside the table never matches (docs/format.md).
-            let current = (r.cell < ntags).then(|| seg.tag_word(r.cell).load(Ordering::Acquire));
+            let current = (r.cell < ntags).then(|| seg.tag_word(r.cell).load());
             tags.append((r.cell, r.version, current))?;
         }
         let len = value.as_bytes().len();
@@ -493,7 +463,7 @@ impl PySegment {
             return Err(PyTypeError::new_err("tag must be a str"));
         };
         let cell = seg.tag_cell(t.to_str()?.as_bytes());
-        Ok((cell, seg.tag_word(cell).load(Ordering::Acquire)))
+        Ok((cell, seg.tag_word(cell).load()))
     }
 
     /// The load-lease cells of the header (docs/format.md), read without
@@ -509,24 +479,7 @@ impl PySegment {
                  read_only=True handle does: open the segment with read_only=True",
             ));
         }
-        let now_s = ziggurat_core::now_ms() / 1000;
-        let out = PyList::empty(py);
-        for i in 0..LEASE_CELLS {
-            // A hash whose lease cell is `i`: the cell is Lemire's reduction of
-            // bits 8..40 of h2, so the smallest 32-bit x reducing to `i` picks it.
-            let x = ((i as u64) << 32).div_ceil(LEASE_CELLS as u64);
-            let kh = ziggurat_core::KeyHash { h: 0, h2: x << 8 };
-            let (pid, seq) = match seg.lease_try(&kh, 0, 1.0) {
-                Lease::Held { holder, seq } if holder != 0 && (holder >> 32) > now_s => {
-                    (holder_pid(holder), seq)
-                }
-                Lease::Held { seq, .. } => (0, seq),
-                // A read-only handle never takes a lease, nor holds one (pid 0).
-                Lease::Taken | Lease::Busy => (0, 0),
-            };
-            out.append((pid, seq))?;
-        }
-        Ok(out)
+        PyList::new(py, seg.lease_cells().unwrap_or_default())
     }
 
     /// Checks every shard (taking each lock briefly); with `repair`, fixes what
@@ -571,7 +524,11 @@ impl PySegment {
             self.inner.path().display()
         )
     }
+}
 
+#[cfg(feature = "failpoints")]
+#[pymethods]
+impl PySegment {
     /// Test hook: the next write in this process that reaches `point`
     /// ("locked", "appended", "stamp_odd", "published", "evict") kills the
     /// process with SIGKILL while it holds the shard lock; "panic" makes it

@@ -1,31 +1,21 @@
-//! Writes: a value (or a counter, for an int) into the main segment and this
-//! process's L1, a cached miss into the cached-miss segment, and the writes
-//! that read first (`add`, `incr`, `touch`, done by `ziggurat_cache` under the
-//! key's shard lock).
+//! Writes as this binding takes part in them: the value encoded by the
+//! cache's serializer (or as a native counter, for an int), written by
+//! `ziggurat_cache::Cache`, then kept in this process's L1 by the copy mode.
 
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt};
-use ziggurat_cache::{Kind, Lifetime, Trailer, UpdateError};
-use ziggurat_core::KeyHash;
+use ziggurat_cache::{Body, Error, Kind, Written};
 
 use crate::args::{check_key, key_hash, named, positive_ttl};
 use crate::codec::Encoded;
-use crate::convert::{err, tags_arg, ttl_arg, ZigguratError};
+use crate::convert::{cache_err, tags_arg, ttl_arg, ZigguratError};
 use crate::core::{CacheCore, CopyMode};
 use crate::l1::Entry;
 
-/// The entry's lifetime for `ttl` and `stale` seconds (both already checked).
-pub(crate) fn lifetime(ttl: f64, stale: f64) -> Lifetime {
-    Lifetime::from_seconds(ttl, stale).unwrap_or(Lifetime {
-        ttl_ms: None,
-        stale_ms: 0,
-    })
-}
-
 /// The counter payload of an exact `int` that fits in 64 bits: such values are
 /// stored natively, so `incr` can change them in place whatever the serializer.
-pub(crate) fn as_counter(value: &Bound<'_, PyAny>) -> Option<i64> {
+fn as_counter(value: &Bound<'_, PyAny>) -> Option<i64> {
     if value.is_exact_instance_of::<PyInt>() {
         value.extract::<i64>().ok()
     } else {
@@ -34,7 +24,7 @@ pub(crate) fn as_counter(value: &Bound<'_, PyAny>) -> Option<i64> {
 }
 
 /// An int argument that fits in 64 bits (not a bool).
-pub(crate) fn int64(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+fn int64(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     if !v.is_instance_of::<PyInt>() || v.is_instance_of::<pyo3::types::PyBool>() {
         return Err(PyTypeError::new_err(format!(
             "{what} must be an int, not {}",
@@ -46,33 +36,26 @@ pub(crate) fn int64(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     })
 }
 
-/// Maps a failed `incr` to the exception Python callers expect.
-pub(crate) fn incr_error(key: &Bound<'_, PyAny>, e: UpdateError) -> PyErr {
+/// A failed `incr` as the exception Python callers expect (naming the key).
+fn incr_err(key: &Bound<'_, PyAny>, e: Error) -> PyErr {
     let k = key.repr().map(|r| r.to_string()).unwrap_or_default();
     match e {
-        UpdateError::Missing => PyKeyError::new_err(key.clone().unbind()),
-        UpdateError::NotInteger => PyTypeError::new_err(format!(
+        Error::Missing => PyKeyError::new_err(key.clone().unbind()),
+        Error::NotInteger => PyTypeError::new_err(format!(
             "Cache.incr(): the value of {k} is not an integer; only values stored as an \
              int (or created by incr) can be incremented"
         )),
-        UpdateError::Overflow => PyOverflowError::new_err(format!(
+        Error::Overflow => PyOverflowError::new_err(format!(
             "Cache.incr(): the counter {k} would leave the signed 64-bit range"
         )),
-        UpdateError::Segment(e) => err(e),
+        e => cache_err(e),
     }
 }
 
 impl CacheCore {
-    /// A `ttl` argument checked, or `default` when it is None.
-    pub(crate) fn ttl_or_default(
-        &self,
-        ttl: Option<&Bound<'_, PyAny>>,
-        default: f64,
-    ) -> PyResult<f64> {
-        match ttl_arg(ttl)? {
-            None => Ok(default),
-            Some(t) => positive_ttl(t, "ttl"),
-        }
+    /// A `ttl` argument checked; None: the cache's.
+    fn ttl_given(&self, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
+        ttl_arg(ttl)?.map(|t| positive_ttl(t, "ttl")).transpose()
     }
 
     /// The bytes and kind `value` is stored as: a counter for an exact `int`
@@ -103,46 +86,29 @@ impl CacheCore {
         }
     }
 
-    /// Encodes and writes `value` (arguments already checked), calls `written`
-    /// once the segment holds it, then keeps the object in this process's L1.
-    /// `kh`: the key as the main segment hashes it, when the caller hashed it
-    /// already; such a caller loads what the write touches itself, if at all
-    /// (a fetch's load does before its loader runs, so that the loads overlap
-    /// it; a background refresh does without).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn store(
+    /// Encodes `value` (arguments already checked), writes it with `write`
+    /// (a plain write, or a load's landing), then keeps the object in this
+    /// process's L1 as the copy mode says. Without a segment (degraded), L1
+    /// alone keeps a private copy for `ttl` seconds (capped).
+    pub(crate) fn store_with(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        kb: &[u8],
         hash: u64,
-        kh: Option<KeyHash>,
         value: &Bound<'_, PyAny>,
         ttl: f64,
-        stale: f64,
-        tags: &[Vec<u8>],
-        written: impl FnOnce(),
+        write: impl FnOnce(Body<'_>, Kind) -> Result<Written, Error>,
     ) -> PyResult<()> {
-        let kh = self.main.as_ref().map(|m| {
-            kh.unwrap_or_else(|| {
-                let kh = m.hash(kb);
-                m.prefetch_write(&kh);
-                kh
-            })
-        });
         let (enc, kind) = self.encode_value(py, value)?;
         let counter = kind == Kind::Counter;
-        let Some(main) = self.main.as_ref() else {
-            let ttl = self.degraded_ttl.map_or(ttl, |cap| ttl.min(cap));
-            let life = lifetime(ttl, stale);
-            // Degraded: no segment. Keep a private copy in L1 only: the encoded
-            // bytes in decode mode (decoded per get), else a decoded object.
+        if self.cache.main().is_none() {
+            // The encoded bytes in decode mode (decoded per get), else a decoded object.
             let obj = match self.mode {
                 _ if counter => value.clone().unbind(),
                 CopyMode::Decode => enc.to_py(py).into_any().unbind(),
                 _ => self.loads(py, enc.to_py(py).as_any())?,
             };
-            let t = Trailer::starting_now(kind, life.ttl_ms);
+            let t = self.cache.degraded_trailer(kind, ttl);
             let e = Entry::new(
                 key.clone().unbind(),
                 hash,
@@ -156,84 +122,83 @@ impl CacheCore {
             );
             self.l1_put(key, e);
             return Ok(());
+        }
+        // The payload is read again below only by modes that keep bytes.
+        let keeps_bytes = !counter && (self.mode != CopyMode::Shared || self.debug);
+        let kept_enc;
+        let body = match enc {
+            Encoded::Native(v) if !keeps_bytes => {
+                kept_enc = None;
+                Body::Owned(v)
+            }
+            enc => {
+                kept_enc = Some(enc);
+                Body::Bytes(kept_enc.as_ref().map_or(&[][..], |e| e.as_bytes()))
+            }
         };
-        let life = lifetime(ttl, stale);
-        let t = Trailer::starting_now(kind, life.ttl_ms);
-        let buf = match enc {
-            Encoded::Native(v) => ziggurat_cache::seal(v, &t),
-            Encoded::Py(b) => ziggurat_cache::encode(b.as_bytes(), &t),
-        };
-        let payload = &buf[..buf.len() - ziggurat_cache::TRAILER_LEN];
-        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        let kh = kh.unwrap_or_else(|| main.hash(kb));
         // No GIL release: the write is a few hundred ns, and a lock wait is
         // bounded by lock_timeout without needing the GIL on the other side.
-        let kept = ziggurat_cache::store(
-            main,
-            kb,
-            &kh,
-            &buf,
-            &life,
-            &tag_refs,
-            self.l1_enabled,
-            written,
-        )
-        .map_err(err)?;
-        if let Some(kept) = kept {
-            let (stored, encoded) = match self.mode {
-                // Ints are immutable: every mode may keep the object itself.
-                _ if counter => (value.clone().unbind(), None),
-                CopyMode::Decode => (PyBytes::new(py, payload).into_any().unbind(), None),
-                // "copy" promises callers their own objects: keep a private decode, not
-                // the caller's object, which the caller may still change.
-                CopyMode::Copy => match self.loads(py, PyBytes::new(py, payload).as_any()) {
-                    Ok(obj) => (obj, None),
-                    Err(_) => {
-                        // The write is done; without a private copy, just forget L1's.
-                        let _ = self.l1.try_with(key.py(), |l1| l1.discard(key, hash));
-                        return Ok(());
-                    }
-                },
-                // "shared" hands out the object that was set, as lru_cache does.
-                CopyMode::Shared => (
-                    value.clone().unbind(),
-                    self.debug
-                        .then(|| PyBytes::new(py, payload).into_any().unbind()),
-                ),
-            };
-            // Replaces this process's previous entry for the key, if any.
-            let e = Entry::new(
-                key.clone().unbind(),
-                hash,
-                stored,
-                encoded,
-                false,
-                Some(kept.watch),
-                kept.tags.into_boxed_slice(),
-                t.soft,
-                t.ttl_ms,
-            );
-            self.l1_put(key, e);
-        } else {
+        let written = write(body, kind).map_err(cache_err)?;
+        let Some(kept) = written.kept else {
             // Stale now anyway (its stamp moved); drop it to free the slot.
-            let _ = self.l1.try_with(key.py(), |l1| l1.discard(key, hash));
-        }
+            self.l1_discard(key, hash);
+            return Ok(());
+        };
+        let payload = || PyBytes::new(py, kept_enc.as_ref().map_or(&[][..], |b| b.as_bytes()));
+        let (stored, encoded) = match self.mode {
+            // Ints are immutable: every mode may keep the object itself.
+            _ if counter => (value.clone().unbind(), None),
+            CopyMode::Decode => (payload().into_any().unbind(), None),
+            // "copy" promises callers their own objects: keep a private decode, not
+            // the caller's object, which the caller may still change.
+            CopyMode::Copy => match self.loads(py, payload().as_any()) {
+                Ok(obj) => (obj, None),
+                Err(_) => {
+                    // The write is done; without a private copy, just forget L1's.
+                    self.l1_discard(key, hash);
+                    return Ok(());
+                }
+            },
+            // "shared" hands out the object that was set, as lru_cache does.
+            CopyMode::Shared => (
+                value.clone().unbind(),
+                self.debug.then(|| payload().into_any().unbind()),
+            ),
+        };
+        let t = written.trailer;
+        // Replaces this process's previous entry for the key, if any.
+        let e = Entry::new(
+            key.clone().unbind(),
+            hash,
+            stored,
+            encoded,
+            false,
+            Some(kept.watch),
+            kept.tags.into_boxed_slice(),
+            t.soft,
+            t.ttl_ms,
+        );
+        self.l1_put(key, e);
         Ok(())
     }
 
-    /// Writes a cached miss of `kb` valid while its main stamp is `stamp`.
-    pub(crate) fn store_negative(
+    /// A plain write of `value` for `ttl` seconds, kept `stale` more.
+    #[allow(clippy::too_many_arguments)]
+    fn write(
         &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
         kb: &[u8],
+        value: &Bound<'_, PyAny>,
         ttl: f64,
-        stamp: u32,
+        stale: f64,
         tags: &[Vec<u8>],
     ) -> PyResult<()> {
-        let Some(neg) = self.neg.as_ref() else {
-            return Ok(());
-        };
-        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        ziggurat_cache::store_negative(neg, kb, stamp, &lifetime(ttl, 0.0), &tag_refs).map_err(err)
+        let hash = key_hash(key)?;
+        self.store_with(py, key, hash, value, ttl, |body, kind| {
+            self.cache
+                .store(kb, None, body, kind, ttl, stale, tags, || ())
+        })
     }
 }
 
@@ -261,8 +226,7 @@ impl CacheCore {
         };
         let kb = check_key(key)?;
         let tags = tags_arg(tags)?;
-        let hash = key_hash(key)?;
-        self.store(py, key, kb, hash, None, value, ttl, stale, &tags, || ())
+        self.write(py, key, kb, value, ttl, stale, &tags)
     }
 
     /// `Cache.set`: `ttl` defaults to the cache's, `stale_ttl` is the cache's.
@@ -281,13 +245,12 @@ impl CacheCore {
             py,
             "Cache.set",
             (|| {
-                let f = &self.cfg;
-                let ttl = self.ttl_or_default(ttl, f.ttl)?;
-                let stale = f.stale_ttl.unwrap_or(0.0);
+                let o = self.cache.options();
+                let ttl = self.ttl_given(ttl)?.unwrap_or(o.ttl);
+                let stale = o.stale_ttl.unwrap_or(0.0);
                 let kb = check_key(key)?;
                 let tags = tags_arg(tags)?;
-                let hash = key_hash(key)?;
-                self.store(py, key, kb, hash, None, value, ttl, stale, &tags, || ())
+                self.write(py, key, kb, value, ttl, stale, &tags)
                     .inspect_err(|e| {
                         if e.is_instance_of::<ZigguratError>(py) {
                             self.write_failed(py, "set", key, e.clone_ref(py));
@@ -312,14 +275,14 @@ impl CacheCore {
             py,
             "Cache.add",
             (|| {
-                let (main, f) = self.writable()?;
-                let ttl = self.ttl_or_default(ttl, f.ttl)?;
+                self.cache.writable().map_err(cache_err)?;
+                let ttl = self.ttl_given(ttl)?;
                 let kb = check_key(key)?;
                 let tags = tags_arg(tags)?;
                 let (enc, kind) = self.encode_value(py, value)?;
-                let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-                let life = lifetime(ttl, f.stale_ttl.unwrap_or(0.0));
-                ziggurat_cache::add(main, kb, enc.as_bytes(), kind, &life, &tag_refs).map_err(err)
+                self.cache
+                    .add(kb, enc.as_bytes(), kind, ttl, &tags)
+                    .map_err(cache_err)
             })(),
         )
     }
@@ -348,13 +311,12 @@ impl CacheCore {
                     Some(d) if !d.is_none() => Some(int64(d, "default")?),
                     _ => None,
                 };
-                let (main, f) = self.writable()?;
+                self.cache.writable().map_err(cache_err)?;
                 let kb = check_key(key)?;
                 let tags = tags_arg(tags)?;
-                let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-                let life = lifetime(f.ttl, f.stale_ttl.unwrap_or(0.0));
-                ziggurat_cache::incr(main, kb, delta, default.map(|d| (d, &life, &tag_refs[..])))
-                    .map_err(|e| incr_error(key, e))
+                self.cache
+                    .incr(kb, delta, default, &tags)
+                    .map_err(|e| incr_err(key, e))
             })(),
         )
     }
@@ -367,11 +329,10 @@ impl CacheCore {
             key.py(),
             "Cache.touch",
             (|| {
-                let (main, f) = self.writable()?;
-                let ttl = self.ttl_or_default(ttl, f.ttl)?;
+                self.cache.writable().map_err(cache_err)?;
+                let ttl = self.ttl_given(ttl)?;
                 let kb = check_key(key)?;
-                let life = lifetime(ttl, f.stale_ttl.unwrap_or(0.0));
-                ziggurat_cache::touch(main, kb, &life).map_err(err)
+                self.cache.touch(kb, ttl).map_err(cache_err)
             })(),
         )
     }
@@ -384,26 +345,18 @@ impl CacheCore {
             (|| {
                 let kb = check_key(key)?;
                 let hash = key_hash(key)?;
-                let _ = self.l1.try_with(key.py(), |l1| l1.discard(key, hash));
-                match &self.main {
-                    Some(main) => main.delete(kb).map_err(err),
-                    None => Ok(false),
-                }
+                self.l1_discard(key, hash);
+                self.cache.delete(kb).map_err(cache_err)
             })(),
         )
     }
 
     /// Voids every entry carrying any of `tags`, in every process.
-    fn invalidate_tags(&self, tags: &Bound<'_, PyAny>) -> PyResult<()> {
-        let tags_obj = tags;
+    fn invalidate_tags(&self, py: Python<'_>, tags: &Bound<'_, PyAny>) -> PyResult<()> {
         let tags = tags_arg(Some(tags))?;
-        for seg in [&self.main, &self.neg].into_iter().flatten() {
-            for t in &tags {
-                seg.invalidate_tag(t).map_err(err)?;
-            }
-        }
-        if self.main.is_none() {
-            self.l1_clear(tags_obj.py()); // no tag versions to check against
+        self.cache.invalidate_tags(&tags).map_err(cache_err)?;
+        if self.cache.main().is_none() {
+            self.l1_clear(py); // no tag versions to check against
         }
         Ok(())
     }
@@ -411,9 +364,6 @@ impl CacheCore {
     /// Empties every tier on this host.
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
         self.l1_clear(py);
-        for seg in [&self.main, &self.neg].into_iter().flatten() {
-            py.detach(|| seg.clear()).map_err(err)?;
-        }
-        Ok(())
+        py.detach(|| self.cache.clear()).map_err(cache_err)
     }
 }

@@ -1,0 +1,403 @@
+//! [`Cache`]: one cache's two segments (values, and cached misses with the
+//! load leases), its checked options and this process's counters. Every
+//! front end keeps one per cache and does through it all that does not touch
+//! its language's objects: reads below L1, writes, counters, tags, clears,
+//! and the miss path ([`crate::miss`]).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ziggurat_core::{now_ms, KeyHash, Segment};
+
+use crate::counts::Counts;
+use crate::entry::{encode, refresh_due, seal, Kind, Trailer};
+use crate::error::Error;
+use crate::flight::{Flight, FlightKey};
+use crate::front::{Front, Read};
+use crate::lookup::{Lookup, Reader};
+use crate::options::CacheOptions;
+use crate::store::{store, store_negative, Kept};
+use crate::tags::refs;
+use crate::ttl::{check_ttl, lifetime};
+use crate::update::{add, fill, incr, touch, Seen};
+
+/// A value to write: bytes the front end owns (its serializer's output, a
+/// buffer of its language) or a vector the write may extend in place.
+pub enum Body<'a> {
+    /// Borrowed bytes; the write copies them once, with the trailer.
+    Bytes(&'a [u8]),
+    /// A vector the trailer is appended to.
+    Owned(Vec<u8>),
+}
+
+/// What a write left for an L1 entry of the value.
+pub struct Written {
+    /// The entry's kind and deadlines.
+    pub trailer: Trailer,
+    /// The words an L1 entry watches, when L1 may keep the value (see
+    /// [`crate::store`]); None: drop any L1 entry of the key.
+    pub kept: Option<Kept>,
+}
+
+/// One cache's shared tiers as a front end uses them.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ziggurat_cache::{Body, Cache, CacheOptions, Kind};
+/// use ziggurat_core::{Options, Segment};
+///
+/// let dir = std::env::temp_dir();
+/// let name = format!("doc-cache-{}", std::process::id());
+/// let opts = Options { size: 4 << 20, directory: dir, ..Options::default() };
+/// let open = |n: &str| Segment::open(n, &opts).unwrap();
+/// let (main, neg) = (open(&name), open(&format!("{name}.neg")));
+/// let c = Cache::new(Some(Arc::new(main)), Some(Arc::new(neg)), CacheOptions::default(), false).unwrap();
+/// c.store(b"k", None, Body::Bytes(b"v"), Kind::Value, 60.0, 0.0, &[], || ()).unwrap();
+/// assert_eq!(c.stamp(b"k") % 2, 0);
+/// c.main().unwrap().unlink().unwrap();
+/// c.neg().unwrap().unlink().unwrap();
+/// ```
+pub struct Cache {
+    main: Option<Arc<Segment>>,
+    neg: Option<Arc<Segment>>,
+    opts: CacheOptions,
+    l1: bool,
+    tier_below: AtomicBool,
+    counts: Counts,
+    rng: AtomicU64,
+}
+
+impl Cache {
+    /// A cache over `main` and its cached-miss segment `neg` (both None: the
+    /// degraded cache, L1 and loader only) with `opts` (checked here). `l1`:
+    /// whether the front end keeps what it reads in an L1 (reads then load
+    /// the words an L1 entry watches).
+    pub fn new(
+        main: Option<Arc<Segment>>,
+        neg: Option<Arc<Segment>>,
+        opts: CacheOptions,
+        l1: bool,
+    ) -> Result<Cache, Error> {
+        let seed = now_ms() ^ ((std::process::id() as u64) << 32) | 1;
+        Ok(Cache {
+            main,
+            neg,
+            opts: opts.checked()?,
+            l1,
+            tier_below: AtomicBool::new(false),
+            counts: Counts::default(),
+            rng: AtomicU64::new(seed),
+        })
+    }
+
+    /// The main segment, None for a degraded cache.
+    #[inline]
+    pub fn main(&self) -> Option<&Arc<Segment>> {
+        self.main.as_ref()
+    }
+
+    /// The cached-miss segment.
+    #[inline]
+    pub fn neg(&self) -> Option<&Arc<Segment>> {
+        self.neg.as_ref()
+    }
+
+    /// The main segment, or [`Error::NoSegment`].
+    pub fn writable(&self) -> Result<&Segment, Error> {
+        self.main.as_deref().ok_or(Error::NoSegment)
+    }
+
+    /// The cache's options.
+    #[inline]
+    pub fn options(&self) -> &CacheOptions {
+        &self.opts
+    }
+
+    /// This process's counters of the cache.
+    #[inline]
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// Whether the front end keeps an L1.
+    #[inline]
+    pub fn has_l1(&self) -> bool {
+        self.l1
+    }
+
+    /// Marks a tier below as joined (once; false if one was already). From
+    /// then on a load's lease is given back only after the front end told
+    /// the tier below how the load ended.
+    pub fn join_tier_below(&self) -> bool {
+        !self.tier_below.swap(true, Ordering::AcqRel)
+    }
+
+    /// Whether a tier below is joined.
+    #[inline]
+    pub fn has_tier_below(&self) -> bool {
+        self.tier_below.load(Ordering::Relaxed)
+    }
+
+    /// The leases, when the cache has both segments.
+    #[inline]
+    pub(crate) fn flight(&self) -> Option<Flight<'_>> {
+        match (self.main.as_deref(), self.neg.as_deref()) {
+            (Some(m), Some(n)) => Some(Flight::new(m, n)),
+            _ => None,
+        }
+    }
+
+    /// `ttl` less a random part of up to `jitter` of it (infinity stays).
+    pub fn jittered(&self, ttl: f64) -> f64 {
+        if !ttl.is_finite() {
+            return ttl;
+        }
+        // xorshift; races between threads only mix the state further.
+        let mut x = self.rng.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.store(x, Ordering::Relaxed);
+        let draw = (x >> 11) as f64 / (1u64 << 53) as f64;
+        ttl * (1.0 - self.opts.jitter * draw)
+    }
+
+    /// Whether an entry with soft deadline `soft` written with `ttl_ms` is
+    /// in the last `refresh_ahead` part of its life now.
+    #[inline]
+    pub fn refresh_due(&self, soft: u64, ttl_ms: u32) -> bool {
+        refresh_due(soft, ttl_ms, self.opts.refresh_ahead, now_ms())
+    }
+
+    /// Reads `key` (checked) below L1: the main segment, then the cached
+    /// misses, decoded and kept in L1 by `front`, counted here. `keys`: the
+    /// key hashed for both segments when the caller did already.
+    pub fn read<F: Front>(
+        &self,
+        key: &[u8],
+        keys: Option<FlightKey>,
+        allow_stale: bool,
+        front: &mut F,
+    ) -> Result<Read<F::Value>, F::Error> {
+        let Some(main) = self.main.as_deref() else {
+            return Ok(Read::Miss(Default::default()));
+        };
+        let c = &self.counts;
+        let reader = Reader::new(main, self.neg.as_deref(), self.l1);
+        match reader.lookup(key, keys, allow_stale, front) {
+            Lookup::Fresh(found, before) => {
+                let t = found.trailer;
+                match front.fresh(found)? {
+                    Some(v) => {
+                        c.l2_hits.bump();
+                        Ok(Read::Fresh(v, t))
+                    }
+                    None => {
+                        c.l2_misses.bump();
+                        Ok(Read::Miss(reader.missing(&before, key)))
+                    }
+                }
+            }
+            Lookup::Stale(found, missing) => {
+                let t = found.trailer;
+                match front.stale(found) {
+                    Some(v) => {
+                        c.l2_stale.bump();
+                        Ok(Read::Stale(v, t, missing))
+                    }
+                    None => {
+                        c.l2_misses.bump();
+                        Ok(Read::Miss(missing))
+                    }
+                }
+            }
+            Lookup::Negative(found) => {
+                c.l2_misses.bump();
+                c.neg_hits.bump();
+                let t = found.trailer;
+                front.negative(found);
+                Ok(Read::Negative(t))
+            }
+            Lookup::Miss(missing) => {
+                c.l2_misses.bump();
+                Ok(Read::Miss(missing))
+            }
+        }
+    }
+
+    /// Writes `body` (of `kind`) as the value of `key` (checked) for `ttl`
+    /// seconds, kept `stale` seconds more for fail-safe reads, with `tags`
+    /// (checked). `kh`: the key as the main segment hashes it, when the
+    /// caller has it (and loaded what the write touches, if at all).
+    /// `written` runs as soon as the segment holds the value. The caller's
+    /// L1 keeps the value only with [`Written::kept`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn store(
+        &self,
+        key: &[u8],
+        kh: Option<KeyHash>,
+        body: Body<'_>,
+        kind: Kind,
+        ttl: f64,
+        stale: f64,
+        tags: &[Vec<u8>],
+        written: impl FnOnce(),
+    ) -> Result<Written, Error> {
+        let main = self.writable()?;
+        let kh = kh.unwrap_or_else(|| {
+            let kh = main.hash(key);
+            main.prefetch_write(&kh);
+            kh
+        });
+        let life = lifetime(ttl, stale);
+        let trailer = Trailer::starting_now(kind, life.ttl_ms);
+        let buf = match body {
+            Body::Owned(v) => seal(v, &trailer),
+            Body::Bytes(b) => encode(b, &trailer),
+        };
+        let kept = store(main, key, &kh, &buf, &life, &refs(tags), self.l1, written)?;
+        Ok(Written { trailer, kept })
+    }
+
+    /// The trailer a value written now for `ttl` seconds
+    /// gets: what a degraded cache's L1 entry keeps, capped by `degraded_ttl`.
+    pub fn degraded_trailer(&self, kind: Kind, ttl: f64) -> Trailer {
+        let ttl = self.opts.degraded_ttl.map_or(ttl, |cap| ttl.min(cap));
+        Trailer::starting_now(kind, lifetime(ttl, 0.0).ttl_ms)
+    }
+
+    /// Stores a cached miss of `key` for `ttl` seconds, valid while the key's
+    /// main stamp is `stamp` (read before the load that found nothing).
+    pub fn store_negative(
+        &self,
+        key: &[u8],
+        ttl: f64,
+        stamp: u32,
+        tags: &[Vec<u8>],
+    ) -> Result<(), Error> {
+        let Some(neg) = self.neg.as_deref() else {
+            return Ok(());
+        };
+        store_negative(neg, key, stamp, &lifetime(ttl, 0.0), &refs(tags))?;
+        Ok(())
+    }
+
+    /// Stores `payload` under `key` only if it holds no fresh value (one
+    /// winner among every process of the host); whether it stored.
+    pub fn add(
+        &self,
+        key: &[u8],
+        payload: &[u8],
+        kind: Kind,
+        ttl: Option<f64>,
+        tags: &[Vec<u8>],
+    ) -> Result<bool, Error> {
+        let main = self.writable()?;
+        let life = self.life(ttl);
+        Ok(add(main, key, payload, kind, &life, &refs(tags))?)
+    }
+
+    /// Adds `delta` to the counter under `key` for every process of the
+    /// host; a missing key starts from `default` (with the cache's TTL and
+    /// `tags`), else [`Error::Missing`].
+    pub fn incr(
+        &self,
+        key: &[u8],
+        delta: i64,
+        default: Option<i64>,
+        tags: &[Vec<u8>],
+    ) -> Result<i64, Error> {
+        let main = self.writable()?;
+        let life = self.life(None);
+        let tags = refs(tags);
+        incr(main, key, delta, default.map(|d| (d, &life, &tags[..])))
+    }
+
+    /// A new lifetime of `ttl` seconds (None: the cache's) from now for the
+    /// fresh value under `key`; whether there was one.
+    pub fn touch(&self, key: &[u8], ttl: Option<f64>) -> Result<bool, Error> {
+        let main = self.writable()?;
+        Ok(touch(main, key, &self.life(ttl))?)
+    }
+
+    /// What [`Cache::fill`] compares against for `key`: None without a
+    /// segment or while a write of the key is in progress (do not fill then).
+    pub fn seen(&self, key: &[u8]) -> Option<Seen> {
+        self.main.as_deref().and_then(|m| Seen::now(m, key))
+    }
+
+    /// Copies a value from a tier below into the main segment, only if
+    /// nothing voided the key since `seen`; whether it stored.
+    pub fn fill(
+        &self,
+        key: &[u8],
+        payload: &[u8],
+        kind: Kind,
+        ttl: f64,
+        tags: &[Vec<u8>],
+        seen: Seen,
+    ) -> Result<bool, Error> {
+        let main = self.writable()?;
+        let life = self.life(Some(ttl));
+        Ok(fill(main, key, payload, kind, &life, &refs(tags), seen)?)
+    }
+
+    /// Removes `key`'s value; whether the segment held one.
+    pub fn delete(&self, key: &[u8]) -> Result<bool, Error> {
+        match self.main.as_deref() {
+            Some(m) => Ok(m.delete(key)?),
+            None => Ok(false),
+        }
+    }
+
+    /// Voids every entry carrying any of `tags` in every process.
+    pub fn invalidate_tags(&self, tags: &[Vec<u8>]) -> Result<(), Error> {
+        for seg in [&self.main, &self.neg].into_iter().flatten() {
+            for t in tags {
+                seg.invalidate_tag(t)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Empties both segments (blocking: a front end runs it off its lock).
+    pub fn clear(&self) -> Result<(), Error> {
+        for seg in [&self.main, &self.neg].into_iter().flatten() {
+            seg.clear()?;
+        }
+        Ok(())
+    }
+
+    /// The key's version stamp in the main segment now (0 without one).
+    pub fn stamp(&self, key: &[u8]) -> u32 {
+        self.main
+            .as_deref()
+            .map_or(0, |m| m.stamp_watch(&m.hash(key)).load())
+    }
+
+    /// Word `i` of the words a tier below keeps in the segment.
+    pub fn app_load(&self, i: usize) -> Result<u64, Error> {
+        self.writable()?
+            .app_load(i)
+            .ok_or_else(|| Error::Value(format!("word {i} does not exist")))
+    }
+
+    /// Replaces word `i` with `new` if it holds `old`; whether it did.
+    pub fn app_cas(&self, i: usize, old: u64, new: u64) -> Result<bool, Error> {
+        Ok(self.writable()?.app_cas(i, old, new)?)
+    }
+
+    /// The lifetime of a write for `ttl` (None: the cache's), with the
+    /// cache's stale window.
+    fn life(&self, ttl: Option<f64>) -> crate::ttl::Lifetime {
+        lifetime(
+            ttl.unwrap_or(self.opts.ttl),
+            self.opts.stale_ttl.unwrap_or(0.0),
+        )
+    }
+}
+
+/// A TTL argument checked, or None (the cache's own).
+pub fn ttl_or_default(ttl: Option<f64>, what: &str) -> Result<Option<f64>, Error> {
+    ttl.map(|t| check_ttl(t, what)).transpose()
+}

@@ -1,0 +1,59 @@
+//! The one error type of the Cache's behaviour. Every front end maps each
+//! variant to its language's exception (Python: `TypeError`, `ValueError`,
+//! `OverflowError`, `KeyError`, `LoadTimeout`, the segment's errors) and puts
+//! the public method's name in front of the message, so one bad input reads
+//! the same whichever front end refused it.
+
+use std::fmt;
+
+/// Why a call of the Cache did not do what was asked.
+#[derive(Debug)]
+pub enum Error {
+    /// An argument out of its range (key length, TTL, tags, size); nothing was
+    /// changed. The message names the argument and what to pass instead.
+    Value(String),
+    /// `incr` of a key with no fresh entry and no default.
+    Missing,
+    /// `incr` of a key whose value is not an integer counter.
+    NotInteger,
+    /// `incr` whose result leaves the signed 64-bit range.
+    Overflow,
+    /// Another caller's load of the key did not finish within `loader_timeout`
+    /// seconds (the front end names the key in its message).
+    LoadTimeout {
+        /// The cache's `loader_timeout`, in seconds.
+        seconds: f64,
+    },
+    /// The call needs a shared segment and the cache runs without one.
+    NoSegment,
+    /// The segment refused (lock timeout, damaged or closed file).
+    Segment(ziggurat_core::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Value(m) => f.write_str(m),
+            Error::Missing => f.write_str("the key holds no value"),
+            Error::NotInteger => f.write_str("the key's value is not an integer"),
+            Error::Overflow => f.write_str("the result does not fit in 64 bits"),
+            Error::LoadTimeout { seconds } => write!(
+                f,
+                "another caller's load did not finish within loader_timeout ({seconds} s)"
+            ),
+            Error::NoSegment => f.write_str("the cache has no shared segment"),
+            Error::Segment(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<ziggurat_core::Error> for Error {
+    fn from(e: ziggurat_core::Error) -> Self {
+        match e {
+            ziggurat_core::Error::Invalid(m) => Error::Value(m),
+            e => Error::Segment(e),
+        }
+    }
+}

@@ -1,0 +1,540 @@
+//! The miss path: what happens after L1 missed a key, as a state machine of
+//! [`Step`]s that every front end drives the same way (see the crate's doc
+//! for the order of calls). At most one loader per key runs on the host:
+//! the caller that holds the key's load lease loads, the others wait on it
+//! and find the value once it lands; a dead holder is replaced by one
+//! waiter, a slow one holds the others at most `loader_timeout`. On the way:
+//! refresh-ahead (a hit late in its life takes a refresh lease and reloads in
+//! the background), fail-safe (a failed load answers with a stale value),
+//! jitter of the loaded value's TTL, cached misses, and the points where a
+//! tier below the host is asked first and told how a load ended.
+
+use std::time::{Duration, Instant};
+
+use crate::cache::{Body, Cache, Written};
+use crate::counts::Took;
+use crate::entry::{Kind, Trailer};
+use crate::error::Error;
+use crate::flight::{Flight, FlightKey, Next};
+use crate::front::{Front, Read};
+use crate::tags::check_tags;
+use crate::ttl::check_ttl;
+
+/// The longest single sleep of a waiter: after it, the holder's liveness is
+/// checked again (a dead holder is replaced at once).
+const SLICE: Duration = Duration::from_millis(250);
+
+/// What a missed load stores its result with: the call's options resolved
+/// against the cache's ([`Cache::plan`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// Seconds the loaded value lives (before jitter).
+    pub ttl: f64,
+    /// Seconds a loader's None is cached (None: not cached).
+    pub neg_ttl: Option<f64>,
+    /// Seconds a stale value may answer a failed load (None: fail-safe off).
+    pub stale_ttl: Option<f64>,
+    /// The tags of what the load stores.
+    pub tags: Vec<Vec<u8>>,
+}
+
+/// One miss of one key, carried from step to step: its plan, its lease and
+/// what a failed load may answer with.
+pub struct Miss<V> {
+    plan: Plan,
+    /// The key's main stamp before the load (a cached miss counts only while
+    /// the stamp still has it).
+    stamp: u32,
+    /// WAIT: the lease's release counter seen.
+    seq: u32,
+    /// When waiting gives up: set by the first wait, so an uncontended miss
+    /// never reads the clock.
+    deadline: Option<Instant>,
+    /// A stale value a failed load may be answered with.
+    stale: Option<V>,
+    /// This process holds a lease for the key (the load lease, or the
+    /// refresh lease of an early refresh).
+    held: bool,
+    refreshing: bool,
+    /// The key hashed for both segments, once per miss.
+    keys: Option<FlightKey>,
+}
+
+impl<V> Miss<V> {
+    fn new(plan: Plan) -> Miss<V> {
+        Miss {
+            plan,
+            stamp: 0,
+            seq: 0,
+            deadline: None,
+            stale: None,
+            held: false,
+            refreshing: false,
+            keys: None,
+        }
+    }
+
+    /// The miss's plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Whether this load is an early refresh (which reloads from the source
+    /// and never asks the tier below).
+    pub fn is_refresh(&self) -> bool {
+        self.refreshing
+    }
+
+    /// Whether this process holds a lease for the key.
+    pub fn holds_lease(&self) -> bool {
+        self.held
+    }
+
+    /// A copy to continue from (a front end whose step objects are shared
+    /// copies the state it moves on from); `clone` copies the stale value.
+    pub fn successor(&self, clone: impl Fn(&V) -> V) -> Miss<V> {
+        Miss {
+            plan: self.plan.clone(),
+            stamp: self.stamp,
+            seq: self.seq,
+            deadline: self.deadline,
+            stale: self.stale.as_ref().map(clone),
+            held: self.held,
+            refreshing: self.refreshing,
+            keys: self.keys,
+        }
+    }
+}
+
+/// Where a miss stands; the front end acts on each as the crate's doc says.
+pub enum Step<V> {
+    /// A value: done. With a [`Miss`], this process took the key's refresh
+    /// lease: run the loader in the background and end that miss like a
+    /// [`Step::Load`].
+    Value(V, Option<Miss<V>>),
+    /// A cached miss: done (the caller's default).
+    Negative,
+    /// This process holds the key's load lease: ask the tier below if
+    /// [`Cache::ask_tier_below`] says so, else run the loader, then
+    /// [`Cache::land`] its value or [`Cache::failed`].
+    Load(Miss<V>),
+    /// Another caller loads: [`Cache::sleep`] (off the front end's lock),
+    /// then [`Cache::after_wait`].
+    Wait(Miss<V>),
+    /// The cache has no segment: the front end shares one load among its
+    /// own threads, and lands it like a [`Step::Load`] (no lease is held).
+    NoSegment(Miss<V>),
+}
+
+/// A sleep of a waiter, made under the front end's lock and run off it.
+pub struct Sleep<'a> {
+    flight: Option<(Flight<'a>, FlightKey)>,
+    seq: u32,
+    slice: Duration,
+}
+
+impl Sleep<'_> {
+    /// Sleeps until the lease holder releases, a slice passes, or the deadline.
+    pub fn run(self) {
+        if let Some((fl, fk)) = self.flight {
+            fl.wait(&fk, self.seq, self.slice);
+        }
+    }
+}
+
+/// The end of a load that returned: store its value (or cached miss) with
+/// it, tell the tier below, then drop it, which gives the lease back unless
+/// the store already did.
+pub struct Landing<'a, V> {
+    cache: &'a Cache,
+    key: &'a [u8],
+    miss: &'a Miss<V>,
+    ttl: f64,
+    released: bool,
+}
+
+impl<V> Landing<'_, V> {
+    /// The TTL the value is stored with (the plan's, jittered).
+    pub fn ttl(&self) -> f64 {
+        self.ttl
+    }
+
+    /// The tags the value is stored with.
+    pub fn tags(&self) -> &[Vec<u8>] {
+        &self.miss.plan.tags
+    }
+
+    /// Stores the loaded value. The lease is given back as soon as the
+    /// segment holds it (waiters find it there from then on), unless a tier
+    /// below is joined: that tier may count on the lease until it is told.
+    pub fn store(&mut self, body: Body<'_>, kind: Kind) -> Result<Written, Error> {
+        let (cache, key, miss) = (self.cache, self.key, self.miss);
+        let early = miss.held && !cache.has_tier_below();
+        let stale = miss.plan.stale_ttl.unwrap_or(0.0);
+        let kh = miss.keys.map(|k| *k.main());
+        let mut released = false;
+        let r = cache.store(
+            key,
+            kh,
+            body,
+            kind,
+            self.ttl,
+            stale,
+            &miss.plan.tags,
+            || {
+                if early {
+                    cache.give_back(key, miss);
+                    released = true;
+                }
+            },
+        );
+        self.released |= released;
+        r
+    }
+
+    /// Stores a cached miss for a loader's None, if the plan caches misses.
+    pub fn store_negative(&mut self) -> Result<(), Error> {
+        match self.miss.plan.neg_ttl {
+            Some(t) => {
+                let m = self.miss;
+                self.cache
+                    .store_negative(self.key, t, m.stamp, &m.plan.tags)
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl<V> Drop for Landing<'_, V> {
+    fn drop(&mut self) {
+        if self.miss.held && !self.released {
+            self.cache.give_back(self.key, self.miss);
+        }
+    }
+}
+
+impl Cache {
+    /// A call's options resolved against the cache's, each checked (before
+    /// any loader runs). `tags` as the front end converted them.
+    pub fn plan(
+        &self,
+        ttl: Option<f64>,
+        neg_ttl: Option<f64>,
+        stale_ttl: Option<f64>,
+        tags: Vec<Vec<u8>>,
+    ) -> Result<Plan, Error> {
+        let o = self.options();
+        let opt = |v: Option<f64>, what: &str| v.map(|v| check_ttl(v, what)).transpose();
+        let ttl = opt(ttl, "ttl")?.unwrap_or(o.ttl);
+        let neg_ttl = opt(neg_ttl, "neg_ttl")?.or(o.neg_ttl);
+        let stale_ttl = opt(stale_ttl, "stale_ttl")?.or(o.stale_ttl);
+        check_tags(&tags)?;
+        Ok(Plan {
+            ttl,
+            neg_ttl,
+            stale_ttl,
+            tags,
+        })
+    }
+
+    /// The step of a value found in L1 (or anywhere above the leases): done,
+    /// and when `due` (see [`Cache::refresh_due`]) with the refresh this
+    /// process runs, if it takes the key's refresh lease (one per host).
+    pub fn hit<V>(&self, key: &[u8], value: V, due: bool, plan: impl FnOnce() -> Plan) -> Step<V> {
+        let refresh = if due { self.refresh(key, plan()) } else { None };
+        Step::Value(value, refresh)
+    }
+
+    /// The early refresh of `key`, if this process takes its refresh lease
+    /// (one per key per host): run the loader in the background and end the
+    /// miss as a [`Step::Load`]'s.
+    pub fn refresh<V>(&self, key: &[u8], plan: Plan) -> Option<Miss<V>> {
+        let fl = self.flight()?;
+        if !fl.begin_refresh(key, self.options().loader_timeout) {
+            return None;
+        }
+        self.counts().refreshes.bump();
+        let mut r = Miss::new(plan);
+        r.refreshing = true;
+        r.held = true;
+        let fk = fl.key(key);
+        r.stamp = fl.main_stamp(&fk);
+        r.keys = Some(fk);
+        Some(r)
+    }
+
+    /// The first step after L1 missed `key` (checked): the lease first, then
+    /// the read below L1 (the lease's compare-and-set then does not wait for
+    /// the read's loads from memory), the cached misses and, when nothing is
+    /// fresh, load or wait. Without a segment, the read alone.
+    pub fn begin<F: Front>(
+        &self,
+        key: &[u8],
+        plan: Plan,
+        f: &mut F,
+    ) -> Result<Step<F::Value>, F::Error> {
+        let Some(fl) = self.flight() else {
+            let r = self.read(key, None, plan.stale_ttl.is_some(), f)?;
+            return self.begin_from(key, plan, r, f);
+        };
+        let fk = fl.key(key);
+        // Start loading the key's lines in both segments (stamps and index; in
+        // the main one also what a write touches) before the lease's
+        // compare-and-set, which prefetches do not wait for.
+        if let (Some(m), Some(n)) = (self.main(), self.neg()) {
+            m.prefetch_write(fk.main());
+            n.prefetch_read(fk.neg());
+            n.prefetch_stamp(fk.neg());
+        }
+        let next = fl.claim(&fk, self.options().loader_timeout);
+        let read = self.read(key, Some(fk), plan.stale_ttl.is_some(), f);
+        let holds = matches!(next, Next::Load { .. });
+        let r = match read {
+            Ok(r) => r,
+            Err(e) => {
+                if holds {
+                    fl.release(&fk);
+                }
+                return Err(e);
+            }
+        };
+        let mut miss = Miss::new(plan);
+        miss.keys = Some(fk);
+        match r {
+            Read::Fresh(..) | Read::Negative(_) => {
+                if holds {
+                    fl.release(&fk);
+                }
+                self.begin_from(key, miss.plan, r, f)
+            }
+            Read::Stale(v, t, _) => {
+                miss.stale = self.usable_stale(&miss.plan, v, &t);
+                self.leased(key, miss, &fl, &fk, next, true, f)
+            }
+            Read::Miss(_) => self.leased(key, miss, &fl, &fk, next, true, f),
+        }
+    }
+
+    /// The first step from what a read below L1 found (made before the lease).
+    fn begin_from<F: Front>(
+        &self,
+        key: &[u8],
+        plan: Plan,
+        r: Read<F::Value>,
+        f: &mut F,
+    ) -> Result<Step<F::Value>, F::Error> {
+        let mut miss = Miss::new(plan);
+        let missing = match r {
+            Read::Fresh(v, t) => {
+                let due = self.refresh_due(t.soft, t.ttl_ms);
+                return Ok(self.hit(key, v, due, || miss.plan));
+            }
+            Read::Negative(_) => return Ok(Step::Negative),
+            Read::Stale(v, t, missing) => {
+                miss.stale = self.usable_stale(&miss.plan, v, &t);
+                missing
+            }
+            Read::Miss(missing) => missing,
+        };
+        miss.keys = miss.keys.or(missing.keys);
+        self.lease(key, miss, missing.stamps, f)
+    }
+
+    /// The stale value a read found, if `plan` lets a failed load answer with it.
+    fn usable_stale<V>(&self, plan: &Plan, v: V, t: &Trailer) -> Option<V> {
+        let since = ziggurat_core::now_ms().saturating_sub(t.soft) as f64 / 1000.0;
+        plan.stale_ttl.is_some_and(|s| since < s).then_some(v)
+    }
+
+    /// Takes the lease for the miss's key, or finds who holds it. `snap`:
+    /// the stamps the read before saw.
+    fn lease<F: Front>(
+        &self,
+        key: &[u8],
+        mut miss: Miss<F::Value>,
+        snap: Option<u64>,
+        f: &mut F,
+    ) -> Result<Step<F::Value>, F::Error> {
+        let Some(fl) = self.flight() else {
+            return Ok(Step::NoSegment(miss));
+        };
+        let fk = *miss.keys.get_or_insert_with(|| fl.key(key));
+        let next = fl.begin(&fk, snap, self.options().loader_timeout);
+        self.leased(key, miss, &fl, &fk, next, false, f)
+    }
+
+    /// Where the miss stands after the leases answered `next`. `claimed`:
+    /// the lease was asked for before a read that found nothing, so a WAIT
+    /// needs no second look and the lines a write touches are on their way.
+    #[allow(clippy::too_many_arguments)]
+    fn leased<F: Front>(
+        &self,
+        key: &[u8],
+        mut miss: Miss<F::Value>,
+        fl: &Flight<'_>,
+        fk: &FlightKey,
+        next: Next,
+        claimed: bool,
+        f: &mut F,
+    ) -> Result<Step<F::Value>, F::Error> {
+        match next {
+            Next::Load {
+                main_stamp,
+                recheck,
+                took_over,
+            } => {
+                if took_over {
+                    self.counts().takeovers.bump();
+                }
+                if recheck {
+                    if let Some(found) = self.find_now(key, f)? {
+                        fl.release(fk);
+                        return Ok(done(found));
+                    }
+                }
+                miss.stamp = main_stamp;
+                miss.held = true;
+                // The value will be written: start loading what the write
+                // touches now, so that overlaps the loader.
+                if let (false, Some(m)) = (claimed, self.main()) {
+                    m.prefetch_write(fk.main());
+                }
+                Ok(Step::Load(miss))
+            }
+            Next::Wait { seq, .. } => {
+                // The holder may have stored the value between the read and now.
+                if !claimed {
+                    if let Some(found) = self.find_now(key, f)? {
+                        return Ok(done(found));
+                    }
+                }
+                miss.seq = seq;
+                if miss.deadline.is_none() {
+                    miss.deadline = deadline(self.options().loader_timeout);
+                }
+                Ok(Step::Wait(miss))
+            }
+        }
+    }
+
+    /// L1, then below it: the value or cached miss of `key` if one is there now.
+    fn find_now<F: Front>(
+        &self,
+        key: &[u8],
+        f: &mut F,
+    ) -> Result<Option<Option<F::Value>>, F::Error> {
+        if let Some(found) = f.l1()? {
+            return Ok(Some(found));
+        }
+        Ok(match self.read(key, None, false, f)? {
+            Read::Fresh(v, _) => Some(Some(v)),
+            Read::Negative(_) => Some(None),
+            _ => None,
+        })
+    }
+
+    /// WAIT: the sleep to run off the front end's lock, or
+    /// [`Error::LoadTimeout`] past the deadline.
+    pub fn sleep<V>(&self, key: &[u8], miss: &Miss<V>) -> Result<Sleep<'_>, Error> {
+        // No deadline: a loader_timeout longer than any clock can count.
+        let left = miss
+            .deadline
+            .map_or(SLICE, |d| d.saturating_duration_since(Instant::now()));
+        if left.is_zero() {
+            return Err(self.timed_out());
+        }
+        self.counts().waits.bump();
+        let flight = self.flight().map(|fl| {
+            let fk = miss.keys.unwrap_or_else(|| fl.key(key));
+            (fl, fk)
+        });
+        Ok(Sleep {
+            flight,
+            seq: miss.seq,
+            slice: left.min(SLICE),
+        })
+    }
+
+    fn timed_out(&self) -> Error {
+        Error::LoadTimeout {
+            seconds: self.options().loader_timeout,
+        }
+    }
+
+    /// The step after a wait: the value if it landed, else the lease again.
+    pub fn after_wait<F: Front>(
+        &self,
+        key: &[u8],
+        miss: Miss<F::Value>,
+        f: &mut F,
+    ) -> Result<Step<F::Value>, F::Error> {
+        if let Some(found) = self.find_now(key, f)? {
+            return Ok(done(found));
+        }
+        if miss.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(f.error(self.timed_out()));
+        }
+        self.lease(key, miss, None, f)
+    }
+
+    /// Whether a LOAD step asks the tier below before its loader (a refresh
+    /// reloads from the source instead). When the tier has the value, the
+    /// front end answers with it and [`Cache::give_back`]s the lease.
+    pub fn ask_tier_below<V>(&self, miss: &Miss<V>) -> bool {
+        self.has_tier_below() && !miss.refreshing
+    }
+
+    /// The loader returned after `took`: the landing to store its result with.
+    pub fn land<'a, V>(&'a self, key: &'a [u8], miss: &'a Miss<V>, took: Took) -> Landing<'a, V> {
+        self.counts().loaded(took, true);
+        Landing {
+            cache: self,
+            key,
+            miss,
+            ttl: self.jittered(miss.plan.ttl),
+            released: false,
+        }
+    }
+
+    /// The loader raised after `took`: gives the lease back; the stale value
+    /// to answer with instead, if fail-safe allows one (the front end then
+    /// reports the error rather than raising it).
+    pub fn failed<'a, V>(&self, key: &[u8], miss: &'a Miss<V>, took: Took) -> Option<&'a V> {
+        self.counts().loaded(took, false);
+        self.give_back(key, miss);
+        let stale = miss.stale.as_ref()?;
+        self.counts().stale_served.bump();
+        Some(stale)
+    }
+
+    /// Gives back the lease the miss holds (a load abandoned, or answered by
+    /// the tier below), waking the waiters.
+    pub fn give_back<V>(&self, key: &[u8], miss: &Miss<V>) {
+        if !miss.held {
+            return;
+        }
+        let Some(fl) = self.flight() else {
+            return;
+        };
+        match (miss.refreshing, miss.keys) {
+            (true, _) => fl.end_refresh(key),
+            (false, Some(fk)) => fl.release(&fk),
+            (false, None) => fl.release(&fl.key(key)),
+        }
+    }
+}
+
+/// The step of something found: a value or a cached miss.
+fn done<V>(found: Option<V>) -> Step<V> {
+    match found {
+        Some(v) => Step::Value(v, None),
+        None => Step::Negative,
+    }
+}
+
+/// `seconds` from now; None when that is past any instant (never gives up).
+fn deadline(seconds: f64) -> Option<Instant> {
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .and_then(|d| Instant::now().checked_add(d))
+}

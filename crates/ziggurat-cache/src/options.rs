@@ -1,0 +1,77 @@
+//! A cache's defaults, checked once when the cache is made: the TTLs its
+//! writes and loads use, the jitter and early refresh of loads, and how long
+//! a waiter waits for another caller's load.
+
+use crate::error::Error;
+use crate::ttl::check_ttl;
+
+/// The defaults of one cache (see [`CacheOptions::new`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CacheOptions {
+    /// Seconds a value lives (math.inf: never expires).
+    pub ttl: f64,
+    /// Seconds a loader's None is cached as a miss (None: not cached).
+    pub neg_ttl: Option<f64>,
+    /// Seconds a value is kept past its TTL for a failed load to answer with
+    /// (None: fail-safe off).
+    pub stale_ttl: Option<f64>,
+    /// The fraction of a loaded value's TTL taken off at random, so entries
+    /// loaded together do not expire together.
+    pub jitter: f64,
+    /// Seconds the others wait for a loader, and a lease's deadline.
+    pub loader_timeout: f64,
+    /// The last fraction of a TTL in which a hit starts an early refresh (0: never).
+    pub refresh_ahead: f64,
+    /// Without a segment, the longest an L1 entry lives (None: its TTL).
+    pub degraded_ttl: Option<f64>,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        CacheOptions {
+            ttl: 300.0,
+            neg_ttl: Some(30.0),
+            stale_ttl: None,
+            jitter: 0.1,
+            loader_timeout: 10.0,
+            refresh_ahead: 0.0,
+            degraded_ttl: None,
+        }
+    }
+}
+
+impl CacheOptions {
+    /// The options if every one is within its range; otherwise the first
+    /// that is not, named.
+    ///
+    /// ```
+    /// use ziggurat_cache::CacheOptions;
+    /// let o = CacheOptions { ttl: 60.0, ..CacheOptions::default() };
+    /// assert!(o.checked().is_ok());
+    /// let bad = CacheOptions { jitter: 1.5, ..o };
+    /// assert!(bad.checked().unwrap_err().to_string().starts_with("jitter"));
+    /// ```
+    pub fn checked(self) -> Result<CacheOptions, Error> {
+        check_ttl(self.ttl, "ttl")?;
+        for (v, what) in [
+            (self.neg_ttl, "neg_ttl"),
+            (self.stale_ttl, "stale_ttl"),
+            (self.degraded_ttl, "degraded_ttl"),
+        ] {
+            if let Some(v) = v {
+                check_ttl(v, what)?;
+            }
+        }
+        let fraction = |v: f64, what: &str| {
+            if (0.0..1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(Error::Value(format!("{what} must be in [0, 1), got {v}")))
+            }
+        };
+        fraction(self.jitter, "jitter")?;
+        fraction(self.refresh_ahead, "refresh_ahead")?;
+        check_ttl(self.loader_timeout, "loader_timeout")?;
+        Ok(self)
+    }
+}
