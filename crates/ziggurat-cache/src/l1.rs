@@ -145,6 +145,17 @@ pub struct L1<K, V> {
     pub stats: L1Stats,
 }
 
+/// What [`L1::peek`] found for a key.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Peeked<R> {
+    /// A valid entry: `take`'s answer.
+    Valid(R),
+    /// An entry no longer valid, left in the table.
+    Invalid,
+    /// No entry for the key.
+    Absent,
+}
+
 /// Whether an entry is the one whose key `is_key` accepts, hashed `hash`.
 #[inline(always)]
 fn is_entry<K, V>(hash: u64, is_key: impl Fn(&K) -> bool) -> impl Fn(&Entry<K, V>) -> bool {
@@ -212,6 +223,32 @@ impl<K, V> L1<K, V> {
         e.visited = true;
         self.stats.hits += 1;
         Some(out)
+    }
+
+    /// What the table holds for the key `is_key` accepts (hashed `hash`) at
+    /// `now` (ms), for a caller that cannot drop an object where it runs: a
+    /// valid entry gives `take`'s answer (counted as a hit, marked for
+    /// CLOCK), one no longer valid is left in place, and no entry at all is
+    /// told apart from it, so that the caller need not look again before
+    /// reading below L1.
+    #[inline(always)]
+    pub fn peek<R>(
+        &mut self,
+        hash: u64,
+        is_key: impl Fn(&K) -> bool,
+        now: u64,
+        take: impl FnOnce(&Entry<K, V>) -> R,
+    ) -> Peeked<R> {
+        let Some(e) = self.table.find_mut(hash, is_entry(hash, is_key)) else {
+            return Peeked::Absent;
+        };
+        if !e.valid(now) {
+            return Peeked::Invalid;
+        }
+        let out = take(e);
+        e.visited = true;
+        self.stats.hits += 1;
+        Peeked::Valid(out)
     }
 
     /// Counts an entry out of the table.
@@ -367,6 +404,17 @@ mod tests {
         assert_eq!(l1.probe(1, is(1), 100, false, |e| e.value), None);
         assert!(l1.is_empty());
         assert_eq!((l1.stats.hits, l1.stats.stale), (1, 1));
+    }
+
+    #[test]
+    fn a_peek_tells_no_entry_from_one_no_longer_valid() {
+        let mut l1 = L1::new(4, 4);
+        assert_eq!(l1.peek(1, is(1), 50, |e| e.value), Peeked::Absent);
+        l1.insert(is(1), entry(1, false, 100));
+        assert_eq!(l1.peek(1, is(1), 50, |e| e.value), Peeked::Valid(1));
+        assert_eq!(l1.peek(1, is(1), 100, |e| e.value), Peeked::Invalid);
+        assert_eq!(l1.len(), 1, "left in place for the caller's probe to drop");
+        assert_eq!((l1.stats.hits, l1.stats.stale), (1, 0));
     }
 
     #[test]

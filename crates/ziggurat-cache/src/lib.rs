@@ -88,7 +88,7 @@ pub use error::Error;
 pub use flight::{process_alive, snapshot, Flight, FlightKey, Next};
 pub use front::{Front, Read};
 pub use key::{check_key, not_utf8, MAX_KEY};
-pub use l1::{Entry, L1Stats, L1};
+pub use l1::{Entry, L1Stats, Peeked, L1};
 pub use lookup::{Before, Bytes, Found, Lookup, Missing, Payload, Reader};
 pub use miss::{Landing, Miss, Plan, Sleep, Step};
 pub use options::CacheOptions;

@@ -11,7 +11,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PySet};
-use ziggurat_cache::{Cache, CacheOptions, Read};
+use ziggurat_cache::{Cache, CacheOptions, Peeked, Read};
 use ziggurat_core::now_ms;
 
 use crate::args::{check_key, key_hash, named};
@@ -42,7 +42,11 @@ type FetchDefaults = (f64, Option<f64>, Option<f64>, f64, f64);
 
 /// What the quick entries' L1 lookup found (`CacheCore::l1_peek`).
 pub(crate) enum Quick {
+    /// An entry no longer valid, or an L1 another call is inside: the
+    /// method's body looks again.
     Miss,
+    /// No entry for the key: the method's body can go below L1 at once.
+    Absent,
     Negative,
     Value(Py<PyAny>),
 }
@@ -138,25 +142,22 @@ impl CacheCore {
 
     /// The L1 lookup itself: `take` reads the key's entry if it is valid;
     /// None on a miss, or when another thread of this process is inside the
-    /// L1 at this instant. A stale entry is dropped, unless `keep_stale` (a
-    /// caller outside PyO3's entry, where dropping a reference would be
-    /// deferred: `quick`). `take` runs inside the guard: no Python code.
+    /// L1 at this instant. A stale entry is dropped (the quick entries, where
+    /// dropping a reference would be deferred, peek instead: `l1_peek`).
+    /// `take` runs inside the guard: no Python code.
     #[inline(always)]
     pub(crate) fn l1_probe<R>(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         hash: u64,
-        keep_stale: bool,
         take: impl FnOnce(&Entry) -> R,
     ) -> Option<R> {
         if !self.l1_enabled {
             return None;
         }
         self.l1
-            .try_with(py, |l1| {
-                l1.probe(hash, is_key(key), now_ms(), keep_stale, take)
-            })
+            .try_with(py, |l1| l1.probe(hash, is_key(key), now_ms(), false, take))
             .flatten()
     }
 
@@ -170,7 +171,7 @@ impl CacheCore {
         hash: u64,
     ) -> PyResult<Option<InL1>> {
         let as_is = self.mode == CopyMode::Shared && !self.debug;
-        let Some((value, encoded, soft, ttl_ms)) = self.l1_probe(py, key, hash, false, |e| {
+        let Some((value, encoded, soft, ttl_ms)) = self.l1_probe(py, key, hash, |e| {
             let value = (!e.negative).then(|| e.value.clone_ref(py));
             let encoded = if as_is {
                 None
@@ -202,14 +203,25 @@ impl CacheCore {
     /// method to drop, because a reference dropped from there would be deferred.
     #[inline(always)]
     pub(crate) fn l1_peek(&self, py: Python<'_>, key: &Bound<'_, PyAny>, hash: u64) -> Quick {
-        self.l1_probe(py, key, hash, true, |e| {
-            if e.negative {
-                Quick::Negative
-            } else {
-                Quick::Value(e.value.clone_ref(py))
-            }
-        })
-        .unwrap_or(Quick::Miss)
+        if !self.l1_enabled {
+            return Quick::Miss;
+        }
+        self.l1
+            .try_with(py, |l1| {
+                let found = l1.peek(hash, is_key(key), now_ms(), |e| {
+                    if e.negative {
+                        Quick::Negative
+                    } else {
+                        Quick::Value(e.value.clone_ref(py))
+                    }
+                });
+                match found {
+                    Peeked::Valid(q) => q,
+                    Peeked::Invalid => Quick::Miss,
+                    Peeked::Absent => Quick::Absent,
+                }
+            })
+            .unwrap_or(Quick::Miss)
     }
 
     /// Whether an L1 hit can be answered with the cached object as is (the

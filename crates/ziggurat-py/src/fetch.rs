@@ -139,12 +139,15 @@ impl CacheCore {
     }
 
     /// `Cache.fetch`'s body, for the method and for its quick entry (`quick`).
+    /// `l1_absent`: the quick entry just found no L1 entry for the key, so
+    /// L1 is not probed again.
     pub(crate) fn fetch_value<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
         loader: &Bound<'py, PyAny>,
         args: FetchArgs<'_, 'py>,
+        l1_absent: bool,
     ) -> PyResult<Py<PyAny>> {
         named(
             py,
@@ -158,7 +161,12 @@ impl CacheCore {
                 // An L1 hit is answered here; one due for early refresh also
                 // starts the refresh.
                 let mut due = None;
-                if let Some(e) = self.l1_lookup(py, key, hash)? {
+                let found = if l1_absent {
+                    None
+                } else {
+                    self.l1_lookup(py, key, hash)?
+                };
+                if let Some(e) = found {
                     let Some(v) = e.value else {
                         return Ok(py.None());
                     };
@@ -377,7 +385,7 @@ impl CacheCore {
             neg_ttl,
             stale_ttl,
         };
-        self.fetch_value(py, key, loader, args)
+        self.fetch_value(py, key, loader, args, false)
     }
 
     /// `afetch`'s first step: the L1 hit, or the first step of the miss.

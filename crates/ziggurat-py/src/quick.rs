@@ -150,7 +150,7 @@ unsafe extern "C" fn get(
         } else {
             ffi::Py_None()
         };
-        if let Some(out) = hit(core, key, default, false) {
+        if let Hit::Answer(out) = hit(core, key, default, false) {
             return out;
         }
         trampoline::<GetBody>(core, args, nargs, kwnames)
@@ -171,10 +171,11 @@ unsafe extern "C" fn fetch(
             return call_full(&FETCH, core, args, nargs, kwnames);
         }
         let key = *args;
-        if let Some(out) = hit(core, key, ffi::Py_None(), true) {
-            return out;
+        match hit(core, key, ffi::Py_None(), true) {
+            Hit::Answer(out) => out,
+            Hit::Absent => trampoline::<FetchAbsentBody>(core, args, nargs, kwnames),
+            Hit::Other => trampoline::<FetchBody>(core, args, nargs, kwnames),
         }
-        trampoline::<FetchBody>(core, args, nargs, kwnames)
     }
 }
 
@@ -190,6 +191,13 @@ struct FetchBody;
 
 impl MethodDef<trampoline::Func> for FetchBody {
     const METH: trampoline::Func = fetch_body;
+}
+
+/// `fetch`'s body for a key L1 has no entry for (`fetch_absent_body`).
+struct FetchAbsentBody;
+
+impl MethodDef<trampoline::Func> for FetchAbsentBody {
+    const METH: trampoline::Func = fetch_absent_body;
 }
 
 /// `CacheCore::get_value` for `get(key)` or `get(key, default)`.
@@ -227,12 +235,44 @@ unsafe fn fetch_body(
     _kwnames: *mut ffi::PyObject,
 ) -> PyResult<*mut ffi::PyObject> {
     // SAFETY: per this function's contract.
+    unsafe { fetch_with(py, core, args, false) }
+}
+
+/// `fetch_body` when the quick entry found no L1 entry for the key: the
+/// body goes below L1 without probing it again.
+///
+/// # Safety
+/// As for `fetch_body`.
+unsafe fn fetch_absent_body(
+    py: Python<'_>,
+    core: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    _nargs: ffi::Py_ssize_t,
+    _kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: per this function's contract.
+    unsafe { fetch_with(py, core, args, true) }
+}
+
+/// `CacheCore::fetch_value` for `fetch(key, loader)`; `l1_absent`: L1 was
+/// just seen to hold no entry for the key.
+///
+/// # Safety
+/// As for `fetch_body`.
+#[inline(always)]
+unsafe fn fetch_with(
+    py: Python<'_>,
+    core: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    l1_absent: bool,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: per this function's contract.
     unsafe {
         let c = Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>();
         let key = Borrowed::from_ptr(py, *args);
         let loader = Borrowed::from_ptr(py, *args.add(1));
         c.get()
-            .fetch_value(py, &key, &loader, FetchArgs::default())
+            .fetch_value(py, &key, &loader, FetchArgs::default(), l1_absent)
             .map(Py::into_ptr)
     }
 }
@@ -340,10 +380,20 @@ unsafe fn call_full(
     }
 }
 
-/// A new reference to the answer when L1 holds a valid entry for `key`;
-/// `None` for every other case, which the method's body then takes. For
-/// `fetch` (`for_fetch`), not when hits may start an early refresh: the body
-/// decides that.
+/// What the quick entry's L1 lookup leaves the call with.
+enum Hit {
+    /// A new reference to the answer.
+    Answer(*mut ffi::PyObject),
+    /// L1 has no entry for the key.
+    Absent,
+    /// Anything else, which the method's body takes from the start.
+    Other,
+}
+
+/// The answer when L1 holds a valid entry for `key`; whether it holds none
+/// at all; else `Other`, which the method's body then takes. For `fetch`
+/// (`for_fetch`), not when hits may start an early refresh: the body decides
+/// that.
 ///
 /// # Safety
 /// The GIL is held; `core` is a `CacheCore`, `key` and `default` are live
@@ -353,7 +403,7 @@ unsafe fn hit(
     key: *mut ffi::PyObject,
     default: *mut ffi::PyObject,
     for_fetch: bool,
-) -> Option<*mut ffi::PyObject> {
+) -> Hit {
     // SAFETY: per this function's contract. Exact str and bytes hash without
     // running Python code and never fail.
     unsafe {
@@ -361,27 +411,28 @@ unsafe fn hit(
         let core = Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>();
         let c = core.get();
         if !c.quick_hits() || (for_fetch && c.refresh_ahead != 0.0) {
-            return None;
+            return Hit::Other;
         }
         if ffi::PyUnicode_CheckExact(key) == 0 && ffi::PyBytes_CheckExact(key) == 0 {
-            return None;
+            return Hit::Other;
         }
         let h = ffi::PyObject_Hash(key);
         if h == -1 {
             ffi::PyErr_Clear();
-            return None;
+            return Hit::Other;
         }
         let key = Borrowed::from_ptr(py, key);
         // A panic must not unwind into CPython; it cannot happen on this path,
         // but if it did the method's body would report it properly.
         let found = catch_unwind(AssertUnwindSafe(|| c.l1_peek(py, &key, h as u64)));
         match found {
-            Ok(Quick::Value(v)) => Some(v.into_ptr()),
+            Ok(Quick::Value(v)) => Hit::Answer(v.into_ptr()),
             Ok(Quick::Negative) => {
                 ffi::Py_IncRef(default);
-                Some(default)
+                Hit::Answer(default)
             }
-            Ok(Quick::Miss) | Err(_) => None,
+            Ok(Quick::Absent) => Hit::Absent,
+            Ok(Quick::Miss) | Err(_) => Hit::Other,
         }
     }
 }
