@@ -401,8 +401,8 @@ def test_flask_report_renders_once_for_every_worker(flask_app: App) -> None:
 # -- every other example of the pages --------------------------------------------------------
 
 #: Pages this module does not run: their examples are checked where their subject is
-#: tested (the reader of the format, the metrics, the HTTP cache and the command line have
-#: test modules of their own), or they hold none.
+#: tested (the reader of the format, the metrics, the HTTP cache, the command line and the
+#: deployment page have test modules of their own), or they hold none.
 ELSEWHERE = {
     "docs/benchmarks.md",
     "docs/cli.md",
