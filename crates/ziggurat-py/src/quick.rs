@@ -6,17 +6,16 @@
 //! An L1 hit is the cache's most frequent call and its cheapest work (a table
 //! probe and a few atomic loads). PyO3's generic entry (the trampoline that
 //! counts the thread's attachment and catches panics, then a parser that fills
-//! an argument array from positional and keyword arguments) took about 6 ns of
-//! the 31 ns a hit cost through it. These entries take the hit straight from the vectorcall
-//! arguments when the call is `get(key)`, `get(key, default)` or
+//! an argument array from positional and keyword arguments) was a fifth of a
+//! hit's cost (docs/benchmarks.md). These entries take the hit straight from
+//! the vectorcall arguments when the call is `get(key)`, `get(key, default)` or
 //! `fetch(key, loader)` with an exact `str` or `bytes` key. The same calls
 //! that miss go to the bodies the PyO3 methods call
 //! (`CacheCore::get_value`, `CacheCore::fetch_value`) through PyO3's own
 //! trampoline, which counts the attachment and turns a panic into an
 //! exception: the parser and a second trip through the method's descriptor
-//! cost a fetch miss about 160 instructions, and `Python::attach` from a
-//! foreign entry (which takes CPython's thread-state lock API) about 80 more
-//! than the trampoline. The trampoline is PyO3's macro support, outside its
+//! would cost a fetch miss more, and `Python::attach` from a foreign entry
+//! (which takes CPython's thread-state lock API) more than the trampoline. The trampoline is PyO3's macro support, outside its
 //! semver promise, hence the exact version pin in Cargo.toml. Calls with
 //! keywords go to the PyO3 method. Every behaviour of `get` and `fetch` still
 //! lives in `CacheCore`: this file only decides how a call reaches it.

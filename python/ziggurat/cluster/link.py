@@ -129,8 +129,8 @@ class Link:
         """The server's raw reply to one command, sent on this thread's own connection.
 
         redis-py's client takes a connection from its pool and gives it back around every
-        command, with retry and observability wrappers: about 20 µs of CPU here, as much as
-        the rest of a cache hit from Redis. The hot path keeps one connection per thread
+        command, with retry and observability wrappers: as much CPU as the rest of a cache
+        hit from Redis. The hot path keeps one connection per thread
         instead (per process too: a forked child makes its own), with the same settings as
         the pool's. A command that fails half-way closes it (redis-py does that on any
         error but an error reply), so the next command cannot read a stale reply; the next
