@@ -50,6 +50,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from time import perf_counter_ns, thread_time_ns
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,10 +68,11 @@ QUICK_SIZES = "64M,256M"
 VALUE_BYTES = 90
 KEY_FORMAT = b"k%010d"  # 11-byte keys
 LMDB_BATCH = 10_000  # puts per write transaction while filling lmdb
-# Keys drawn for the get loop: 2 M keys touch some 400 MB of index and records, more than
-# the last-level cache of this machine (260 MB), so that a large segment is read from memory.
-SAMPLE = 2_000_000
-QUICK_SAMPLE = 200_000
+# Keys read per rep of the get loop. Every rep reads keys of its own, drawn beforehand, each
+# once: no rep finds in the CPU's caches what an earlier rep brought there, so that a large
+# segment is read from memory as a random get in production would.
+SAMPLE = 200_000
+QUICK_SAMPLE = 50_000
 SET_KEYS = 100_000  # keys per set pass (at most a tenth of the entries kept)
 GET_GOAL = 1.3  # get at the largest size / get at 64 MiB, huge pages
 
@@ -216,18 +218,39 @@ class Mounts:
 # --- timing -----------------------------------------------------------------------------------
 
 
-def pass_ns(f: Callable[[Any], Any], keys: Sequence[Any]) -> float:
-    """ns per call of ``f(k)`` over ``keys`` once (``harness.loop_call``: gc off)."""
-    return h.loop_call(f, keys, 1) / len(keys)
+def pass_ns(f: Callable[[Any], Any], keys: Sequence[Any]) -> tuple[float, float]:
+    """``f(k)`` for each of ``keys``, gc off: (CPU ns of this thread, wall ns) per call.
+
+    The CPU time leaves out the time this thread waited while other work had the CPU (this
+    machine is shared); page walks and faults count, as they run on this thread.
+    """
+    with h.GcOff():
+        c0, w0 = thread_time_ns(), perf_counter_ns()
+        for k in keys:
+            f(k)
+        w1, c1 = perf_counter_ns(), thread_time_ns()
+    return (c1 - c0) / len(keys), (w1 - w0) / len(keys)
 
 
-def set_pass_ns(f: Callable[[Any, Any], Any], keys: Sequence[bytes], value: bytes) -> float:
-    return h.loop_set(f, keys, value, 1) / len(keys)
+def set_pass_ns(
+    f: Callable[[Any, Any], Any], keys: Sequence[bytes], value: bytes
+) -> tuple[float, float]:
+    with h.GcOff():
+        c0, w0 = thread_time_ns(), perf_counter_ns()
+        for k in keys:
+            f(k, value)
+        w1, c1 = perf_counter_ns(), thread_time_ns()
+    return (c1 - c0) / len(keys), (w1 - w0) / len(keys)
 
 
-def reps_of(run: Callable[[], float], reps: int) -> dict[str, Any]:
-    xs = [run() for _ in range(reps)]
-    return {**h.summary(xs), "samples": xs}
+def collect(pairs: Sequence[tuple[float, float]]) -> dict[str, Any]:
+    """Summary of the CPU figures, with the wall-clock ones under ``"wall"``."""
+    cpu, wall = [p[0] for p in pairs], [p[1] for p in pairs]
+    return {**h.summary(cpu), "samples": cpu, "wall": {**h.summary(wall), "samples": wall}}
+
+
+def reps_of(run: Callable[[], tuple[float, float]], reps: int) -> dict[str, Any]:
+    return collect([run() for _ in range(reps)])
 
 
 def draw_kept(
@@ -304,22 +327,25 @@ def measure_ops(
     set_keys: int,
     reps: int,
 ) -> dict[str, Any]:
-    """get over ``sample``, then overwrites, then new keys from ``next_key`` on."""
+    """get over ``sample`` (``reps + 1`` slices: a warm-up, then one per rep), then overwrites
+    of sampled keys, then new keys from ``next_key`` on."""
     value = VALUE
     out: dict[str, Any] = {}
-    pass_ns(get, sample[: min(len(sample), 100_000)])  # warm the code, not the data
+    per = len(sample) // (reps + 1)
+    slices = [sample[i * per : (i + 1) * per] for i in range(reps + 1)]
+    pass_ns(get, slices[0])  # warms the code (and its data: not read again)
     # the same loop calling a builtin, rep for rep beside the gets: what Python itself costs
-    gets: list[float] = []
-    floors: list[float] = []
-    for _ in range(reps):
-        gets.append(pass_ns(get, sample))
-        floors.append(pass_ns(len, sample))
-    out["get_ns"] = {**h.summary(gets), "samples": gets}
-    out["loop_floor_ns"] = {**h.summary(floors), "samples": floors}
+    gets: list[tuple[float, float]] = []
+    floors: list[tuple[float, float]] = []
+    for keys in slices[1:]:
+        gets.append(pass_ns(get, keys))
+        floors.append(pass_ns(len, keys))
+    out["get_ns"] = collect(gets)
+    out["loop_floor_ns"] = collect(floors)
     with h.GcOff():
         out["sample_hits"] = sum(get(k) is not None for k in sample)
-    over = sample[:set_keys]
-    out["set_overwrite_ns"] = reps_of(lambda: set_pass_ns(set_, over, value), reps)
+    over = iter(slices[1:])
+    out["set_overwrite_ns"] = reps_of(lambda: set_pass_ns(set_, next(over)[:set_keys], value), reps)
     fresh = iter(range(next_key, 1 << 62))
 
     def new_pass() -> float:
@@ -368,7 +394,7 @@ def bench_segment(size: int, directory: str, reps: int, sample_n: int) -> dict[s
         r["memory_before"], r["memory_after"] = mem0, mem1
         r["huge_bytes"] = max(0, huge1 - huge0)
         r["pmd_mapped"] = mem1["ShmemPmdMapped"]
-        sample, missed = draw_kept(seg.get, written, min(sample_n, r["entries"]), size)
+        sample, missed = draw_kept(seg.get, written, (reps + 1) * sample_n, size)
         r["sample"], r["sample_missed_draws"] = len(sample), missed
         r.update(attach_in_child(ZIG, name, directory, sample[0]))
         r.update(measure_ops(seg.get, set_, sample, written, set_keys(r["entries"]), reps))
@@ -399,9 +425,10 @@ def bench_lmdb(size: int, entries: int, directory: str, reps: int, sample_n: int
         with h.GcOff():
             for j in range(0, entries, LMDB_BATCH):
                 with begin(write=True) as txn:
-                    put = txn.put
-                    for i in range(j, min(entries, j + LMDB_BATCH)):
-                        put(KEY_FORMAT % i, VALUE)
+                    # putmulti: the puts of a batch in one call (the loop in C)
+                    txn.cursor().putmulti(
+                        (KEY_FORMAT % i, VALUE) for i in range(j, min(entries, j + LMDB_BATCH))
+                    )
         r["fill_s"] = time.perf_counter() - t0
         r["written"] = r["entries"] = entries
         mem1, huge1 = process_memory(), shmem_huge()
@@ -411,7 +438,7 @@ def bench_lmdb(size: int, entries: int, directory: str, reps: int, sample_n: int
         r["memory_before"], r["memory_after"] = mem0, mem1
         r["huge_bytes"] = max(0, huge1 - huge0)
         r["pmd_mapped"] = mem1["ShmemPmdMapped"]
-        sample, missed = draw_kept(lm.get, entries, min(sample_n, entries), size)
+        sample, missed = draw_kept(lm.get, entries, (reps + 1) * sample_n, size)
         r["sample"], r["sample_missed_draws"] = len(sample), missed
         r.update(attach_in_child(LMDB, path, directory, sample[0]))
         r.update(measure_ops(lm.get, lm.set, sample, entries, set_keys(entries), reps))
@@ -529,11 +556,17 @@ def goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
     if small and big and "error" not in small and "error" not in big and big is not small:
         x = big["get_ns"]["median"] / small["get_ns"]["median"]
         value = f"×{x:.2f} ({fmt_size(big['size'])}: {big['get_ns']['median']:.0f} ns)"
+        # the goal is stated for 8 GiB: a shorter run does not say whether it is met
         full = big["size"] >= 8 * GiB
         if not full:
-            value += f"; run stopped at {fmt_size(big['size'])}"
+            value += f"; the run stopped at {fmt_size(big['size'])}"
         out.append(
-            {"measure": measure, "value": value, "goal": ratio_goal, "ok": x <= GET_GOAL and full}
+            {
+                "measure": measure,
+                "value": value,
+                "goal": ratio_goal,
+                "ok": x <= GET_GOAL if full else None,
+            }
         )
     else:
         out.append({"measure": measure, "value": "—", "goal": ratio_goal, "ok": None})
@@ -583,8 +616,9 @@ def fmt_bytes(n: float) -> str:
     return f"{n / MiB:.0f} MiB"
 
 
-def med(r: dict[str, Any], what: str) -> float:
-    return float(r[what]["median"])
+def med(r: dict[str, Any], what: str, wall: bool = False) -> float:
+    """Median of ``what``: CPU time, or with ``wall`` the wall clock."""
+    return float(r[what]["wall"]["median"] if wall else r[what]["median"])
 
 
 def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: bool = True) -> str:
@@ -617,13 +651,16 @@ def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: b
         "The segment (default options) is filled until its count of entries stops growing "
         "(each new key then evicts an old one); lmdb is given as many entries, 10,000 per "
         "write transaction, in a map of twice the size. get: random keys among those kept, "
-        f"drawn beforehand (up to {m['sample']:,}: their index slots and records exceed the "
-        "last-level cache at the large sizes), one pass over them per rep; the loop is "
+        f"drawn beforehand, {m['sample']:,} per rep, each rep reading keys of its own once "
+        "(so no rep finds in the CPU's caches what an earlier one brought there); the loop is "
         "Python calling the store's bound method (`ziggurat._native.Segment.get`; lmdb: a "
         "read transaction per get, as another process's reader must), so each figure "
         "includes the loop's own cost, given as 'loop floor' (the same loop calling `len`). "
         "set: overwrites of kept keys, then new keys (which evict in the segment), a write "
-        f"transaction per set for lmdb. Medians of {m['reps']} reps, spread min–max.",
+        f"transaction per set for lmdb. Medians of {m['reps']} reps, spread min–max. The "
+        "figures are CPU time of the measuring thread per op (`time.thread_time_ns`, page "
+        "walks and faults included), which leaves out the time other work on this shared "
+        "machine held the CPU; the wall-clock medians of the same get reps follow them.",
         "",
         "![random get, ns per op, vs size](" + img_prefix + "scale-get.svg)",
         "",
@@ -636,7 +673,6 @@ def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: b
             "lrrl",
         )
     )
-    out += ["", "Random get, ns per op (median; spread below):", ""]
     header = ["size"]
     cols: list[tuple[str, str]] = []
     for b in BACKENDS:
@@ -646,25 +682,33 @@ def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: b
     if len(pages) == 2:
         header.append("ziggurat huge / 4 KiB")
     header += ["ziggurat / lmdb (" + ", ".join(pages) + ")", "loop floor"]
-    rows = []
     base = find(doc, min(sizes), HUGE, ZIG) if sizes else None
-    for s in sizes:
-        row = [fmt_size(s)]
-        for b, p in cols:
-            r = find(doc, s, p, b)
-            row.append(cell(r, "get_ns"))
-        if len(pages) == 2:
-            a, b_ = find(doc, s, HUGE, ZIG), find(doc, s, NO_HUGE, ZIG)
-            row.append(ratio_cell(a, b_, "get_ns"))
-        row.append(
-            " / ".join(
-                ratio_cell(find(doc, s, p, ZIG), find(doc, s, p, LMDB), "get_ns") for p in pages
+    for wall in (False, True):
+        out += [
+            "",
+            "Random get, ns per op, wall clock (median), the same reps:"
+            if wall
+            else "Random get, ns of CPU time per op (median; spread below):",
+            "",
+        ]
+        rows = []
+        for s in sizes:
+            row = [fmt_size(s)]
+            for b, p in cols:
+                row.append(cell(find(doc, s, p, b), "get_ns", wall))
+            if len(pages) == 2:
+                a, b_ = find(doc, s, HUGE, ZIG), find(doc, s, NO_HUGE, ZIG)
+                row.append(ratio_cell(a, b_, "get_ns", wall))
+            row.append(
+                " / ".join(
+                    ratio_cell(find(doc, s, p, ZIG), find(doc, s, p, LMDB), "get_ns", wall)
+                    for p in pages
+                )
             )
-        )
-        floors = [med(r, "loop_floor_ns") for r in ok_rows(doc) if r["size"] == s]
-        row.append(f"{h.median(floors):.0f} ns" if floors else "—")
-        rows.append(row)
-    out.append(h.md_table(header, rows))
+            floors = [med(r, "loop_floor_ns", wall) for r in ok_rows(doc) if r["size"] == s]
+            row.append(f"{h.median(floors):.0f} ns" if floors else "—")
+            rows.append(row)
+        out.append(h.md_table(header, rows))
     if base and "error" not in base and len(sizes) > 1:
         out += [
             "",
@@ -680,7 +724,7 @@ def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: b
         "",
         "![set, ns per op, vs size](" + img_prefix + "scale-set.svg)",
         "",
-        "Set, ns per op (median): overwrite of a kept key / new key",
+        "Set, ns of CPU time per op (median): overwrite of a kept key / new key",
         "",
     ]
     rows = []
@@ -788,16 +832,18 @@ def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: b
     return "\n".join(out)
 
 
-def cell(r: dict[str, Any] | None, what: str) -> str:
+def cell(r: dict[str, Any] | None, what: str, wall: bool = False) -> str:
     if r is None or "error" in r:
         return "—"
-    return f"{med(r, what):.0f}"
+    return f"{med(r, what, wall):.0f}"
 
 
-def ratio_cell(a: dict[str, Any] | None, b: dict[str, Any] | None, what: str) -> str:
+def ratio_cell(
+    a: dict[str, Any] | None, b: dict[str, Any] | None, what: str, wall: bool = False
+) -> str:
     if a is None or b is None or "error" in a or "error" in b:
         return "—"
-    return f"×{med(a, what) / med(b, what):.2f}"
+    return f"×{med(a, what, wall) / med(b, what, wall):.2f}"
 
 
 # --- plots ---------------------------------------------------------------------------------------
@@ -856,7 +902,7 @@ def plots(doc: dict[str, Any], img_dir: str, fmt: str = "svg") -> list[str]:
 
     paths = []
     label = {ZIG: "ziggurat", LMDB: "lmdb"}
-    fig, ax = axes("Random get (90-byte values)", "ns per get (median)")
+    fig, ax = axes("Random get (90-byte values)", "ns of CPU time per get (median)")
     for b in BACKENDS:
         for p in pages:
             c, ls, mk = style[(b, p)]
@@ -869,7 +915,7 @@ def plots(doc: dict[str, Any], img_dir: str, fmt: str = "svg") -> list[str]:
             )
     paths.append(save(fig, ax, "scale-get.svg"))
 
-    fig, ax = axes("Set (90-byte values)", "ns per set (median)")
+    fig, ax = axes("Set (90-byte values)", "ns of CPU time per set (median)")
     for b in BACKENDS:
         for p in pages:
             c, ls, mk = style[(b, p)]
