@@ -142,6 +142,24 @@ def allocated(path: str) -> int:
     return os.stat(path).st_blocks * 512
 
 
+def last_level_cache() -> str:
+    """The size of the CPU's largest cache, as the kernel states it ("266240K"), or ""."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    best = (0, "")
+    with contextlib.suppress(OSError):
+        for d in os.listdir(base):
+            try:
+                with open(os.path.join(base, d, "level")) as f:
+                    level = int(f.read())
+                with open(os.path.join(base, d, "size")) as f:
+                    size = f.read().strip()
+            except (OSError, ValueError):
+                continue
+            if level > best[0]:
+                best = (level, size)
+    return best[1]
+
+
 def mount_options(directory: str) -> str:
     """The options of the file system ``directory`` is on (the longest matching mount)."""
     best, opts = "", "unknown"
@@ -468,6 +486,7 @@ def run_scale(
             "meta": {
                 "date": started.strftime("%Y-%m-%d %H:%M UTC"),
                 "machine": h.machine_facts(),
+                "last_level_cache": last_level_cache(),
                 "build": peers.extension_build(),
                 "versions": {k: v for k, v in peers.versions().items() if "lmdb" in k},
                 "sizes": list(sizes),
@@ -640,7 +659,8 @@ def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: b
         f"* date: {m['date']}; took {m.get('seconds', 0):.0f} s; sizes run: {run}",
         f"* machine: {mach['nproc']} CPUs usable ({mach['cpu']}), {mach['memory']} RAM, "
         f"{mach['system']} {mach['kernel']}, {mach['implementation']} {mach['python']}; "
-        "a shared machine: other work ran on its 2 cores during the run",
+        "a shared machine: other work ran on its 2 cores during the run"
+        + (f"; last-level cache {llc}" if (llc := llc_text(m)) else ""),
         f"* load average (1 min) at start / end: {m['loadavg_start'][0]:.2f} / "
         f"{m.get('loadavg_end', [0.0])[0]:.2f}",
         f"* extension: {m['build']} build; lmdb {m['versions'].get('lmdb', '?')} (py-lmdb, "
@@ -829,6 +849,12 @@ def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: b
     if errs:
         out.append("* failed: " + "; ".join(errs) + ".")
     return "\n".join(out)
+
+
+def llc_text(meta: dict[str, Any]) -> str:
+    """The last-level cache's size in MiB ("260 MiB"), or ""."""
+    m = re.fullmatch(r"(\d+)K", meta.get("last_level_cache", ""))
+    return f"{int(m.group(1)) / 1024:g} MiB" if m else ""
 
 
 def cell(r: dict[str, Any] | None, what: str, wall: bool = False) -> str:
