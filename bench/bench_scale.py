@@ -819,8 +819,18 @@ def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: b
         "* create: opening a new store of that size in this process; attach: opening it "
         "again in a second process (timed inside it, the interpreter's start left out) and "
         "that process's first get of a kept key; fill: keys written in order by one process "
-        "(the segment: until full, lmdb: its batches), per write.",
+        "(the segment: until full, lmdb: its batches), wall clock per write.",
     ]
+    llc = llc_bytes(m)
+    if llc and sizes:
+        inside = [fmt_size(x) for x in sizes if x <= llc]
+        if inside:
+            out.append(
+                f"* {', '.join(inside)} fit in this machine's last-level cache "
+                f"({llc_text(m)}): there most random gets "
+                "find the index and the record in that cache; in a larger segment they are "
+                "read from memory, and with 4 KiB pages the page tables too."
+            )
     spreads = []
     for r in ok_rows(doc):
         sp = r["get_ns"]
@@ -849,6 +859,11 @@ def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: b
     if errs:
         out.append("* failed: " + "; ".join(errs) + ".")
     return "\n".join(out)
+
+
+def llc_bytes(meta: dict[str, Any]) -> int:
+    m = re.fullmatch(r"(\d+)K", meta.get("last_level_cache", ""))
+    return int(m.group(1)) * 1024 if m else 0
 
 
 def llc_text(meta: dict[str, Any]) -> str:
