@@ -366,7 +366,7 @@ def measure_ops(
     out["set_overwrite_ns"] = reps_of(lambda: set_pass_ns(set_, next(over)[:set_keys], value), reps)
     fresh = iter(range(next_key, 1 << 62))
 
-    def new_pass() -> float:
+    def new_pass() -> tuple[float, float]:
         keys = [KEY_FORMAT % next(fresh) for _ in range(set_keys)]
         return set_pass_ns(set_, keys, value)
 
@@ -374,10 +374,22 @@ def measure_ops(
     return out
 
 
+def check_memory(need: int, what: str) -> None:
+    """Refuse to fill a store that the machine's free memory cannot hold: a tmpfs file larger
+    than that would push other processes out (or wake the OOM killer)."""
+    avail = proc_kib("/proc/meminfo", ("MemAvailable",))["MemAvailable"]
+    if avail and avail < need + GiB:
+        raise RuntimeError(
+            f"{what} needs {fmt_bytes(need)} of tmpfs and only {fmt_bytes(avail)} of memory "
+            "is available (1 GiB is kept free): run fewer or smaller --sizes"
+        )
+
+
 def bench_segment(size: int, directory: str, reps: int, sample_n: int) -> dict[str, Any]:
     cls = peers.segment_class()
     if cls is None:
         raise RuntimeError("ziggurat.Segment is not importable: " + peers.segment_unavailable())
+    check_memory(size, f"a {fmt_size(size)} segment")
     name = f"scale{os.getpid()}-{size}"
     gc.collect()
     mem0, huge0 = process_memory(), shmem_huge()
@@ -429,6 +441,8 @@ def set_keys(entries: int) -> int:
 
 
 def bench_lmdb(size: int, entries: int, directory: str, reps: int, sample_n: int) -> dict[str, Any]:
+    # lmdb takes some 120 B per entry with these keys and values
+    check_memory(entries * 120, f"lmdb with {entries:,} entries")
     path = tempfile.mkdtemp(prefix="ziggurat-scale-lmdb-", dir=directory)
     map_size = 2 * size
     gc.collect()
@@ -660,7 +674,7 @@ def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: b
         f"* machine: {mach['nproc']} CPUs usable ({mach['cpu']}), {mach['memory']} RAM, "
         f"{mach['system']} {mach['kernel']}, {mach['implementation']} {mach['python']}; "
         "a shared machine: other work ran on its 2 cores during the run"
-        + (f"; last-level cache {llc}" if (llc := llc_text(m)) else ""),
+        + (f"; last-level cache {cache}" if (cache := llc_text(m)) else ""),
         f"* load average (1 min) at start / end: {m['loadavg_start'][0]:.2f} / "
         f"{m.get('loadavg_end', [0.0])[0]:.2f}",
         f"* extension: {m['build']} build; lmdb {m['versions'].get('lmdb', '?')} (py-lmdb, "
