@@ -661,7 +661,7 @@ def render(doc: dict[str, Any], command: str, img_prefix: str = "img/", title: b
     pages = [f["label"] for f in m["filesystems"]]
     run = ", ".join(fmt_size(s) for s in sizes) or "none"
     out = [TITLE, ""] if title else []
-    if not m.get("complete"):
+    if not m.get("complete") or not sizes or max(sizes) < 8 * GiB:
         out += [f"**Partial run: only {run} were measured.**", ""]
     out += [
         "How creation, attach, get, set and memory grow with the segment's size, on tmpfs "
