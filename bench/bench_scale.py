@@ -378,10 +378,10 @@ def check_memory(need: int, what: str) -> None:
     """Refuse to fill a store that the machine's free memory cannot hold: a tmpfs file larger
     than that would push other processes out (or wake the OOM killer)."""
     avail = proc_kib("/proc/meminfo", ("MemAvailable",))["MemAvailable"]
-    if avail and avail < need + GiB:
+    if avail and avail < need + 2 * GiB:
         raise RuntimeError(
             f"{what} needs {fmt_bytes(need)} of tmpfs and only {fmt_bytes(avail)} of memory "
-            "is available (1 GiB is kept free): run fewer or smaller --sizes"
+            "is available (2 GiB are kept free): run fewer or smaller --sizes"
         )
 
 
