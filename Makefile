@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 
-.PHONY: all build test lint pytest rust-test bench bench-http stress demo demo-cluster blog clean wheel sdist
+.PHONY: all build test lint pytest rust-test bench bench-http bench-scale stress demo demo-cluster blog clean wheel sdist
 
 all: test
 
@@ -97,6 +97,11 @@ stress: build
 
 bench: build $(VENV)/.bench
 	$(PY) bench/run.py
+
+# The segment's size scaling alone, 64 MiB to 8 GiB (needs ~20 GiB of RAM; as root it mounts
+# its own tmpfs, with and without huge pages): docs/benchmarks.md, section s.
+bench-scale: build $(VENV)/.bench
+	$(PY) bench/bench_scale.py
 
 bench-http: build $(VENV)/.bench $(VENV)/.demo
 	$(PY) bench/bench_http.py

@@ -3,6 +3,7 @@
     python bench/run.py                 every benchmark, 5 interleaved reps per figure
     python bench/run.py --quick         fewer and shorter reps (smoke run, ~1-2 minutes)
     python bench/run.py --only get,mix  some benchmarks; the others keep their last results
+    python bench/run.py --only scale    the size scaling alone (as bench/bench_scale.py)
 
 Raw results go to bench/results/ as JSON (one file per run, plus the latest results per
 benchmark, which the Markdown report is rendered from). A quick run writes its report to
@@ -31,6 +32,7 @@ if HERE not in sys.path:
 
 import bench_cache as bc  # noqa: E402
 import bench_cluster as bcl  # noqa: E402
+import bench_scale as bsc  # noqa: E402
 import bench_segment as bs  # noqa: E402
 import harness as h  # noqa: E402
 import peers  # noqa: E402
@@ -43,8 +45,10 @@ BUILDS = {
     "release": "plain release build (no profile-guided optimization)",
 }
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
-# report order: the segment (L2 alone), the multi-level Cache, then its cluster tier
-BENCHMARKS = {**bs.BENCHMARKS, **bc.BENCHMARKS, **bcl.BENCHMARKS}
+# report order: the segment (L2 alone), the multi-level Cache, its cluster tier, then the
+# segment's size scaling (its section comes from bench/scale.md, which a run of
+# bench/bench_scale.py alone writes too)
+BENCHMARKS = {**bs.BENCHMARKS, **bc.BENCHMARKS, **bcl.BENCHMARKS, **bsc.BENCHMARKS}
 NEEDS_REDIS = bs.NEEDS_REDIS | bc.NEEDS_REDIS | bcl.NEEDS_REDIS
 
 
@@ -165,7 +169,7 @@ def run(argv: list[str]) -> int:
     if not args.no_doc:
         out = args.out or (os.path.join(RESULTS, "benchmarks-quick.md") if args.quick else DOC)
         with open(out, "w") as f:
-            f.write(render(latest, meta))
+            f.write(render(latest, meta, args.quick))
         print(f"[bench] report: {os.path.relpath(out, ROOT)}", file=sys.stderr)
     print(f"[bench] done in {meta['seconds']:.0f} s", file=sys.stderr)
     return 1 if failed else 0
@@ -189,10 +193,14 @@ def status(ok: bool | None) -> str:
     return "not measured" if ok is None else ("meets" if ok else "**misses**")
 
 
-def render(latest: dict[str, Any], meta: dict[str, Any]) -> str:
+def render(latest: dict[str, Any], meta: dict[str, Any], quick: bool = False) -> str:
     m = meta["machine"]
     s = meta["settings"]
     secs = [latest["sections"][n] for n in BENCHMARKS if n in latest["sections"]]
+    # The size scaling of a full run is its last run, alone or by this script (bench/scale.md).
+    scale = None if quick else bsc.load()
+    if scale is not None:
+        secs = [x for x in secs if x["name"] not in bsc.BENCHMARKS]
     out = [
         "# Benchmarks",
         "",
@@ -227,12 +235,18 @@ def render(latest: dict[str, Any], meta: dict[str, Any]) -> str:
     for sec in secs:
         for g in sec["goals"]:
             rows.append([g["measure"], g["value"], g["goal"], status(g["ok"])])
+    if scale is not None:
+        for g in bsc.goals(scale):
+            rows.append([g["measure"], g["value"], g["goal"], status(g["ok"])])
     out.append(h.md_table(["measure", "measured", "goal", "status"], rows, "lrrl"))
     for sec in secs:
         out += ["", f"## {sec['title']}", ""]
         if sec["date"] != meta["date"]:
             out += [f"*From an earlier run: {sec['date']}, `{sec['command']}`.*", ""]
         out.append(sec["markdown"])
+    report = bsc.report_text() if scale is not None else None
+    if report:
+        out += ["", report]
     # The last A/B of two builds (bench/ab.py) is kept: this run does not make it.
     ab = os.path.join(HERE, "ab.md")
     if os.path.exists(ab):
