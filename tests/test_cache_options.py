@@ -1,5 +1,5 @@
 """The options of ``Cache`` are checked in one place (``CacheOptions.build``), with the
-limits of the native module: the constructor takes exactly the options ``build`` checks,
+limits of the native module: the constructor's signature is written once (``Cache.__init__``),
 and a bad option is refused before any file exists.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+from typing import Any
 
 import pytest
 from ziggurat import Cache, _native
@@ -15,24 +16,46 @@ from ziggurat.args import MAX_KEY, MAX_TAGS, MAX_TTL
 from ziggurat.options import CacheOptions
 
 
-def test_the_constructor_takes_the_options_build_checks() -> None:
-    # Cache's signature (its __new__, which does the work), the one documentation tools
-    # and type checkers read (its __init__) and build's are one list of options.
-    build = inspect.signature(CacheOptions.build).parameters
+def test_the_constructor_signature_is_written_once() -> None:
+    # __init__ holds the one signature (the one documentation tools and type checkers
+    # read); __new__ binds to it, inspect.signature(Cache) shows it, and build reads the
+    # bound arguments only.
     init = dict(inspect.signature(Cache.__init__).parameters)
     del init["self"]
-    for signature in (inspect.signature(Cache).parameters, init):
-        assert list(signature) == list(build)
-        for name, p in signature.items():
-            assert (p.kind, p.default, p.annotation) == (
-                build[name].kind,
-                build[name].default,
-                build[name].annotation,
-            ), name
+    assert list(inspect.signature(Cache).parameters) == list(init)
+    new = inspect.signature(Cache.__new__).parameters
+    assert [p.kind for p in new.values()][1:] == [
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.VAR_KEYWORD,
+    ]
+    assert list(inspect.signature(CacheOptions.build).parameters) == ["arguments"]
+    o = Cache.options("opts-sig", "2MiB")
+    for name, p in init.items():
+        if p.default not in (None, p.empty) and hasattr(o, name) and name != "serializer":
+            assert getattr(o, name) == p.default, name
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((), {}, "Cache(): missing a required argument: 'name'"),
+        (("a", "1MiB", 3), {}, "Cache(): too many positional arguments"),
+        (("a",), {"colour": "red"}, "Cache(): got an unexpected keyword argument 'colour'"),
+        (("a",), {"name": "b"}, "Cache(): multiple values for argument 'name'"),
+    ],
+)
+def test_arguments_that_do_not_bind_name_the_constructor(
+    args: tuple[Any, ...], kwargs: dict[str, Any], message: str
+) -> None:
+    before = set(os.listdir("/dev/shm"))
+    with pytest.raises(TypeError) as e:
+        Cache(*args, **kwargs)
+    assert str(e.value) == message
+    assert set(os.listdir("/dev/shm")) == before
 
 
 def test_build_resolves_the_options() -> None:
-    o = CacheOptions.build("opts", "2MiB", l1_items=50, version="v2", neg_ttl=None)
+    o = Cache.options("opts", "2MiB", l1_items=50, version="v2", neg_ttl=None)
     assert o.size_bytes == 2 << 20
     assert o.neg_bytes is None  # the engine's default where the pair opens: size / 16, >= 1 MiB
     assert o.l1_negative_items == 5
@@ -43,10 +66,10 @@ def test_build_resolves_the_options() -> None:
 
 def test_the_limits_are_the_native_module_s() -> None:
     assert (MAX_TTL, MAX_KEY, MAX_TAGS) == (_native.MAX_TTL, _native.MAX_KEY, _native.MAX_TAGS)
-    assert CacheOptions.build("opts", ttl=_native.MAX_TTL).ttl == _native.MAX_TTL
-    assert CacheOptions.build("opts", ttl=math.inf).ttl == math.inf
+    assert Cache.options("opts", ttl=_native.MAX_TTL).ttl == _native.MAX_TTL
+    assert Cache.options("opts", ttl=math.inf).ttl == math.inf
     with pytest.raises(ValueError, match=r"^Cache\(\): ttl must be a number of seconds > 0"):
-        CacheOptions.build("opts", ttl=_native.MAX_TTL * 1.001)
+        Cache.options("opts", ttl=_native.MAX_TTL * 1.001)
 
 
 @pytest.mark.parametrize(
@@ -70,7 +93,7 @@ def test_bad_options_are_refused_before_any_file(
     kw: dict[str, object] = {"name": "opts-bad", "size": "8MiB", "directory": shm_dir}
     kw.update(options)
     with pytest.raises(error, match=message):
-        CacheOptions.build(**kw)  # type: ignore[arg-type]
+        Cache.options(**kw)
     with pytest.raises(error, match=message):
         Cache(**kw)  # type: ignore[arg-type]
     assert os.listdir(shm_dir) == []

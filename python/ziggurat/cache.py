@@ -13,6 +13,7 @@ differs by mode is a mixin chosen once (``factory``; ``closed.Closed`` on ``clos
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -81,42 +82,30 @@ class Cache(CacheCore):
     _tier: ClusterTier | None
     _reader: Reader | None
 
-    def __new__(
-        cls,
-        name: str,
-        size: int | str | None = None,
-        *,
-        l1_items: int = 10_000,
-        l1_negative_items: int | None = None,
-        ttl: float = 300,
-        neg_ttl: float | None = 30,
-        stale_ttl: float | None = None,
-        jitter: float = 0.1,
-        refresh_ahead: float = 0.0,
-        loader_timeout: float = 10.0,
-        serializer: str | Serializer = "auto",
-        copy: str = "shared",
-        debug: bool = False,
-        neg_size: int | str | None = None,
-        directory: str = "/dev/shm",
-        avg_item_size: int = 256,
-        lock_timeout: float = 0.5,
-        recreate: bool = False,
-        version: int | str | None = None,
-        degraded: str = "passthrough",
-        degraded_ttl: float = 1.0,
-        group: str | int | None = None,
-        redis: object = None,
-        secret: str | bytes | list[str | bytes] | None = None,
-        redis_timeout: float = 0.1,
-        stream_length: int = 100_000,
-        cluster_single_flight: bool = False,
-        huge_pages: str = "auto",
-    ) -> Cache:
-        options = dict(locals())
-        del options["cls"]
-        o = CacheOptions.build(**options)
-        return build(cls, o, Host.open(o, stacklevel=2))
+    def __new__(cls, *args: Any, **kwargs: Any) -> Cache:
+        # The arguments are bound to __init__'s signature, written once there.
+        return build(cls, (o := cls.options(*args, **kwargs)), Host.open(o, stacklevel=2))
+
+    @classmethod
+    def options(cls, *args: Any, **kwargs: Any) -> CacheOptions:
+        """The checked options ``Cache(*args, **kwargs)`` would run with, opening nothing:
+        a configuration can be checked before a deploy. Raises what ``Cache()`` raises for
+        bad input (``TypeError``/``ValueError`` naming ``Cache()`` and the option).
+
+        >>> Cache.options("doc-options", "8MiB", ttl=60).size_bytes
+        8388608
+        >>> Cache.options("doc-options", colour="red")
+        Traceback (most recent call last):
+        TypeError: Cache(): got an unexpected keyword argument 'colour'
+        """
+        try:
+            bound = _SIGNATURE.bind(None, *args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"Cache(): {e}") from None
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        del arguments["self"]
+        return CacheOptions.build(arguments)
 
     def __init__(
         self,
@@ -150,7 +139,7 @@ class Cache(CacheCore):
         cluster_single_flight: bool = False,
         huge_pages: str = "auto",
     ) -> None:
-        pass  # the signature, for type checkers and the reference: __new__ applied it
+        pass  # the one signature of Cache(): __new__ binds the arguments to it
 
     def _join(self, o: CacheOptions) -> None:
         """What the cache's mode adds once the cache is built (a cluster tier)."""
@@ -601,3 +590,9 @@ class Cache(CacheCore):
 
 
 install_native(Cache, __test__)
+
+
+_SIGNATURE = inspect.signature(Cache.__init__)
+# help(Cache) and inspect.signature(Cache) show __init__'s options, not __new__'s *args.
+_PARAMETERS = list(_SIGNATURE.parameters.values())[1:]
+Cache.__signature__ = _SIGNATURE.replace(parameters=_PARAMETERS)  # type: ignore[attr-defined]

@@ -3,8 +3,7 @@ not, a cluster tier or not), once, when it is built. The native part is made wit
 segments; the Python attributes follow.
 
     >>> from ziggurat import Cache
-    >>> from ziggurat.options import CacheOptions
-    >>> o = CacheOptions.build("doc-factory", "8MiB")
+    >>> o = Cache.options("doc-factory", "8MiB")
     >>> c = build(Cache, o, Host.open(o)); type(c) is Cache, c.get("k", 0)
     (True, 0)
     >>> c.unlink()

@@ -2,8 +2,8 @@
 or why it runs without them, a failure met in use noted once, and failed writes logged
 and counted.
 
-    >>> from ziggurat.options import CacheOptions
-    >>> h = Host.open(CacheOptions.build("doc-host", "8MiB"))
+    >>> from ziggurat import Cache
+    >>> h = Host.open(Cache.options("doc-host", "8MiB"))
     >>> h.reason is None, h.main is not None
     (True, True)
     >>> h.unlink()

@@ -1,10 +1,12 @@
 """The options of ``Cache``, checked once, before any file is opened.
 
-``CacheOptions.build`` takes the constructor's arguments and returns them checked and
+``CacheOptions.build`` takes the constructor's arguments (``Cache.options`` binds them to
+``Cache``'s signature) and returns them checked and
 resolved (sizes in bytes, the serializer object, the group's gid, the cluster tier's
 connection), or raises the error the constructor raises for bad input.
 
->>> o = CacheOptions.build("doc-options", "8MiB", ttl=60, version=3)
+>>> from ziggurat import Cache
+>>> o = Cache.options("doc-options", "8MiB", ttl=60, version=3)
 >>> o.size_bytes, o.ttl, o.segment_name
 (8388608, 60.0, 'doc-options.ver-3')
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import grp
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +39,10 @@ _M = "Cache"
 class CacheOptions:
     """The checked options of one ``Cache`` (the option table of docs/api.md explains each).
 
-    >>> CacheOptions.build("doc-options2", l1_items=100).l1_negative_items
+    >>> from ziggurat import Cache
+    >>> Cache.options("doc-options2", l1_items=100).l1_negative_items
     10
-    >>> CacheOptions.build("doc-options2", jitter=2)
+    >>> Cache.options("doc-options2", jitter=2)
     Traceback (most recent call last):
     ValueError: Cache(): jitter must be in [0, 1), got 2
     """
@@ -79,48 +83,21 @@ class CacheOptions:
         return self.name if self.version is None else f"{self.name}.ver-{self.version}"
 
     @classmethod
-    def build(
-        cls,
-        name: str,
-        size: int | str | None = None,
-        *,
-        l1_items: int = 10_000,
-        l1_negative_items: int | None = None,
-        ttl: float = 300,
-        neg_ttl: float | None = 30,
-        stale_ttl: float | None = None,
-        jitter: float = 0.1,
-        refresh_ahead: float = 0.0,
-        loader_timeout: float = 10.0,
-        serializer: str | Serializer = "auto",
-        copy: str = "shared",
-        debug: bool = False,
-        neg_size: int | str | None = None,
-        directory: str = "/dev/shm",
-        avg_item_size: int = 256,
-        lock_timeout: float = 0.5,
-        recreate: bool = False,
-        version: int | str | None = None,
-        degraded: str = "passthrough",
-        degraded_ttl: float = 1.0,
-        group: str | int | None = None,
-        redis: object = None,
-        secret: str | bytes | list[str | bytes] | None = None,
-        redis_timeout: float = 0.1,
-        stream_length: int = 100_000,
-        cluster_single_flight: bool = False,
-        huge_pages: str = "auto",
-    ) -> CacheOptions:
-        """Checks every option of ``Cache(...)`` (the same arguments and defaults) and
-        returns them resolved; raises ``TypeError``/``ValueError`` naming ``Cache()``
-        and the option. The segment options (``directory``, ``avg_item_size``,
-        ``lock_timeout``, ``recreate``) are checked where the segment is opened."""
+    def build(cls, arguments: Mapping[str, Any]) -> CacheOptions:
+        """Checks every argument of ``Cache(...)``, bound to its signature (every option
+        present: ``Cache.options`` binds them), and returns them resolved; raises
+        ``TypeError``/``ValueError`` naming ``Cache()`` and the option. The segment
+        options (``directory``, ``avg_item_size``, ``lock_timeout``, ``recreate``) are
+        checked where the segment is opened."""
+        a = arguments
         # The cluster tier's arguments are checked first: bad input creates no file.
-        link, secrets = _cluster(redis, secret, redis_timeout, stream_length)
-        if not isinstance(cluster_single_flight, bool):
+        link, secrets = _cluster(a["redis"], a["secret"], a["redis_timeout"], a["stream_length"])
+        single_flight = a["cluster_single_flight"]
+        if not isinstance(single_flight, bool):
             raise TypeError(f"{_M}(): cluster_single_flight must be True or False")
-        if cluster_single_flight and redis is None:
+        if single_flight and a["redis"] is None:
             raise ValueError(f"{_M}(): cluster_single_flight needs redis= (a cluster tier)")
+        name = a["name"]
         if not isinstance(name, str):
             raise TypeError(f"{_M}(): name must be a str, not {type(name).__name__}")
         if not _NAME.fullmatch(name):
@@ -128,6 +105,7 @@ class CacheOptions:
                 f"{_M}(): name must be 1-80 characters of A-Z a-z 0-9 . _ - not starting "
                 f"with '.', got {name!r}"
             )
+        l1_items, l1_negative_items = a["l1_items"], a["l1_negative_items"]
         if isinstance(l1_items, bool) or not isinstance(l1_items, int) or l1_items < 0:
             raise ValueError(f"{_M}(): l1_items must be an int >= 0, got {l1_items!r}")
         if l1_negative_items is None:
@@ -136,24 +114,27 @@ class CacheOptions:
             raise ValueError(
                 f"{_M}(): l1_negative_items must be an int >= 0, got {l1_negative_items!r}"
             )
-        default_ttl = ttl_arg(ttl, None, "ttl", _M)
-        if default_ttl is None:
+        ttl = ttl_arg(a["ttl"], None, "ttl", _M)
+        if ttl is None:
             raise ValueError(f"{_M}(): ttl must be a number of seconds > 0 or math.inf")
-        checked_neg_ttl = ttl_arg(neg_ttl, None, "neg_ttl", _M)
-        checked_stale_ttl = ttl_arg(stale_ttl, None, "stale_ttl", _M)
-        for what, fraction in (("jitter", jitter), ("refresh_ahead", refresh_ahead)):
+        for what in ("jitter", "refresh_ahead"):
+            fraction = a[what]
             if not isinstance(fraction, (int, float)) or not (0.0 <= fraction < 1.0):
                 raise ValueError(f"{_M}(): {what} must be in [0, 1), got {fraction!r}")
-        timeout = ttl_arg(loader_timeout, None, "loader_timeout", _M) or 10.0
-        resolved = resolve(serializer)
+        copy, degraded, version, huge_pages = (
+            a["copy"],
+            a["degraded"],
+            a["version"],
+            a["huge_pages"],
+        )
         if copy not in ("shared", "copy", "decode"):
             raise ValueError(f"{_M}(): copy must be 'shared', 'copy' or 'decode', got {copy!r}")
         if degraded not in DEGRADED_MODES:
             raise ValueError(
                 f"{_M}(): degraded must be 'passthrough', 'local' or 'raise', got {degraded!r}"
             )
-        checked_degraded_ttl = ttl_arg(degraded_ttl, None, "degraded_ttl", _M)
-        assert checked_degraded_ttl is not None  # it has a default
+        degraded_ttl = ttl_arg(a["degraded_ttl"], None, "degraded_ttl", _M)
+        assert degraded_ttl is not None  # it has a default
         if version is not None and (
             isinstance(version, bool)
             or not isinstance(version, (int, str))
@@ -168,36 +149,35 @@ class CacheOptions:
             raise ValueError(
                 f"{_M}(): huge_pages must be 'auto', 'require' or 'off', got {huge_pages!r}"
             )
-        # None: the default size, fitted to the directory's free space where it opens.
-        size_bytes = None if size is None else _native.parse_size(size)
-        neg_bytes = None if neg_size is None else _native.parse_size(neg_size)
+        size, neg_size = a["size"], a["neg_size"]
         return cls(
             name=name,
-            size_bytes=size_bytes,
-            neg_bytes=neg_bytes,
+            # None: the default size, fitted to the directory's free space where it opens.
+            size_bytes=None if size is None else _native.parse_size(size),
+            neg_bytes=None if neg_size is None else _native.parse_size(neg_size),
             l1_items=l1_items,
             l1_negative_items=l1_negative_items,
-            ttl=default_ttl,
-            neg_ttl=checked_neg_ttl,
-            stale_ttl=checked_stale_ttl,
-            jitter=float(jitter),
-            refresh_ahead=float(refresh_ahead),
-            loader_timeout=timeout,
-            serializer=resolved,
+            ttl=ttl,
+            neg_ttl=ttl_arg(a["neg_ttl"], None, "neg_ttl", _M),
+            stale_ttl=ttl_arg(a["stale_ttl"], None, "stale_ttl", _M),
+            jitter=float(a["jitter"]),
+            refresh_ahead=float(a["refresh_ahead"]),
+            loader_timeout=ttl_arg(a["loader_timeout"], None, "loader_timeout", _M) or 10.0,
+            serializer=resolve(a["serializer"]),
             copy=copy,
-            debug=debug,
-            directory=directory,
-            avg_item_size=avg_item_size,
-            lock_timeout=lock_timeout,
-            recreate=recreate,
+            debug=a["debug"],
+            directory=a["directory"],
+            avg_item_size=a["avg_item_size"],
+            lock_timeout=a["lock_timeout"],
+            recreate=a["recreate"],
             version=version,
             degraded=degraded,
-            degraded_ttl=checked_degraded_ttl,
-            gid=_gid(group),
+            degraded_ttl=degraded_ttl,
+            gid=_gid(a["group"]),
             link=link,
             secrets=secrets,
-            stream_length=stream_length,
-            cluster_single_flight=cluster_single_flight,
+            stream_length=a["stream_length"],
+            cluster_single_flight=single_flight,
             huge_pages=huge_pages,
         )
 
