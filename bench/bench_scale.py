@@ -1182,6 +1182,14 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 def measure(argv: Sequence[str], doc: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the benchmark as ``argv`` asks, into ``doc`` (a new dict if None)."""
     a = parse(argv)
+    try:
+        import lmdb  # noqa: F401  (the peer every figure is compared with)
+    except ImportError:
+        # Without the peer the page would get a table with no ratio in it.
+        raise SystemExit(
+            "bench/bench_scale.py: the peer lmdb is not installed; "
+            "pip install -r requirements-bench.txt (make bench-scale does)"
+        ) from None
     doc = {} if doc is None else doc
     doc["command"] = command_line(list(argv))
     partial_path = os.path.join(RESULTS, "scale-partial.json")
