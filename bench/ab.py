@@ -2,6 +2,7 @@
 
     python bench/ab.py BASE                # BASE: a git revision; the work tree is the other build
     python bench/ab.py BASE --pairs 9      # more process pairs (default 5)
+    python bench/ab.py BASE --keep-base    # BASE's build from a last run, the work tree's anew
 
 A change that adds checks to the engine or the binding must not slow the calls an
 application makes most. This builds the extension of ``BASE`` and of the work tree the
@@ -232,9 +233,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--pairs", type=int, default=5, help="process pairs (default 5)")
     p.add_argument("--rounds", type=int, default=31, help="rounds per pair (default 31)")
     p.add_argument("--no-build", action="store_true", help="reuse target/ab/ from a last run")
+    p.add_argument(
+        "--keep-base", action="store_true", help="reuse target/ab/base, build the work tree"
+    )
     a = p.parse_args(argv)
     base_site, head_site = OUT / "base", OUT / "head"
-    if not a.no_build:
+    if not a.no_build and not (a.keep_base and base_site.exists()):
         tree = OUT / "base-src"
         if tree.exists():
             run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
@@ -243,6 +247,7 @@ def main(argv: list[str]) -> int:
             build(tree, base_site)
         finally:
             run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
+    if not a.no_build:
         build(ROOT, head_site)
     rows: dict[str, list[tuple[float, float]]] = {c: [] for c in CALLS}
     for pair in range(a.pairs):
