@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from ziggurat.http import rules, storable, targeted
 from ziggurat.http.options import Options
-from ziggurat.http.store import Stored
+from ziggurat import _native
+from ziggurat.http.store import Stored, encode
 
 YEAR_0 = b"Sat, 01 Jan 0000 00:00:00 GMT"
 
@@ -60,7 +61,12 @@ def test_results_keep_their_python_types() -> None:
     assert m.flags == frozenset({"must-revalidate"}) and m.tags == ("t", "u")
     assert (m.vary, m.vary_values, m.ttl) == (("accept",), (b"a",), 60.0)
     s = Stored(200, (), b"", 0.0, 0.0, 0.0, 60.0, 0.0, 30.0, frozenset(), None, None, (), (), ())
-    assert storable.stale_if_error_window(s, Options(), {"stale-if-error": "99"}) == 99.0
+    # 95 s past its freshness: the request's stale-if-error=99 allows it, 90 does not.
+    v = encode(s)
+    assert _native.http_stale_if_error(v, Options(), {"stale-if-error": "99"}, 0, "x", 155.0) == (
+        b"ziggurat; hit; ttl=-95; fwd-status=0; detail=x"
+    )
+    assert _native.http_stale_if_error(v, Options(), {"stale-if-error": "90"}, 0, "x", 155.0) is None
     assert (
         frozenset({"no-cache", "must-revalidate", "proxy-revalidate", "s-maxage"})
         == storable.STALE_FORBIDDING

@@ -34,15 +34,19 @@
 mod age;
 mod cache_control;
 mod cache_status;
+mod classify;
 mod connection;
 mod date;
 mod delta;
 mod etag;
 mod fields;
+mod fill;
 mod freshness;
 mod host;
+mod key;
 mod status;
 mod storable;
+mod stored;
 mod tags;
 mod targeted;
 mod vary;
@@ -50,13 +54,19 @@ mod vary;
 pub use age::initial_age;
 pub use cache_control::{parse_cache_control, Directives};
 pub use cache_status::{cache_status, Param};
+pub use classify::{classify, host_allowed, Action, ClassifyOptions, Lookup, CLIENT_CONDITIONALS};
 pub use connection::{connection_listed, HOP_BY_HOP};
 pub use date::{http_date, http_date_in};
 pub use delta::{delta_seconds, MAX_DELTA};
 pub use etag::etag_matches;
 pub use fields::{field, fields, parse_list, Headers};
+pub use fill::{
+    head_step, head_update, lookup_step, not_modified, refreshed, reply, stale_if_error, usable,
+    FillRequest, HeadStep, HeadUpdate, LookupStep, Reply, ERROR_STATUSES,
+};
 pub use freshness::{expires_time, freshness_lifetime};
 pub use host::normalise_host;
+pub use key::{base_key, invalidated_keys, lock_key, url_key, variant_key, MAX_KEY};
 pub use status::{
     ignores_no_store, is_heuristic_status, is_storable_status, is_understood_status,
     may_use_default_freshness, status_storable, HEURISTIC_STATUSES,
@@ -65,6 +75,7 @@ pub use storable::{
     decide, entry_ttl, may_serve_stale, never_stored, stale_flags, stale_if_error_window,
     stored_headers, Meta, StoreOptions, StoreRequest, MAX_TTL, STALE_FORBIDDING,
 };
+pub use stored::{decode, DecodeError, Entry, Stored, Variants, FORMAT_VERSION};
 pub use tags::split_tags;
 pub use targeted::{parse_targeted, response_directives};
 pub use vary::{parse_vary, vary_digest, vary_values};

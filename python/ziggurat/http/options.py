@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ziggurat import _native
+
 __all__ = [
     "DEFAULT_BYPASS_HEADERS",
     "DEFAULT_TARGETED_FIELDS",
@@ -220,14 +222,4 @@ class Options:
         >>> Options(allowed_hosts=(".example.com",)).host_allowed("a.example.com")
         True
         """
-        if host.startswith("["):
-            name = host[: host.find("]") + 1]
-        else:
-            name = host.rsplit(":", 1)[0] if ":" in host else host
-        name = name.rstrip(".")
-        for pattern in self.allowed_hosts:
-            if pattern == "*" or pattern == name:
-                return True
-            if pattern.startswith(".") and (name == pattern[1:] or name.endswith(pattern)):
-                return True
-        return False
+        return _native.http_host_allowed(host, list(self.allowed_hosts))
