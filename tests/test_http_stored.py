@@ -50,9 +50,7 @@ def _stored(at: float, **kw: Any) -> Stored:
 
 
 def test_a_response_round_trips_through_its_bytes() -> None:
-    s = _stored(
-        1000.5, vary=("accept", "cookie"), vary_values=(b"a", None), last_modified=b"x"
-    )
+    s = _stored(1000.5, vary=("accept", "cookie"), vary_values=(b"a", None), last_modified=b"x")
     value = encode(s)
     assert value[:4] == b"ZH\x01R"
     back = decode(value)

@@ -24,23 +24,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     add!(
         http_field,
         http_fields,
-        http_parse_list,
         http_parse_cache_control,
-        http_parse_targeted,
-        http_response_directives,
-        http_delta_seconds,
-        http_date,
-        http_expires_time,
-        http_may_use_default_freshness,
-        http_freshness_lifetime,
-        http_initial_age,
-        http_parse_vary,
         http_vary_digest,
-        http_etag_matches,
         http_normalise_host,
         http_split_tags,
-        http_status_storable,
-        http_ignores_no_store,
         http_connection_listed,
         http_cache_status,
         http_decode,
@@ -59,7 +46,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         http_head_step,
         http_head_update
     );
-    m.add_class::<HttpClassifier>()?;
+    m.add_class::<HttpOptions>()?;
     let py = m.py();
     let statuses = |keep: fn(u16) -> bool| {
         PyTuple::new(py, (0..1000u16).filter(|&s| keep(s)).collect::<Vec<_>>())
@@ -196,19 +183,6 @@ fn http_fields<'py>(
     Ok(bytes_list(py, &ziggurat_http::fields(&slices(&p), name)))
 }
 
-/// The items of a comma-separated list field.
-#[pyfunction]
-fn http_parse_list<'py>(
-    py: Python<'py>,
-    values: &Bound<'py, PyAny>,
-) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    let v = values_arg(values, "parse_list")?;
-    Ok(bytes_list(
-        py,
-        &ziggurat_http::parse_list(v.iter().map(|b| &b[..])),
-    ))
-}
-
 fn values_arg(v: &Bound<'_, PyAny>, func: &str) -> PyResult<Vec<PyBackedBytes>> {
     values(v, func, "values")
 }
@@ -224,125 +198,6 @@ fn http_parse_cache_control<'py>(
         py,
         &ziggurat_http::parse_cache_control(v.iter().map(|b| &b[..])),
     )
-}
-
-/// A targeted field's lines as directives, or None.
-#[pyfunction]
-fn http_parse_targeted<'py>(
-    py: Python<'py>,
-    values: &Bound<'py, PyAny>,
-) -> PyResult<Option<Bound<'py, PyDict>>> {
-    let v = values_arg(values, "parse_targeted")?;
-    ziggurat_http::parse_targeted(v.iter().map(|b| &b[..]))
-        .map(|cc| to_dict(py, &cc))
-        .transpose()
-}
-
-/// The directives a response gives this cache, and the targeted field they came from.
-#[pyfunction]
-fn http_response_directives<'py>(
-    py: Python<'py>,
-    headers: &Bound<'py, PyAny>,
-    targets: &Bound<'py, PyAny>,
-) -> PyResult<(Bound<'py, PyDict>, Option<Bound<'py, PyAny>>)> {
-    let p = pairs(headers, "response_directives")?;
-    let t = values(targets, "response_directives", "targets")?;
-    let names: Vec<&[u8]> = t.iter().map(|b| &b[..]).collect();
-    let (cc, from) = ziggurat_http::response_directives(&slices(&p), &names);
-    let from = match from {
-        Some(i) => Some(t[i].clone_ref(py).into_pyobject(py)?.into_any()),
-        None => None,
-    };
-    Ok((to_dict(py, &cc)?, from))
-}
-
-/// A delta-seconds argument as int, or None.
-#[pyfunction]
-fn http_delta_seconds(arg: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
-    let Some(arg) = arg.filter(|a| !a.is_none()) else {
-        return Ok(None);
-    };
-    let s = arg.cast::<PyString>().map_err(|_| {
-        PyTypeError::new_err("delta_seconds(): arg must be a str (a directive's argument) or None")
-    })?;
-    // A str that is not UTF-8 (a lone surrogate) is no delta-seconds.
-    Ok(s.to_str()
-        .ok()
-        .and_then(|a| ziggurat_http::delta_seconds(Some(a))))
-}
-
-/// An HTTP-date as a Unix time, or None.
-#[pyfunction]
-fn http_date(value: Option<&[u8]>) -> Option<f64> {
-    value.and_then(ziggurat_http::http_date)
-}
-
-/// Whether the response has Expires, and its time (None when invalid).
-#[pyfunction]
-fn http_expires_time(headers: &Bound<'_, PyAny>) -> PyResult<(bool, Option<f64>)> {
-    let p = pairs(headers, "expires_time")?;
-    Ok(ziggurat_http::expires_time(&slices(&p)))
-}
-
-/// Whether a response without explicit freshness may get a default lifetime.
-#[pyfunction]
-fn http_may_use_default_freshness(status_code: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let s = status(status_code, "may_use_default_freshness")?;
-    Ok(ziggurat_http::may_use_default_freshness(s))
-}
-
-/// Seconds a response is fresh for, and whether it said so explicitly.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn http_freshness_lifetime(
-    cc: &Bound<'_, PyDict>,
-    headers: &Bound<'_, PyAny>,
-    status_code: &Bound<'_, PyAny>,
-    response_time: f64,
-    heuristic: bool,
-    default_ttl: Option<f64>,
-    expires: bool,
-) -> PyResult<(f64, bool)> {
-    const F: &str = "freshness_lifetime";
-    let cc = from_dict(cc, F)?;
-    let p = pairs(headers, F)?;
-    let s = status(status_code, F)?;
-    Ok(ziggurat_http::freshness_lifetime(
-        &cc,
-        &slices(&p),
-        s,
-        response_time,
-        heuristic,
-        default_ttl,
-        expires,
-    ))
-}
-
-/// The corrected initial age of a response.
-#[pyfunction]
-fn http_initial_age(
-    headers: &Bound<'_, PyAny>,
-    request_time: f64,
-    response_time: f64,
-) -> PyResult<f64> {
-    let p = pairs(headers, "initial_age")?;
-    Ok(ziggurat_http::initial_age(
-        &slices(&p),
-        request_time,
-        response_time,
-    ))
-}
-
-/// The request header names a response varies on, or None for `*`.
-#[pyfunction]
-fn http_parse_vary<'py>(
-    py: Python<'py>,
-    headers: &Bound<'py, PyAny>,
-) -> PyResult<Option<Bound<'py, PyTuple>>> {
-    let p = pairs(headers, "parse_vary")?;
-    ziggurat_http::parse_vary(&slices(&p))
-        .map(|names| PyTuple::new(py, names))
-        .transpose()
 }
 
 /// The digest of the request's values of `names`, and the values.
@@ -383,12 +238,6 @@ fn http_vary_digest<'py>(
     ))
 }
 
-/// Weak comparison of an If-None-Match value against a stored ETag.
-#[pyfunction]
-fn http_etag_matches(condition: &[u8], etag: Option<&[u8]>) -> bool {
-    ziggurat_http::etag_matches(condition, etag)
-}
-
 /// A request's host, lower-case, checked for syntax; None when missing or malformed.
 #[pyfunction]
 fn http_normalise_host(raw: Option<&[u8]>) -> Option<String> {
@@ -400,29 +249,6 @@ fn http_normalise_host(raw: Option<&[u8]>) -> Option<String> {
 fn http_split_tags(values: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     let v = values_arg(values, "split_tags")?;
     Ok(ziggurat_http::split_tags(v.iter().map(|b| &b[..])))
-}
-
-/// Why a response with this status and these directives cannot be stored, or None.
-#[pyfunction]
-fn http_status_storable(
-    status_code: &Bound<'_, PyAny>,
-    cc: &Bound<'_, PyDict>,
-) -> PyResult<Option<&'static str>> {
-    const F: &str = "status_storable";
-    Ok(ziggurat_http::status_storable(
-        status(status_code, F)?,
-        &from_dict(cc, F)?,
-    ))
-}
-
-/// Whether must-understand overrides no-store for this status.
-#[pyfunction]
-fn http_ignores_no_store(status_code: &Bound<'_, PyAny>, cc: &Bound<'_, PyDict>) -> PyResult<bool> {
-    const F: &str = "ignores_no_store";
-    Ok(ziggurat_http::ignores_no_store(
-        status(status_code, F)?,
-        &from_dict(cc, F)?,
-    ))
 }
 
 /// The lower-case names a message's Connection field lists.
@@ -471,47 +297,101 @@ fn http_cache_status<'py>(
     Ok(PyBytes::new(py, out.as_bytes()))
 }
 
-/// The options storing reads, from the attributes of `ziggurat.http.options.Options`.
-#[derive(FromPyObject)]
-struct Opts {
-    #[pyo3(attribute)]
-    targeted_fields: Vec<PyBackedBytes>,
-    #[pyo3(attribute)]
+/// The options of one middleware, read once (`Options.native`).
+#[pyclass(frozen)]
+struct HttpOptions {
+    targeted_fields: Vec<Vec<u8>>,
     heuristic: bool,
-    #[pyo3(attribute)]
     default_ttl: Option<f64>,
-    #[pyo3(attribute)]
-    stale_if_error: Option<f64>,
-    #[pyo3(attribute)]
+    stale_if_error: f64,
     revalidate_keep: f64,
-    #[pyo3(attribute)]
-    tag_header: PyBackedBytes,
-    #[pyo3(attribute)]
+    tag_header: Vec<u8>,
     store_set_cookie: bool,
-    #[pyo3(attribute)]
     max_body: u64,
-    #[pyo3(attribute)]
     request_directives: bool,
+    bypass_headers: Vec<Vec<u8>>,
+    bypass_cookies: Vec<Vec<u8>>,
+    allowed_hosts: Vec<String>,
+    purge: bool,
 }
 
-impl Opts {
-    fn view<'a>(&'a self, targets: &'a [&'a [u8]]) -> StoreOptions<'a> {
-        StoreOptions {
-            targeted_fields: targets,
+impl HttpOptions {
+    fn store<R>(&self, f: impl FnOnce(&StoreOptions<'_>) -> R) -> R {
+        let targets: Vec<&[u8]> = self.targeted_fields.iter().map(|t| &t[..]).collect();
+        f(&StoreOptions {
+            targeted_fields: &targets,
             heuristic: self.heuristic,
             default_ttl: self.default_ttl,
-            stale_if_error: self.stale_if_error.unwrap_or(0.0),
+            stale_if_error: self.stale_if_error,
             revalidate_keep: self.revalidate_keep,
             tag_header: &self.tag_header,
             store_set_cookie: self.store_set_cookie,
             max_body: self.max_body,
             max_tags: ziggurat_core::MAX_TAGS,
             request_directives: self.request_directives,
-        }
+        })
+    }
+}
+
+#[pymethods]
+impl HttpOptions {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        targeted_fields: Vec<Vec<u8>>,
+        heuristic: bool,
+        default_ttl: Option<f64>,
+        stale_if_error: f64,
+        revalidate_keep: f64,
+        tag_header: Vec<u8>,
+        store_set_cookie: bool,
+        max_body: u64,
+        request_directives: bool,
+        bypass_headers: Vec<Vec<u8>>,
+        bypass_cookies: Vec<Vec<u8>>,
+        allowed_hosts: Vec<String>,
+        purge: bool,
+    ) -> Self {
+        #[rustfmt::skip]
+        return Self { targeted_fields, heuristic, default_ttl, stale_if_error, revalidate_keep,
+            tag_header, store_set_cookie, max_body, request_directives, bypass_headers,
+            bypass_cookies, allowed_hosts, purge };
     }
 
-    fn targets(&self) -> Vec<&[u8]> {
-        self.targeted_fields.iter().map(|t| &t[..]).collect()
+    /// `(0, host, base, directives, has_auth, conditional)` to look up, `(1,)` a purge,
+    /// `(2, cache_status, invalidates)` to pass.
+    fn classify<'py>(
+        &self,
+        py: Python<'py>,
+        method: &str,
+        scheme: &str,
+        host_raw: Option<&[u8]>,
+        target: &[u8],
+        headers: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let p = pairs(headers, "classify")?;
+        let bh: Vec<&[u8]> = self.bypass_headers.iter().map(|v| &v[..]).collect();
+        let bc: Vec<&[u8]> = self.bypass_cookies.iter().map(|v| &v[..]).collect();
+        let ah: Vec<&str> = self.allowed_hosts.iter().map(String::as_str).collect();
+        let o = ClassifyOptions {
+            bypass_headers: &bh,
+            bypass_cookies: &bc,
+            request_directives: self.request_directives,
+            purge: self.purge,
+            allowed_hosts: &ah,
+        };
+        match ziggurat_http::classify(&o, method, scheme, host_raw, target, &slices(&p)) {
+            Action::Purge => PyTuple::new(py, [1]),
+            Action::Pass {
+                status,
+                invalidates,
+            } => (2, PyBytes::new(py, status.as_bytes()), invalidates).into_pyobject(py),
+            Action::Lookup(l) => {
+                let base = PyBytes::new(py, &l.base);
+                let cc = to_dict(py, &l.directives)?;
+                (0, l.host, base, cc, l.has_auth, l.conditional).into_pyobject(py)
+            }
+        }
     }
 }
 
@@ -598,7 +478,7 @@ fn stored<'a>(value: &'a [u8], func: &str) -> PyResult<Stored<'a>> {
 /// What storing needs of the request, from the attributes of `storable.Request`, and
 /// the options, as the crate's structs.
 fn with_request<R>(
-    opts: &Opts,
+    opts: &HttpOptions,
     req: &Req<'_>,
     f: impl FnOnce(&StoreOptions<'_>, &StoreRequest<'_>) -> R,
 ) -> PyResult<R> {
@@ -619,8 +499,7 @@ fn with_request<R>(
         key_headers: &keys,
         time: req.time,
     };
-    let targets = opts.targets();
-    Ok(f(&opts.view(&targets), &request))
+    Ok(opts.store(|o| f(o, &request)))
 }
 
 /// The stored response `value` as the fields of `store.Stored` (with `value` last), a
@@ -779,72 +658,6 @@ fn http_host_allowed(host: &str, allowed: Vec<String>) -> bool {
     ziggurat_http::host_allowed(host, &allowed)
 }
 
-/// Request classification bound to one set of options (read once).
-#[pyclass(frozen)]
-struct HttpClassifier {
-    bypass_headers: Vec<Vec<u8>>,
-    bypass_cookies: Vec<Vec<u8>>,
-    allowed_hosts: Vec<String>,
-    request_directives: bool,
-    purge: bool,
-}
-
-#[pymethods]
-impl HttpClassifier {
-    #[new]
-    fn new(
-        bypass_headers: Vec<Vec<u8>>,
-        bypass_cookies: Vec<Vec<u8>>,
-        allowed_hosts: Vec<String>,
-        request_directives: bool,
-        purge: bool,
-    ) -> Self {
-        Self {
-            bypass_headers,
-            bypass_cookies,
-            allowed_hosts,
-            request_directives,
-            purge,
-        }
-    }
-
-    /// `(0, host, base, directives, has_auth, conditional)` to look up, `(1,)` a purge,
-    /// `(2, cache_status, invalidates)` to pass.
-    fn classify<'py>(
-        &self,
-        py: Python<'py>,
-        method: &str,
-        scheme: &str,
-        host_raw: Option<&[u8]>,
-        target: &[u8],
-        headers: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let p = pairs(headers, "classify")?;
-        let bh: Vec<&[u8]> = self.bypass_headers.iter().map(|v| &v[..]).collect();
-        let bc: Vec<&[u8]> = self.bypass_cookies.iter().map(|v| &v[..]).collect();
-        let ah: Vec<&str> = self.allowed_hosts.iter().map(String::as_str).collect();
-        let o = ClassifyOptions {
-            bypass_headers: &bh,
-            bypass_cookies: &bc,
-            request_directives: self.request_directives,
-            purge: self.purge,
-            allowed_hosts: &ah,
-        };
-        match ziggurat_http::classify(&o, method, scheme, host_raw, target, &slices(&p)) {
-            Action::Purge => PyTuple::new(py, [1]),
-            Action::Pass {
-                status,
-                invalidates,
-            } => (2, PyBytes::new(py, status.as_bytes()), invalidates).into_pyobject(py),
-            Action::Lookup(l) => {
-                let base = PyBytes::new(py, &l.base);
-                let cc = to_dict(py, &l.directives)?;
-                (0, l.host, base, cc, l.has_auth, l.conditional).into_pyobject(py)
-            }
-        }
-    }
-}
-
 /// Whether the stored response may answer a request with `directives` unvalidated.
 #[pyfunction]
 fn http_usable(value: &[u8], age: f64, directives: &Bound<'_, PyDict>) -> PyResult<bool> {
@@ -912,7 +725,7 @@ fn http_reply<'py>(
 fn http_stale_if_error<'py>(
     py: Python<'py>,
     value: &[u8],
-    opts: Opts,
+    opts: PyRef<'py, HttpOptions>,
     req_cc: &Bound<'py, PyDict>,
     app_status: u16,
     detail: &str,
@@ -920,9 +733,8 @@ fn http_stale_if_error<'py>(
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     const F: &str = "stale_if_error";
     let s = stored(value, F)?;
-    let targets = opts.targets();
     let cc = from_dict(req_cc, F)?;
-    let cs = ziggurat_http::stale_if_error(&s, &opts.view(&targets), &cc, app_status, detail, now);
+    let cs = opts.store(|o| ziggurat_http::stale_if_error(&s, o, &cc, app_status, detail, now));
     Ok(cs.map(|c| PyBytes::new(py, c.as_bytes())))
 }
 
@@ -932,7 +744,7 @@ fn http_stale_if_error<'py>(
 #[allow(clippy::too_many_arguments)]
 fn http_head_step<'py>(
     py: Python<'py>,
-    opts: Opts,
+    opts: PyRef<'py, HttpOptions>,
     req: Req<'py>,
     value: Option<&[u8]>,
     validated: bool,
@@ -969,7 +781,7 @@ fn http_head_step<'py>(
 #[allow(clippy::too_many_arguments)]
 fn http_head_update<'py>(
     py: Python<'py>,
-    opts: Opts,
+    opts: PyRef<'py, HttpOptions>,
     value: &[u8],
     headers: &Bound<'py, PyAny>,
     has_auth: bool,
@@ -981,17 +793,15 @@ fn http_head_update<'py>(
     let s = stored(value, F)?;
     let p = pairs(headers, F)?;
     let auth: Vec<&str> = auth_shared.iter().map(String::as_str).collect();
-    let targets = opts.targets();
-    let o = opts.view(&targets);
-    Ok(
-        match ziggurat_http::head_update(&o, &s, &slices(&p), has_auth, &auth, request_time, now) {
-            HeadUpdate::Ignore => py.None().into_bound(py),
-            HeadUpdate::Invalidate => PyBool::new(py, false).to_owned().into_any(),
-            HeadUpdate::Refresh(fresh, ttl) => {
-                (PyBytes::new(py, &Entry::Response(fresh).encode()), ttl)
-                    .into_pyobject(py)?
-                    .into_any()
-            }
-        },
-    )
+    let h = slices(&p);
+    let step =
+        opts.store(|o| ziggurat_http::head_update(o, &s, &h, has_auth, &auth, request_time, now));
+    Ok(match step {
+        HeadUpdate::Ignore => py.None().into_bound(py),
+        HeadUpdate::Invalidate => PyBool::new(py, false).to_owned().into_any(),
+        HeadUpdate::Refresh(fresh, ttl) => {
+            let value = PyBytes::new(py, &Entry::Response(fresh).encode());
+            (value, ttl).into_pyobject(py)?.into_any()
+        }
+    })
 }

@@ -101,13 +101,7 @@ class Engine:
         self.cache = cache
         self.opts = opts
         self._cookies = tuple(c.encode("latin-1") + b"=" for c in opts.bypass_cookies)
-        self._classifier = _native.HttpClassifier(
-            sorted(opts.bypass_headers),
-            [c.encode("latin-1") for c in opts.bypass_cookies],
-            list(opts.allowed_hosts),
-            opts.request_directives,
-            opts.purge_token is not None,
-        )
+        self._classifier = opts.native
         self.key_headers = tuple(sorted(opts.key_headers))
         # Removed from every response that leaves: the tag header and the targeted fields
         # meant for this cache alone (``hidden``, stored for a later 304 to update).

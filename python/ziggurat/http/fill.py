@@ -173,7 +173,7 @@ class Fill:
         if s is None:
             return None
         cs = _native.http_stale_if_error(
-            store.value_of(s), self.opts, self.req_cc, status or 0, detail, now
+            store.value_of(s), self.opts.native, self.req_cc, status or 0, detail, now
         )
         if cs is None:
             return None
@@ -258,7 +258,9 @@ class Fill:
             request_time,
         )
         value = None if s is None else store.value_of(s)
-        step = _native.http_head_step(self.opts, req, value, self._validated, status, headers, now)
+        step = _native.http_head_step(
+            self.opts.native, req, value, self._validated, status, headers, now
+        )
         if step[0] == _STORE:
             self._meta = storable.Meta._make(step[1])
             self._status, self._headers = status, headers
@@ -378,7 +380,7 @@ class Fill:
             # neither for sure, and a purged response must not come back.
             return "head"
         r = _native.http_head_update(
-            self.opts,
+            self.opts.native,
             store.value_of(s),
             headers,
             self.has_auth,

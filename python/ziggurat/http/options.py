@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -213,6 +214,29 @@ class Options:
         [b'ziggurat-cache-control']
         """
         return frozenset(self.targeted_fields) - self.targeted_forward
+
+    @functools.cached_property
+    def native(self) -> Any:
+        """These options as the ``ziggurat-http`` crate reads them (built once).
+
+        >>> Options().native.classify("GET", "http", b"localhost", b"/", [])[:3]
+        (0, 'localhost', b'zh2:http://localhost /')
+        """
+        return _native.HttpOptions(
+            list(self.targeted_fields),
+            self.heuristic,
+            self.default_ttl,
+            self.stale_if_error or 0.0,
+            self.revalidate_keep,
+            self.tag_header,
+            self.store_set_cookie,
+            self.max_body,
+            self.request_directives,
+            sorted(self.bypass_headers),
+            [c.encode("latin-1") for c in self.bypass_cookies],
+            list(self.allowed_hosts),
+            self.purge_token is not None,
+        )
 
     def host_allowed(self, host: str) -> bool:
         """Whether a (normalised) ``host[:port]`` is in ``allowed_hosts``.

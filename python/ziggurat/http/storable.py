@@ -75,5 +75,5 @@ def decide(opts: Options, status: int, headers: Hdrs, req: Request, now: float =
     >>> decide(Options(), 201, [(b"cache-control", b"must-understand, max-age=9")], Request())
     'must-understand'
     """
-    r = _native.http_head_step(opts, req, None, False, status, headers, now)
+    r = _native.http_head_step(opts.native, req, None, False, status, headers, now)
     return r[1] if isinstance(r[1], str) else Meta._make(r[1])
