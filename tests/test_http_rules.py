@@ -43,7 +43,7 @@ def test_results_keep_their_python_types() -> None:
         (b"1", None),
     )
     assert rules.split_tags([b"a,b a"]) == ["a", "b"]
-    assert {b"connection", b"te"} <= rules.HOP_BY_HOP and 206 not in rules.STORABLE_STATUSES
+    assert {b"connection", b"te"} <= rules.HOP_BY_HOP
     assert rules.cache_status("hit", ttl=3, collapsed=True, stored=False) == (
         b"ziggurat; hit; ttl=3; collapsed"
     )

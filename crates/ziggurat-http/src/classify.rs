@@ -160,10 +160,8 @@ pub fn classify(
             return bypass(&String::from_utf8_lossy(k));
         }
         match k {
-            b"content-length" => {
-                if !crate::fields::strip(v, WS).is_empty() && crate::fields::strip(v, WS) != b"0" {
-                    return bypass("body");
-                }
+            b"content-length" if !matches!(crate::fields::strip(v, WS), b"" | b"0") => {
+                return bypass("body")
             }
             b"transfer-encoding" => return bypass("body"),
             b"authorization" => has_auth = true,
@@ -179,19 +177,16 @@ pub fn classify(
                     return bypass("cookie");
                 }
             }
-            b"cache-control" => {
-                if opts.request_directives {
-                    directives = parse_cache_control(fields(headers, b"cache-control"));
-                }
+            b"cache-control" if opts.request_directives => {
+                directives = parse_cache_control(fields(headers, b"cache-control"));
             }
-            b"pragma" => {
-                // RFC 9111 §5.4: "no-cache" counts only without Cache-Control.
+            // RFC 9111 §5.4: "no-cache" counts only without Cache-Control.
+            b"pragma"
                 if opts.request_directives
                     && v.to_ascii_lowercase().windows(8).any(|w| w == b"no-cache")
-                    && field(headers, b"cache-control").is_none_or(|cc| cc.is_empty())
-                {
-                    directives.insert_first("no-cache".to_owned(), None);
-                }
+                    && field(headers, b"cache-control").is_none_or(|cc| cc.is_empty()) =>
+            {
+                directives.insert_first("no-cache".to_owned(), None);
             }
             // Bridges to WSGI (and many frameworks) read "X_Forwarded_Host" as
             // X-Forwarded-Host, which neither the bypass list nor a Vary sees here.

@@ -499,7 +499,7 @@ pub enum HeadUpdate<'a> {
     /// Remove it: the `HEAD` describes another representation, or forbids storing.
     Invalidate,
     /// Store this update of it for `ttl` ([`refreshed`]).
-    Refresh(Stored<'a>, f64),
+    Refresh(Box<Stored<'a>>, f64),
 }
 
 /// What a 200 (`headers`) to a `HEAD` forwarded at `request_time` does to the stored
@@ -532,7 +532,7 @@ pub fn head_update<'a>(
         return HeadUpdate::Invalidate;
     }
     let (fresh, ttl) = refreshed(opts, s, headers, request_time, now);
-    HeadUpdate::Refresh(fresh, ttl)
+    HeadUpdate::Refresh(Box::new(fresh), ttl)
 }
 
 /// Whether a response's validators and length are the stored response's (a validator

@@ -1,7 +1,8 @@
-//! The HTTP cache's rules (ziggurat-http) for the Python middleware: `http_*`
-//! functions of `_native` that `ziggurat.http.rules` and `ziggurat.http.targeted`
-//! wrap under their Python names. Header lists come as `[(bytes, bytes)]`, read in
-//! place; directives go back and forth as `dict[str, str | None]`.
+//! The HTTP cache (ziggurat-http) for the Python middleware: `http_*` functions of
+//! `_native` that `ziggurat.http` drives, and `HttpOptions` (its options, read once).
+//! Header lists come as `[(bytes, bytes)]`, read in place; directives go back and forth
+//! as `dict[str, str | None]`; a stored response crosses as its value bytes, which the
+//! crate decodes in place.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -15,54 +16,23 @@ use ziggurat_http::{
 };
 
 type Pairs = Vec<(PyBackedBytes, PyBackedBytes)>;
+type Line<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>);
 
 /// Adds the functions and constants to `_native`.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     macro_rules! add {
         ($($f:ident),*) => { $(m.add_function(wrap_pyfunction!($f, m)?)?;)* };
     }
+    #[rustfmt::skip]
     add!(
-        http_field,
-        http_fields,
-        http_parse_cache_control,
-        http_vary_digest,
-        http_normalise_host,
-        http_split_tags,
-        http_connection_listed,
-        http_cache_status,
-        http_decode,
-        http_encode,
-        http_encode_variants,
-        http_base_key,
-        http_variant_key,
-        http_lock_key,
-        http_url_key,
-        http_invalidated_keys,
-        http_host_allowed,
-        http_usable,
-        http_lookup_step,
-        http_reply,
-        http_stale_if_error,
-        http_head_step,
-        http_head_update
+        http_field, http_fields, http_parse_cache_control, http_vary_digest, http_normalise_host,
+        http_split_tags, http_connection_listed, http_cache_status, http_decode, http_encode,
+        http_encode_variants, http_base_key, http_variant_key, http_lock_key, http_url_key,
+        http_invalidated_keys, http_host_allowed, http_usable, http_lookup_step, http_reply,
+        http_stale_if_error, http_head_step, http_head_update
     );
     m.add_class::<HttpOptions>()?;
     let py = m.py();
-    let statuses = |keep: fn(u16) -> bool| {
-        PyTuple::new(py, (0..1000u16).filter(|&s| keep(s)).collect::<Vec<_>>())
-    };
-    m.add(
-        "HTTP_STORABLE_STATUSES",
-        statuses(ziggurat_http::is_storable_status)?,
-    )?;
-    m.add(
-        "HTTP_HEURISTIC_STATUSES",
-        statuses(ziggurat_http::is_heuristic_status)?,
-    )?;
-    m.add(
-        "HTTP_UNDERSTOOD_STATUSES",
-        statuses(ziggurat_http::is_understood_status)?,
-    )?;
     let hop = ziggurat_http::HOP_BY_HOP
         .iter()
         .map(|n| PyBytes::new(py, n));
@@ -107,7 +77,7 @@ fn slices(p: &Pairs) -> Vec<(&[u8], &[u8])> {
 }
 
 /// Field values (an iterable of bytes), read in place.
-fn values(v: &Bound<'_, PyAny>, func: &str, what: &str) -> PyResult<Vec<PyBackedBytes>> {
+fn bytes_items(v: &Bound<'_, PyAny>, func: &str, what: &str) -> PyResult<Vec<PyBackedBytes>> {
     let bad = || PyTypeError::new_err(format!("{func}(): {what} must be an iterable of bytes"));
     let mut out = Vec::new();
     for item in v.try_iter().map_err(|_| bad())? {
@@ -157,10 +127,6 @@ fn status(s: &Bound<'_, PyAny>, func: &str) -> PyResult<u16> {
     )))
 }
 
-fn bytes_list<'py>(py: Python<'py>, items: &[&[u8]]) -> Vec<Bound<'py, PyBytes>> {
-    items.iter().map(|v| PyBytes::new(py, v)).collect()
-}
-
 /// The first value of header `name`, or None.
 #[pyfunction]
 fn http_field<'py>(
@@ -180,11 +146,8 @@ fn http_fields<'py>(
     name: &[u8],
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
     let p = pairs(headers, "fields")?;
-    Ok(bytes_list(py, &ziggurat_http::fields(&slices(&p), name)))
-}
-
-fn values_arg(v: &Bound<'_, PyAny>, func: &str) -> PyResult<Vec<PyBackedBytes>> {
-    values(v, func, "values")
+    let v = ziggurat_http::fields(&slices(&p), name);
+    Ok(v.iter().map(|v| PyBytes::new(py, v)).collect())
 }
 
 /// Cache-Control directives of a field's lines.
@@ -193,7 +156,7 @@ fn http_parse_cache_control<'py>(
     py: Python<'py>,
     values: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let v = values_arg(values, "parse_cache_control")?;
+    let v = bytes_items(values, "parse_cache_control", "values")?;
     to_dict(
         py,
         &ziggurat_http::parse_cache_control(v.iter().map(|b| &b[..])),
@@ -247,7 +210,7 @@ fn http_normalise_host(raw: Option<&[u8]>) -> Option<String> {
 /// Tags named by the tag header's lines.
 #[pyfunction]
 fn http_split_tags(values: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-    let v = values_arg(values, "split_tags")?;
+    let v = bytes_items(values, "split_tags", "values")?;
     Ok(ziggurat_http::split_tags(v.iter().map(|b| &b[..])))
 }
 
@@ -707,7 +670,7 @@ fn http_reply<'py>(
     headers: &Bound<'py, PyAny>,
     head: bool,
     status: Option<&str>,
-) -> PyResult<(u16, Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>, bool)> {
+) -> PyResult<(u16, Vec<Line<'py>>, bool)> {
     const F: &str = "reply";
     let s = stored(value, F)?;
     let p = pairs(headers, F)?;
@@ -800,7 +763,7 @@ fn http_head_update<'py>(
         HeadUpdate::Ignore => py.None().into_bound(py),
         HeadUpdate::Invalidate => PyBool::new(py, false).to_owned().into_any(),
         HeadUpdate::Refresh(fresh, ttl) => {
-            let value = PyBytes::new(py, &Entry::Response(fresh).encode());
+            let value = PyBytes::new(py, &Entry::Response(*fresh).encode());
             (value, ttl).into_pyobject(py)?.into_any()
         }
     })

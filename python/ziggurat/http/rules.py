@@ -22,10 +22,7 @@ from ziggurat import _native
 Headers = Sequence[tuple[bytes, bytes]]
 
 __all__ = [
-    "HEURISTIC_STATUSES",
     "HOP_BY_HOP",
-    "STORABLE_STATUSES",
-    "UNDERSTOOD_STATUSES",
     "Headers",
     "cache_status",
     "connection_listed",
@@ -37,13 +34,6 @@ __all__ = [
     "vary_digest",
 ]
 
-# RFC 9111 §3: the final statuses stored when the response has explicit freshness.
-STORABLE_STATUSES = frozenset(_native.HTTP_STORABLE_STATUSES)
-# RFC 9110 §15.1: statuses that may get heuristic (or configured default) freshness.
-HEURISTIC_STATUSES = frozenset(_native.HTTP_HEURISTIC_STATUSES)
-# RFC 9111 §5.2.2.3 (must-understand): the statuses whose caching rules this cache
-# implements beyond the general ones.
-UNDERSTOOD_STATUSES = frozenset(_native.HTTP_UNDERSTOOD_STATUSES)
 # RFC 9111 §3.1 and RFC 9110 §7.6.1: never stored, never replayed.
 HOP_BY_HOP = frozenset(_native.HTTP_HOP_BY_HOP)
 

@@ -120,7 +120,7 @@ def decode(v: Any) -> Stored | Variants | None:
     record, or None (no bytes, or bytes of no entry: a miss). See ``encode``."""
     t = _native.http_decode(v)
     if t is None or len(t) == 3:
-        return t  # type: ignore[return-value]
+        return t
     return Stored._make(t)
 
 
@@ -195,9 +195,9 @@ def lookup(
     if v is None:
         return None, base
     e = entry(v)
-    if type(e) is Stored:
+    if isinstance(e, Stored):
         return (e if not e.vary else None), base
-    if type(e) is tuple:
+    if e is not None:
         names, generation, _ = e
         digest, values = rules.vary_digest(names, headers)
         vk = variant_key(base, generation, digest.decode("ascii"))
@@ -230,7 +230,7 @@ def save(cache: Any, base: bytes, s: Stored, ttl: float, now: float) -> Stored:
         cache.set(base, value, ttl=ttl, tags=tags)
         return s._replace(value=value)
     rec = decode(cache.get(base))
-    if type(rec) is tuple and tuple(rec[0]) == s.vary:
+    if rec is not None and not isinstance(rec, Stored) and tuple(rec[0]) == s.vary:
         generation, until = rec[1], rec[2]
     else:
         generation, until = os.urandom(6).hex(), 0.0
