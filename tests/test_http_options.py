@@ -23,6 +23,7 @@ CUSTOM = {
     "bypass_headers": [h for h in DEFAULT_BYPASS_HEADERS if h != "x-forwarded-proto"],
     "key_headers": ["x-forwarded-proto"],
     "tag_header": "Surrogate-Key",
+    "surrogate_control": True,
 }
 
 
@@ -148,3 +149,29 @@ def test_request_directives_can_be_ignored(plain: Server) -> None:
     r = plain.request(u, headers={"Cache-Control": "no-cache", "Pragma": "no-cache"})
     assert r.body == first.body
     assert plain.count(n) == 1
+
+
+def test_surrogate_control_speaks_to_this_cache_alone(srv: Server) -> None:
+    # It overrides Cache-Control here, and never reaches the client.
+    n = srv.name()
+    u = url(n, "Cache-Control: no-store", "Surrogate-Control: max-age=60")
+    r1 = srv.request(u)
+    assert r1.h("surrogate-control") is None and r1.h("cache-control") == "no-store"
+    r2 = srv.request(u)
+    assert _hit(r2) and r2.h("surrogate-control") is None and srv.count(n) == 1
+    # A directive for another surrogate (a parameter names it) is not for this cache.
+    for i, sc in enumerate(("max-age=60;edge-2", "no-store", "max-age=0")):
+        n = srv.name()
+        u = url(n, "Cache-Control: max-age=60", f"Surrogate-Control: {sc}")
+        srv.request(u)
+        srv.request(u)
+        assert srv.count(n) == (1 if i == 0 else 2), sc
+
+
+def test_surrogate_control_is_off_by_default(plain: Server) -> None:
+    n = plain.name()
+    u = url(n, "Cache-Control: no-store", "Surrogate-Control: max-age=60")
+    r = plain.request(u)
+    assert r.h("surrogate-control") == "max-age=60"
+    plain.request(u)
+    assert plain.count(n) == 2

@@ -61,12 +61,16 @@ _KNOWN = (
     "targeted_forward",
     "stale_if_error",
     "app_timeout",
+    "surrogate_control",
 )
 # RFC 9213: the targeted cache-control fields this cache obeys, first match wins. Its own
 # field speaks to it alone and is removed before the response leaves; CDN-Cache-Control
 # is forwarded, for a CDN in front of the app (RFC 9213 §3).
 DEFAULT_TARGETED_FIELDS = ("ziggurat-cache-control", "cdn-cache-control")
 DEFAULT_TARGETED_FORWARD = ("cdn-cache-control",)
+# The Edge Architecture note's field for surrogates (reverse proxies and CDNs): with the
+# surrogate_control option, the last targeted field read.
+_SURROGATE = b"surrogate-control"
 
 
 def _names(who: str, arg: str, value: Any) -> tuple[str, ...]:
@@ -122,6 +126,12 @@ class Options:
     targeted_forward: frozenset[bytes] = frozenset(n.encode() for n in DEFAULT_TARGETED_FORWARD)
     stale_if_error: float | None = None
     app_timeout: float | None = None
+    surrogate_control: bool = False
+
+    def __post_init__(self) -> None:
+        # Surrogate-Control is read as the last targeted field, and never leaves.
+        if self.surrogate_control and _SURROGATE not in self.targeted_fields:
+            object.__setattr__(self, "targeted_fields", (*self.targeted_fields, _SURROGATE))
 
     @classmethod
     def build(cls, who: str, **kw: Any) -> Options:
@@ -147,6 +157,7 @@ class Options:
             "heuristic",
             "store_set_cookie",
             "store_auth_must_revalidate",
+            "surrogate_control",
         ):
             if flag in kw:
                 if not isinstance(kw[flag], bool):
