@@ -310,6 +310,7 @@ def huge_page_policy(directory: str) -> dict[str, Any]:
 HTTP_HOP_BY_HOP: tuple[bytes, ...]
 HTTP_STALE_FORBIDDING: tuple[str, ...]
 HTTP_MAX_TTL: float
+HTTP_SURROGATE_CAPABILITY: str
 Lines = Sequence[tuple[bytes, bytes]]
 
 def http_field(headers: Lines, name: bytes) -> bytes | None: ...

@@ -100,5 +100,8 @@ pub use storable::{
 };
 pub use stored::{decode, DecodeError, Entry, Stored, Variants, FORMAT_VERSION};
 pub use tags::split_tags;
-pub use targeted::{parse_surrogate_control, parse_targeted, response_directives};
+pub use targeted::{
+    parse_surrogate_control, parse_targeted, response_directives, SURROGATE_CAPABILITY,
+    SURROGATE_DEVICE,
+};
 pub use vary::{parse_vary, vary_digest, vary_values};

@@ -143,16 +143,24 @@ pub fn parse_targeted<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<
     dictionary(values, false)
 }
 
+/// The device token this cache announces to the app in `Surrogate-Capability` (the Edge
+/// Architecture note), and the value of that request field.
+pub const SURROGATE_DEVICE: &str = "ziggurat";
+/// The `Surrogate-Capability` line a front end adds to the requests it sends the app.
+pub const SURROGATE_CAPABILITY: &str = "ziggurat=\"Surrogate/1.0\"";
+
 /// `Surrogate-Control` (the Edge Architecture note, read as a targeted field): as
 /// [`parse_targeted`], but a directive with a parameter names the surrogate it is for
-/// (`max-age=60;edge-1`), and this cache, which has no such name, ignores it; None when
-/// no directive is left.
+/// (`max-age=60;edge-1`): one for [`SURROGATE_DEVICE`] counts, one for another surrogate
+/// is ignored; None when no directive is left.
 ///
 /// ```
 /// use ziggurat_http::parse_surrogate_control;
 /// let cc = parse_surrogate_control([&b"max-age=60;other, no-store, foo"[..]]).unwrap();
 /// assert_eq!(cc.iter().collect::<Vec<_>>(), [("no-store", None), ("foo", None)]);
 /// assert_eq!(parse_surrogate_control([&b"max-age=60;other"[..]]), None);
+/// let cc = parse_surrogate_control([&b"max-age=60;ziggurat"[..]]).unwrap();
+/// assert_eq!(cc.get("max-age"), Some(Some("60")));
 /// ```
 pub fn parse_surrogate_control<'a>(
     values: impl IntoIterator<Item = &'a [u8]>,
@@ -180,17 +188,19 @@ fn dictionary<'a>(
         if raw.get(i) == Some(&b'=') {
             (value, i) = item(&raw, i + 1)?;
         }
-        // Parameters: parsed, not used (but a targeted member of Surrogate-Control is
-        // for another surrogate).
-        let targeted = raw.get(i) == Some(&b';');
+        // Parameters: parsed, not used (but in Surrogate-Control they name the surrogate
+        // a member is for).
+        let mut elsewhere = false;
         while raw.get(i) == Some(&b';') {
             i = skip(&raw, i + 1, b" ");
+            let start = i;
             i = key(&raw, i)?;
+            elsewhere |= &raw[start..i] != SURROGATE_DEVICE.as_bytes();
             if raw.get(i) == Some(&b'=') {
                 i = item(&raw, i + 1)?.1;
             }
         }
-        if skip_targeted && targeted {
+        if skip_targeted && elsewhere {
             // Not for this cache: as if absent (an earlier occurrence stands).
         } else if DELTA_DIRECTIVES.contains(&name.as_str()) {
             out.remove(&name);

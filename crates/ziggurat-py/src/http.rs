@@ -42,6 +42,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         PyTuple::new(py, ziggurat_http::STALE_FORBIDDING)?,
     )?;
     m.add("HTTP_MAX_TTL", ziggurat_http::MAX_TTL)?;
+    m.add(
+        "HTTP_SURROGATE_CAPABILITY",
+        ziggurat_http::SURROGATE_CAPABILITY,
+    )?;
     Ok(())
 }
 

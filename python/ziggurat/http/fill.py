@@ -33,6 +33,8 @@ log = logging.getLogger("ziggurat.http")
 
 # RFC 9111 §4.2.4, RFC 5861: the app's answers that let a stale response be served.
 ERROR_STATUSES = frozenset({500, 502, 503, 504})
+_CAPABILITY = b"surrogate-capability"
+_SURROGATE_CAPABILITY = _native.HTTP_SURROGATE_CAPABILITY.encode()
 # What the crate's head_step answers (the first item of its tuple).
 _REFRESHED, _MISMATCH, _STALE, _PASS, _STORE = range(5)
 
@@ -216,6 +218,12 @@ class Fill:
             if s.last_modified is not None:
                 out.append((b"if-modified-since", s.last_modified))
             self._validated = s.etag is not None or s.last_modified is not None
+        if self.opts.surrogate_control:
+            # The Edge Architecture note: each surrogate on the way adds its device token,
+            # which the app may target with Surrogate-Control (one line, for WSGI's sake).
+            seen = rules.fields(out, _CAPABILITY)
+            out = [(k, v) for k, v in out if k != _CAPABILITY]
+            out.append((_CAPABILITY, b", ".join([*seen, _SURROGATE_CAPABILITY])))
         return out
 
     def head(
