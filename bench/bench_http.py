@@ -413,12 +413,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--connections", type=int, default=32)
     p.add_argument("--ab", metavar="BASE", help="compare the hit path of BASE and the work tree")
     p.add_argument("--no-build", action="store_true", help="with --ab: reuse target/ab/")
+    p.add_argument("--reps", type=int, default=None, help="repetitions (default 5; --quick 3)")
     args = p.parse_args(argv)
     if shutil.which("wrk") is None:
         print("bench_http: wrk is required (apt-get install wrk)", file=sys.stderr)
         return 2
     if args.ab:
-        reps, seconds = (3, 1) if args.quick else (5, 3)
+        reps, seconds = (3, 1) if args.quick else (args.reps or 5, 3)
         return ab_main(args.ab, not args.no_build, reps, seconds, args.connections, args.workers)
     reps, seconds = (3, 1) if args.quick else (5, 4)
     kinds = [args.only] if args.only else ["asgi", "wsgi"]

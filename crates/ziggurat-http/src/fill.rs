@@ -88,8 +88,6 @@ pub fn usable(s: &Stored<'_>, age: f64, req: &Directives) -> bool {
 pub struct FillRequest<'a> {
     /// `GET` or `HEAD`.
     pub method: &'a str,
-    /// Its header lines.
-    pub headers: &'a Headers<'a>,
     /// Its cache directives (see [`crate::Lookup`]).
     pub directives: &'a Directives,
     /// Whether it had `Authorization`.
@@ -140,7 +138,7 @@ fn fwd(fwd: &str, detail: &str) -> String {
 /// ```
 /// use ziggurat_http::{lookup_step, Directives, FillRequest, LookupStep, Stored};
 /// let cc = Directives::new();
-/// let req = FillRequest { method: "GET", headers: &[], directives: &cc, has_auth: false };
+/// let req = FillRequest { method: "GET", directives: &cc, has_auth: false };
 /// let s = Stored { lifetime: 60.0, swr: 30.0, ..Default::default() };
 /// assert_eq!(lookup_step(Some(&s), &req, 10.0),
 ///            LookupStep::Serve { status: "ziggurat; hit; ttl=50".into(), refresh: false });

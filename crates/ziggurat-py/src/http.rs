@@ -4,6 +4,8 @@
 //! as `dict[str, str | None]`; a stored response crosses as its value bytes, which the
 //! crate decodes in place.
 
+use std::borrow::Cow;
+
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -17,6 +19,8 @@ use ziggurat_http::{
 
 type Pairs = Vec<(PyBackedBytes, PyBackedBytes)>;
 type Line<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>);
+/// Bytes made here, handed to Python as `bytes`.
+type Bytes = Cow<'static, [u8]>;
 
 /// Adds the functions and constants to `_native`.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -560,63 +564,47 @@ fn http_encode<'py>(
 
 /// The value bytes of a variant record.
 #[pyfunction]
-fn http_encode_variants<'py>(
-    py: Python<'py>,
-    names: Vec<String>,
-    generation: &str,
-    until: f64,
-) -> Bound<'py, PyBytes> {
+fn http_encode_variants(names: Vec<String>, generation: &str, until: f64) -> Bytes {
     let names = names.iter().map(String::as_str).collect();
     let v = ziggurat_http::Variants {
         names,
         generation,
         until,
     };
-    PyBytes::new(py, &Entry::Variants(v).encode())
+    Cow::Owned(Entry::Variants(v).encode())
 }
 
 #[pyfunction]
-fn http_base_key<'py>(
-    py: Python<'py>,
-    scheme: &str,
-    host: &str,
-    target: &[u8],
-) -> Bound<'py, PyBytes> {
-    PyBytes::new(py, &ziggurat_http::base_key(scheme, host, target))
+fn http_base_key(scheme: &str, host: &str, target: &[u8]) -> Bytes {
+    Cow::Owned(ziggurat_http::base_key(scheme, host, target))
 }
 
 #[pyfunction]
-fn http_variant_key<'py>(
-    py: Python<'py>,
-    base: &[u8],
-    generation: &str,
-    digest: &str,
-) -> Bound<'py, PyBytes> {
-    PyBytes::new(py, &ziggurat_http::variant_key(base, generation, digest))
+fn http_variant_key(base: &[u8], generation: &str, digest: &str) -> Bytes {
+    Cow::Owned(ziggurat_http::variant_key(base, generation, digest))
 }
 
 #[pyfunction]
-fn http_lock_key<'py>(py: Python<'py>, key: &[u8]) -> Bound<'py, PyBytes> {
-    PyBytes::new(py, &ziggurat_http::lock_key(key))
+fn http_lock_key(key: &[u8]) -> Bytes {
+    Cow::Owned(ziggurat_http::lock_key(key))
 }
 
 #[pyfunction]
-fn http_url_key<'py>(py: Python<'py>, url: &str) -> Option<Bound<'py, PyBytes>> {
-    ziggurat_http::url_key(url).map(|k| PyBytes::new(py, &k))
+fn http_url_key(url: &str) -> Option<Bytes> {
+    ziggurat_http::url_key(url).map(Cow::Owned)
 }
 
 /// The keys an unsafe request's successful response invalidates.
 #[pyfunction]
-fn http_invalidated_keys<'py>(
-    py: Python<'py>,
+fn http_invalidated_keys(
     scheme: &str,
     host: &str,
     target: &[u8],
-    headers: &Bound<'py, PyAny>,
-) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    headers: &Bound<'_, PyAny>,
+) -> PyResult<Vec<Bytes>> {
     let p = pairs(headers, "invalidated_keys")?;
     let keys = ziggurat_http::invalidated_keys(scheme, host, target, &slices(&p));
-    Ok(keys.iter().map(|k| PyBytes::new(py, k)).collect())
+    Ok(keys.into_iter().map(Cow::Owned).collect())
 }
 
 #[pyfunction]
@@ -648,7 +636,6 @@ fn http_lookup_step<'py>(
     let s = value.map(|v| stored(v, F)).transpose()?;
     let req = FillRequest {
         method,
-        headers: &[],
         directives: &cc,
         has_auth,
     };
