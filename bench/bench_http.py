@@ -3,6 +3,7 @@
     python bench/bench_http.py                  uvicorn (ASGI) and gunicorn (WSGI), 5 reps
     python bench/bench_http.py --quick          1 s runs, 3 reps (smoke run)
     python bench/bench_http.py --only asgi      one server
+    python bench/bench_http.py --ab BASE        the cached app of two builds (BASE, the work tree)
 
 For each server, two apps run under the same server with the same number of workers: the
 bare app, which returns a fixed response with ``Cache-Control: max-age``, and the same app
@@ -19,6 +20,14 @@ CPU cost per request does not.
 
 Results go to bench/results/http.json and, as a Markdown table, to standard output.
 This module is also the app module the servers import (``bench_http:bare_asgi`` …).
+
+``--ab BASE`` compares the hit path of two builds instead: the extension and package of
+git revision ``BASE`` and of the work tree, built and installed side by side under
+``target/ab/`` as ``bench/ab.py`` does (``--no-build`` reuses them). The cached plain
+callable runs under uvicorn and gunicorn once per build (each its own cache), loaded in
+alternating repetitions; then, in process, child processes of each build in turn time a
+hit against the bare callable (ASGI and WSGI; median of 9 interleaved repetitions of
+50,000 calls each), and the table gives the medians over those runs.
 """
 
 from __future__ import annotations
@@ -271,16 +280,147 @@ def run(
         shutil.rmtree(base, ignore_errors=True)
 
 
+# Run by a child process of one build: the in-process hit over the bare callable, in µs
+# (median of 9 interleaved repetitions of 50,000 calls), ASGI then WSGI, on one line.
+IN_PROCESS = r"""
+import asyncio, os, statistics, sys, tempfile, time
+sys.path.insert(0, sys.argv[1])
+import bench_http as b
+from ziggurat import Cache
+from ziggurat.http import CacheMiddleware, WSGICacheMiddleware
+
+c = Cache("abhit" + str(os.getpid()), size="16MiB", directory=tempfile.mkdtemp())
+asgi = CacheMiddleware(b.origin_asgi, c, allowed_hosts=["127.0.0.1"])
+wsgi = WSGICacheMiddleware(b.origin_wsgi, c, allowed_hosts=["127.0.0.1"])
+scope = {"type": "http", "method": "GET", "scheme": "http", "path": "/post/1",
+         "raw_path": b"/post/1", "query_string": b"", "http_version": "1.1",
+         "headers": [(b"host", b"127.0.0.1:8000"), (b"user-agent", b"wrk"), (b"accept", b"*/*")]}
+environ = {"REQUEST_METHOD": "GET", "SCRIPT_NAME": "", "PATH_INFO": "/post/1",
+           "QUERY_STRING": "", "RAW_URI": "/post/1", "SERVER_NAME": "127.0.0.1",
+           "SERVER_PORT": "8000", "SERVER_PROTOCOL": "HTTP/1.1", "HTTP_HOST": "127.0.0.1:8000",
+           "HTTP_USER_AGENT": "wrk", "HTTP_ACCEPT": "*/*", "wsgi.url_scheme": "http",
+           "wsgi.input": None, "wsgi.errors": sys.stderr, "wsgi.multithread": False,
+           "wsgi.multiprocess": True, "wsgi.run_once": False, "wsgi.version": (1, 0)}
+got = []
+async def receive():
+    return {"type": "http.request", "body": b"", "more_body": False}
+async def send(m):
+    got.append(m)
+def start_response(status, headers, exc_info=None):
+    got.append(headers)
+N = 50_000
+async def loop_asgi(app):
+    t = time.process_time()
+    for _ in range(N):
+        await app(scope, receive, send)
+        got.clear()
+    return (time.process_time() - t) / N * 1e6
+def loop_wsgi(app):
+    t = time.process_time()
+    for _ in range(N):
+        app(dict(environ), start_response)
+        got.clear()
+    return (time.process_time() - t) / N * 1e6
+ev = asyncio.new_event_loop()
+ev.run_until_complete(loop_asgi(asgi)); loop_wsgi(wsgi)  # fill, then warm
+a, w = [], []
+for _ in range(9):
+    cached = ev.run_until_complete(loop_asgi(asgi))
+    a.append(cached - ev.run_until_complete(loop_asgi(b.origin_asgi)))
+    w.append(loop_wsgi(wsgi) - loop_wsgi(b.origin_wsgi))
+c.unlink()
+print(statistics.median(a), statistics.median(w))
+"""
+
+
+def ab_main(
+    base_rev: str, build: bool, reps: int, seconds: int, connections: int, workers: int
+) -> int:
+    """The hit path of ``base_rev`` against the work tree's (see the module docstring)."""
+    import ab  # bench/ab.py: builds and installs a revision's wheel
+
+    sites = {"base": ab.OUT / "http-base", "head": ab.OUT / "http-head"}
+    if build:
+        tree = ab.OUT / "http-base-src"
+        if tree.exists():
+            ab.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ab.ROOT)
+        ab.run(["git", "worktree", "add", "-q", "--detach", str(tree), base_rev], cwd=ab.ROOT)
+        try:
+            ab.build(tree, sites["base"])
+        finally:
+            ab.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ab.ROOT)
+        ab.build(ab.ROOT, sites["head"])
+    lines = []
+    for kind, app in (("asgi", "asgi"), ("wsgi", "wsgi")):
+        got: dict[str, list[tuple[float, float]]] = {"base": [], "head": []}
+        procs, ports = {}, {}
+        base = f"/dev/shm/zigbench-http-{uuid.uuid4().hex}"
+        os.mkdir(base, 0o700)
+        try:
+            for b, site in sites.items():
+                env = dict(os.environ, PYTHONPATH=str(site), ZIG_BENCH_HTTP_DIR=base)
+                env["ZIG_BENCH_HTTP_CACHE"] = f"bench-http-{b}-{uuid.uuid4().hex[:6]}"
+                procs[b], ports[b] = _start(kind, f"cached_{app}", workers, env)
+                _wrk(ports[b], 1, connections, 1, procs[b].pid)
+            for i in range(reps):
+                for b in ("base", "head") if i % 2 == 0 else ("head", "base"):
+                    got[b].append(_wrk(ports[b], seconds, connections, 1, procs[b].pid))
+        finally:
+            for proc in procs.values():
+                _stop(proc)
+            shutil.rmtree(base, ignore_errors=True)
+        med = {b: (statistics.median(r for r, _ in v), statistics.median(c for _, c in v))
+               for b, v in got.items()}  # fmt: skip
+        server = "uvicorn" if kind == "asgi" else "gunicorn (sync)"
+        lines.append(
+            f"| {server}, cached plain callable | {med['base'][0]:,.0f} req/s, "
+            f"{med['base'][1]:,.0f} per CPU s | {med['head'][0]:,.0f} req/s, "
+            f"{med['head'][1]:,.0f} per CPU s "
+            f"| {100 * med['head'][0] / med['base'][0]:.0f} %, "
+            f"{100 * med['head'][1] / med['base'][1]:.0f} % |"
+        )
+    runs: dict[str, list[tuple[float, float]]] = {"base": [], "head": []}
+    for i in range(reps):
+        for b in ("base", "head") if i % 2 == 0 else ("head", "base"):
+            out = subprocess.run(
+                [sys.executable, "-c", IN_PROCESS, HERE],
+                env=dict(os.environ, PYTHONPATH=str(sites[b])),
+                capture_output=True, text=True, check=True,
+            ).stdout.split()  # fmt: skip
+            runs[b].append((float(out[0]), float(out[1])))
+    for i, name in ((0, "ASGI"), (1, "WSGI")):
+        mb = statistics.median(r[i] for r in runs["base"])
+        mh = statistics.median(r[i] for r in runs["head"])
+        lines.append(
+            f"| in process, {name} hit over the bare callable | {mb:.2f} µs | {mh:.2f} µs "
+            f"| {mh - mb:+.2f} µs |"
+        )
+    print(
+        f"BASE {base_rev} against the work tree; wrk -t1 -c{connections} -d{seconds}s, "
+        f"{workers} workers, median of {reps} alternating repetitions; in process: CPU time, "
+        f"median of {reps} alternating child processes per build\n"
+    )
+    print("| | BASE | work tree | work tree / BASE |\n|---|---|---|---|")
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", choices=["asgi", "wsgi"], default=None)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--connections", type=int, default=32)
+    p.add_argument("--ab", metavar="BASE", help="compare the hit path of BASE and the work tree")
+    p.add_argument("--no-build", action="store_true", help="with --ab: reuse target/ab/")
+    p.add_argument("--reps", type=int, default=None, help="repetitions (default 5; --quick 3)")
     args = p.parse_args(argv)
     if shutil.which("wrk") is None:
         print("bench_http: wrk is required (apt-get install wrk)", file=sys.stderr)
         return 2
+    if args.ab:
+        reps, seconds = (3, 1) if args.quick else (args.reps or 5, 3)
+        return ab_main(args.ab, not args.no_build, reps, seconds, args.connections, args.workers)
     reps, seconds = (3, 1) if args.quick else (5, 4)
     kinds = [args.only] if args.only else ["asgi", "wsgi"]
     apps = {"asgi": ["starlette", "asgi"], "wsgi": ["flask", "wsgi"]}

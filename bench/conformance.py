@@ -98,7 +98,9 @@ def _app() -> Any:
     from ziggurat.http import WSGICacheMiddleware
 
     cache = Cache(os.environ.get("ZIGGURAT_CONFORMANCE_CACHE", "conformance"), size="64MiB")
-    return WSGICacheMiddleware(proxy_app, cache, allowed_hosts=["localhost", "127.0.0.1"])
+    return WSGICacheMiddleware(
+        proxy_app, cache, allowed_hosts=["localhost", "127.0.0.1"], surrogate_control=True
+    )
 
 
 def _free_port() -> int:

@@ -10,7 +10,10 @@ from email.utils import formatdate
 
 import pytest
 from http_servers import OPTS, Server, running, url
-from ziggurat.http import DEFAULT_BYPASS_HEADERS
+from ziggurat import Cache
+from ziggurat.http import DEFAULT_BYPASS_HEADERS, rules
+from ziggurat.http.engine import Engine, Fill, now
+from ziggurat.http.options import Options
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -23,6 +26,7 @@ CUSTOM = {
     "bypass_headers": [h for h in DEFAULT_BYPASS_HEADERS if h != "x-forwarded-proto"],
     "key_headers": ["x-forwarded-proto"],
     "tag_header": "Surrogate-Key",
+    "surrogate_control": True,
 }
 
 
@@ -148,3 +152,55 @@ def test_request_directives_can_be_ignored(plain: Server) -> None:
     r = plain.request(u, headers={"Cache-Control": "no-cache", "Pragma": "no-cache"})
     assert r.body == first.body
     assert plain.count(n) == 1
+
+
+def test_surrogate_control_speaks_to_this_cache_alone(srv: Server) -> None:
+    # It overrides Cache-Control here, and never reaches the client.
+    n = srv.name()
+    u = url(n, "Cache-Control: no-store", "Surrogate-Control: max-age=60")
+    r1 = srv.request(u)
+    assert r1.h("surrogate-control") is None and r1.h("cache-control") == "no-store"
+    r2 = srv.request(u)
+    assert _hit(r2) and r2.h("surrogate-control") is None and srv.count(n) == 1
+    # A directive for another surrogate (a parameter names it) is not for this cache; one
+    # for the device token it announced in Surrogate-Capability is.
+    for sc, calls in (
+        ("max-age=60;edge-2", 1),
+        ("no-store", 2),
+        ("max-age=0", 2),
+        ("no-store;edge-2", 1),
+        ("no-store;ziggurat", 2),
+    ):
+        n = srv.name()
+        u = url(n, "Cache-Control: max-age=60", f"Surrogate-Control: {sc}")
+        srv.request(u)
+        srv.request(u)
+        assert srv.count(n) == calls, sc
+
+
+def test_surrogate_control_is_off_by_default(plain: Server) -> None:
+    n = plain.name()
+    u = url(n, "Cache-Control: no-store", "Surrogate-Control: max-age=60")
+    r = plain.request(u)
+    assert r.h("surrogate-control") == "max-age=60"
+    plain.request(u)
+    assert plain.count(n) == 2
+
+
+def test_surrogate_capability_goes_to_the_app() -> None:
+    c = Cache(f"test-surrogate-{time.monotonic_ns()}", size="8MiB")
+    try:
+        e = Engine(c, Options(allowed_hosts=("h",), surrogate_control=True))
+        cap = [(b"surrogate-capability", b'cdn="ESI/1.0"')]
+        f = e.classify("GET", "http", b"h", b"/", cap, None, now())
+        assert isinstance(f, Fill)
+        sent = rules.fields(f.upstream_headers(), b"surrogate-capability")
+        assert sent == [b'cdn="ESI/1.0", ziggurat="Surrogate/1.0"']
+        off = Engine(c, Options(allowed_hosts=("h",))).classify(
+            "GET", "http", b"h", b"/x", cap, None, now()
+        )
+        assert isinstance(off, Fill) and rules.fields(
+            off.upstream_headers(), b"surrogate-capability"
+        ) == [b'cdn="ESI/1.0"']
+    finally:
+        c.unlink()

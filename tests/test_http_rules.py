@@ -1,26 +1,31 @@
 """The HTTP cache's rules as the Python middleware reaches them: ``ziggurat.http.rules``,
-``targeted`` and ``storable`` call the ``ziggurat-http`` crate (its own tests carry the
-RFC cases); here, what the crossing adds: the results' Python types, the errors for bad
+``storable`` and the engine call the ``ziggurat-http`` crate (its own tests carry the RFC
+cases); here, what the crossing adds: the results' Python types, the errors for bad
 input, and the inputs the former Python rules failed on.
 """
 
 from __future__ import annotations
 
 import pytest
-from ziggurat.http import rules, storable, targeted
+from ziggurat import _native
+from ziggurat.http import rules, storable
 from ziggurat.http.options import Options
-from ziggurat.http.store import Stored
+from ziggurat.http.store import Stored, encode
 
 YEAR_0 = b"Sat, 01 Jan 0000 00:00:00 GMT"
 
 
 def test_a_date_in_year_0_is_a_date_not_an_error() -> None:
     # The proleptic Gregorian calendar has a year 0; Python's calendar module has not.
-    assert rules.http_date(YEAR_0) == -62167219200.0
     h = [(b"expires", YEAR_0), (b"date", b"Sun, 06 Nov 1994 08:49:37 GMT")]
-    assert rules.expires_time(h) == (True, -62167219200.0)
-    assert rules.freshness_lifetime({}, h, 200, 0.0, False, None) == (0.0, True)
-    assert rules.initial_age([(b"date", YEAR_0)], 0.0, 1.0) == 62167219201.0
+    # Explicitly stale (Expires long before Date): stored for validation, lifetime 0.
+    m = storable.decide(Options(), 200, [*h, (b"etag", b'"e"')], storable.Request(), 1.0)
+    assert isinstance(m, storable.Meta) and m.lifetime == 0.0
+    m = storable.decide(
+        Options(), 200, [(b"date", YEAR_0), (b"cache-control", b"max-age=9")], storable.Request()
+    )
+    # A Date of year 0 makes it older than its max-age on arrival (unparsed, it would be 0).
+    assert m == "stale"
     m = storable.decide(
         Options(heuristic=True), 200, [(b"last-modified", YEAR_0)], storable.Request()
     )
@@ -31,21 +36,14 @@ def test_a_date_in_year_0_is_a_date_not_an_error() -> None:
 def test_results_keep_their_python_types() -> None:
     cc = rules.parse_cache_control([b'private="a, b", max-age=5'])
     assert cc == {"private": "a, b", "max-age": "5"} and list(cc) == ["private", "max-age"]
-    assert targeted.parse_targeted([b"max-age=5, a, max-age=7"]) == {"a": None, "max-age": "7"}
     h = [(b"vary", b"B, a"), (b"connection", b"X, y")]
-    assert rules.parse_vary(h) == ("a", "b")
     assert rules.connection_listed(h) == {b"x", b"y"}
     assert rules.vary_digest(["a", "b"], [(b"a", b"1")]) == (
         b"2431de83d7406d821e23d080bb731625",
         (b"1", None),
     )
-    assert rules.delta_seconds("10") == 10 and rules.delta_seconds("\U0001d7d9") is None
     assert rules.split_tags([b"a,b a"]) == ["a", "b"]
-    assert {b"connection", b"te"} <= rules.HOP_BY_HOP and 206 not in rules.STORABLE_STATUSES
-    assert rules.response_directives([(b"cdn", b"max-age=1")], (b"cdn",)) == (
-        {"max-age": "1"},
-        b"cdn",
-    )
+    assert {b"connection", b"te"} <= rules.HOP_BY_HOP
     assert rules.cache_status("hit", ttl=3, collapsed=True, stored=False) == (
         b"ziggurat; hit; ttl=3; collapsed"
     )
@@ -60,7 +58,15 @@ def test_results_keep_their_python_types() -> None:
     assert m.flags == frozenset({"must-revalidate"}) and m.tags == ("t", "u")
     assert (m.vary, m.vary_values, m.ttl) == (("accept",), (b"a",), 60.0)
     s = Stored(200, (), b"", 0.0, 0.0, 0.0, 60.0, 0.0, 30.0, frozenset(), None, None, (), (), ())
-    assert storable.stale_if_error_window(s, Options(), {"stale-if-error": "99"}) == 99.0
+    # 95 s past its freshness: the request's stale-if-error=99 allows it, 90 does not.
+    v = encode(s)
+    assert _native.http_stale_if_error(
+        v, Options().native, {"stale-if-error": "99"}, 0, "x", 155.0
+    ) == (b"ziggurat; hit; ttl=-95; fwd-status=0; detail=x")
+    assert (
+        _native.http_stale_if_error(v, Options().native, {"stale-if-error": "90"}, 0, "x", 155.0)
+        is None
+    )
     assert (
         frozenset({"no-cache", "must-revalidate", "proxy-revalidate", "s-maxage"})
         == storable.STALE_FORBIDDING
@@ -93,9 +99,12 @@ def test_bad_input_names_the_rule() -> None:
         rules.vary_digest(["\u0100"], [])
     with pytest.raises(ValueError, match=r"^cache_status\(\): .* is not ASCII"):
         rules.cache_status("fwd", detail="é")
-    with pytest.raises(TypeError, match=r"^freshness_lifetime\(\): cc must map directive names"):
-        rules.freshness_lifetime({"max-age": 5}, [], 200, 0.0, False, None)  # type: ignore[dict-item]
-    with pytest.raises(TypeError, match=r"^status_storable\(\): status must be an int"):
-        rules.status_storable("200", {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^usable\(\): cc must map directive names"):
+        _native.http_usable(encode(Stored(200, (), b"", 0, 0, 0, 1, 0, 0, frozenset(), None,
+                            None, (), (), ())), 0.0, {"max-age": 5})  # fmt: skip
+    with pytest.raises(TypeError, match=r"^head_step\(\): status must be an int"):
+        storable.decide(Options(), "200", [], storable.Request())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^reply\(\): value is not a stored response"):
+        _native.http_reply(b"junk", 0.0, [], [], False, None)
     # Any int is a status: one no rule names is stored by no rule.
-    assert rules.status_storable(10**30, {}) == "status"
+    assert storable.decide(Options(), 10**30, [], storable.Request()) == "status"

@@ -1,27 +1,50 @@
-//! ziggurat-http: the rules of ziggurat's shared HTTP response cache (RFC 9111, RFC
-//! 9213, RFC 9211) with no language runtime and no I/O, so that every front end (the
-//! Python ASGI and WSGI middleware today) caches by the same rules.
+//! ziggurat-http: ziggurat's shared HTTP response cache (RFC 9111, RFC 9213, RFC 9211)
+//! with no language runtime and no I/O, so that every front end (the Python ASGI and
+//! WSGI middleware today, a Node.js one next) caches by the same rules and reads the
+//! responses another stored.
 //!
 //! A header list is `(name, value)` pairs of bytes with lower-case names ([`Headers`]).
 //! Every parser accepts any bytes and never panics: a malformed field is treated the
 //! way the RFCs say a cache must treat it (usually: the response is stale, or the
-//! directive is ignored).
+//! directive is ignored). A stored value that is not this format ([`decode`]) is an
+//! error the front end treats as a miss.
 //!
-//! What a front end calls when:
-//! - on a request: [`normalise_host`] for the key, [`parse_cache_control`] for the
-//!   request's directives, [`etag_matches`] and [`http_date`] for its conditionals,
-//!   [`split_tags`] for a PURGE;
-//! - on the app's response: [`response_directives`] (a targeted field such as
-//!   `CDN-Cache-Control` first, then `Cache-Control`), [`status_storable`] and
-//!   [`ignores_no_store`], [`parse_vary`] with [`vary_values`] and [`vary_digest`] for
-//!   the variant, [`freshness_lifetime`] and [`initial_age`], [`connection_listed`] and
-//!   [`HOP_BY_HOP`] for what is never stored, [`split_tags`] for its tags;
-//! - on the app's response, to store it: [`decide`] does all of the above in one call
-//!   (with the cache's [`StoreOptions`] and what it knows of the request,
-//!   [`StoreRequest`]) and says why the response is not stored or what is ([`Meta`]);
-//!   [`entry_ttl`], [`stale_flags`] and [`stored_headers`] for a response that a 304
-//!   updates; [`stale_if_error_window`] when the app fails;
-//! - on every answer: [`cache_status`] for the `Cache-Status` field.
+//! # What a front end does for one request
+//!
+//! The front end does the I/O, its framework's glue, its per-process table of ready
+//! answers and its language's coalescing; the crate decides every step.
+//!
+//! 1. [`classify`] with its [`ClassifyOptions`]: [`Action::Pass`] (forward; add the
+//!    `Cache-Status` member; when it `invalidates` and the app answers 2xx/3xx, delete
+//!    every key of [`invalidated_keys`] first), [`Action::Purge`] (check the token;
+//!    invalidate the [`split_tags`] of the tag header, or delete [`base_key`]), or
+//!    [`Action::Lookup`].
+//! 2. Read the value under [`Lookup::base`] and [`decode`] it. [`Entry::Variants`]:
+//!    [`vary_values`] of the request for its names, [`vary_digest`], read
+//!    [`variant_key`] and keep the response only if its `vary_values` are the request's.
+//! 3. A plain request whose stored response is fresh may be answered from the front
+//!    end's own table; otherwise [`lookup_step`]: [`LookupStep::Serve`] with [`reply`]
+//!    (with `refresh`, revalidate in the background), [`LookupStep::GatewayTimeout`],
+//!    [`LookupStep::Pass`] (a `HEAD`: its 200 goes to [`head_update`]) or
+//!    [`LookupStep::Fill`].
+//! 4. Fill: when `coalesce`, hold the lease of [`lock_key`]; call the app without the
+//!    client's validators ([`CLIENT_CONDITIONALS`]), with the stale response's `etag` and
+//!    `last_modified` as `If-None-Match` and `If-Modified-Since`.
+//! 5. The app failed or timed out: [`stale_if_error`] says whether (and with which
+//!    `Cache-Status`) the stale response answers.
+//! 6. The app's head: [`head_step`]: [`HeadStep::Refreshed`] (the 304 merged by
+//!    [`refreshed`]: store it, answer it), [`HeadStep::Mismatch`], [`HeadStep::Stale`],
+//!    [`HeadStep::Pass`], or [`HeadStep::Store`]: buffer the body up to `max_body`,
+//!    then store [`Entry::encode`] of a [`Stored`] made of the status, the [`Meta`],
+//!    the body and the times, for [`Meta::ttl`] with [`Meta::tags`] (a varying response
+//!    under [`variant_key`], a [`Variants`] record under the URL's key).
+//! 7. Every answer carries [`cache_status`]; the tag header and the targeted fields
+//!    meant for this cache never leave.
+//!
+//! The parts: [`parse_cache_control`], [`response_directives`], [`freshness_lifetime`],
+//! [`initial_age`], [`parse_vary`], [`etag_matches`], [`http_date`], [`normalise_host`]
+//! and the status rules are what these decisions are made of; [`decide`] is what a fill
+//! stores.
 //!
 //! ```
 //! use ziggurat_http::{freshness_lifetime, response_directives};
@@ -34,15 +57,19 @@
 mod age;
 mod cache_control;
 mod cache_status;
+mod classify;
 mod connection;
 mod date;
 mod delta;
 mod etag;
 mod fields;
+mod fill;
 mod freshness;
 mod host;
+mod key;
 mod status;
 mod storable;
+mod stored;
 mod tags;
 mod targeted;
 mod vary;
@@ -50,13 +77,19 @@ mod vary;
 pub use age::initial_age;
 pub use cache_control::{parse_cache_control, Directives};
 pub use cache_status::{cache_status, Param};
+pub use classify::{classify, host_allowed, Action, ClassifyOptions, Lookup, CLIENT_CONDITIONALS};
 pub use connection::{connection_listed, HOP_BY_HOP};
 pub use date::{http_date, http_date_in};
 pub use delta::{delta_seconds, MAX_DELTA};
 pub use etag::etag_matches;
 pub use fields::{field, fields, parse_list, Headers};
+pub use fill::{
+    head_step, head_update, lookup_step, not_modified, refreshed, reply, stale_if_error, usable,
+    FillRequest, HeadStep, HeadUpdate, LookupStep, Reply, ERROR_STATUSES,
+};
 pub use freshness::{expires_time, freshness_lifetime};
 pub use host::normalise_host;
+pub use key::{base_key, invalidated_keys, lock_key, url_key, variant_key, MAX_KEY};
 pub use status::{
     ignores_no_store, is_heuristic_status, is_storable_status, is_understood_status,
     may_use_default_freshness, status_storable, HEURISTIC_STATUSES,
@@ -65,6 +98,10 @@ pub use storable::{
     decide, entry_ttl, may_serve_stale, never_stored, stale_flags, stale_if_error_window,
     stored_headers, Meta, StoreOptions, StoreRequest, MAX_TTL, STALE_FORBIDDING,
 };
+pub use stored::{decode, DecodeError, Entry, Stored, Variants, FORMAT_VERSION};
 pub use tags::split_tags;
-pub use targeted::{parse_targeted, response_directives};
+pub use targeted::{
+    parse_surrogate_control, parse_targeted, response_directives, SURROGATE_CAPABILITY,
+    SURROGATE_DEVICE,
+};
 pub use vary::{parse_vary, vary_digest, vary_values};

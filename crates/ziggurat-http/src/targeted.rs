@@ -140,6 +140,39 @@ fn skip(raw: &[u8], mut i: usize, set: &[u8]) -> usize {
 /// assert_eq!(parse_targeted([&b" "[..]]), None);
 /// ```
 pub fn parse_targeted<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<Directives> {
+    dictionary(values, false)
+}
+
+/// The device token this cache announces to the app in `Surrogate-Capability` (the Edge
+/// Architecture note), and the value of that request field.
+pub const SURROGATE_DEVICE: &str = "ziggurat";
+/// The `Surrogate-Capability` line a front end adds to the requests it sends the app.
+pub const SURROGATE_CAPABILITY: &str = "ziggurat=\"Surrogate/1.0\"";
+
+/// `Surrogate-Control` (the Edge Architecture note, read as a targeted field): as
+/// [`parse_targeted`], but a directive with a parameter names the surrogate it is for
+/// (`max-age=60;edge-1`): one for [`SURROGATE_DEVICE`] counts, one for another surrogate
+/// is ignored; None when no directive is left.
+///
+/// ```
+/// use ziggurat_http::parse_surrogate_control;
+/// let cc = parse_surrogate_control([&b"max-age=60;other, no-store, foo"[..]]).unwrap();
+/// assert_eq!(cc.iter().collect::<Vec<_>>(), [("no-store", None), ("foo", None)]);
+/// assert_eq!(parse_surrogate_control([&b"max-age=60;other"[..]]), None);
+/// let cc = parse_surrogate_control([&b"max-age=60;ziggurat"[..]]).unwrap();
+/// assert_eq!(cc.get("max-age"), Some(Some("60")));
+/// ```
+pub fn parse_surrogate_control<'a>(
+    values: impl IntoIterator<Item = &'a [u8]>,
+) -> Option<Directives> {
+    dictionary(values, true).filter(|d| !d.is_empty())
+}
+
+/// The Dictionary's members as directives; `skip_targeted`: drop members with parameters.
+fn dictionary<'a>(
+    values: impl IntoIterator<Item = &'a [u8]>,
+    skip_targeted: bool,
+) -> Option<Directives> {
     let raw = values.into_iter().collect::<Vec<_>>().join(&b","[..]);
     let n = raw.len();
     let mut i = skip(&raw, 0, b" ");
@@ -155,22 +188,29 @@ pub fn parse_targeted<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<
         if raw.get(i) == Some(&b'=') {
             (value, i) = item(&raw, i + 1)?;
         }
-        // Parameters: parsed, not used.
+        // Parameters: parsed, not used (but in Surrogate-Control they name the surrogate
+        // a member is for).
+        let mut elsewhere = false;
         while raw.get(i) == Some(&b';') {
             i = skip(&raw, i + 1, b" ");
+            let start = i;
             i = key(&raw, i)?;
+            elsewhere |= &raw[start..i] != SURROGATE_DEVICE.as_bytes();
             if raw.get(i) == Some(&b'=') {
                 i = item(&raw, i + 1)?.1;
             }
         }
-        out.remove(&name);
-        if DELTA_DIRECTIVES.contains(&name.as_str()) {
+        if skip_targeted && elsewhere {
+            // Not for this cache: as if absent (an earlier occurrence stands).
+        } else if DELTA_DIRECTIVES.contains(&name.as_str()) {
+            out.remove(&name);
             if let Item::Integer(v) = value {
                 if v >= 0 {
                     out.insert_last(name, Some(v.to_string()));
                 }
             }
         } else {
+            out.remove(&name);
             match value {
                 Item::Bool(true) => out.insert_last(name, None),
                 Item::Text(t) => out.insert_last(name, Some(t)),
@@ -194,7 +234,8 @@ pub fn parse_targeted<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<
 /// The cache directives a response gives this cache, and which targeted field they came
 /// from: the first field of `targets` (its RFC 9213 target list, lower-case names) with a
 /// valid, non-empty value, which overrides `Cache-Control` and `Expires`; else
-/// `Cache-Control` (and None).
+/// `Cache-Control` (and None). A target named `surrogate-control` is read by
+/// [`parse_surrogate_control`].
 ///
 /// ```
 /// use ziggurat_http::response_directives;
@@ -212,7 +253,12 @@ pub fn response_directives(
     for (t, name) in targets.iter().enumerate() {
         let lines = fields(headers, name);
         if !lines.is_empty() {
-            if let Some(cc) = parse_targeted(lines) {
+            let cc = if *name == b"surrogate-control" {
+                parse_surrogate_control(lines)
+            } else {
+                parse_targeted(lines)
+            };
+            if let Some(cc) = cc {
                 return (cc, Some(t));
             }
         }

@@ -1,61 +1,42 @@
-//! The HTTP cache's rules (ziggurat-http) for the Python middleware: `http_*`
-//! functions of `_native` that `ziggurat.http.rules` and `ziggurat.http.targeted`
-//! wrap under their Python names. Header lists come as `[(bytes, bytes)]`, read in
-//! place; directives go back and forth as `dict[str, str | None]`.
+//! The HTTP cache (ziggurat-http) for the Python middleware: `http_*` functions of
+//! `_native` that `ziggurat.http` drives, and `HttpOptions` (its options, read once).
+//! Header lists come as `[(bytes, bytes)]`, read in place; directives go back and forth
+//! as `dict[str, str | None]`; a stored response crosses as its value bytes, which the
+//! crate decodes in place.
+
+use std::borrow::Cow;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFrozenSet, PyInt, PySet, PyString, PyTuple};
-use ziggurat_http::{Directives, Param, StoreOptions, StoreRequest};
+use pyo3::types::{
+    PyBool, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyString, PyTuple,
+};
+use ziggurat_http::{
+    Action, ClassifyOptions, Directives, Entry, FillRequest, HeadStep, HeadUpdate, LookupStep,
+    Meta, Param, StoreOptions, StoreRequest, Stored,
+};
 
 type Pairs = Vec<(PyBackedBytes, PyBackedBytes)>;
+type Line<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>);
+/// Bytes made here, handed to Python as `bytes`.
+type Bytes = Cow<'static, [u8]>;
 
 /// Adds the functions and constants to `_native`.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(http_field, m)?)?;
-    m.add_function(wrap_pyfunction!(http_fields, m)?)?;
-    m.add_function(wrap_pyfunction!(http_parse_list, m)?)?;
-    m.add_function(wrap_pyfunction!(http_parse_cache_control, m)?)?;
-    m.add_function(wrap_pyfunction!(http_parse_targeted, m)?)?;
-    m.add_function(wrap_pyfunction!(http_response_directives, m)?)?;
-    m.add_function(wrap_pyfunction!(http_delta_seconds, m)?)?;
-    m.add_function(wrap_pyfunction!(http_date, m)?)?;
-    m.add_function(wrap_pyfunction!(http_expires_time, m)?)?;
-    m.add_function(wrap_pyfunction!(http_may_use_default_freshness, m)?)?;
-    m.add_function(wrap_pyfunction!(http_freshness_lifetime, m)?)?;
-    m.add_function(wrap_pyfunction!(http_initial_age, m)?)?;
-    m.add_function(wrap_pyfunction!(http_parse_vary, m)?)?;
-    m.add_function(wrap_pyfunction!(http_vary_digest, m)?)?;
-    m.add_function(wrap_pyfunction!(http_etag_matches, m)?)?;
-    m.add_function(wrap_pyfunction!(http_normalise_host, m)?)?;
-    m.add_function(wrap_pyfunction!(http_split_tags, m)?)?;
-    m.add_function(wrap_pyfunction!(http_status_storable, m)?)?;
-    m.add_function(wrap_pyfunction!(http_ignores_no_store, m)?)?;
-    m.add_function(wrap_pyfunction!(http_connection_listed, m)?)?;
-    m.add_function(wrap_pyfunction!(http_cache_status, m)?)?;
-    m.add_function(wrap_pyfunction!(http_decide, m)?)?;
-    m.add_function(wrap_pyfunction!(http_entry_ttl, m)?)?;
-    m.add_function(wrap_pyfunction!(http_stale_flags, m)?)?;
-    m.add_function(wrap_pyfunction!(http_stale_if_error_window, m)?)?;
-    m.add_function(wrap_pyfunction!(http_stored_headers, m)?)?;
-    m.add_function(wrap_pyfunction!(http_never_stored, m)?)?;
+    macro_rules! add {
+        ($($f:ident),*) => { $(m.add_function(wrap_pyfunction!($f, m)?)?;)* };
+    }
+    #[rustfmt::skip]
+    add!(
+        http_field, http_fields, http_parse_cache_control, http_vary_digest, http_normalise_host,
+        http_split_tags, http_connection_listed, http_cache_status, http_decode, http_encode,
+        http_encode_variants, http_base_key, http_variant_key, http_lock_key, http_url_key,
+        http_invalidated_keys, http_host_allowed, http_usable, http_lookup_step, http_reply,
+        http_stale_if_error, http_head_step, http_head_update
+    );
+    m.add_class::<HttpOptions>()?;
     let py = m.py();
-    let statuses = |keep: fn(u16) -> bool| {
-        PyTuple::new(py, (0..1000u16).filter(|&s| keep(s)).collect::<Vec<_>>())
-    };
-    m.add(
-        "HTTP_STORABLE_STATUSES",
-        statuses(ziggurat_http::is_storable_status)?,
-    )?;
-    m.add(
-        "HTTP_HEURISTIC_STATUSES",
-        statuses(ziggurat_http::is_heuristic_status)?,
-    )?;
-    m.add(
-        "HTTP_UNDERSTOOD_STATUSES",
-        statuses(ziggurat_http::is_understood_status)?,
-    )?;
     let hop = ziggurat_http::HOP_BY_HOP
         .iter()
         .map(|n| PyBytes::new(py, n));
@@ -65,6 +46,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         PyTuple::new(py, ziggurat_http::STALE_FORBIDDING)?,
     )?;
     m.add("HTTP_MAX_TTL", ziggurat_http::MAX_TTL)?;
+    m.add(
+        "HTTP_SURROGATE_CAPABILITY",
+        ziggurat_http::SURROGATE_CAPABILITY,
+    )?;
     Ok(())
 }
 
@@ -80,22 +65,19 @@ fn pairs(headers: &Bound<'_, PyAny>, func: &str) -> PyResult<Pairs> {
     for line in headers.try_iter().map_err(|_| bad())? {
         let line = line?;
         // ASGI lets a line be any pair: a tuple mostly, a list in some servers and apps.
-        let pair = match line.extract::<(PyBackedBytes, PyBackedBytes)>() {
-            Ok(pair) => pair,
-            Err(_) => match line.extract::<Vec<PyBackedBytes>>() {
-                Ok(two) if two.len() == 2 => {
-                    let mut two = two.into_iter();
-                    match (two.next(), two.next()) {
-                        (Some(k), Some(v)) => (k, v),
-                        _ => return Err(bad()),
-                    }
-                }
-                _ => return Err(bad()),
-            },
+        let pair = match (line.cast::<PyTuple>(), line.cast::<PyList>()) {
+            (Ok(t), _) if t.len() == 2 => (t.get_item(0)?, t.get_item(1)?),
+            (_, Ok(l)) if l.len() == 2 => (l.get_item(0)?, l.get_item(1)?),
+            _ => return Err(bad()),
         };
-        out.push(pair);
+        out.push((one(pair.0).ok_or_else(bad)?, one(pair.1).ok_or_else(bad)?));
     }
     Ok(out)
+}
+
+/// A header name or value: bytes only (the rules read them in place).
+fn one(o: Bound<'_, PyAny>) -> Option<PyBackedBytes> {
+    o.cast_into::<PyBytes>().ok().map(PyBackedBytes::from)
 }
 
 fn slices(p: &Pairs) -> Vec<(&[u8], &[u8])> {
@@ -103,7 +85,7 @@ fn slices(p: &Pairs) -> Vec<(&[u8], &[u8])> {
 }
 
 /// Field values (an iterable of bytes), read in place.
-fn values(v: &Bound<'_, PyAny>, func: &str, what: &str) -> PyResult<Vec<PyBackedBytes>> {
+fn bytes_items(v: &Bound<'_, PyAny>, func: &str, what: &str) -> PyResult<Vec<PyBackedBytes>> {
     let bad = || PyTypeError::new_err(format!("{func}(): {what} must be an iterable of bytes"));
     let mut out = Vec::new();
     for item in v.try_iter().map_err(|_| bad())? {
@@ -153,10 +135,6 @@ fn status(s: &Bound<'_, PyAny>, func: &str) -> PyResult<u16> {
     )))
 }
 
-fn bytes_list<'py>(py: Python<'py>, items: &[&[u8]]) -> Vec<Bound<'py, PyBytes>> {
-    items.iter().map(|v| PyBytes::new(py, v)).collect()
-}
-
 /// The first value of header `name`, or None.
 #[pyfunction]
 fn http_field<'py>(
@@ -176,24 +154,8 @@ fn http_fields<'py>(
     name: &[u8],
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
     let p = pairs(headers, "fields")?;
-    Ok(bytes_list(py, &ziggurat_http::fields(&slices(&p), name)))
-}
-
-/// The items of a comma-separated list field.
-#[pyfunction]
-fn http_parse_list<'py>(
-    py: Python<'py>,
-    values: &Bound<'py, PyAny>,
-) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    let v = values_arg(values, "parse_list")?;
-    Ok(bytes_list(
-        py,
-        &ziggurat_http::parse_list(v.iter().map(|b| &b[..])),
-    ))
-}
-
-fn values_arg(v: &Bound<'_, PyAny>, func: &str) -> PyResult<Vec<PyBackedBytes>> {
-    values(v, func, "values")
+    let v = ziggurat_http::fields(&slices(&p), name);
+    Ok(v.iter().map(|v| PyBytes::new(py, v)).collect())
 }
 
 /// Cache-Control directives of a field's lines.
@@ -202,130 +164,11 @@ fn http_parse_cache_control<'py>(
     py: Python<'py>,
     values: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let v = values_arg(values, "parse_cache_control")?;
+    let v = bytes_items(values, "parse_cache_control", "values")?;
     to_dict(
         py,
         &ziggurat_http::parse_cache_control(v.iter().map(|b| &b[..])),
     )
-}
-
-/// A targeted field's lines as directives, or None.
-#[pyfunction]
-fn http_parse_targeted<'py>(
-    py: Python<'py>,
-    values: &Bound<'py, PyAny>,
-) -> PyResult<Option<Bound<'py, PyDict>>> {
-    let v = values_arg(values, "parse_targeted")?;
-    ziggurat_http::parse_targeted(v.iter().map(|b| &b[..]))
-        .map(|cc| to_dict(py, &cc))
-        .transpose()
-}
-
-/// The directives a response gives this cache, and the targeted field they came from.
-#[pyfunction]
-fn http_response_directives<'py>(
-    py: Python<'py>,
-    headers: &Bound<'py, PyAny>,
-    targets: &Bound<'py, PyAny>,
-) -> PyResult<(Bound<'py, PyDict>, Option<Bound<'py, PyAny>>)> {
-    let p = pairs(headers, "response_directives")?;
-    let t = values(targets, "response_directives", "targets")?;
-    let names: Vec<&[u8]> = t.iter().map(|b| &b[..]).collect();
-    let (cc, from) = ziggurat_http::response_directives(&slices(&p), &names);
-    let from = match from {
-        Some(i) => Some(t[i].clone_ref(py).into_pyobject(py)?.into_any()),
-        None => None,
-    };
-    Ok((to_dict(py, &cc)?, from))
-}
-
-/// A delta-seconds argument as int, or None.
-#[pyfunction]
-fn http_delta_seconds(arg: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
-    let Some(arg) = arg.filter(|a| !a.is_none()) else {
-        return Ok(None);
-    };
-    let s = arg.cast::<PyString>().map_err(|_| {
-        PyTypeError::new_err("delta_seconds(): arg must be a str (a directive's argument) or None")
-    })?;
-    // A str that is not UTF-8 (a lone surrogate) is no delta-seconds.
-    Ok(s.to_str()
-        .ok()
-        .and_then(|a| ziggurat_http::delta_seconds(Some(a))))
-}
-
-/// An HTTP-date as a Unix time, or None.
-#[pyfunction]
-fn http_date(value: Option<&[u8]>) -> Option<f64> {
-    value.and_then(ziggurat_http::http_date)
-}
-
-/// Whether the response has Expires, and its time (None when invalid).
-#[pyfunction]
-fn http_expires_time(headers: &Bound<'_, PyAny>) -> PyResult<(bool, Option<f64>)> {
-    let p = pairs(headers, "expires_time")?;
-    Ok(ziggurat_http::expires_time(&slices(&p)))
-}
-
-/// Whether a response without explicit freshness may get a default lifetime.
-#[pyfunction]
-fn http_may_use_default_freshness(status_code: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let s = status(status_code, "may_use_default_freshness")?;
-    Ok(ziggurat_http::may_use_default_freshness(s))
-}
-
-/// Seconds a response is fresh for, and whether it said so explicitly.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn http_freshness_lifetime(
-    cc: &Bound<'_, PyDict>,
-    headers: &Bound<'_, PyAny>,
-    status_code: &Bound<'_, PyAny>,
-    response_time: f64,
-    heuristic: bool,
-    default_ttl: Option<f64>,
-    expires: bool,
-) -> PyResult<(f64, bool)> {
-    const F: &str = "freshness_lifetime";
-    let cc = from_dict(cc, F)?;
-    let p = pairs(headers, F)?;
-    let s = status(status_code, F)?;
-    Ok(ziggurat_http::freshness_lifetime(
-        &cc,
-        &slices(&p),
-        s,
-        response_time,
-        heuristic,
-        default_ttl,
-        expires,
-    ))
-}
-
-/// The corrected initial age of a response.
-#[pyfunction]
-fn http_initial_age(
-    headers: &Bound<'_, PyAny>,
-    request_time: f64,
-    response_time: f64,
-) -> PyResult<f64> {
-    let p = pairs(headers, "initial_age")?;
-    Ok(ziggurat_http::initial_age(
-        &slices(&p),
-        request_time,
-        response_time,
-    ))
-}
-
-/// The request header names a response varies on, or None for `*`.
-#[pyfunction]
-fn http_parse_vary<'py>(
-    py: Python<'py>,
-    headers: &Bound<'py, PyAny>,
-) -> PyResult<Option<Bound<'py, PyTuple>>> {
-    let p = pairs(headers, "parse_vary")?;
-    ziggurat_http::parse_vary(&slices(&p))
-        .map(|names| PyTuple::new(py, names))
-        .transpose()
 }
 
 /// The digest of the request's values of `names`, and the values.
@@ -366,12 +209,6 @@ fn http_vary_digest<'py>(
     ))
 }
 
-/// Weak comparison of an If-None-Match value against a stored ETag.
-#[pyfunction]
-fn http_etag_matches(condition: &[u8], etag: Option<&[u8]>) -> bool {
-    ziggurat_http::etag_matches(condition, etag)
-}
-
 /// A request's host, lower-case, checked for syntax; None when missing or malformed.
 #[pyfunction]
 fn http_normalise_host(raw: Option<&[u8]>) -> Option<String> {
@@ -381,31 +218,8 @@ fn http_normalise_host(raw: Option<&[u8]>) -> Option<String> {
 /// Tags named by the tag header's lines.
 #[pyfunction]
 fn http_split_tags(values: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-    let v = values_arg(values, "split_tags")?;
+    let v = bytes_items(values, "split_tags", "values")?;
     Ok(ziggurat_http::split_tags(v.iter().map(|b| &b[..])))
-}
-
-/// Why a response with this status and these directives cannot be stored, or None.
-#[pyfunction]
-fn http_status_storable(
-    status_code: &Bound<'_, PyAny>,
-    cc: &Bound<'_, PyDict>,
-) -> PyResult<Option<&'static str>> {
-    const F: &str = "status_storable";
-    Ok(ziggurat_http::status_storable(
-        status(status_code, F)?,
-        &from_dict(cc, F)?,
-    ))
-}
-
-/// Whether must-understand overrides no-store for this status.
-#[pyfunction]
-fn http_ignores_no_store(status_code: &Bound<'_, PyAny>, cc: &Bound<'_, PyDict>) -> PyResult<bool> {
-    const F: &str = "ignores_no_store";
-    Ok(ziggurat_http::ignores_no_store(
-        status(status_code, F)?,
-        &from_dict(cc, F)?,
-    ))
 }
 
 /// The lower-case names a message's Connection field lists.
@@ -454,47 +268,101 @@ fn http_cache_status<'py>(
     Ok(PyBytes::new(py, out.as_bytes()))
 }
 
-/// The options storing reads, from the attributes of `ziggurat.http.options.Options`.
-#[derive(FromPyObject)]
-struct Opts {
-    #[pyo3(attribute)]
-    targeted_fields: Vec<PyBackedBytes>,
-    #[pyo3(attribute)]
+/// The options of one middleware, read once (`Options.native`).
+#[pyclass(frozen)]
+struct HttpOptions {
+    targeted_fields: Vec<Vec<u8>>,
     heuristic: bool,
-    #[pyo3(attribute)]
     default_ttl: Option<f64>,
-    #[pyo3(attribute)]
-    stale_if_error: Option<f64>,
-    #[pyo3(attribute)]
+    stale_if_error: f64,
     revalidate_keep: f64,
-    #[pyo3(attribute)]
-    tag_header: PyBackedBytes,
-    #[pyo3(attribute)]
+    tag_header: Vec<u8>,
     store_set_cookie: bool,
-    #[pyo3(attribute)]
     max_body: u64,
-    #[pyo3(attribute)]
     request_directives: bool,
+    bypass_headers: Vec<Vec<u8>>,
+    bypass_cookies: Vec<Vec<u8>>,
+    allowed_hosts: Vec<String>,
+    purge: bool,
 }
 
-impl Opts {
-    fn view<'a>(&'a self, targets: &'a [&'a [u8]]) -> StoreOptions<'a> {
-        StoreOptions {
-            targeted_fields: targets,
+impl HttpOptions {
+    fn store<R>(&self, f: impl FnOnce(&StoreOptions<'_>) -> R) -> R {
+        let targets: Vec<&[u8]> = self.targeted_fields.iter().map(|t| &t[..]).collect();
+        f(&StoreOptions {
+            targeted_fields: &targets,
             heuristic: self.heuristic,
             default_ttl: self.default_ttl,
-            stale_if_error: self.stale_if_error.unwrap_or(0.0),
+            stale_if_error: self.stale_if_error,
             revalidate_keep: self.revalidate_keep,
             tag_header: &self.tag_header,
             store_set_cookie: self.store_set_cookie,
             max_body: self.max_body,
             max_tags: ziggurat_core::MAX_TAGS,
             request_directives: self.request_directives,
-        }
+        })
+    }
+}
+
+#[pymethods]
+impl HttpOptions {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        targeted_fields: Vec<Vec<u8>>,
+        heuristic: bool,
+        default_ttl: Option<f64>,
+        stale_if_error: f64,
+        revalidate_keep: f64,
+        tag_header: Vec<u8>,
+        store_set_cookie: bool,
+        max_body: u64,
+        request_directives: bool,
+        bypass_headers: Vec<Vec<u8>>,
+        bypass_cookies: Vec<Vec<u8>>,
+        allowed_hosts: Vec<String>,
+        purge: bool,
+    ) -> Self {
+        #[rustfmt::skip]
+        return Self { targeted_fields, heuristic, default_ttl, stale_if_error, revalidate_keep,
+            tag_header, store_set_cookie, max_body, request_directives, bypass_headers,
+            bypass_cookies, allowed_hosts, purge };
     }
 
-    fn targets(&self) -> Vec<&[u8]> {
-        self.targeted_fields.iter().map(|t| &t[..]).collect()
+    /// `(0, host, base, directives, has_auth, conditional)` to look up, `(1,)` a purge,
+    /// `(2, cache_status, invalidates)` to pass.
+    fn classify<'py>(
+        &self,
+        py: Python<'py>,
+        method: &str,
+        scheme: &str,
+        host_raw: Option<&[u8]>,
+        target: &[u8],
+        headers: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let p = pairs(headers, "classify")?;
+        let bh: Vec<&[u8]> = self.bypass_headers.iter().map(|v| &v[..]).collect();
+        let bc: Vec<&[u8]> = self.bypass_cookies.iter().map(|v| &v[..]).collect();
+        let ah: Vec<&str> = self.allowed_hosts.iter().map(String::as_str).collect();
+        let o = ClassifyOptions {
+            bypass_headers: &bh,
+            bypass_cookies: &bc,
+            request_directives: self.request_directives,
+            purge: self.purge,
+            allowed_hosts: &ah,
+        };
+        match ziggurat_http::classify(&o, method, scheme, host_raw, target, &slices(&p)) {
+            Action::Purge => PyTuple::new(py, [1]),
+            Action::Pass {
+                status,
+                invalidates,
+            } => (2, PyBytes::new(py, status.as_bytes()), invalidates).into_pyobject(py),
+            Action::Lookup(l) => {
+                let base = PyBytes::new(py, &l.base);
+                let cc = to_dict(py, &l.directives)?;
+                (0, l.host, base, cc, l.has_auth, l.conditional).into_pyobject(py)
+            }
+        }
     }
 }
 
@@ -517,14 +385,6 @@ struct Req<'py> {
     time: f64,
 }
 
-fn flags_set<'py>(py: Python<'py>, flags: &[&str]) -> PyResult<Bound<'py, PyFrozenSet>> {
-    PyFrozenSet::new(py, flags)
-}
-
-fn flags_arg(flags: &Bound<'_, PyAny>, func: &str) -> PyResult<Vec<String>> {
-    names_arg(flags, func, "flags")
-}
-
 /// An iterable of str (directive or field names).
 fn names_arg(names: &Bound<'_, PyAny>, func: &str, what: &str) -> PyResult<Vec<String>> {
     let bad = || PyTypeError::new_err(format!("{func}(): {what} must be an iterable of str"));
@@ -543,19 +403,57 @@ fn lines<'py>(py: Python<'py>, h: &[(&[u8], &[u8])]) -> PyResult<Bound<'py, PyTu
     PyTuple::new(py, items)
 }
 
-/// Why the response cannot be stored (a str), or the fields of `storable.Meta`.
-#[pyfunction]
-fn http_decide<'py>(
-    py: Python<'py>,
-    opts: Opts,
-    status_code: &Bound<'py, PyAny>,
-    headers: &Bound<'py, PyAny>,
-    req: Req<'py>,
-    now: f64,
-) -> PyResult<Bound<'py, PyAny>> {
+fn floats<'py>(py: Python<'py>, nums: &[f64]) -> Vec<Bound<'py, PyAny>> {
+    nums.iter()
+        .map(|n| PyFloat::new(py, *n).into_any())
+        .collect()
+}
+
+fn opt_bytes<'py>(py: Python<'py>, v: Option<&[u8]>) -> Bound<'py, PyAny> {
+    v.map_or_else(
+        || py.None().into_bound(py),
+        |v| PyBytes::new(py, v).into_any(),
+    )
+}
+
+/// The fields of `storable.Meta`.
+fn meta<'py>(py: Python<'py>, m: &Meta<'_>) -> PyResult<Bound<'py, PyTuple>> {
+    let values = m.vary_values.iter().map(|v| opt_bytes(py, v.as_deref()));
+    let mut fields = vec![lines(py, &m.headers)?.into_any()];
+    fields.extend(floats(py, &[m.lifetime, m.initial_age, m.swr, m.sie]));
+    fields.extend([
+        PyFrozenSet::new(py, &m.flags)?.into_any(),
+        opt_bytes(py, m.etag),
+        opt_bytes(py, m.last_modified),
+        PyTuple::new(py, &m.vary)?.into_any(),
+        PyTuple::new(py, values)?.into_any(),
+        PyTuple::new(py, &m.tags)?.into_any(),
+        PyFloat::new(py, m.ttl).into_any(),
+    ]);
+    PyTuple::new(py, fields)
+}
+
+/// A stored response's value bytes, decoded (they come from `Stored.value`).
+fn stored<'a>(value: &'a [u8], func: &str) -> PyResult<Stored<'a>> {
+    match ziggurat_http::decode(value) {
+        Ok(Entry::Response(s)) => Ok(s),
+        Ok(Entry::Variants(_)) => Err(PyValueError::new_err(format!(
+            "{func}(): value is a variant record, not a stored response; pass Stored.value"
+        ))),
+        Err(e) => Err(PyValueError::new_err(format!(
+            "{func}(): value is not a stored response ({e}); pass Stored.value"
+        ))),
+    }
+}
+
+/// What storing needs of the request, from the attributes of `storable.Request`, and
+/// the options, as the crate's structs.
+fn with_request<R>(
+    opts: &HttpOptions,
+    req: &Req<'_>,
+    f: impl FnOnce(&StoreOptions<'_>, &StoreRequest<'_>) -> R,
+) -> PyResult<R> {
     const F: &str = "decide";
-    let s = status(status_code, F)?;
-    let p = pairs(headers, F)?;
     let rp = pairs(&req.headers, F)?;
     let req_cc = from_dict(&req.directives, F)?;
     let auth = names_arg(&req.auth_shared, F, "req.auth_shared")?;
@@ -572,110 +470,292 @@ fn http_decide<'py>(
         key_headers: &keys,
         time: req.time,
     };
-    let targets = opts.targets();
-    let m = match ziggurat_http::decide(&opts.view(&targets), s, &slices(&p), &request, now) {
-        Err(why) => return Ok(PyString::new(py, why).into_any()),
-        Ok(m) => m,
+    Ok(opts.store(|o| f(o, &request)))
+}
+
+/// The stored response `value` as the fields of `store.Stored` (with `value` last), a
+/// variant record as `(names, generation, until)`, or None for bytes of no entry.
+#[pyfunction]
+fn http_decode<'py>(
+    py: Python<'py>,
+    value: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let Ok(raw) = value.cast::<PyBytes>() else {
+        return Ok(None);
     };
-    let bytes = |v: Option<&[u8]>| v.map(|v| PyBytes::new(py, v));
-    let values = m.vary_values.iter().map(|v| bytes(v.as_deref()));
-    let fields: [Bound<'py, PyAny>; 12] = [
-        lines(py, &m.headers)?.into_any(),
-        m.lifetime.into_pyobject(py)?.into_any(),
-        m.initial_age.into_pyobject(py)?.into_any(),
-        m.swr.into_pyobject(py)?.into_any(),
-        m.sie.into_pyobject(py)?.into_any(),
-        flags_set(py, &m.flags)?.into_any(),
-        bytes(m.etag).into_pyobject(py)?.into_any(),
-        bytes(m.last_modified).into_pyobject(py)?.into_any(),
-        PyTuple::new(py, &m.vary)?.into_any(),
-        PyTuple::new(py, values)?.into_any(),
-        PyTuple::new(py, &m.tags)?.into_any(),
-        m.ttl.into_pyobject(py)?.into_any(),
+    let s = match ziggurat_http::decode(raw.as_bytes()) {
+        Err(_) => return Ok(None),
+        Ok(Entry::Variants(v)) => {
+            let until = PyFloat::new(py, v.until).into_any();
+            let names = PyTuple::new(py, &v.names)?.into_any();
+            return PyTuple::new(
+                py,
+                [names, PyString::new(py, v.generation).into_any(), until],
+            )
+            .map(Some);
+        }
+        Ok(Entry::Response(s)) => s,
+    };
+    let values = s.vary_values.iter().map(|v| opt_bytes(py, *v));
+    let mut fields = vec![
+        s.status.into_pyobject(py)?.into_any(),
+        lines(py, &s.headers)?.into_any(),
     ];
-    Ok(PyTuple::new(py, fields)?.into_any())
+    fields.push(PyBytes::new(py, s.body).into_any());
+    let nums = [
+        s.request_time,
+        s.response_time,
+        s.initial_age,
+        s.lifetime,
+        s.swr,
+        s.sie,
+    ];
+    fields.extend(floats(py, &nums));
+    fields.extend([
+        PyFrozenSet::new(py, &s.flags)?.into_any(),
+        opt_bytes(py, s.etag),
+        opt_bytes(py, s.last_modified),
+        PyTuple::new(py, &s.vary)?.into_any(),
+        PyTuple::new(py, values)?.into_any(),
+        PyTuple::new(py, &s.tags)?.into_any(),
+        value.clone(),
+    ]);
+    PyTuple::new(py, fields).map(Some)
 }
 
-/// How long the cache keeps a stored response.
+/// The value bytes of a stored response: the fields of `store.Stored`, its six times
+/// (`request_time` to `sie`) as one tuple.
 #[pyfunction]
-fn http_entry_ttl(
-    opts: Opts,
-    lifetime: f64,
-    initial_age: f64,
-    window: f64,
-    flags: &Bound<'_, PyAny>,
-    keep: bool,
-) -> PyResult<f64> {
-    let flags = flags_arg(flags, "entry_ttl")?;
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let targets = opts.targets();
-    Ok(ziggurat_http::entry_ttl(
-        &opts.view(&targets),
-        lifetime,
-        initial_age,
-        window,
-        &flags,
-        keep,
-    ))
-}
-
-/// The directives of STALE_FORBIDDING a response has.
-#[pyfunction]
-fn http_stale_flags<'py>(
+#[allow(clippy::too_many_arguments)]
+fn http_encode<'py>(
     py: Python<'py>,
-    cc: &Bound<'py, PyDict>,
-) -> PyResult<Bound<'py, PyFrozenSet>> {
-    flags_set(
-        py,
-        &ziggurat_http::stale_flags(&from_dict(cc, "stale_flags")?),
-    )
-}
-
-/// Seconds past its freshness a stored response may answer for an app that failed.
-#[pyfunction]
-fn http_stale_if_error_window(
-    flags: &Bound<'_, PyAny>,
-    sie: f64,
-    opts: Opts,
-    req_cc: &Bound<'_, PyDict>,
-) -> PyResult<f64> {
-    const F: &str = "stale_if_error_window";
-    let flags = flags_arg(flags, F)?;
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let targets = opts.targets();
-    Ok(ziggurat_http::stale_if_error_window(
-        &flags,
-        sie,
-        &opts.view(&targets),
-        &from_dict(req_cc, F)?,
-    ))
-}
-
-/// The header lines stored of a response.
-#[pyfunction]
-fn http_stored_headers<'py>(
-    py: Python<'py>,
-    opts: Opts,
+    status: u16,
     headers: &Bound<'py, PyAny>,
-    strip: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyTuple>> {
-    const F: &str = "stored_headers";
-    let p = pairs(headers, F)?;
-    let strip: Vec<Vec<u8>> = values(strip, F, "strip")?
-        .iter()
-        .map(|s| s.to_vec())
-        .collect();
-    let targets = opts.targets();
-    lines(
-        py,
-        &ziggurat_http::stored_headers(&opts.view(&targets), &slices(&p), &strip),
-    )
+    body: &[u8],
+    times: [f64; 6],
+    flags: Vec<String>,
+    etag: Option<&[u8]>,
+    last_modified: Option<&[u8]>,
+    vary: Vec<String>,
+    vary_values: Vec<Option<PyBackedBytes>>,
+    tags: Vec<String>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let p = pairs(headers, "encode")?;
+    let [request_time, response_time, initial_age, lifetime, swr, sie] = times;
+    let st = Stored {
+        status,
+        headers: slices(&p),
+        body,
+        request_time,
+        response_time,
+        initial_age,
+        lifetime,
+        swr,
+        sie,
+        flags: flags.iter().map(String::as_str).collect(),
+        etag,
+        last_modified,
+        vary: vary.iter().map(String::as_str).collect(),
+        vary_values: vary_values.iter().map(|v| v.as_deref()).collect(),
+        tags: tags.iter().map(String::as_str).collect(),
+    };
+    Ok(PyBytes::new(py, &Entry::Response(st).encode()))
 }
 
-/// The field names never stored.
+/// The value bytes of a variant record.
 #[pyfunction]
-fn http_never_stored<'py>(py: Python<'py>, opts: Opts) -> PyResult<Bound<'py, PyFrozenSet>> {
-    let targets = opts.targets();
-    let names = ziggurat_http::never_stored(&opts.view(&targets));
-    PyFrozenSet::new(py, names.iter().map(|n| PyBytes::new(py, n)))
+fn http_encode_variants(names: Vec<String>, generation: &str, until: f64) -> Bytes {
+    let names = names.iter().map(String::as_str).collect();
+    let v = ziggurat_http::Variants {
+        names,
+        generation,
+        until,
+    };
+    Cow::Owned(Entry::Variants(v).encode())
+}
+
+#[pyfunction]
+fn http_base_key(scheme: &str, host: &str, target: &[u8]) -> Bytes {
+    Cow::Owned(ziggurat_http::base_key(scheme, host, target))
+}
+
+#[pyfunction]
+fn http_variant_key(base: &[u8], generation: &str, digest: &str) -> Bytes {
+    Cow::Owned(ziggurat_http::variant_key(base, generation, digest))
+}
+
+#[pyfunction]
+fn http_lock_key(key: &[u8]) -> Bytes {
+    Cow::Owned(ziggurat_http::lock_key(key))
+}
+
+#[pyfunction]
+fn http_url_key(url: &str) -> Option<Bytes> {
+    ziggurat_http::url_key(url).map(Cow::Owned)
+}
+
+/// The keys an unsafe request's successful response invalidates.
+#[pyfunction]
+fn http_invalidated_keys(
+    scheme: &str,
+    host: &str,
+    target: &[u8],
+    headers: &Bound<'_, PyAny>,
+) -> PyResult<Vec<Bytes>> {
+    let p = pairs(headers, "invalidated_keys")?;
+    let keys = ziggurat_http::invalidated_keys(scheme, host, target, &slices(&p));
+    Ok(keys.into_iter().map(Cow::Owned).collect())
+}
+
+#[pyfunction]
+fn http_host_allowed(host: &str, allowed: Vec<String>) -> bool {
+    let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
+    ziggurat_http::host_allowed(host, &allowed)
+}
+
+/// Whether the stored response may answer a request with `directives` unvalidated.
+#[pyfunction]
+fn http_usable(value: &[u8], age: f64, directives: &Bound<'_, PyDict>) -> PyResult<bool> {
+    let cc = from_dict(directives, "usable")?;
+    Ok(ziggurat_http::usable(&stored(value, "usable")?, age, &cc))
+}
+
+/// `(0, cache_status, refresh)` serve; `(1,)` 504; `(2, cache_status, head_update)` pass;
+/// `(3, stale, coalesce)` fill.
+#[pyfunction]
+fn http_lookup_step<'py>(
+    py: Python<'py>,
+    value: Option<&[u8]>,
+    method: &str,
+    directives: &Bound<'py, PyDict>,
+    has_auth: bool,
+    now: f64,
+) -> PyResult<Bound<'py, PyTuple>> {
+    const F: &str = "lookup_step";
+    let cc = from_dict(directives, F)?;
+    let s = value.map(|v| stored(v, F)).transpose()?;
+    let req = FillRequest {
+        method,
+        directives: &cc,
+        has_auth,
+    };
+    let b = |s: String| PyBytes::new(py, s.as_bytes());
+    match ziggurat_http::lookup_step(s.as_ref(), &req, now) {
+        LookupStep::Serve { status, refresh } => (0, b(status), refresh).into_pyobject(py),
+        LookupStep::GatewayTimeout => PyTuple::new(py, [1]),
+        LookupStep::Pass {
+            status,
+            head_update,
+        } => (2, b(status), head_update).into_pyobject(py),
+        LookupStep::Fill { stale, coalesce } => (3, stale, coalesce).into_pyobject(py),
+    }
+}
+
+/// `(status, headers, with_body)` of the stored response as an answer.
+#[pyfunction]
+fn http_reply<'py>(
+    py: Python<'py>,
+    value: &[u8],
+    age: f64,
+    hidden: Vec<Vec<u8>>,
+    headers: &Bound<'py, PyAny>,
+    head: bool,
+    status: Option<&str>,
+) -> PyResult<(u16, Vec<Line<'py>>, bool)> {
+    const F: &str = "reply";
+    let s = stored(value, F)?;
+    let p = pairs(headers, F)?;
+    let hidden: Vec<&[u8]> = hidden.iter().map(|h| &h[..]).collect();
+    let r = ziggurat_http::reply(&s, age, &hidden, &slices(&p), head, status);
+    let lines = r
+        .headers
+        .iter()
+        .map(|(k, v)| (PyBytes::new(py, k), PyBytes::new(py, v)));
+    Ok((r.status, lines.collect(), r.body))
+}
+
+/// The Cache-Status member to serve the stored response stale for a failed app, or None.
+#[pyfunction]
+fn http_stale_if_error<'py>(
+    py: Python<'py>,
+    value: &[u8],
+    opts: PyRef<'py, HttpOptions>,
+    req_cc: &Bound<'py, PyDict>,
+    app_status: u16,
+    detail: &str,
+    now: f64,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    const F: &str = "stale_if_error";
+    let s = stored(value, F)?;
+    let cc = from_dict(req_cc, F)?;
+    let cs = opts.store(|o| ziggurat_http::stale_if_error(&s, o, &cc, app_status, detail, now));
+    Ok(cs.map(|c| PyBytes::new(py, c.as_bytes())))
+}
+
+/// `(0, value, ttl, cache_status)` refreshed; `(1, cache_status)` validator mismatch;
+/// `(2, cache_status)` stale; `(3, detail)` pass; `(4, meta)` store.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn http_head_step<'py>(
+    py: Python<'py>,
+    opts: PyRef<'py, HttpOptions>,
+    req: Req<'py>,
+    value: Option<&[u8]>,
+    validated: bool,
+    status_code: &Bound<'py, PyAny>,
+    headers: &Bound<'py, PyAny>,
+    now: f64,
+) -> PyResult<Bound<'py, PyTuple>> {
+    const F: &str = "head_step";
+    let code = status(status_code, F)?;
+    let p = pairs(headers, F)?;
+    let h = slices(&p);
+    let s = value.map(|v| stored(v, F)).transpose()?;
+    let b = |s: &str| PyBytes::new(py, s.as_bytes());
+    with_request(&opts, &req, |o, r| {
+        match ziggurat_http::head_step(o, r, s.as_ref(), validated, code, &h, now) {
+            HeadStep::Refreshed {
+                stored,
+                ttl,
+                status,
+            } => {
+                let v = PyBytes::new(py, &Entry::Response(stored).encode());
+                (0, v, ttl, b(&status)).into_pyobject(py)
+            }
+            HeadStep::Mismatch { status } => (1, b(&status)).into_pyobject(py),
+            HeadStep::Stale { status } => (2, b(&status)).into_pyobject(py),
+            HeadStep::Pass(why) => (3, why).into_pyobject(py),
+            HeadStep::Store(m) => (4, meta(py, &m)?).into_pyobject(py),
+        }
+    })?
+}
+
+/// None (ignore), False (invalidate) or `(value, ttl)` (refresh) for a HEAD's 200.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn http_head_update<'py>(
+    py: Python<'py>,
+    opts: PyRef<'py, HttpOptions>,
+    value: &[u8],
+    headers: &Bound<'py, PyAny>,
+    has_auth: bool,
+    auth_shared: Vec<String>,
+    request_time: f64,
+    now: f64,
+) -> PyResult<Bound<'py, PyAny>> {
+    const F: &str = "head_update";
+    let s = stored(value, F)?;
+    let p = pairs(headers, F)?;
+    let auth: Vec<&str> = auth_shared.iter().map(String::as_str).collect();
+    let h = slices(&p);
+    let step =
+        opts.store(|o| ziggurat_http::head_update(o, &s, &h, has_auth, &auth, request_time, now));
+    Ok(match step {
+        HeadUpdate::Ignore => py.None().into_bound(py),
+        HeadUpdate::Invalidate => PyBool::new(py, false).to_owned().into_any(),
+        HeadUpdate::Refresh(fresh, ttl) => {
+            let value = PyBytes::new(py, &Entry::Response(*fresh).encode());
+            (value, ttl).into_pyobject(py)?.into_any()
+        }
+    })
 }

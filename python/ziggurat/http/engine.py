@@ -20,8 +20,8 @@ import hmac
 import logging
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
+from ziggurat import _native
 from ziggurat._native import MAX_TAGS
 from ziggurat.http import rules, store
 from ziggurat.http.fill import Fill
@@ -61,14 +61,15 @@ __all__ = [
 
 log = logging.getLogger("ziggurat.http")
 
-SAFE_UNCACHED = frozenset({"OPTIONS", "TRACE", "CONNECT"})
 _PASS_CONDITIONALS = frozenset({b"if-match", b"if-unmodified-since", b"if-range", b"range"})
 _UNSEEN: Any = object()
 # The per-process table of Hits is emptied past either bound: it keeps stored responses
 # alive after the cache dropped them.
 _HITS_MAX = 4096
 _HITS_MAX_BYTES = 32 << 20
-_BYPASS, _PASS_COND, _LENGTH, _CHUNKED, _AUTH, _COND, _COOKIE, _CC, _PRAGMA = range(9)
+# What the crate's classification and lookup answer (the first item of their tuples).
+_LOOKUP, _PURGE, _PASS = range(3)
+_SERVE, _TIMEOUT, _FORWARD, _FILL = range(4)
 
 
 def _status(opts: Options, headers: Hdrs, value: bytes) -> Hdrs:
@@ -99,13 +100,14 @@ class Engine:
     ) -> None:
         self.cache = cache
         self.opts = opts
-        self._bypass = opts.bypass_headers
         self._cookies = tuple(c.encode("latin-1") + b"=" for c in opts.bypass_cookies)
+        self._classifier = opts.native
         self.key_headers = tuple(sorted(opts.key_headers))
         # Removed from every response that leaves: the tag header and the targeted fields
         # meant for this cache alone (``hidden``, stored for a later 304 to update).
         self.hidden = opts.hidden_fields
         self.strip_out = frozenset({opts.tag_header}) | self.hidden
+        self.hidden_list = sorted(self.hidden)
         # RFC 9111 §3.5: the response directives that let a shared cache store a response
         # to a request with Authorization. must-revalidate only by choice: many APIs send
         # "max-age=N, must-revalidate" on answers meant for one user.
@@ -114,21 +116,6 @@ class Engine:
             | ({"must-revalidate"} if opts.store_auth_must_revalidate else set())
         )
         self._hosts: dict[bytes, str | None] = {}
-        # host -> the key prefix of its URLs, per scheme
-        self._http: dict[str, bytes] = {}
-        self._https: dict[str, bytes] = {}
-        # Request header name -> what it means for the lookup (one dict probe per header).
-        self._special: dict[bytes, int] = {
-            b"content-length": _LENGTH,
-            b"transfer-encoding": _CHUNKED,
-            b"authorization": _AUTH,
-            b"cookie": _COOKIE,
-            b"cache-control": _CC,
-            b"pragma": _PRAGMA,
-            **dict.fromkeys(CLIENT_CONDITIONALS, _COND),
-            **dict.fromkeys(_PASS_CONDITIONALS, _PASS_COND),
-            **dict.fromkeys(opts.bypass_headers, _BYPASS),
-        }
         # The request headers that can change the answer to a GET of a fresh stored
         # response (Authorization cannot: it only matters to what is stored).
         heavy = {b"content-length", b"transfer-encoding", *CLIENT_CONDITIONALS}
@@ -187,86 +174,19 @@ class Engine:
         client: str | None,
         now: float,
     ) -> Hit | Reply | Pass | Fill:
-        o = self.opts
-        if method not in ("GET", "HEAD"):
-            if method == "PURGE" and o.purge_token is not None:
-                return self._purge(scheme, host_raw, target, headers, client)
-            if method in SAFE_UNCACHED:
-                return Pass(rules.cache_status("fwd", fwd="method"))
-            return Pass(rules.cache_status("fwd", fwd="method", detail="invalidates"), True)
-        if target[:1] != b"/":
-            # The origin form only: "*" and absolute or authority forms name no path of
-            # this host (and a key must not let ":8443/x" on one host meet "/x" on another).
-            return Pass(rules.cache_status("fwd", fwd="bypass", detail="target"))
-        host = self._hosts.get(host_raw or b"", _UNSEEN)
-        if host is _UNSEEN:
-            host = self._host(host_raw)
-        if host is None:
-            return Pass(rules.cache_status("fwd", fwd="bypass", detail="host"))
-        if scheme == "http":
-            prefixes = self._http
-        elif scheme == "https":
-            prefixes = self._https
-        else:
-            return Pass(rules.cache_status("fwd", fwd="bypass", detail="scheme"))
-        prefix = prefixes.get(host)
-        if prefix is None:
-            prefix = store.base_key(scheme, host, b"")
-            if len(prefixes) > 1024:
-                prefixes.clear()
-            prefixes[host] = prefix
-        req_cc: dict[str, str | None] = {}
-        has_auth = False
-        conditional = False
-        special = self._special
-        for k, v in headers:
-            what = special.get(k)
-            if what is None:
-                # 95 is "_": bridges to WSGI (and many frameworks) read "X_Forwarded_Host"
-                # as X-Forwarded-Host, which neither the bypass list nor a Vary sees here.
-                if 95 in k:
-                    return Pass(rules.cache_status("fwd", fwd="bypass", detail="underscore"))
-                continue
-            if what == _BYPASS:
-                return Pass(rules.cache_status("fwd", fwd="bypass", detail="header"))
-            if what == _PASS_COND:
-                return Pass(rules.cache_status("fwd", fwd="bypass", detail=k.decode()))
-            if what == _LENGTH:
-                if v.strip() not in (b"0", b""):
-                    return Pass(rules.cache_status("fwd", fwd="bypass", detail="body"))
-            elif what == _CHUNKED:
-                return Pass(rules.cache_status("fwd", fwd="bypass", detail="body"))
-            elif what == _AUTH:
-                has_auth = True
-            elif what == _COND:
-                conditional = True
-            elif what == _COOKIE:
-                if self._cookies:
-                    for c in v.split(b";"):
-                        if c.strip().startswith(self._cookies):
-                            return Pass(rules.cache_status("fwd", fwd="bypass", detail="cookie"))
-            elif what == _CC:
-                if o.request_directives:
-                    req_cc = rules.parse_cache_control(rules.fields(headers, b"cache-control"))
-            elif (
-                o.request_directives
-                and b"no-cache" in v.lower()
-                and not rules.field(headers, b"cache-control")
-            ):
-                # Pragma: RFC 9111 §5.4: "no-cache" counts only without Cache-Control.
-                req_cc.setdefault("no-cache", None)
-        q = target.find(b"?")
-        if q >= 0 and b"_method=" in target[q:].lower():
-            return Pass(rules.cache_status("fwd", fwd="bypass", detail="method-override"))
-        base = prefix + target
-        if len(base) > store.MAX_KEY:
-            base = store.base_key(scheme, host, target)
+        a = self._classifier.classify(method, scheme, host_raw, target, headers)
+        if a[0] == _PASS:
+            return Pass(a[1], a[2])
+        if a[0] == _PURGE:
+            return self._purge(scheme, host_raw, target, headers, client)
+        _, host, base, req_cc, has_auth, conditional = a
         v = self.cache.get(base)
+        h = self._hits.get(id(v))
         stored: Stored | None
-        if type(v) is Stored and not v.vary:
-            stored, key = v, base
+        if h is not None and not h.stored.vary:
+            stored, key = h.stored, base
         else:
-            stored, key = store.lookup(self.cache, base, headers, v)
+            stored, key = store.lookup(self.cache, base, headers, v, self._entry)
         if stored is not None and not (req_cc or conditional):
             # The common hit: nothing in the request asks for more checks (in the response,
             # no-cache does; the other flags only matter once the response is stale).
@@ -276,59 +196,37 @@ class Engine:
         fill = Fill(
             self, method, scheme, host, target, headers, base, key, stored, req_cc, has_auth, now
         )
-        if stored is None:
-            if "only-if-cached" in req_cc:
-                return fill.gateway_timeout()
-            return self._miss(fill)
-        age = stored.age(now)
-        if fill.usable(stored, age):
-            return fill.reply(
-                stored, age, rules.cache_status("hit", ttl=int(stored.lifetime - age))
-            )
-        if (
-            stored.swr
-            and "no-cache" not in req_cc
-            and stored.may_serve_stale()
-            and age - stored.lifetime <= stored.swr
-        ):
-            fill.stale = stored
-            r = fill.reply(
-                stored,
-                age,
-                rules.cache_status(
-                    "hit", ttl=int(stored.lifetime - age), detail="stale-while-revalidate"
-                ),
-            )
-            r.refresh = fill
+        value = None if stored is None else store.value_of(stored)
+        step = _native.http_lookup_step(value, method, req_cc, has_auth, now)
+        if step[0] == _SERVE:
+            assert stored is not None
+            r = fill.reply(stored, stored.age(now), step[1])
+            if step[2]:
+                fill.stale = stored
+                r.refresh = fill
             return r
-        max_stale = rules.delta_seconds(req_cc.get("max-stale")) if "max-stale" in req_cc else None
-        if (
-            "max-stale" in req_cc
-            and "no-cache" not in req_cc
-            and stored.may_serve_stale()
-            and (max_stale is None or age - stored.lifetime <= max_stale)
-        ):
-            return fill.reply(
-                stored,
-                age,
-                rules.cache_status("hit", ttl=int(stored.lifetime - age), detail="max-stale"),
-            )
-        if "only-if-cached" in req_cc:
+        if step[0] == _TIMEOUT:
             return fill.gateway_timeout()
-        fill.stale = stored
-        return self._miss(fill)
-
-    def _miss(self, fill: Fill) -> Pass | Fill:
-        # Requests whose response will not be stored are not coalesced, and do not mark
-        # the URL "do not wait" for the requests that could store it.
-        if fill.method == "HEAD":
-            if fill.stale is not None:
-                return Pass(rules.cache_status("fwd", fwd="stale", detail="head"), head=fill)
-            return Pass(rules.cache_status("fwd", fwd="uri-miss", detail="head"))
-        if "no-store" in fill.req_cc:
-            return Pass(rules.cache_status("fwd", fwd="uri-miss", detail="request-no-store"))
-        fill.coalesce = not fill.has_auth
+        if step[0] == _FORWARD:
+            if step[2]:
+                fill.stale = stored
+                return Pass(step[1], head=fill)
+            return Pass(step[1])
+        if step[1]:
+            fill.stale = stored
+        fill.coalesce = step[2]
         return fill
+
+    def _entry(self, v: Any) -> Stored | store.Variants | None:
+        """The entry of value ``v``, decoded once per value and process (a stored response
+        is kept with its ``Hit``)."""
+        h = self._hits.get(id(v))
+        if h is not None:
+            return h.stored
+        e = store.decode(v)
+        if type(e) is Stored:
+            self._new_hit(e)
+        return e
 
     def _host(self, raw: bytes | None) -> str | None:
         """The normalised host if it is allowed, else None (remembered per raw value)."""
@@ -377,21 +275,22 @@ class Engine:
             # it): the lookup misses, or the cache refuses it, and classify takes over.
             base = prefix + target
             v = self.cache.get(base)
-            # The table holds each Hit's stored object, so an id found there is that
-            # object's: a response already served here skips the checks below.
+            # The table holds each Hit's value bytes, so an id found there is that
+            # value's: a response already served here skips the checks below.
             h = self._hits.get(id(v))
             if h is None:
-                if type(v) is not Stored:
-                    if v is None or headers is None:
-                        return None
-                    v, _ = store.lookup(self.cache, base, headers, v)
-                    if v is None:
-                        return None
-                    h = self._hits.get(id(v))
-                elif v.vary:
+                if v is None:
                     return None
-                if h is None:
-                    h = self._new_hit(v)
+                e = self._entry(v)
+                if type(e) is not Stored:
+                    if e is None or headers is None:
+                        return None
+                    e, _ = store.lookup(self.cache, base, headers, v, self._entry)
+                    if e is None:
+                        return None
+                elif e.vary:
+                    return None
+                h = self._hits.get(id(e.value)) or self._new_hit(e)
             if h.since <= now < h.until or h.tick(now):
                 return h
             return None
@@ -413,7 +312,7 @@ class Engine:
 
     def _hit(self, s: Stored, now: float) -> Hit | None:
         """``s`` as a ``Hit`` ready for ``now``, or None when it is not fresh then."""
-        h = self._hits.get(id(s)) or self._new_hit(s)
+        h = self._hits.get(id(s.value)) or self._new_hit(s)
         if h.since <= now < h.until or h.tick(now):
             return h
         return None
@@ -429,7 +328,10 @@ class Engine:
         if len(self._hits) >= _HITS_MAX or self._hits_bytes > _HITS_MAX_BYTES:
             self._hits.clear()
             self._hits_bytes = 0
-        self._hits[id(s)] = h
+        # Keyed by the value bytes the Hit holds (so the id stays theirs); a response built
+        # in this process without them is not kept.
+        if s.value:
+            self._hits[id(s.value)] = h
         self._hits_bytes += len(s.body)
         return h
 
@@ -492,28 +394,5 @@ class Engine:
         host = rules.normalise_host(host_raw)
         if host is None:
             return
-        self.cache.delete(store.base_key(scheme, host, target))
-        for name in (b"location", b"content-location"):
-            loc = rules.field(headers, name)
-            if not loc:
-                continue
-            try:
-                parts = urlsplit(loc.decode("latin-1").strip())
-            except ValueError:
-                continue
-            if parts.scheme and (
-                parts.scheme != scheme
-                or rules.normalise_host(parts.netloc.encode("latin-1")) != host
-            ):
-                continue
-            if parts.netloc and not parts.scheme:
-                continue
-            path = parts.path
-            if not path.startswith("/"):
-                # Relative to the request's path.
-                base_path = target.split(b"?", 1)[0].decode("latin-1")
-                path = base_path.rsplit("/", 1)[0] + "/" + path
-            t = path.encode("latin-1")
-            if parts.query:
-                t += b"?" + parts.query.encode("latin-1")
-            self.cache.delete(store.base_key(scheme, host, t))
+        for key in _native.http_invalidated_keys(scheme, host, target, headers):
+            self.cache.delete(key)

@@ -1,5 +1,7 @@
 """``Fill``: one request the cache cannot answer alone, from the app's response head to
-what is stored of it. No I/O: the adapters call the app and hand the results in (see
+what is stored of it. The decisions are the ``ziggurat-http`` crate's (its ``fill``
+module: each event in, what to do out); this class holds what the fill carries between
+events and does the cache's I/O. The adapters call the app and hand the results in (see
 ``engine`` for the order of the calls).
 """
 
@@ -8,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ziggurat import _native
 from ziggurat.http import rules, storable, store
 from ziggurat.http.outcome import (
     CLIENT_CONDITIONALS,
@@ -30,10 +33,10 @@ log = logging.getLogger("ziggurat.http")
 
 # RFC 9111 §4.2.4, RFC 5861: the app's answers that let a stale response be served.
 ERROR_STATUSES = frozenset({500, 502, 503, 504})
-# Headers a 304 may carry that describe the selected representation (RFC 9110 §15.4.5).
-_NOT_MODIFIED_KEEP = frozenset(
-    {b"cache-control", b"content-location", b"date", b"etag", b"expires", b"vary", b"last-modified"}
-)
+_CAPABILITY = b"surrogate-capability"
+_SURROGATE_CAPABILITY = _native.HTTP_SURROGATE_CAPABILITY.encode()
+# What the crate's head_step answers (the first item of its tuple).
+_REFRESHED, _MISMATCH, _STALE, _PASS, _STORE = range(5)
 
 
 class Fill:
@@ -83,50 +86,16 @@ class Fill:
 
     def usable(self, s: Stored, age: float) -> bool:
         """Whether ``s`` may be served without validation to this request."""
-        if "no-cache" in s.flags or "no-cache" in self.req_cc:
-            return False
-        if age >= s.lifetime:
-            return False
-        cc = self.req_cc
-        if cc:
-            ma = rules.delta_seconds(cc.get("max-age")) if "max-age" in cc else None
-            if ma is not None and age > ma:
-                return False
-            mf = rules.delta_seconds(cc.get("min-fresh")) if "min-fresh" in cc else None
-            if mf is not None and s.lifetime - age < mf:
-                return False
-        return True
+        return _native.http_usable(store.value_of(s), age, self.req_cc)
 
     def reply(self, s: Stored, age: float, status: bytes) -> Reply:
         """The stored response for this request: a 304 when the client's own validators
         match a stored 200, headers only for HEAD, ``Age`` replaced."""
-        hidden = self.engine.hidden
-        hdrs: Hdrs = [(k, v) for k, v in s.headers if k not in hidden]
-        hdrs.append((b"age", str(int(age)).encode()))
-        add_status(self.opts.cache_status, hdrs, status)
-        if s.status == 200 and self._not_modified(s):
-            return Reply(
-                304,
-                [
-                    (k, v)
-                    for k, v in hdrs
-                    if k in _NOT_MODIFIED_KEEP or k in (b"age", b"cache-status")
-                ],
-                b"",
-            )
-        if s.status not in (204, 304):
-            hdrs.append((b"content-length", str(len(s.body)).encode()))
-        return Reply(s.status, hdrs, b"" if self.method == "HEAD" else s.body)
-
-    def _not_modified(self, s: Stored) -> bool:
-        inm = rules.field(self.headers, b"if-none-match")
-        if inm is not None:
-            return rules.etag_matches(inm, s.etag)
-        ims = rules.http_date(rules.field(self.headers, b"if-modified-since"))
-        if ims is not None and s.last_modified is not None:
-            lm = rules.http_date(s.last_modified)
-            return lm is not None and lm <= ims
-        return False
+        cs = status.decode("ascii") if self.opts.cache_status else None
+        code, hdrs, body = _native.http_reply(
+            store.value_of(s), age, self.engine.hidden_list, self.headers, self.method == "HEAD", cs
+        )
+        return Reply(code, hdrs, s.body if body else b"")
 
     def gateway_timeout(self) -> Reply:
         """RFC 9111 §5.2.1.7: ``only-if-cached`` and nothing usable stored."""
@@ -202,26 +171,22 @@ class Fill:
         ``status`` 500/502/503/504) and ``stale-if-error`` (response or request) or the
         ``stale_if_error`` option allows it, unless the stored response forbids any stale
         use; else None."""
-        s = self.stale
-        if s is None:
-            try:
-                s, _ = store.lookup(self.engine.cache, self.base, self.headers)
-            except Exception:
-                return None
+        s = self.stale or self._current()
         if s is None:
             return None
-        window = storable.stale_if_error_window(s, self.opts, self.req_cc)
-        age = s.age(now)
-        if not window or age - s.lifetime > window:
+        cs = _native.http_stale_if_error(
+            store.value_of(s), self.opts.native, self.req_cc, status or 0, detail, now
+        )
+        if cs is None:
             return None
         self.failed = True
-        return self.reply(
-            s,
-            age,
-            rules.cache_status(
-                "hit", ttl=int(s.lifetime - age), fwd_status=status or 0, detail=detail
-            ),
-        )
+        return self.reply(s, s.age(now), cs)
+
+    def _current(self) -> Stored | None:
+        try:
+            return store.lookup(self.engine.cache, self.base, self.headers)[0]
+        except Exception:
+            return None
 
     def app_timeout(self) -> float | None:
         """How long to wait for the app's response head before ``timed_out``: the
@@ -253,6 +218,12 @@ class Fill:
             if s.last_modified is not None:
                 out.append((b"if-modified-since", s.last_modified))
             self._validated = s.etag is not None or s.last_modified is not None
+        if self.opts.surrogate_control:
+            # The Edge Architecture note: each surrogate on the way adds its device token,
+            # which the app may target with Surrogate-Control (one line, for WSGI's sake).
+            seen = rules.fields(out, _CAPABILITY)
+            out = [(k, v) for k, v in out if k != _CAPABILITY]
+            out.append((_CAPABILITY, b", ".join([*seen, _SURROGATE_CAPABILITY])))
         return out
 
     def head(
@@ -282,14 +253,9 @@ class Fill:
     def _head(
         self, status: int, headers: Hdrs, request_time: float, now: float
     ) -> Reply | Hdrs | int:
-        o = self.opts
         s = self.stale
-        if status == 304 and s is not None and self._validated:
-            return self._freshen(s, headers, request_time, now)
-        if status in ERROR_STATUSES:
-            r = self.stale_if_error(status, now)
-            if r is not None:
-                return r
+        if s is None and status in ERROR_STATUSES:
+            s = self._current()
         req = storable.Request(
             self.method,
             self.headers,
@@ -299,15 +265,31 @@ class Fill:
             self.engine.key_headers,
             request_time,
         )
-        d = storable.decide(o, status, headers, req, now)
-        if isinstance(d, str):
-            return self._pass(headers, d, status)
-        self._meta = d
-        self._status, self._headers = status, headers
-        # A body of unknown length (a streaming response) is relayed as it comes and
-        # stored at its end if it fits; waiters are released at the head.
-        self.tee = status not in (204, 304) and rules.field(headers, b"content-length") is None
-        return o.max_body
+        value = None if s is None else store.value_of(s)
+        step = _native.http_head_step(
+            self.opts.native, req, value, self._validated, status, headers, now
+        )
+        if step[0] == _STORE:
+            self._meta = storable.Meta._make(step[1])
+            self._status, self._headers = status, headers
+            # A body of unknown length (a streaming response) is relayed as it comes and
+            # stored at its end if it fits; waiters are released at the head.
+            self.tee = status not in (204, 304) and rules.field(headers, b"content-length") is None
+            return self.opts.max_body
+        if step[0] == _PASS:
+            return self._pass(headers, step[1], status)
+        assert s is not None
+        if step[0] == _REFRESHED:
+            # RFC 9111 §4.3.4: a 304 to our validation updates the stored headers.
+            _, fresh_value, ttl, cs = step
+            fresh = self._replace(fresh_value, ttl)
+            self.stale = None
+            return self.reply(fresh, fresh.age(now), cs)
+        if step[0] == _MISMATCH:
+            self.engine.cache.delete(self.key)
+        else:
+            self.failed = True
+        return self.reply(s, s.age(now), step[1])
 
     def tee_headers(self) -> Hdrs:
         """The client headers of a streaming response that is stored if it ends in time."""
@@ -333,8 +315,11 @@ class Fill:
             stored=detail == "stored",
             detail=detail if detail != "stored" else False,
         )
-        if status == 200 and self._not_modified(s):
-            return self.reply(s, s.age(now), cs)
+        if status == 200 and any(k in CLIENT_CONDITIONALS for k, _ in self.headers):
+            # The client's own validators, answered from what was just stored.
+            r = self.reply(s, s.age(now), cs)
+            if r.status == 304:
+                return r
         # What the cache serves, already on the miss: hop-by-hop lines named by Connection
         # (RFC 9110 §7.6.1), the tag header and the hidden targeted fields are not sent.
         drop = self.engine.strip_out | rules.connection_listed(headers)
@@ -366,7 +351,7 @@ class Fill:
         ttl = m.ttl
         detail = "stored"
         try:
-            store.save(self.engine.cache, self.base, s, ttl, now)
+            s = store.save(self.engine.cache, self.base, s, ttl, now)
             self.stored = True
         except Exception as e:
             log.warning("ziggurat.http: storing %r failed: %r", self.base, e)
@@ -377,29 +362,12 @@ class Fill:
         """The client headers when the body outgrew ``max_body`` while being buffered."""
         return self._pass(headers, "too-large", status)
 
-    def _freshen(self, s: Stored, headers: Hdrs, request_time: float, now: float) -> Reply | Hdrs:
-        """RFC 9111 §4.3.4: a 304 to our validation updates the stored headers."""
-        new_etag = rules.field(headers, b"etag")
-        if new_etag is not None and s.etag is not None and new_etag.strip() != s.etag.strip():
-            self.engine.cache.delete(self.key)
-            return self.reply(
-                s,
-                s.age(now),
-                rules.cache_status("fwd", fwd="stale", fwd_status=304, detail="validator-mismatch"),
-            )
-        fresh = self._update(s, headers, request_time, now)
-        self.stale = None
-        return self.reply(
-            fresh,
-            fresh.age(now),
-            rules.cache_status("fwd", fwd="stale", fwd_status=304, detail="revalidated"),
-        )
-
-    def _update(self, s: Stored, headers: Hdrs, request_time: float, now: float) -> Stored:
-        """``storable.refreshed``, stored in place under this fill's key."""
-        fresh, ttl = storable.refreshed(self.opts, s, headers, request_time, now)
+    def _replace(self, value: bytes, ttl: float) -> Stored:
+        """The refreshed response ``value``, stored in place under this fill's key."""
+        fresh = store.decode(value)
+        assert type(fresh) is Stored
         try:
-            store.replace(self.engine.cache, self.key, fresh, ttl)
+            store.replace(self.engine.cache, self.key, value, ttl, fresh.tags)
             self.stored = True
         except Exception as e:
             log.warning("ziggurat.http: freshening %r failed: %r", self.key, e)
@@ -419,27 +387,22 @@ class Fill:
             # Purged, or replaced by another request meanwhile: this HEAD describes
             # neither for sure, and a purged response must not come back.
             return "head"
-        cc, _ = rules.response_directives(headers, self.opts.targeted_fields)
-        if self.has_auth and self.engine.auth_shared.isdisjoint(cc):
+        r = _native.http_head_update(
+            self.opts.native,
+            store.value_of(s),
+            headers,
+            self.has_auth,
+            list(self.engine.auth_shared),
+            self.start,
+            now,
+        )
+        if r is None:
             return "head"  # an answer for this client alone does not speak for the others
-        if s.status != 200 or "no-store" in cc or "private" in cc or not self._same(s, headers):
+        if r is False:
             cache.delete(self.key)
             return "head-invalidated"
-        self._update(s, headers, self.start, now)
+        self._replace(*r)
         return "head-freshened"
-
-    @staticmethod
-    def _same(s: Stored, headers: Hdrs) -> bool:
-        """Whether a HEAD response's validators and length are the stored response's (a
-        validator the stored response has and the HEAD lacks counts as different)."""
-        for name, mine in ((b"etag", s.etag), (b"last-modified", s.last_modified)):
-            theirs = rules.field(headers, name)
-            if (theirs.strip() if theirs is not None else None) != (
-                mine.strip() if mine is not None else None
-            ):
-                return False
-        cl = rules.field(headers, b"content-length")
-        return cl is None or cl.strip() == b"%d" % len(s.body)
 
     def marker(self) -> str | None:
         """What the waiters of this fill are told: read the stored response, or go to the

@@ -7,9 +7,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ziggurat import _native
 
 __all__ = [
     "DEFAULT_BYPASS_HEADERS",
@@ -58,12 +61,16 @@ _KNOWN = (
     "targeted_forward",
     "stale_if_error",
     "app_timeout",
+    "surrogate_control",
 )
 # RFC 9213: the targeted cache-control fields this cache obeys, first match wins. Its own
 # field speaks to it alone and is removed before the response leaves; CDN-Cache-Control
 # is forwarded, for a CDN in front of the app (RFC 9213 §3).
 DEFAULT_TARGETED_FIELDS = ("ziggurat-cache-control", "cdn-cache-control")
 DEFAULT_TARGETED_FORWARD = ("cdn-cache-control",)
+# The Edge Architecture note's field for surrogates (reverse proxies and CDNs): with the
+# surrogate_control option, the last targeted field read.
+_SURROGATE = b"surrogate-control"
 
 
 def _names(who: str, arg: str, value: Any) -> tuple[str, ...]:
@@ -119,6 +126,12 @@ class Options:
     targeted_forward: frozenset[bytes] = frozenset(n.encode() for n in DEFAULT_TARGETED_FORWARD)
     stale_if_error: float | None = None
     app_timeout: float | None = None
+    surrogate_control: bool = False
+
+    def __post_init__(self) -> None:
+        # Surrogate-Control is read as the last targeted field, and never leaves.
+        if self.surrogate_control and _SURROGATE not in self.targeted_fields:
+            object.__setattr__(self, "targeted_fields", (*self.targeted_fields, _SURROGATE))
 
     @classmethod
     def build(cls, who: str, **kw: Any) -> Options:
@@ -144,6 +157,7 @@ class Options:
             "heuristic",
             "store_set_cookie",
             "store_auth_must_revalidate",
+            "surrogate_control",
         ):
             if flag in kw:
                 if not isinstance(kw[flag], bool):
@@ -212,6 +226,29 @@ class Options:
         """
         return frozenset(self.targeted_fields) - self.targeted_forward
 
+    @functools.cached_property
+    def native(self) -> Any:
+        """These options as the ``ziggurat-http`` crate reads them (built once).
+
+        >>> Options().native.classify("GET", "http", b"localhost", b"/", [])[:3]
+        (0, 'localhost', b'zh2:http://localhost /')
+        """
+        return _native.HttpOptions(
+            list(self.targeted_fields),
+            self.heuristic,
+            self.default_ttl,
+            self.stale_if_error or 0.0,
+            self.revalidate_keep,
+            self.tag_header,
+            self.store_set_cookie,
+            self.max_body,
+            self.request_directives,
+            sorted(self.bypass_headers),
+            [c.encode("latin-1") for c in self.bypass_cookies],
+            list(self.allowed_hosts),
+            self.purge_token is not None,
+        )
+
     def host_allowed(self, host: str) -> bool:
         """Whether a (normalised) ``host[:port]`` is in ``allowed_hosts``.
 
@@ -220,14 +257,4 @@ class Options:
         >>> Options(allowed_hosts=(".example.com",)).host_allowed("a.example.com")
         True
         """
-        if host.startswith("["):
-            name = host[: host.find("]") + 1]
-        else:
-            name = host.rsplit(":", 1)[0] if ":" in host else host
-        name = name.rstrip(".")
-        for pattern in self.allowed_hosts:
-            if pattern == "*" or pattern == name:
-                return True
-            if pattern.startswith(".") and (name == pattern[1:] or name.endswith(pattern)):
-                return True
-        return False
+        return _native.http_host_allowed(host, list(self.allowed_hosts))

@@ -1,17 +1,17 @@
 """How responses live on a ``Cache``: keys, variants, the stored record, purge.
 
-Keys are bytes: ``zh2:`` + scheme + ``://`` + host + a space + raw path and query (the
-configured key headers act as an implicit ``Vary``). The space cannot occur in a validated
-host, so no host and target can make the key of another host and target. GET and HEAD
-share a key. The entry under that key is either the stored response itself (a response
-without ``Vary``), or a variant record naming the ``Vary`` headers and a random
-generation; each variant then lives under the key + generation + a digest of the
-request's values of those headers. Purging a URL deletes the entry under its key: the
-variants of the old generation can no longer be reached, and a new record gets a new
-generation.
+The key scheme and the stored-response format are the ``ziggurat-http`` crate's (its
+``key`` and ``stored`` modules), so that every front end reads what another stored:
+a key is ``zh2:`` + scheme + ``://`` + host + a space + raw path and query; a value is
+the crate's versioned bytes, either a stored response or, under the key of a URL whose
+responses vary, a variant record naming the ``Vary`` fields and a random generation.
+Each variant lives under the key + generation + a digest of the request's values of
+those fields. Purging a URL deletes the entry under its key: the variants of the old
+generation can no longer be reached, and a new record gets a new generation. Bytes
+that decode to no entry (another version, cut short) are a miss.
 
-Stored values are plain tuples, so every process (and every serializer) reads them back
-the same way; the L1 of each process holds them as live objects, so a hit decodes nothing.
+Each process decodes a stored response once: the engine keeps its ``Hit`` by the
+identity of the value the process's L1 hands back.
 
 >>> base_key("https", "example.com", b"/a?b=1")
 b'zh2:https://example.com /a?b=1'
@@ -19,25 +19,34 @@ b'zh2:https://example.com /a?b=1'
 
 from __future__ import annotations
 
-import hashlib
 import os
+from collections.abc import Callable
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
 
 from ziggurat import _native
 from ziggurat.http import rules
 
-__all__ = ["MAX_KEY", "Stored", "base_key", "lock_key", "purge", "url_key", "variant_key"]
+__all__ = [
+    "MAX_KEY",
+    "Stored",
+    "base_key",
+    "decode",
+    "encode",
+    "lock_key",
+    "purge",
+    "url_key",
+    "value_of",
+    "variant_key",
+]
 
-_PREFIX = b"zh2:"
-# Ends the host in a key: a validated host holds no space (rules.normalise_host).
-_HOST_END = b" "
 _UNREAD: Any = object()
 # Segment keys are at most 4096 bytes; longer URLs are keyed by a digest.
 MAX_KEY = 2048
 # The directives that forbid any stale use (the crate's list, read once: a stale check is a
 # set intersection, with no crossing).
 _STALE_FORBIDDING = frozenset(_native.HTTP_STALE_FORBIDDING)
+# A variant record, decoded: the Vary names, the generation, until when a variant lives.
+Variants = tuple[tuple[str, ...], str, float]
 
 
 class Stored(NamedTuple):
@@ -71,6 +80,8 @@ class Stored(NamedTuple):
     vary: tuple[str, ...]
     vary_values: tuple[bytes | None, ...]
     tags: tuple[str, ...]
+    # The value bytes it was decoded from (empty for one built in this process).
+    value: bytes = b""
 
     def age(self, now: float) -> float:
         """Current age in seconds at ``now`` (RFC 9111 §4.2.3; see the class example)."""
@@ -82,20 +93,40 @@ class Stored(NamedTuple):
         return not (self.flags & _STALE_FORBIDDING)
 
 
-def _to_tuple(s: Stored) -> Stored:
-    # Stored as the named tuple itself (pickled by the cache's serializer): each process's
-    # L1 then hands back the same object on every hit, with nothing to convert.
-    return s
+def encode(s: Stored) -> bytes:
+    """The value bytes of ``s`` (the crate's stored-response format).
+
+    >>> s = Stored(200, (), b"hi", 0.0, 0.0, 0.0, 60.0, 0.0, 0.0, frozenset(), None, None,
+    ...            (), (), ())
+    >>> decode(encode(s)).body, decode(b"not a response")
+    (b'hi', None)
+    """
+    return _native.http_encode(
+        s.status,
+        s.headers,
+        s.body,
+        s[3:9],
+        sorted(s.flags),
+        s.etag,
+        s.last_modified,
+        s.vary,
+        s.vary_values,
+        s.tags,
+    )
 
 
-def _from_value(v: Any) -> Stored | None:
-    return v if type(v) is Stored else None
+def decode(v: Any) -> Stored | Variants | None:
+    """The entry value bytes hold: a ``Stored`` (its ``value`` the bytes), a variant
+    record, or None (no bytes, or bytes of no entry: a miss). See ``encode``."""
+    t = _native.http_decode(v)
+    if t is None or len(t) == 3:
+        return t
+    return Stored._make(t)
 
 
-def _bound(key: bytes) -> bytes:
-    if len(key) <= MAX_KEY:
-        return key
-    return _PREFIX + b"#" + hashlib.sha256(key).hexdigest().encode()
+def value_of(s: Stored) -> bytes:
+    """The value bytes of ``s``, as stored or encoded now."""
+    return s.value or encode(s)
 
 
 def base_key(scheme: str, host: str, target: bytes) -> bytes:
@@ -106,18 +137,16 @@ def base_key(scheme: str, host: str, target: bytes) -> bytes:
     >>> base_key("http", "h", b":8443/x") != base_key("http", "h:8443", b"/x")
     True
     """
-    return _bound(
-        _PREFIX + scheme.encode("ascii") + b"://" + host.encode("ascii") + _HOST_END + target
-    )
+    return _native.http_base_key(scheme, host, target)
 
 
-def variant_key(base: bytes, generation: str, digest: bytes) -> bytes:
+def variant_key(base: bytes, generation: str, digest: str) -> bytes:
     """The key of one ``Vary`` variant of ``base``.
 
-    >>> variant_key(b"zh2:http://h /x", "ab12", b"d1")
+    >>> variant_key(b"zh2:http://h /x", "ab12", "d1")
     b'zh2:http://h /x\\x00vab12:d1'
     """
-    return _bound(base + b"\x00v" + generation.encode("ascii") + b":" + digest)
+    return _native.http_variant_key(base, generation, digest)
 
 
 def lock_key(key: bytes) -> bytes:
@@ -126,7 +155,7 @@ def lock_key(key: bytes) -> bytes:
     >>> lock_key(b"zh2:http://h /x")
     b'zh2L:http://h /x'
     """
-    return b"zh2L" + key[3:] if key.startswith(_PREFIX) else b"zh2L:" + key
+    return _native.http_lock_key(key)
 
 
 def url_key(url: str) -> bytes:
@@ -137,24 +166,24 @@ def url_key(url: str) -> bytes:
     """
     if not isinstance(url, str):
         raise TypeError(f"purge(): url must be a str, not {type(url).__name__}")
-    parts = urlsplit(url)
-    host = rules.normalise_host(parts.netloc.encode("latin-1", "replace"))
-    if parts.scheme not in ("http", "https") or host is None:
+    key = _native.http_url_key(url)
+    if key is None:
         raise ValueError(
             f"purge(): url must be an absolute http(s) URL with a valid host, got {url!r}"
         )
-    target = (parts.path or "/").encode("latin-1", "replace")
-    if parts.query or url.endswith("?"):
-        target += b"?" + parts.query.encode("latin-1", "replace")
-    return base_key(parts.scheme, host, target)
+    return key
 
 
 def lookup(
-    cache: Any, base: bytes, headers: rules.Headers, value: Any = _UNREAD
+    cache: Any,
+    base: bytes,
+    headers: rules.Headers,
+    value: Any = _UNREAD,
+    entry: Callable[[Any], Stored | Variants | None] = decode,
 ) -> tuple[Stored | None, bytes]:
     """The stored response matching the request (or None), and the key it lives under
     (the key to fill when there is none). ``value``: the entry under ``base`` if the
-    caller already read it.
+    caller already read it; ``entry`` decodes a value (the engine's remembers).
 
     >>> from ziggurat import Cache
     >>> c = Cache("doc-http-lookup", size="8MiB")
@@ -165,64 +194,67 @@ def lookup(
     v = cache.get(base) if value is _UNREAD else value
     if v is None:
         return None, base
-    s = _from_value(v)
-    if s is not None:
-        return (s if not s.vary else None), base
-    if type(v) is tuple and len(v) == 4 and v[0] == "V1":
-        names, generation = v[1], v[2]
+    e = entry(v)
+    if isinstance(e, Stored):
+        return (e if not e.vary else None), base
+    if e is not None:
+        names, generation, _ = e
         digest, values = rules.vary_digest(names, headers)
-        vk = variant_key(base, generation, digest)
-        s = _from_value(cache.get(vk))
+        vk = variant_key(base, generation, digest.decode("ascii"))
+        s = entry(cache.get(vk))
         # The digest picks the entry; the values stored with it confirm it.
-        if s is not None and s.vary == tuple(names) and s.vary_values == values:
+        if type(s) is Stored and s.vary == tuple(names) and s.vary_values == values:
             return s, vk
         return None, vk
     return None, base
 
 
-def save(cache: Any, base: bytes, s: Stored, ttl: float, now: float) -> None:
+def save(cache: Any, base: bytes, s: Stored, ttl: float, now: float) -> Stored:
     """Stores ``s`` for ``ttl`` seconds under ``base`` (or a variant of it); the
-    middleware's ``Fill`` builds ``s``.
+    middleware's ``Fill`` builds ``s``. Returns ``s`` with its value bytes.
 
     >>> from ziggurat import Cache
     >>> c = Cache("doc-http-save", size="8MiB")
     >>> s = Stored(200, (), b"hi", 0.0, 0.0, 0.0, 60.0, 0.0, 0.0, frozenset(), None, None,
     ...            ("accept",), (b"text/html",), ())
-    >>> save(c, b"zh2:http://h /x", s, 60.0, 0.0)
+    >>> _ = save(c, b"zh2:http://h /x", s, 60.0, 0.0)
     >>> lookup(c, b"zh2:http://h /x", [(b"accept", b"text/html")])[0].body
     b'hi'
     >>> lookup(c, b"zh2:http://h /x", [(b"accept", b"text/plain")])[0] is None
     True
     >>> c.unlink()
     """
+    value = encode(s)
     tags = s.tags
     if not s.vary:
-        cache.set(base, _to_tuple(s), ttl=ttl, tags=tags)
-        return
-    rec = cache.get(base)
-    if type(rec) is tuple and len(rec) == 4 and rec[0] == "V1" and tuple(rec[1]) == s.vary:
-        generation, until = rec[2], float(rec[3])
+        cache.set(base, value, ttl=ttl, tags=tags)
+        return s._replace(value=value)
+    rec = decode(cache.get(base))
+    if rec is not None and not isinstance(rec, Stored) and tuple(rec[0]) == s.vary:
+        generation, until = rec[1], rec[2]
     else:
         generation, until = os.urandom(6).hex(), 0.0
     vk = variant_key(base, generation, _variant_digest(s))
-    cache.set(vk, _to_tuple(s), ttl=ttl, tags=tags)
+    cache.set(vk, value, ttl=ttl, tags=tags)
     if until < now + ttl or rec is None:
-        cache.set(base, ("V1", s.vary, generation, now + ttl), ttl=ttl)
+        record = _native.http_encode_variants(list(s.vary), generation, now + ttl)
+        cache.set(base, record, ttl=ttl)
+    return s._replace(value=value)
 
 
-def _variant_digest(s: Stored) -> bytes:
+def _variant_digest(s: Stored) -> str:
     pseudo: list[tuple[bytes, bytes]] = []
     for name, value in zip(s.vary, s.vary_values, strict=True):
         if value is not None:
             pseudo.append((name.encode("latin-1"), value))
     digest, _ = rules.vary_digest(s.vary, pseudo)
-    return digest
+    return digest.decode("ascii")
 
 
-def replace(cache: Any, key: bytes, s: Stored, ttl: float) -> None:
+def replace(cache: Any, key: bytes, value: bytes, ttl: float, tags: tuple[str, ...]) -> None:
     """Rewrites a stored response in place (after a 304 freshened it); ``key`` is the key
-    ``lookup`` returned for it."""
-    cache.set(key, _to_tuple(s), ttl=ttl, tags=s.tags)
+    ``lookup`` returned for it, ``value`` its new bytes."""
+    cache.set(key, value, ttl=ttl, tags=tags)
 
 
 def purge(cache: Any, url: str) -> bool:

@@ -301,7 +301,7 @@ class WSGICacheMiddleware:
         env.pop("HTTP_IF_MODIFIED_SINCE", None)
         env.pop(_PURGE_TOKEN_KEY, None)
         for k, v in fill.upstream_headers():
-            if k in (b"if-none-match", b"if-modified-since"):
+            if k in (b"if-none-match", b"if-modified-since", b"surrogate-capability"):
                 env["HTTP_" + k.decode().upper().replace("-", "_")] = v.decode("latin-1")
         t0 = now()
         captured: list[Any] = []
