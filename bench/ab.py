@@ -216,14 +216,16 @@ def render(
     return "\n".join(out)
 
 
-def splice(report: str) -> None:
-    """Puts ``report`` in place of the A/B section of docs/benchmarks.md (or before its
-    software versions)."""
+def splice(report: str, title: str = TITLE) -> None:
+    """Puts ``report`` in place of its section (``title``) of docs/benchmarks.md (or before
+    its software versions)."""
     doc = DOC.read_text()
-    end = doc.index("## Software versions")
-    start = doc.find(TITLE)
-    if start < 0 or start > end:
-        start = end
+    versions = doc.index("## Software versions")
+    start = doc.find(title)
+    if start < 0 or start > versions:
+        start = end = versions
+    else:  # the section runs to the next one
+        end = doc.index("\n## ", start + len(title)) + 1
     DOC.write_text(doc[:start] + report + "\n\n" + doc[end:])
 
 

@@ -45,9 +45,13 @@ import sys
 import time
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: ``--ab``'s report: its section of docs/benchmarks.md, kept by ``bench/run.py``.
+AB_TITLE = "## HTTP: the hit path of two builds"
+AB_REPORT = Path(HERE) / "http_ab.md"
 BODY = b"<!doctype html><title>post</title>" + b"<p>lorem ipsum dolor sit amet</p>" * 60
 CACHED_ASGI = [
     (b"content-type", b"text/html; charset=utf-8"),
@@ -334,7 +338,13 @@ print(statistics.median(a), statistics.median(w))
 
 
 def ab_main(
-    base_rev: str, build: bool, reps: int, seconds: int, connections: int, workers: int
+    base_rev: str,
+    build: bool,
+    reps: int,
+    seconds: int,
+    connections: int,
+    workers: int,
+    argv: list[str],
 ) -> int:
     """The hit path of ``base_rev`` against the work tree's (see the module docstring)."""
     import ab  # bench/ab.py: builds and installs a revision's wheel
@@ -395,13 +405,29 @@ def ab_main(
             f"| in process, {name} hit over the bare callable | {mb:.2f} µs | {mh:.2f} µs "
             f"| {mh - mb:+.2f} µs |"
         )
-    print(
-        f"BASE {base_rev} against the work tree; wrk -t1 -c{connections} -d{seconds}s, "
-        f"{workers} workers, median of {reps} alternating repetitions; in process: CPU time, "
-        f"median of {reps} alternating child processes per build\n"
+    head_rev = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ab.ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    report = "\n".join(
+        [
+            AB_TITLE,
+            "",
+            f"`python bench/bench_http.py {' '.join(argv)}` on {when} (load average "
+            f"{os.getloadavg()[0]:.2f} at the end): the extension and package of {base_rev} "
+            f"against those of {head_rev}, each built by `bench/pgo.py wheel` into `target/ab/`. "
+            f"Through the servers: wrk -t1 -c{connections} -d{seconds}s, {workers} workers, "
+            f"median of {reps} alternating repetitions; in process: CPU time per hit over the "
+            f"bare callable, median of {reps} alternating child processes per build.",
+            "",
+            f"| | {base_rev} | {head_rev} | {head_rev} / {base_rev} |",
+            "|---|---|---|---|",
+            *lines,
+        ]
     )
-    print("| | BASE | work tree | work tree / BASE |\n|---|---|---|---|")
-    print("\n".join(lines))
+    print(report)
+    AB_REPORT.write_text(report + "\n")
+    ab.splice(report, AB_TITLE)
     return 0
 
 
@@ -420,7 +446,9 @@ def main(argv: list[str]) -> int:
         return 2
     if args.ab:
         reps, seconds = (3, 1) if args.quick else (args.reps or 5, 3)
-        return ab_main(args.ab, not args.no_build, reps, seconds, args.connections, args.workers)
+        return ab_main(
+            args.ab, not args.no_build, reps, seconds, args.connections, args.workers, argv
+        )
     reps, seconds = (3, 1) if args.quick else (5, 4)
     kinds = [args.only] if args.only else ["asgi", "wsgi"]
     apps = {"asgi": ["starlette", "asgi"], "wsgi": ["flask", "wsgi"]}

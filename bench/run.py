@@ -247,11 +247,13 @@ def render(latest: dict[str, Any], meta: dict[str, Any], quick: bool = False) ->
     report = bsc.report_text() if scale is not None else None
     if report:
         out += ["", report]
-    # The last A/B of two builds (bench/ab.py) is kept: this run does not make it.
-    ab = os.path.join(HERE, "ab.md")
-    if os.path.exists(ab):
-        with open(ab) as f:
-            out += ["", f.read().rstrip()]
+    # The last A/Bs of two builds (bench/bench_http.py --ab, bench/ab.py) are kept: this
+    # run does not make them.
+    for name in ("http_ab.md", "ab.md"):
+        path = os.path.join(HERE, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                out += ["", f.read().rstrip()]
     out += ["", "## Software versions", ""]
     out.append(h.md_table(["component", "version"], sorted(meta["versions"].items()), "ll"))
     out += [
