@@ -509,7 +509,10 @@ assert other.get("user:1") is None
 PRELUDE = """
 import os, ziggurat, ziggurat.cache
 BASE = os.environ["DOCS_EXAMPLE_DIR"]
-ziggurat.cache.Cache.__init__.__kwdefaults__["directory"] = BASE
+_sig = ziggurat.cache._SIGNATURE  # the one signature Cache() binds its arguments to
+ziggurat.cache._SIGNATURE = _sig.replace(parameters=[
+    p.replace(default=BASE) if p.name == "directory" else p for p in _sig.parameters.values()
+])
 _native_segment = ziggurat.Segment
 def _segment(name, *args, **kwargs):
     kwargs.setdefault("directory", BASE)
