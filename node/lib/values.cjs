@@ -86,6 +86,8 @@ function encode(value, method) {
     case 'string':
       if (!value.isWellFormed()) refuse(method, 'a string with lone surrogates')
       return [JSON_TEXT, JSON.stringify(value)]
+    case 'boolean':
+      return [JSON_TEXT, value ? 'true' : 'false']
     case 'object':
       if (value instanceof Uint8Array) {
         const b = Buffer.isBuffer(value)
