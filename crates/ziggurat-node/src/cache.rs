@@ -121,7 +121,11 @@ fn size_of(v: Option<Either<f64, String>>) -> Result<Option<u64>> {
     let r = match v {
         None => return Ok(None),
         Some(Either::A(n)) if n.fract() == 0.0 => size_bytes(n as i128),
-        Some(Either::A(n)) => return Err(invalid(format!("size must be a whole number of bytes, got {n}"))),
+        Some(Either::A(n)) => {
+            return Err(invalid(format!(
+                "size must be a whole number of bytes, got {n}"
+            )))
+        }
         Some(Either::B(s)) => size_text(&s),
     };
     r.map(Some).map_err(to_napi)
@@ -159,7 +163,8 @@ impl NativeCache {
         .checked()
         .map_err(|e| invalid(camel(&e.to_string())))?;
         let size = size_of(o.size)?;
-        let neg_size = size_of(o.neg_size).map_err(|e| invalid(e.reason.replace("size", "negSize")))?;
+        let neg_size =
+            size_of(o.neg_size).map_err(|e| invalid(e.reason.replace("size", "negSize")))?;
         let opts = Options {
             directory: PathBuf::from(o.directory.unwrap_or_else(|| "/dev/shm".into())),
             avg_item_size: avg as u64,

@@ -62,12 +62,7 @@ impl MissState {
 }
 
 /// A step as the state JavaScript holds.
-fn state(
-    nc: &NativeCache,
-    c: &Cache,
-    key: Vec<u8>,
-    step: Step<NodeValue>,
-) -> MissState {
+fn state(nc: &NativeCache, c: &Cache, key: Vec<u8>, step: Step<NodeValue>) -> MissState {
     let (code, got, miss) = match step {
         Step::Value(v, refresh) => {
             // Early refresh is off in this front end (refresh_ahead 0); a

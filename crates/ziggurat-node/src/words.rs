@@ -70,7 +70,8 @@ impl Regions {
             // writes through them, so the `*mut` the call takes is never used to
             // write. The region's words are aligned for the typed arrays put over
             // them (4 bytes for the tables, 8 for the epoch).
-            let ab = unsafe { ArrayBuffer::from_external(env, ptr as *mut u8, len, (), |_, _| ()) }?;
+            let ab =
+                unsafe { ArrayBuffer::from_external(env, ptr as *mut u8, len, (), |_, _| ()) }?;
             Ok((ab.as_ptr() == ptr).then_some(ab))
         };
         let stamps = make(self.stamps, 4 * self.nstamps)?;
