@@ -20,6 +20,14 @@ export function python() {
   return p
 }
 
+/** Removes the files of cache `name`, which the test's agents used. */
+export async function removeCache(name) {
+  const { Cache } = await import('ziggurat')
+  const c = new Cache(name, { size: '8MiB' })
+  c.unlink()
+  c.close()
+}
+
 /** A unique cache name for one test. */
 export function cacheName(what) {
   return `nodetest-${what}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`

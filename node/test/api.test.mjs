@@ -351,6 +351,7 @@ describe('bad input', () => {
     const c = cache('closed')
     c.set('k', 1)
     c.get('k')
+    c.unlink()
     c.close()
     for (const f of [
       () => c.get('k'),

@@ -4,15 +4,17 @@
 import assert from 'node:assert/strict'
 import { after, describe, test } from 'node:test'
 import { Cache } from 'ziggurat'
-import { agent, cacheName } from './agents.mjs'
+import { agent, cacheName, removeCache } from './agents.mjs'
 
 const ROUNDS = 2000
 const agents = []
 const caches = []
+const names = new Set()
 
 async function start(lang, name) {
   const a = await agent(lang, name)
   agents.push(a)
+  names.add(name)
   return a
 }
 
@@ -24,12 +26,8 @@ function open(name) {
 
 after(async () => {
   await Promise.all(agents.map((a) => a.close()))
-  for (const c of caches) {
-    try {
-      c.unlink()
-    } catch {}
-    c.close()
-  }
+  for (const c of caches) c.close()
+  for (const n of names) await removeCache(n)
 })
 
 /** `rounds` writes by `writer`, each read at once (twice: L1 too) by `reader`; the stale reads. */
