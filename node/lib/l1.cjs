@@ -5,8 +5,18 @@
 // Any process's write moves one of those words before it returns, so an
 // entry is never served after a write that returned. Bounded by item count;
 // the oldest entry is evicted first.
+//
+// The deadline is the entry's soft deadline in ms of the engine's clock,
+// compared with the clock word the addon keeps current (two 32-bit halves).
+// Of the 64-bit epoch, the low half is compared: a clear moves it, and only
+// 2^32 clears during one entry's life could bring it back (the key's 32-bit
+// stamp has the same bound, 2^31 writes of keys sharing it).
 
-const { performance } = require('node:perf_hooks')
+const native = require('./native.cjs')
+
+/** The clock word, shared by every cache of the process; null without external buffers. */
+const clockBuffer = native.NativeCache.clock()
+const clock = clockBuffer ? new Uint32Array(clockBuffer) : null
 
 class L1 {
   /**
@@ -14,7 +24,7 @@ class L1 {
    * @param {ArrayBuffer[]} words the stamp table, the tag table and the epoch
    */
   constructor(max, words) {
-    this.max = max
+    this.max = clock === null ? 0 : max
     this.strings = new Map()
     this.buffers = new Map()
     this.stamps = new Uint32Array(words[0])
@@ -36,14 +46,16 @@ class L1 {
   get(map, k, miss) {
     const e = map.get(k)
     if (e === undefined) return miss
-    if (
-      Atomics.load(this.stamps, e.stamp) !== e.seen ||
-      Atomics.load(this.epoch, 0) !== e.lo ||
-      Atomics.load(this.epoch, 1) !== e.hi ||
-      (e.deadline !== 0 && performance.now() >= e.deadline)
-    ) {
+    if (Atomics.load(this.stamps, e.stamp) !== e.seen || Atomics.load(this.epoch, 0) !== e.epoch) {
       map.delete(k)
       return miss
+    }
+    if (e.timed) {
+      const hi = Atomics.load(clock, 1)
+      if (hi > e.softHi || (hi === e.softHi && Atomics.load(clock, 0) >= e.softLo)) {
+        map.delete(k)
+        return miss
+      }
     }
     const t = e.tags
     if (t !== null) {
@@ -71,10 +83,11 @@ class L1 {
       value,
       stamp: keep.stamp,
       seen: keep.seen,
-      lo: keep.epochLo,
-      hi: keep.epochHi,
+      epoch: keep.epochLo,
       tags: keep.tags.length ? keep.tags : null,
-      deadline: keep.freshMs < 0 ? 0 : performance.now() + keep.freshMs,
+      timed: (keep.softLo | keep.softHi) !== 0,
+      softLo: keep.softLo,
+      softHi: keep.softHi,
     })
   }
 

@@ -210,6 +210,14 @@ impl NativeCache {
         }
     }
 
+    /// The engine's clock (ms, two 32-bit halves, low first) as a buffer
+    /// that a thread of the addon keeps current; null when this runtime
+    /// cannot map it. One per process: the package asks once.
+    #[napi]
+    pub fn clock(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
+        crate::words::clock(env)
+    }
+
     pub(crate) fn cache(&self) -> Result<&Arc<Cache>> {
         self.cache.as_ref().ok_or_else(|| closed(&self.name))
     }

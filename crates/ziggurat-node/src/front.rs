@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use napi::bindgen_prelude::{BigInt, Buffer};
 use napi_derive::napi;
 use ziggurat_cache::{Error, Found, Front, L1Watch, Payload, Trailer, Watch32};
-use ziggurat_core::now_ms;
 
 use crate::codec::{decode, Decoded};
 use crate::errors::to_napi;
@@ -34,7 +33,9 @@ pub struct Got {
 
 /// What a JavaScript L1 entry watches: the index of the key's stamp and the
 /// value it had, the epoch it had (low and high halves), the tags' cells and
-/// versions (pairs), and the ms it stays fresh from now (-1: forever).
+/// versions (pairs), and its soft deadline in ms of the engine's clock (low
+/// and high halves; both 0: never), which JavaScript compares with the clock
+/// word (`words::clock`).
 #[napi(object)]
 pub struct Keep {
     /// Index of the key's stamp in the stamp buffer.
@@ -47,8 +48,10 @@ pub struct Keep {
     pub epoch_hi: u32,
     /// Cell and version of each tag, in pairs.
     pub tags: Vec<u32>,
-    /// Milliseconds the entry stays fresh; -1 for never.
-    pub fresh_ms: f64,
+    /// The soft deadline's low 32 bits.
+    pub soft_lo: u32,
+    /// The soft deadline's high 32 bits.
+    pub soft_hi: u32,
 }
 
 impl Got {
@@ -144,11 +147,8 @@ pub fn keep_of(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) -> Keep 
             .iter()
             .flat_map(|t| [r.tag_index(t.word.as_ptr() as *const u32), t.seen])
             .collect(),
-        fresh_ms: if t.soft == 0 {
-            -1.0
-        } else {
-            t.soft.saturating_sub(now_ms()) as f64
-        },
+        soft_lo: t.soft as u32,
+        soft_hi: (t.soft >> 32) as u32,
     }
 }
 

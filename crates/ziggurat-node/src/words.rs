@@ -5,10 +5,60 @@
 //!
 //! The buffers are never written: the package's JavaScript only loads from
 //! them, and keeps them in private fields no other code can reach.
+//!
+//! Beside them, a clock: the engine's `now_ms()` (the clock of the entries'
+//! soft deadlines), stored by a thread of the addon every millisecond into a
+//! word JavaScript loads the same way. Checking an L1 entry's deadline then
+//! costs one atomic load instead of a call to `performance.now()`, several
+//! times dearer, and compares with the entry's own deadline, not one
+//! converted to another clock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+use std::time::Duration;
 
 use napi::bindgen_prelude::ArrayBuffer;
 use napi::{Env, Result};
-use ziggurat_core::Segment;
+use ziggurat_core::{now_ms, Segment};
+
+/// The process's copy of `now_ms()`, kept current by the clock thread.
+static CLOCK: AtomicU64 = AtomicU64::new(0);
+static TICKING: Once = Once::new();
+/// How often the clock thread stores the time.
+const TICK: Duration = Duration::from_millis(1);
+
+/// The clock word as an array buffer (two 32-bit halves, low first), the
+/// clock thread started on the first call; None when the runtime refuses
+/// external buffers.
+pub fn clock<'env>(env: &'env Env) -> Result<Option<ArrayBuffer<'env>>> {
+    TICKING.call_once(|| {
+        CLOCK.store(now_ms(), Ordering::Release);
+        // A thread that only sleeps and stores: it never keeps the process alive.
+        let _ = std::thread::Builder::new()
+            .name("ziggurat-clock".into())
+            .spawn(|| loop {
+                std::thread::sleep(TICK);
+                CLOCK.store(now_ms(), Ordering::Release);
+            });
+    });
+    external(env, CLOCK.as_ptr() as *const u8, 8)
+}
+
+/// An array buffer over `len` bytes at `ptr`, which stay mapped and are only
+/// loaded from; None when the runtime would copy them instead.
+fn external<'env>(env: &'env Env, ptr: *const u8, len: usize) -> Result<Option<ArrayBuffer<'env>>> {
+    // SAFETY: every caller passes a region that stays readable for the rest of
+    // the process: the clock word (a static) or a region of a segment's mapping
+    // (the stamp table, the tag table, the 8-byte epoch: `Regions::of`), which
+    // the engine never unmaps (it swaps zero pages in at the same addresses
+    // when the segment is dropped). So the region outlives any buffer over it,
+    // and the finalizer has nothing to free. JavaScript only loads from these
+    // buffers (atomically); nothing writes through them, so the `*mut` the call
+    // takes is never used to write. The words are aligned for the typed arrays
+    // put over them (4 bytes for the tables, 8 for the epoch and the clock).
+    let ab = unsafe { ArrayBuffer::from_external(env, ptr as *mut u8, len, (), |_, _| ()) }?;
+    Ok((ab.as_ptr() == ptr).then_some(ab))
+}
 
 /// Where the regions an L1 watches start in this process's mapping, and
 /// their lengths in bytes.
@@ -61,22 +111,9 @@ impl Regions {
     /// mapping; None when the runtime refuses external buffers (it would copy
     /// the words, and a copy never moves: the caller then keeps no L1).
     pub fn buffers<'env>(&self, env: &'env Env) -> Result<Option<[ArrayBuffer<'env>; 3]>> {
-        let make = |ptr: *const u8, len: usize| -> Result<Option<ArrayBuffer<'env>>> {
-            // SAFETY: `ptr..ptr + len` is a region of the segment's mapping (the
-            // stamp table, the tag table, the 8-byte epoch: `Regions::of`), which
-            // stays mapped and readable for the rest of the process, so it
-            // outlives any buffer over it and the finalizer has nothing to free.
-            // JavaScript only loads from these buffers (atomically); nothing
-            // writes through them, so the `*mut` the call takes is never used to
-            // write. The region's words are aligned for the typed arrays put over
-            // them (4 bytes for the tables, 8 for the epoch).
-            let ab =
-                unsafe { ArrayBuffer::from_external(env, ptr as *mut u8, len, (), |_, _| ()) }?;
-            Ok((ab.as_ptr() == ptr).then_some(ab))
-        };
-        let stamps = make(self.stamps, 4 * self.nstamps)?;
-        let tags = make(self.tags, 4 * self.ntags)?;
-        let epoch = make(self.epoch, 8)?;
+        let stamps = external(env, self.stamps, 4 * self.nstamps)?;
+        let tags = external(env, self.tags, 4 * self.ntags)?;
+        let epoch = external(env, self.epoch, 8)?;
         Ok(match (stamps, tags, epoch) {
             (Some(s), Some(t), Some(e)) => Some([s, t, e]),
             _ => None,
