@@ -7,7 +7,7 @@ const { performance } = require('node:perf_hooks')
 const native = require('./lib/native.cjs')
 const args = require('./lib/args.cjs')
 const { encode, decode } = require('./lib/values.cjs')
-const { L1 } = require('./lib/l1.cjs')
+const { L1, meta } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, translate } = require('./lib/errors.cjs')
 
 const MISS = Symbol('miss')
@@ -143,24 +143,25 @@ class Cache {
       const v = this.#l1.get(this.#l1.buffers, k.toString('latin1'), MISS)
       if (v !== MISS) return v
     }
-    let got
+    let out
     try {
-      got = this.#native.read(k)
+      out = this.#native.read(k)
     } catch (e) {
       throw translate(e, `Cache.${method}()`)
     }
-    return this.#take(k, got)
+    return this.#take(k, out)
   }
 
-  /** The value in `got` (kept in L1 when it may be), or MISS. */
-  #take(key, got) {
-    if (got.code === 0 || got.code === 4) return MISS
-    const v = decode(got)
+  /** The value the addon returned (kept in L1 when the meta words allow), or MISS. */
+  #take(key, out) {
+    const code = meta[0]
+    if (code === 0 || code === 4) return MISS
+    const v = decode(out, code)
     if (v === undefined) {
       this.#decodeErrors++
       return MISS
     }
-    if (got.keep) this.#l1.set(key, v, got.keep)
+    this.#l1.keep(key, v)
     return v
   }
 
@@ -189,14 +190,13 @@ class Cache {
     const ttl = args.optionalDuration(o.ttl, M, 'ttl')
     const tags = args.tags(o.tags, M)
     const [code, text, bytes, num, big] = encode(value, M)
-    let keep
     try {
-      keep = this.#native.store(k, code, text, bytes, num, big, ttl, tags)
+      this.#native.store(k, code, text, bytes, num, big, ttl, tags)
     } catch (e) {
       this.#l1.drop(k)
       throw translate(e, M)
     }
-    this.#l1.set(k, value, keep)
+    this.#l1.keep(k, value)
   }
 
   /**
@@ -240,13 +240,11 @@ class Cache {
     const start = o.default === undefined ? 0n : int64(o.default, M, 'default')
     const tags = args.tags(o.tags, M)
     this.#l1.drop(k)
-    let got
     try {
-      got = this.#native.incr(k, d, start, tags)
+      return this.#native.incr(k, d, start, tags)
     } catch (e) {
       throw translate(e, M)
     }
-    return got.num ?? got.big
   }
 
   /**
@@ -420,10 +418,9 @@ class Cache {
     } catch (e) {
       clearTimeout(timer)
       const seconds = (performance.now() - t0) / 1000
-      let stale = null
-      if (!this.#closed) stale = this.#native.failed(m, seconds)
-      if (stale) {
-        const v = decode(stale)
+      if (!this.#closed) {
+        const stale = this.#native.failed(m, seconds)
+        const v = decode(stale, meta[0])
         if (v !== undefined) return v
       }
       throw e
@@ -448,8 +445,8 @@ class Cache {
       return value
     }
     try {
-      const keep = this.#native.land(m, enc[0], enc[1], enc[2], enc[3], enc[4], seconds)
-      this.#l1.set(key, value, keep)
+      this.#native.land(m, enc[0], enc[1], enc[2], enc[3], enc[4], seconds)
+      this.#l1.keep(key, value)
     } catch (e) {
       this.#warn(key, translate(e, M))
     }

@@ -18,6 +18,18 @@ const native = require('./native.cjs')
 const clockBuffer = native.NativeCache.clock()
 const clock = clockBuffer ? new Uint32Array(clockBuffer) : null
 
+/**
+ * This thread's meta words: what the addon's last call found beside its
+ * result (0 what, 1 whether L1 may keep it, 2 stamp index, 3 stamp, 4 epoch
+ * low, 5 epoch high, 6 deadline low, 7 deadline high, 8 tags, then cell and
+ * version of each tag).
+ */
+const metaBuffer = native.NativeCache.meta()
+if (!metaBuffer) {
+  throw new Error('ziggurat: this JavaScript runtime refuses external array buffers, which the cache needs')
+}
+const meta = new Uint32Array(metaBuffer)
+
 class L1 {
   /**
    * @param {number} max items kept (0: no L1)
@@ -70,24 +82,27 @@ class L1 {
     return e.value
   }
 
-  /** Keeps `value` for `key`, watching the words in `keep` (from the addon). */
-  set(key, value, keep) {
-    if (this.max === 0) return
+  /**
+   * Keeps `value` for `key` if the addon's last call said it may (meta word
+   * 1), watching the words it named; else drops any entry of `key`.
+   */
+  keep(key, value) {
     const [map, k] = this.where(key)
-    if (keep === null || keep === undefined) {
+    if (this.max === 0 || meta[1] === 0) {
       map.delete(k)
       return
     }
     if (!map.has(k) && this.size >= this.max) this.evict()
+    const ntags = meta[8]
     map.set(k, {
       value,
-      stamp: keep.stamp,
-      seen: keep.seen,
-      epoch: keep.epochLo,
-      tags: keep.tags.length ? keep.tags : null,
-      timed: (keep.softLo | keep.softHi) !== 0,
-      softLo: keep.softLo,
-      softHi: keep.softHi,
+      stamp: meta[2],
+      seen: meta[3],
+      epoch: meta[4],
+      tags: ntags === 0 ? null : Array.from(meta.subarray(9, 9 + 2 * ntags)),
+      timed: (meta[6] | meta[7]) !== 0,
+      softLo: meta[6],
+      softHi: meta[7],
     })
   }
 
@@ -108,4 +123,4 @@ class L1 {
   }
 }
 
-module.exports = { L1 }
+module.exports = { L1, meta }

@@ -102,19 +102,18 @@ function encode(value, method) {
   }
 }
 
-/** The value of what the addon read; `undefined` for text that is not JSON. */
-function decode(got) {
-  switch (got.code) {
+/** The value the addon returned as `out`, of kind `code`; `undefined` for text that is not JSON. */
+function decode(out, code) {
+  switch (code) {
     case JSON_TEXT:
       try {
-        return JSON.parse(got.text)
+        return JSON.parse(out)
       } catch {
         return undefined
       }
     case BYTES:
-      return got.bytes
     case COUNTER:
-      return got.num ?? got.big
+      return out
     default:
       return undefined
   }

@@ -18,7 +18,7 @@ use ziggurat_core::{HugePages, Options};
 
 use crate::codec::pickle_bytes;
 use crate::errors::{closed, invalid, to_napi};
-use crate::front::{keep_of, Got, Keep, NodeFront};
+use crate::front::{found, int_out, keep, NodeFront, Out, NEGATIVE, NOTHING};
 use crate::words::Regions;
 
 /// How a cache is opened: the segment's options and the cache's defaults,
@@ -231,9 +231,16 @@ impl NativeCache {
         Ok(c)
     }
 
-    /// Reads `key` below L1.
+    /// This thread's meta words (what each call found, beside its result)
+    /// as a buffer; null when this runtime cannot map it.
     #[napi]
-    pub fn read(&self, key: KeyArg) -> Result<Got> {
+    pub fn meta(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
+        crate::words::meta_buffer(env)
+    }
+
+    /// Reads `key` below L1: the value, the meta words saying what it is.
+    #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
+    pub fn read(&self, key: KeyArg) -> Result<Out> {
         let c = self.cache()?;
         let k = key_bytes(&key);
         ziggurat_cache::check_key(k).map_err(to_napi)?;
@@ -242,15 +249,22 @@ impl NativeCache {
             foreign: &self.foreign,
         };
         Ok(match c.read(k, None, false, &mut f)? {
-            ziggurat_cache::Read::Fresh(v, _) => v.into_got(self.regions.as_ref()),
-            ziggurat_cache::Read::Negative(_) => Got::negative(),
-            _ => Got::nothing(),
+            ziggurat_cache::Read::Fresh(v, _) => v.out(self.regions.as_ref()),
+            ziggurat_cache::Read::Negative(_) => {
+                found(NEGATIVE);
+                None
+            }
+            _ => {
+                found(NOTHING);
+                None
+            }
         })
     }
 
     /// Stores a value: JSON text (`code` 1, in `text`), bytes (2, `bytes`)
-    /// or a counter (3, `num` or `big`), for `ttl` seconds with `tags`. The
-    /// watches of an L1 entry of it, when JavaScript may keep one.
+    /// or a counter (3, `num` or `big`), for `ttl` seconds with `tags`.
+    /// Whether JavaScript may keep it in L1 (the meta words then say what
+    /// the entry watches).
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn store(
@@ -263,7 +277,7 @@ impl NativeCache {
         big: Option<BigInt>,
         ttl: Option<f64>,
         tags: Option<Vec<String>>,
-    ) -> Result<Option<Keep>> {
+    ) -> Result<bool> {
         let c = self.for_write()?;
         let k = key_bytes(&key);
         ziggurat_cache::check_key(k).map_err(to_napi)?;
@@ -280,10 +294,14 @@ impl NativeCache {
         Ok(self.kept(&w))
     }
 
-    /// The L1 watches of what a write left, as indices.
-    pub(crate) fn kept(&self, w: &Written) -> Option<Keep> {
-        let (r, kept) = (self.regions.as_ref()?, w.kept.as_ref()?);
-        Some(keep_of(r, &kept.watch, &kept.tags, &w.trailer))
+    /// Whether JavaScript may keep what a write left in L1, the meta words
+    /// saying what the entry watches.
+    pub(crate) fn kept(&self, w: &Written) -> bool {
+        let (Some(r), Some(kept)) = (self.regions.as_ref(), w.kept.as_ref()) else {
+            return false;
+        };
+        keep(r, &kept.watch, &kept.tags, &w.trailer);
+        true
     }
 
     /// Stores a value only if the key holds no fresh one; whether it did.
@@ -323,7 +341,7 @@ impl NativeCache {
         delta: BigInt,
         start: Option<BigInt>,
         tags: Option<Vec<String>>,
-    ) -> Result<Got> {
+    ) -> Result<Either<f64, BigInt>> {
         let c = self.for_write()?;
         let k = key_bytes(&key);
         ziggurat_cache::check_key(k).map_err(to_napi)?;
@@ -332,7 +350,11 @@ impl NativeCache {
         let delta = int64(&delta, "delta")?;
         let start = start.map(|s| int64(&s, "default")).transpose()?;
         let n = c.incr(k, delta, start, &tags).map_err(to_napi)?;
-        Ok(crate::front::int_got(n))
+        Ok(match int_out(n) {
+            napi::bindgen_prelude::Either4::C(f) => Either::A(f),
+            napi::bindgen_prelude::Either4::D(b) => Either::B(b),
+            _ => Either::A(n as f64),
+        })
     }
 
     /// A new lifetime of `ttl` seconds (none: the cache's) for the fresh

@@ -1,79 +1,65 @@
-//! What a read below L1 hands to JavaScript: the value's payload (JSON text,
-//! bytes or a counter, see `codec`), how long it stays fresh, and the words
-//! an L1 entry of it watches (as indices into the buffers of `words`).
+//! What a read below L1 hands to JavaScript: the value (JSON text, bytes or
+//! a counter, see `codec`) as the call's result, and beside it, in the
+//! thread's meta words (`words::meta`), what was found and the words an L1
+//! entry of it watches. Words, not an object: a JavaScript object made per
+//! read would cost more than the read itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use napi::bindgen_prelude::{BigInt, Buffer};
-use napi_derive::napi;
+use napi::bindgen_prelude::{BigInt, Buffer, Either4};
 use ziggurat_cache::{Error, Found, Front, L1Watch, Payload, Trailer, Watch32};
 
 use crate::codec::{decode, Decoded};
 use crate::errors::to_napi;
-use crate::words::Regions;
+use crate::words::{meta, Regions};
 
-/// What a JavaScript call finds for a key (a read, a step of `getOrSet`).
-/// `code`: 0 nothing, 1 JSON text in `text`, 2 bytes in `bytes`, 3 a counter
-/// in `num` (or `big` beyond 2^53), 4 a cached miss.
-#[napi(object)]
-pub struct Got {
-    /// What was found (see above).
-    pub code: u32,
-    /// The JSON text of a value.
-    pub text: Option<String>,
-    /// The bytes of a value.
-    pub bytes: Option<Buffer>,
-    /// A counter within 2^53.
-    pub num: Option<f64>,
-    /// A counter beyond 2^53.
-    pub big: Option<BigInt>,
-    /// The L1 entry's watches, when JavaScript may keep it (see [`Keep`]).
-    pub keep: Option<Keep>,
+/// A value as JavaScript receives it: JSON text, bytes, a counter within
+/// 2^53, or one beyond it; None for nothing.
+pub type Out = Option<Either4<String, Buffer, f64, BigInt>>;
+
+/// What a call found (meta word 0).
+pub const NOTHING: u32 = 0;
+/// JSON text.
+pub const JSON_TEXT: u32 = 1;
+/// Bytes.
+pub const BYTES: u32 = 2;
+/// A counter.
+pub const COUNTER: u32 = 3;
+/// A cached miss.
+pub const NEGATIVE: u32 = 4;
+
+/// Meta words: 0 what was found, 1 whether an L1 may keep it, 2 the index of
+/// the key's stamp, 3 its value, 4 and 5 the epoch (low, high), 6 and 7 the
+/// soft deadline in ms of the engine's clock (low, high; both 0: never), 8
+/// the number of tags, then each tag's cell and version.
+const KEPT: usize = 1;
+const TAGS: usize = 8;
+
+/// Says in the meta words that the call found `code`, with nothing to keep.
+pub fn found(code: u32) {
+    let m = meta();
+    m[0].store(code, Ordering::Relaxed);
+    m[KEPT].store(0, Ordering::Relaxed);
 }
 
-/// What a JavaScript L1 entry watches: the index of the key's stamp and the
-/// value it had, the epoch it had (low and high halves), the tags' cells and
-/// versions (pairs), and its soft deadline in ms of the engine's clock (low
-/// and high halves; both 0: never), which JavaScript compares with the clock
-/// word (`words::clock`).
-#[napi(object)]
-pub struct Keep {
-    /// Index of the key's stamp in the stamp buffer.
-    pub stamp: u32,
-    /// The stamp's value.
-    pub seen: u32,
-    /// The epoch's low 32 bits.
-    pub epoch_lo: u32,
-    /// The epoch's high 32 bits.
-    pub epoch_hi: u32,
-    /// Cell and version of each tag, in pairs.
-    pub tags: Vec<u32>,
-    /// The soft deadline's low 32 bits.
-    pub soft_lo: u32,
-    /// The soft deadline's high 32 bits.
-    pub soft_hi: u32,
-}
-
-impl Got {
-    /// Nothing found.
-    pub fn nothing() -> Got {
-        Got::code(0)
-    }
-
-    /// A cached miss.
-    pub fn negative() -> Got {
-        Got::code(4)
-    }
-
-    fn code(code: u32) -> Got {
-        Got {
-            code,
-            text: None,
-            bytes: None,
-            num: None,
-            big: None,
-            keep: None,
-        }
+/// Says in the meta words what an L1 entry of the value watches.
+pub fn keep(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
+    let m = meta();
+    let put = |i: usize, v: u32| m[i].store(v, Ordering::Relaxed);
+    put(KEPT, 1);
+    put(2, r.stamp_index(w.stamp.word.as_ptr() as *const u32));
+    put(3, w.stamp.seen);
+    put(4, w.epoch.seen as u32);
+    put(5, (w.epoch.seen >> 32) as u32);
+    put(6, t.soft as u32);
+    put(7, (t.soft >> 32) as u32);
+    put(TAGS, tags.len() as u32);
+    for (i, tag) in tags.iter().enumerate() {
+        put(
+            TAGS + 1 + 2 * i,
+            r.tag_index(tag.word.as_ptr() as *const u32),
+        );
+        put(TAGS + 2 + 2 * i, tag.seen);
     }
 }
 
@@ -84,26 +70,19 @@ pub struct NodeValue {
 }
 
 impl NodeValue {
-    /// The value as JavaScript receives it, with its L1 watches as indices
-    /// of `regions` when it may be kept.
-    pub fn into_got(self, regions: Option<&Regions>) -> Got {
-        let keep = match (self.keep, regions) {
-            (Some((w, tags, t)), Some(r)) => Some(keep_of(r, &w, &tags, &t)),
-            _ => None,
+    /// The value as JavaScript receives it; the meta words say what it is
+    /// and, with `regions`, what an L1 entry of it watches.
+    pub fn out(self, regions: Option<&Regions>) -> Out {
+        let (code, v) = match self.data {
+            Decoded::Json(s) => (JSON_TEXT, Either4::A(s)),
+            Decoded::Bytes(b) => (BYTES, Either4::B(b.into())),
+            Decoded::Int(n) => (COUNTER, int_out(n)),
         };
-        let mut g = match self.data {
-            Decoded::Json(s) => Got {
-                text: Some(s),
-                ..Got::code(1)
-            },
-            Decoded::Bytes(b) => Got {
-                bytes: Some(b.into()),
-                ..Got::code(2)
-            },
-            Decoded::Int(n) => int_got(n),
-        };
-        g.keep = keep;
-        g
+        found(code);
+        if let (Some((w, tags, t)), Some(r)) = (&self.keep, regions) {
+            keep(r, w, tags, t);
+        }
+        Some(v)
     }
 
     /// A copy (a miss's stale value is kept while a step hands it on).
@@ -120,35 +99,12 @@ impl NodeValue {
 }
 
 /// A counter as JavaScript receives it: a number within 2^53, else a BigInt.
-pub fn int_got(n: i64) -> Got {
+pub fn int_out(n: i64) -> Either4<String, Buffer, f64, BigInt> {
     const SAFE: i64 = (1 << 53) - 1;
     if (-SAFE..=SAFE).contains(&n) {
-        Got {
-            num: Some(n as f64),
-            ..Got::code(3)
-        }
+        Either4::C(n as f64)
     } else {
-        Got {
-            big: Some(BigInt::from(n)),
-            ..Got::code(3)
-        }
-    }
-}
-
-/// The watches of an L1 entry as indices of `r`.
-pub fn keep_of(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) -> Keep {
-    let epoch = w.epoch.seen;
-    Keep {
-        stamp: r.stamp_index(w.stamp.word.as_ptr() as *const u32),
-        seen: w.stamp.seen,
-        epoch_lo: epoch as u32,
-        epoch_hi: (epoch >> 32) as u32,
-        tags: tags
-            .iter()
-            .flat_map(|t| [r.tag_index(t.word.as_ptr() as *const u32), t.seen])
-            .collect(),
-        soft_lo: t.soft as u32,
-        soft_hi: (t.soft >> 32) as u32,
+        Either4::D(BigInt::from(n))
     }
 }
 

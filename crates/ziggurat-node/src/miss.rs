@@ -18,7 +18,7 @@ use ziggurat_cache::{Cache, Miss, Step, Took};
 
 use crate::cache::{payload, tag_bytes, KeyArg, NativeCache};
 use crate::errors::{invalid, to_napi};
-use crate::front::{keep_of, Got, Keep, NodeFront, NodeValue};
+use crate::front::{found, NodeFront, NodeValue, Out, NOTHING};
 
 /// A value was found: `got()` has it.
 const VALUE: u32 = 0;
@@ -34,8 +34,10 @@ const WAIT: u32 = 3;
 pub struct MissState {
     key: Vec<u8>,
     step: u32,
-    got: Option<Got>,
+    got: Option<NodeValue>,
     miss: Option<Miss<NodeValue>>,
+    /// Whether `got` may be kept in L1 (the cache had the mapped words).
+    words: Option<crate::words::Regions>,
 }
 
 #[napi]
@@ -46,10 +48,16 @@ impl MissState {
         self.step
     }
 
-    /// The value found (step 0), once.
-    #[napi]
-    pub fn got(&mut self) -> Option<Got> {
-        self.got.take()
+    /// The value found (step 0), once; the meta words say what it is.
+    #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
+    pub fn got(&mut self) -> Out {
+        match self.got.take() {
+            Some(v) => v.out(self.words.as_ref()),
+            None => {
+                found(NOTHING);
+                None
+            }
+        }
     }
 }
 
@@ -70,7 +78,7 @@ fn state(nc: &NativeCache, c: &Cache, key: Vec<u8>, step: Step<NodeValue>) -> Mi
             if let Some(r) = refresh {
                 c.give_back(&key, &r);
             }
-            (VALUE, Some(v.into_got(nc.regions.as_ref())), None)
+            (VALUE, Some(v), None)
         }
         Step::Negative => (NEGATIVE, None, None),
         Step::Load(m) | Step::NoSegment(m) => (LOAD, None, Some(m)),
@@ -81,6 +89,7 @@ fn state(nc: &NativeCache, c: &Cache, key: Vec<u8>, step: Step<NodeValue>) -> Mi
         step: code,
         got,
         miss,
+        words: nc.regions,
     }
 }
 
@@ -109,6 +118,7 @@ impl Task for Sleeping {
             step: WAIT,
             got: None,
             miss: self.miss.take(),
+            words: None,
         })
     }
 }
@@ -178,7 +188,7 @@ impl NativeCache {
 
     /// The loader returned a value after `seconds`: stores it (JSON text,
     /// bytes or a counter, as `store` takes them) and gives the lease back.
-    /// The watches of an L1 entry of it, when JavaScript may keep one.
+    /// Whether JavaScript may keep it in L1 (see `store`).
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn land(
@@ -190,7 +200,7 @@ impl NativeCache {
         num: Option<f64>,
         big: Option<BigInt>,
         seconds: f64,
-    ) -> Result<Option<Keep>> {
+    ) -> Result<bool> {
         let c = self.cache()?;
         let miss = m.held()?;
         // A value that cannot be encoded is refused before the load is counted.
@@ -199,11 +209,7 @@ impl NativeCache {
         let written = landing.store(body, kind).map_err(to_napi);
         drop(landing);
         m.miss = None;
-        let w = written?;
-        Ok(match (self.regions.as_ref(), w.kept.as_ref()) {
-            (Some(r), Some(k)) => Some(keep_of(r, &k.watch, &k.tags, &w.trailer)),
-            _ => None,
-        })
+        Ok(self.kept(&written?))
     }
 
     /// The loader found nothing (undefined or null) after `seconds`: a
@@ -221,13 +227,19 @@ impl NativeCache {
 
     /// The loader failed after `seconds`: gives the lease back; the stale
     /// value to answer with instead, if fail-safe allows one.
-    #[napi]
-    pub fn failed(&self, m: &mut MissState, seconds: f64) -> Result<Option<Got>> {
+    #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
+    pub fn failed(&self, m: &mut MissState, seconds: f64) -> Result<Out> {
         let c = self.cache()?;
         let miss = m.held()?;
         let stale = c.failed(&m.key, miss, took(seconds)).map(NodeValue::copy);
         m.miss = None;
-        Ok(stale.map(|v| v.into_got(None)))
+        Ok(match stale {
+            Some(v) => v.out(None),
+            None => {
+                found(NOTHING);
+                None
+            }
+        })
     }
 
     /// Gives the lease back without a result (the call was abandoned).

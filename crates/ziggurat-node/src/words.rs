@@ -13,13 +13,35 @@
 //! times dearer, and compares with the entry's own deadline, not one
 //! converted to another clock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
 use napi::bindgen_prelude::ArrayBuffer;
 use napi::{Env, Result};
 use ziggurat_core::{now_ms, Segment};
+
+/// Words of the meta block (see `front`).
+pub const META_LEN: usize = 32;
+
+thread_local! {
+    /// This thread's meta block: what the last call found, beside its result.
+    /// One per thread, as each thread runs its own JavaScript (worker threads);
+    /// made once and kept for the life of the process, as the buffer over it is.
+    static META: &'static [AtomicU32; META_LEN] =
+        Box::leak(Box::new([const { AtomicU32::new(0) }; META_LEN]));
+}
+
+/// This thread's meta block.
+pub fn meta() -> &'static [AtomicU32; META_LEN] {
+    META.with(|m| *m)
+}
+
+/// This thread's meta block as an array buffer; None when the runtime
+/// refuses external buffers.
+pub fn meta_buffer(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
+    external(env, meta().as_ptr() as *const u8, 4 * META_LEN)
+}
 
 /// The process's copy of `now_ms()`, kept current by the clock thread.
 static CLOCK: AtomicU64 = AtomicU64::new(0);
@@ -48,14 +70,18 @@ pub fn clock<'env>(env: &'env Env) -> Result<Option<ArrayBuffer<'env>>> {
 /// loaded from; None when the runtime would copy them instead.
 fn external<'env>(env: &'env Env, ptr: *const u8, len: usize) -> Result<Option<ArrayBuffer<'env>>> {
     // SAFETY: every caller passes a region that stays readable for the rest of
-    // the process: the clock word (a static) or a region of a segment's mapping
+    // the process: the clock word (a static), a thread's meta block (leaked, so
+    // never freed) or a region of a segment's mapping
     // (the stamp table, the tag table, the 8-byte epoch: `Regions::of`), which
     // the engine never unmaps (it swaps zero pages in at the same addresses
     // when the segment is dropped). So the region outlives any buffer over it,
     // and the finalizer has nothing to free. JavaScript only loads from these
     // buffers (atomically); nothing writes through them, so the `*mut` the call
-    // takes is never used to write. The words are aligned for the typed arrays
-    // put over them (4 bytes for the tables, 8 for the epoch and the clock).
+    // takes is never used to write (the meta block is written by this addon
+    // only, through its atomics, during a call, while no JavaScript runs on the
+    // thread). The words are aligned for the typed arrays
+    // put over them (4 bytes for the tables and the meta block, 8 for the epoch
+    // and the clock).
     let ab = unsafe { ArrayBuffer::from_external(env, ptr as *mut u8, len, (), |_, _| ()) }?;
     Ok((ab.as_ptr() == ptr).then_some(ab))
 }
