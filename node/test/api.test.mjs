@@ -270,6 +270,19 @@ describe('getOrSet', () => {
     assert.ok(reason instanceof LoadTimeoutError)
   })
 
+  test('a failing loader is answered with a value expired less than staleTtl ago', async () => {
+    const c = cache('gos-stale', { staleTtl: 60 })
+    assert.equal(await c.getOrSet('k', () => 'old', { ttl: 0.05 }), 'old')
+    await new Promise((r) => setTimeout(r, 120))
+    assert.equal(c.get('k'), undefined, 'expired')
+    assert.equal(await c.getOrSet('k', () => { throw new Error('db down') }), 'old')
+    assert.equal(c.stats().staleServed, 1)
+    const strict = cache('gos-nostale')
+    assert.equal(await strict.getOrSet('k', () => 'old', { ttl: 0.05 }), 'old')
+    await new Promise((r) => setTimeout(r, 120))
+    await assert.rejects(strict.getOrSet('k', () => { throw new Error('db down') }), /db down/)
+  })
+
   test('a value that cannot be stored is still returned', async () => {
     const c = cache('gos-unstorable')
     const d = new Date()

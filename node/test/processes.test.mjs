@@ -3,7 +3,7 @@
 // key among all the callers of getOrSet/fetch; waits leave the event loop free.
 import assert from 'node:assert/strict'
 import { after, describe, test } from 'node:test'
-import { Cache } from 'ziggurat'
+import { Cache, LoadTimeoutError } from 'ziggurat'
 import { agent, cacheName, removeCache } from './agents.mjs'
 
 const ROUNDS = 2000
@@ -136,6 +136,21 @@ describe('single flight', () => {
 
   test('Node.js and Python processes: one load per key', async () => {
     await oneLoadPerKey(['node', 'python', 'node', 'python'], ['a', 'b', 'c'])
+  })
+
+  test("a wait longer than loaderTimeout rejects with LoadTimeoutError", async () => {
+    const name = cacheName('sf-timeout')
+    const p = await start('python', name)
+    const c = new Cache(name, { size: '16MiB', loaderTimeout: 0.3 })
+    caches.push(c)
+    const loading = p.call({ op: 'getOrSet', key: 'slow', ms: 1500, value: 'late' })
+    while (c.get('loads:slow') !== 1) await new Promise((r) => setTimeout(r, 5))
+    await assert.rejects(
+      c.getOrSet('slow', () => 'from node'),
+      (e) => e instanceof LoadTimeoutError && /^Cache\.getOrSet\(\): .*loaderTimeout/.test(e.message),
+    )
+    assert.equal(await loading, 'late')
+    assert.equal(await c.getOrSet('slow', () => 'not called'), 'late')
   })
 
   test("waiting for another process's load leaves the event loop free", async () => {
