@@ -29,6 +29,8 @@ const CACHE_OPTIONS = [
   'avgItemSize',
   'lockTimeout',
   'hugePages',
+  'copy',
+  'debug',
 ]
 const SET_OPTIONS = ['ttl', 'tags']
 const GET_OR_SET_OPTIONS = ['ttl', 'tags', 'negTtl', 'staleTtl']
@@ -87,6 +89,13 @@ class Cache {
       throw new TypeError(`${M}: lockTimeout must be a number of seconds, not ${args.typeName(o.lockTimeout)}`)
     }
     const hugePages = o.hugePages === undefined ? 'auto' : args.string(o.hugePages, M, 'hugePages')
+    const copy = o.copy === undefined ? 'shared' : args.string(o.copy, M, 'copy')
+    if (copy !== 'shared' && copy !== 'copy') {
+      throw new RangeError(`${M}: copy must be 'shared' or 'copy', got ${JSON.stringify(copy)}`)
+    }
+    if (o.debug !== undefined && typeof o.debug !== 'boolean') {
+      throw new TypeError(`${M}: debug must be true or false, not ${args.typeName(o.debug)}`)
+    }
     try {
       this.#native = new native.NativeCache(name, {
         size,
@@ -107,7 +116,12 @@ class Cache {
     }
     if (this.#native.notice) process.emitWarning(this.#native.notice, 'ZigguratWarning')
     const words = l1Items > 0 ? this.#native.words() : null
-    this.#l1 = new L1(words ? l1Items : 0, words ?? [new ArrayBuffer(4), new ArrayBuffer(4), new ArrayBuffer(8)])
+    this.#l1 = new L1(
+      words ? l1Items : 0,
+      words ?? [new ArrayBuffer(4), new ArrayBuffer(4), new ArrayBuffer(8)],
+      copy,
+      o.debug === true,
+    )
     this.#loaderTimeout = loaderTimeout
     /** The cache's name. */
     this.name = name
@@ -353,7 +367,7 @@ class Cache {
     }
     const fk = typeof k === 'string' ? `s${k}` : `b${k.toString('latin1')}`
     const shared = this.#flights.get(fk)
-    if (shared !== undefined) return shared
+    if (shared !== undefined) return this.#l1.out(await shared)
     const p = this.#miss(k, loader, plan)
     this.#flights.set(fk, p)
     try {

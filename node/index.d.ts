@@ -40,6 +40,10 @@ export interface CacheOptions {
   lockTimeout?: number
   /** Huge pages for the segment: 'auto' (default), 'require' or 'off'. */
   hugePages?: 'auto' | 'require' | 'off'
+  /** What a hit returns: the cached object itself ('shared', default) or a shallow copy ('copy'). */
+  copy?: 'shared' | 'copy'
+  /** Deep-freeze the objects L1 keeps, so that a mutation throws in strict code (default false). */
+  debug?: boolean
 }
 
 export interface SetOptions {

@@ -30,12 +30,32 @@ if (!metaBuffer) {
 }
 const meta = new Uint32Array(metaBuffer)
 
+/** A copy of a cached object one level deep (arrays, plain objects, bytes). */
+function shallow(v) {
+  if (v === null || typeof v !== 'object') return v
+  if (Array.isArray(v)) return v.slice()
+  if (v instanceof Uint8Array) return Buffer.from(v)
+  return { ...v }
+}
+
+/** `v` and everything in it frozen (byte arrays cannot be frozen and are left as they are). */
+function deepFreeze(v) {
+  if (v === null || typeof v !== 'object' || ArrayBuffer.isView(v) || Object.isFrozen(v)) return v
+  Object.freeze(v)
+  for (const k of Object.keys(v)) deepFreeze(v[k])
+  return v
+}
+
 class L1 {
   /**
    * @param {number} max items kept (0: no L1)
    * @param {ArrayBuffer[]} words the stamp table, the tag table and the epoch
+   * @param {'shared' | 'copy'} copy what a hit returns: the cached object, or a shallow copy
+   * @param {boolean} debug deep-freeze the cached objects, so that a mutation throws
    */
-  constructor(max, words) {
+  constructor(max, words, copy, debug) {
+    this.copy = copy === 'copy'
+    this.debug = debug
     this.max = clock === null ? 0 : max
     this.strings = new Map()
     this.buffers = new Map()
@@ -79,7 +99,12 @@ class L1 {
       }
     }
     this.hits++
-    return e.value
+    return this.copy ? shallow(e.value) : e.value
+  }
+
+  /** What a caller gets of a value this L1 may share with other callers. */
+  out(v) {
+    return this.copy ? shallow(v) : v
   }
 
   /**
@@ -95,7 +120,7 @@ class L1 {
     if (!map.has(k) && this.size >= this.max) this.evict()
     const ntags = meta[8]
     map.set(k, {
-      value,
+      value: this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value,
       stamp: meta[2],
       seen: meta[3],
       epoch: meta[4],

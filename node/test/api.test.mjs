@@ -123,6 +123,32 @@ describe('reads and writes', () => {
     assert.equal(c.get('k'), undefined)
   })
 
+  test("copy: 'copy' returns a copy per hit; debug: true freezes cached objects", async () => {
+    const copied = cache('copy', { copy: 'copy' })
+    const v = { list: [1, 2], n: 1 }
+    copied.set('k', v)
+    v.n = 99
+    const a = copied.get('k')
+    const b = copied.get('k')
+    assert.deepEqual(a, { list: [1, 2], n: 1 })
+    assert.notEqual(a, b)
+    a.n = 2
+    assert.equal(copied.get('k').n, 1)
+
+    const shared = cache('shared')
+    shared.set('k', { n: 1 })
+    assert.equal(shared.get('k'), shared.get('k'))
+
+    const debug = cache('debug', { debug: true })
+    debug.set('k', { inner: { n: 1 }, list: [1] })
+    const d = debug.get('k')
+    assert.throws(() => { d.inner.n = 2 }, TypeError)
+    assert.throws(() => { d.list.push(2) }, TypeError)
+    const loaded = await debug.getOrSet('g', () => ({ x: { y: 1 } }))
+    assert.throws(() => { loaded.x.y = 2 }, TypeError)
+    assert.throws(() => cache('badcopy', { copy: 'deep' }), RangeError)
+  })
+
   test('ttl as seconds or a string; an expired value is gone', async () => {
     const c = cache('ttl')
     c.set('short', 1, { ttl: '50ms' })
