@@ -142,7 +142,13 @@ class Cache {
    * cache.get('post:1') // { title: 'Hello' } or undefined
    */
   get(key) {
-    const v = this.#get(key, 'get')
+    // The L1 hit is the common case: checked here, with no call but the L1's.
+    if (this.#closed) this.#open('get')
+    if (typeof key === 'string') {
+      const v = this.#l1.get(this.#l1.strings, key, MISS)
+      if (v !== MISS) return v
+    }
+    const v = this.#below(key, 'get')
     return v === MISS ? undefined : v
   }
 
@@ -152,6 +158,11 @@ class Cache {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) return v
     }
+    return this.#below(key, method)
+  }
+
+  /** A read that L1 did not answer for a string key (or any read of a Buffer key). */
+  #below(key, method) {
     const k = args.key(key, `Cache.${method}()`)
     if (typeof k !== 'string') {
       const v = this.#l1.get(this.#l1.buffers, k.toString('latin1'), MISS)
