@@ -443,7 +443,9 @@ class Cache {
     } catch (e) {
       clearTimeout(timer)
       const seconds = (performance.now() - t0) / 1000
-      if (!this.#closed) {
+      if (this.#closed) {
+        m.giveBack()
+      } else {
         const stale = this.#native.failed(m, seconds)
         const v = decode(stale, meta[0])
         if (v !== undefined) return v
@@ -452,7 +454,11 @@ class Cache {
     }
     clearTimeout(timer)
     const seconds = (performance.now() - t0) / 1000
-    if (this.#closed) return value ?? undefined
+    if (this.#closed) {
+      // Closed while loading: nothing is stored, and the others need not wait for the lease.
+      m.giveBack()
+      return value ?? undefined
+    }
     if (value === undefined || value === null) {
       try {
         this.#native.landNegative(m, seconds)
@@ -465,7 +471,7 @@ class Cache {
     try {
       enc = encode(value, M)
     } catch (e) {
-      this.#native.giveBack(m)
+      m.giveBack()
       this.#warn(key, e)
       return value
     }

@@ -9,7 +9,8 @@ from ziggurat import Cache
 
 name = sys.argv[1]
 size = sys.argv[2] if len(sys.argv) > 2 else "16MiB"
-cache = Cache(name, size=size, loader_timeout=20)
+timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 20.0
+cache = Cache(name, size=size, loader_timeout=timeout)
 
 
 def run(c):

@@ -33,12 +33,14 @@ export function cacheName(what) {
   return `nodetest-${what}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
 }
 
-/** An agent process of `lang` ('node' or 'python') on cache `name`. */
-export async function agent(lang, name) {
+/** An agent process of `lang` ('node' or 'python') on cache `name` (Python: with `loaderTimeout`). */
+export async function agent(lang, name, loaderTimeout = 20) {
   const child =
     lang === 'node'
       ? spawn(process.execPath, [join(here, 'agent.mjs'), name], { stdio: ['pipe', 'pipe', 'inherit'] })
-      : spawn(python(), [join(here, 'agent.py'), name], { stdio: ['pipe', 'pipe', 'inherit'] })
+      : spawn(python(), [join(here, 'agent.py'), name, '16MiB', String(loaderTimeout)], {
+          stdio: ['pipe', 'pipe', 'inherit'],
+        })
   const lines = createInterface({ input: child.stdout })
   const waiting = new Map()
   let ready

@@ -11,8 +11,8 @@ const agents = []
 const caches = []
 const names = new Set()
 
-async function start(lang, name) {
-  const a = await agent(lang, name)
+async function start(lang, name, loaderTimeout) {
+  const a = await agent(lang, name, loaderTimeout)
   agents.push(a)
   names.add(name)
   return a
@@ -151,6 +151,20 @@ describe('single flight', () => {
     )
     assert.equal(await loading, 'late')
     assert.equal(await c.getOrSet('slow', () => 'not called'), 'late')
+  })
+
+  test('a cache closed during its load gives the lease back: another process loads at once', async () => {
+    const name = cacheName('sf-close')
+    // Python waits at most 1 s for a lease holder: a lease left held fails its fetch.
+    const p = await start('python', name, 1)
+    const c = new Cache(name, { size: '16MiB', loaderTimeout: 30 })
+    let release
+    const loading = c.getOrSet('k', () => new Promise((r) => (release = r)))
+    await new Promise((r) => setTimeout(r, 20))
+    c.close()
+    release('from node')
+    assert.equal(await loading, 'from node')
+    assert.equal(await p.call({ op: 'getOrSet', key: 'k', ms: 0, value: 'from python' }), 'from python')
   })
 
   test("waiting for another process's load leaves the event loop free", async () => {

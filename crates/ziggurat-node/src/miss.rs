@@ -32,6 +32,9 @@ const WAIT: u32 = 3;
 /// One key's miss between the steps of `getOrSet`.
 #[napi]
 pub struct MissState {
+    /// The cache the miss belongs to, kept so that its lease can be given
+    /// back even once the JavaScript cache is closed.
+    cache: Arc<Cache>,
     key: Vec<u8>,
     step: u32,
     got: Option<NodeValue>,
@@ -48,6 +51,15 @@ impl MissState {
         self.step
     }
 
+    /// Gives the lease back without a result, if this miss still holds one
+    /// (a load abandoned, or ended after the cache was closed).
+    #[napi]
+    pub fn give_back(&mut self) {
+        if let Some(miss) = self.miss.take() {
+            self.cache.give_back(&self.key, &miss);
+        }
+    }
+
     /// The value found (step 0), once; the meta words say what it is.
     #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
     pub fn got(&mut self) -> Out {
@@ -61,6 +73,15 @@ impl MissState {
     }
 }
 
+impl Drop for MissState {
+    /// A miss JavaScript dropped while it held the key's lease (a path that
+    /// neither landed nor gave it back) gives it back when collected, rather
+    /// than leaving the other callers to wait for the lease's deadline.
+    fn drop(&mut self) {
+        self.give_back();
+    }
+}
+
 impl MissState {
     fn held(&self) -> Result<&Miss<NodeValue>> {
         self.miss
@@ -70,7 +91,7 @@ impl MissState {
 }
 
 /// A step as the state JavaScript holds.
-fn state(nc: &NativeCache, c: &Cache, key: Vec<u8>, step: Step<NodeValue>) -> MissState {
+fn state(nc: &NativeCache, c: &Arc<Cache>, key: Vec<u8>, step: Step<NodeValue>) -> MissState {
     let (code, got, miss) = match step {
         Step::Value(v, refresh) => {
             // Early refresh is off in this front end (refresh_ahead 0); a
@@ -85,6 +106,7 @@ fn state(nc: &NativeCache, c: &Cache, key: Vec<u8>, step: Step<NodeValue>) -> Mi
         Step::Wait(m) => (WAIT, None, Some(m)),
     };
     MissState {
+        cache: c.clone(),
         key,
         step: code,
         got,
@@ -114,6 +136,7 @@ impl Task for Sleeping {
 
     fn resolve(&mut self, _env: Env, _: ()) -> Result<MissState> {
         Ok(MissState {
+            cache: self.cache.clone(),
             key: std::mem::take(&mut self.key),
             step: WAIT,
             got: None,
@@ -243,12 +266,8 @@ impl NativeCache {
     }
 
     /// Gives the lease back without a result (the call was abandoned).
-    #[napi]
-    pub fn give_back(&self, m: &mut MissState) -> Result<()> {
-        let c = self.cache()?;
-        if let Some(miss) = m.miss.take() {
-            c.give_back(&m.key, &miss);
-        }
-        Ok(())
+    #[napi(js_name = "giveBack")]
+    pub fn give_back_of(&self, m: &mut MissState) {
+        m.give_back();
     }
 }
