@@ -113,6 +113,9 @@ describe('coherence', () => {
     assert.equal(c.stats().foreign, before + 1)
     assert.equal(c.has('tuple'), false)
     assert.equal(c.stats().foreign, before + 2)
+    // getOrSet loads a key it cannot read, and stores its own value in its place.
+    assert.deepEqual(await c.getOrSet('tuple', () => [1, 2]), [1, 2])
+    assert.deepEqual(await p.call({ op: 'get', key: 'tuple' }), [1, 2])
   })
 })
 
