@@ -322,8 +322,8 @@ class Cache {
     this.#open('invalidateTags')
     const list = tags.length === 1 && Array.isArray(tags[0]) ? tags[0] : tags
     if (list.length === 0) throw new TypeError(`${M}: give at least one tag`)
-    args.tags(list.length > 8 ? list.slice(0, 8) : list, M)
-    args.tags(list.slice(8).length ? list.slice(8) : undefined, M)
+    // Any number of tags may be invalidated at once (the limit of 8 is per entry).
+    for (let i = 0; i < list.length; i += 8) args.tags(list.slice(i, i + 8), M)
     try {
       this.#native.invalidateTags(list)
     } catch (e) {

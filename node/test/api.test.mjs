@@ -205,6 +205,9 @@ describe('reads and writes', () => {
     assert.equal(c.get('u'), 3)
     c.invalidateTags(['user:2'])
     assert.equal(c.get('u'), undefined)
+    c.set('many', 1, { tags: ['t9'] })
+    c.invalidateTags(...Array.from({ length: 12 }, (_, i) => `t${i}`))
+    assert.equal(c.get('many'), undefined)
   })
 
   test('clear empties the cache for every handle', () => {
