@@ -361,14 +361,14 @@ class Cache {
   async getOrSet(key, loader, options) {
     const M = 'Cache.getOrSet()'
     this.#open('getOrSet')
+    if (typeof loader !== 'function') {
+      throw new TypeError(`${M}: loader must be a function, not ${args.typeName(loader)}`)
+    }
     if (typeof key === 'string') {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) return v
     }
     const k = args.key(key, M)
-    if (typeof loader !== 'function') {
-      throw new TypeError(`${M}: loader must be a function, not ${args.typeName(loader)}`)
-    }
     const o = args.options(options, M, GET_OR_SET_OPTIONS)
     const plan = {
       ttl: args.optionalDuration(o.ttl, M, 'ttl'),

@@ -54,9 +54,9 @@ export interface SetOptions {
 }
 
 export interface GetOrSetOptions extends SetOptions {
-  /** How long a loader's undefined or null is cached (null: not cached). */
+  /** How long a loader's undefined or null is cached (default, or null: the cache's negTtl). */
   negTtl?: Duration | null
-  /** How long past its TTL a value may answer a failed load (null: off). */
+  /** How long past its TTL a value may answer a failed load (default, or null: the cache's staleTtl). */
   staleTtl?: Duration | null
 }
 
