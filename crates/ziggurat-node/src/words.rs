@@ -97,13 +97,6 @@ pub struct Regions {
     epoch: *const u8,
 }
 
-// SAFETY: the pointers are addresses of a mapping that stays mapped for the
-// rest of the process (see `Regions::of`); they are only ever read through
-// atomic loads, from any thread.
-unsafe impl Send for Regions {}
-// SAFETY: as for `Send`.
-unsafe impl Sync for Regions {}
-
 impl Regions {
     /// The regions of `main`, found from the handles the engine gives out for
     /// single words (`stamp_watch`, `tag_watch`, `epoch_watch`), which stay
