@@ -3,15 +3,16 @@
 //! mapping itself, so that a hit is checked with `Atomics.load` and no call
 //! into the addon. This is the addon's only `unsafe` code.
 //!
-//! The buffers are never written: the package's JavaScript only loads from
-//! them, and keeps them in private fields no other code can reach.
+//! JavaScript never writes through these buffers: the package only loads
+//! from them, and keeps them in private fields no other code can reach.
 //!
-//! Beside them, a clock: the engine's `now_ms()` (the clock of the entries'
-//! soft deadlines), stored by a thread of the addon every millisecond into a
-//! word JavaScript loads the same way. Checking an L1 entry's deadline then
-//! costs one atomic load instead of a call to `performance.now()`, several
-//! times dearer, and compares with the entry's own deadline, not one
-//! converted to another clock.
+//! Beside them, two blocks of the addon's own memory, shown the same way:
+//! a clock, the engine's `now_ms()` (the clock of the entries' soft
+//! deadlines) stored by a thread of the addon every millisecond, so that an
+//! L1 entry's deadline is checked with atomic loads rather than a call to
+//! `performance.now()`, several times dearer, and against the entry's own
+//! deadline, not one converted to another clock; and each thread's meta
+//! block, where a call says what it found beside its result.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Once;
@@ -71,17 +72,17 @@ pub fn clock<'env>(env: &'env Env) -> Result<Option<ArrayBuffer<'env>>> {
 fn external<'env>(env: &'env Env, ptr: *const u8, len: usize) -> Result<Option<ArrayBuffer<'env>>> {
     // SAFETY: every caller passes a region that stays readable for the rest of
     // the process: the clock word (a static), a thread's meta block (leaked, so
-    // never freed) or a region of a segment's mapping
-    // (the stamp table, the tag table, the 8-byte epoch: `Regions::of`), which
-    // the engine never unmaps (it swaps zero pages in at the same addresses
-    // when the segment is dropped). So the region outlives any buffer over it,
-    // and the finalizer has nothing to free. JavaScript only loads from these
-    // buffers (atomically); nothing writes through them, so the `*mut` the call
-    // takes is never used to write (the meta block is written by this addon
-    // only, through its atomics, during a call, while no JavaScript runs on the
-    // thread). The words are aligned for the typed arrays
-    // put over them (4 bytes for the tables and the meta block, 8 for the epoch
-    // and the clock).
+    // never freed) or a region of a segment's mapping (the stamp table, the tag
+    // table, the 8-byte epoch: `Regions::of`), which the engine never unmaps (it
+    // swaps zero pages in at the same addresses when the segment is dropped).
+    // So the region outlives any buffer over it, and the finalizer has nothing
+    // to free. JavaScript only loads from these buffers; nothing writes through
+    // them, so the `*mut` the call takes is never used to write. The words
+    // change under JavaScript only through atomics of their owners (other
+    // processes' writes, the clock thread, this addon's calls, which end before
+    // JavaScript runs on the thread again). The words are aligned for the typed
+    // arrays put over them (4 bytes for the tables and the meta block, 8 for
+    // the epoch and the clock).
     let ab = unsafe { ArrayBuffer::from_external(env, ptr as *mut u8, len, (), |_, _| ()) }?;
     Ok((ab.as_ptr() == ptr).then_some(ab))
 }
