@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 
-.PHONY: all build test lint pytest rust-test bench bench-http bench-scale stress demo demo-cluster blog clean wheel sdist
+.PHONY: all build test lint pytest rust-test node-build node-test bench bench-http bench-scale stress demo demo-cluster blog clean wheel sdist
 
 all: test
 
@@ -64,7 +64,24 @@ rust-test:
 pytest: build
 	$(PY) -m pytest -q -m "not stress" --doctest-modules python/ziggurat tests
 
-test: lint rust-test pytest
+# The Node.js package (node/): its tools from the lockfile, the addon built with napi-rs
+# (node/ziggurat.<platform>.node, from crates/ziggurat-node), then its tests with Node.js's
+# own runner. The cross-language tests drive Python workers of this checkout's build.
+NODE_SRC := $(RUST_SRC) node/package.json
+node/node_modules/.installed: node/package.json node/package-lock.json
+	cd node && npm ci --no-audit --no-fund
+	touch $@
+
+node/.built: $(NODE_SRC) node/node_modules/.installed
+	cd node && npm run build
+	touch $@
+
+node-build: node/.built
+
+node-test: node-build build
+	cd node && ZIGGURAT_PYTHON=$(abspath $(PY)) npm test
+
+test: lint rust-test pytest node-test
 
 # The documentation site (mkdocs.yml; the pages in docs/), built into site/. `make docs`
 # first draws the CLI's pictures again from the real command (docs/render_cli.py); both

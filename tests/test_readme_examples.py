@@ -412,6 +412,7 @@ ELSEWHERE = {
     "docs/guarantees.md",
     "docs/http.md",
     "docs/metrics.md",
+    "docs/node.md",
     "docs/packaging.md",
     "docs/security.md",
 }

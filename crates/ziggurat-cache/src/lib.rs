@@ -63,7 +63,9 @@
 //! type parameter.
 
 mod cache;
+mod cluster;
 mod counts;
+mod duration;
 mod entry;
 mod error;
 mod flight;
@@ -82,7 +84,9 @@ mod update;
 mod watch;
 
 pub use cache::{ttl_or_default, Body, Cache, Written};
+pub use cluster::{cluster_joined, CLUSTER_WORDS};
 pub use counts::{Counter, Counts, Took};
+pub use duration::{duration_text, parse_duration};
 pub use entry::{counter_payload, encode, refresh_due, seal, split, Kind, Trailer, TRAILER_LEN};
 pub use error::Error;
 pub use flight::{process_alive, snapshot, Flight, FlightKey, Next};

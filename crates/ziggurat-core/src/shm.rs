@@ -75,6 +75,14 @@ impl Word32 {
         // atomic, and an atomic load of read-only memory is allowed.
         unsafe { self.0.as_ref() }.load(Ordering::Acquire)
     }
+
+    /// The word's address, for a front end whose runtime loads the word
+    /// itself (a JavaScript typed array over the mapping): it stays mapped for
+    /// the rest of the process, as for [`Word32::load`]. Only loads are allowed.
+    #[inline]
+    pub fn as_ptr(self) -> *const AtomicU32 {
+        self.0.as_ptr()
+    }
 }
 
 impl Word64 {
@@ -83,6 +91,13 @@ impl Word64 {
     pub fn load(self) -> u64 {
         // SAFETY: as in `Word32::load` (made by `Shm::word64`, 8-aligned).
         unsafe { self.0.as_ref() }.load(Ordering::Acquire)
+    }
+    /// The word's address, for a front end whose runtime loads the word
+    /// itself (a JavaScript typed array over the mapping): it stays mapped for
+    /// the rest of the process, as for [`Word64::load`]. Only loads are allowed.
+    #[inline]
+    pub fn as_ptr(self) -> *const AtomicU64 {
+        self.0.as_ptr()
     }
 }
 

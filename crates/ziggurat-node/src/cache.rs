@@ -1,0 +1,514 @@
+//! `NativeCache`: one cache's two segments, opened by name with the same
+//! `open_pair` as the Python front end (both languages attach to one pair of
+//! files), and every call of the JavaScript `Cache` that is not a miss.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::{ArrayBuffer, BigInt, Buffer, Either};
+use napi::{Env, Result};
+use napi_derive::napi;
+use ziggurat_cache::{
+    cluster_joined, duration_text, open_pair, size_bytes, size_text, Body, Cache, CacheOptions,
+    Kind, Written,
+};
+use ziggurat_core::{HugePages, Options};
+
+use crate::codec::pickle_bytes;
+use crate::errors::{closed, invalid, to_napi};
+use crate::front::{found, int_out, keep, NodeFront, Out, NEGATIVE, NOTHING};
+use crate::words::Regions;
+
+/// How a cache is opened: the segment's options and the cache's defaults,
+/// checked by the JavaScript `Cache` for types and here for ranges.
+#[napi(object)]
+pub struct OpenOptions {
+    /// Bytes of entries: a number or a string like "256MiB" (none: 64 MiB, fitted).
+    pub size: Option<Either<f64, String>>,
+    /// Bytes of cached misses (none: a sixteenth of `size`, at least 1 MiB).
+    pub neg_size: Option<Either<f64, String>>,
+    /// The directory of the segment files.
+    pub directory: Option<String>,
+    /// The expected size of an entry, which sizes the index.
+    pub avg_item_size: Option<f64>,
+    /// Seconds a write waits for a shard lock.
+    pub lock_timeout: Option<f64>,
+    /// "auto", "require" or "off".
+    pub huge_pages: Option<String>,
+    /// Seconds a value lives.
+    pub ttl: f64,
+    /// Seconds a loader's miss is cached (none: not cached).
+    pub neg_ttl: Option<f64>,
+    /// Seconds a stale value may answer a failed load (none: off).
+    pub stale_ttl: Option<f64>,
+    /// The fraction of a loaded TTL taken off at random.
+    pub jitter: f64,
+    /// Seconds a waiter waits for another caller's load.
+    pub loader_timeout: f64,
+    /// Whether the caller keeps an L1 (and so wants the words it watches).
+    pub l1: bool,
+}
+
+/// This process's counters of the cache, for `stats()`.
+#[napi(object)]
+pub struct Counts {
+    /// Reads that went below L1.
+    pub l1_misses: f64,
+    /// Fresh values read from the segment.
+    pub l2_hits: f64,
+    /// Reads of the segment that found nothing usable.
+    pub l2_misses: f64,
+    /// Cached misses read.
+    pub neg_hits: f64,
+    /// Entries this process could not read (another language's pickles).
+    pub foreign: f64,
+    /// Loader calls.
+    pub loads: f64,
+    /// Loader calls that failed.
+    pub load_errors: f64,
+    /// Sleeps on another caller's load.
+    pub waits: f64,
+    /// Leases taken from a dead holder.
+    pub takeovers: f64,
+    /// Failed loads answered with a stale value.
+    pub stale_served: f64,
+    /// The segment's own figures (entries, bytes, evictions...), host-wide.
+    pub host: Vec<HostFigure>,
+}
+
+/// One figure of the segment.
+#[napi(object)]
+pub struct HostFigure {
+    /// Its name.
+    pub name: String,
+    /// Its value.
+    pub value: f64,
+}
+
+/// A key as JavaScript passes it: a string (its UTF-8, checked for lone
+/// surrogates by the caller) or a Buffer.
+pub type KeyArg = Either<String, Buffer>;
+
+/// The bytes of a key argument.
+pub fn key_bytes(k: &KeyArg) -> &[u8] {
+    match k {
+        Either::A(s) => s.as_bytes(),
+        Either::B(b) => b,
+    }
+}
+
+/// The tags as the Cache takes them.
+pub fn tag_bytes(tags: Option<Vec<String>>) -> Vec<Vec<u8>> {
+    tags.unwrap_or_default()
+        .into_iter()
+        .map(String::into_bytes)
+        .collect()
+}
+
+/// One cache as a Node.js process uses it.
+#[napi]
+pub struct NativeCache {
+    pub(crate) cache: Option<Arc<Cache>>,
+    pub(crate) name: String,
+    pub(crate) regions: Option<Regions>,
+    pub(crate) foreign: Arc<AtomicU64>,
+    notice: Option<String>,
+}
+
+fn size_of(v: Option<Either<f64, String>>) -> Result<Option<u64>> {
+    let r = match v {
+        None => return Ok(None),
+        Some(Either::A(n)) if n.fract() == 0.0 => size_bytes(n as i128),
+        Some(Either::A(n)) => {
+            return Err(invalid(format!(
+                "size must be a whole number of bytes, got {n}"
+            )))
+        }
+        Some(Either::B(s)) => size_text(&s),
+    };
+    r.map(Some).map_err(to_napi)
+}
+
+#[napi]
+impl NativeCache {
+    /// Opens (or creates) the cache `name`: the segments `name` and
+    /// `name.neg`, as every front end does.
+    #[napi(constructor)]
+    pub fn new(name: String, o: OpenOptions) -> Result<NativeCache> {
+        let avg = o.avg_item_size.unwrap_or(256.0);
+        if !(avg.fract() == 0.0 && (32.0..=16_777_216.0).contains(&avg)) {
+            return Err(invalid(format!(
+                "avgItemSize must be a whole number of bytes from 32 to 16777216, got {avg}"
+            )));
+        }
+        let lock = o.lock_timeout.unwrap_or(0.5);
+        if !(lock.is_finite() && lock > 0.0) {
+            return Err(invalid(format!(
+                "lockTimeout must be a finite number of seconds > 0, got {lock}"
+            )));
+        }
+        let huge = HugePages::parse(o.huge_pages.as_deref().unwrap_or("auto"))
+            .map_err(|e| invalid(e.to_string().replace("huge_pages", "hugePages")))?;
+        let defaults = CacheOptions {
+            ttl: o.ttl,
+            neg_ttl: o.neg_ttl,
+            stale_ttl: o.stale_ttl,
+            jitter: o.jitter,
+            loader_timeout: o.loader_timeout,
+            refresh_ahead: 0.0,
+            degraded_ttl: None,
+        }
+        .checked()
+        .map_err(|e| invalid(camel(&e.to_string())))?;
+        let size = size_of(o.size)?;
+        let neg_size =
+            size_of(o.neg_size).map_err(|e| invalid(e.reason.replace("size", "negSize")))?;
+        let opts = Options {
+            directory: PathBuf::from(o.directory.unwrap_or_else(|| "/dev/shm".into())),
+            avg_item_size: avg as u64,
+            lock_timeout: Duration::from_secs_f64(lock.min(3600.0)),
+            huge_pages: huge,
+            ..Options::default()
+        };
+        let pair = open_pair(&name, size, neg_size, &opts).map_err(|e| to_napi(e.into()))?;
+        if cluster_joined(&pair.main) {
+            return Err(clustered(&name));
+        }
+        let regions = o.l1.then(|| Regions::of(&pair.main));
+        let cache = Cache::new(
+            Some(Arc::new(pair.main)),
+            Some(Arc::new(pair.neg)),
+            defaults,
+            o.l1,
+        )
+        .map_err(to_napi)?;
+        Ok(NativeCache {
+            cache: Some(Arc::new(cache)),
+            name,
+            regions,
+            foreign: Arc::new(AtomicU64::new(0)),
+            notice: pair.notice,
+        })
+    }
+
+    /// The notice of an open that fitted the default size to the directory.
+    #[napi(getter)]
+    pub fn notice(&self) -> Option<String> {
+        self.notice.clone()
+    }
+
+    /// The stamp table, the tag table and the epoch as buffers over the
+    /// mapping (for `Atomics.load`); null when this runtime cannot map them
+    /// (the caller then keeps no L1).
+    #[napi]
+    pub fn words<'env>(&self, env: &'env Env) -> Result<Option<Vec<ArrayBuffer<'env>>>> {
+        match &self.regions {
+            Some(r) => Ok(r.buffers(env)?.map(Vec::from)),
+            None => Ok(None),
+        }
+    }
+
+    /// The engine's clock (ms, two 32-bit halves, low first) as a buffer
+    /// that a thread of the addon keeps current; null when this runtime
+    /// cannot map it. One per process: the package asks once.
+    #[napi]
+    pub fn clock(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
+        crate::words::clock(env)
+    }
+
+    pub(crate) fn cache(&self) -> Result<&Arc<Cache>> {
+        self.cache.as_ref().ok_or_else(|| closed(&self.name))
+    }
+
+    /// The cache for a write: refused once a cluster tier joined the segment.
+    fn for_write(&self) -> Result<&Arc<Cache>> {
+        let c = self.cache()?;
+        if c.main().is_some_and(|m| cluster_joined(m)) {
+            return Err(clustered(&self.name));
+        }
+        Ok(c)
+    }
+
+    /// This thread's meta words (what each call found, beside its result)
+    /// as a buffer; null when this runtime cannot map it.
+    #[napi]
+    pub fn meta(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
+        crate::words::meta_buffer(env)
+    }
+
+    /// Reads `key` below L1: the value, the meta words saying what it is.
+    #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
+    pub fn read(&self, key: KeyArg) -> Result<Out> {
+        let c = self.cache()?;
+        let k = key_bytes(&key);
+        ziggurat_cache::check_key(k).map_err(to_napi)?;
+        c.counts().l1_misses.bump();
+        let mut f = NodeFront {
+            foreign: &self.foreign,
+        };
+        Ok(match c.read(k, None, false, &mut f)? {
+            ziggurat_cache::Read::Fresh(v, _) => v.out(self.regions.as_ref()),
+            ziggurat_cache::Read::Negative(_) => {
+                found(NEGATIVE);
+                None
+            }
+            _ => {
+                found(NOTHING);
+                None
+            }
+        })
+    }
+
+    /// Stores a value: JSON text (`code` 1, in `text`), bytes (2, `bytes`)
+    /// or a counter (3, `num` or `big`), for `ttl` seconds with `tags`.
+    /// Whether JavaScript may keep it in L1 (the meta words then say what
+    /// the entry watches).
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn store(
+        &self,
+        key: KeyArg,
+        code: u32,
+        text: Option<String>,
+        bytes: Option<Buffer>,
+        num: Option<f64>,
+        big: Option<BigInt>,
+        ttl: Option<f64>,
+        tags: Option<Vec<String>>,
+    ) -> Result<bool> {
+        let c = self.for_write()?;
+        let k = key_bytes(&key);
+        ziggurat_cache::check_key(k).map_err(to_napi)?;
+        let tags = tag_bytes(tags);
+        ziggurat_cache::check_tags(&tags).map_err(to_napi)?;
+        let ttl = ziggurat_cache::ttl_or_default(ttl, "ttl")
+            .map_err(to_napi)?
+            .unwrap_or(c.options().ttl);
+        let stale = c.options().stale_ttl.unwrap_or(0.0);
+        let (body, kind) = payload(code, text, bytes, num, big)?;
+        let w = c
+            .store(k, None, body, kind, ttl, stale, &tags, || ())
+            .map_err(to_napi)?;
+        Ok(self.kept(&w))
+    }
+
+    /// Whether JavaScript may keep what a write left in L1, the meta words
+    /// saying what the entry watches.
+    pub(crate) fn kept(&self, w: &Written) -> bool {
+        let (Some(r), Some(kept)) = (self.regions.as_ref(), w.kept.as_ref()) else {
+            return false;
+        };
+        keep(r, &kept.watch, &kept.tags, &w.trailer);
+        true
+    }
+
+    /// Stores a value only if the key holds no fresh one; whether it did.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn add(
+        &self,
+        key: KeyArg,
+        code: u32,
+        text: Option<String>,
+        bytes: Option<Buffer>,
+        num: Option<f64>,
+        big: Option<BigInt>,
+        ttl: Option<f64>,
+        tags: Option<Vec<String>>,
+    ) -> Result<bool> {
+        let c = self.for_write()?;
+        let k = key_bytes(&key);
+        ziggurat_cache::check_key(k).map_err(to_napi)?;
+        let tags = tag_bytes(tags);
+        ziggurat_cache::check_tags(&tags).map_err(to_napi)?;
+        let ttl = ziggurat_cache::ttl_or_default(ttl, "ttl").map_err(to_napi)?;
+        let (body, kind) = payload(code, text, bytes, num, big)?;
+        let p = match &body {
+            Body::Bytes(b) => b,
+            Body::Owned(v) => v.as_slice(),
+        };
+        c.add(k, p, kind, ttl, &tags).map_err(to_napi)
+    }
+
+    /// Adds `delta` to the counter under `key` (a missing key starts from
+    /// `start`); the new value.
+    #[napi]
+    pub fn incr(
+        &self,
+        key: KeyArg,
+        delta: BigInt,
+        start: Option<BigInt>,
+        tags: Option<Vec<String>>,
+    ) -> Result<Either<f64, BigInt>> {
+        let c = self.for_write()?;
+        let k = key_bytes(&key);
+        ziggurat_cache::check_key(k).map_err(to_napi)?;
+        let tags = tag_bytes(tags);
+        ziggurat_cache::check_tags(&tags).map_err(to_napi)?;
+        let delta = int64(&delta, "delta")?;
+        let start = start.map(|s| int64(&s, "default")).transpose()?;
+        let n = c.incr(k, delta, start, &tags).map_err(to_napi)?;
+        Ok(match int_out(n) {
+            napi::bindgen_prelude::Either4::C(f) => Either::A(f),
+            napi::bindgen_prelude::Either4::D(b) => Either::B(b),
+            _ => Either::A(n as f64),
+        })
+    }
+
+    /// A new lifetime of `ttl` seconds (none: the cache's) for the fresh
+    /// value under `key`; whether there was one.
+    #[napi]
+    pub fn touch(&self, key: KeyArg, ttl: Option<f64>) -> Result<bool> {
+        let c = self.for_write()?;
+        let k = key_bytes(&key);
+        ziggurat_cache::check_key(k).map_err(to_napi)?;
+        let ttl = ziggurat_cache::ttl_or_default(ttl, "ttl").map_err(to_napi)?;
+        c.touch(k, ttl).map_err(to_napi)
+    }
+
+    /// Removes the value of `key`; whether there was one.
+    #[napi]
+    pub fn delete(&self, key: KeyArg) -> Result<bool> {
+        let c = self.for_write()?;
+        let k = key_bytes(&key);
+        ziggurat_cache::check_key(k).map_err(to_napi)?;
+        c.delete(k).map_err(to_napi)
+    }
+
+    /// Voids every entry carrying any of `tags`, in every process.
+    #[napi]
+    pub fn invalidate_tags(&self, tags: Vec<String>) -> Result<()> {
+        let c = self.for_write()?;
+        let tags = tag_bytes(Some(tags));
+        if tags.iter().any(|t| t.is_empty()) {
+            return Err(invalid("a tag must not be empty"));
+        }
+        c.invalidate_tags(&tags).map_err(to_napi)
+    }
+
+    /// Empties the cache for every process.
+    #[napi]
+    pub fn clear(&self) -> Result<()> {
+        self.for_write()?.clear().map_err(to_napi)
+    }
+
+    /// Seconds of a duration string ("5m"), checked as a TTL named `what`.
+    #[napi]
+    pub fn duration(text: String, what: String) -> Result<f64> {
+        let s = duration_text(&text, &what).map_err(to_napi)?;
+        ziggurat_cache::check_ttl(s, &what).map_err(to_napi)
+    }
+
+    /// Bytes of a size string ("256MiB").
+    #[napi]
+    pub fn size(text: String) -> Result<f64> {
+        size_text(&text).map(|n| n as f64).map_err(to_napi)
+    }
+
+    /// This process's counters and the segment's figures.
+    #[napi]
+    pub fn counts(&self) -> Result<Counts> {
+        let c = self.cache()?;
+        let n = c.counts();
+        let f = |x: &ziggurat_cache::Counter| x.get() as f64;
+        let host = c
+            .main()
+            .map(|m| {
+                m.stats()
+                    .into_iter()
+                    .map(|(name, value)| HostFigure {
+                        name: name.to_string(),
+                        value: value as f64,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Counts {
+            l1_misses: f(&n.l1_misses),
+            l2_hits: f(&n.l2_hits),
+            l2_misses: f(&n.l2_misses),
+            neg_hits: f(&n.neg_hits),
+            foreign: self.foreign.load(Ordering::Relaxed) as f64,
+            loads: f(&n.loads),
+            load_errors: f(&n.load_errors),
+            waits: f(&n.waits),
+            takeovers: f(&n.takeovers),
+            stale_served: f(&n.stale_served),
+            host,
+        })
+    }
+
+    /// Detaches this process (the files stay for the others).
+    #[napi]
+    pub fn close(&mut self) {
+        self.cache = None;
+    }
+
+    /// Removes both files (the processes attached keep their mapping).
+    #[napi]
+    pub fn unlink(&self) -> Result<()> {
+        let c = self.cache()?;
+        for s in [c.main(), c.neg()].into_iter().flatten() {
+            s.unlink().map_err(|e| to_napi(e.into()))?;
+        }
+        Ok(())
+    }
+}
+
+/// The refusal of a cache joined to a cluster tier.
+fn clustered(name: &str) -> napi::Error {
+    napi::Error::new(
+        napi::Status::GenericFailure,
+        format!(
+            "cache {name:?} is joined to a cluster tier (Redis) by Python workers (redis=), \
+             which Node.js cannot take part in yet: a write from here would reach this host \
+             only and leave the other hosts stale. Use this cache from Python, or give the \
+             Node.js workers a cache without redis="
+        ),
+    )
+}
+
+/// A value's body and kind from the JavaScript side's encoding.
+pub(crate) fn payload(
+    code: u32,
+    text: Option<String>,
+    bytes: Option<Buffer>,
+    num: Option<f64>,
+    big: Option<BigInt>,
+) -> Result<(Body<'static>, Kind)> {
+    match (code, text, bytes) {
+        (1, Some(t), _) => Ok((Body::Owned(t.into_bytes()), Kind::Value)),
+        (2, _, Some(b)) => Ok((Body::Owned(pickle_bytes(&b)), Kind::Value)),
+        (3, _, _) => {
+            let n = match (num, big) {
+                (Some(n), _) => n as i64,
+                (None, Some(b)) => int64(&b, "value")?,
+                _ => return Err(invalid("a counter needs its value")),
+            };
+            Ok((Body::Owned(n.to_le_bytes().to_vec()), Kind::Counter))
+        }
+        _ => Err(invalid(format!("unknown value encoding {code}"))),
+    }
+}
+
+/// A BigInt argument that fits in 64 bits.
+fn int64(b: &BigInt, what: &str) -> Result<i64> {
+    match b.get_i64() {
+        (n, true) => Ok(n),
+        _ => Err(napi::Error::new(
+            napi::Status::NumberExpected,
+            format!("{what} must fit in a signed 64-bit integer"),
+        )),
+    }
+}
+
+/// A message of the Cache's option rules with the options named as the
+/// JavaScript API names them.
+pub(crate) fn camel(m: &str) -> String {
+    m.replace("neg_ttl", "negTtl")
+        .replace("stale_ttl", "staleTtl")
+        .replace("loader_timeout", "loaderTimeout")
+        .replace("math.inf", "Infinity")
+}

@@ -1,0 +1,172 @@
+//! What a read below L1 hands to JavaScript: the value (JSON text, bytes or
+//! a counter, see `codec`) as the call's result, and beside it, in the
+//! thread's meta words (`words::meta`), what was found and the words an L1
+//! entry of it watches. Words, not an object: a JavaScript object made per
+//! read would cost more than the read itself.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use napi::bindgen_prelude::{BigInt, Buffer, Either4};
+use ziggurat_cache::{Error, Found, Front, L1Watch, Payload, Trailer, Watch32};
+
+use crate::codec::{decode, Decoded};
+use crate::errors::to_napi;
+use crate::words::{meta, Regions};
+
+/// A value as JavaScript receives it: JSON text, bytes, a counter within
+/// 2^53, or one beyond it; None for nothing.
+pub type Out = Option<Either4<String, Buffer, f64, BigInt>>;
+
+/// What a call found (meta word 0).
+pub const NOTHING: u32 = 0;
+/// JSON text.
+pub const JSON_TEXT: u32 = 1;
+/// Bytes.
+pub const BYTES: u32 = 2;
+/// A counter.
+pub const COUNTER: u32 = 3;
+/// A cached miss.
+pub const NEGATIVE: u32 = 4;
+
+/// Meta words: 0 what was found, 1 whether an L1 may keep it, 2 the index of
+/// the key's stamp, 3 its value, 4 and 5 the epoch (low, high), 6 and 7 the
+/// soft deadline in ms of the engine's clock (low, high; both 0: never), 8
+/// the number of tags, then each tag's cell and version.
+const KEPT: usize = 1;
+const TAGS: usize = 8;
+
+/// Says in the meta words that the call found `code`, with nothing to keep.
+pub fn found(code: u32) {
+    let m = meta();
+    m[0].store(code, Ordering::Relaxed);
+    m[KEPT].store(0, Ordering::Relaxed);
+}
+
+/// Says in the meta words what an L1 entry of the value watches.
+pub fn keep(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
+    let m = meta();
+    let put = |i: usize, v: u32| m[i].store(v, Ordering::Relaxed);
+    put(KEPT, 1);
+    put(2, r.stamp_index(w.stamp.word.as_ptr() as *const u32));
+    put(3, w.stamp.seen);
+    put(4, w.epoch.seen as u32);
+    put(5, (w.epoch.seen >> 32) as u32);
+    put(6, t.soft as u32);
+    put(7, (t.soft >> 32) as u32);
+    put(TAGS, tags.len() as u32);
+    for (i, tag) in tags.iter().enumerate() {
+        put(
+            TAGS + 1 + 2 * i,
+            r.tag_index(tag.word.as_ptr() as *const u32),
+        );
+        put(TAGS + 2 + 2 * i, tag.seen);
+    }
+}
+
+/// A value read below L1, still in Rust (a miss's stale value waits in it).
+pub struct NodeValue {
+    data: Decoded,
+    keep: Option<(L1Watch, Vec<Watch32>, Trailer)>,
+}
+
+impl NodeValue {
+    /// The value as JavaScript receives it; the meta words say what it is
+    /// and, with `regions`, what an L1 entry of it watches.
+    pub fn out(self, regions: Option<&Regions>) -> Out {
+        let (code, v) = match self.data {
+            Decoded::Json(s) => (JSON_TEXT, Either4::A(s)),
+            Decoded::Bytes(b) => (BYTES, Either4::B(b.into())),
+            Decoded::Int(n) => (COUNTER, int_out(n)),
+        };
+        found(code);
+        if let (Some((w, tags, t)), Some(r)) = (&self.keep, regions) {
+            keep(r, w, tags, t);
+        }
+        Some(v)
+    }
+
+    /// A copy (a miss's stale value is kept while a step hands it on).
+    pub fn copy(&self) -> NodeValue {
+        NodeValue {
+            data: match &self.data {
+                Decoded::Json(s) => Decoded::Json(s.clone()),
+                Decoded::Bytes(b) => Decoded::Bytes(b.clone()),
+                Decoded::Int(n) => Decoded::Int(*n),
+            },
+            keep: None,
+        }
+    }
+}
+
+/// A counter as JavaScript receives it: a number within 2^53, else a BigInt.
+pub fn int_out(n: i64) -> Either4<String, Buffer, f64, BigInt> {
+    const SAFE: i64 = (1 << 53) - 1;
+    if (-SAFE..=SAFE).contains(&n) {
+        Either4::C(n as f64)
+    } else {
+        Either4::D(BigInt::from(n))
+    }
+}
+
+/// The front end's side of one read: payloads as vectors, decoded for
+/// JavaScript; values it cannot read are counted as foreign.
+pub struct NodeFront<'a> {
+    /// Entries this process could not read (pickles of Python objects).
+    pub foreign: &'a AtomicU64,
+}
+
+impl Payload for NodeFront<'_> {
+    type Out = Vec<u8>;
+
+    fn copied(&mut self, bytes: &[u8]) -> Vec<u8> {
+        bytes.to_vec()
+    }
+
+    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        write(&mut v);
+        v
+    }
+}
+
+impl NodeFront<'_> {
+    fn value(&mut self, found: Found<Vec<u8>>, keep: bool) -> Option<NodeValue> {
+        let t = found.trailer;
+        let Some(data) = decode(t.kind, found.payload) else {
+            self.foreign.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        let keep = if keep {
+            found.keep.map(|w| (w, found.tags, t))
+        } else {
+            None
+        };
+        Some(NodeValue { data, keep })
+    }
+}
+
+impl Front for NodeFront<'_> {
+    type Value = NodeValue;
+    type Error = napi::Error;
+
+    fn l1(&mut self) -> Result<Option<Option<NodeValue>>, napi::Error> {
+        // The L1 is JavaScript's, asked before any call into the addon.
+        Ok(None)
+    }
+
+    fn fresh(&mut self, found: Found<Vec<u8>>) -> Result<Option<NodeValue>, napi::Error> {
+        Ok(self.value(found, true))
+    }
+
+    fn stale(&mut self, found: Found<Vec<u8>>) -> Option<NodeValue> {
+        self.value(found, false)
+    }
+
+    fn negative(&mut self, _found: Found<()>) {
+        // Cached misses are not kept in the JavaScript L1: each is read again.
+    }
+
+    fn error(&mut self, e: Error) -> napi::Error {
+        to_napi(e)
+    }
+}

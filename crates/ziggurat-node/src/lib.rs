@@ -1,0 +1,23 @@
+//! The Node.js front end of ziggurat: a napi-rs addon that converts values
+//! and drives `ziggurat_cache::Cache`, nothing more. The Cache's rules (what a
+//! read finds, when an L1 copy may be kept, leases, stores, counters, tags,
+//! clears) live in ziggurat-cache; the JavaScript package (`node/`) keeps the
+//! L1 of live objects, calls the loaders and validates its L1 hits with
+//! `Atomics.load` on the mapped words that this addon exposes.
+//!
+//! - `cache`: the `NativeCache` class: open by name, reads, writes, counters.
+//! - `miss`: every call into the Cache's miss path (`getOrSet`).
+//! - `front`: what a read below L1 hands to JavaScript.
+//! - `codec`: the payloads shared with the Python front end.
+//! - `words`: the mapped words as JavaScript array buffers (the only `unsafe`).
+//! - `errors`: the Cache's errors as JavaScript exceptions.
+
+mod cache;
+mod codec;
+mod errors;
+mod front;
+mod miss;
+#[allow(unsafe_code)]
+mod words;
+
+pub use cache::NativeCache;

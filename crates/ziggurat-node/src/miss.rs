@@ -1,0 +1,273 @@
+//! `getOrSet` below the JavaScript L1: every call into the Cache's miss path
+//! is in this file (plan, begin, the waits, after a wait, and how a load
+//! ends: land and store, a cached miss, a failure, a give-back), so that a
+//! change of that API is made here alone.
+//!
+//! A miss is a `MissState` that JavaScript hands back at each step. Waits
+//! for another caller's load run on libuv's thread pool (an `AsyncTask`),
+//! never on the event loop. Loaders are JavaScript's: one promise per key
+//! per process (the package shares it among concurrent callers), one lease
+//! per key per host.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer};
+use napi::{Env, Result, Task};
+use napi_derive::napi;
+use ziggurat_cache::{Cache, Miss, Step, Took};
+
+use crate::cache::{payload, tag_bytes, KeyArg, NativeCache};
+use crate::errors::{invalid, to_napi};
+use crate::front::{found, NodeFront, NodeValue, Out, NOTHING};
+
+/// A value was found: `got()` has it.
+const VALUE: u32 = 0;
+/// A cached miss was found.
+const NEGATIVE: u32 = 1;
+/// This process holds the key's lease: run the loader, then land it.
+const LOAD: u32 = 2;
+/// Another caller loads: `wait`, then `afterWait`.
+const WAIT: u32 = 3;
+
+/// One key's miss between the steps of `getOrSet`.
+#[napi]
+pub struct MissState {
+    /// The cache the miss belongs to, kept so that its lease can be given
+    /// back even once the JavaScript cache is closed.
+    cache: Arc<Cache>,
+    key: Vec<u8>,
+    step: u32,
+    got: Option<NodeValue>,
+    miss: Option<Miss<NodeValue>>,
+    /// Whether `got` may be kept in L1 (the cache had the mapped words).
+    words: Option<crate::words::Regions>,
+}
+
+#[napi]
+impl MissState {
+    /// The step to act on (0 value, 1 cached miss, 2 load, 3 wait).
+    #[napi(getter)]
+    pub fn step(&self) -> u32 {
+        self.step
+    }
+
+    /// Gives the lease back without a result, if this miss still holds one
+    /// (a load abandoned, or ended after the cache was closed).
+    #[napi]
+    pub fn give_back(&mut self) {
+        if let Some(miss) = self.miss.take() {
+            self.cache.give_back(&self.key, &miss);
+        }
+    }
+
+    /// The value found (step 0), once; the meta words say what it is.
+    #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
+    pub fn got(&mut self) -> Out {
+        match self.got.take() {
+            Some(v) => v.out(self.words.as_ref()),
+            None => {
+                found(NOTHING);
+                None
+            }
+        }
+    }
+}
+
+impl Drop for MissState {
+    /// A miss JavaScript dropped while it held the key's lease (a path that
+    /// neither landed nor gave it back) gives it back when collected, rather
+    /// than leaving the other callers to wait for the lease's deadline.
+    fn drop(&mut self) {
+        self.give_back();
+    }
+}
+
+impl MissState {
+    fn held(&self) -> Result<&Miss<NodeValue>> {
+        self.miss
+            .as_ref()
+            .ok_or_else(|| invalid("this miss has ended"))
+    }
+}
+
+/// A step as the state JavaScript holds.
+fn state(nc: &NativeCache, c: &Arc<Cache>, key: Vec<u8>, step: Step<NodeValue>) -> MissState {
+    let (code, got, miss) = match step {
+        Step::Value(v, refresh) => {
+            // Early refresh is off in this front end (refresh_ahead 0); a
+            // refresh lease, were one taken, is given back at once.
+            if let Some(r) = refresh {
+                c.give_back(&key, &r);
+            }
+            (VALUE, Some(v), None)
+        }
+        Step::Negative => (NEGATIVE, None, None),
+        Step::Load(m) | Step::NoSegment(m) => (LOAD, None, Some(m)),
+        Step::Wait(m) => (WAIT, None, Some(m)),
+    };
+    MissState {
+        cache: c.clone(),
+        key,
+        step: code,
+        got,
+        miss,
+        words: nc.regions,
+    }
+}
+
+/// A wait for another caller's load, on libuv's thread pool.
+pub struct Sleeping {
+    cache: Arc<Cache>,
+    key: Vec<u8>,
+    miss: Option<Miss<NodeValue>>,
+}
+
+impl Task for Sleeping {
+    type Output = ();
+    type JsValue = MissState;
+
+    fn compute(&mut self) -> Result<()> {
+        let Some(m) = self.miss.as_ref() else {
+            return Ok(());
+        };
+        self.cache.sleep(&self.key, m).map_err(to_napi)?.run();
+        Ok(())
+    }
+
+    fn resolve(&mut self, _env: Env, _: ()) -> Result<MissState> {
+        Ok(MissState {
+            cache: self.cache.clone(),
+            key: std::mem::take(&mut self.key),
+            step: WAIT,
+            got: None,
+            miss: self.miss.take(),
+            words: None,
+        })
+    }
+}
+
+fn took(seconds: f64) -> Took {
+    Took::seconds(seconds)
+}
+
+#[napi]
+impl NativeCache {
+    /// The first step after the JavaScript L1 missed `key`: the call's
+    /// options checked (before any loader runs), then the lease and a read.
+    #[napi]
+    pub fn begin(
+        &self,
+        key: KeyArg,
+        ttl: Option<f64>,
+        neg_ttl: Option<f64>,
+        stale_ttl: Option<f64>,
+        tags: Option<Vec<String>>,
+    ) -> Result<MissState> {
+        let c = self.cache()?;
+        let k = crate::cache::key_bytes(&key).to_vec();
+        ziggurat_cache::check_key(&k).map_err(to_napi)?;
+        let plan = c
+            .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
+            .map_err(|e| invalid(crate::cache::camel(&e.to_string())))?;
+        c.counts().l1_misses.bump();
+        let mut f = NodeFront {
+            foreign: &self.foreign,
+        };
+        let step = c.begin(&k, plan, &mut f)?;
+        Ok(state(self, c, k, step))
+    }
+
+    /// Waits (off the event loop) until the holder of the key's lease
+    /// releases it, a slice passes or `loaderTimeout` does (then rejects
+    /// with a timeout); then call `afterWait`.
+    #[napi(ts_return_type = "Promise<MissState>")]
+    pub fn wait(&self, m: &mut MissState) -> Result<AsyncTask<Sleeping>> {
+        let c = self.cache()?;
+        if m.step != WAIT || m.miss.is_none() {
+            return Err(invalid("wait() follows a wait step"));
+        }
+        Ok(AsyncTask::new(Sleeping {
+            cache: c.clone(),
+            key: std::mem::take(&mut m.key),
+            miss: m.miss.take(),
+        }))
+    }
+
+    /// The step after a wait: the value if it landed, else the lease again.
+    #[napi]
+    pub fn after_wait(&self, m: &mut MissState) -> Result<u32> {
+        let c = self.cache()?;
+        let miss = m
+            .miss
+            .take()
+            .ok_or_else(|| invalid("afterWait() follows a wait"))?;
+        let mut f = NodeFront {
+            foreign: &self.foreign,
+        };
+        let step = c.after_wait(&m.key, miss, &mut f)?;
+        *m = state(self, c, std::mem::take(&mut m.key), step);
+        Ok(m.step)
+    }
+
+    /// The loader returned a value after `seconds`: stores it (JSON text,
+    /// bytes or a counter, as `store` takes them) and gives the lease back.
+    /// Whether JavaScript may keep it in L1 (see `store`).
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn land(
+        &self,
+        m: &mut MissState,
+        code: u32,
+        text: Option<String>,
+        bytes: Option<Buffer>,
+        num: Option<f64>,
+        big: Option<BigInt>,
+        seconds: f64,
+    ) -> Result<bool> {
+        let c = self.cache()?;
+        let miss = m.held()?;
+        // A value that cannot be encoded is refused before the load is counted.
+        let (body, kind) = payload(code, text, bytes, num, big)?;
+        let mut landing = c.land(&m.key, miss, took(seconds));
+        let written = landing.store(body, kind).map_err(to_napi);
+        drop(landing);
+        m.miss = None;
+        Ok(self.kept(&written?))
+    }
+
+    /// The loader found nothing (undefined or null) after `seconds`: a
+    /// cached miss, if the plan caches misses; the lease is given back.
+    #[napi]
+    pub fn land_negative(&self, m: &mut MissState, seconds: f64) -> Result<()> {
+        let c = self.cache()?;
+        let miss = m.held()?;
+        let mut landing = c.land(&m.key, miss, took(seconds));
+        let r = landing.store_negative().map_err(to_napi);
+        drop(landing);
+        m.miss = None;
+        r
+    }
+
+    /// The loader failed after `seconds`: gives the lease back; the stale
+    /// value to answer with instead, if fail-safe allows one.
+    #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
+    pub fn failed(&self, m: &mut MissState, seconds: f64) -> Result<Out> {
+        let c = self.cache()?;
+        let miss = m.held()?;
+        let stale = c.failed(&m.key, miss, took(seconds)).map(NodeValue::copy);
+        m.miss = None;
+        Ok(match stale {
+            Some(v) => v.out(None),
+            None => {
+                found(NOTHING);
+                None
+            }
+        })
+    }
+
+    /// Gives the lease back without a result (the call was abandoned).
+    #[napi(js_name = "giveBack")]
+    pub fn give_back_of(&self, m: &mut MissState) {
+        m.give_back();
+    }
+}

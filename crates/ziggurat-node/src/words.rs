@@ -1,0 +1,142 @@
+//! The mapped words a JavaScript L1 validates its hits against (the keys'
+//! stamps, the tags' versions, the segment epoch), as array buffers over the
+//! mapping itself, so that a hit is checked with `Atomics.load` and no call
+//! into the addon. This is the addon's only `unsafe` code.
+//!
+//! JavaScript never writes through these buffers: the package only loads
+//! from them, and keeps them in private fields no other code can reach.
+//!
+//! Beside them, two blocks of the addon's own memory, shown the same way:
+//! a clock, the engine's `now_ms()` (the clock of the entries' soft
+//! deadlines) stored by a thread of the addon every millisecond, so that an
+//! L1 entry's deadline is checked with atomic loads rather than a call to
+//! `performance.now()`, several times dearer, and against the entry's own
+//! deadline, not one converted to another clock; and each thread's meta
+//! block, where a call says what it found beside its result.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Once;
+use std::time::Duration;
+
+use napi::bindgen_prelude::ArrayBuffer;
+use napi::{Env, Result};
+use ziggurat_core::{now_ms, Segment};
+
+/// Words of the meta block (see `front`).
+pub const META_LEN: usize = 32;
+
+thread_local! {
+    /// This thread's meta block: what the last call found, beside its result.
+    /// One per thread, as each thread runs its own JavaScript (worker threads);
+    /// made once and kept for the life of the process, as the buffer over it is.
+    static META: &'static [AtomicU32; META_LEN] =
+        Box::leak(Box::new([const { AtomicU32::new(0) }; META_LEN]));
+}
+
+/// This thread's meta block.
+pub fn meta() -> &'static [AtomicU32; META_LEN] {
+    META.with(|m| *m)
+}
+
+/// This thread's meta block as an array buffer; None when the runtime
+/// refuses external buffers.
+pub fn meta_buffer(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
+    external(env, meta().as_ptr() as *const u8, 4 * META_LEN)
+}
+
+/// The process's copy of `now_ms()`, kept current by the clock thread.
+static CLOCK: AtomicU64 = AtomicU64::new(0);
+static TICKING: Once = Once::new();
+/// How often the clock thread stores the time.
+const TICK: Duration = Duration::from_millis(1);
+
+/// The clock word as an array buffer (two 32-bit halves, low first), the
+/// clock thread started on the first call; None when the runtime refuses
+/// external buffers.
+pub fn clock<'env>(env: &'env Env) -> Result<Option<ArrayBuffer<'env>>> {
+    TICKING.call_once(|| {
+        CLOCK.store(now_ms(), Ordering::Release);
+        // A thread that only sleeps and stores: it never keeps the process alive.
+        let _ = std::thread::Builder::new()
+            .name("ziggurat-clock".into())
+            .spawn(|| loop {
+                std::thread::sleep(TICK);
+                CLOCK.store(now_ms(), Ordering::Release);
+            });
+    });
+    external(env, CLOCK.as_ptr() as *const u8, 8)
+}
+
+/// An array buffer over `len` bytes at `ptr`, which stay mapped and are only
+/// loaded from; None when the runtime would copy them instead.
+fn external<'env>(env: &'env Env, ptr: *const u8, len: usize) -> Result<Option<ArrayBuffer<'env>>> {
+    // SAFETY: every caller passes a region that stays readable for the rest of
+    // the process: the clock word (a static), a thread's meta block (leaked, so
+    // never freed) or a region of a segment's mapping (the stamp table, the tag
+    // table, the 8-byte epoch: `Regions::of`), which the engine never unmaps (it
+    // swaps zero pages in at the same addresses when the segment is dropped).
+    // So the region outlives any buffer over it, and the finalizer has nothing
+    // to free. JavaScript only loads from these buffers; nothing writes through
+    // them, so the `*mut` the call takes is never used to write. The words
+    // change under JavaScript only through atomics of their owners (other
+    // processes' writes, the clock thread, this addon's calls, which end before
+    // JavaScript runs on the thread again). The words are aligned for the typed
+    // arrays put over them (4 bytes for the tables and the meta block, 8 for
+    // the epoch and the clock).
+    let ab = unsafe { ArrayBuffer::from_external(env, ptr as *mut u8, len, (), |_, _| ()) }?;
+    Ok((ab.as_ptr() == ptr).then_some(ab))
+}
+
+/// Where the regions an L1 watches start in this process's mapping, and
+/// their lengths in bytes.
+#[derive(Clone, Copy)]
+pub struct Regions {
+    stamps: *const u8,
+    nstamps: usize,
+    tags: *const u8,
+    ntags: usize,
+    epoch: *const u8,
+}
+
+impl Regions {
+    /// The regions of `main`, found from the handles the engine gives out for
+    /// single words (`stamp_watch`, `tag_watch`, `epoch_watch`), which stay
+    /// mapped for the rest of the process even once the segment is dropped
+    /// (the engine then swaps zero pages in at the same addresses).
+    pub fn of(main: &Segment) -> Regions {
+        let g = main.geometry();
+        let kh = main.hash(b"\0");
+        let idx = main.stamp_index(&kh) as usize;
+        let one = main.stamp_watch(&kh).as_ptr() as *const u8;
+        Regions {
+            stamps: one.wrapping_sub(4 * idx),
+            nstamps: g.nstamps() as usize,
+            tags: main.tag_watch(0).as_ptr() as *const u8,
+            ntags: g.ntags() as usize,
+            epoch: main.epoch_watch().as_ptr() as *const u8,
+        }
+    }
+
+    /// The index (in 32-bit words) of the word at `ptr` in the stamp table.
+    pub fn stamp_index(&self, ptr: *const u32) -> u32 {
+        ((ptr as usize - self.stamps as usize) / 4) as u32
+    }
+
+    /// The index of the word at `ptr` in the tag table.
+    pub fn tag_index(&self, ptr: *const u32) -> u32 {
+        ((ptr as usize - self.tags as usize) / 4) as u32
+    }
+
+    /// The stamp table, the tag table and the epoch as array buffers over the
+    /// mapping; None when the runtime refuses external buffers (it would copy
+    /// the words, and a copy never moves: the caller then keeps no L1).
+    pub fn buffers<'env>(&self, env: &'env Env) -> Result<Option<[ArrayBuffer<'env>; 3]>> {
+        let stamps = external(env, self.stamps, 4 * self.nstamps)?;
+        let tags = external(env, self.tags, 4 * self.ntags)?;
+        let epoch = external(env, self.epoch, 8)?;
+        Ok(match (stamps, tags, epoch) {
+            (Some(s), Some(t), Some(e)) => Some([s, t, e]),
+            _ => None,
+        })
+    }
+}

@@ -1,0 +1,668 @@
+'use strict'
+// The ziggurat Cache for Node.js: a per-process L1 of live objects over the
+// host's shared-memory segment, which every worker process of the host (of
+// Node.js or Python) attaches to by name. See docs/node.md.
+
+const { performance } = require('node:perf_hooks')
+const native = require('./lib/native.cjs')
+const args = require('./lib/args.cjs')
+const { encode, decode } = require('./lib/values.cjs')
+const { L1, meta } = require('./lib/l1.cjs')
+const { ZigguratError, LoadTimeoutError, translate } = require('./lib/errors.cjs')
+
+const MISS = Symbol('miss')
+const STEP_VALUE = 0
+const STEP_NEGATIVE = 1
+const STEP_LOAD = 2
+const STEP_WAIT = 3
+
+const CACHE_OPTIONS = [
+  'size',
+  'negSize',
+  'l1Items',
+  'ttl',
+  'negTtl',
+  'staleTtl',
+  'jitter',
+  'loaderTimeout',
+  'directory',
+  'avgItemSize',
+  'lockTimeout',
+  'hugePages',
+  'copy',
+  'debug',
+]
+const SET_OPTIONS = ['ttl', 'tags']
+const GET_OR_SET_OPTIONS = ['ttl', 'tags', 'negTtl', 'staleTtl']
+const INCR_OPTIONS = ['default', 'tags']
+const TOUCH_OPTIONS = ['ttl']
+
+const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}$/
+
+/**
+ * A cache shared by every process of the host that opens the same name.
+ *
+ * @example
+ * const cache = new Cache('blog', { size: '256MiB', ttl: '5m' })
+ * cache.set('post:1', { title: 'Hello' }, { tags: ['posts'] })
+ * cache.get('post:1') // { title: 'Hello' }
+ */
+class Cache {
+  #native
+  #l1
+  #closed = false
+  #flights = new Map()
+  #loaderTimeout
+  #warned = new Set()
+  #decodeErrors = 0
+
+  /**
+   * Opens (or creates) the cache `name` in `directory` (default /dev/shm).
+   *
+   * @param {string} name 1-80 characters of A-Z a-z 0-9 . _ - not starting with '.'
+   * @param {object} [options] see docs/node.md for each option and its default
+   */
+  constructor(name, options) {
+    const M = 'new Cache()'
+    if (typeof name !== 'string') {
+      throw new TypeError(`${M}: name must be a string, not ${args.typeName(name)}`)
+    }
+    if (!NAME.test(name)) {
+      throw new RangeError(
+        `${M}: name must be 1-80 characters of A-Z a-z 0-9 . _ - not starting with '.', got ${JSON.stringify(name)}`,
+      )
+    }
+    const o = args.options(options, M, CACHE_OPTIONS)
+    const l1Items = o.l1Items === undefined ? 10_000 : args.integer(o.l1Items, M, 'l1Items', 0, 2 ** 31)
+    const ttl = o.ttl === undefined ? 300 : args.duration(o.ttl, M, 'ttl')
+    const negTtl = o.negTtl === undefined ? 30 : args.nullableDuration(o.negTtl, M, 'negTtl')
+    const staleTtl = args.nullableDuration(o.staleTtl, M, 'staleTtl') ?? null
+    const jitter = o.jitter === undefined ? 0.1 : args.fraction(o.jitter, M, 'jitter')
+    const loaderTimeout =
+      o.loaderTimeout === undefined ? 10 : args.duration(o.loaderTimeout, M, 'loaderTimeout')
+    const size = args.size(o.size, M, 'size')
+    const negSize = args.size(o.negSize, M, 'negSize')
+    const directory = o.directory === undefined ? '/dev/shm' : args.string(o.directory, M, 'directory')
+    const avgItemSize =
+      o.avgItemSize === undefined ? 256 : args.integer(o.avgItemSize, M, 'avgItemSize', 32, 16_777_216)
+    if (o.lockTimeout !== undefined && typeof o.lockTimeout !== 'number') {
+      throw new TypeError(`${M}: lockTimeout must be a number of seconds, not ${args.typeName(o.lockTimeout)}`)
+    }
+    const hugePages = o.hugePages === undefined ? 'auto' : args.string(o.hugePages, M, 'hugePages')
+    const copy = o.copy === undefined ? 'shared' : args.string(o.copy, M, 'copy')
+    if (copy !== 'shared' && copy !== 'copy') {
+      throw new RangeError(`${M}: copy must be 'shared' or 'copy', got ${JSON.stringify(copy)}`)
+    }
+    if (o.debug !== undefined && typeof o.debug !== 'boolean') {
+      throw new TypeError(`${M}: debug must be true or false, not ${args.typeName(o.debug)}`)
+    }
+    try {
+      this.#native = new native.NativeCache(name, {
+        size,
+        negSize,
+        directory,
+        avgItemSize,
+        lockTimeout: o.lockTimeout,
+        hugePages,
+        ttl,
+        negTtl: negTtl ?? undefined,
+        staleTtl: staleTtl ?? undefined,
+        jitter,
+        loaderTimeout,
+        l1: l1Items > 0,
+      })
+    } catch (e) {
+      throw translate(e, M)
+    }
+    if (this.#native.notice) process.emitWarning(this.#native.notice, 'ZigguratWarning')
+    const words = l1Items > 0 ? this.#native.words() : null
+    this.#l1 = new L1(
+      words ? l1Items : 0,
+      words ?? [new ArrayBuffer(4), new ArrayBuffer(4), new ArrayBuffer(8)],
+      copy,
+      o.debug === true,
+    )
+    this.#loaderTimeout = loaderTimeout
+    /** The cache's name. */
+    this.name = name
+    Object.defineProperty(this, 'name', { writable: false })
+  }
+
+  #open(method) {
+    if (this.#closed) {
+      throw new ZigguratError(`Cache.${method}(): cache ${JSON.stringify(this.name)} is closed`)
+    }
+  }
+
+  /**
+   * The value of `key`: this process's L1, else one read of the host's
+   * segment; `undefined` when absent. Synchronous.
+   *
+   * @example
+   * cache.get('post:1') // { title: 'Hello' } or undefined
+   */
+  get(key) {
+    // The L1 hit is the common case: checked here, with no call but the L1's.
+    if (this.#closed) this.#open('get')
+    if (typeof key === 'string') {
+      const v = this.#l1.get(this.#l1.strings, key, MISS)
+      if (v !== MISS) return v
+    }
+    const v = this.#below(key, 'get')
+    return v === MISS ? undefined : v
+  }
+
+  #get(key, method) {
+    this.#open(method)
+    if (typeof key === 'string') {
+      const v = this.#l1.get(this.#l1.strings, key, MISS)
+      if (v !== MISS) return v
+    }
+    return this.#below(key, method)
+  }
+
+  /** A read that L1 did not answer for a string key (or any read of a Buffer key). */
+  #below(key, method) {
+    const k = args.key(key, `Cache.${method}()`)
+    if (typeof k !== 'string') {
+      const v = this.#l1.get(this.#l1.buffers, k.toString('latin1'), MISS)
+      if (v !== MISS) return v
+    }
+    let out
+    try {
+      out = this.#native.read(k)
+    } catch (e) {
+      throw translate(e, `Cache.${method}()`)
+    }
+    return this.#take(k, out)
+  }
+
+  /** The value the addon returned (kept in L1 when the meta words allow), or MISS. */
+  #take(key, out) {
+    const code = meta[0]
+    if (code === 0 || code === 4) return MISS
+    const v = decode(out, code)
+    if (v === undefined) {
+      this.#decodeErrors++
+      return MISS
+    }
+    this.#l1.keep(key, v)
+    return v
+  }
+
+  /**
+   * Whether `key` holds a value (a cached miss does not count).
+   *
+   * @example
+   * cache.has('post:1') // true
+   */
+  has(key) {
+    return this.#get(key, 'has') !== MISS
+  }
+
+  /**
+   * Stores `value` under `key` for `ttl` (default: the cache's), with `tags`.
+   * Once it returns, no process of the host returns the previous value.
+   *
+   * @example
+   * cache.set('post:1', { title: 'Hello' }, { ttl: '10m', tags: ['posts'] })
+   */
+  set(key, value, options) {
+    const M = 'Cache.set()'
+    this.#open('set')
+    const k = args.key(key, M)
+    const o = args.options(options, M, SET_OPTIONS)
+    const ttl = args.optionalDuration(o.ttl, M, 'ttl')
+    const tags = args.tags(o.tags, M)
+    const [code, text, bytes, num, big] = encode(value, M)
+    try {
+      this.#native.store(k, code, text, bytes, num, big, ttl, tags)
+    } catch (e) {
+      this.#l1.drop(k)
+      throw translate(e, M)
+    }
+    this.#l1.keep(k, value)
+  }
+
+  /**
+   * Stores `value` only if `key` holds no fresh value; whether it did. Of
+   * several processes adding one key at once, exactly one gets true.
+   *
+   * @example
+   * cache.add('job:7', process.pid, { ttl: 30 }) // true for one worker
+   */
+  add(key, value, options) {
+    const M = 'Cache.add()'
+    this.#open('add')
+    const k = args.key(key, M)
+    const o = args.options(options, M, SET_OPTIONS)
+    const ttl = args.optionalDuration(o.ttl, M, 'ttl')
+    const tags = args.tags(o.tags, M)
+    const [code, text, bytes, num, big] = encode(value, M)
+    try {
+      return this.#native.add(k, code, text, bytes, num, big, ttl, tags)
+    } catch (e) {
+      throw translate(e, M)
+    } finally {
+      this.#l1.drop(k)
+    }
+  }
+
+  /**
+   * Adds `delta` (default 1) to the integer under `key`, atomically for every
+   * process of the host, and returns the result (a BigInt beyond 2^53). A
+   * missing key starts from `default` (0).
+   *
+   * @example
+   * cache.incr('visits') // 1, then 2, ...
+   */
+  incr(key, delta = 1, options) {
+    const M = 'Cache.incr()'
+    this.#open('incr')
+    const k = args.key(key, M)
+    const d = int64(delta, M, 'delta')
+    const o = args.options(options, M, INCR_OPTIONS)
+    const start = o.default === undefined ? 0n : int64(o.default, M, 'default')
+    const tags = args.tags(o.tags, M)
+    this.#l1.drop(k)
+    try {
+      return this.#native.incr(k, d, start, tags)
+    } catch (e) {
+      throw translate(e, M)
+    }
+  }
+
+  /**
+   * Gives the value under `key` a new TTL from now (default: the cache's);
+   * whether the key held a fresh value.
+   *
+   * @example
+   * cache.touch('post:2', { ttl: Infinity })
+   */
+  touch(key, options) {
+    const M = 'Cache.touch()'
+    this.#open('touch')
+    const k = args.key(key, M)
+    const o = args.options(options, M, TOUCH_OPTIONS)
+    const ttl = args.optionalDuration(o.ttl, M, 'ttl')
+    this.#l1.drop(k)
+    try {
+      return this.#native.touch(k, ttl)
+    } catch (e) {
+      throw translate(e, M)
+    }
+  }
+
+  /**
+   * Removes `key`'s value for every process; whether there was one.
+   *
+   * @example
+   * cache.delete('post:1')
+   */
+  delete(key) {
+    const M = 'Cache.delete()'
+    this.#open('delete')
+    const k = args.key(key, M)
+    this.#l1.drop(k)
+    try {
+      return this.#native.delete(k)
+    } catch (e) {
+      throw translate(e, M)
+    }
+  }
+
+  /**
+   * Voids every entry carrying any of `tags`, in every process of the host.
+   *
+   * @example
+   * cache.invalidateTags('posts')
+   */
+  invalidateTags(...tags) {
+    const M = 'Cache.invalidateTags()'
+    this.#open('invalidateTags')
+    const list = tags.length === 1 && Array.isArray(tags[0]) ? tags[0] : tags
+    if (list.length === 0) throw new TypeError(`${M}: give at least one tag`)
+    // Any number of tags may be invalidated at once (the limit of 8 is per entry).
+    for (let i = 0; i < list.length; i += 8) args.tags(list.slice(i, i + 8), M)
+    try {
+      this.#native.invalidateTags(list)
+    } catch (e) {
+      throw translate(e, M)
+    }
+  }
+
+  /**
+   * Empties the cache for every process of the host.
+   *
+   * @example
+   * cache.clear()
+   */
+  clear() {
+    const M = 'Cache.clear()'
+    this.#open('clear')
+    this.#l1.clear()
+    try {
+      this.#native.clear()
+    } catch (e) {
+      throw translate(e, M)
+    }
+  }
+
+  /**
+   * The value of `key`, calling `loader({ signal })` on a miss: one loader
+   * per key per host, whatever the language of the callers; concurrent calls
+   * of one key in this process share one promise. A loader result of
+   * `undefined` or `null` is cached as a miss for `negTtl` and resolves to
+   * `undefined`. The signal aborts at `loaderTimeout`.
+   *
+   * @example
+   * const post = await cache.getOrSet('post:2', async ({ signal }) => db.post(2, { signal }), { ttl: '10m' })
+   */
+  async getOrSet(key, loader, options) {
+    const M = 'Cache.getOrSet()'
+    this.#open('getOrSet')
+    if (typeof loader !== 'function') {
+      throw new TypeError(`${M}: loader must be a function, not ${args.typeName(loader)}`)
+    }
+    if (typeof key === 'string') {
+      const v = this.#l1.get(this.#l1.strings, key, MISS)
+      if (v !== MISS) return v
+    }
+    const k = args.key(key, M)
+    const o = args.options(options, M, GET_OR_SET_OPTIONS)
+    const plan = {
+      ttl: args.optionalDuration(o.ttl, M, 'ttl'),
+      negTtl: args.nullableDuration(o.negTtl, M, 'negTtl'),
+      staleTtl: args.nullableDuration(o.staleTtl, M, 'staleTtl'),
+      tags: args.tags(o.tags, M),
+    }
+    const fk = typeof k === 'string' ? `s${k}` : `b${k.toString('latin1')}`
+    const shared = this.#flights.get(fk)
+    if (shared !== undefined) return this.#l1.out(await shared)
+    const p = this.#miss(k, loader, plan)
+    this.#flights.set(fk, p)
+    try {
+      return await p
+    } finally {
+      this.#flights.delete(fk)
+    }
+  }
+
+  async #miss(key, loader, plan) {
+    const M = 'Cache.getOrSet()'
+    let m
+    try {
+      m = this.#native.begin(key, plan.ttl, plan.negTtl ?? undefined, plan.staleTtl ?? undefined, plan.tags)
+    } catch (e) {
+      throw translate(e, M)
+    }
+    for (;;) {
+      switch (m.step) {
+        case STEP_VALUE: {
+          const v = this.#take(key, m.got())
+          if (v === MISS) return this.#load(key, loader, plan)
+          return v
+        }
+        case STEP_NEGATIVE:
+          return undefined
+        case STEP_WAIT:
+          try {
+            m = await this.#native.wait(m)
+            this.#open('getOrSet')
+            this.#native.afterWait(m)
+          } catch (e) {
+            throw translate(e, M)
+          }
+          break
+        case STEP_LOAD:
+          return this.#run(m, key, loader)
+        default:
+          throw new ZigguratError(`${M}: unknown step ${m.step}`)
+      }
+    }
+  }
+
+  /** A value that landed but that this process cannot read: load without the lease. */
+  async #load(key, loader, plan) {
+    const value = await loader({ signal: AbortSignal.timeout(this.#loaderTimeout * 1000) })
+    return value === null ? undefined : value
+  }
+
+  /** Runs the loader while this process holds the key's lease, then lands its result. */
+  async #run(m, key, loader) {
+    const M = 'Cache.getOrSet()'
+    const ac = new AbortController()
+    const timer = setTimeout(
+      () => ac.abort(new LoadTimeoutError(`${M}: the loader did not finish within loaderTimeout (${this.#loaderTimeout} s)`)),
+      Math.min(this.#loaderTimeout * 1000, 2 ** 31 - 1),
+    )
+    const t0 = performance.now()
+    let value
+    try {
+      value = await loader({ signal: ac.signal })
+    } catch (e) {
+      clearTimeout(timer)
+      const seconds = (performance.now() - t0) / 1000
+      if (this.#closed) {
+        m.giveBack()
+      } else {
+        const stale = this.#native.failed(m, seconds)
+        const v = decode(stale, meta[0])
+        if (v !== undefined) return v
+      }
+      throw e
+    }
+    clearTimeout(timer)
+    const seconds = (performance.now() - t0) / 1000
+    if (this.#closed) {
+      // Closed while loading: nothing is stored, and the others need not wait for the lease.
+      m.giveBack()
+      return value ?? undefined
+    }
+    if (value === undefined || value === null) {
+      try {
+        this.#native.landNegative(m, seconds)
+      } catch (e) {
+        this.#warn(key, translate(e, M))
+      }
+      return undefined
+    }
+    let enc
+    try {
+      enc = encode(value, M)
+    } catch (e) {
+      m.giveBack()
+      this.#warn(key, e)
+      return value
+    }
+    try {
+      this.#native.land(m, enc[0], enc[1], enc[2], enc[3], enc[4], seconds)
+      this.#l1.keep(key, value)
+    } catch (e) {
+      this.#warn(key, translate(e, M))
+    }
+    return value
+  }
+
+  /** Says once per key that a loaded value could not be stored (it is still returned). */
+  #warn(key, e) {
+    const k = typeof key === 'string' ? key : key.toString('hex')
+    if (this.#warned.has(k) || this.#warned.size > 1000) return
+    this.#warned.add(k)
+    process.emitWarning(`cache ${JSON.stringify(this.name)}: the value loaded for ${JSON.stringify(k)} was returned but not stored: ${e.message}`, 'ZigguratWarning')
+  }
+
+  /**
+   * A view whose keys are prefixed with `prefix + ':'` and which can be
+   * cleared alone (the same keys and hidden tag as Python's namespaces).
+   *
+   * @example
+   * const posts = cache.namespace('posts'); posts.set('1', 'hi'); cache.get('posts:1') // 'hi'
+   */
+  namespace(prefix) {
+    this.#open('namespace')
+    if (typeof prefix !== 'string' || prefix === '' || prefix.includes(':')) {
+      throw new RangeError(
+        `Cache.namespace(): prefix must be a non-empty string without ':', got ${JSON.stringify(prefix)}`,
+      )
+    }
+    return new Namespace(this, prefix)
+  }
+
+  /**
+   * This process's counters of the cache and the host segment's figures.
+   *
+   * @example
+   * cache.stats().l1.hits
+   */
+  stats() {
+    this.#open('stats')
+    const c = this.#native.counts()
+    const host = {}
+    for (const { name, value } of c.host) host[name] = value
+    return {
+      name: this.name,
+      l1: { items: this.#l1.size, maxItems: this.#l1.max, hits: this.#l1.hits, misses: c.l1Misses },
+      l2: { hits: c.l2Hits, misses: c.l2Misses },
+      negHits: c.negHits,
+      foreign: c.foreign,
+      decodeErrors: this.#decodeErrors,
+      loads: c.loads,
+      loadErrors: c.loadErrors,
+      waits: c.waits,
+      takeovers: c.takeovers,
+      staleServed: c.staleServed,
+      host,
+    }
+  }
+
+  /**
+   * Detaches this process; the data stays for the others. Every later call throws.
+   *
+   * @example
+   * cache.close()
+   */
+  close() {
+    if (this.#closed) return
+    this.#closed = true
+    this.#l1.clear()
+    this.#native.close()
+  }
+
+  /**
+   * Removes the cache's files (the processes attached keep using theirs until they close).
+   *
+   * @example
+   * cache.unlink()
+   */
+  unlink() {
+    this.#open('unlink')
+    try {
+      this.#native.unlink()
+    } catch (e) {
+      throw translate(e, 'Cache.unlink()')
+    }
+  }
+}
+
+/** A 64-bit integer argument as a BigInt. */
+function int64(v, method, what) {
+  if (typeof v === 'number') {
+    if (!Number.isSafeInteger(v)) throw new RangeError(`${method}: ${what} must be an integer, got ${v}`)
+    return BigInt(v)
+  }
+  if (typeof v === 'bigint') {
+    if (v < -(2n ** 63n) || v >= 2n ** 63n) {
+      throw new RangeError(`${method}: ${what} must fit in a signed 64-bit integer`)
+    }
+    return v
+  }
+  throw new TypeError(`${method}: ${what} must be an integer (number or BigInt), not ${args.typeName(v)}`)
+}
+
+/**
+ * Keys under a prefix of one cache, cleared together: key `k` is the cache's
+ * `prefix:k`, and every entry written through it carries a hidden tag.
+ *
+ * @example
+ * const users = cache.namespace('users'); users.set('1', 'ada'); users.clear()
+ */
+class Namespace {
+  #cache
+  #prefix
+  #tag
+
+  constructor(cache, prefix) {
+    this.#cache = cache
+    this.#prefix = `${prefix}:`
+    this.#tag = `\u0000ns:${prefix}`
+    /** The namespace's name. */
+    this.prefix = prefix
+  }
+
+  #k(key, method) {
+    const k = args.key(key, `Namespace.${method}()`)
+    return typeof k === 'string' ? this.#prefix + k : Buffer.concat([Buffer.from(this.#prefix), k])
+  }
+
+  #o(options, method, allowed) {
+    const o = args.options(options, `Namespace.${method}()`, allowed)
+    const tags = args.tags(o.tags, `Namespace.${method}()`) ?? []
+    return { ...o, tags: [...tags, this.#tag] }
+  }
+
+  /** @example ns.get('1') */
+  get(key) {
+    return this.#cache.get(this.#k(key, 'get'))
+  }
+
+  /** @example ns.has('1') */
+  has(key) {
+    return this.#cache.has(this.#k(key, 'has'))
+  }
+
+  /** @example ns.set('1', { a: 1 }, { ttl: 60 }) */
+  set(key, value, options) {
+    this.#cache.set(this.#k(key, 'set'), value, this.#o(options, 'set', SET_OPTIONS))
+  }
+
+  /** @example ns.add('1', 1) */
+  add(key, value, options) {
+    return this.#cache.add(this.#k(key, 'add'), value, this.#o(options, 'add', SET_OPTIONS))
+  }
+
+  /** @example ns.incr('hits') */
+  incr(key, delta = 1, options) {
+    return this.#cache.incr(this.#k(key, 'incr'), delta, this.#o(options, 'incr', INCR_OPTIONS))
+  }
+
+  /** @example ns.touch('1', { ttl: 60 }) */
+  touch(key, options) {
+    return this.#cache.touch(this.#k(key, 'touch'), options)
+  }
+
+  /** @example ns.delete('1') */
+  delete(key) {
+    return this.#cache.delete(this.#k(key, 'delete'))
+  }
+
+  /** @example await ns.getOrSet('1', () => load(1)) */
+  getOrSet(key, loader, options) {
+    let k, o
+    try {
+      k = this.#k(key, 'getOrSet')
+      o = this.#o(options, 'getOrSet', GET_OR_SET_OPTIONS)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+    return this.#cache.getOrSet(k, loader, o)
+  }
+
+  /** Voids every entry of the namespace, in every process. @example ns.clear() */
+  clear() {
+    this.#cache.invalidateTags(this.#tag)
+  }
+}
+
+module.exports = { Cache, Namespace, ZigguratError, LoadTimeoutError }
+module.exports.default = module.exports

@@ -1,0 +1,149 @@
+// Types of the ziggurat package (ES module and CommonJS entries alike).
+
+/** A duration: seconds (Infinity: never), or a string such as '500ms', '30s', '5m', '1.5h', '7d'. */
+export type Duration = number | string
+
+/** A size: bytes, or a string such as '256MiB' (binary) or '1GB' (decimal). */
+export type Size = number | string
+
+/** A key: a string (its UTF-8 bytes) or a Buffer/Uint8Array (its bytes); 1 to 4096 bytes. */
+export type Key = string | Uint8Array
+
+/** JSON data: what `set` stores as JSON text. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
+
+/** What a cache stores: JSON data, a 64-bit BigInt, or bytes. */
+export type Value = JsonValue | bigint | Uint8Array
+
+export interface CacheOptions {
+  /** Bytes of entries in the shared segment (default: 64 MiB, fitted to the directory's free space). */
+  size?: Size
+  /** Bytes of cached misses (default: a sixteenth of `size`, at least 1 MiB). */
+  negSize?: Size
+  /** Items this process keeps as live objects (default 10000; 0: no L1). */
+  l1Items?: number
+  /** How long a value lives (default 300 s). */
+  ttl?: Duration
+  /** How long a loader's miss is cached (default 30 s; null: not cached). */
+  negTtl?: Duration | null
+  /** How long past its TTL a value may answer a failed load (default null: off). */
+  staleTtl?: Duration | null
+  /** The fraction of a loaded value's TTL taken off at random (default 0.1). */
+  jitter?: number
+  /** How long callers wait for another caller's load, and when a loader's signal aborts (default 10 s). */
+  loaderTimeout?: Duration
+  /** The directory of the segment files (default '/dev/shm'). */
+  directory?: string
+  /** The expected size of an entry in bytes, which sizes the index (default 256). */
+  avgItemSize?: number
+  /** Seconds a write waits for a shard lock held by another process (default 0.5). */
+  lockTimeout?: number
+  /** Huge pages for the segment: 'auto' (default), 'require' or 'off'. */
+  hugePages?: 'auto' | 'require' | 'off'
+  /** What a hit returns: the cached object itself ('shared', default) or a shallow copy ('copy'). */
+  copy?: 'shared' | 'copy'
+  /** Deep-freeze the objects L1 keeps, so that a mutation throws in strict code (default false). */
+  debug?: boolean
+}
+
+export interface SetOptions {
+  /** How long the value lives (default: the cache's ttl). */
+  ttl?: Duration
+  /** Tags the value carries (at most 8), for invalidateTags. */
+  tags?: string[]
+}
+
+export interface GetOrSetOptions extends SetOptions {
+  /** How long a loader's undefined or null is cached (default, or null: the cache's negTtl). */
+  negTtl?: Duration | null
+  /** How long past its TTL a value may answer a failed load (default, or null: the cache's staleTtl). */
+  staleTtl?: Duration | null
+}
+
+export interface IncrOptions {
+  /** Where a missing counter starts (default 0). */
+  default?: number | bigint
+  /** Tags of a counter this call creates. */
+  tags?: string[]
+}
+
+/** What a loader receives. */
+export interface LoaderContext {
+  /** Aborts when the load takes longer than the cache's loaderTimeout. */
+  signal: AbortSignal
+}
+
+export type Loader<T> = (context: LoaderContext) => T | undefined | null | Promise<T | undefined | null>
+
+export interface Stats {
+  name: string
+  l1: { items: number; maxItems: number; hits: number; misses: number }
+  l2: { hits: number; misses: number }
+  negHits: number
+  /** Entries this process could not read (values pickled by Python). */
+  foreign: number
+  decodeErrors: number
+  loads: number
+  loadErrors: number
+  waits: number
+  takeovers: number
+  staleServed: number
+  /** The host segment's own figures (entries, bytes_used, evictions, ...). */
+  host: Record<string, number>
+}
+
+/** A cache shared by every process of the host (Node.js or Python) that opens the same name. */
+export declare class Cache {
+  constructor(name: string, options?: CacheOptions)
+  /** The cache's name. */
+  readonly name: string
+  /** The value of `key` (this process's L1, else the host's segment), or undefined. */
+  get<T = Value>(key: Key): T | undefined
+  /** Whether `key` holds a value. */
+  has(key: Key): boolean
+  /** Stores `value` under `key`; once it returns, no process of the host returns the old value. */
+  set(key: Key, value: Value, options?: SetOptions): void
+  /** Stores `value` only if `key` holds no fresh value; whether it did. */
+  add(key: Key, value: Value, options?: SetOptions): boolean
+  /** Adds `delta` to the counter under `key` for every process of the host; the result. */
+  incr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
+  /** Gives the value under `key` a new TTL from now; whether it held one. */
+  touch(key: Key, options?: { ttl?: Duration }): boolean
+  /** Removes `key`'s value; whether there was one. */
+  delete(key: Key): boolean
+  /** Voids every entry carrying any of the tags. */
+  invalidateTags(...tags: string[] | [string[]]): void
+  /** Empties the cache for every process of the host. */
+  clear(): void
+  /** The value of `key`, loading it once per key per host on a miss. */
+  getOrSet<T extends Value = Value>(key: Key, loader: Loader<T>, options?: GetOrSetOptions): Promise<T | undefined>
+  /** Keys under `prefix + ':'`, cleared together. */
+  namespace(prefix: string): Namespace
+  /** This process's counters and the host segment's figures. */
+  stats(): Stats
+  /** Detaches this process; every later call throws. */
+  close(): void
+  /** Removes the cache's files. */
+  unlink(): void
+}
+
+/** Keys under a prefix of one cache, cleared together. */
+export declare class Namespace {
+  readonly prefix: string
+  get<T = Value>(key: Key): T | undefined
+  has(key: Key): boolean
+  set(key: Key, value: Value, options?: SetOptions): void
+  add(key: Key, value: Value, options?: SetOptions): boolean
+  incr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
+  touch(key: Key, options?: { ttl?: Duration }): boolean
+  delete(key: Key): boolean
+  getOrSet<T extends Value = Value>(key: Key, loader: Loader<T>, options?: GetOrSetOptions): Promise<T | undefined>
+  /** Voids every entry of the namespace, in every process. */
+  clear(): void
+}
+
+/** A failure of the cache itself: a refused or damaged segment, a lock timeout, a closed cache. */
+export declare class ZigguratError extends Error {}
+
+/** Another caller's load did not finish within loaderTimeout. */
+export declare class LoadTimeoutError extends Error {}

@@ -1,0 +1,56 @@
+'use strict'
+// The exceptions of the package, and the addon's errors translated into them
+// with the public method's name in front of the message.
+
+/** A failure of the cache itself (a damaged or refused segment, a lock timeout, a closed cache). */
+class ZigguratError extends Error {
+  constructor(message, options) {
+    super(message, options)
+    this.name = 'ZigguratError'
+  }
+}
+
+/** Another caller's load of the key did not finish within `loaderTimeout`. */
+class LoadTimeoutError extends Error {
+  constructor(message, options) {
+    super(message, options)
+    this.name = 'LoadTimeoutError'
+  }
+}
+
+// The Cache's messages name options as Python does; say them as this API does.
+const NAMES = [
+  [/\bneg_ttl\b/g, 'negTtl'],
+  [/\bstale_ttl\b/g, 'staleTtl'],
+  [/\bloader_timeout\b/g, 'loaderTimeout'],
+  [/\bhuge_pages\b/g, 'hugePages'],
+  [/\bavg_item_size\b/g, 'avgItemSize'],
+  [/\bmath\.inf\b/g, 'Infinity'],
+  [/\bread_only=True\b/g, 'a read-only handle'],
+]
+
+function rename(message) {
+  let m = message
+  for (const [re, to] of NAMES) m = m.replace(re, to)
+  return m
+}
+
+/** The addon's error `e` as this package's exception, for `method`. */
+function translate(e, method) {
+  if (!(e instanceof Error) || e instanceof TypeError || e instanceof RangeError) return e
+  if (e instanceof ZigguratError || e instanceof LoadTimeoutError) return e
+  const message = `${method}: ${rename(e.message)}`
+  switch (e.code) {
+    case 'InvalidArg':
+    case 'NumberExpected':
+      return new RangeError(message)
+    case 'ObjectExpected':
+      return new TypeError(message)
+    case 'Cancelled':
+      return new LoadTimeoutError(message)
+    default:
+      return new ZigguratError(message, { cause: e })
+  }
+}
+
+module.exports = { ZigguratError, LoadTimeoutError, translate }

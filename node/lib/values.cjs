@@ -1,0 +1,122 @@
+'use strict'
+// Values as the segment holds them, in the encoding the Python front end's
+// serializer="auto" uses, so that each language reads what the other wrote:
+//
+// - a safe integer (|n| < 2^53) or a BigInt in the signed 64-bit range: a
+//   native counter (Python: an int; `incr` changes it in place);
+// - a Buffer/Uint8Array: the pickle CPython writes for a bytes object
+//   (Python: bytes), made by the addon;
+// - a string, and plain JSON data (objects of Object.prototype or null
+//   prototype, arrays, strings, finite numbers, booleans, null): compact JSON
+//   text, the bytes Python writes for the same str, dict or list.
+//
+// Anything else (undefined, functions, symbols, Date, Map, Set, class
+// instances, NaN, Infinity, BigInt inside an object, cycles) is a TypeError:
+// JSON would change it silently (a Date into a string, a Map into {}).
+
+const I64_MIN = -(2n ** 63n)
+const I64_MAX = 2n ** 63n - 1n
+
+/** Encoding codes shared with the addon. */
+const JSON_TEXT = 1
+const BYTES = 2
+const COUNTER = 3
+
+function describe(v) {
+  if (v === undefined) return 'undefined'
+  if (typeof v === 'function') return 'a function'
+  if (typeof v === 'symbol') return 'a symbol'
+  if (typeof v === 'bigint') return 'a BigInt inside an object or array'
+  if (typeof v === 'number') return String(v)
+  if (v instanceof Date) return 'a Date (store date.toISOString() or date.getTime())'
+  if (v instanceof Map) return 'a Map (store Object.fromEntries(map))'
+  if (v instanceof Set) return 'a Set (store [...set])'
+  return `an instance of ${v?.constructor?.name ?? 'an unknown class'}`
+}
+
+function refuse(method, what) {
+  throw new TypeError(
+    `${method}: cannot store ${what}: values are JSON data (plain objects, arrays, strings, ` +
+      'finite numbers, booleans, null), integers, BigInts of 64 bits, strings or Buffers',
+  )
+}
+
+/** Throws unless `v` is plain JSON data whose JSON round trip gives it back. */
+function checkPlain(v, method, seen, depth) {
+  switch (typeof v) {
+    case 'string':
+      if (!v.isWellFormed()) refuse(method, 'a string with lone surrogates')
+      return
+    case 'boolean':
+      return
+    case 'number':
+      if (!Number.isFinite(v)) refuse(method, describe(v))
+      return
+    case 'object':
+      break
+    default:
+      refuse(method, describe(v))
+  }
+  if (v === null) return
+  if (depth > 128) refuse(method, 'data nested more than 128 levels deep')
+  if (seen.has(v)) refuse(method, 'a value that contains itself')
+  seen.add(v)
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) checkPlain(v[i], method, seen, depth + 1)
+  } else {
+    const proto = Object.getPrototypeOf(v)
+    if (proto !== Object.prototype && proto !== null) refuse(method, describe(v))
+    for (const k in v) checkPlain(v[k], method, seen, depth + 1)
+  }
+  seen.delete(v)
+}
+
+/** How `value` is stored: [code, text, bytes, num, big] as the addon takes them. */
+function encode(value, method) {
+  switch (typeof value) {
+    case 'number':
+      if (Number.isSafeInteger(value)) return [COUNTER, undefined, undefined, value, undefined]
+      if (!Number.isFinite(value)) refuse(method, describe(value))
+      return [JSON_TEXT, JSON.stringify(value)]
+    case 'bigint':
+      if (value < I64_MIN || value > I64_MAX) {
+        throw new RangeError(`${method}: a BigInt value must fit in a signed 64-bit integer`)
+      }
+      return [COUNTER, undefined, undefined, undefined, value]
+    case 'string':
+      if (!value.isWellFormed()) refuse(method, 'a string with lone surrogates')
+      return [JSON_TEXT, JSON.stringify(value)]
+    case 'boolean':
+      return [JSON_TEXT, value ? 'true' : 'false']
+    case 'object':
+      if (value instanceof Uint8Array) {
+        const b = Buffer.isBuffer(value)
+          ? value
+          : Buffer.from(value.buffer, value.byteOffset, value.byteLength)
+        return [BYTES, undefined, b]
+      }
+      checkPlain(value, method, new Set(), 0)
+      return [JSON_TEXT, JSON.stringify(value)]
+    default:
+      return refuse(method, describe(value))
+  }
+}
+
+/** The value the addon returned as `out`, of kind `code`; `undefined` for text that is not JSON. */
+function decode(out, code) {
+  switch (code) {
+    case JSON_TEXT:
+      try {
+        return JSON.parse(out)
+      } catch {
+        return undefined
+      }
+    case BYTES:
+    case COUNTER:
+      return out
+    default:
+      return undefined
+  }
+}
+
+module.exports = { encode, decode, checkPlain }

@@ -1,0 +1,76 @@
+// Starting and driving agent processes (agent.mjs, agent.py) from a test.
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { createInterface } from 'node:readline'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const root = join(here, '..', '..')
+
+/** The Python interpreter with ziggurat installed: $ZIGGURAT_PYTHON, else the checkout's .venv. */
+export function python() {
+  const p = process.env.ZIGGURAT_PYTHON ?? join(root, '.venv', 'bin', 'python')
+  if (!existsSync(p)) {
+    throw new Error(
+      `the cross-language tests need Python with ziggurat installed: ${p} is missing ` +
+        '(make build, or set ZIGGURAT_PYTHON)',
+    )
+  }
+  return p
+}
+
+/** Removes the files of cache `name`, which the test's agents used. */
+export async function removeCache(name) {
+  const { Cache } = await import('ziggurat')
+  const c = new Cache(name, { size: '8MiB' })
+  c.unlink()
+  c.close()
+}
+
+/** A unique cache name for one test. */
+export function cacheName(what) {
+  return `nodetest-${what}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
+}
+
+/** An agent process of `lang` ('node' or 'python') on cache `name` (Python: with `loaderTimeout`). */
+export async function agent(lang, name, loaderTimeout = 20) {
+  const child =
+    lang === 'node'
+      ? spawn(process.execPath, [join(here, 'agent.mjs'), name], { stdio: ['pipe', 'pipe', 'inherit'] })
+      : spawn(python(), [join(here, 'agent.py'), name, '16MiB', String(loaderTimeout)], {
+          stdio: ['pipe', 'pipe', 'inherit'],
+        })
+  const lines = createInterface({ input: child.stdout })
+  const waiting = new Map()
+  let ready
+  const started = new Promise((r) => (ready = r))
+  let next = 0
+  lines.on('line', (l) => {
+    const m = JSON.parse(l)
+    if (m.ready) return ready(m.ready)
+    const w = waiting.get(m.id)
+    waiting.delete(m.id)
+    if (m.error) w.reject(new Error(`${lang} agent: ${m.error}`))
+    else w.resolve(m.ok)
+  })
+  child.on('exit', (code) => {
+    for (const w of waiting.values()) w.reject(new Error(`${lang} agent exited (${code})`))
+  })
+  await started
+  return {
+    lang,
+    pid: child.pid,
+    call(cmd) {
+      const id = next++
+      return new Promise((resolve, reject) => {
+        waiting.set(id, { resolve, reject })
+        child.stdin.write(`${JSON.stringify({ ...cmd, id })}\n`)
+      })
+    },
+    async close() {
+      child.stdin.end()
+      await new Promise((r) => (child.exitCode !== null ? r() : child.on('exit', r)))
+    },
+  }
+}

@@ -1,0 +1,67 @@
+// A cache joined to the cluster tier by Python workers (redis=) is refused by
+// Node.js, at open and, for a Node.js process opened before, at its next write:
+// a write from here would reach this host only.
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { test } from 'node:test'
+import { Cache, ZigguratError } from 'ziggurat'
+import { cacheName, python } from './agents.mjs'
+
+async function freePort() {
+  const s = createServer()
+  s.listen(0, '127.0.0.1')
+  await once(s, 'listening')
+  const { port } = s.address()
+  s.close()
+  await once(s, 'close')
+  return port
+}
+
+const JOIN = `
+import sys
+from ziggurat import Cache
+c = Cache(sys.argv[1], size="8MiB", redis=sys.argv[2], secret="s" * 32)
+c.set("py", 1)
+print("joined", flush=True)
+sys.stdin.read()
+c.unlink()
+c.close()
+`
+
+test('a cache joined to the cluster tier by Python is refused, naming the reason', async (t) => {
+  const dir = mkdtempSync('/tmp/zignode-redis-')
+  const port = await freePort()
+  const redis = spawn('redis-server', ['--port', String(port), '--dir', dir, '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  })
+  t.after(() => {
+    redis.kill()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const name = cacheName('cluster')
+  const before = new Cache(name, { size: '8MiB' })
+  before.set('node', 1)
+  let py
+  for (let attempt = 0; ; attempt++) {
+    py = spawn(python(), ['-c', JOIN, name, `redis://127.0.0.1:${port}/0`], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const [line] = await once(createInterface({ input: py.stdout }), 'line')
+    if (line === 'joined') break
+    if (attempt > 20) throw new Error('the Python worker did not join')
+  }
+  try {
+    const refused = (e) => e instanceof ZigguratError && /cluster tier/.test(e.message) && /redis=/.test(e.message)
+    assert.throws(() => new Cache(name, { size: '8MiB' }), refused)
+    assert.throws(() => before.set('node', 2), refused)
+    assert.throws(() => before.delete('node'), refused)
+    assert.throws(() => before.clear(), refused)
+  } finally {
+    py.stdin.end()
+    await once(py, 'exit')
+    before.close()
+  }
+})

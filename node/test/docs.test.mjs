@@ -1,0 +1,55 @@
+// The examples of docs/node.md run, each in a fresh process on a private
+// directory, and the make targets its commands name exist.
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { test } from 'node:test'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const root = join(here, '..', '..')
+const page = readFileSync(join(root, 'docs', 'node.md'), 'utf8')
+
+function blocks(lang) {
+  const out = []
+  const re = new RegExp('^```' + lang + '\\n([\\s\\S]*?)^```', 'gm')
+  for (const m of page.matchAll(re)) out.push(m[1])
+  return out
+}
+
+test('every js example of docs/node.md runs', () => {
+  const examples = blocks('js')
+  assert.ok(examples.length >= 3)
+  for (const [i, code] of examples.entries()) {
+    const dir = mkdtempSync('/dev/shm/zignodedocs-')
+    try {
+      // The example's caches live in the private directory: `ziggurat` is a shim that
+      // gives every Cache that directory.
+      const shim = join(dir, 'shim.mjs')
+      const real = pathToFileURL(join(root, 'node', 'index.js')).href
+      writeFileSync(
+        shim,
+        `import * as z from ${JSON.stringify(real)}\n` +
+          `export class Cache extends z.Cache {\n` +
+          `  constructor(name, options) { super(name, { directory: ${JSON.stringify(dir)}, ...options }) }\n` +
+          `}\n`,
+      )
+      const file = join(dir, `example${i}.mjs`)
+      writeFileSync(file, code.replaceAll("from 'ziggurat'", `from ${JSON.stringify(pathToFileURL(shim).href)}`))
+      const r = spawnSync(process.execPath, [file], { encoding: 'utf8', cwd: dir })
+      assert.equal(r.status, 0, `example ${i}:\n${code}\n${r.stdout}${r.stderr}`)
+      assert.doesNotMatch(r.stderr, /Assertion failed/, `example ${i}:\n${code}`)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }
+})
+
+test('the make targets docs/node.md names exist', () => {
+  const makefile = readFileSync(join(root, 'Makefile'), 'utf8')
+  const targets = new Set([...makefile.matchAll(/^([a-z][a-z-]*):/gm)].map((m) => m[1]))
+  const named = blocks('sh').flatMap((b) => [...b.matchAll(/^make ([a-z-]+)/gm)].map((m) => m[1]))
+  assert.ok(named.length >= 2)
+  for (const t of named) assert.ok(targets.has(t), `make ${t}`)
+})

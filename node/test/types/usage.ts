@@ -1,0 +1,35 @@
+// Checked by `tsc --noEmit` (test/types.test.mjs): the README's calls type-check,
+// and wrong calls do not.
+import { Cache, LoadTimeoutError, type Stats } from 'ziggurat'
+
+const cache = new Cache('blog', { size: '256MiB', l1Items: 10_000, ttl: '5m' })
+cache.set('post:1', { title: 'Hello' }, { ttl: 60, tags: ['posts'] })
+const post = cache.get<{ title: string }>('post:1')
+const title: string | undefined = post?.title
+async function main(): Promise<void> {
+  const p = await cache.getOrSet('post:2', async ({ signal }) => ({ id: 2, aborted: signal.aborted }), {
+    ttl: '10m',
+    tags: ['posts'],
+  })
+  const n: number | undefined = p?.id
+  void n
+}
+cache.delete('post:1')
+cache.has('post:1')
+cache.invalidateTags('posts')
+cache.clear()
+cache.add('job:7', process.pid, { ttl: 30 })
+cache.incr('visits')
+cache.touch('post:2', { ttl: Infinity })
+const posts = cache.namespace('posts')
+posts.set('1', Buffer.from('x'))
+const s: Stats = cache.stats()
+cache.close()
+void [title, main, s, LoadTimeoutError]
+
+// @ts-expect-error a Date is not a Value
+cache.set('k', new Date())
+// @ts-expect-error options are checked
+cache.set('k', 1, { tll: 5 })
+// @ts-expect-error a key is a string or bytes
+cache.get(42)
