@@ -20,12 +20,12 @@ const DUPLICATE_TABLE = '42P07'
  * await links.target('zig') // 'https://example.com/ziggurat', or null
  */
 export class Links {
-  #client
+  #pool
   reads = 0
   writes = 0
 
-  constructor(client) {
-    this.#client = client
+  constructor(pool) {
+    this.#pool = pool
   }
 
   /** Connects to `url` (postgresql://...) and creates the table if it is missing. */
@@ -35,15 +35,20 @@ export class Links {
         `Links.open(): url must be a postgresql:// URL (the Node.js app runs on PostgreSQL only), got ${JSON.stringify(url)}`,
       )
     }
-    const client = new pg.Client({ connectionString: url })
-    await client.connect()
+    // One connection per worker, as each Python worker has: the queries of concurrent
+    // requests wait for it in turn (a pool of one queues them; a bare Client would too, but
+    // pg 8 deprecates overlapping calls on one Client).
+    const pool = new pg.Pool({ connectionString: url, max: 1 })
+    // A connection that breaks while idle (the server stopped) is replaced on the next
+    // query; without a listener the pool's 'error' event would end the worker.
+    pool.on('error', (e) => console.error(`PostgreSQL connection lost: ${e.message}`))
     try {
-      await client.query(`CREATE TABLE IF NOT EXISTS ${TABLE} (slug TEXT PRIMARY KEY, target TEXT NOT NULL)`)
+      await pool.query(`CREATE TABLE IF NOT EXISTS ${TABLE} (slug TEXT PRIMARY KEY, target TEXT NOT NULL)`)
     } catch (e) {
       // Another worker created it at the same moment.
       if (e.code !== UNIQUE_VIOLATION && e.code !== DUPLICATE_TABLE) throw e
     }
-    return new Links(client)
+    return new Links(pool)
   }
 
   get queries() {
@@ -54,7 +59,7 @@ export class Links {
   async target(slug) {
     this.reads++
     // A named statement is prepared once per connection, as psycopg prepares a repeated query.
-    const { rows } = await this.#client.query({
+    const { rows } = await this.#pool.query({
       name: 'target',
       text: `SELECT target FROM ${TABLE} WHERE slug = $1`,
       values: [slug],
@@ -66,7 +71,7 @@ export class Links {
   async create(slug, target) {
     this.writes++
     try {
-      await this.#client.query({
+      await this.#pool.query({
         name: 'create',
         text: `INSERT INTO ${TABLE} (slug, target) VALUES ($1, $2)`,
         values: [slug, target],
@@ -80,7 +85,7 @@ export class Links {
   /** Changes the target of an existing link; false if there is none (one query). */
   async update(slug, target) {
     this.writes++
-    const r = await this.#client.query({
+    const r = await this.#pool.query({
       name: 'update',
       text: `UPDATE ${TABLE} SET target = $1 WHERE slug = $2`,
       values: [target, slug],
@@ -89,6 +94,6 @@ export class Links {
   }
 
   async close() {
-    await this.#client.end()
+    await this.#pool.end()
   }
 }
