@@ -129,10 +129,11 @@ bench-http: build $(VENV)/.bench $(VENV)/.demo
 # Node.js app's own packages from its lockfile).
 SHORTENER_NODE := examples/shortener/node
 $(SHORTENER_NODE)/node_modules/.installed: $(SHORTENER_NODE)/package.json $(SHORTENER_NODE)/package-lock.json
+	@command -v npm >/dev/null || { echo "make demo: its last part runs Node.js workers: install Node.js 20 or later and npm"; exit 1; }
 	cd $(SHORTENER_NODE) && npm ci --no-audit --no-fund
 	touch $@
 
-demo: build $(VENV)/.demo node-build $(SHORTENER_NODE)/node_modules/.installed
+demo: build $(VENV)/.demo $(SHORTENER_NODE)/node_modules/.installed node-build
 	$(PY) -m examples.blog.demo
 	$(PY) -m examples.shortener.demo
 	$(PY) -m examples.shortener.polyglot_demo

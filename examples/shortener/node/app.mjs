@@ -14,6 +14,9 @@ export const MODES = ['none', 'l2', 'l1+l2']
 const SLUG_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
 const SLUG_ALPHABET = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'
 const TARGET_RE = /^https?:\/\/[^/?#]/i
+// What Starlette's RedirectResponse leaves unescaped in a Location header (the rest is
+// percent-encoded as UTF-8), so that both apps send the same header for one target.
+const LOCATION_UNSAFE = /[^A-Za-z0-9_.~\-:/%#?=@[\]!$&'()*+,;]/gu
 const MAX_BODY = 64 * 1024
 const STATS_INTERVAL_MS = 200
 
@@ -157,8 +160,8 @@ export class Shortener {
       if (req.method !== 'GET') return methodNotAllowed(res, 'GET')
       return this.#redirect(res, unescape(p.slice(1)))
     }
-    res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8', 'content-length': 10 })
-    res.end('Not Found\n')
+    res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8', 'content-length': 9 })
+    res.end('Not Found')
   }
 
   async #redirect(res, slug) {
@@ -175,7 +178,8 @@ export class Shortener {
       return
     }
     this.redirects++
-    res.writeHead(302, { location: target, 'content-length': 0, 'x-served-by': String(this.pid) })
+    const location = target.replace(LOCATION_UNSAFE, encodeURIComponent)
+    res.writeHead(302, { location, 'content-length': 0, 'x-served-by': String(this.pid) })
     res.end()
   }
 
@@ -239,6 +243,7 @@ function unescape(segment) {
 
 function validTarget(target) {
   if (typeof target !== 'string' || target.length > 2048 || !TARGET_RE.test(target)) return null
+  if (!target.isWellFormed()) return null // a lone surrogate has no UTF-8 form
   return target
 }
 
@@ -271,6 +276,6 @@ function send(res, status, doc, pid, headers = {}) {
 }
 
 function methodNotAllowed(res, allow) {
-  res.writeHead(405, { allow, 'content-type': 'text/plain; charset=utf-8', 'content-length': 19 })
-  res.end('Method Not Allowed\n')
+  res.writeHead(405, { allow, 'content-type': 'text/plain; charset=utf-8', 'content-length': 18 })
+  res.end('Method Not Allowed')
 }
