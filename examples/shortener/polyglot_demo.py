@@ -157,7 +157,12 @@ def node_problem() -> str | None:
 
 @dataclass
 class Direction:
-    """Links changed through ``writer`` and read at once through ``reader``."""
+    """Links changed through ``writer`` and read at once through ``reader``.
+
+    >>> d = Direction("python", "node", rounds=1, reads=4)
+    >>> d.title, d.passed
+    ('Python writes, Node.js reads', True)
+    """
 
     writer: str
     reader: str
@@ -181,7 +186,11 @@ class Direction:
 
 @dataclass
 class SingleFlight:
-    """New links asked for through both languages at once, and the loads they took."""
+    """New links asked for through both languages at once, and the loads they took.
+
+    >>> SingleFlight(keys=2, requests=8, right=8, loads={"python": 1, "node": 1}).total_loads
+    2
+    """
 
     keys: int = 0
     requests: int = 0
@@ -303,7 +312,15 @@ class ModeRun:
 
 def l1_counts(stats: Any) -> tuple[int, int] | None:
     """(hits, lookups) of a worker's own L1 in its cache's ``stats()``, in either language's
-    shape: Python's ``stats()["process"]["l1"]``, Node.js's ``stats().l1``."""
+    shape: Python's ``stats()["process"]["l1"]``, Node.js's ``stats().l1``.
+
+    >>> l1_counts({"process": {"l1": {"hits": 9, "misses": 1}}})
+    (9, 10)
+    >>> l1_counts({"l1": {"hits": 3, "misses": 1}})
+    (3, 4)
+    >>> l1_counts(None) is None
+    True
+    """
     if not isinstance(stats, dict):
         return None
     part = stats.get("process", stats)
