@@ -9,6 +9,7 @@ short load and 300 rounds of cross-language link changes, and checks from its ou
 - each language's workers served the load, with lookups answered by their L1;
 - every read through one language, right after a write through the other returned, served
   the write (0 stale), in both directions, with both workers of the reading side answering;
+- the Node.js workers read every entry the Python workers wrote (none was a pickle);
 - new links asked for by both languages at once took one database load each.
 """
 
@@ -82,6 +83,8 @@ def test_short_polyglot_demo_serves_each_write_at_once_through_the_other_languag
             f"(0 stale of {per_direction * READS:,} reads by 2 workers, {per_direction} rounds)"
         )
         assert line in out, out[-5000:]
+    unreadable = "Node.js workers read every entry Python wrote, ziggurat (L1 + L2): PASS (0 "
+    assert unreadable in out, out[-5000:]
     flight = re.search(
         r"One load per key across Python and Node\.js, ziggurat \(L1 \+ L2\): PASS "
         r"\((\d+) DB loads for (\d+) keys, ([\d,]+) requests\)",

@@ -303,6 +303,7 @@ class ModeRun:
     languages: list[LanguageResult]
     directions: list[Direction]
     flight: SingleFlight
+    unreadable: int | None  # entries the Node.js workers could not read (None: no cache)
 
     @property
     def flight_passed(self) -> bool:
@@ -394,6 +395,7 @@ class PolyglotDemo(Demo):
                 directions = asyncio.run(cross_rounds(servers, slugs, targets, p.rounds))
             with self.step(f"{title}: {p.keys} new links asked for by both languages at once"):
                 flight = self.single_flight(servers, database_url)
+            unreadable = None if mode == "none" else node_unreadable(servers["node"].snapshot())
         finally:
             with self.step(f"{title}: stopping the servers"):
                 for server in servers.values():
@@ -401,7 +403,7 @@ class PolyglotDemo(Demo):
                     if server in self.servers:
                         self.servers.remove(server)
 
-        run = ModeRun(mode, results, directions, flight)
+        run = ModeRun(mode, results, directions, flight, unreadable)
         for d in directions:
             verdict = "[green]PASS[/]" if d.passed else "[red]FAIL[/]"
             self.log(
@@ -468,6 +470,21 @@ class PolyglotDemo(Demo):
         for lang, server in servers.items():
             flight.loads[lang] = summed_delta(before[lang], server.snapshot(), "db_reads")
         return flight
+
+
+def node_unreadable(docs: dict[int, dict[str, Any]]) -> int:
+    """Entries the Node.js workers found but could not read, summed over the workers: values
+    stored as pickles (``foreign``) or as JSON text that did not parse (``decodeErrors``).
+    The Python app's entries are strings, which it stores as JSON text: 0.
+
+    >>> node_unreadable({1: {"cache": {"foreign": 0, "decodeErrors": 0}}, 2: {"cache": {}}})
+    0
+    """
+    total = 0
+    for doc in docs.values():
+        stats = doc.get("cache") or {}
+        total += int(stats.get("foreign", 0)) + int(stats.get("decodeErrors", 0))
+    return total
 
 
 def current_targets(database_url: str, slugs: Sequence[str]) -> dict[str, str]:
@@ -623,6 +640,13 @@ def report(console: Console, settings: PolyglotSettings, runs: Sequence[ModeRun]
             console.print(
                 f"{d.title} at once, {name}: {verdict} ({d.stale} stale of {d.reads:,} reads "
                 f"by {_workers(len(d.workers))}, {d.rounds:,} rounds)"
+            )
+        if run.unreadable is not None:
+            passed &= run.unreadable == 0
+            verdict = "[green]PASS[/]" if run.unreadable == 0 else "[bold red]FAIL[/]"
+            console.print(
+                f"Node.js workers read every entry Python wrote, {name}: {verdict} "
+                f"({run.unreadable} unreadable: pickled or undecodable)"
             )
         if run.mode != "none":
             f = run.flight
