@@ -40,14 +40,15 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def node_app() -> None:
     """The Node.js package built and the demo app's packages installed, as `make demo` does."""
-    subprocess.run(
+    proc = subprocess.run(
         ["make", "node-build", "examples/shortener/node/node_modules/.installed"],
         cwd=ROOT,
-        check=True,
         stdin=subprocess.DEVNULL,
         capture_output=True,
+        text=True,
         timeout=1200,
     )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
 
 
 def test_short_polyglot_demo_serves_each_write_at_once_through_the_other_language(
