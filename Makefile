@@ -124,10 +124,19 @@ bench-http: build $(VENV)/.bench $(VENV)/.demo
 	$(PY) bench/bench_http.py
 	$(PY) bench/bench_blog.py
 
-# The blog first (three ways of caching its pages), then the shortener.
-demo: build $(VENV)/.demo
+# The blog first (three ways of caching its pages), then the shortener, then the shortener
+# served by Node.js and Python workers on one cache (the Node.js package built, and the
+# Node.js app's own packages from its lockfile).
+SHORTENER_NODE := examples/shortener/node
+$(SHORTENER_NODE)/node_modules/.installed: $(SHORTENER_NODE)/package.json $(SHORTENER_NODE)/package-lock.json
+	@command -v npm >/dev/null || { echo "make demo: its last part runs Node.js workers: install Node.js 20 or later and npm"; exit 1; }
+	cd $(SHORTENER_NODE) && npm ci --no-audit --no-fund
+	touch $@
+
+demo: build $(VENV)/.demo $(SHORTENER_NODE)/node_modules/.installed node-build
 	$(PY) -m examples.blog.demo
 	$(PY) -m examples.shortener.demo
+	$(PY) -m examples.shortener.polyglot_demo
 
 # The shortener on two hosts (two cache directories, two uvicorn servers) sharing one cache
 # through a private Valkey: a link changed through one host, read at once through the other.

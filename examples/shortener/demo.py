@@ -88,9 +88,11 @@ class Settings:
     db_latency_ms: float = 0.0
 
     @classmethod
-    def from_env(cls) -> Settings:
+    def from_env(cls, default_modes: Sequence[str] = MODES) -> Settings:
+        """The settings the environment gives (``DEMO_MODES`` defaults to ``default_modes``)."""
         env = os.environ
-        modes = tuple(m.strip().lower() for m in env.get("DEMO_MODES", ",".join(MODES)).split(","))
+        chosen = env.get("DEMO_MODES", ",".join(default_modes))
+        modes = tuple(m.strip().lower() for m in chosen.split(","))
         for mode in modes:
             if mode not in MODES:
                 raise SystemExit(f"DEMO_MODES: unknown mode {mode!r} (use {', '.join(MODES)})")
@@ -145,7 +147,9 @@ def free_port() -> int:
 
 
 class Server:
-    """The shortener under uvicorn with several worker processes, in its own process group."""
+    """The shortener under uvicorn with several worker processes, in its own process group.
+
+    ``label`` tells apart the files of servers that share one cache name."""
 
     def __init__(
         self,
@@ -155,14 +159,16 @@ class Server:
         workdir: Path,
         cache_name: str,
         db_latency_ms: float = 0.0,
+        label: str = "",
     ) -> None:
         self.mode = mode
         self.db_latency_ms = db_latency_ms
         self.database_url = database_url
         self.workers = workers
         self.cache_name = cache_name
-        self.stats_dir = workdir / f"stats-{cache_name}"
-        self.log_path = workdir / f"server-{cache_name}.log"
+        suffix = f"-{label}" if label else ""
+        self.stats_dir = workdir / f"stats-{cache_name}{suffix}"
+        self.log_path = workdir / f"server-{cache_name}{suffix}.log"
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -182,24 +188,7 @@ class Server:
                 SHORTENER_STATS_DIR=str(self.stats_dir),
                 PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
             )
-            cmd = [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "examples.shortener.app:app",
-                "--host",
-                HOST,
-                "--port",
-                str(self.port),
-                "--workers",
-                str(self.workers),
-                "--no-access-log",
-                "--log-level",
-                "warning",
-                "--timeout-graceful-shutdown",
-                "3",
-            ]
-            self.proc = processes.start(cmd, self.log_path, cwd=ROOT, env=env)
+            self.proc = processes.start(self.command(), self.log_path, cwd=ROOT, env=env)
             try:
                 self._wait_ready(timeout)
                 return
@@ -208,6 +197,26 @@ class Server:
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def command(self) -> list[str]:
+        """The command line that starts the server on ``self.port``."""
+        return [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "examples.shortener.app:app",
+            "--host",
+            HOST,
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+            "--timeout-graceful-shutdown",
+            "3",
+        ]
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -511,38 +520,42 @@ class Demo:
         self.progress.console.log(message)
 
     def run(self) -> list[ModeResult]:
-        s = self.settings
         with self.progress:
-            with self.step(f"Starting the database ({self.database.kind})"):
-                self.database.start()
-            self.log(f"Database: {self.database.describe()}")
-            database_url = self.database.fresh("links")
-            with self.step(f"Seeding {s.links:,} links"):
-                t0 = time.monotonic()
-                count = db.seed(database_url, ((slug_of(i), target_of(i)) for i in range(s.links)))
-            kind = self.database.kind
-            self.log(f"Seeded {count:,} links into {kind} in {time.monotonic() - t0:.1f} s")
+            database_url, script, paths, ranked = self.prepare()
+            return [
+                self.run_mode(mode, database_url, script, paths, ranked[0])
+                for mode in self.settings.modes
+            ]
 
-            with self.step("Drawing a Zipf mix of requests"):
-                slugs = [slug_of(i) for i in range(s.links)]
-                ranked = loadgen.zipf_ranking(slugs, seed=7)
-                paths = loadgen.zipf_paths(ranked, max(200_000, s.links), s.zipf, seed=7)
-                paths_file = self.workdir / "paths.txt"
-                loadgen.write_paths(paths, paths_file)
-                script = self.workdir / "zipf.lua"
-                loadgen.write_wrk_script(paths_file, script)
-            distinct = len(set(paths))
-            top_share = paths.count("/" + ranked[0]) / len(paths)
-            self.log(
-                f"{len(paths):,} request paths over {distinct:,} distinct links, "
-                f"Zipf s={s.zipf}; the top link takes {top_share:.1%}"
-            )
-            top = ranked[0]
+    def prepare(self) -> tuple[str, Path, list[str], list[str]]:
+        """Start the database, seed the links, draw the request mix (inside ``progress``):
+        the database's URL, the wrk script, the request paths and the slugs by rank."""
+        s = self.settings
+        with self.step(f"Starting the database ({self.database.kind})"):
+            self.database.start()
+        self.log(f"Database: {self.database.describe()}")
+        database_url = self.database.fresh("links")
+        with self.step(f"Seeding {s.links:,} links"):
+            t0 = time.monotonic()
+            count = db.seed(database_url, ((slug_of(i), target_of(i)) for i in range(s.links)))
+        kind = self.database.kind
+        self.log(f"Seeded {count:,} links into {kind} in {time.monotonic() - t0:.1f} s")
 
-            results = []
-            for mode in s.modes:
-                results.append(self.run_mode(mode, database_url, script, paths, top))
-            return results
+        with self.step("Drawing a Zipf mix of requests"):
+            slugs = [slug_of(i) for i in range(s.links)]
+            ranked = loadgen.zipf_ranking(slugs, seed=7)
+            paths = loadgen.zipf_paths(ranked, max(200_000, s.links), s.zipf, seed=7)
+            paths_file = self.workdir / "paths.txt"
+            loadgen.write_paths(paths, paths_file)
+            script = self.workdir / "zipf.lua"
+            loadgen.write_wrk_script(paths_file, script)
+        distinct = len(set(paths))
+        top_share = paths.count("/" + ranked[0]) / len(paths)
+        self.log(
+            f"{len(paths):,} request paths over {distinct:,} distinct links, "
+            f"Zipf s={s.zipf}; the top link takes {top_share:.1%}"
+        )
+        return database_url, script, paths, ranked
 
     def run_mode(
         self,
