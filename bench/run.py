@@ -247,6 +247,11 @@ def render(latest: dict[str, Any], meta: dict[str, Any], quick: bool = False) ->
     report = bsc.report_text() if scale is not None else None
     if report:
         out += ["", report]
+    # The Node.js section is the last run of bench/node/bench.mjs (`make bench-node`).
+    node = os.path.join(HERE, "node.md")
+    if os.path.exists(node):
+        with open(node) as f:
+            out += ["", f.read().rstrip()]
     # The last A/B of two builds (bench/ab.py) is kept: this run does not make it.
     ab = os.path.join(HERE, "ab.md")
     if os.path.exists(ab):
