@@ -112,8 +112,12 @@ class L1 {
    * 1), watching the words it named; else drops any entry of `key`.
    */
   keep(key, value) {
-    const [map, k] = this.where(key)
-    if (this.max === 0 || meta[1] === 0) {
+    if (this.max === 0) return
+    // No [map, key] pair here: keep() runs on every read below L1.
+    const str = typeof key === 'string'
+    const map = str ? this.strings : this.buffers
+    const k = str ? key : key.toString('latin1')
+    if (meta[1] === 0) {
       map.delete(k)
       return
     }

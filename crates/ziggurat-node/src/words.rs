@@ -12,7 +12,10 @@
 //! L1 entry's deadline is checked with atomic loads rather than a call to
 //! `performance.now()`, several times dearer, and against the entry's own
 //! deadline, not one converted to another clock; and each thread's meta
-//! block, where a call says what it found beside its result.
+//! block, where a call says what it found beside its result; and each
+//! thread's input block, the one buffer JavaScript writes: the key of a read
+//! and the cache it reads, put there before a call that takes no argument
+//! (a call with arguments costs napi-rs more than the read itself).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Once;
@@ -42,6 +45,40 @@ pub fn meta() -> &'static [AtomicU32; META_LEN] {
 /// refuses external buffers.
 pub fn meta_buffer(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
     external(env, meta().as_ptr() as *const u8, 4 * META_LEN)
+}
+
+/// Words of the input block: 0 the reader's slot, 1 the key's length in
+/// bytes, then the key (at most 4096 bytes).
+pub const INPUT_LEN: usize = 2 + 4096 / 4;
+
+thread_local! {
+    /// This thread's input block, made once and kept for the life of the
+    /// process, as the buffer over it is.
+    static INPUT: &'static [AtomicU32; INPUT_LEN] =
+        Box::leak(Box::new([const { AtomicU32::new(0) }; INPUT_LEN]));
+}
+
+/// The reader's slot and the key that JavaScript put in this thread's input
+/// block (the key copied out, into `key`); None for a length beyond the block.
+pub fn input(key: &mut Vec<u8>) -> Option<u32> {
+    let w = INPUT.with(|m| *m);
+    let n = w[1].load(Ordering::Relaxed) as usize;
+    if n > 4 * (INPUT_LEN - 2) {
+        return None;
+    }
+    key.clear();
+    for word in &w[2..2 + n.div_ceil(4)] {
+        key.extend_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+    }
+    key.truncate(n);
+    Some(w[0].load(Ordering::Relaxed))
+}
+
+/// This thread's input block as an array buffer; None when the runtime
+/// refuses external buffers.
+pub fn input_buffer(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
+    let w = INPUT.with(|m| *m);
+    external(env, w.as_ptr() as *const u8, 4 * INPUT_LEN)
 }
 
 /// The process's copy of `now_ms()`, kept current by the clock thread.
@@ -76,13 +113,15 @@ fn external<'env>(env: &'env Env, ptr: *const u8, len: usize) -> Result<Option<A
     // table, the 8-byte epoch: `Regions::of`), which the engine never unmaps (it
     // swaps zero pages in at the same addresses when the segment is dropped).
     // So the region outlives any buffer over it, and the finalizer has nothing
-    // to free. JavaScript only loads from these buffers; nothing writes through
-    // them, so the `*mut` the call takes is never used to write. The words
-    // change under JavaScript only through atomics of their owners (other
-    // processes' writes, the clock thread, this addon's calls, which end before
-    // JavaScript runs on the thread again). The words are aligned for the typed
-    // arrays put over them (4 bytes for the tables and the meta block, 8 for
-    // the epoch and the clock).
+    // to free. JavaScript only loads from these buffers but one, a thread's
+    // input block (leaked too), which the package's JavaScript writes on that
+    // thread between calls, and which the addon loads with atomics during a
+    // call on the same thread: the two never overlap. The others change under
+    // JavaScript only through atomics of their owners (other processes'
+    // writes, the clock thread, this addon's calls, which end before
+    // JavaScript runs on the thread again). The words are aligned for the
+    // typed arrays put over them (4 bytes for the tables and the meta and
+    // input blocks, 8 for the epoch and the clock).
     let ab = unsafe { ArrayBuffer::from_external(env, ptr as *mut u8, len, (), |_, _| ()) }?;
     Ok((ab.as_ptr() == ptr).then_some(ab))
 }
