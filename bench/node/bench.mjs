@@ -2,6 +2,7 @@
 //
 //   node bench/node/bench.mjs            every table, 7 interleaved reps per figure
 //   node bench/node/bench.mjs --quick    3 short reps (a smoke run; writes nothing to docs)
+//   node bench/node/bench.mjs --only a,b some tables (printed; writes nothing to docs)
 //
 // Writes the raw figures to bench/node.json, the section to bench/node.md
 // and that section into docs/benchmarks.md (bench/run.py keeps it there).
@@ -25,6 +26,8 @@ import { KEYS, record } from './values.mjs'
 const HERE = dirname(fileURLToPath(import.meta.url))
 const ROOT = join(HERE, '..', '..')
 const quick = process.argv.includes('--quick')
+const onlyAt = process.argv.indexOf('--only')
+const only = onlyAt > 0 ? new Set(process.argv[onlyAt + 1].split(',')) : null
 const S = quick ? { reps: 3, repMs: 40, herdRounds: 3 } : { reps: 7, repMs: 150, herdRounds: 12 }
 const LOADER_MS = 20
 const run = `bench-node-${process.pid}`
@@ -335,6 +338,7 @@ async function main() {
       ['c) getOrSet', () => getOrSet(redis)],
       ['d) herd', () => herd(redis)],
     ]) {
+      if (only && !only.has(label[0])) continue
       console.error(`node bench ${label}...`)
       parts.push(await f())
     }
@@ -378,7 +382,7 @@ async function main() {
     '',
     ...parts.flatMap((p) => [...p.md, '']),
   ].join('\n')
-  if (quick) {
+  if (quick || only) {
     process.stdout.write(md)
   } else {
     writeFileSync(join(ROOT, 'bench', 'node.json'), JSON.stringify(results, null, 1) + '\n')

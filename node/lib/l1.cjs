@@ -7,16 +7,25 @@
 // the oldest entry is evicted first.
 //
 // The deadline is the entry's soft deadline in ms of the engine's clock,
-// compared with the clock word the addon keeps current (two 32-bit halves).
+// compared with the clock the addon keeps current: as one 32-bit word of ms
+// since the clock's base while that word can say it (the first 49.7 days of
+// the process), else as two 32-bit halves.
 // Of the 64-bit epoch, the low half is compared: a clear moves it, and only
 // 2^32 clears during one entry's life could bring it back (the key's 32-bit
 // stamp has the same bound, 2^31 writes of keys sharing it).
 
 const native = require('./native.cjs')
 
-/** The clock word, shared by every cache of the process; null without external buffers. */
+/**
+ * The clock block, shared by every cache of the process (0 and 1 the time,
+ * low and high; 2 the ms since the base, saturated at 2^32 - 1; 3 and 4 the
+ * base); null without external buffers.
+ */
 const clockBuffer = native.NativeCache.clock()
 const clock = clockBuffer ? new Uint32Array(clockBuffer) : null
+const clockBase = clock ? clock[3] + clock[4] * 2 ** 32 : 0
+// The short clock's largest value: where it stops, the short form says nothing.
+const SHORT_MAX = 2 ** 32 - 1
 
 /**
  * This thread's meta words: what the addon's last call found beside its
@@ -76,6 +85,7 @@ class L1 {
 
   /** The live value of `key`, or `miss` when L1 holds nothing valid for it. */
   get(map, k, miss) {
+    let hi
     const e = map.get(k)
     if (e === undefined) return miss
     if (Atomics.load(this.stamps, e.stamp) !== e.seen || Atomics.load(this.epoch, 0) !== e.epoch) {
@@ -83,8 +93,13 @@ class L1 {
       return miss
     }
     if (e.timed) {
-      const hi = Atomics.load(clock, 1)
-      if (hi > e.softHi || (hi === e.softHi && Atomics.load(clock, 0) >= e.softLo)) {
+      // One Atomics.load (a call in V8, the larger part of a hit) for a
+      // deadline within the short clock's range; two for any other.
+      if (
+        e.short < SHORT_MAX
+          ? Atomics.load(clock, 2) >= e.short
+          : (hi = Atomics.load(clock, 1)) > e.softHi || (hi === e.softHi && Atomics.load(clock, 0) >= e.softLo)
+      ) {
         map.delete(k)
         return miss
       }
@@ -132,6 +147,9 @@ class L1 {
       timed: (meta[6] | meta[7]) !== 0,
       softLo: meta[6],
       softHi: meta[7],
+      // The deadline on the short clock: 0 for one before its base (so
+      // expired), SHORT_MAX for one beyond its range (the long form decides).
+      short: Math.min(Math.max(meta[6] + meta[7] * 2 ** 32 - clockBase, 0), SHORT_MAX),
     })
   }
 

@@ -80,3 +80,22 @@ test("a closed cache's slot goes to the next cache opened, which reads its own v
   assert.equal(c.get('k'), 'from c')
   assert.equal(b.get('k'), 'from b')
 })
+
+test('L1 keeps a value until its deadline, near (one clock word) or beyond 49.7 days (two)', async () => {
+  const c = new Cache(cacheName('reads-l1-clock'), { size: '8MiB' })
+  open.push(c)
+  c.set('near', 'n', { ttl: '80ms' })
+  c.set('far', 'f', { ttl: '100d' })
+  c.set('never', 'v', { ttl: Infinity })
+  const hits = () => c.stats().l1.hits
+  const h0 = hits()
+  assert.equal(c.get('near'), 'n')
+  assert.equal(c.get('far'), 'f')
+  assert.equal(c.get('never'), 'v')
+  assert.equal(hits(), h0 + 3, 'the three are L1 hits')
+  await new Promise((r) => setTimeout(r, 150))
+  assert.equal(c.get('near'), undefined)
+  assert.equal(c.get('far'), 'f')
+  assert.equal(c.get('never'), 'v')
+  assert.equal(hits(), h0 + 5, 'the far and never-expiring values are still L1 hits')
+})

@@ -210,8 +210,9 @@ impl NativeCache {
         }
     }
 
-    /// The engine's clock (ms, two 32-bit halves, low first) as a buffer
-    /// that a thread of the addon keeps current; null when this runtime
+    /// The engine's clock (ms, two 32-bit halves, low first, then the
+    /// short form `words::Clock` describes) as a buffer that a thread of the
+    /// addon keeps current; null when this runtime
     /// cannot map it. One per process: the package asks once.
     #[napi]
     pub fn clock(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
