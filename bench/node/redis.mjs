@@ -46,7 +46,7 @@ export async function startRedis(bin = 'redis-server') {
     }
     await new Promise((r) => setTimeout(r, 50))
   }
-  const m = /v=(\d+\.\d+\.\d+)/.exec(out)
+  const m = /v(?:ersion)?=(\d+\.\d+\.\d+)/.exec(out)
   return {
     port,
     version: m ? m[1] : 'unknown',

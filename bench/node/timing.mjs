@@ -70,3 +70,24 @@ export function pairedRange(a, b) {
   const rs = a.samples.map((x, i) => x / b.samples[i])
   return [Math.min(...rs), Math.max(...rs)]
 }
+
+/**
+ * Ratios of `a` to `b` from `rounds` short reps run back to back (which runs
+ * first alternates), as bench/harness.py's alternate(): for a goal that
+ * compares two cases closely, each pair sees the same machine, and the
+ * median over many rounds leaves out the few that straddle a change of its
+ * speed. Returns the ratios, round by round.
+ */
+export async function alternate(a, b, { rounds, pairMs }) {
+  const pa = { ...a, loops: 0, fixed: false, samples: [] }
+  const pb = { ...b, loops: 0, fixed: false, samples: [] }
+  await calibrate(pa, pairMs)
+  await calibrate(pb, pairMs)
+  const out = []
+  for (let r = 0; r < rounds; r++) {
+    const ns = {}
+    for (const c of r % 2 ? [pb, pa] : [pa, pb]) ns[c.name] = (await timed(c, c.loops)) / c.loops
+    out.push(ns[a.name] / ns[b.name])
+  }
+  return out
+}
