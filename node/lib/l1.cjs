@@ -72,6 +72,9 @@ class L1 {
     this.tags = new Uint32Array(words[1])
     this.epoch = new Uint32Array(words[2])
     this.hits = 0
+    /** Entries in the order they were kept (see evict()), from index `head`. */
+    this.queue = []
+    this.head = 0
   }
 
   get size() {
@@ -141,7 +144,9 @@ class L1 {
     }
     if (!map.has(k) && this.size >= this.max) this.evict()
     const ntags = meta[8]
-    map.set(k, {
+    const e = {
+      map,
+      key: k,
       value: this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value,
       stamp: meta[2],
       seen: meta[3],
@@ -153,7 +158,10 @@ class L1 {
       // The deadline on the short clock: 0 for one before its base (so
       // expired), SHORT_MAX for one beyond its range (the long form decides).
       short: Math.min(Math.max(meta[6] + meta[7] * 2 ** 32 - clockBase, 0), SHORT_MAX),
-    })
+    }
+    map.set(k, e)
+    this.queue.push(e)
+    if (this.queue.length - this.head > 2 * this.max + 64) this.compact()
   }
 
   drop(key) {
@@ -161,15 +169,44 @@ class L1 {
     map.delete(k)
   }
 
+  /**
+   * Drops the entry kept longest ago. The queue holds the entries in the
+   * order they were kept, replaced and dropped ones too (skipped here): not
+   * the maps' own order, whose first live key a Map finds only past the
+   * slots of every key deleted before it, a cost that grew with the L1.
+   */
   evict() {
-    const map = this.strings.size >= this.buffers.size ? this.strings : this.buffers
-    const first = map.keys().next()
-    if (!first.done) map.delete(first.value)
+    const q = this.queue
+    while (this.head < q.length) {
+      const e = q[this.head]
+      q[this.head++] = undefined
+      if (e.map.get(e.key) === e) {
+        e.map.delete(e.key)
+        break
+      }
+    }
+    if (this.head > 1024 && 2 * this.head > q.length) {
+      this.queue = q.slice(this.head)
+      this.head = 0
+    }
+  }
+
+  /** The queue without its replaced and dropped entries (at most `max` remain). */
+  compact() {
+    const live = []
+    for (let i = this.head; i < this.queue.length; i++) {
+      const e = this.queue[i]
+      if (e.map.get(e.key) === e) live.push(e)
+    }
+    this.queue = live
+    this.head = 0
   }
 
   clear() {
     this.strings.clear()
     this.buffers.clear()
+    this.queue = []
+    this.head = 0
   }
 }
 

@@ -99,3 +99,25 @@ test('L1 keeps a value until its deadline, near (one clock word) or beyond 49.7 
   assert.equal(c.get('never'), 'v')
   assert.equal(hits(), h0 + 5, 'the far and never-expiring values are still L1 hits')
 })
+
+test('a full L1 drops the entry kept longest ago, a rewritten one counting from its rewrite', () => {
+  const c = new Cache(cacheName('reads-evict'), { size: '8MiB', l1Items: 3 })
+  open.push(c)
+  for (const k of ['a', 'b', 'c']) c.set(k, k)
+  c.set('a', 'a2') // a is now the newest
+  c.set('d', 'd') // so b goes
+  assert.equal(c.stats().l1.items, 3)
+  const l1Hit = (k) => {
+    const before = c.stats().l1.hits
+    c.get(k)
+    return c.stats().l1.hits === before + 1
+  }
+  assert.equal(l1Hit('a'), true)
+  assert.equal(l1Hit('c'), true)
+  assert.equal(l1Hit('d'), true)
+  assert.equal(c.get('b'), 'b', 'b is read from the segment')
+  // Many more keys than the L1 holds: it stays at its bound, each value correct.
+  for (let i = 0; i < 5000; i++) c.set(`k${i}`, i)
+  for (let i = 0; i < 5000; i += 97) assert.equal(c.get(`k${i}`), i)
+  assert.equal(c.stats().l1.items, 3)
+})
