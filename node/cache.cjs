@@ -20,6 +20,21 @@ const inputWords = inputBuffer ? new Uint32Array(inputBuffer, 0, 2) : null
 const inputKey = inputBuffer ? Buffer.from(inputBuffer, 8, 4096) : null
 // Keys of up to this many UTF-16 units fit the block's 4096 bytes of UTF-8.
 const INPUT_CHARS = 1365
+
+/**
+ * Puts a short key's UTF-8 in the input block; its length in bytes. An ASCII
+ * key is copied here, cheaper than Buffer's write (a call into C++) for the
+ * short keys most reads have.
+ */
+function putShort(key) {
+  const n = key.length
+  for (let i = 0; i < n; i++) {
+    const c = key.charCodeAt(i)
+    if (c > 0x7f) return inputKey.write(key)
+    inputKey[i] = c
+  }
+  return n
+}
 const STEP_VALUE = 0
 const STEP_NEGATIVE = 1
 const STEP_LOAD = 2
@@ -182,7 +197,7 @@ class Cache {
       try {
         if (inputWords !== null && key.length <= INPUT_CHARS) {
           inputWords[0] = this.#slot
-          inputWords[1] = inputKey.write(key)
+          inputWords[1] = key.length <= 32 ? putShort(key) : inputKey.write(key)
           out = native.readInput()
         } else {
           out = this.#native.read(key)

@@ -25,6 +25,10 @@ after(() => {
 const keys = [
   'k',
   'user:1',
+  'naïve:1', // short, not ASCII
+  '🎉',
+  'x'.repeat(32),
+  'y'.repeat(33),
   'é'.repeat(1365), // 2730 bytes through the input block
   '€'.repeat(1365), // 4095 bytes, the input block's most
   '€'.repeat(1365) + '!', // 1366 units: a method call
