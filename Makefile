@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 
-.PHONY: all build test lint pytest rust-test node-build node-test bench bench-http bench-scale stress demo demo-cluster blog clean wheel sdist
+.PHONY: all build test lint pytest rust-test node-build node-test bench bench-node bench-http bench-scale stress demo demo-cluster blog clean wheel sdist
 
 all: test
 
@@ -112,8 +112,17 @@ stress: build
 	ZIGGURAT_STRESS=1 cargo test -q --release -p ziggurat-core --test fuzz_file
 	ZIGGURAT_STRESS=1 $(PY) -m pytest -q -m stress tests
 
-bench: build $(VENV)/.bench
+bench: build $(VENV)/.bench bench-node
 	$(PY) bench/run.py
+
+# The Node.js package against lru-cache, lmdb-js and BentoCache (bench/node/, its own pinned
+# peers): bench/node.json, bench/node.md and the Node.js section of docs/benchmarks.md.
+bench/node/node_modules/.installed: bench/node/package.json bench/node/package-lock.json
+	cd bench/node && npm ci --no-audit --no-fund
+	touch $@
+
+bench-node: node-build bench/node/node_modules/.installed
+	nice -n 10 node bench/node/bench.mjs
 
 # The segment's size scaling alone, 64 MiB to 8 GiB (needs ~20 GiB of RAM; as root it mounts
 # its own tmpfs, with and without huge pages): docs/benchmarks.md, section s.

@@ -247,9 +247,10 @@ def render(latest: dict[str, Any], meta: dict[str, Any], quick: bool = False) ->
     report = bsc.report_text() if scale is not None else None
     if report:
         out += ["", report]
-    # The last A/Bs of two builds (bench/bench_http.py --ab, bench/ab.py) are kept: this
-    # run does not make them.
-    for name in ("http_ab.md", "ab.md"):
+    # The Node.js section is the last run of bench/node/bench.mjs (`make bench-node`); the
+    # last A/Bs of two builds (bench/bench_http.py --ab, bench/ab.py) are kept: this run
+    # makes none of them.
+    for name in ("node.md", "http_ab.md", "ab.md"):
         path = os.path.join(HERE, name)
         if os.path.exists(path):
             with open(path) as f:

@@ -11,6 +11,30 @@ const { L1, meta } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, translate } = require('./lib/errors.cjs')
 
 const MISS = Symbol('miss')
+
+// This thread's input block (see crates/ziggurat-node/src/words.rs): a read
+// of a string key puts the cache's slot, the key's length and its UTF-8 there
+// and calls readInput() without arguments, the cheapest call into the addon.
+const inputBuffer = native.NativeCache.input()
+const inputWords = inputBuffer ? new Uint32Array(inputBuffer, 0, 2) : null
+const inputKey = inputBuffer ? Buffer.from(inputBuffer, 8, 4096) : null
+// Keys of up to this many UTF-16 units fit the block's 4096 bytes of UTF-8.
+const INPUT_CHARS = 1365
+
+/**
+ * Puts a short key's UTF-8 in the input block; its length in bytes. An ASCII
+ * key is copied here, cheaper than Buffer's write (a call into C++) for the
+ * short keys most reads have.
+ */
+function putShort(key) {
+  const n = key.length
+  for (let i = 0; i < n; i++) {
+    const c = key.charCodeAt(i)
+    if (c > 0x7f) return inputKey.write(key)
+    inputKey[i] = c
+  }
+  return n
+}
 const STEP_VALUE = 0
 const STEP_NEGATIVE = 1
 const STEP_LOAD = 2
@@ -49,6 +73,7 @@ const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}$/
  */
 class Cache {
   #native
+  #slot
   #l1
   #closed = false
   #flights = new Map()
@@ -114,6 +139,7 @@ class Cache {
     } catch (e) {
       throw translate(e, M)
     }
+    this.#slot = this.#native.reader()
     if (this.#native.notice) process.emitWarning(this.#native.notice, 'ZigguratWarning')
     const words = l1Items > 0 ? this.#native.words() : null
     this.#l1 = new L1(
@@ -163,12 +189,27 @@ class Cache {
 
   /** A read that L1 did not answer for a string key (or any read of a Buffer key). */
   #below(key, method) {
-    const k = args.key(key, `Cache.${method}()`)
-    if (typeof k !== 'string') {
-      const v = this.#l1.get(this.#l1.buffers, k.toString('latin1'), MISS)
-      if (v !== MISS) return v
-    }
     let out
+    if (typeof key === 'string') {
+      // The common read, kept lean: args.key() only for the error of a lone
+      // surrogate.
+      if (!key.isWellFormed()) args.key(key, `Cache.${method}()`)
+      try {
+        if (inputWords !== null && key.length <= INPUT_CHARS) {
+          inputWords[0] = this.#slot
+          inputWords[1] = key.length <= 32 ? putShort(key) : inputKey.write(key)
+          out = native.readInput()
+        } else {
+          out = this.#native.read(key)
+        }
+      } catch (e) {
+        throw translate(e, `Cache.${method}()`)
+      }
+      return this.#take(key, out)
+    }
+    const k = args.key(key, `Cache.${method}()`)
+    const v = this.#l1.get(this.#l1.buffers, k.toString('latin1'), MISS)
+    if (v !== MISS) return v
     try {
       out = this.#native.read(k)
     } catch (e) {
@@ -546,6 +587,7 @@ class Cache {
     if (this.#closed) return
     this.#closed = true
     this.#l1.clear()
+    native.forgetReader(this.#slot)
     this.#native.close()
   }
 

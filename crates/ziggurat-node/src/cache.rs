@@ -18,7 +18,7 @@ use ziggurat_core::{HugePages, Options};
 
 use crate::codec::pickle_bytes;
 use crate::errors::{closed, invalid, to_napi};
-use crate::front::{found, int_out, keep, NodeFront, Out, NEGATIVE, NOTHING};
+use crate::front::{int_out, keep, read_below, register, Out};
 use crate::words::Regions;
 
 /// How a cache is opened: the segment's options and the cache's defaults,
@@ -210,8 +210,9 @@ impl NativeCache {
         }
     }
 
-    /// The engine's clock (ms, two 32-bit halves, low first) as a buffer
-    /// that a thread of the addon keeps current; null when this runtime
+    /// The engine's clock (ms, two 32-bit halves, low first, then the
+    /// short form `words::Clock` describes) as a buffer that a thread of the
+    /// addon keeps current; null when this runtime
     /// cannot map it. One per process: the package asks once.
     #[napi]
     pub fn clock(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
@@ -242,23 +243,22 @@ impl NativeCache {
     #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
     pub fn read(&self, key: KeyArg) -> Result<Out> {
         let c = self.cache()?;
-        let k = key_bytes(&key);
-        ziggurat_cache::check_key(k).map_err(to_napi)?;
-        c.counts().l1_misses.bump();
-        let mut f = NodeFront {
-            foreign: &self.foreign,
-        };
-        Ok(match c.read(k, None, false, &mut f)? {
-            ziggurat_cache::Read::Fresh(v, _) => v.out(self.regions.as_ref()),
-            ziggurat_cache::Read::Negative(_) => {
-                found(NEGATIVE);
-                None
-            }
-            _ => {
-                found(NOTHING);
-                None
-            }
-        })
+        Ok(read_below(c, key_bytes(&key), &self.foreign)?
+            .and_then(|v| v.out(self.regions.as_ref())))
+    }
+
+    /// Registers this cache for `readInput()` in this thread; its slot.
+    #[napi]
+    pub fn reader(&self) -> Result<u32> {
+        let c = self.cache()?;
+        Ok(register(c, &self.name, self.regions, &self.foreign))
+    }
+
+    /// This thread's input block (a read's slot and key) as a buffer; null
+    /// when this runtime cannot map it.
+    #[napi]
+    pub fn input(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
+        crate::words::input_buffer(env)
     }
 
     /// Stores a value: JSON text (`code` 1, in `text`), bytes (2, `bytes`)

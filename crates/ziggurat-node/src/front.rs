@@ -4,14 +4,17 @@
 //! entry of it watches. Words, not an object: a JavaScript object made per
 //! read would cost more than the read itself.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
-use napi::bindgen_prelude::{BigInt, Buffer, Either4};
-use ziggurat_cache::{Error, Found, Front, L1Watch, Payload, Trailer, Watch32};
+use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4, Latin1String};
+use napi_derive::napi;
+use ziggurat_cache::{Cache, Error, Found, Front, L1Watch, Payload, Read, Trailer, Watch32};
 
 use crate::codec::{decode, Decoded};
-use crate::errors::to_napi;
-use crate::words::{meta, Regions};
+use crate::errors::{closed, invalid, to_napi};
+use crate::words::{input, meta, Regions};
 
 /// A value as JavaScript receives it: JSON text, bytes, a counter within
 /// 2^53, or one beyond it; None for nothing.
@@ -95,6 +98,118 @@ impl NodeValue {
             },
             keep: None,
         }
+    }
+}
+
+/// Reads `key` below L1 in `c`: the value, the meta words saying what it
+/// is (the one read of every front end's call, `NativeCache.read` and
+/// `readInput` alike).
+pub fn read_below(c: &Cache, k: &[u8], foreign: &AtomicU64) -> napi::Result<Option<NodeValue>> {
+    ziggurat_cache::check_key(k).map_err(to_napi)?;
+    c.counts().l1_misses.bump();
+    let mut f = NodeFront { foreign };
+    Ok(match c.read(k, None, false, &mut f)? {
+        Read::Fresh(v, _) => Some(v),
+        Read::Negative(_) => {
+            found(NEGATIVE);
+            None
+        }
+        _ => {
+            found(NOTHING);
+            None
+        }
+    })
+}
+
+/// What a read of a string key needs of its cache, kept in this thread's
+/// registry under a slot that the JavaScript `Cache` writes in the input
+/// block before `readInput()`: a call without arguments skips what napi-rs
+/// does for each argument and for a method's instance (unwrapping it,
+/// registering a borrow of it), the larger part of a read's cost outside the
+/// engine. It holds the cache weakly: once `close()` drops the cache, a read
+/// through it is refused.
+struct Reader {
+    cache: Weak<Cache>,
+    name: String,
+    regions: Option<Regions>,
+    foreign: Arc<AtomicU64>,
+}
+
+thread_local! {
+    /// This thread's readers by slot (JavaScript objects, and so the caches
+    /// that register here, belong to one thread).
+    static READERS: RefCell<Vec<Option<Reader>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Registers the reader of an open cache in this thread; its slot.
+pub fn register(
+    cache: &Arc<Cache>,
+    name: &str,
+    regions: Option<Regions>,
+    foreign: &Arc<AtomicU64>,
+) -> u32 {
+    let r = Reader {
+        cache: Arc::downgrade(cache),
+        name: name.to_string(),
+        regions,
+        foreign: Arc::clone(foreign),
+    };
+    READERS.with(|rs| {
+        let mut rs = rs.borrow_mut();
+        match rs.iter().position(Option::is_none) {
+            Some(i) => {
+                rs[i] = Some(r);
+                i as u32
+            }
+            None => {
+                rs.push(Some(r));
+                (rs.len() - 1) as u32
+            }
+        }
+    })
+}
+
+/// Frees the slot of a closed cache.
+#[napi]
+pub fn forget_reader(slot: u32) {
+    READERS.with(|rs| {
+        if let Some(r) = rs.borrow_mut().get_mut(slot as usize) {
+            *r = None;
+        }
+    });
+}
+
+/// Reads the key in this thread's input block below L1, through the reader
+/// in the slot it names: the value, the meta words saying what it is. JSON
+/// text in ASCII (as short JSON text nearly always is) becomes a string of
+/// one byte per character, which V8 copies without decoding UTF-8.
+#[napi(ts_return_type = "string | Buffer | number | bigint | null")]
+pub fn read_input() -> napi::Result<Either<Latin1String, Out>> {
+    let mut key = Vec::with_capacity(64);
+    let slot = input(&mut key).ok_or_else(|| invalid("the key is longer than 4096 bytes"))?;
+    let (c, regions, foreign) = READERS.with(|rs| {
+        let rs = rs.borrow();
+        let r = rs
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| invalid(format!("no cache reads through slot {slot}")))?;
+        let c = r.cache.upgrade().ok_or_else(|| closed(&r.name))?;
+        Ok::<_, napi::Error>((c, r.regions, Arc::clone(&r.foreign)))
+    })?;
+    let Some(v) = read_below(&c, &key, &foreign)? else {
+        return Ok(Either::B(None));
+    };
+    match v.data {
+        Decoded::Json(s) if s.is_ascii() => {
+            found(JSON_TEXT);
+            if let (Some((w, tags, t)), Some(r)) = (&v.keep, regions.as_ref()) {
+                keep(r, w, tags, t);
+            }
+            Ok(Either::A(Latin1String::from(s)))
+        }
+        data => Ok(Either::B(
+            NodeValue { data, keep: v.keep }.out(regions.as_ref()),
+        )),
     }
 }
 

@@ -21,3 +21,4 @@ mod miss;
 mod words;
 
 pub use cache::NativeCache;
+pub use front::{forget_reader, read_input};

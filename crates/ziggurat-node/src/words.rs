@@ -12,7 +12,10 @@
 //! L1 entry's deadline is checked with atomic loads rather than a call to
 //! `performance.now()`, several times dearer, and against the entry's own
 //! deadline, not one converted to another clock; and each thread's meta
-//! block, where a call says what it found beside its result.
+//! block, where a call says what it found beside its result; and each
+//! thread's input block, the one buffer JavaScript writes: the key of a read
+//! and the cache it reads, put there before a call that takes no argument
+//! (a call with arguments costs napi-rs more than the read itself).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Once;
@@ -44,45 +47,116 @@ pub fn meta_buffer(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
     external(env, meta().as_ptr() as *const u8, 4 * META_LEN)
 }
 
-/// The process's copy of `now_ms()`, kept current by the clock thread.
-static CLOCK: AtomicU64 = AtomicU64::new(0);
+/// Words of the input block: 0 the reader's slot, 1 the key's length in
+/// bytes, then the key (at most 4096 bytes).
+pub const INPUT_LEN: usize = 2 + 4096 / 4;
+
+thread_local! {
+    /// This thread's input block, made once and kept for the life of the
+    /// process, as the buffer over it is.
+    static INPUT: &'static [AtomicU32; INPUT_LEN] =
+        Box::leak(Box::new([const { AtomicU32::new(0) }; INPUT_LEN]));
+}
+
+/// The reader's slot and the key that JavaScript put in this thread's input
+/// block (the key copied out, into `key`); None for a length beyond the block.
+pub fn input(key: &mut Vec<u8>) -> Option<u32> {
+    let w = INPUT.with(|m| *m);
+    let n = w[1].load(Ordering::Relaxed) as usize;
+    if n > 4 * (INPUT_LEN - 2) {
+        return None;
+    }
+    key.clear();
+    for word in &w[2..2 + n.div_ceil(4)] {
+        key.extend_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+    }
+    key.truncate(n);
+    Some(w[0].load(Ordering::Relaxed))
+}
+
+/// This thread's input block as an array buffer; None when the runtime
+/// refuses external buffers.
+pub fn input_buffer(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
+    let w = INPUT.with(|m| *m);
+    external(env, w.as_ptr() as *const u8, 4 * INPUT_LEN)
+}
+
+/// The process's clock block, kept current by the clock thread: `now_ms()`
+/// (two 32-bit halves, low first), then the same time as one 32-bit word,
+/// the ms since `base` (saturated at `u32::MAX`, about 49.7 days after the
+/// clock started), then `base` (two halves). An L1 hit of an entry whose
+/// deadline falls within the short word's range checks it with one
+/// `Atomics.load` instead of two: each costs a call in V8, the larger part
+/// of a hit.
+#[repr(C, align(8))]
+struct Clock {
+    now: AtomicU64,
+    short: AtomicU32,
+    base_lo: AtomicU32,
+    base_hi: AtomicU32,
+    _pad: AtomicU32,
+}
+
+static CLOCK: Clock = Clock {
+    now: AtomicU64::new(0),
+    short: AtomicU32::new(0),
+    base_lo: AtomicU32::new(0),
+    base_hi: AtomicU32::new(0),
+    _pad: AtomicU32::new(0),
+};
 static TICKING: Once = Once::new();
 /// How often the clock thread stores the time.
 const TICK: Duration = Duration::from_millis(1);
 
-/// The clock word as an array buffer (two 32-bit halves, low first), the
-/// clock thread started on the first call; None when the runtime refuses
-/// external buffers.
+/// Stores `now` in the clock block, both ways.
+fn tick(now: u64, base: u64) {
+    let short = now.saturating_sub(base).min(u64::from(u32::MAX)) as u32;
+    CLOCK.now.store(now, Ordering::Release);
+    CLOCK.short.store(short, Ordering::Release);
+}
+
+/// The clock block as an array buffer (see `Clock`), the clock thread
+/// started on the first call; None when the runtime refuses external
+/// buffers.
 pub fn clock<'env>(env: &'env Env) -> Result<Option<ArrayBuffer<'env>>> {
     TICKING.call_once(|| {
-        CLOCK.store(now_ms(), Ordering::Release);
+        let base = now_ms();
+        CLOCK.base_lo.store(base as u32, Ordering::Release);
+        CLOCK.base_hi.store((base >> 32) as u32, Ordering::Release);
+        tick(base, base);
         // A thread that only sleeps and stores: it never keeps the process alive.
         let _ = std::thread::Builder::new()
             .name("ziggurat-clock".into())
-            .spawn(|| loop {
+            .spawn(move || loop {
                 std::thread::sleep(TICK);
-                CLOCK.store(now_ms(), Ordering::Release);
+                tick(now_ms(), base);
             });
     });
-    external(env, CLOCK.as_ptr() as *const u8, 8)
+    external(
+        env,
+        &CLOCK as *const Clock as *const u8,
+        std::mem::size_of::<Clock>(),
+    )
 }
 
 /// An array buffer over `len` bytes at `ptr`, which stay mapped and are only
 /// loaded from; None when the runtime would copy them instead.
 fn external<'env>(env: &'env Env, ptr: *const u8, len: usize) -> Result<Option<ArrayBuffer<'env>>> {
     // SAFETY: every caller passes a region that stays readable for the rest of
-    // the process: the clock word (a static), a thread's meta block (leaked, so
+    // the process: the clock block (a static), a thread's meta block (leaked, so
     // never freed) or a region of a segment's mapping (the stamp table, the tag
     // table, the 8-byte epoch: `Regions::of`), which the engine never unmaps (it
     // swaps zero pages in at the same addresses when the segment is dropped).
     // So the region outlives any buffer over it, and the finalizer has nothing
-    // to free. JavaScript only loads from these buffers; nothing writes through
-    // them, so the `*mut` the call takes is never used to write. The words
-    // change under JavaScript only through atomics of their owners (other
-    // processes' writes, the clock thread, this addon's calls, which end before
-    // JavaScript runs on the thread again). The words are aligned for the typed
-    // arrays put over them (4 bytes for the tables and the meta block, 8 for
-    // the epoch and the clock).
+    // to free. JavaScript only loads from these buffers but one, a thread's
+    // input block (leaked too), which the package's JavaScript writes on that
+    // thread between calls, and which the addon loads with atomics during a
+    // call on the same thread: the two never overlap. The others change under
+    // JavaScript only through atomics of their owners (other processes'
+    // writes, the clock thread, this addon's calls, which end before
+    // JavaScript runs on the thread again). The words are aligned for the
+    // typed arrays put over them (4 bytes for the tables and the meta and
+    // input blocks, 8 for the epoch and the clock).
     let ab = unsafe { ArrayBuffer::from_external(env, ptr as *mut u8, len, (), |_, _| ()) }?;
     Ok((ab.as_ptr() == ptr).then_some(ab))
 }

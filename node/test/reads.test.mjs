@@ -1,0 +1,127 @@
+// Reads below L1 of string keys: each cache's own values, whatever the key's
+// length (keys of up to 1365 UTF-16 units go through the input block, longer
+// ones through a method call) and whatever the text (ASCII JSON becomes a
+// one-byte string, other text UTF-8), and a closed cache's slot handed on.
+import assert from 'node:assert/strict'
+import { after, test } from 'node:test'
+import { Cache, ZigguratError } from 'ziggurat'
+import { cacheName } from './agents.mjs'
+
+const open = []
+function cache(what) {
+  const c = new Cache(cacheName(what), { size: '8MiB', l1Items: 0 })
+  open.push(c)
+  return c
+}
+after(() => {
+  for (const c of open) {
+    try {
+      c.unlink()
+    } catch {}
+    c.close()
+  }
+})
+
+const keys = [
+  'k',
+  'user:1',
+  'naïve:1', // short, not ASCII
+  '🎉',
+  'x'.repeat(32),
+  'y'.repeat(33),
+  'é'.repeat(1365), // 2730 bytes through the input block
+  '€'.repeat(1365), // 4095 bytes, the input block's most
+  '€'.repeat(1365) + '!', // 1366 units: a method call
+  'x'.repeat(4096), // the longest key
+]
+const value = (tag, i) => ({ tag, i, ascii: 'plain', text: i % 2 ? 'naïve ✓ 🎉' : 'plain' })
+
+test('two caches read interleaved each return their own values, for every key length', () => {
+  const a = cache('reads-a')
+  const b = cache('reads-b')
+  keys.forEach((k, i) => {
+    a.set(k, value('a', i))
+    b.set(k, value('b', i))
+  })
+  for (let round = 0; round < 3; round++) {
+    keys.forEach((k, i) => {
+      assert.deepEqual(a.get(k), value('a', i), `a, key of ${k.length} units`)
+      assert.deepEqual(b.get(k), value('b', i), `b, key of ${k.length} units`)
+    })
+  }
+  assert.equal(a.stats().l2.hits, 3 * keys.length)
+  assert.equal(b.get('absent'), undefined)
+  a.set('s', 'naïve')
+  a.set('n', 7)
+  a.set('buf', Buffer.from([0, 255]))
+  assert.equal(a.get('s'), 'naïve')
+  assert.equal(a.get('n'), 7)
+  assert.deepEqual(a.get('buf'), Buffer.from([0, 255]))
+})
+
+test('a key of no bytes or of more than 4096 bytes is a RangeError naming the method', () => {
+  const a = cache('reads-range')
+  assert.throws(() => a.get(''), (e) => e instanceof RangeError && e.message.startsWith('Cache.get()'))
+  assert.throws(() => a.get('x'.repeat(4097)), (e) => e instanceof RangeError && e.message.startsWith('Cache.get()'))
+  assert.throws(() => a.has('é'.repeat(2049)), (e) => e instanceof RangeError && e.message.startsWith('Cache.has()'))
+})
+
+test("a closed cache's slot goes to the next cache opened, which reads its own values", () => {
+  const a = cache('reads-closed')
+  const b = cache('reads-open')
+  a.set('k', 'from a')
+  b.set('k', 'from b')
+  assert.equal(a.get('k'), 'from a')
+  a.close()
+  assert.equal(b.get('k'), 'from b', 'closing a leaves the cache opened after it readable')
+  const c = cache('reads-next')
+  c.set('k', 'from c')
+  assert.equal(c.get('k'), 'from c')
+  assert.throws(() => a.get('k'), ZigguratError)
+  const again = new Cache(a.name, { l1Items: 0 })
+  open.push(again)
+  assert.equal(again.get('k'), 'from a')
+  assert.equal(c.get('k'), 'from c')
+  assert.equal(b.get('k'), 'from b')
+})
+
+test('L1 keeps a value until its deadline, near (one clock word) or beyond 49.7 days (two)', async () => {
+  const c = new Cache(cacheName('reads-l1-clock'), { size: '8MiB' })
+  open.push(c)
+  c.set('near', 'n', { ttl: '80ms' })
+  c.set('far', 'f', { ttl: '100d' })
+  c.set('never', 'v', { ttl: Infinity })
+  const hits = () => c.stats().l1.hits
+  const h0 = hits()
+  assert.equal(c.get('near'), 'n')
+  assert.equal(c.get('far'), 'f')
+  assert.equal(c.get('never'), 'v')
+  assert.equal(hits(), h0 + 3, 'the three are L1 hits')
+  await new Promise((r) => setTimeout(r, 150))
+  assert.equal(c.get('near'), undefined)
+  assert.equal(c.get('far'), 'f')
+  assert.equal(c.get('never'), 'v')
+  assert.equal(hits(), h0 + 5, 'the far and never-expiring values are still L1 hits')
+})
+
+test('a full L1 drops the entry kept longest ago, a rewritten one counting from its rewrite', () => {
+  const c = new Cache(cacheName('reads-evict'), { size: '8MiB', l1Items: 3 })
+  open.push(c)
+  for (const k of ['a', 'b', 'c']) c.set(k, k)
+  c.set('a', 'a2') // a is now the newest
+  c.set('d', 'd') // so b goes
+  assert.equal(c.stats().l1.items, 3)
+  const l1Hit = (k) => {
+    const before = c.stats().l1.hits
+    c.get(k)
+    return c.stats().l1.hits === before + 1
+  }
+  assert.equal(l1Hit('a'), true)
+  assert.equal(l1Hit('c'), true)
+  assert.equal(l1Hit('d'), true)
+  assert.equal(c.get('b'), 'b', 'b is read from the segment')
+  // Many more keys than the L1 holds: it stays at its bound, each value correct.
+  for (let i = 0; i < 5000; i++) c.set(`k${i}`, i)
+  for (let i = 0; i < 5000; i += 97) assert.equal(c.get(`k${i}`), i)
+  assert.equal(c.stats().l1.items, 3)
+})
