@@ -148,4 +148,4 @@ class L1 {
   }
 }
 
-module.exports = { L1, meta }
+module.exports = { L1, meta, shallow, deepFreeze }
