@@ -15,28 +15,22 @@
 
 use ziggurat_core::Segment;
 
-/// The word a process joining the cluster tier sets to 1 ([`mark_cluster_joined`]).
-pub const JOINED_WORD: usize = 20;
-
-/// The application words a cluster tier sets (reader pid, sequence, host id,
-/// positioned, join marker): see the module's note.
-pub const CLUSTER_WORDS: [usize; 5] = [0, 2, 5, 12, JOINED_WORD];
-
-/// Marks `main` (a cache's main segment) as joined to a cluster tier: what a
-/// process does as it joins, before its first write or connection. The mark
-/// stays for the life of the file.
+/// The word a process joining the cluster tier sets to 1 (a compare-and-swap from
+/// 0), as it joins: the Python front end's `ClusterTier` does, under the name `W.JOINED`.
 ///
 /// ```
 /// use ziggurat_core::{Options, Segment};
 /// let opts = Options { size: 1 << 20, directory: std::env::temp_dir(), ..Options::default() };
 /// let seg = Segment::open(&format!("doc-joined-{}", std::process::id()), &opts).unwrap();
-/// ziggurat_cache::mark_cluster_joined(&seg).unwrap();
+/// seg.app_cas(ziggurat_cache::JOINED_WORD, 0, 1).unwrap();
 /// assert!(ziggurat_cache::cluster_joined(&seg));
 /// seg.unlink().unwrap();
 /// ```
-pub fn mark_cluster_joined(main: &Segment) -> ziggurat_core::Result<()> {
-    main.app_cas(JOINED_WORD, 0, 1).map(|_| ())
-}
+pub const JOINED_WORD: usize = 20;
+
+/// The application words a cluster tier sets (reader pid, sequence, host id,
+/// positioned, join marker): see the module's note.
+pub const CLUSTER_WORDS: [usize; 5] = [0, 2, 5, 12, JOINED_WORD];
 
 /// Whether `main` (a cache's main segment) is, or was, joined to a cluster
 /// tier by some process of the host.

@@ -84,7 +84,7 @@ mod update;
 mod watch;
 
 pub use cache::{ttl_or_default, Body, Cache, Written};
-pub use cluster::{cluster_joined, mark_cluster_joined, CLUSTER_WORDS, JOINED_WORD};
+pub use cluster::{cluster_joined, CLUSTER_WORDS, JOINED_WORD};
 pub use counts::{Counter, Counts, Took};
 pub use duration::{duration_text, parse_duration};
 pub use entry::{counter_payload, encode, refresh_due, seal, split, Kind, Trailer, TRAILER_LEN};
