@@ -1,10 +1,12 @@
 'use strict'
 // How a cache runs when its shared segment cannot be opened (the `degraded` option), with
-// the modes, causes and messages of the Python package: 'passthrough' caches nothing,
-// 'local' caches in this process alone for at most `degradedTtl`, 'raise' throws.
+// the modes and causes of the Python package and its messages (the engine's rule, which
+// both use): 'passthrough' caches nothing, 'local' caches in this process alone for at
+// most `degradedTtl`, 'raise' throws.
 
 const { shallow, deepFreeze } = require('./l1.cjs')
 const { ZigguratError } = require('./errors.cjs')
+const { NativeCache } = require('./native.cjs')
 
 const MODES = ['passthrough', 'local', 'raise']
 
@@ -18,21 +20,15 @@ class SegmentError extends ZigguratError {
 
 /** The error `degraded: 'raise'` throws for cache `name`, whose open failed with `failure`. */
 function refusal(name, failure) {
-  const err = new SegmentError(
-    `new Cache(${JSON.stringify(name)}): the shared segment cannot be used: ${failure.reason}`,
-  )
+  const err = new SegmentError(NativeCache.degradedRefusal(`new Cache(${JSON.stringify(name)})`, failure.reason))
   err.code = failure.cause
   return err
 }
 
 /** The warning a cache gives as it starts without its segment. */
 function notice(name, failure, mode, degradedTtl) {
-  return (
-    `ziggurat cache ${JSON.stringify(name)} runs without its shared segment (${failure.reason}); ` +
-    (mode === 'passthrough'
-      ? "degraded='passthrough': nothing is cached until the cause is fixed and the process restarts"
-      : `degraded='local': each process caches alone, entries live at most degradedTtl=${degradedTtl} s`)
-  )
+  const localTtl = mode === 'passthrough' ? undefined : `degradedTtl=${degradedTtl}`
+  return NativeCache.degradedWarning(JSON.stringify(name), failure.reason, localTtl)
 }
 
 /**

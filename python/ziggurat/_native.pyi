@@ -305,6 +305,12 @@ def open_pair(
 def huge_page_policy(directory: str) -> dict[str, Any]:
     """What ``directory``'s file system and the kernel offer a segment in huge pages."""
 
+def degraded_refusal(call: str, reason: str) -> str:
+    """The message of ``degraded="raise"``'s error: ``call``, then the reason."""
+
+def degraded_warning(name: str, reason: str, local_ttl: str | None) -> str:
+    """The warning of a cache without its segment; ``local_ttl`` None for passthrough."""
+
 # The HTTP cache's rules (the ziggurat-http crate); ziggurat.http.rules and
 # ziggurat.http.targeted give them their Python names.
 HTTP_STORABLE_STATUSES: tuple[int, ...]

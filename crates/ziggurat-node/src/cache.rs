@@ -440,6 +440,21 @@ impl NativeCache {
         ziggurat_cache::check_ttl(s, &what).map_err(to_napi)
     }
 
+    /// The message of the error `degraded: 'raise'` throws (the rule every
+    /// front end shares): `call`, then the reason.
+    #[napi]
+    pub fn degraded_refusal(call: String, reason: String) -> String {
+        ziggurat_cache::degraded_refusal(&call, &reason)
+    }
+
+    /// The warning of a cache that runs without its segment (the rule every
+    /// front end shares); `local_ttl` none for 'passthrough', else
+    /// "degradedTtl=<seconds>".
+    #[napi]
+    pub fn degraded_warning(name: String, reason: String, local_ttl: Option<String>) -> String {
+        ziggurat_cache::degraded_warning(&name, &reason, local_ttl.as_deref())
+    }
+
     /// Checks a key by the Cache's rule (1 to 4096 bytes), for a cache that
     /// runs without its segment and so reaches no other call that checks it.
     #[napi]
