@@ -51,9 +51,9 @@ test('Keyv over ziggurat: get, set with a TTL in ms, has, delete, the *Many call
   assert.equal(await keyv.deleteMany(['b', 'c']), true)
   assert.deepEqual(await keyv.get(['b', 'c']), [undefined, undefined])
   // The TTL reaches the cache itself: the entry is gone from the segment, not only from Keyv's view.
-  await keyv.set('short', 1, 150)
+  await keyv.set('short', 1, 400)
   assert.equal(typeof store.cache.get('keyv:short'), 'string')
-  await new Promise((r) => setTimeout(r, 400))
+  await new Promise((r) => setTimeout(r, 1000))
   assert.equal(store.cache.get('keyv:short'), undefined)
   await keyv.disconnect()
   assert.throws(() => store.cache.get('x'), /is closed/)
