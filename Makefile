@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 
-.PHONY: all build test lint pytest rust-test node-build node-test bench bench-node bench-http bench-scale stress demo demo-cluster blog clean wheel sdist
+.PHONY: all build test lint pytest rust-test node-build node-test node-pack bench bench-node bench-http bench-scale stress demo demo-cluster blog clean wheel sdist
 
 all: test
 
@@ -80,6 +80,12 @@ node-build: node/.built
 
 node-test: node-build build
 	cd node && ZIGGURAT_PYTHON=$(abspath $(PY)) npm test
+
+# What a user installs, without Rust: node/dist/ziggurat-<version>.tgz (JavaScript and
+# types) and node/dist/ziggurat-linux-x64-gnu-<version>.tgz (the prebuilt addon), the
+# napi-rs layout: `npm install` both, or publish both with npm publish.
+node-pack: node-build
+	cd node && npm run package
 
 test: lint rust-test pytest node-test
 

@@ -9,6 +9,7 @@ const args = require('./lib/args.cjs')
 const { encode, decode } = require('./lib/values.cjs')
 const { L1, meta } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, translate } = require('./lib/errors.cjs')
+const { Degraded, SegmentError, MODES, refusal, notice } = require('./lib/degraded.cjs')
 
 const MISS = Symbol('miss')
 
@@ -55,6 +56,8 @@ const CACHE_OPTIONS = [
   'hugePages',
   'copy',
   'debug',
+  'degraded',
+  'degradedTtl',
 ]
 const SET_OPTIONS = ['ttl', 'tags']
 const GET_OR_SET_OPTIONS = ['ttl', 'tags', 'negTtl', 'staleTtl']
@@ -80,6 +83,13 @@ class Cache {
   #loaderTimeout
   #warned = new Set()
   #decodeErrors = 0
+  #ttl
+  /** @type {Degraded | null} the store while the segment cannot be used */
+  #dg = null
+  #failure = null
+  #mode
+  #loads = 0
+  #loadErrors = 0
 
   /**
    * Opens (or creates) the cache `name` in `directory` (default /dev/shm).
@@ -121,6 +131,11 @@ class Cache {
     if (o.debug !== undefined && typeof o.debug !== 'boolean') {
       throw new TypeError(`${M}: debug must be true or false, not ${args.typeName(o.debug)}`)
     }
+    const mode = o.degraded === undefined ? 'passthrough' : args.string(o.degraded, M, 'degraded')
+    if (!MODES.includes(mode)) {
+      throw new RangeError(`${M}: degraded must be 'passthrough', 'local' or 'raise', got ${JSON.stringify(mode)}`)
+    }
+    const degradedTtl = o.degradedTtl === undefined ? 1 : args.duration(o.degradedTtl, M, 'degradedTtl')
     try {
       this.#native = new native.NativeCache(name, {
         size,
@@ -139,9 +154,19 @@ class Cache {
     } catch (e) {
       throw translate(e, M)
     }
+    this.#mode = mode
+    this.#ttl = ttl
+    const failure = this.#native.failure
+    if (failure) {
+      if (mode === 'raise') throw refusal(name, failure)
+      // A process stays degraded until it opens the cache again (in practice, restarts).
+      this.#failure = failure
+      this.#dg = new Degraded(mode, degradedTtl, l1Items, { copy: copy === 'copy', debug: o.debug === true })
+      process.emitWarning(notice(name, failure, mode, degradedTtl), 'ZigguratWarning')
+    }
     this.#slot = this.#native.reader()
     if (this.#native.notice) process.emitWarning(this.#native.notice, 'ZigguratWarning')
-    const words = l1Items > 0 ? this.#native.words() : null
+    const words = l1Items > 0 && !failure ? this.#native.words() : null
     this.#l1 = new L1(
       words ? l1Items : 0,
       words ?? [new ArrayBuffer(4), new ArrayBuffer(4), new ArrayBuffer(8)],
@@ -152,6 +177,37 @@ class Cache {
     /** The cache's name. */
     this.name = name
     Object.defineProperty(this, 'name', { writable: false })
+  }
+
+  /**
+   * Whether the cache runs without its shared segment (see the `degraded` option).
+   *
+   * @example
+   * new Cache('x', { directory: '/missing' }).degraded // true, with a ZigguratWarning
+   */
+  get degraded() {
+    return this.#dg !== null
+  }
+
+  /**
+   * Why the segment cannot be used (naming the file and the remedy), or null.
+   *
+   * @example
+   * cache.degradedReason // 'directory /missing does not exist: ...' or null
+   */
+  get degradedReason() {
+    return this.#failure?.reason ?? null
+  }
+
+  /**
+   * The same as a short stable name (missing_directory, not_writable, other_owner,
+   * no_space, damaged, incompatible, locked, no_huge_pages, io), or null.
+   *
+   * @example
+   * cache.degradedCause // 'missing_directory' or null
+   */
+  get degradedCause() {
+    return this.#failure?.cause ?? null
   }
 
   #open(method) {
@@ -189,6 +245,10 @@ class Cache {
 
   /** A read that L1 did not answer for a string key (or any read of a Buffer key). */
   #below(key, method) {
+    if (this.#dg !== null) {
+      const k = args.key(key, `Cache.${method}()`)
+      return this.#dg.get(this.#dgKey(k, `Cache.${method}()`), MISS)
+    }
     let out
     if (typeof key === 'string') {
       // The common read, kept lean: args.key() only for the error of a lone
@@ -256,6 +316,10 @@ class Cache {
     const ttl = args.optionalDuration(o.ttl, M, 'ttl')
     const tags = args.tags(o.tags, M)
     const [code, text, bytes, num, big] = encode(value, M)
+    if (this.#dg !== null) {
+      this.#dg.set(this.#dgKey(k, M), value, ttl ?? this.#ttl, tags)
+      return
+    }
     try {
       this.#native.store(k, code, text, bytes, num, big, ttl, tags)
     } catch (e) {
@@ -280,6 +344,13 @@ class Cache {
     const ttl = args.optionalDuration(o.ttl, M, 'ttl')
     const tags = args.tags(o.tags, M)
     const [code, text, bytes, num, big] = encode(value, M)
+    if (this.#dg !== null) {
+      // Atomic within this process only; passthrough keeps nothing, so every add stores.
+      const mk = this.#dgKey(k, M)
+      if (this.#dg.get(mk, MISS) !== MISS) return false
+      this.#dg.set(mk, value, ttl ?? this.#ttl, tags)
+      return true
+    }
     try {
       return this.#native.add(k, code, text, bytes, num, big, ttl, tags)
     } catch (e) {
@@ -305,6 +376,7 @@ class Cache {
     const o = args.options(options, M, INCR_OPTIONS)
     const start = o.default === undefined ? 0n : int64(o.default, M, 'default')
     const tags = args.tags(o.tags, M)
+    if (this.#dg !== null) return this.#degradedIncr(this.#dgKey(k, M), d, start, tags, key)
     this.#l1.drop(k)
     try {
       return this.#native.incr(k, d, start, tags)
@@ -326,6 +398,13 @@ class Cache {
     const k = args.key(key, M)
     const o = args.options(options, M, TOUCH_OPTIONS)
     const ttl = args.optionalDuration(o.ttl, M, 'ttl')
+    if (this.#dg !== null) {
+      const mk = this.#dgKey(k, M)
+      const cur = this.#dg.get(mk, MISS)
+      if (cur === MISS) return false
+      this.#dg.set(mk, cur, ttl ?? this.#ttl, this.#dg.entries.get(mk)?.tags)
+      return true
+    }
     this.#l1.drop(k)
     try {
       return this.#native.touch(k, ttl)
@@ -344,6 +423,7 @@ class Cache {
     const M = 'Cache.delete()'
     this.#open('delete')
     const k = args.key(key, M)
+    if (this.#dg !== null) return this.#dg.delete(this.#dgKey(k, M))
     this.#l1.drop(k)
     try {
       return this.#native.delete(k)
@@ -365,6 +445,7 @@ class Cache {
     if (list.length === 0) throw new TypeError(`${M}: give at least one tag`)
     // Any number of tags may be invalidated at once (the limit of 8 is per entry).
     for (let i = 0; i < list.length; i += 8) args.tags(list.slice(i, i + 8), M)
+    if (this.#dg !== null) return this.#dg.invalidateTags(list)
     try {
       this.#native.invalidateTags(list)
     } catch (e) {
@@ -382,6 +463,7 @@ class Cache {
     const M = 'Cache.clear()'
     this.#open('clear')
     this.#l1.clear()
+    if (this.#dg !== null) return this.#dg.clear()
     try {
       this.#native.clear()
     } catch (e) {
@@ -431,6 +513,7 @@ class Cache {
 
   async #miss(key, loader, plan) {
     const M = 'Cache.getOrSet()'
+    if (this.#dg !== null) return this.#degradedLoad(key, loader, plan)
     let m
     try {
       m = this.#native.begin(key, plan.ttl, plan.negTtl ?? undefined, plan.staleTtl ?? undefined, plan.tags)
@@ -461,6 +544,64 @@ class Cache {
           throw new ZigguratError(`${M}: unknown step ${m.step}`)
       }
     }
+  }
+
+  /**
+   * getOrSet without a segment: this process's entry ('local'), else the loader, whose
+   * result 'local' keeps (a loader's undefined or null is not cached, as in Python).
+   */
+  async #degradedLoad(key, loader, plan) {
+    const mk = this.#dgKey(key, 'Cache.getOrSet()')
+    const v = this.#dg.get(mk, MISS)
+    if (v !== MISS) return v
+    this.#loads++
+    let value
+    try {
+      value = await loader({ signal: AbortSignal.timeout(this.#loaderTimeout * 1000) })
+    } catch (e) {
+      this.#loadErrors++
+      throw e
+    }
+    if (value === undefined || value === null) return undefined
+    if (this.#dg.local && !this.#closed) {
+      try {
+        encode(value, 'Cache.getOrSet()')
+        this.#dg.set(mk, value, plan.ttl ?? this.#ttl, plan.tags)
+      } catch (e) {
+        this.#warn(key, e)
+      }
+    }
+    return value
+  }
+
+  /** The map key of a degraded cache's `k`, checked as the segment would check it. */
+  #dgKey(k, method) {
+    try {
+      native.NativeCache.checkKey(k)
+    } catch (e) {
+      throw translate(e, method)
+    }
+    return mapKey(k)
+  }
+
+  /** incr without a segment: atomic within this process, as in Python. */
+  #degradedIncr(mk, delta, start, tags, key) {
+    const M = 'Cache.incr()'
+    const cur = this.#dg.get(mk, MISS)
+    let n
+    if (cur === MISS) {
+      n = start + delta
+    } else if (typeof cur === 'bigint' || Number.isSafeInteger(cur)) {
+      n = BigInt(cur) + delta
+    } else {
+      throw new TypeError(`${M}: the value of ${JSON.stringify(String(key))} is not an integer`)
+    }
+    if (n < -(2n ** 63n) || n >= 2n ** 63n) {
+      throw new RangeError(`${M}: the counter ${JSON.stringify(String(key))} would leave 64 bits`)
+    }
+    const out = n >= -(2n ** 53n) + 1n && n <= 2n ** 53n - 1n ? Number(n) : n
+    this.#dg.set(mk, out, this.#ttl, cur === MISS ? tags : this.#dg.entries.get(mk)?.tags)
+    return out
   }
 
   /** A value that landed but that this process cannot read: load without the lease. */
@@ -558,9 +699,12 @@ class Cache {
    */
   stats() {
     this.#open('stats')
+    if (this.#dg !== null) return this.#degradedStats()
     const c = this.#native.counts()
     const host = {}
     for (const { name, value } of c.host) host[name] = value
+    const negHost = {}
+    for (const { name, value } of c.negHost) negHost[name] = value
     return {
       name: this.name,
       l1: { items: this.#l1.size, maxItems: this.#l1.max, hits: this.#l1.hits, misses: c.l1Misses },
@@ -573,7 +717,33 @@ class Cache {
       waits: c.waits,
       takeovers: c.takeovers,
       staleServed: c.staleServed,
+      degraded: null,
+      degradedCause: null,
+      degradedMode: this.#mode,
       host,
+      negHost,
+    }
+  }
+
+  #degradedStats() {
+    const dg = this.#dg
+    return {
+      name: this.name,
+      l1: { items: dg.size, maxItems: dg.local ? dg.max : 0, hits: dg.hits, misses: dg.misses },
+      l2: { hits: 0, misses: 0 },
+      negHits: 0,
+      foreign: 0,
+      decodeErrors: 0,
+      loads: this.#loads,
+      loadErrors: this.#loadErrors,
+      waits: 0,
+      takeovers: 0,
+      staleServed: 0,
+      degraded: this.#failure.reason,
+      degradedCause: this.#failure.cause,
+      degradedMode: this.#mode,
+      host: {},
+      negHost: {},
     }
   }
 
@@ -587,6 +757,7 @@ class Cache {
     if (this.#closed) return
     this.#closed = true
     this.#l1.clear()
+    this.#dg?.clear()
     native.forgetReader(this.#slot)
     this.#native.close()
   }
@@ -599,12 +770,23 @@ class Cache {
    */
   unlink() {
     this.#open('unlink')
+    if (this.#dg !== null) {
+      throw new ZigguratError(
+        `Cache.unlink(): cache ${JSON.stringify(this.name)} runs without its segment (${this.#failure.reason}); ` +
+          'remove its files with `ziggurat rm` once the cause is fixed',
+      )
+    }
     try {
       this.#native.unlink()
     } catch (e) {
       throw translate(e, 'Cache.unlink()')
     }
   }
+}
+
+/** The key of a degraded cache's map: strings and bytes apart, as in L1. */
+function mapKey(k) {
+  return typeof k === 'string' ? `s${k}` : `b${k.toString('latin1')}`
 }
 
 /** A 64-bit integer argument as a BigInt. */
@@ -706,5 +888,5 @@ class Namespace {
   }
 }
 
-module.exports = { Cache, Namespace, ZigguratError, LoadTimeoutError }
+module.exports = { Cache, Namespace, ZigguratError, LoadTimeoutError, SegmentError }
 module.exports.default = module.exports

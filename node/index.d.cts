@@ -44,6 +44,10 @@ export interface CacheOptions {
   copy?: 'shared' | 'copy'
   /** Deep-freeze the objects L1 keeps, so that a mutation throws in strict code (default false). */
   debug?: boolean
+  /** Without a usable segment: cache nothing ('passthrough', default), in this process alone ('local'), or throw SegmentError ('raise'). */
+  degraded?: 'passthrough' | 'local' | 'raise'
+  /** With degraded 'local': the longest an entry lives in a process (default 1 s). */
+  degradedTtl?: Duration
 }
 
 export interface SetOptions {
@@ -88,8 +92,16 @@ export interface Stats {
   waits: number
   takeovers: number
   staleServed: number
-  /** The host segment's own figures (entries, bytes_used, evictions, ...). */
+  /** Why the segment cannot be used, or null. */
+  degraded: string | null
+  /** The same as a short name (missing_directory, not_writable, no_space, ...), or null. */
+  degradedCause: string | null
+  /** The `degraded` option. */
+  degradedMode: 'passthrough' | 'local' | 'raise'
+  /** The host segment's own figures (entries, bytes_used, evictions, ...); {} when degraded. */
   host: Record<string, number>
+  /** The same of the cached-miss segment (cached misses and load leases); {} when degraded. */
+  negHost: Record<string, number>
 }
 
 /** A cache shared by every process of the host (Node.js or Python) that opens the same name. */
@@ -97,6 +109,12 @@ export declare class Cache {
   constructor(name: string, options?: CacheOptions)
   /** The cache's name. */
   readonly name: string
+  /** Whether the cache runs without its shared segment. */
+  readonly degraded: boolean
+  /** Why the segment cannot be used (naming the file and the remedy), or null. */
+  readonly degradedReason: string | null
+  /** The same as a short name (missing_directory, not_writable, no_space, ...), or null. */
+  readonly degradedCause: string | null
   /** The value of `key` (this process's L1, else the host's segment), or undefined. */
   get<T = Value>(key: Key): T | undefined
   /** Whether `key` holds a value. */
@@ -147,3 +165,8 @@ export declare class ZigguratError extends Error {}
 
 /** Another caller's load did not finish within loaderTimeout. */
 export declare class LoadTimeoutError extends Error {}
+
+/** `new Cache(..., { degraded: 'raise' })` found the segment unusable; `code` names the cause. */
+export declare class SegmentError extends ZigguratError {
+  code: string
+}

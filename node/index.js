@@ -4,5 +4,5 @@ import { createRequire } from 'node:module'
 const require = createRequire(import.meta.url)
 const z = require('./cache.cjs')
 
-export const { Cache, Namespace, ZigguratError, LoadTimeoutError } = z
+export const { Cache, Namespace, ZigguratError, LoadTimeoutError, SegmentError } = z
 export default z

@@ -210,4 +210,4 @@ class L1 {
   }
 }
 
-module.exports = { L1, meta }
+module.exports = { L1, meta, shallow, deepFreeze }

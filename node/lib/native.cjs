@@ -1,6 +1,9 @@
 'use strict'
-// The addon built from crates/ziggurat-node (`npm run build` in a checkout).
+// The native addon built from crates/ziggurat-node, found where napi-rs packages put it:
+// next to package.json in a checkout (`npm run build`), else in the platform package
+// (`ziggurat-linux-x64-gnu`) that an installed `ziggurat` has as an optional dependency.
 
+const { existsSync } = require('node:fs')
 const { join } = require('node:path')
 
 const triple = {
@@ -14,17 +17,30 @@ function load() {
       `ziggurat: no build for ${process.platform}-${process.arch}: the shared segment needs Linux (x64 or arm64)`,
     )
   }
-  const file = join(__dirname, '..', `ziggurat.${triple}.node`)
-  try {
-    return require(file)
-  } catch (e) {
-    const err = new Error(
-      `ziggurat: cannot load the native addon ${file} (${e.message}). In a checkout, build it ` +
-        'with `make node-build` (or `npm run build` in node/), which needs a Rust toolchain',
-    )
-    err.cause = e
-    throw err
+  const local = join(__dirname, '..', `ziggurat.${triple}.node`)
+  const pkg = `ziggurat-${triple}`
+  const tried = []
+  if (existsSync(local)) {
+    try {
+      return require(local)
+    } catch (e) {
+      tried.push(`${local}: ${e.message}`)
+    }
   }
+  try {
+    return require(pkg)
+  } catch (e) {
+    // A missing platform package is the common case; any other failure is said as it is.
+    tried.push(e.code === 'MODULE_NOT_FOUND' ? `${pkg}: not installed` : `${pkg}: ${e.message}`)
+  }
+  const err = new Error(
+    `ziggurat: cannot load the native addon for ${triple} (${tried.join('; ')}). ` +
+      `An installed package takes it from the optional dependency ${pkg}: install ` +
+      `ziggurat without --omit=optional / --no-optional, on Linux ${process.arch} with glibc. ` +
+      'In a checkout, build it with `make node-build` (or `npm run build` in node/), which needs a Rust toolchain',
+  )
+  err.code = 'ZIGGURAT_NO_ADDON'
+  throw err
 }
 
 module.exports = load()

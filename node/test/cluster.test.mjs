@@ -65,3 +65,49 @@ test('a cache joined to the cluster tier by Python is refused, naming the reason
     before.close()
   }
 })
+
+// Joins and does nothing else: with the server paused, the reader neither positions nor
+// names the host, and stopping it gives its lease back, so only the join marker is left.
+const JOIN_ONLY = `
+import json, sys
+from ziggurat import Cache
+from ziggurat.cluster.tier import W
+c = Cache(sys.argv[1], size="8MiB", redis=sys.argv[2], secret="s" * 32)
+c._reader.stop()
+print(json.dumps([c._tier.core.app_load(w) for w in (W.LEASE, W.SEQ, W.HOST, W.POSITIONED)]), flush=True)
+sys.stdin.read()
+c.unlink()
+c.close()
+`
+
+test('a cache is refused as soon as a Python process joined the tier, before any write or connection', async (t) => {
+  const dir = mkdtempSync('/tmp/zignode-redis-')
+  const port = await freePort()
+  const redis = spawn('redis-server', ['--port', String(port), '--dir', dir, '--save', '', '--appendonly', 'no'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  })
+  t.after(() => {
+    redis.kill('SIGCONT')
+    redis.kill()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  for await (const line of createInterface({ input: redis.stdout })) {
+    if (/Ready to accept connections/.test(line)) break
+  }
+  redis.kill('SIGSTOP')
+  const name = cacheName('joined')
+  const py = spawn(python(), ['-c', JOIN_ONLY, name, `redis://127.0.0.1:${port}/0`], { stdio: ['pipe', 'pipe', 'inherit'] })
+  try {
+    const [line] = await once(createInterface({ input: py.stdout }), 'line')
+    // None of the words the tier sets in use is set: only the join marker says it joined.
+    assert.deepEqual(JSON.parse(line), [0, 0, 0, 0])
+    assert.throws(
+      () => new Cache(name, { size: '8MiB' }),
+      (e) => e instanceof ZigguratError && /cluster tier/.test(e.message),
+    )
+  } finally {
+    redis.kill('SIGCONT')
+    py.stdin.end()
+    await once(py, 'exit')
+  }
+})

@@ -305,6 +305,12 @@ def open_pair(
 def huge_page_policy(directory: str) -> dict[str, Any]:
     """What ``directory``'s file system and the kernel offer a segment in huge pages."""
 
+def degraded_refusal(call: str, reason: str) -> str:
+    """The message of ``degraded="raise"``'s error: ``call``, then the reason."""
+
+def degraded_warning(name: str, reason: str, local_ttl: str | None) -> str:
+    """The warning of a cache without its segment; ``local_ttl`` None for passthrough."""
+
 # The HTTP cache (the ziggurat-http crate), driven by ziggurat.http. A stored response
 # crosses as its value bytes (store.Stored.value); tuples tagged by their first item.
 HTTP_HOP_BY_HOP: tuple[bytes, ...]

@@ -15,7 +15,14 @@ import logging
 import warnings
 from typing import Any
 
-from ziggurat._native import Segment, SegmentError, ZigguratError, open_pair
+from ziggurat._native import (
+    Segment,
+    SegmentError,
+    ZigguratError,
+    degraded_refusal,
+    degraded_warning,
+    open_pair,
+)
 from ziggurat.options import CacheOptions
 
 __all__ = ["Host", "open_segments"]
@@ -72,23 +79,14 @@ class Host:
         except (ZigguratError, OSError) as e:
             cause = getattr(e, "cause", None) or "io"
             if o.degraded == "raise":
-                err = SegmentError(f"Cache({o.name!r}): the shared segment cannot be used: {e}")
+                err = SegmentError(degraded_refusal(f"Cache({o.name!r})", str(e)))
                 err.cause = cause  # type: ignore[attr-defined]
                 raise err from e
             host = cls(o, None, None)
             host.reason = str(e)
             host.cause = cause
-            _warn(
-                f"ziggurat cache {o.name!r} runs without its shared segment ({e}); "
-                + (
-                    "degraded='passthrough': nothing is cached until the cause is fixed "
-                    "and the process restarts"
-                    if o.degraded == "passthrough"
-                    else f"degraded='local': each process caches alone, entries live at "
-                    f"most degraded_ttl={o.degraded_ttl:g} s"
-                ),
-                stacklevel + 1,
-            )
+            local_ttl = None if o.degraded == "passthrough" else f"degraded_ttl={o.degraded_ttl:g}"
+            _warn(degraded_warning(repr(o.name), str(e), local_ttl), stacklevel + 1)
             return host
         if fitted is not None and o.directory not in _FITTED_DIRECTORIES:
             _FITTED_DIRECTORIES.add(o.directory)

@@ -65,6 +65,7 @@
 mod cache;
 mod cluster;
 mod counts;
+mod degraded;
 mod duration;
 mod entry;
 mod error;
@@ -84,8 +85,9 @@ mod update;
 mod watch;
 
 pub use cache::{ttl_or_default, Body, Cache, Written};
-pub use cluster::{cluster_joined, CLUSTER_WORDS};
+pub use cluster::{cluster_joined, CLUSTER_WORDS, JOINED_WORD};
 pub use counts::{Counter, Counts, Took};
+pub use degraded::{degraded_refusal, degraded_warning};
 pub use duration::{duration_text, parse_duration};
 pub use entry::{counter_payload, encode, refresh_due, seal, split, Kind, Trailer, TRAILER_LEN};
 pub use error::Error;

@@ -76,6 +76,19 @@ pub struct Counts {
     pub stale_served: f64,
     /// The segment's own figures (entries, bytes, evictions...), host-wide.
     pub host: Vec<HostFigure>,
+    /// The same of the cached-miss segment (cached misses and load leases).
+    pub neg_host: Vec<HostFigure>,
+}
+
+/// Why a cache's segments could not be opened (the package then runs the
+/// cache degraded, or throws, as its `degraded` option says).
+#[napi(object)]
+pub struct OpenFailure {
+    /// The stable short name (missing_directory, not_writable, other_owner,
+    /// no_space, damaged, incompatible, locked, no_huge_pages, io).
+    pub cause: String,
+    /// What happened and what to do, naming the file.
+    pub reason: String,
 }
 
 /// One figure of the segment.
@@ -115,6 +128,7 @@ pub struct NativeCache {
     pub(crate) regions: Option<Regions>,
     pub(crate) foreign: Arc<AtomicU64>,
     notice: Option<String>,
+    failure: Option<(String, String)>,
 }
 
 fn size_of(v: Option<Either<f64, String>>) -> Result<Option<u64>> {
@@ -172,7 +186,21 @@ impl NativeCache {
             huge_pages: huge,
             ..Options::default()
         };
-        let pair = open_pair(&name, size, neg_size, &opts).map_err(|e| to_napi(e.into()))?;
+        let pair = match open_pair(&name, size, neg_size, &opts) {
+            Ok(pair) => pair,
+            // Not an exception: whether the cache runs without its segment is the
+            // package's `degraded` option, and it needs the cause's stable name.
+            Err(e) => {
+                return Ok(NativeCache {
+                    cache: None,
+                    name,
+                    regions: None,
+                    foreign: Arc::new(AtomicU64::new(0)),
+                    notice: None,
+                    failure: Some((e.cause().to_owned(), e.to_string())),
+                })
+            }
+        };
         if cluster_joined(&pair.main) {
             return Err(clustered(&name));
         }
@@ -190,6 +218,17 @@ impl NativeCache {
             regions,
             foreign: Arc::new(AtomicU64::new(0)),
             notice: pair.notice,
+            failure: None,
+        })
+    }
+
+    /// Why the segments could not be opened (this object then holds no
+    /// cache: every other call fails as on a closed one); null when open.
+    #[napi(getter)]
+    pub fn failure(&self) -> Option<OpenFailure> {
+        self.failure.as_ref().map(|(cause, reason)| OpenFailure {
+            cause: cause.clone(),
+            reason: reason.clone(),
         })
     }
 
@@ -401,6 +440,28 @@ impl NativeCache {
         ziggurat_cache::check_ttl(s, &what).map_err(to_napi)
     }
 
+    /// The message of the error `degraded: 'raise'` throws (the rule every
+    /// front end shares): `call`, then the reason.
+    #[napi]
+    pub fn degraded_refusal(call: String, reason: String) -> String {
+        ziggurat_cache::degraded_refusal(&call, &reason)
+    }
+
+    /// The warning of a cache that runs without its segment (the rule every
+    /// front end shares); `local_ttl` none for 'passthrough', else
+    /// "degradedTtl=<seconds>".
+    #[napi]
+    pub fn degraded_warning(name: String, reason: String, local_ttl: Option<String>) -> String {
+        ziggurat_cache::degraded_warning(&name, &reason, local_ttl.as_deref())
+    }
+
+    /// Checks a key by the Cache's rule (1 to 4096 bytes), for a cache that
+    /// runs without its segment and so reaches no other call that checks it.
+    #[napi]
+    pub fn check_key(key: KeyArg) -> Result<()> {
+        ziggurat_cache::check_key(key_bytes(&key)).map_err(to_napi)
+    }
+
     /// Bytes of a size string ("256MiB").
     #[napi]
     pub fn size(text: String) -> Result<f64> {
@@ -413,9 +474,8 @@ impl NativeCache {
         let c = self.cache()?;
         let n = c.counts();
         let f = |x: &ziggurat_cache::Counter| x.get() as f64;
-        let host = c
-            .main()
-            .map(|m| {
+        let figures = |seg: Option<&ziggurat_core::Segment>| -> Vec<HostFigure> {
+            seg.map(|m| {
                 m.stats()
                     .into_iter()
                     .map(|(name, value)| HostFigure {
@@ -424,7 +484,10 @@ impl NativeCache {
                     })
                     .collect()
             })
-            .unwrap_or_default();
+            .unwrap_or_default()
+        };
+        let host = figures(c.main().map(|m| &**m));
+        let neg_host = figures(c.neg().map(|m| &**m));
         Ok(Counts {
             l1_misses: f(&n.l1_misses),
             l2_hits: f(&n.l2_hits),
@@ -437,6 +500,7 @@ impl NativeCache {
             takeovers: f(&n.takeovers),
             stale_served: f(&n.stale_served),
             host,
+            neg_host,
         })
     }
 

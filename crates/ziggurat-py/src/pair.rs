@@ -94,3 +94,25 @@ pub fn huge_page_policy<'py>(
     d.set_item("remedy", p.remedy(dir))?;
     Ok(d)
 }
+
+/// The message of the error `Cache(..., degraded="raise")` raises when the
+/// segment cannot be used (the rule every front end shares).
+///
+/// >>> degraded_refusal("Cache('blog')", "no room")
+/// "Cache('blog'): the shared segment cannot be used: no room"
+#[pyfunction]
+pub fn degraded_refusal(call: &str, reason: &str) -> String {
+    ziggurat_cache::degraded_refusal(call, reason)
+}
+
+/// The warning of a cache that runs without its segment; `local_ttl` is None
+/// for "passthrough", else "degraded_ttl=<seconds>" (the rule every front end
+/// shares).
+///
+/// >>> degraded_warning("'blog'", "no room", None).endswith("and the process restarts")
+/// True
+#[pyfunction]
+#[pyo3(signature = (name, reason, local_ttl))]
+pub fn degraded_warning(name: &str, reason: &str, local_ttl: Option<&str>) -> String {
+    ziggurat_cache::degraded_warning(name, reason, local_ttl)
+}

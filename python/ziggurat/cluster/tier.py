@@ -80,6 +80,10 @@ class W:
     FOLLOWER_AT = 17  # when it last asked for the lease, ms of CLOCK_MONOTONIC
     CLEARED = 18  # write time (µs) of the latest whole-cache clear the host made or applied
     CLOCK = 19  # the latest write time (µs) the host gave or saw (see ClusterTier.clock)
+    # 1 once a process joined the tier: set before any write or connection, so that a front
+    # end that cannot join the tier (Node.js) refuses the cache from then on (the rule of
+    # ziggurat-cache's cluster_joined, which reads it as JOINED_WORD)
+    JOINED = 20
 
 
 class ClusterTier:
@@ -137,6 +141,7 @@ class ClusterTier:
         self._logged_refusal = False
         self._logged_reply_error = False
         self._counter_mark: dict[bytes, bytes] = {}
+        core.app_cas(W.JOINED, 0, 1)
 
     # -- identity -------------------------------------------------------------------------
 

@@ -1,0 +1,44 @@
+//! What a cache says when it cannot use its shared segment, the same in every
+//! front end: the error of `degraded="raise"` and the warning of the modes
+//! that run without the segment. The reason is the segment error's own text
+//! (it names the file and the remedy); each front end spells the cache's name
+//! and its options as its language does.
+
+/// The message of the error a cache opened with `degraded="raise"` raises:
+/// `call` is the constructor's call as the front end writes it.
+///
+/// ```
+/// assert_eq!(
+///     ziggurat_cache::degraded_refusal("Cache('blog')", "directory /x does not exist"),
+///     "Cache('blog'): the shared segment cannot be used: directory /x does not exist",
+/// );
+/// ```
+pub fn degraded_refusal(call: &str, reason: &str) -> String {
+    format!("{call}: the shared segment cannot be used: {reason}")
+}
+
+/// The warning of a cache that runs without its segment: `name` quoted as the
+/// front end quotes strings; `local_ttl` is `None` for "passthrough", else the
+/// "local" mode's bound as its option is written (`degraded_ttl=1`).
+///
+/// ```
+/// let w = ziggurat_cache::degraded_warning("'blog'", "no room", Some("degraded_ttl=1"));
+/// assert_eq!(
+///     w,
+///     "ziggurat cache 'blog' runs without its shared segment (no room); degraded='local': \
+///      each process caches alone, entries live at most degraded_ttl=1 s",
+/// );
+/// assert!(ziggurat_cache::degraded_warning("'blog'", "no room", None)
+///     .ends_with("nothing is cached until the cause is fixed and the process restarts"));
+/// ```
+pub fn degraded_warning(name: &str, reason: &str, local_ttl: Option<&str>) -> String {
+    let mode = match local_ttl {
+        None => "degraded='passthrough': nothing is cached until the cause is fixed and the \
+                 process restarts"
+            .to_string(),
+        Some(ttl) => {
+            format!("degraded='local': each process caches alone, entries live at most {ttl} s")
+        }
+    };
+    format!("ziggurat cache {name} runs without its shared segment ({reason}); {mode}")
+}

@@ -1,0 +1,103 @@
+'use strict'
+// How a cache runs when its shared segment cannot be opened (the `degraded` option), with
+// the modes and causes of the Python package and its messages (the engine's rule, which
+// both use): 'passthrough' caches nothing, 'local' caches in this process alone for at
+// most `degradedTtl`, 'raise' throws.
+
+const { shallow, deepFreeze } = require('./l1.cjs')
+const { ZigguratError } = require('./errors.cjs')
+const { NativeCache } = require('./native.cjs')
+
+const MODES = ['passthrough', 'local', 'raise']
+
+/** `new Cache(..., { degraded: 'raise' })` found the segment unusable. */
+class SegmentError extends ZigguratError {
+  constructor(message, options) {
+    super(message, options)
+    this.name = 'SegmentError'
+  }
+}
+
+/** The error `degraded: 'raise'` throws for cache `name`, whose open failed with `failure`. */
+function refusal(name, failure) {
+  const err = new SegmentError(NativeCache.degradedRefusal(`new Cache(${JSON.stringify(name)})`, failure.reason))
+  err.code = failure.cause
+  return err
+}
+
+/** The warning a cache gives as it starts without its segment. */
+function notice(name, failure, mode, degradedTtl) {
+  const localTtl = mode === 'passthrough' ? undefined : `degradedTtl=${degradedTtl}`
+  return NativeCache.degradedWarning(JSON.stringify(name), failure.reason, localTtl)
+}
+
+/**
+ * The store of a degraded cache: nothing ('passthrough') or this process's own entries,
+ * each living at most `degradedTtl` ('local'). Keys are the Cache's map keys ('s' + string
+ * or 'b' + bytes as latin1); arguments arrive checked.
+ */
+class Degraded {
+  /**
+   * @param {'passthrough' | 'local'} mode
+   * @param {number} degradedTtl seconds an entry lives at most ('local')
+   * @param {number} max entries kept at most (the cache's l1Items)
+   * @param {{ copy: boolean, debug: boolean }} how what a hit returns, as the L1's
+   */
+  constructor(mode, degradedTtl, max, how) {
+    this.local = mode === 'local' && max > 0
+    this.ttl = degradedTtl
+    this.max = max
+    this.copy = how.copy
+    this.debug = how.debug
+    /** @type {Map<string, { value: unknown, expires: number, tags: string[] }>} */
+    this.entries = new Map()
+    this.hits = 0
+    this.misses = 0
+  }
+
+  get(k, miss) {
+    const e = this.entries.get(k)
+    if (e === undefined || e.expires <= performance.now()) {
+      if (e !== undefined) this.entries.delete(k)
+      this.misses++
+      return miss
+    }
+    this.hits++
+    return this.copy ? shallow(e.value) : e.value
+  }
+
+  set(k, value, ttl, tags) {
+    if (!this.local) return
+    this.entries.delete(k)
+    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value)
+    const seconds = Math.min(ttl, this.ttl)
+    this.entries.set(k, {
+      value: this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value,
+      expires: performance.now() + seconds * 1000,
+      tags: tags ?? [],
+    })
+  }
+
+  delete(k) {
+    // As in Python: a degraded delete says false (no process's entry is known to be gone).
+    this.entries.delete(k)
+    return false
+  }
+
+  invalidateTags(tags) {
+    const voided = new Set(tags)
+    for (const [k, e] of this.entries) {
+      if (e.tags.some((t) => voided.has(t))) this.entries.delete(k)
+    }
+  }
+
+  clear() {
+    this.entries.clear()
+  }
+
+  get size() {
+    return this.entries.size
+  }
+}
+
+module.exports = { Degraded, SegmentError, MODES, refusal, notice }

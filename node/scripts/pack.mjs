@@ -1,0 +1,70 @@
+// Packs what a user installs, in the layout of napi-rs packages: the `ziggurat` tarball
+// (JavaScript and types, the platform package listed as an optional dependency, as
+// `napi prepublish` lists it) and one tarball per platform with its prebuilt addon
+// (`ziggurat-linux-x64-gnu`, from npm/linux-x64-gnu/). The addon must be built first
+// (`make node-build`). Usage: node scripts/pack.mjs [--out DIR] (default: dist/).
+
+import { execFileSync } from 'node:child_process'
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const at = process.argv.indexOf('--out')
+const out = resolve(at > 0 ? process.argv[at + 1] : join(root, 'dist'))
+mkdirSync(out, { recursive: true })
+
+const main = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
+const platforms = readdirSync(join(root, 'npm'))
+const optional = {}
+const packed = []
+
+function pack(dir) {
+  const [info] = JSON.parse(
+    execFileSync('npm', ['pack', '--json', '--pack-destination', out], { cwd: dir, encoding: 'utf8' }),
+  )
+  packed.push(join(out, info.filename))
+}
+
+for (const platform of platforms) {
+  const dir = join(root, 'npm', platform)
+  const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
+  const binary = `${main.napi.binaryName}.${platform}.node`
+  if (pkg.version !== main.version) {
+    throw new Error(`npm/${platform}/package.json: version ${pkg.version} differs from the package's ${main.version}`)
+  }
+  if (!existsSync(join(root, binary))) {
+    throw new Error(`${binary} is not built: run \`make node-build\` (or \`npm run build\` in node/) first`)
+  }
+  copyFileSync(join(root, binary), join(dir, binary))
+  pack(dir)
+  optional[pkg.name] = pkg.version
+}
+
+// The main package from a copy of its files, so that the checkout's package.json keeps no
+// dependency on a platform package that only exists once packed.
+const stage = mkdtempSync(join(tmpdir(), 'ziggurat-pack-'))
+try {
+  const { devDependencies, scripts, ...manifest } = main
+  manifest.optionalDependencies = optional
+  writeFileSync(join(stage, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`)
+  for (const name of ['README.md', 'LICENSE', ...main.files]) {
+    const [dir, glob] = name.includes('*') ? name.split('/') : [null, null]
+    if (dir) {
+      const suffix = glob.replace('*', '')
+      mkdirSync(join(stage, dir), { recursive: true })
+      for (const f of readdirSync(join(root, dir))) {
+        if (f.endsWith(suffix)) copyFileSync(join(root, dir, f), join(stage, dir, f))
+      }
+    } else if (existsSync(join(root, name))) {
+      cpSync(join(root, name), join(stage, name))
+    } else if (main.files.includes(name)) {
+      throw new Error(`${name} is listed in package.json "files" but missing`)
+    }
+  }
+  pack(stage)
+} finally {
+  rmSync(stage, { recursive: true, force: true })
+}
+for (const p of packed) console.log(p)
