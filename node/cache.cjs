@@ -164,7 +164,8 @@ class Cache {
       this.#dg = new Degraded(mode, degradedTtl, l1Items, { copy: copy === 'copy', debug: o.debug === true })
       process.emitWarning(notice(name, failure, mode, degradedTtl), 'ZigguratWarning')
     }
-    this.#slot = this.#native.reader()
+    // A degraded cache never reads the segment: it has no reader slot.
+    this.#slot = failure ? -1 : this.#native.reader()
     if (this.#native.notice) process.emitWarning(this.#native.notice, 'ZigguratWarning')
     const words = l1Items > 0 && !failure ? this.#native.words() : null
     this.#l1 = new L1(
@@ -758,7 +759,7 @@ class Cache {
     this.#closed = true
     this.#l1.clear()
     this.#dg?.clear()
-    native.forgetReader(this.#slot)
+    if (this.#slot >= 0) native.forgetReader(this.#slot)
     this.#native.close()
   }
 
