@@ -46,11 +46,13 @@
 //!      [`Cache::ask_tier_below`], ask the tier below first; when it has the
 //!      value, answer with it and [`Cache::give_back`]. Otherwise call the
 //!      loader, then:
-//!      - it returned a value: [`Cache::land`], [`Landing::store`] the value's
-//!        bytes (or [`Landing::store_negative`] for the language's null), keep
-//!        it in L1 as for a write, tell the tier below with
-//!        [`Landing::ttl`], then drop the landing (it gives the lease back if
-//!        the store did not). A value that cannot be stored is still answered.
+//!      - it returned: one call, [`Cache::land`], with what it gave
+//!        ([`Loaded`]: the value's bytes, the language's null, or a value
+//!        that cannot be encoded), stores it and gives the lease back. Keep
+//!        the value in L1 as for a write ([`Landed::written`]; without a
+//!        segment, for [`Miss::ttl`]). When [`Landed::held`], a tier below
+//!        is joined: tell it with [`Miss::ttl`], then [`Cache::give_back`].
+//!        A value that cannot be stored is still answered.
 //!      - it raised: [`Cache::failed`] gives the lease back and returns the
 //!        stale value to answer with, if fail-safe allows; else raise.
 //!      - it was cancelled: [`Cache::give_back`].
@@ -70,6 +72,7 @@ mod flight;
 mod front;
 mod key;
 mod l1;
+mod land;
 mod lookup;
 mod miss;
 mod options;
@@ -85,12 +88,13 @@ pub use cache::{ttl_or_default, Body, Cache, Written};
 pub use counts::{Counter, Counts, Took};
 pub use entry::{counter_payload, encode, refresh_due, seal, split, Kind, Trailer, TRAILER_LEN};
 pub use error::Error;
-pub use flight::{process_alive, snapshot, Flight, FlightKey, Next};
+pub use flight::{process_alive, snapshot, Claim, Flight, FlightKey, Next};
 pub use front::{Front, Read};
 pub use key::{check_key, not_utf8, MAX_KEY};
 pub use l1::{Entry, L1Stats, Peeked, L1};
+pub use land::{Landed, Loaded};
 pub use lookup::{Before, Bytes, Found, Lookup, Missing, Payload, Reader};
-pub use miss::{Landing, Miss, Plan, Sleep, Step};
+pub use miss::{Miss, Plan, Sleep, Step};
 pub use options::CacheOptions;
 pub use pair::{neg_size_for, open_pair, Pair, DEFAULT_SIZE, NEG_SUFFIX};
 pub use size::{parse_size, size_bytes, size_text, MAX_SIZE};

@@ -14,10 +14,10 @@ use pyo3::types::{PyDict, PyInt, PyList, PySet};
 use ziggurat_cache::{Cache, CacheOptions, Peeked, Read};
 use ziggurat_core::now_ms;
 
-use crate::args::{check_key, key_hash, named};
+use crate::args::{check_key, key_bytes, key_hash, named};
 use crate::call::call_one;
 use crate::codec::AutoCodec;
-use crate::convert::{cache_err, key_bytes, ZigguratError};
+use crate::convert::{cache_err, ZigguratError};
 use crate::l1::{is_key, Entry, Shared, L1};
 use crate::read::PyFront;
 use crate::segment::PySegment;
@@ -249,12 +249,16 @@ impl CacheCore {
         Ok(())
     }
 
-    /// Puts an entry in L1 unless another thread is inside it right now.
+    /// Puts the entry `make` makes in L1 unless another thread is inside it
+    /// right now (made inside, after the key's test, so one L1 operation
+    /// enters each file once).
     #[inline]
-    pub(crate) fn l1_put(&self, key: &Bound<'_, PyAny>, e: Entry) {
+    pub(crate) fn l1_put(&self, key: &Bound<'_, PyAny>, make: impl FnOnce() -> Entry) {
         if self.l1_enabled {
-            // A busy L1 just skips the fill; the entry is dropped after the call.
-            let _ = self.l1.try_with(key.py(), |l1| l1.insert(is_key(key), e));
+            // A busy L1 just skips the fill; what `make` holds is dropped after the call.
+            let _ = self
+                .l1
+                .try_with(key.py(), |l1| l1.insert(is_key(key), make()));
         }
     }
 

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::create_exception;
 use pyo3::prelude::*;
-use ziggurat_cache::{Miss, Plan, Step as Next, Took};
+use ziggurat_cache::{Error, Loaded, Miss, Plan, Step as Next, Took};
 
-use crate::args::{check_key, check_ttls, key_hash, named, refuse_awaitable};
-use crate::convert::{cache_err, fetch_err, key_bytes, tags_arg, ttl_arg, ZigguratError};
+use crate::args::{check_key, check_ttls, key_bytes, key_hash, named, refuse_awaitable};
+use crate::convert::{cache_err, fetch_err, tags_arg, ttl_arg, ZigguratError};
 use crate::core::CacheCore;
 use crate::read::PyFront;
 
@@ -153,40 +153,43 @@ impl CacheCore {
             py,
             "Cache.fetch",
             (|| {
-                let hash = key_hash(key)?;
-                let (ttl, neg_ttl, stale_ttl) = (args.ttl, args.neg_ttl, args.stale_ttl);
-                if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
-                    check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
-                }
-                // An L1 hit is answered here; one due for early refresh also
-                // starts the refresh.
-                let mut due = None;
-                let found = if l1_absent {
-                    None
-                } else {
-                    self.l1_lookup(py, key, hash)?
-                };
-                if let Some(e) = found {
-                    let Some(v) = e.value else {
-                        return Ok(py.None());
-                    };
-                    if self.refresh_ahead == 0.0 || !self.cache.refresh_due(e.soft, e.ttl_ms) {
+                if !l1_absent {
+                    if let Some(v) = self.fetch_l1(py, key, loader, args)? {
                         return Ok(v);
                     }
-                    due = Some(v);
                 }
-                let kb = check_key(key)?;
-                let plan = self.plan(args)?;
-                if let Some(v) = due {
-                    if let Some(r) = self.cache.refresh(kb, plan) {
-                        self.start_refresh(py, key, hash, r, loader)?;
-                    }
-                    return Ok(v);
-                }
-                self.cache.counts().l1_misses.bump();
-                self.fetch_miss(py, key, kb, hash, loader, plan)
+                self.fetch_miss(py, key, loader, args)
             })(),
         )
+    }
+
+    /// An L1 hit of `fetch`, answered here; one due for early refresh also
+    /// starts the refresh. None: L1 holds nothing valid for the key.
+    fn fetch_l1(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        loader: &Bound<'_, PyAny>,
+        args: FetchArgs<'_, '_>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let hash = key_hash(key)?;
+        let (ttl, neg_ttl, stale_ttl) = (args.ttl, args.neg_ttl, args.stale_ttl);
+        if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
+            check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
+        }
+        let Some(e) = self.l1_lookup(py, key, hash)? else {
+            return Ok(None);
+        };
+        let Some(v) = e.value else {
+            return Ok(Some(py.None()));
+        };
+        if self.refresh_ahead != 0.0 && self.cache.refresh_due(e.soft, e.ttl_ms) {
+            let kb = check_key(key)?;
+            if let Some(r) = self.cache.refresh(kb, self.plan(args)?) {
+                self.start_refresh(py, key, hash, r, loader)?;
+            }
+        }
+        Ok(Some(v))
     }
 
     /// `fetch`, past L1: drives the steps, calling the loader here.
@@ -194,11 +197,13 @@ impl CacheCore {
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        kb: &[u8],
-        hash: u64,
         loader: &Bound<'_, PyAny>,
-        plan: Plan,
+        args: FetchArgs<'_, '_>,
     ) -> PyResult<Py<PyAny>> {
+        let hash = key_hash(key)?;
+        let kb = check_key(key)?;
+        let plan = self.plan(args)?;
+        self.cache.counts().l1_misses.bump();
         let mut front = PyFront::new(self, key, hash);
         let mut next = self.cache.begin(kb, plan, &mut front)?;
         loop {
@@ -271,9 +276,10 @@ impl CacheCore {
         }
     }
 
-    /// The loader returned `value`: stores it (a value, or a cached miss for
-    /// None), tells the tier below, then the lease is given back. A value
-    /// that cannot be stored is still returned (logged and counted).
+    /// The loader returned `value`: one call of the cache stores it (a value,
+    /// or a cached miss for None) and gives the lease back, L1 keeps it as
+    /// after a write, and a tier below is told. A value that cannot be stored
+    /// is still returned (logged and counted).
     #[allow(clippy::too_many_arguments)]
     fn done(
         &self,
@@ -285,43 +291,55 @@ impl CacheCore {
         value: Bound<'_, PyAny>,
         took: Took,
     ) -> PyResult<Py<PyAny>> {
-        let mut landing = self.cache.land(kb, miss, took);
+        // (whether the lease is still held, whether to tell the tier below)
+        let mut landed = None;
         let stored = if value.is_none() {
-            self.tell_tier_below(py, key, &value, 0.0, landing.tags());
-            landing.store_negative().map_err(cache_err)
+            let l = self.cache.land(kb, miss, took, Loaded::Null);
+            landed = Some((l.held, true));
+            l.written.map(|_| ()).map_err(cache_err)
         } else {
-            let ttl = landing.ttl();
-            let r = self.store_with(py, key, hash, &value, ttl, |body, kind| {
-                landing.store(body, kind)
-            });
-            if r.is_ok() {
-                self.tell_tier_below(py, key, &value, ttl, landing.tags());
-            }
-            r
+            // The write runs inside `store_with`, between the encoding and L1
+            // (which it is never asked for without a segment).
+            self.store_with(py, key, hash, &value, miss.ttl(), |body, kind| {
+                let l = self.cache.land(kb, miss, took, Loaded::Value(body, kind));
+                landed = Some((l.held, l.written.is_ok()));
+                l.written.and_then(|w| w.ok_or(Error::NoSegment))
+            })
         };
-        drop(landing);
-        self.kept_or_reported(py, key, stored)?;
+        // Not encoded, or no segment: nothing was handed to the cache yet.
+        let (held, ok) = match landed {
+            Some(l) => l,
+            None => {
+                let l = self.cache.land(kb, miss, took, Loaded::Unstored);
+                (l.held, stored.is_ok())
+            }
+        };
+        if self.cache.has_tier_below() {
+            let ttl = if value.is_none() { 0.0 } else { miss.ttl() };
+            if ok {
+                self.tell_tier_below(py, key, &value, ttl, &miss.plan().tags);
+            }
+            if held {
+                self.cache.give_back(kb, miss);
+            }
+        }
+        if let Err(e) = stored {
+            self.not_stored(py, key, e)?;
+        }
         Ok(value.unbind())
     }
 
     /// A load's value that cannot be stored (too large, not serializable, no
     /// lock in time) is still returned, just not cached (reported to the write
     /// error hook); anything else propagates.
-    fn kept_or_reported(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        stored: PyResult<()>,
-    ) -> PyResult<()> {
-        if let Err(e) = stored {
-            let expected = e.is_instance_of::<ZigguratError>(py)
-                || e.is_instance_of::<pyo3::exceptions::PyValueError>(py)
-                || e.is_instance_of::<pyo3::exceptions::PyTypeError>(py);
-            if !expected {
-                return Err(e);
-            }
-            self.write_failed(py, "store", key, e);
+    fn not_stored(&self, py: Python<'_>, key: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()> {
+        let expected = e.is_instance_of::<ZigguratError>(py)
+            || e.is_instance_of::<pyo3::exceptions::PyValueError>(py)
+            || e.is_instance_of::<pyo3::exceptions::PyTypeError>(py);
+        if !expected {
+            return Err(e);
         }
+        self.write_failed(py, "store", key, e);
         Ok(())
     }
 

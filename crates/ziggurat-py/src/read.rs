@@ -64,27 +64,28 @@ impl<'a, 'py> PyFront<'a, 'py> {
         }
     }
 
-    /// An L1 entry of `value` (None: a cached miss) as read, watching `found`'s words.
+    /// An L1 entry of `value` (None: a cached miss) as read, watching
+    /// `found`'s words (`found.keep` is set).
     fn entry<P>(
         &self,
         value: Option<Py<PyAny>>,
         encoded: Option<Py<PyAny>>,
         found: Found<P>,
-    ) -> Option<Entry> {
-        let watch = found.keep?;
+    ) -> Entry {
+        let watch = found.keep;
         let t = found.trailer;
         let negative = value.is_none();
-        Some(Entry::new(
+        Entry::new(
             self.key.clone().unbind(),
             self.hash,
             value.unwrap_or_else(|| self.py().None()),
             encoded,
             negative,
-            Some(watch),
+            watch,
             found.tags.into_boxed_slice(),
             t.soft,
             t.ttl_ms,
-        ))
+        )
     }
 }
 
@@ -143,9 +144,7 @@ impl<'py> Front for PyFront<'_, 'py> {
                 (core.debug && !counter).then(|| payload.clone().into_any().unbind()),
             ),
         };
-        if let Some(e) = self.entry(Some(stored), encoded, found) {
-            core.l1_put(self.key, e);
-        }
+        core.l1_put(self.key, || self.entry(Some(stored), encoded, found));
         match core.mode {
             // In decode mode L1 keeps the bytes, and in shared mode the same
             // object: `obj` is the caller's.
@@ -160,8 +159,8 @@ impl<'py> Front for PyFront<'_, 'py> {
     }
 
     fn negative(&mut self, found: Found<()>) {
-        if let Some(e) = self.entry(None, None, found) {
-            self.core.l1_put(self.key, e);
+        if found.keep.is_some() {
+            self.core.l1_put(self.key, || self.entry(None, None, found));
         }
     }
 

@@ -12,7 +12,8 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use ziggurat_core::failpoint;
 use ziggurat_core::{Options, Segment};
 
-use crate::convert::{err, key_bytes, size_arg, tags_arg, ttl_arg, value_bytes, SegmentError};
+use crate::args::key_bytes;
+use crate::convert::{err, size_arg, tags_arg, ttl_arg, value_bytes, SegmentError};
 
 /// A shared-memory segment, attached by name. See the package documentation.
 #[pyclass(name = "Segment", module = "ziggurat._native", frozen)]

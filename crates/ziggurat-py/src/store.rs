@@ -109,18 +109,20 @@ impl CacheCore {
                 _ => self.loads(py, enc.to_py(py).as_any())?,
             };
             let t = self.cache.degraded_trailer(kind, ttl);
-            let e = Entry::new(
-                key.clone().unbind(),
-                hash,
-                obj,
-                None,
-                false,
-                None,
-                Box::new([]),
-                t.soft,
-                t.ttl_ms,
-            );
-            self.l1_put(key, e);
+            self.l1_put(key, || {
+                let k = key.clone().unbind();
+                Entry::new(
+                    k,
+                    hash,
+                    obj,
+                    None,
+                    false,
+                    None,
+                    Box::new([]),
+                    t.soft,
+                    t.ttl_ms,
+                )
+            });
             return Ok(());
         }
         // The payload is read again below only by modes that keep bytes.
@@ -167,18 +169,20 @@ impl CacheCore {
         };
         let t = written.trailer;
         // Replaces this process's previous entry for the key, if any.
-        let e = Entry::new(
-            key.clone().unbind(),
-            hash,
-            stored,
-            encoded,
-            false,
-            Some(kept.watch),
-            kept.tags.into_boxed_slice(),
-            t.soft,
-            t.ttl_ms,
-        );
-        self.l1_put(key, e);
+        self.l1_put(key, || {
+            let (k, tags) = (key.clone().unbind(), kept.tags.into_boxed_slice());
+            Entry::new(
+                k,
+                hash,
+                stored,
+                encoded,
+                false,
+                Some(kept.watch),
+                tags,
+                t.soft,
+                t.ttl_ms,
+            )
+        });
         Ok(())
     }
 
