@@ -388,7 +388,8 @@ impl CacheCore {
 
     /// The key's current version stamp in the main segment (0 without one).
     fn stamp(&self, key: &Bound<'_, PyAny>) -> PyResult<u32> {
-        Ok(self.cache.stamp(key_bytes(key)?))
+        let r = key_bytes(key).map(|kb| self.cache.stamp(kb));
+        named(key.py(), "Cache.stamp", r)
     }
 
     /// Whether the cache runs without a segment (L1 and loader only).
