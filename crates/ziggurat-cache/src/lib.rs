@@ -70,6 +70,7 @@ mod entry;
 mod error;
 mod flight;
 mod front;
+mod handle;
 mod key;
 mod l1;
 mod land;
@@ -90,6 +91,7 @@ pub use entry::{counter_payload, encode, refresh_due, seal, split, Kind, Trailer
 pub use error::Error;
 pub use flight::{process_alive, snapshot, Claim, Flight, FlightKey, Next};
 pub use front::{Front, Read};
+pub use handle::{Handle, HugePolicy, HugeStatus, OpenArgs, Record, WriteOp, HANDLE_SIZE};
 pub use key::{check_key, not_utf8, MAX_KEY};
 pub use l1::{Entry, L1Stats, Peeked, L1};
 pub use land::{Landed, Loaded};

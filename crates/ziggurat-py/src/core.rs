@@ -333,7 +333,7 @@ impl CacheCore {
                 )))
             }
         };
-        let seg = |s: Option<&Bound<'_, PySegment>>| s.map(|s| Arc::clone(&s.get().inner));
+        let seg = |s: Option<&Bound<'_, PySegment>>| s.map(|s| Arc::clone(s.get().inner()));
         let cache = Cache::new(seg(main), seg(neg), opts, l1_items > 0).map_err(cache_err)?;
         Ok(CacheCore {
             cache,

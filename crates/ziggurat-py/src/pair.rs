@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use ziggurat_core::{HugePages, Options};
 
 use crate::convert::{err, size_arg};
-use crate::segment::PySegment;
+use crate::segment::{policy_dict, PySegment};
 
 /// Opens (or creates) the segments `name` (entries) and `name.neg` (cached
 /// misses and load leases) as one: when this call made the first and the
@@ -85,12 +85,5 @@ pub fn huge_page_policy<'py>(
     directory: &str,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     let dir = std::path::Path::new(directory);
-    let p = ziggurat_core::huge::Policy::of(dir);
-    let d = pyo3::types::PyDict::new(py);
-    d.set_item("file_system", &p.fs_type)?;
-    d.set_item("mount", &p.mount)?;
-    d.set_item("kernel", &p.kernel)?;
-    d.set_item("offered", p.offers())?;
-    d.set_item("remedy", p.remedy(dir))?;
-    Ok(d)
+    policy_dict(py, ziggurat_cache::HugePolicy::of(dir))
 }
