@@ -3,7 +3,7 @@
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString};
 
 create_exception!(
     _native,
@@ -175,4 +175,16 @@ pub fn size_arg(size: &Bound<'_, PyAny>) -> PyResult<u64> {
         ));
     };
     ziggurat_cache::size_text(s.to_str()?).map_err(cache_err)
+}
+
+/// Named figures as a dict.
+pub(crate) fn fields_dict<'py>(
+    py: Python<'py>,
+    fields: &[(&str, u64)],
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in fields {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
 }

@@ -17,7 +17,7 @@ use ziggurat_core::now_ms;
 use crate::args::{check_key, key_bytes, key_hash, named};
 use crate::call::call_one;
 use crate::codec::AutoCodec;
-use crate::convert::{cache_err, ZigguratError};
+use crate::convert::{cache_err, fields_dict, ZigguratError};
 use crate::l1::{is_key, Entry, Shared, L1};
 use crate::read::PyFront;
 use crate::segment::PySegment;
@@ -400,41 +400,17 @@ impl CacheCore {
 
     /// Counters of this process's tiers.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        let (s, (items, neg_items)) = self
-            .l1
-            .try_with(py, |l1| (l1.stats, l1.counts()))
-            .unwrap_or_default();
-        let c = self.cache.counts();
-        d.set_item("l1_hits", s.hits)?;
-        d.set_item("l1_misses", c.l1_misses.get())?;
-        d.set_item("l1_stale_drops", s.stale)?;
-        d.set_item("l1_evictions", s.evictions)?;
-        d.set_item("l1_fills", s.fills)?;
-        d.set_item("l1_items", items)?;
-        d.set_item("l1_negative_items", neg_items)?;
-        d.set_item("l2_hits", c.l2_hits.get())?;
-        d.set_item("l2_misses", c.l2_misses.get())?;
-        d.set_item("l2_stale_reads", c.l2_stale.get())?;
-        d.set_item("negative_hits", c.neg_hits.get())?;
-        d.set_item("decode_errors", c.decode_errors.get())?;
-        Ok(d)
+        let s = self.l1.try_with(py, |l1| self.cache.stats(Some(l1)));
+        fields_dict(
+            py,
+            &s.unwrap_or_else(|| self.cache.stats::<(), ()>(None))
+                .fields(),
+        )
     }
 
     /// Counters of the loader and the miss path in this process.
     fn loader_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = self.cache.counts();
-        let d = PyDict::new(py);
-        let (total, max) = c.load_ns();
-        d.set_item("calls", c.loads.get())?;
-        d.set_item("errors", c.load_errors.get())?;
-        d.set_item("total_ns", total)?;
-        d.set_item("max_ns", max)?;
-        d.set_item("waits", c.waits.get())?;
-        d.set_item("takeovers", c.takeovers.get())?;
-        d.set_item("stale_served", c.stale_served.get())?;
-        d.set_item("refreshes", c.refreshes.get())?;
-        Ok(d)
+        fields_dict(py, &self.cache.loader_stats().fields())
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {

@@ -4,11 +4,9 @@
 //! refreshes and loads without a segment get each step as a `Step` object
 //! and drive it from Python, where the loader is awaited.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use pyo3::create_exception;
 use pyo3::prelude::*;
-use ziggurat_cache::{Error, Loaded, Miss, Plan, Step as Next, Took};
+use ziggurat_cache::{Error, Handoff, Loaded, Miss, Plan, Step as Next, StepKind, Took};
 
 use crate::args::{check_key, check_ttls, key_bytes, key_hash, named, refuse_awaitable};
 use crate::convert::{cache_err, fetch_err, tags_arg, ttl_arg, ZigguratError};
@@ -22,26 +20,14 @@ create_exception!(
     "Another caller's loader for the key did not finish within loader_timeout."
 );
 
-/// Step kinds as Python sees them (`ziggurat.loader.StepKind`).
-pub const STEP_HIT: u8 = 1;
-pub const STEP_LOAD: u8 = 2;
-pub const STEP_WAIT: u8 = 3;
-pub const STEP_LOCAL: u8 = 4;
-
 type PyMiss = Miss<Py<PyAny>>;
 
 /// A step handed to Python (`afetch`, background refreshes, degraded loads).
 #[pyclass(module = "ziggurat._native", frozen)]
 pub struct Step {
-    kind: u8,
-    /// HIT: the value (None: a cached miss).
-    value: Option<Py<PyAny>>,
-    /// LOAD, WAIT, LOCAL: the miss; HIT: the refresh this process took, if any.
-    miss: Option<PyMiss>,
+    step: Handoff<Py<PyAny>>,
     key: Py<PyAny>,
     hash: u64,
-    /// The lease is given back exactly once, whoever finishes the step.
-    finished: AtomicBool,
 }
 
 #[pymethods]
@@ -49,14 +35,14 @@ impl Step {
     /// The step's kind (`ziggurat.loader.StepKind`).
     #[getter]
     fn kind(&self) -> u8 {
-        self.kind
+        self.step.kind() as u8
     }
 
     /// HIT: the value (None for a cached miss).
     #[getter]
     fn value(&self, py: Python<'_>) -> Py<PyAny> {
-        self.value
-            .as_ref()
+        self.step
+            .value()
             .map_or_else(|| py.None(), |v| v.clone_ref(py))
     }
 
@@ -67,14 +53,7 @@ impl Step {
     }
 
     fn __repr__(&self) -> String {
-        let kind = match self.kind {
-            STEP_HIT => "HIT",
-            STEP_LOAD if self.miss.as_ref().is_some_and(|m| m.is_refresh()) => "REFRESH",
-            STEP_LOAD => "LOAD",
-            STEP_WAIT => "WAIT",
-            _ => "LOCAL",
-        };
-        format!("<Step {kind}>")
+        format!("<Step {}>", self.step.label())
     }
 }
 
@@ -85,35 +64,25 @@ impl Step {
         hash: u64,
         next: Next<Py<PyAny>>,
     ) -> PyResult<Py<Step>> {
-        let (kind, value, miss) = match next {
-            Next::Value(v, refresh) => (STEP_HIT, Some(v), refresh),
-            Next::Negative => (STEP_HIT, None, None),
-            Next::Load(m) => (STEP_LOAD, None, Some(m)),
-            Next::Wait(m) => (STEP_WAIT, None, Some(m)),
-            Next::NoSegment(m) => (STEP_LOCAL, None, Some(m)),
-        };
-        Py::new(
-            py,
-            Step {
-                kind,
-                value,
-                miss,
-                key: key.clone().unbind(),
-                hash,
-                finished: AtomicBool::new(false),
-            },
-        )
+        Step::of(py, key.clone().unbind(), hash, Handoff::new(next))
     }
 
-    /// Whether this call is the one that finishes the step.
-    fn finish(&self) -> bool {
-        !self.finished.swap(true, Ordering::AcqRel)
+    fn of(
+        py: Python<'_>,
+        key: Py<PyAny>,
+        hash: u64,
+        step: Handoff<Py<PyAny>>,
+    ) -> PyResult<Py<Step>> {
+        Py::new(py, Step { step, key, hash })
     }
+}
 
-    /// The step's miss, copied to continue from.
-    fn successor(&self, py: Python<'_>) -> Option<PyMiss> {
-        self.miss.as_ref().map(|m| m.successor(|v| v.clone_ref(py)))
-    }
+/// Calls a sync loader, timed: its value, or its error (an awaitable
+/// refused: see `refuse_awaitable`).
+fn call_loader<'py>(loader: &Bound<'py, PyAny>) -> (PyResult<Bound<'py, PyAny>>, Took) {
+    let t0 = ziggurat_core::ticks();
+    let r = loader.call0().and_then(refuse_awaitable);
+    (r, Took::Ticks(ziggurat_core::ticks().saturating_sub(t0)))
 }
 
 /// A fetch's options as the caller gave them (None: the cache's own).
@@ -228,9 +197,7 @@ impl CacheCore {
                             "loader must be callable",
                         ));
                     }
-                    let t0 = ziggurat_core::ticks();
-                    let r = loader.call0().and_then(refuse_awaitable);
-                    let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
+                    let (r, took) = call_loader(loader);
                     return self.loaded(py, key, kb, hash, &miss, r, took);
                 }
                 Next::Wait(miss) => {
@@ -453,12 +420,8 @@ impl CacheCore {
     /// run the loader in the background, then `fetch_done` or `fetch_failed`.
     fn fetch_refresh(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Option<Py<Step>>> {
         let s = step.get();
-        // A refresh is created at most once per hit; hand it out once.
-        if s.kind != STEP_HIT || !s.finish() {
-            return Ok(None);
-        }
-        match s.successor(py) {
-            Some(m) => Ok(Some(Step::wrap(py, s.key.bind(py), s.hash, Next::Load(m))?)),
+        match s.step.take_refresh(|v| v.clone_ref(py)) {
+            Some(r) => Ok(Some(Step::of(py, s.key.clone_ref(py), s.hash, r)?)),
             None => Ok(None),
         }
     }
@@ -467,14 +430,12 @@ impl CacheCore {
     /// finishes or a slice passes; raises `LoadTimeout` past `loader_timeout`.
     fn fetch_wait(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<()> {
         let s = step.get();
-        let key = s.key.bind(py);
-        let Some(miss) = s.miss.as_ref().filter(|_| s.kind == STEP_WAIT) else {
+        let Some(miss) = s.step.miss_of(StepKind::Wait) else {
             return Ok(());
         };
-        let sleep = self
-            .cache
-            .sleep(key_bytes(key)?, miss)
-            .map_err(|e| fetch_err(key, e))?;
+        let key = s.key.bind(py);
+        let sleep = self.cache.sleep(key_bytes(key)?, miss);
+        let sleep = sleep.map_err(|e| fetch_err(key, e))?;
         py.detach(|| sleep.run());
         Ok(())
     }
@@ -484,7 +445,8 @@ impl CacheCore {
         let s = step.get();
         let key = s.key.bind(py);
         let miss = s
-            .successor(py)
+            .step
+            .successor(|v| v.clone_ref(py))
             .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("not a WAIT step"))?;
         let mut front = PyFront::new(self, key, s.hash);
         let next = self.cache.after_wait(key_bytes(key)?, miss, &mut front)?;
@@ -494,11 +456,7 @@ impl CacheCore {
     /// The loading task was cancelled: gives the lease back, storing nothing.
     fn fetch_abandon(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<()> {
         let s = step.get();
-        if let Some(miss) = s.miss.as_ref().filter(|_| s.kind == STEP_LOAD) {
-            if s.finish() {
-                self.cache.give_back(key_bytes(s.key.bind(py))?, miss);
-            }
-        }
+        s.step.give_back(&self.cache, key_bytes(s.key.bind(py))?);
         Ok(())
     }
 
@@ -512,15 +470,13 @@ impl CacheCore {
         loader: &Bound<'_, PyAny>,
     ) -> PyResult<Py<PyAny>> {
         let s = step.get();
-        let Some(miss) = s.miss.as_ref().filter(|_| s.kind != STEP_HIT && s.finish()) else {
+        let Some(miss) = s.step.take_load() else {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "the step is not a load, or was ended already",
             ));
         };
         let key = s.key.bind(py);
-        let t0 = ziggurat_core::ticks();
-        let r = loader.call0().and_then(refuse_awaitable);
-        let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
+        let (r, took) = call_loader(loader);
         self.loaded(py, key, key_bytes(key)?, s.hash, miss, r, took)
     }
 
@@ -541,7 +497,7 @@ impl CacheCore {
             Some(e) => Err(PyErr::from_value(e.clone().into_any())),
             None => Ok(value.clone()),
         };
-        let Some(miss) = s.miss.as_ref().filter(|_| s.kind != STEP_HIT && s.finish()) else {
+        let Some(miss) = s.step.take_load() else {
             return r.map(Bound::unbind);
         };
         let key = s.key.bind(py);
@@ -553,19 +509,17 @@ impl CacheCore {
     /// lease given back, or None (run the loader).
     fn fetch_below(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Option<Py<PyAny>>> {
         let s = step.get();
-        let Some(miss) = s.miss.as_ref().filter(|_| s.kind == STEP_LOAD) else {
+        let Some(miss) = s.step.miss_of(StepKind::Load) else {
             return Ok(None);
         };
+        let key = s.key.bind(py);
         if !self.cache.ask_tier_below(miss) {
             return Ok(None);
         }
-        let key = s.key.bind(py);
         let Some(v) = self.ask_tier_below(py, key, true)? else {
             return Ok(None);
         };
-        if s.finish() {
-            self.cache.give_back(key_bytes(key)?, miss);
-        }
+        s.step.give_back(&self.cache, key_bytes(key)?);
         Ok(Some(
             pyo3::types::PyTuple::new(py, [v])?.into_any().unbind(),
         ))

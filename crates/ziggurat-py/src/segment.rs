@@ -13,7 +13,7 @@ use ziggurat_core::failpoint;
 use ziggurat_core::Segment;
 
 use crate::args::key_bytes;
-use crate::convert::{err, size_arg, tags_arg, ttl_arg, value_bytes};
+use crate::convert::{err, fields_dict, size_arg, tags_arg, ttl_arg, value_bytes};
 
 /// A shared-memory segment, attached by name. See the package documentation.
 #[pyclass(name = "Segment", module = "ziggurat._native", frozen)]
@@ -340,11 +340,7 @@ impl PySegment {
 
     /// Host-wide counters and sizes.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        for (k, v) in self.handle.segment().map_err(err)?.stats() {
-            d.set_item(k, v)?;
-        }
-        Ok(d)
+        fields_dict(py, &self.handle.segment().map_err(err)?.stats())
     }
 
     /// The live record of `key` as stored, with what the segment knows of it:
