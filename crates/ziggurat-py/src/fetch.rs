@@ -185,7 +185,8 @@ impl CacheCore {
                 }
                 Next::Negative => return Ok(py.None()),
                 Next::Load(miss) => {
-                    if self.cache.ask_tier_below(&miss) {
+                    // Without a tier below joined there is nothing to ask.
+                    if self.tier_below.get().is_some() && self.cache.ask_tier_below(&miss) {
                         if let Some(v) = self.ask_tier_below(py, key, true)? {
                             self.cache.give_back(kb, &miss);
                             return Ok(v);
@@ -267,7 +268,7 @@ impl CacheCore {
         } else {
             // The write runs inside `store_with`, between the encoding and L1
             // (which it is never asked for without a segment).
-            self.store_with(py, key, hash, &value, miss.ttl(), |body, kind| {
+            self.store_with(py, key, hash, &value, || miss.ttl(), |body, kind| {
                 let l = self.cache.land(kb, miss, took, Loaded::Value(body, kind));
                 landed = Some((l.held, l.written.is_ok()));
                 l.written.and_then(|w| w.ok_or(Error::NoSegment))

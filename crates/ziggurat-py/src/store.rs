@@ -89,14 +89,14 @@ impl CacheCore {
     /// Encodes `value` (arguments already checked), writes it with `write`
     /// (a plain write, or a load's landing), then keeps the object in this
     /// process's L1 as the copy mode says. Without a segment (degraded), L1
-    /// alone keeps a private copy for `ttl` seconds (capped).
+    /// alone keeps a private copy for `ttl()` seconds (capped).
     pub(crate) fn store_with(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         hash: u64,
         value: &Bound<'_, PyAny>,
-        ttl: f64,
+        ttl: impl FnOnce() -> f64,
         write: impl FnOnce(Body<'_>, Kind) -> Result<Written, Error>,
     ) -> PyResult<()> {
         let (enc, kind) = self.encode_value(py, value)?;
@@ -108,7 +108,7 @@ impl CacheCore {
                 CopyMode::Decode => enc.to_py(py).into_any().unbind(),
                 _ => self.loads(py, enc.to_py(py).as_any())?,
             };
-            let t = self.cache.degraded_trailer(kind, ttl);
+            let t = self.cache.degraded_trailer(kind, ttl());
             self.l1_put(key, || {
                 let k = key.clone().unbind();
                 Entry::new(
@@ -199,7 +199,7 @@ impl CacheCore {
         tags: &[Vec<u8>],
     ) -> PyResult<()> {
         let hash = key_hash(key)?;
-        self.store_with(py, key, hash, value, ttl, |body, kind| {
+        self.store_with(py, key, hash, value, || ttl, |body, kind| {
             self.cache
                 .store(kb, None, body, kind, ttl, stale, tags, || ())
         })
