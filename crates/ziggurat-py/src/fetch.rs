@@ -268,11 +268,18 @@ impl CacheCore {
         } else {
             // The write runs inside `store_with`, between the encoding and L1
             // (which it is never asked for without a segment).
-            self.store_with(py, key, hash, &value, || miss.ttl(), |body, kind| {
-                let l = self.cache.land(kb, miss, took, Loaded::Value(body, kind));
-                landed = Some((l.held, l.written.is_ok()));
-                l.written.and_then(|w| w.ok_or(Error::NoSegment))
-            })
+            self.store_with(
+                py,
+                key,
+                hash,
+                &value,
+                || miss.ttl(),
+                |body, kind| {
+                    let l = self.cache.land(kb, miss, took, Loaded::Value(body, kind));
+                    landed = Some((l.held, l.written.is_ok()));
+                    l.written.and_then(|w| w.ok_or(Error::NoSegment))
+                },
+            )
         };
         // Not encoded, or no segment: nothing was handed to the cache yet.
         let (held, ok) = match landed {

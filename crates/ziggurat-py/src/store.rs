@@ -199,10 +199,17 @@ impl CacheCore {
         tags: &[Vec<u8>],
     ) -> PyResult<()> {
         let hash = key_hash(key)?;
-        self.store_with(py, key, hash, value, || ttl, |body, kind| {
-            self.cache
-                .store(kb, None, body, kind, ttl, stale, tags, || ())
-        })
+        self.store_with(
+            py,
+            key,
+            hash,
+            value,
+            || ttl,
+            |body, kind| {
+                self.cache
+                    .store(kb, None, body, kind, ttl, stale, tags, || ())
+            },
+        )
     }
 }
 
