@@ -75,3 +75,41 @@ impl CacheOptions {
         Ok(self)
     }
 }
+
+/// How a front end hands out the objects its L1 keeps (its `copy` option).
+///
+/// ```
+/// use ziggurat_cache::CopyMode;
+/// assert_eq!(CopyMode::parse("decode").unwrap(), CopyMode::Decode);
+/// assert!(CopyMode::parse("deep").is_err());
+/// assert!(CopyMode::Shared.as_is(false) && !CopyMode::Shared.as_is(true));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyMode {
+    /// The object that was stored, to every caller (who must not change it).
+    Shared,
+    /// A copy of it for each caller (a shallow copy of a dict, list or set).
+    Copy,
+    /// The stored bytes, decoded anew for each caller.
+    Decode,
+}
+
+impl CopyMode {
+    /// The mode named `name` (`"shared"`, `"copy"` or `"decode"`).
+    pub fn parse(name: &str) -> Result<CopyMode, Error> {
+        match name {
+            "shared" => Ok(CopyMode::Shared),
+            "copy" => Ok(CopyMode::Copy),
+            "decode" => Ok(CopyMode::Decode),
+            other => Err(Error::Value(format!(
+                "copy must be 'shared', 'copy' or 'decode', got {other:?}"
+            ))),
+        }
+    }
+
+    /// Whether L1 hands out what it keeps as is: no copy, and no check that
+    /// the caller changed it (which `debug` asks for).
+    pub fn as_is(self, debug: bool) -> bool {
+        self == CopyMode::Shared && !debug
+    }
+}

@@ -8,10 +8,9 @@
 use std::sync::{Arc, OnceLock};
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PySet};
-use ziggurat_cache::{Cache, CacheOptions, Peeked, Read};
+use ziggurat_cache::{Cache, CacheOptions, CopyMode, Peeked, Read};
 use ziggurat_core::now_ms;
 
 use crate::args::{check_key, key_bytes, key_hash, named};
@@ -28,14 +27,6 @@ create_exception!(
     ZigguratError,
     "A cached object was changed by its caller (raised in debug mode)."
 );
-
-/// How `get` hands out cached objects.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CopyMode {
-    Shared,
-    Copy,
-    Decode,
-}
 
 /// (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) as passed from Python.
 type FetchDefaults = (f64, Option<f64>, Option<f64>, f64, f64);
@@ -170,7 +161,7 @@ impl CacheCore {
         key: &Bound<'_, PyAny>,
         hash: u64,
     ) -> PyResult<Option<InL1>> {
-        let as_is = self.mode == CopyMode::Shared && !self.debug;
+        let as_is = self.mode.as_is(self.debug);
         let Some((value, encoded, soft, ttl_ms)) = self.l1_probe(py, key, hash, |e| {
             let value = (!e.negative).then(|| e.value.clone_ref(py));
             let encoded = if as_is {
@@ -228,7 +219,7 @@ impl CacheCore {
     /// case `l1_peek` serves); fixed when the core is made.
     #[inline(always)]
     pub(crate) fn quick_hits(&self) -> bool {
-        self.mode == CopyMode::Shared && !self.debug && self.l1_enabled
+        self.mode.as_is(self.debug) && self.l1_enabled
     }
 
     fn check_mutation(
@@ -323,16 +314,7 @@ impl CacheCore {
             refresh_ahead,
             degraded_ttl,
         };
-        let mode = match copy {
-            "shared" => CopyMode::Shared,
-            "copy" => CopyMode::Copy,
-            "decode" => CopyMode::Decode,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "copy must be 'shared', 'copy' or 'decode', got {other:?}"
-                )))
-            }
-        };
+        let mode = CopyMode::parse(copy).map_err(cache_err)?;
         let seg = |s: Option<&Bound<'_, PySegment>>| s.map(|s| Arc::clone(s.get().inner()));
         let cache = Cache::new(seg(main), seg(neg), opts, l1_items > 0).map_err(cache_err)?;
         Ok(CacheCore {

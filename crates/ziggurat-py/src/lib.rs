@@ -38,10 +38,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for k in ziggurat_cache::StepKind::ALL {
         m.add(format!("STEP_{}", k.name()), k as u8)?;
     }
-    m.add("FOUND_MISS", read::MISS)?;
-    m.add("FOUND_HIT", read::HIT)?;
-    m.add("FOUND_NEGATIVE", read::NEG)?;
-    m.add("FOUND_STALE", read::STALE)?;
+    for k in ziggurat_cache::Sight::ALL {
+        m.add(format!("FOUND_{}", k.name()), k as u8)?;
+    }
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(pair::open_pair, m)?)?;
     m.add_function(wrap_pyfunction!(pair::huge_page_policy, m)?)?;

@@ -1,11 +1,9 @@
 //! `open_pair`: a cache's two segments opened as one (see `ziggurat_cache::open_pair`).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use ziggurat_core::{HugePages, Options};
+use ziggurat_cache::pair_options;
 
 use crate::convert::{err, size_arg};
 use crate::segment::{policy_dict, PySegment};
@@ -37,30 +35,19 @@ pub fn open_pair(
     group: Option<u32>,
     huge_pages: &str,
 ) -> PyResult<(PySegment, PySegment, Option<String>)> {
-    if !(32..=1 << 24).contains(&avg_item_size) {
-        return Err(PyValueError::new_err(format!(
-            "avg_item_size must be between 32 and 16777216 bytes, got {avg_item_size}"
-        )));
-    }
-    if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
-        return Err(PyValueError::new_err(
-            "lock_timeout must be a finite number of seconds > 0",
-        ));
-    }
-    let size = size.filter(|s| !s.is_none()).map(size_arg).transpose()?;
-    let neg_size = neg_size
-        .filter(|s| !s.is_none())
-        .map(size_arg)
-        .transpose()?;
-    let opts = Options {
-        directory: PathBuf::from(directory),
+    let dir = PathBuf::from(directory);
+    let opts = pair_options(
+        dir,
         recreate,
-        avg_item_size: avg_item_size as u64,
-        lock_timeout: Duration::from_secs_f64(lock_timeout.min(3600.0)),
+        avg_item_size,
+        lock_timeout,
         group,
-        huge_pages: HugePages::parse(huge_pages).map_err(err)?,
-        ..Options::default()
-    };
+        huge_pages,
+    );
+    let opts = opts.map_err(err)?;
+    let size = size.filter(|s| !s.is_none()).map(size_arg).transpose()?;
+    let neg_size = neg_size.filter(|s| !s.is_none());
+    let neg_size = neg_size.map(size_arg).transpose()?;
     let owned = name.to_string();
     let pair = py
         .detach(move || ziggurat_cache::open_pair(&owned, size, neg_size, &opts))

@@ -5,12 +5,12 @@
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt};
-use ziggurat_cache::{Body, Error, Kind, Written};
+use ziggurat_cache::{Body, CopyMode, Error, Kind, Written};
 
 use crate::args::{check_key, key_hash, named, positive_ttl};
 use crate::codec::Encoded;
 use crate::convert::{cache_err, tags_arg, ttl_arg, ZigguratError};
-use crate::core::{CacheCore, CopyMode};
+use crate::core::CacheCore;
 use crate::l1::Entry;
 
 /// The counter payload of an exact `int` that fits in 64 bits: such values are
@@ -126,7 +126,7 @@ impl CacheCore {
             return Ok(());
         }
         // The payload is read again below only by modes that keep bytes.
-        let keeps_bytes = !counter && (self.mode != CopyMode::Shared || self.debug);
+        let keeps_bytes = !counter && !self.mode.as_is(self.debug);
         let kept_enc;
         let body = match enc {
             Encoded::Native(v) if !keeps_bytes => {
