@@ -59,6 +59,15 @@
 //!    - [`Step::NoSegment`]: no segment; share one load among the front end's
 //!      own threads, and end it as a LOAD (no lease is held).
 //!
+//! # Beyond the Cache
+//!
+//! What else a front end would otherwise write again: [`Cache::stats`] and
+//! [`Cache::loader_stats`] (named figures the front end only converts), a
+//! [`Handoff`] for a step handed to its event loop or threads (ended once,
+//! whoever finishes it), [`Look`] for a peek, the "auto" serializer's
+//! envelope ([`format_of`], [`JsonText`]), and a [`Handle`] for a segment
+//! it exposes on its own.
+//!
 //! A process that dies holding a lease is replaced by one waiter; one that
 //! hangs holds the others at most `loader_timeout`. None of this takes or
 //! returns a language object: payloads are bytes, values are the front end's

@@ -5,7 +5,8 @@
 use crate::error::Error;
 use crate::ttl::check_ttl;
 
-/// The defaults of one cache (see [`CacheOptions::new`]).
+/// The defaults of one cache (checked by [`CacheOptions::checked`] when the
+/// cache is made).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CacheOptions {
     /// Seconds a value lives (math.inf: never expires).
