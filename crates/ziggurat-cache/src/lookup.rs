@@ -81,8 +81,9 @@ pub struct Before {
     /// The key's main stamp and the epoch, read before the probe by readers
     /// with an L1 (see [`Reader::lookup`]).
     words: Option<(u32, u64)>,
-    /// What the lease's claim read, when the read follows one.
-    claim: Option<Claim>,
+    /// The key's hashes and its stamp in the cached-miss segment, as the
+    /// lease's claim read them, when the read follows one.
+    claimed: Option<(FlightKey, u32)>,
 }
 
 /// What a read below L1 found.
@@ -157,7 +158,7 @@ impl<'a> Reader<'a> {
         let before = Before {
             kh,
             words,
-            claim: claim.copied(),
+            claimed: claim.map(|c| (c.keys, c.neg_stamp)),
         };
         // One clock read decides both the engine's expiry and the staleness.
         let now = now_ms();
@@ -258,8 +259,8 @@ impl<'a> Reader<'a> {
     /// The key's hash in the cached-miss segment and its stamp there, read
     /// before that segment is probed (a cached miss's store moves it).
     fn neg_stamp(&self, before: &Before, key: &[u8]) -> (Option<KeyHash>, u32) {
-        match (self.neg, before.claim) {
-            (Some(_), Some(c)) => (Some(*c.keys.neg()), c.neg_stamp),
+        match (self.neg, before.claimed) {
+            (Some(_), Some((keys, stamp))) => (Some(*keys.neg()), stamp),
             (Some(n), None) => {
                 let nkh = n.hash(key);
                 n.prefetch_read(&nkh);
