@@ -110,6 +110,7 @@ impl CopyMode {
 
     /// Whether L1 hands out what it keeps as is: no copy, and no check that
     /// the caller changed it (which `debug` asks for).
+    #[inline]
     pub fn as_is(self, debug: bool) -> bool {
         self == CopyMode::Shared && !debug
     }

@@ -87,7 +87,7 @@ impl CacheCore {
     }
 
     /// Encodes `value` (arguments already checked), writes it with `write`
-    /// (a plain write, or a load's landing), then keeps the object in this
+    /// (a plain write, or `Cache::land` for a load's value), then keeps the object in this
     /// process's L1 as the copy mode says. Without a segment (degraded), L1
     /// alone keeps a private copy for `ttl()` seconds (capped).
     pub(crate) fn store_with(
