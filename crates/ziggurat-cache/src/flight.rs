@@ -74,8 +74,9 @@ fn refresh_key(key: &[u8]) -> Vec<u8> {
 /// every step of a miss uses these instead of hashing the key again.
 #[derive(Clone, Copy, Debug)]
 pub struct FlightKey {
-    main: KeyHash,
-    neg: KeyHash,
+    // Read in place along a miss (no accessor call between the steps).
+    pub(crate) main: KeyHash,
+    pub(crate) neg: KeyHash,
 }
 
 impl FlightKey {

@@ -48,7 +48,7 @@ impl Cache {
         let written = match loaded {
             Loaded::Value(body, kind) if self.main().is_some() => {
                 let stale = plan.stale_ttl.unwrap_or(0.0);
-                let kh = miss.keys.map(|k| *k.main());
+                let kh = miss.keys.map(|k| k.main);
                 let r = self.store(key, kh, body, kind, miss.ttl, stale, &plan.tags, || {
                     if let (true, Some(fl)) = (early, self.flight()) {
                         fl.end_load(key, miss.refreshing, miss.keys);

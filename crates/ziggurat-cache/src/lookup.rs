@@ -137,7 +137,7 @@ impl<'a> Reader<'a> {
     ) -> Lookup<M::Out> {
         let main = self.main;
         let kh = match claim {
-            Some(c) => *c.keys.main(),
+            Some(c) => c.keys.main,
             None => {
                 let kh = main.hash(key);
                 main.prefetch_read(&kh);
@@ -187,7 +187,7 @@ impl<'a> Reader<'a> {
             }
         }
         let (nkh, n1) = match claim {
-            Some(c) => (Some(*c.keys.neg()), c.neg_stamp),
+            Some(c) => (Some(c.keys.neg), c.neg_stamp),
             None => self.neg_stamp(&before, key),
         };
         // Read after the main probe when not before it: a cached miss still
@@ -200,7 +200,10 @@ impl<'a> Reader<'a> {
         };
         let missing = Missing {
             stamps: words.and_then(|_| snapshot(s1, n1)),
-            keys: nkh.map(|n| FlightKey::from_hashes(kh, n)),
+            keys: match claim {
+                Some(c) => Some(c.keys),
+                None => nkh.map(|n| FlightKey::from_hashes(kh, n)),
+            },
         };
         let (Some(neg), Some(nkh)) = (self.neg, nkh) else {
             return Lookup::Miss(missing);
@@ -260,7 +263,7 @@ impl<'a> Reader<'a> {
     /// before that segment is probed (a cached miss's store moves it).
     fn neg_stamp(&self, before: &Before, key: &[u8]) -> (Option<KeyHash>, u32) {
         match (self.neg, before.claimed) {
-            (Some(_), Some((keys, stamp))) => (Some(*keys.neg()), stamp),
+            (Some(_), Some((keys, stamp))) => (Some(keys.neg), stamp),
             (Some(n), None) => {
                 let nkh = n.hash(key);
                 n.prefetch_read(&nkh);
