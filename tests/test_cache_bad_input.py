@@ -59,6 +59,12 @@ KEYED: list[tuple[str, str, Callable[[Any, Any], Any]]] = [
     ("aset_many", "a?set_many", lambda c, k: _run(c.aset_many({"ok": 1, k: 2}))),
 ]
 
+# Methods of the Cache alone (a Namespace has none of them).
+CACHE_ONLY: list[tuple[str, str, Callable[[Any, Any], Any]]] = [
+    ("peek", "peek", lambda c, k: c.peek(k)),
+    ("stamp", "stamp", lambda c, k: c.stamp(k)),
+]
+
 CACHES = {
     "l1": {},
     "no-l1": {"l1_items": 0},
@@ -95,7 +101,9 @@ def _check_refused(
 
 
 @pytest.mark.parametrize("options", list(CACHES.values()), ids=list(CACHES))
-@pytest.mark.parametrize(("method", "call"), [k[1:] for k in KEYED], ids=[k[0] for k in KEYED])
+@pytest.mark.parametrize(
+    ("method", "call"), [k[1:] for k in KEYED + CACHE_ONLY], ids=[k[0] for k in KEYED + CACHE_ONLY]
+)
 def test_lone_surrogate_key_is_refused_by_every_method(
     make_cache: Callable[..., Cache],
     options: dict[str, Any],

@@ -7,16 +7,14 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ziggurat_core::{now_ms, KeyHash, Segment};
+use ziggurat_core::{now_ms, Segment};
 
 use crate::counts::Counts;
-use crate::entry::{encode, refresh_due, seal, Kind, Trailer};
+use crate::entry::{refresh_due, Kind, Trailer};
 use crate::error::Error;
-use crate::flight::{Flight, FlightKey};
-use crate::front::{Front, Read};
-use crate::lookup::{Lookup, Reader};
+use crate::flight::Flight;
 use crate::options::CacheOptions;
-use crate::store::{store, store_negative, Kept};
+use crate::store::Kept;
 use crate::tags::refs;
 use crate::ttl::{check_ttl, lifetime};
 use crate::update::{add, fill, incr, touch, Seen};
@@ -169,117 +167,11 @@ impl Cache {
         refresh_due(soft, ttl_ms, self.opts.refresh_ahead, now_ms())
     }
 
-    /// Reads `key` (checked) below L1: the main segment, then the cached
-    /// misses, decoded and kept in L1 by `front`, counted here. `keys`: the
-    /// key hashed for both segments when the caller did already.
-    pub fn read<F: Front>(
-        &self,
-        key: &[u8],
-        keys: Option<FlightKey>,
-        allow_stale: bool,
-        front: &mut F,
-    ) -> Result<Read<F::Value>, F::Error> {
-        let Some(main) = self.main.as_deref() else {
-            return Ok(Read::Miss(Default::default()));
-        };
-        let c = &self.counts;
-        let reader = Reader::new(main, self.neg.as_deref(), self.l1);
-        match reader.lookup(key, keys, allow_stale, front) {
-            Lookup::Fresh(found, before) => {
-                let t = found.trailer;
-                match front.fresh(found)? {
-                    Some(v) => {
-                        c.l2_hits.bump();
-                        Ok(Read::Fresh(v, t))
-                    }
-                    None => {
-                        c.l2_misses.bump();
-                        Ok(Read::Miss(reader.missing(&before, key)))
-                    }
-                }
-            }
-            Lookup::Stale(found, missing) => {
-                let t = found.trailer;
-                match front.stale(found) {
-                    Some(v) => {
-                        c.l2_stale.bump();
-                        Ok(Read::Stale(v, t, missing))
-                    }
-                    None => {
-                        c.l2_misses.bump();
-                        Ok(Read::Miss(missing))
-                    }
-                }
-            }
-            Lookup::Negative(found) => {
-                c.l2_misses.bump();
-                c.neg_hits.bump();
-                let t = found.trailer;
-                front.negative(found);
-                Ok(Read::Negative(t))
-            }
-            Lookup::Miss(missing) => {
-                c.l2_misses.bump();
-                Ok(Read::Miss(missing))
-            }
-        }
-    }
-
-    /// Writes `body` (of `kind`) as the value of `key` (checked) for `ttl`
-    /// seconds, kept `stale` seconds more for fail-safe reads, with `tags`
-    /// (checked). `kh`: the key as the main segment hashes it, when the
-    /// caller has it (and loaded what the write touches, if at all).
-    /// `written` runs as soon as the segment holds the value. The caller's
-    /// L1 keeps the value only with [`Written::kept`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn store(
-        &self,
-        key: &[u8],
-        kh: Option<KeyHash>,
-        body: Body<'_>,
-        kind: Kind,
-        ttl: f64,
-        stale: f64,
-        tags: &[Vec<u8>],
-        written: impl FnOnce(),
-    ) -> Result<Written, Error> {
-        let main = self.writable()?;
-        let kh = kh.unwrap_or_else(|| {
-            let kh = main.hash(key);
-            main.prefetch_write(&kh);
-            kh
-        });
-        let life = lifetime(ttl, stale);
-        let trailer = Trailer::starting_now(kind, life.ttl_ms);
-        let buf = match body {
-            Body::Owned(v) => seal(v, &trailer),
-            Body::Bytes(b) => encode(b, &trailer),
-        };
-        let kept = store(main, key, &kh, &buf, &life, &refs(tags), self.l1, written)?;
-        Ok(Written { trailer, kept })
-    }
-
     /// The trailer a value written now for `ttl` seconds
     /// gets: what a degraded cache's L1 entry keeps, capped by `degraded_ttl`.
     pub fn degraded_trailer(&self, kind: Kind, ttl: f64) -> Trailer {
         let ttl = self.opts.degraded_ttl.map_or(ttl, |cap| ttl.min(cap));
         Trailer::starting_now(kind, lifetime(ttl, 0.0).ttl_ms)
-    }
-
-    /// Stores a cached miss of `key` for `ttl` seconds, valid while the key's
-    /// main stamp is `stamp` (read before the load that found nothing).
-    pub fn store_negative(
-        &self,
-        key: &[u8],
-        ttl: f64,
-        stamp: u32,
-        tags: &[Vec<u8>],
-    ) -> Result<(), Error> {
-        let Some(neg) = self.neg.as_deref() else {
-            return Ok(());
-        };
-        store_negative(neg, key, stamp, &lifetime(ttl, 0.0), &refs(tags))?;
-        Ok(())
     }
 
     /// Stores `payload` under `key` only if it holds no fresh value (one

@@ -74,8 +74,9 @@ fn refresh_key(key: &[u8]) -> Vec<u8> {
 /// every step of a miss uses these instead of hashing the key again.
 #[derive(Clone, Copy, Debug)]
 pub struct FlightKey {
-    main: KeyHash,
-    neg: KeyHash,
+    // Read in place along a miss (no accessor call between the steps).
+    pub(crate) main: KeyHash,
+    pub(crate) neg: KeyHash,
 }
 
 impl FlightKey {
@@ -94,6 +95,21 @@ impl FlightKey {
     pub fn neg(&self) -> &KeyHash {
         &self.neg
     }
+}
+
+/// What [`Flight::claim`] found: the key hashed for both segments, its
+/// stamps there as read just after the lease's compare-and-set (what the read
+/// that follows starts from, see [`crate::Cache::read`]) and what to do next.
+#[derive(Clone, Copy, Debug)]
+pub struct Claim {
+    /// The key's hashes.
+    pub keys: FlightKey,
+    /// The key's stamp in the main segment.
+    pub main_stamp: u32,
+    /// The key's stamp in the cached-miss segment.
+    pub neg_stamp: u32,
+    /// Load (this process holds the lease) or wait.
+    pub next: Next,
 }
 
 /// The load and refresh leases of one cache: its main segment (whose stamps
@@ -137,41 +153,78 @@ impl<'a> Flight<'a> {
         self.take(k, timeout, Some(snap))
     }
 
-    /// Takes the load lease of the key for `timeout` seconds before any read
+    /// Takes the load lease of `key` for `timeout` seconds before any read
     /// of it, or says who holds it: the caller reads the key after this, so
-    /// nothing needs reading again (`recheck` is false; `main_stamp` is the
-    /// key's stamp now). Taking the lease first costs a release when the read
-    /// then finds a value, but the compare-and-set no longer waits for that
-    /// read's loads from memory, as it must when it follows them.
-    pub fn claim(&self, k: &FlightKey, timeout: f64) -> Next {
-        self.take(k, timeout, None)
+    /// nothing needs reading again (`recheck` is false). The key is hashed for
+    /// both segments here, with the lines its read and write touch on their
+    /// way, and its stamps are read just after the compare-and-set: the read
+    /// that follows starts from them. Taking the lease first costs a release
+    /// when the read then finds a value, but the compare-and-set no longer
+    /// waits for that read's loads from memory, as it must when it follows them.
+    pub fn claim(&self, key: &[u8], timeout: f64) -> Claim {
+        let keys = FlightKey {
+            main: self.main.hash_prefetch(key, true),
+            neg: self.neg.hash_prefetch(key, false),
+        };
+        let pid = current_pid();
+        let (lease, main_stamp, neg_stamp) = self
+            .neg
+            .lease_try_stamped(&keys.neg, pid, timeout, self.main, &keys.main);
+        let next = match lease {
+            // Busy: as in `take`.
+            Lease::Taken | Lease::Busy => Next::Load {
+                main_stamp,
+                recheck: false,
+                took_over: false,
+            },
+            Lease::Held { holder, seq } => self.held(&keys, holder, seq, pid, timeout, None),
+        };
+        Claim {
+            keys,
+            main_stamp,
+            neg_stamp,
+            next,
+        }
     }
 
     /// The lease, for a caller that read the key before (`read`: the snapshot
     /// it took then) or reads it after (`None`).
     fn take(&self, k: &FlightKey, timeout: f64, read: Option<Option<u64>>) -> Next {
         let pid = current_pid();
-        let (main_stamp, took_over) = match self.neg.lease_try(&k.neg, pid, timeout) {
+        match self.neg.lease_try(&k.neg, pid, timeout) {
             // Busy: this process loads another key of the same cell, perhaps in this
             // very call's caller: load this one beside that lease rather than wait
             // for it. The cell stays held until this load's release too.
-            Lease::Taken | Lease::Busy => (self.main_stamp(k), false),
-            Lease::Held { holder, seq } => {
-                let dead = !process_alive(holder_pid(holder));
-                if !(dead && self.neg.lease_take_over(&k.neg, holder, pid, timeout)) {
-                    return Next::Wait { holder, seq };
-                }
-                (self.main_stamp(k), true)
-            }
-        };
-        // A read made before the lease may be out of date: after a takeover
-        // always, otherwise when the key's stamps moved since its snapshot.
-        let recheck =
-            read.is_some_and(|snap| took_over || snap.is_none_or(|s| self.stamps(k) != Some(s)));
+            Lease::Taken | Lease::Busy => Next::Load {
+                main_stamp: self.main_stamp(k),
+                // A read made before the lease may be out of date when the
+                // key's stamps moved since its snapshot.
+                recheck: read.is_some_and(|snap| snap.is_none_or(|s| self.stamps(k) != Some(s))),
+                took_over: false,
+            },
+            Lease::Held { holder, seq } => self.held(k, holder, seq, pid, timeout, read),
+        }
+    }
+
+    /// The lease is held by `holder`: wait for it, or take it over when its
+    /// process is gone (a read made before, `read`, is then checked again).
+    fn held(
+        &self,
+        k: &FlightKey,
+        holder: u64,
+        seq: u32,
+        pid: u32,
+        timeout: f64,
+        read: Option<Option<u64>>,
+    ) -> Next {
+        let dead = !process_alive(holder_pid(holder));
+        if !(dead && self.neg.lease_take_over(&k.neg, holder, pid, timeout)) {
+            return Next::Wait { holder, seq };
+        }
         Next::Load {
-            main_stamp,
-            recheck,
-            took_over,
+            main_stamp: self.main_stamp(k),
+            recheck: read.is_some(),
+            took_over: true,
         }
     }
 
@@ -184,6 +237,16 @@ impl<'a> Flight<'a> {
     /// Gives back this process's lease of the key, waking its waiters.
     pub fn release(&self, k: &FlightKey) {
         self.neg.lease_release(&k.neg, current_pid());
+    }
+
+    /// Gives back the lease a load of `key` holds: the refresh lease of an
+    /// early refresh, else the load lease (hashed as `keys` when known).
+    pub fn end_load(&self, key: &[u8], refreshing: bool, keys: Option<FlightKey>) {
+        match (refreshing, keys) {
+            (true, _) => self.end_refresh(key),
+            (false, Some(fk)) => self.release(&fk),
+            (false, None) => self.release(&self.key(key)),
+        }
     }
 
     /// Takes the refresh lease of `key` (one early refresh per key per host);

@@ -46,16 +46,27 @@
 //!      [`Cache::ask_tier_below`], ask the tier below first; when it has the
 //!      value, answer with it and [`Cache::give_back`]. Otherwise call the
 //!      loader, then:
-//!      - it returned a value: [`Cache::land`], [`Landing::store`] the value's
-//!        bytes (or [`Landing::store_negative`] for the language's null), keep
-//!        it in L1 as for a write, tell the tier below with
-//!        [`Landing::ttl`], then drop the landing (it gives the lease back if
-//!        the store did not). A value that cannot be stored is still answered.
+//!      - it returned: one call, [`Cache::land`], with what it gave
+//!        ([`Loaded`]: the value's bytes, the language's null, or a value
+//!        that cannot be encoded), stores it and gives the lease back. Keep
+//!        the value in L1 as for a write ([`Landed::written`]; without a
+//!        segment, for [`Miss::ttl`]). When [`Landed::held`], a tier below
+//!        is joined: tell it with [`Miss::ttl`], then [`Cache::give_back`].
+//!        A value that cannot be stored is still answered.
 //!      - it raised: [`Cache::failed`] gives the lease back and returns the
 //!        stale value to answer with, if fail-safe allows; else raise.
 //!      - it was cancelled: [`Cache::give_back`].
 //!    - [`Step::NoSegment`]: no segment; share one load among the front end's
 //!      own threads, and end it as a LOAD (no lease is held).
+//!
+//! # Beyond the Cache
+//!
+//! What else a front end would otherwise write again: [`Cache::stats`] and
+//! [`Cache::loader_stats`] (named figures the front end only converts), a
+//! [`Handoff`] for a step handed to its event loop or threads (ended once,
+//! whoever finishes it), [`Look`] for a peek, the "auto" serializer's
+//! envelope ([`format_of`], [`JsonText`]), and a [`Handle`] for a segment
+//! it exposes on its own.
 //!
 //! A process that dies holding a lease is replaced by one waiter; one that
 //! hangs holds the others at most `loader_timeout`. None of this takes or
@@ -68,16 +79,22 @@ mod counts;
 mod degraded;
 mod duration;
 mod entry;
+mod envelope;
 mod error;
 mod flight;
 mod front;
+mod handle;
+mod handoff;
 mod key;
 mod l1;
+mod land;
 mod lookup;
 mod miss;
 mod options;
 mod pair;
+mod peek;
 mod size;
+mod stats;
 mod store;
 mod tags;
 mod ttl;
@@ -90,16 +107,24 @@ pub use counts::{Counter, Counts, Took};
 pub use degraded::{degraded_refusal, degraded_warning};
 pub use duration::{duration_text, parse_duration};
 pub use entry::{counter_payload, encode, refresh_due, seal, split, Kind, Trailer, TRAILER_LEN};
+pub use envelope::{
+    format_by, format_of, Format, JsonText, MAX_DEPTH, PICKLE_PROTO, PICKLE_PROTOCOL,
+};
 pub use error::Error;
-pub use flight::{process_alive, snapshot, Flight, FlightKey, Next};
+pub use flight::{process_alive, snapshot, Claim, Flight, FlightKey, Next};
 pub use front::{Front, Read};
+pub use handle::{Handle, HugePolicy, HugeStatus, OpenArgs, Record, WriteOp, HANDLE_SIZE};
+pub use handoff::{Handoff, StepKind};
 pub use key::{check_key, not_utf8, MAX_KEY};
 pub use l1::{Entry, L1Stats, Peeked, L1};
+pub use land::{Landed, Loaded};
 pub use lookup::{Before, Bytes, Found, Lookup, Missing, Payload, Reader};
-pub use miss::{Landing, Miss, Plan, Sleep, Step};
-pub use options::CacheOptions;
-pub use pair::{neg_size_for, open_pair, Pair, DEFAULT_SIZE, NEG_SUFFIX};
+pub use miss::{Miss, Plan, Sleep, Step};
+pub use options::{CacheOptions, CopyMode};
+pub use pair::{neg_size_for, open_pair, pair_options, Pair, DEFAULT_SIZE, NEG_SUFFIX};
+pub use peek::{Look, Sight};
 pub use size::{parse_size, size_bytes, size_text, MAX_SIZE};
+pub use stats::{LoaderStats, Stats};
 pub use store::{store, store_negative, Kept};
 pub use tags::{check_tags, MAX_TAGS};
 pub use ttl::{check_ttl, lifetime, Lifetime, MAX_TTL_SECONDS};

@@ -9,8 +9,10 @@ use std::sync::atomic::{fence, Ordering};
 
 use ziggurat_core::{now_ms, KeyHash, Segment};
 
+use crate::cache::Cache;
 use crate::entry::{Kind, Trailer, TRAILER_LEN};
-use crate::flight::{snapshot, FlightKey};
+use crate::flight::{snapshot, Claim, FlightKey};
+use crate::front::{Front, Read};
 use crate::watch::{tag_watches, L1Watch, Watch32};
 
 /// Makes a front end's payload (a bytes object, a buffer) from a stored value.
@@ -79,7 +81,9 @@ pub struct Before {
     /// The key's main stamp and the epoch, read before the probe by readers
     /// with an L1 (see [`Reader::lookup`]).
     words: Option<(u32, u64)>,
-    keys: Option<FlightKey>,
+    /// The key's hashes and its stamp in the cached-miss segment, as the
+    /// lease's claim read them, when the read follows one.
+    claimed: Option<(FlightKey, u32)>,
 }
 
 /// What a read below L1 found.
@@ -118,31 +122,44 @@ impl<'a> Reader<'a> {
         Reader { main, neg, l1 }
     }
 
-    /// Reads `key` (checked by the caller), hashed as `keys` when a caller
-    /// already did (else hashed here). A value past its soft deadline is
+    /// Reads `key` (checked by the caller). After the lease's claim
+    /// ([`crate::Flight::claim`]), `claim` is what it read: the key's hashes
+    /// (and their lines loading) and stamps, which the read uses rather than
+    /// hash and load them again. A value past its soft deadline is
     /// returned as [`Lookup::Stale`] only if `allow_stale`; otherwise it is a
     /// miss, and so is an entry not written by a cache.
     pub fn lookup<M: Payload>(
         &self,
         key: &[u8],
-        keys: Option<FlightKey>,
+        claim: Option<&Claim>,
         allow_stale: bool,
         make: &mut M,
     ) -> Lookup<M::Out> {
         let main = self.main;
-        let kh = keys.map_or_else(|| main.hash(key), |k| *k.main());
-        main.prefetch_read(&kh);
-        // Read before the probe: what an L1 entry and a later lease holder compare.
+        let kh = match claim {
+            Some(c) => c.keys.main,
+            None => {
+                let kh = main.hash(key);
+                main.prefetch_read(&kh);
+                kh
+            }
+        };
+        // Read before the probe: what an L1 entry and a later lease holder compare
+        // (a claim read the stamp already, before the probe too).
         // A reader without L1 keeps nothing that watches them, so a fresh value
         // (what most of its reads find) needs neither, and it saves loading a
         // line of the stamp table: it reads the key's stamp only after a probe
         // that found no fresh value, and the load that may follow checks the
         // key again instead of comparing stamps (its snapshot is none).
         let words = self.l1.then(|| {
-            let s1 = main.stamp_word(&kh).load();
+            let s1 = claim.map_or_else(|| main.stamp_word(&kh).load(), |c| c.main_stamp);
             (s1, main.epoch().load())
         });
-        let before = Before { kh, words, keys };
+        let before = Before {
+            kh,
+            words,
+            claimed: claim.map(|c| (c.keys, c.neg_stamp)),
+        };
         // One clock read decides both the engine's expiry and the staleness.
         let now = now_ms();
         if let Some((payload, trailer, tags)) = entry(main, &kh, key, now, self.l1, make) {
@@ -169,17 +186,24 @@ impl<'a> Reader<'a> {
                 return Lookup::Fresh(found, before);
             }
         }
-        let (nkh, n1) = self.neg_stamp(&before, key);
+        let (nkh, n1) = match claim {
+            Some(c) => (Some(c.keys.neg), c.neg_stamp),
+            None => self.neg_stamp(&before, key),
+        };
         // Read after the main probe when not before it: a cached miss still
         // counts only under its stamp, as a write that ended since the probe
         // moved it (and one in progress left it odd).
-        let s1 = match words {
-            Some((s1, _)) => s1,
-            None => main.stamp_word(&kh).load(),
+        let s1 = match (words, claim) {
+            (Some((s1, _)), _) => s1,
+            (None, Some(c)) => c.main_stamp,
+            (None, None) => main.stamp_word(&kh).load(),
         };
         let missing = Missing {
             stamps: words.and_then(|_| snapshot(s1, n1)),
-            keys: nkh.map(|n| FlightKey::from_hashes(kh, n)),
+            keys: match claim {
+                Some(c) => Some(c.keys),
+                None => nkh.map(|n| FlightKey::from_hashes(kh, n)),
+            },
         };
         let (Some(neg), Some(nkh)) = (self.neg, nkh) else {
             return Lookup::Miss(missing);
@@ -238,13 +262,72 @@ impl<'a> Reader<'a> {
     /// The key's hash in the cached-miss segment and its stamp there, read
     /// before that segment is probed (a cached miss's store moves it).
     fn neg_stamp(&self, before: &Before, key: &[u8]) -> (Option<KeyHash>, u32) {
-        match self.neg {
-            Some(n) => {
-                let nkh = before.keys.map_or_else(|| n.hash(key), |k| *k.neg());
+        match (self.neg, before.claimed) {
+            (Some(_), Some((keys, stamp))) => (Some(keys.neg), stamp),
+            (Some(n), None) => {
+                let nkh = n.hash(key);
                 n.prefetch_read(&nkh);
                 (Some(nkh), n.stamp_word(&nkh).load())
             }
-            None => (None, 0),
+            (None, _) => (None, 0),
+        }
+    }
+}
+
+impl Cache {
+    /// Reads `key` (checked) below L1: the main segment, then the cached
+    /// misses, decoded and kept in L1 by `front`, counted here. `claim`: what
+    /// the lease's claim read of the key, when the read follows one.
+    pub fn read<F: Front>(
+        &self,
+        key: &[u8],
+        claim: Option<&Claim>,
+        allow_stale: bool,
+        front: &mut F,
+    ) -> Result<Read<F::Value>, F::Error> {
+        let Some(main) = self.main().map(|m| &**m) else {
+            return Ok(Read::Miss(Default::default()));
+        };
+        let c = self.counts();
+        let reader = Reader::new(main, self.neg().map(|n| &**n), self.has_l1());
+        match reader.lookup(key, claim, allow_stale, front) {
+            Lookup::Fresh(found, before) => {
+                let t = found.trailer;
+                match front.fresh(found)? {
+                    Some(v) => {
+                        c.l2_hits.bump();
+                        Ok(Read::Fresh(v, t))
+                    }
+                    None => {
+                        c.l2_misses.bump();
+                        Ok(Read::Miss(reader.missing(&before, key)))
+                    }
+                }
+            }
+            Lookup::Stale(found, missing) => {
+                let t = found.trailer;
+                match front.stale(found) {
+                    Some(v) => {
+                        c.l2_stale.bump();
+                        Ok(Read::Stale(v, t, missing))
+                    }
+                    None => {
+                        c.l2_misses.bump();
+                        Ok(Read::Miss(missing))
+                    }
+                }
+            }
+            Lookup::Negative(found) => {
+                c.l2_misses.bump();
+                c.neg_hits.bump();
+                let t = found.trailer;
+                front.negative(found);
+                Ok(Read::Negative(t))
+            }
+            Lookup::Miss(missing) => {
+                c.l2_misses.bump();
+                Ok(Read::Miss(missing))
+            }
         }
     }
 }

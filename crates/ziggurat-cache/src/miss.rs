@@ -11,9 +11,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cache::{Body, Cache, Written};
-use crate::counts::Took;
-use crate::entry::{Kind, Trailer};
+use crate::cache::Cache;
+use crate::entry::Trailer;
 use crate::error::Error;
 use crate::flight::{Flight, FlightKey, Next};
 use crate::front::{Front, Read};
@@ -41,29 +40,33 @@ pub struct Plan {
 /// One miss of one key, carried from step to step: its plan, its lease and
 /// what a failed load may answer with.
 pub struct Miss<V> {
-    plan: Plan,
+    pub(crate) plan: Plan,
+    /// The TTL a loaded value is stored with: the plan's, jittered when the
+    /// miss became a load.
+    pub(crate) ttl: f64,
     /// The key's main stamp before the load (a cached miss counts only while
     /// the stamp still has it).
-    stamp: u32,
+    pub(crate) stamp: u32,
     /// WAIT: the lease's release counter seen.
     seq: u32,
     /// When waiting gives up: set by the first wait, so an uncontended miss
     /// never reads the clock.
     deadline: Option<Instant>,
     /// A stale value a failed load may be answered with.
-    stale: Option<V>,
+    pub(crate) stale: Option<V>,
     /// This process holds a lease for the key (the load lease, or the
     /// refresh lease of an early refresh).
-    held: bool,
-    refreshing: bool,
+    pub(crate) held: bool,
+    pub(crate) refreshing: bool,
     /// The key hashed for both segments, once per miss.
-    keys: Option<FlightKey>,
+    pub(crate) keys: Option<FlightKey>,
 }
 
 impl<V> Miss<V> {
     fn new(plan: Plan) -> Miss<V> {
         Miss {
             plan,
+            ttl: 0.0,
             stamp: 0,
             seq: 0,
             deadline: None,
@@ -77,6 +80,12 @@ impl<V> Miss<V> {
     /// The miss's plan.
     pub fn plan(&self) -> &Plan {
         &self.plan
+    }
+
+    /// The TTL a loaded value is stored with (the plan's, jittered): what a
+    /// cache without segment keeps it for in L1, and the tier below is told.
+    pub fn ttl(&self) -> f64 {
+        self.ttl
     }
 
     /// Whether this load is an early refresh (which reloads from the source
@@ -95,6 +104,7 @@ impl<V> Miss<V> {
     pub fn successor(&self, clone: impl Fn(&V) -> V) -> Miss<V> {
         Miss {
             plan: self.plan.clone(),
+            ttl: self.ttl,
             stamp: self.stamp,
             seq: self.seq,
             deadline: self.deadline,
@@ -138,77 +148,6 @@ impl Sleep<'_> {
     pub fn run(self) {
         if let Some((fl, fk)) = self.flight {
             fl.wait(&fk, self.seq, self.slice);
-        }
-    }
-}
-
-/// The end of a load that returned: store its value (or cached miss) with
-/// it, tell the tier below, then drop it, which gives the lease back unless
-/// the store already did.
-pub struct Landing<'a, V> {
-    cache: &'a Cache,
-    key: &'a [u8],
-    miss: &'a Miss<V>,
-    ttl: f64,
-    released: bool,
-}
-
-impl<V> Landing<'_, V> {
-    /// The TTL the value is stored with (the plan's, jittered).
-    pub fn ttl(&self) -> f64 {
-        self.ttl
-    }
-
-    /// The tags the value is stored with.
-    pub fn tags(&self) -> &[Vec<u8>] {
-        &self.miss.plan.tags
-    }
-
-    /// Stores the loaded value. The lease is given back as soon as the
-    /// segment holds it (waiters find it there from then on), unless a tier
-    /// below is joined: that tier may count on the lease until it is told.
-    pub fn store(&mut self, body: Body<'_>, kind: Kind) -> Result<Written, Error> {
-        let (cache, key, miss) = (self.cache, self.key, self.miss);
-        let early = miss.held && !cache.has_tier_below();
-        let stale = miss.plan.stale_ttl.unwrap_or(0.0);
-        let kh = miss.keys.map(|k| *k.main());
-        let mut released = false;
-        let r = cache.store(
-            key,
-            kh,
-            body,
-            kind,
-            self.ttl,
-            stale,
-            &miss.plan.tags,
-            || {
-                if early {
-                    cache.give_back(key, miss);
-                    released = true;
-                }
-            },
-        );
-        self.released |= released;
-        r
-    }
-
-    /// Stores a cached miss for a loader's None, if the plan caches misses.
-    pub fn store_negative(&mut self) -> Result<(), Error> {
-        match self.miss.plan.neg_ttl {
-            Some(t) => {
-                let m = self.miss;
-                self.cache
-                    .store_negative(self.key, t, m.stamp, &m.plan.tags)
-            }
-            None => Ok(()),
-        }
-    }
-}
-
-impl<V> Drop for Landing<'_, V> {
-    fn drop(&mut self) {
-        if self.miss.held && !self.released {
-            self.cache.give_back(self.key, self.miss);
         }
     }
 }
@@ -257,6 +196,7 @@ impl Cache {
         let mut r = Miss::new(plan);
         r.refreshing = true;
         r.held = true;
+        r.ttl = self.jittered(r.plan.ttl);
         let fk = fl.key(key);
         r.stamp = fl.main_stamp(&fk);
         r.keys = Some(fk);
@@ -277,17 +217,9 @@ impl Cache {
             let r = self.read(key, None, plan.stale_ttl.is_some(), f)?;
             return self.begin_from(key, plan, r, f);
         };
-        let fk = fl.key(key);
-        // Start loading the key's lines in both segments (stamps and index; in
-        // the main one also what a write touches) before the lease's
-        // compare-and-set, which prefetches do not wait for.
-        if let (Some(m), Some(n)) = (self.main(), self.neg()) {
-            m.prefetch_write(fk.main());
-            n.prefetch_read(fk.neg());
-            n.prefetch_stamp(fk.neg());
-        }
-        let next = fl.claim(&fk, self.options().loader_timeout);
-        let read = self.read(key, Some(fk), plan.stale_ttl.is_some(), f);
+        let claim = fl.claim(key, self.options().loader_timeout);
+        let (fk, next) = (claim.keys, claim.next);
+        let read = self.read(key, Some(&claim), plan.stale_ttl.is_some(), f);
         let holds = matches!(next, Next::Load { .. });
         let r = match read {
             Ok(r) => r,
@@ -356,6 +288,7 @@ impl Cache {
         f: &mut F,
     ) -> Result<Step<F::Value>, F::Error> {
         let Some(fl) = self.flight() else {
+            miss.ttl = self.jittered(miss.plan.ttl);
             return Ok(Step::NoSegment(miss));
         };
         let fk = *miss.keys.get_or_insert_with(|| fl.key(key));
@@ -394,6 +327,7 @@ impl Cache {
                 }
                 miss.stamp = main_stamp;
                 miss.held = true;
+                miss.ttl = self.jittered(miss.plan.ttl);
                 // The value will be written: start loading what the write
                 // touches now, so that overlaps the loader.
                 if let (false, Some(m)) = (claimed, self.main()) {
@@ -482,45 +416,6 @@ impl Cache {
     /// front end answers with it and [`Cache::give_back`]s the lease.
     pub fn ask_tier_below<V>(&self, miss: &Miss<V>) -> bool {
         self.has_tier_below() && !miss.refreshing
-    }
-
-    /// The loader returned after `took`: the landing to store its result with.
-    pub fn land<'a, V>(&'a self, key: &'a [u8], miss: &'a Miss<V>, took: Took) -> Landing<'a, V> {
-        self.counts().loaded(took, true);
-        Landing {
-            cache: self,
-            key,
-            miss,
-            ttl: self.jittered(miss.plan.ttl),
-            released: false,
-        }
-    }
-
-    /// The loader raised after `took`: gives the lease back; the stale value
-    /// to answer with instead, if fail-safe allows one (the front end then
-    /// reports the error rather than raising it).
-    pub fn failed<'a, V>(&self, key: &[u8], miss: &'a Miss<V>, took: Took) -> Option<&'a V> {
-        self.counts().loaded(took, false);
-        self.give_back(key, miss);
-        let stale = miss.stale.as_ref()?;
-        self.counts().stale_served.bump();
-        Some(stale)
-    }
-
-    /// Gives back the lease the miss holds (a load abandoned, or answered by
-    /// the tier below), waking the waiters.
-    pub fn give_back<V>(&self, key: &[u8], miss: &Miss<V>) {
-        if !miss.held {
-            return;
-        }
-        let Some(fl) = self.flight() else {
-            return;
-        };
-        match (miss.refreshing, miss.keys) {
-            (true, _) => fl.end_refresh(key),
-            (false, Some(fk)) => fl.release(&fk),
-            (false, None) => fl.release(&fl.key(key)),
-        }
     }
 }
 

@@ -5,7 +5,8 @@
 use crate::error::Error;
 use crate::ttl::check_ttl;
 
-/// The defaults of one cache (see [`CacheOptions::new`]).
+/// The defaults of one cache (checked by [`CacheOptions::checked`] when the
+/// cache is made).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CacheOptions {
     /// Seconds a value lives (math.inf: never expires).
@@ -73,5 +74,44 @@ impl CacheOptions {
         fraction(self.refresh_ahead, "refresh_ahead")?;
         check_ttl(self.loader_timeout, "loader_timeout")?;
         Ok(self)
+    }
+}
+
+/// How a front end hands out the objects its L1 keeps (its `copy` option).
+///
+/// ```
+/// use ziggurat_cache::CopyMode;
+/// assert_eq!(CopyMode::parse("decode").unwrap(), CopyMode::Decode);
+/// assert!(CopyMode::parse("deep").is_err());
+/// assert!(CopyMode::Shared.as_is(false) && !CopyMode::Shared.as_is(true));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyMode {
+    /// The object that was stored, to every caller (who must not change it).
+    Shared,
+    /// A copy of it for each caller (a shallow copy of a dict, list or set).
+    Copy,
+    /// The stored bytes, decoded anew for each caller.
+    Decode,
+}
+
+impl CopyMode {
+    /// The mode named `name` (`"shared"`, `"copy"` or `"decode"`).
+    pub fn parse(name: &str) -> Result<CopyMode, Error> {
+        match name {
+            "shared" => Ok(CopyMode::Shared),
+            "copy" => Ok(CopyMode::Copy),
+            "decode" => Ok(CopyMode::Decode),
+            other => Err(Error::Value(format!(
+                "copy must be 'shared', 'copy' or 'decode', got {other:?}"
+            ))),
+        }
+    }
+
+    /// Whether L1 hands out what it keeps as is: no copy, and no check that
+    /// the caller changed it (which `debug` asks for).
+    #[inline]
+    pub fn as_is(self, debug: bool) -> bool {
+        self == CopyMode::Shared && !debug
     }
 }

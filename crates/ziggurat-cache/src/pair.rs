@@ -55,6 +55,44 @@ pub struct Pair {
     pub notice: Option<String>,
 }
 
+/// The options of a pair from a front end's arguments, each checked:
+/// `avg_item_size` 32 B to 16 MiB, `lock_timeout` finite seconds > 0 (at most
+/// an hour is waited), `huge_pages` `"auto"`, `"require"` or `"off"`.
+///
+/// ```
+/// let o = ziggurat_cache::pair_options("/dev/shm".into(), false, 256, 0.5, None, "auto");
+/// assert_eq!(o.unwrap().avg_item_size, 256);
+/// assert!(ziggurat_cache::pair_options("/dev/shm".into(), false, 8, 0.5, None, "auto").is_err());
+/// ```
+pub fn pair_options(
+    directory: std::path::PathBuf,
+    recreate: bool,
+    avg_item_size: i128,
+    lock_timeout: f64,
+    group: Option<u32>,
+    huge_pages: &str,
+) -> Result<Options> {
+    if !(32..=1 << 24).contains(&avg_item_size) {
+        return Err(Error::Invalid(format!(
+            "avg_item_size must be between 32 and 16777216 bytes, got {avg_item_size}"
+        )));
+    }
+    if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
+        return Err(Error::Invalid(
+            "lock_timeout must be a finite number of seconds > 0".into(),
+        ));
+    }
+    Ok(Options {
+        directory,
+        recreate,
+        avg_item_size: avg_item_size as u64,
+        lock_timeout: std::time::Duration::from_secs_f64(lock_timeout.min(3600.0)),
+        group,
+        huge_pages: HugePages::parse(huge_pages)?,
+        ..Options::default()
+    })
+}
+
 /// Opens (or creates) the segments `name` and `name.neg`. `size`: the
 /// entries' budget, `None` for [`DEFAULT_SIZE`] fitted to the directory;
 /// `neg_size`: the cached misses' budget, `None` for [`neg_size_for`] the

@@ -2,11 +2,14 @@
 //! telling the front end whether its L1 may keep the object it wrote, and a
 //! cached miss into the cached-miss segment.
 
-use ziggurat_core::{Error, KeyHash, Segment};
+use ziggurat_core::{KeyHash, Segment};
 
-use crate::entry::{encode, Kind, Trailer};
-use crate::ttl::Lifetime;
-use crate::watch::{tag_watches, L1Watch, Watch32};
+use crate::cache::{Body, Cache, Written};
+use crate::entry::{encode, seal, Kind, Trailer};
+use crate::error::Error;
+use crate::tags::refs;
+use crate::ttl::{lifetime, Lifetime};
+use crate::watch::{tag_watches, L1Watch, Watch32, Watch64};
 
 /// What an L1 entry of a value just written watches.
 pub struct Kept {
@@ -36,9 +39,8 @@ pub fn store(
     tags: &[&[u8]],
     l1: bool,
     written: impl FnOnce(),
-) -> Result<Option<Kept>, Error> {
-    seg.prefetch_current(kh);
-    let stamp = seg.stamp_word(kh);
+) -> Result<Option<Kept>, ziggurat_core::Error> {
+    let (stamp, watch) = seg.write_start(kh);
     let epoch = seg.epoch();
     let s0 = stamp.load();
     let e0 = epoch.load();
@@ -52,7 +54,10 @@ pub fn store(
         return Ok(None);
     }
     Ok(Some(Kept {
-        watch: L1Watch::of(seg, kh, s1, e0),
+        watch: L1Watch {
+            stamp: Watch32::of(watch, s1),
+            epoch: Watch64::of(seg.epoch_watch(), e0),
+        },
         tags: tag_watches(seg, &refs),
     }))
 }
@@ -66,8 +71,69 @@ pub fn store_negative(
     stamp: u32,
     life: &Lifetime,
     tags: &[&[u8]],
-) -> Result<(), Error> {
+) -> Result<(), ziggurat_core::Error> {
     let t = Trailer::starting_now(Kind::Negative, life.ttl_ms);
     let stored = encode(&stamp.to_le_bytes(), &t);
     neg.set(key, &stored, life.record_ttl(), tags)
+}
+
+impl Cache {
+    /// Writes `body` (of `kind`) as the value of `key` (checked) for `ttl`
+    /// seconds, kept `stale` seconds more for fail-safe reads, with `tags`
+    /// (checked). `kh`: the key as the main segment hashes it, when the
+    /// caller has it (and loaded what the write touches, if at all).
+    /// `written` runs as soon as the segment holds the value. The caller's
+    /// L1 keeps the value only with [`Written::kept`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn store(
+        &self,
+        key: &[u8],
+        kh: Option<KeyHash>,
+        body: Body<'_>,
+        kind: Kind,
+        ttl: f64,
+        stale: f64,
+        tags: &[Vec<u8>],
+        written: impl FnOnce(),
+    ) -> Result<Written, Error> {
+        let main = self.writable()?;
+        let kh = kh.unwrap_or_else(|| {
+            let kh = main.hash(key);
+            main.prefetch_write(&kh);
+            kh
+        });
+        let life = lifetime(ttl, stale);
+        let trailer = Trailer::starting_now(kind, life.ttl_ms);
+        let buf = match body {
+            Body::Owned(v) => seal(v, &trailer),
+            Body::Bytes(b) => encode(b, &trailer),
+        };
+        let kept = store(
+            main,
+            key,
+            &kh,
+            &buf,
+            &life,
+            &refs(tags),
+            self.has_l1(),
+            written,
+        )?;
+        Ok(Written { trailer, kept })
+    }
+
+    /// Stores a cached miss of `key` for `ttl` seconds, valid while the key's
+    /// main stamp is `stamp` (read before the load that found nothing).
+    pub fn store_negative(
+        &self,
+        key: &[u8],
+        ttl: f64,
+        stamp: u32,
+        tags: &[Vec<u8>],
+    ) -> Result<(), Error> {
+        let Some(neg) = self.neg().map(|n| &**n) else {
+            return Ok(());
+        };
+        store_negative(neg, key, stamp, &lifetime(ttl, 0.0), &refs(tags))?;
+        Ok(())
+    }
 }

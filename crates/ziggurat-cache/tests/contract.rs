@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ziggurat_cache::{
-    Body, Bytes, Cache, CacheOptions, Error, Found, Front, Kind, Payload, Read, Step, Took,
+    Body, Bytes, Cache, CacheOptions, Error, Found, Front, Kind, Loaded, Payload, Read, Step, Took,
 };
 use ziggurat_core::{Options, Segment};
 
@@ -91,11 +91,14 @@ fn fetch(
             Step::Load(miss) | Step::NoSegment(miss) => {
                 return match loader() {
                     Ok(v) => {
-                        let mut landing = c.land(key, &miss, Took::Ns(0));
-                        match &v {
-                            Some(b) => drop(landing.store(Body::Bytes(b), Kind::Value)?),
-                            None => landing.store_negative()?,
-                        }
+                        let loaded = match &v {
+                            Some(b) => Loaded::Value(Body::Bytes(b), Kind::Value),
+                            None => Loaded::Null,
+                        };
+                        let landed = c.land(key, &miss, Took::Ns(0), loaded);
+                        // No tier below joined: the lease is given back.
+                        assert!(!landed.held);
+                        landed.written?;
                         Ok(v)
                     }
                     Err(_) => match c.failed(key, &miss, Took::Ns(0)) {

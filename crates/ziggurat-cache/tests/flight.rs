@@ -16,17 +16,22 @@ fn claim_takes_a_free_lease_once_and_again_after_release() {
     let k = fl.key(b"key");
     main.set(b"key", b"v", None, &[]).unwrap();
     let stamp = main.stamp_word(k.main()).load();
+    let c = fl.claim(b"key", 30.0);
     assert_eq!(
-        fl.claim(&k, 30.0),
+        c.next,
         Next::Load {
             main_stamp: stamp,
             recheck: false,
             took_over: false
         }
     );
-    assert!(matches!(fl.claim(&k, 30.0), Next::Wait { .. }));
+    // The claim hashed the key for both segments and read both stamps.
+    assert_eq!((c.keys.main(), c.keys.neg()), (k.main(), k.neg()));
+    assert_eq!(c.main_stamp, stamp);
+    assert_eq!(c.neg_stamp, neg.stamp_word(k.neg()).load());
+    assert!(matches!(fl.claim(b"key", 30.0).next, Next::Wait { .. }));
     fl.release(&k);
-    assert!(matches!(fl.claim(&k, 30.0), Next::Load { .. }));
+    assert!(matches!(fl.claim(b"key", 30.0).next, Next::Load { .. }));
     fl.release(&k);
 }
 
@@ -41,7 +46,7 @@ fn claim_takes_over_from_a_holder_whose_process_is_gone() {
     child.wait().unwrap();
     assert_eq!(neg.lease_try(k.neg(), gone, 30.0), Lease::Taken);
     assert!(matches!(
-        fl.claim(&k, 30.0),
+        fl.claim(b"key", 30.0).next,
         Next::Load {
             took_over: true,
             recheck: false,

@@ -289,6 +289,22 @@ impl Segment {
         Lease::Busy
     }
 
+    /// [`Segment::lease_try`], then the key's stamp in `main` (hashed there as
+    /// `main_kh`) and in this segment, read after the compare-and-set: the
+    /// lease and the words the read that follows starts from, in one call.
+    pub fn lease_try_stamped(
+        &self,
+        kh: &KeyHash,
+        pid: u32,
+        ttl: f64,
+        main: &Segment,
+        main_kh: &KeyHash,
+    ) -> (Lease, u32, u32) {
+        let lease = self.lease_try(kh, pid, ttl);
+        let m = main.stamp_word(main_kh).load();
+        (lease, m, self.stamp_word(kh).load())
+    }
+
     /// Gives back what the key hashed as `kh` holds through this handle for
     /// `pid`: the lease taken for it ([`Lease::Taken`]) or a load beside
     /// another key's ([`Lease::Busy`]). The cell is freed, and its waiters

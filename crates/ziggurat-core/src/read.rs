@@ -110,6 +110,18 @@ impl Segment {
         }))
     }
 
+    /// Whether the shard of `kh` holds no entry at all, so a read of the key
+    /// can stop before the index. A write of the key that ended before the
+    /// caller read the key's stamp (acquire) is seen: the writer counts the
+    /// entry before it makes the stamp even again.
+    #[inline]
+    pub fn shard_empty(&self, kh: &KeyHash) -> bool {
+        self.shard_of(kh)
+            .stat(Stat::Entries)
+            .load(Ordering::Relaxed)
+            == 0
+    }
+
     /// The lock-free read of every caller, for a key already hashed (and
     /// checked): finds the record, lets `make` copy what it needs of the value,
     /// then checks that no write moved the record meanwhile, and tries again

@@ -209,6 +209,22 @@ impl Segment {
         self.shm.prefetch(sh.slot_off(pair, 8));
     }
 
+    /// Hashes `key` and starts loading the lines a read of it touches and its
+    /// stamp (with `write`, all that a write of it touches: see
+    /// [`Segment::prefetch_write`]): what a miss does first with a key, in one
+    /// call.
+    #[inline]
+    pub fn hash_prefetch(&self, key: &[u8], write: bool) -> KeyHash {
+        let kh = self.hash(key);
+        if write {
+            self.prefetch_write(&kh);
+        } else {
+            self.prefetch_read(&kh);
+            self.prefetch_stamp(&kh);
+        }
+        kh
+    }
+
     /// Starts loading `kh`'s stamp word.
     #[inline]
     pub fn prefetch_stamp(&self, kh: &KeyHash) {
@@ -234,18 +250,6 @@ impl Segment {
     #[inline]
     pub fn prefetch_current(&self, kh: &KeyHash) {
         self.shard_of(kh).prefetch_matches(kh);
-    }
-
-    /// Whether the shard of `kh` holds no entry at all, so a read of the key
-    /// can stop before the index. A write of the key that ended before the
-    /// caller read the key's stamp (acquire) is seen: the writer counts the
-    /// entry before it makes the stamp even again.
-    #[inline]
-    pub fn shard_empty(&self, kh: &KeyHash) -> bool {
-        self.shard_of(kh)
-            .stat(Stat::Entries)
-            .load(Ordering::Relaxed)
-            == 0
     }
 
     /// Index of a key's stamp.

@@ -12,7 +12,9 @@ use crate::index;
 use crate::layout::*;
 use crate::segment::{Guard, Segment};
 use crate::shard::Shard;
+use crate::shm::Word32;
 use crate::stamps;
+use crate::view::View32;
 
 impl Segment {
     /// Takes the key's shard lock and records the write's intent (its stamp), so
@@ -50,6 +52,16 @@ impl Segment {
     pub fn set(&self, key: &[u8], value: &[u8], ttl: Option<f64>, tags: &[&[u8]]) -> Result<()> {
         self.write(key, None, value, ttl, tags, Cond::Always)
             .map(|_| ())
+    }
+
+    /// What a write of the key hashed as `kh` reads first, in one call: the
+    /// record it compares its key with on its way ([`Segment::prefetch_current`]),
+    /// and the key's stamp as a view (to load around the write) and as a
+    /// watch (for a copy of what it writes kept above the segment).
+    #[inline]
+    pub fn write_start(&self, kh: &KeyHash) -> (View32<'_>, Word32) {
+        self.prefetch_current(kh);
+        (self.stamp_word(kh), self.stamp_watch(kh))
     }
 
     /// [`Segment::set`] for a caller that already hashed `key` with [`Segment::hash`].

@@ -1,10 +1,31 @@
 //! Argument checks shared by every method of the Cache, so the same bad input
 //! gets the same exception and message wherever it is passed.
 
-use crate::convert::{cache_err, key_bytes, ttl_arg};
+use crate::convert::{cache_err, not_utf8, ttl_arg};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+/// The bytes of a str (UTF-8) or bytes key.
+#[inline]
+pub(crate) fn key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    // Both borrows are tied to `key`: the cast keeps its lifetime, and `to_str`
+    // (the UTF-8 form CPython caches inside the str) and `as_bytes` borrow from
+    // the object they are called on.
+    if let Ok(s) = key.cast::<PyString>() {
+        match s.to_str() {
+            Ok(t) => Ok(t.as_bytes()),
+            Err(e) => Err(not_utf8(key.py(), e, ziggurat_cache::not_utf8)),
+        }
+    } else if let Ok(b) = key.cast::<PyBytes>() {
+        Ok(b.as_bytes())
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "key must be str or bytes, not {}",
+            key.get_type().name()?
+        )))
+    }
+}
 
 /// Refuses keys no tier could store, by the Cache's one rule
 /// (`ziggurat_cache::check_key`; checked on L1 misses, so the hit path stays

@@ -18,26 +18,14 @@
 //! call, cost more than the rest of an encoding of a small dict. orjson reads
 //! the text back.
 
-use hashbrown::HashSet;
-use pyo3::exceptions::{PyImportError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyImportError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyString,
 };
+use ziggurat_cache::{format_by, Format, JsonText, PICKLE_PROTOCOL};
 
-/// First byte of every pickle of protocol 2 or later (the PROTO opcode).
-const PICKLE_PROTO: u8 = 0x80;
-
-const PICKLE_PROTOCOL: u8 = 5;
-
-/// Deepest container nesting sent to orjson. orjson refuses more than 254 levels,
-/// and a deep walk here would risk the Rust stack; deep values are rare enough
-/// that pickle can take them.
-const MAX_DEPTH: u32 = 128;
-
-/// Up to this many containers, a linear scan finds repeats faster than hashing;
-/// beyond it a set keeps the walk linear in the size of the value.
-const SMALL_SEEN: usize = 32;
+use crate::convert::cache_err;
 
 /// Encodes plain JSON-shaped values with orjson and everything else with pickle.
 #[pyclass(module = "ziggurat._native", frozen, name = "AutoCodec")]
@@ -55,9 +43,9 @@ impl AutoCodec {
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
     ) -> PyResult<Encoded<'py>> {
-        let mut out = Vec::with_capacity(128);
-        if write_plain(obj, 0, &mut Seen::new(), &mut out) {
-            return Ok(Encoded::Native(out));
+        let mut out = JsonText::default();
+        if write_plain(obj, 0, &mut out) {
+            return Ok(Encoded::Native(out.into_bytes()));
         }
         let out = self.pickle_dumps.bind(py).call1((obj, PICKLE_PROTOCOL))?;
         as_bytes(out, "pickle.dumps").map(Encoded::Py)
@@ -75,10 +63,9 @@ impl AutoCodec {
     /// The object encoded in `data` (bytes, bytearray or memoryview) by
     /// [`AutoCodec::encode`]. Empty data is a ValueError.
     pub fn decode(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let loads = if first_byte(data)? == PICKLE_PROTO {
-            &self.pickle_loads
-        } else {
-            &self.json_loads
+        let loads = match format_by(first_byte(data)?).map_err(cache_err)? {
+            Format::Pickle => &self.pickle_loads,
+            Format::Json => &self.json_loads,
         };
         loads.call1(py, (data,))
     }
@@ -134,22 +121,21 @@ fn as_bytes<'py>(out: Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyBy
         .map_err(|_| PyTypeError::new_err(format!("{what} did not return bytes")))
 }
 
-fn first_byte(data: &Bound<'_, PyAny>) -> PyResult<u8> {
-    let first = if let Ok(b) = data.cast::<PyBytes>() {
-        b.as_bytes().first().copied()
+/// The first byte of bytes, a bytearray or a memoryview (None: empty).
+fn first_byte(data: &Bound<'_, PyAny>) -> PyResult<Option<u8>> {
+    if let Ok(b) = data.cast::<PyBytes>() {
+        Ok(b.as_bytes().first().copied())
     } else if data.is_instance_of::<PyByteArray>() || data.is_instance_of::<PyMemoryView>() {
         if data.len()? == 0 {
-            None
-        } else {
-            Some(data.get_item(0)?.extract::<u8>()?)
+            return Ok(None);
         }
+        Ok(Some(data.get_item(0)?.extract::<u8>()?))
     } else {
-        return Err(PyTypeError::new_err(format!(
+        Err(PyTypeError::new_err(format!(
             "data must be bytes, bytearray or memoryview, not {}",
             data.get_type().name()?
-        )));
-    };
-    first.ok_or_else(|| PyValueError::new_err("cannot decode empty data"))
+        )))
+    }
 }
 
 /// Bytes a value was encoded to: written here, or a bytes object a Python
@@ -188,38 +174,36 @@ impl<'py> Encoded<'py> {
 }
 
 /// Appends `obj` to `out` as JSON and returns true when its JSON round trip
-/// gives back the same types and values; false otherwise (`out` then holds a
-/// partial text the caller drops).
-fn write_plain(obj: &Bound<'_, PyAny>, depth: u32, seen: &mut Seen, out: &mut Vec<u8>) -> bool {
+/// gives back the same types and values (the envelope's rule); false
+/// otherwise (`out` then holds a partial text the caller drops).
+fn write_plain(obj: &Bound<'_, PyAny>, depth: u32, out: &mut JsonText) -> bool {
     // Exact type checks throughout: a subclass (str enum, OrderedDict, IntEnum...)
     // would come back from JSON as its base type.
     if let Ok(s) = obj.cast_exact::<PyString>() {
         // A str with lone surrogates has no UTF-8 form: pickle takes it.
-        return s.to_str().is_ok_and(|s| write_str(out, s));
+        return s.to_str().is_ok_and(|s| out.str(s));
     }
     if obj.is_none() {
-        out.extend_from_slice(b"null");
+        out.null();
         return true;
     }
     // bool before int: it is an int subclass.
     if let Ok(b) = obj.cast_exact::<PyBool>() {
-        out.extend_from_slice(if b.is_true() { b"true" } else { b"false" });
+        out.bool(b.is_true());
         return true;
     }
     if obj.is_exact_instance_of::<PyInt>() {
         // Beyond 64 bits orjson.loads would not read it back.
-        return obj
-            .extract::<i64>()
-            .is_ok_and(|n| serde_json::to_writer(&mut *out, &n).is_ok());
+        return obj.extract::<i64>().is_ok_and(|n| out.int(n));
     }
     if let Ok(f) = obj.cast_exact::<PyFloat>() {
-        // JSON has no NaN or infinity. serde_json writes a float that happens to
-        // be whole with its ".0", so it reads back as a float.
-        let f = f.value();
-        return f.is_finite() && serde_json::to_writer(&mut *out, &f).is_ok();
+        return out.float(f.value());
     }
+    // The address names a container while the walk runs no Python code: every
+    // container recorded stays reachable from the value. Should another thread
+    // free one and reuse its address, the value is only pickled needlessly.
     if let Ok(list) = obj.cast_exact::<PyList>() {
-        if depth >= MAX_DEPTH || !seen.first_time(obj) {
+        if !out.enter(depth, obj.as_ptr() as usize) {
             return false;
         }
         out.push(b'[');
@@ -227,7 +211,7 @@ fn write_plain(obj: &Bound<'_, PyAny>, depth: u32, seen: &mut Seen, out: &mut Ve
             if i > 0 {
                 out.push(b',');
             }
-            if !write_plain(&item, depth + 1, seen, out) {
+            if !write_plain(&item, depth + 1, out) {
                 return false;
             }
         }
@@ -235,7 +219,7 @@ fn write_plain(obj: &Bound<'_, PyAny>, depth: u32, seen: &mut Seen, out: &mut Ve
         return true;
     }
     if let Ok(dict) = obj.cast_exact::<PyDict>() {
-        if depth >= MAX_DEPTH || !seen.first_time(obj) {
+        if !out.enter(depth, obj.as_ptr() as usize) {
             return false;
         }
         out.push(b'{');
@@ -246,11 +230,11 @@ fn write_plain(obj: &Bound<'_, PyAny>, depth: u32, seen: &mut Seen, out: &mut Ve
             let Ok(k) = k.cast_exact::<PyString>() else {
                 return false; // JSON keys are strings: an int key would come back a str
             };
-            if !k.to_str().is_ok_and(|k| write_str(out, k)) {
+            if !k.to_str().is_ok_and(|k| out.str(k)) {
                 return false;
             }
             out.push(b':');
-            if !write_plain(&v, depth + 1, seen, out) {
+            if !write_plain(&v, depth + 1, out) {
                 return false;
             }
         }
@@ -258,62 +242,4 @@ fn write_plain(obj: &Bound<'_, PyAny>, depth: u32, seen: &mut Seen, out: &mut Ve
         return true;
     }
     false
-}
-
-/// Appends `s` as a JSON string. Most strings hold nothing to escape and are
-/// copied between quotes; serde_json writes the others.
-fn write_str(out: &mut Vec<u8>, s: &str) -> bool {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-        return true;
-    }
-    serde_json::to_writer(&mut *out, s).is_ok()
-}
-
-/// The containers met so far in one value: JSON would turn a container seen
-/// twice (a shared reference, or a cycle) into independent copies.
-struct Seen {
-    // Most values hold a few containers: an array on the stack spares them an
-    // allocation, which would cost as much as the rest of the walk.
-    few: [usize; SMALL_SEEN],
-    len: usize,
-    many: Option<HashSet<usize>>,
-}
-
-impl Seen {
-    fn new() -> Seen {
-        Seen {
-            few: [0; SMALL_SEEN],
-            len: 0,
-            many: None,
-        }
-    }
-
-    /// Records `obj`; false when it was already recorded.
-    fn first_time(&mut self, obj: &Bound<'_, PyAny>) -> bool {
-        // The address identifies the object: every container recorded stays
-        // reachable from the value while the walk runs no Python code. Should
-        // another thread free one and reuse its address, the value is only sent to
-        // pickle needlessly.
-        let addr = obj.as_ptr() as usize;
-        if let Some(many) = &mut self.many {
-            return many.insert(addr);
-        }
-        if self.few[..self.len].contains(&addr) {
-            return false;
-        }
-        if self.len < SMALL_SEEN {
-            self.few[self.len] = addr;
-            self.len += 1;
-        } else {
-            let mut many = HashSet::with_capacity(SMALL_SEEN * 8);
-            many.extend(self.few);
-            many.insert(addr);
-            self.many = Some(many);
-        }
-        true
-    }
 }

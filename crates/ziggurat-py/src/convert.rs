@@ -3,7 +3,7 @@
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString};
 
 create_exception!(
     _native,
@@ -71,32 +71,11 @@ pub fn fetch_err(key: &Bound<'_, PyAny>, e: ziggurat_cache::Error) -> PyErr {
     }
 }
 
-/// The bytes of a str (UTF-8) or bytes key.
-#[inline]
-pub fn key_bytes<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
-    // Both borrows are tied to `key`: the cast keeps its lifetime, and `to_str`
-    // (the UTF-8 form CPython caches inside the str) and `as_bytes` borrow from
-    // the object they are called on.
-    if let Ok(s) = key.cast::<PyString>() {
-        match s.to_str() {
-            Ok(t) => Ok(t.as_bytes()),
-            Err(e) => Err(not_utf8(key.py(), e, ziggurat_cache::not_utf8)),
-        }
-    } else if let Ok(b) = key.cast::<PyBytes>() {
-        Ok(b.as_bytes())
-    } else {
-        Err(PyTypeError::new_err(format!(
-            "key must be str or bytes, not {}",
-            key.get_type().name()?
-        )))
-    }
-}
-
 /// A str argument with no UTF-8 form (CPython's `UnicodeEncodeError` from
 /// `to_str`: a lone surrogate) as a `ValueError` whose message `message`
 /// writes from the character's index. The original error is its cause.
 #[cold]
-fn not_utf8(py: Python<'_>, e: PyErr, message: fn(usize) -> String) -> PyErr {
+pub(crate) fn not_utf8(py: Python<'_>, e: PyErr, message: fn(usize) -> String) -> PyErr {
     let start = e
         .value(py)
         .getattr(pyo3::intern!(py, "start"))
@@ -196,4 +175,16 @@ pub fn size_arg(size: &Bound<'_, PyAny>) -> PyResult<u64> {
         ));
     };
     ziggurat_cache::size_text(s.to_str()?).map_err(cache_err)
+}
+
+/// Named figures as a dict.
+pub(crate) fn fields_dict<'py>(
+    py: Python<'py>,
+    fields: &[(&str, u64)],
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in fields {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
 }

@@ -8,16 +8,15 @@
 use std::sync::{Arc, OnceLock};
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PySet};
-use ziggurat_cache::{Cache, CacheOptions, Peeked, Read};
+use ziggurat_cache::{Cache, CacheOptions, CopyMode, Peeked, Read};
 use ziggurat_core::now_ms;
 
-use crate::args::{check_key, key_hash, named};
+use crate::args::{check_key, key_bytes, key_hash, named};
 use crate::call::call_one;
 use crate::codec::AutoCodec;
-use crate::convert::{cache_err, key_bytes, ZigguratError};
+use crate::convert::{cache_err, fields_dict, ZigguratError};
 use crate::l1::{is_key, Entry, Shared, L1};
 use crate::read::PyFront;
 use crate::segment::PySegment;
@@ -28,14 +27,6 @@ create_exception!(
     ZigguratError,
     "A cached object was changed by its caller (raised in debug mode)."
 );
-
-/// How `get` hands out cached objects.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CopyMode {
-    Shared,
-    Copy,
-    Decode,
-}
 
 /// (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) as passed from Python.
 type FetchDefaults = (f64, Option<f64>, Option<f64>, f64, f64);
@@ -170,7 +161,7 @@ impl CacheCore {
         key: &Bound<'_, PyAny>,
         hash: u64,
     ) -> PyResult<Option<InL1>> {
-        let as_is = self.mode == CopyMode::Shared && !self.debug;
+        let as_is = self.mode.as_is(self.debug);
         let Some((value, encoded, soft, ttl_ms)) = self.l1_probe(py, key, hash, |e| {
             let value = (!e.negative).then(|| e.value.clone_ref(py));
             let encoded = if as_is {
@@ -228,7 +219,7 @@ impl CacheCore {
     /// case `l1_peek` serves); fixed when the core is made.
     #[inline(always)]
     pub(crate) fn quick_hits(&self) -> bool {
-        self.mode == CopyMode::Shared && !self.debug && self.l1_enabled
+        self.mode.as_is(self.debug) && self.l1_enabled
     }
 
     fn check_mutation(
@@ -249,12 +240,16 @@ impl CacheCore {
         Ok(())
     }
 
-    /// Puts an entry in L1 unless another thread is inside it right now.
+    /// Puts the entry `make` makes in L1 unless another thread is inside it
+    /// right now (made inside, after the key's test, so one L1 operation
+    /// enters each file once).
     #[inline]
-    pub(crate) fn l1_put(&self, key: &Bound<'_, PyAny>, e: Entry) {
+    pub(crate) fn l1_put(&self, key: &Bound<'_, PyAny>, make: impl FnOnce() -> Entry) {
         if self.l1_enabled {
-            // A busy L1 just skips the fill; the entry is dropped after the call.
-            let _ = self.l1.try_with(key.py(), |l1| l1.insert(is_key(key), e));
+            // A busy L1 just skips the fill; what `make` holds is dropped after the call.
+            let _ = self
+                .l1
+                .try_with(key.py(), |l1| l1.insert(is_key(key), make()));
         }
     }
 
@@ -319,17 +314,8 @@ impl CacheCore {
             refresh_ahead,
             degraded_ttl,
         };
-        let mode = match copy {
-            "shared" => CopyMode::Shared,
-            "copy" => CopyMode::Copy,
-            "decode" => CopyMode::Decode,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "copy must be 'shared', 'copy' or 'decode', got {other:?}"
-                )))
-            }
-        };
-        let seg = |s: Option<&Bound<'_, PySegment>>| s.map(|s| Arc::clone(&s.get().inner));
+        let mode = CopyMode::parse(copy).map_err(cache_err)?;
+        let seg = |s: Option<&Bound<'_, PySegment>>| s.map(|s| Arc::clone(s.get().inner()));
         let cache = Cache::new(seg(main), seg(neg), opts, l1_items > 0).map_err(cache_err)?;
         Ok(CacheCore {
             cache,
@@ -384,7 +370,8 @@ impl CacheCore {
 
     /// The key's current version stamp in the main segment (0 without one).
     fn stamp(&self, key: &Bound<'_, PyAny>) -> PyResult<u32> {
-        Ok(self.cache.stamp(key_bytes(key)?))
+        let r = key_bytes(key).map(|kb| self.cache.stamp(kb));
+        named(key.py(), "Cache.stamp", r)
     }
 
     /// Whether the cache runs without a segment (L1 and loader only).
@@ -395,41 +382,17 @@ impl CacheCore {
 
     /// Counters of this process's tiers.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        let (s, (items, neg_items)) = self
-            .l1
-            .try_with(py, |l1| (l1.stats, l1.counts()))
-            .unwrap_or_default();
-        let c = self.cache.counts();
-        d.set_item("l1_hits", s.hits)?;
-        d.set_item("l1_misses", c.l1_misses.get())?;
-        d.set_item("l1_stale_drops", s.stale)?;
-        d.set_item("l1_evictions", s.evictions)?;
-        d.set_item("l1_fills", s.fills)?;
-        d.set_item("l1_items", items)?;
-        d.set_item("l1_negative_items", neg_items)?;
-        d.set_item("l2_hits", c.l2_hits.get())?;
-        d.set_item("l2_misses", c.l2_misses.get())?;
-        d.set_item("l2_stale_reads", c.l2_stale.get())?;
-        d.set_item("negative_hits", c.neg_hits.get())?;
-        d.set_item("decode_errors", c.decode_errors.get())?;
-        Ok(d)
+        let s = self.l1.try_with(py, |l1| self.cache.stats(Some(l1)));
+        fields_dict(
+            py,
+            &s.unwrap_or_else(|| self.cache.stats::<(), ()>(None))
+                .fields(),
+        )
     }
 
     /// Counters of the loader and the miss path in this process.
     fn loader_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = self.cache.counts();
-        let d = PyDict::new(py);
-        let (total, max) = c.load_ns();
-        d.set_item("calls", c.loads.get())?;
-        d.set_item("errors", c.load_errors.get())?;
-        d.set_item("total_ns", total)?;
-        d.set_item("max_ns", max)?;
-        d.set_item("waits", c.waits.get())?;
-        d.set_item("takeovers", c.takeovers.get())?;
-        d.set_item("stale_served", c.stale_served.get())?;
-        d.set_item("refreshes", c.refreshes.get())?;
-        Ok(d)
+        fields_dict(py, &self.cache.loader_stats().fields())
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {

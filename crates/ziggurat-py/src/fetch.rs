@@ -4,14 +4,12 @@
 //! refreshes and loads without a segment get each step as a `Step` object
 //! and drive it from Python, where the loader is awaited.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use pyo3::create_exception;
 use pyo3::prelude::*;
-use ziggurat_cache::{Miss, Plan, Step as Next, Took};
+use ziggurat_cache::{Error, Handoff, Loaded, Miss, Plan, Step as Next, StepKind, Took};
 
-use crate::args::{check_key, check_ttls, key_hash, named, refuse_awaitable};
-use crate::convert::{cache_err, fetch_err, key_bytes, tags_arg, ttl_arg, ZigguratError};
+use crate::args::{check_key, check_ttls, key_bytes, key_hash, named, refuse_awaitable};
+use crate::convert::{cache_err, fetch_err, tags_arg, ttl_arg, ZigguratError};
 use crate::core::CacheCore;
 use crate::read::PyFront;
 
@@ -22,26 +20,14 @@ create_exception!(
     "Another caller's loader for the key did not finish within loader_timeout."
 );
 
-/// Step kinds as Python sees them (`ziggurat.loader.StepKind`).
-pub const STEP_HIT: u8 = 1;
-pub const STEP_LOAD: u8 = 2;
-pub const STEP_WAIT: u8 = 3;
-pub const STEP_LOCAL: u8 = 4;
-
 type PyMiss = Miss<Py<PyAny>>;
 
 /// A step handed to Python (`afetch`, background refreshes, degraded loads).
 #[pyclass(module = "ziggurat._native", frozen)]
 pub struct Step {
-    kind: u8,
-    /// HIT: the value (None: a cached miss).
-    value: Option<Py<PyAny>>,
-    /// LOAD, WAIT, LOCAL: the miss; HIT: the refresh this process took, if any.
-    miss: Option<PyMiss>,
+    step: Handoff<Py<PyAny>>,
     key: Py<PyAny>,
     hash: u64,
-    /// The lease is given back exactly once, whoever finishes the step.
-    finished: AtomicBool,
 }
 
 #[pymethods]
@@ -49,14 +35,14 @@ impl Step {
     /// The step's kind (`ziggurat.loader.StepKind`).
     #[getter]
     fn kind(&self) -> u8 {
-        self.kind
+        self.step.kind() as u8
     }
 
     /// HIT: the value (None for a cached miss).
     #[getter]
     fn value(&self, py: Python<'_>) -> Py<PyAny> {
-        self.value
-            .as_ref()
+        self.step
+            .value()
             .map_or_else(|| py.None(), |v| v.clone_ref(py))
     }
 
@@ -67,14 +53,7 @@ impl Step {
     }
 
     fn __repr__(&self) -> String {
-        let kind = match self.kind {
-            STEP_HIT => "HIT",
-            STEP_LOAD if self.miss.as_ref().is_some_and(|m| m.is_refresh()) => "REFRESH",
-            STEP_LOAD => "LOAD",
-            STEP_WAIT => "WAIT",
-            _ => "LOCAL",
-        };
-        format!("<Step {kind}>")
+        format!("<Step {}>", self.step.label())
     }
 }
 
@@ -85,35 +64,25 @@ impl Step {
         hash: u64,
         next: Next<Py<PyAny>>,
     ) -> PyResult<Py<Step>> {
-        let (kind, value, miss) = match next {
-            Next::Value(v, refresh) => (STEP_HIT, Some(v), refresh),
-            Next::Negative => (STEP_HIT, None, None),
-            Next::Load(m) => (STEP_LOAD, None, Some(m)),
-            Next::Wait(m) => (STEP_WAIT, None, Some(m)),
-            Next::NoSegment(m) => (STEP_LOCAL, None, Some(m)),
-        };
-        Py::new(
-            py,
-            Step {
-                kind,
-                value,
-                miss,
-                key: key.clone().unbind(),
-                hash,
-                finished: AtomicBool::new(false),
-            },
-        )
+        Step::of(py, key.clone().unbind(), hash, Handoff::new(next))
     }
 
-    /// Whether this call is the one that finishes the step.
-    fn finish(&self) -> bool {
-        !self.finished.swap(true, Ordering::AcqRel)
+    fn of(
+        py: Python<'_>,
+        key: Py<PyAny>,
+        hash: u64,
+        step: Handoff<Py<PyAny>>,
+    ) -> PyResult<Py<Step>> {
+        Py::new(py, Step { step, key, hash })
     }
+}
 
-    /// The step's miss, copied to continue from.
-    fn successor(&self, py: Python<'_>) -> Option<PyMiss> {
-        self.miss.as_ref().map(|m| m.successor(|v| v.clone_ref(py)))
-    }
+/// Calls a sync loader, timed: its value, or its error (an awaitable
+/// refused: see `refuse_awaitable`).
+fn call_loader<'py>(loader: &Bound<'py, PyAny>) -> (PyResult<Bound<'py, PyAny>>, Took) {
+    let t0 = ziggurat_core::ticks();
+    let r = loader.call0().and_then(refuse_awaitable);
+    (r, Took::Ticks(ziggurat_core::ticks().saturating_sub(t0)))
 }
 
 /// A fetch's options as the caller gave them (None: the cache's own).
@@ -153,40 +122,43 @@ impl CacheCore {
             py,
             "Cache.fetch",
             (|| {
-                let hash = key_hash(key)?;
-                let (ttl, neg_ttl, stale_ttl) = (args.ttl, args.neg_ttl, args.stale_ttl);
-                if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
-                    check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
-                }
-                // An L1 hit is answered here; one due for early refresh also
-                // starts the refresh.
-                let mut due = None;
-                let found = if l1_absent {
-                    None
-                } else {
-                    self.l1_lookup(py, key, hash)?
-                };
-                if let Some(e) = found {
-                    let Some(v) = e.value else {
-                        return Ok(py.None());
-                    };
-                    if self.refresh_ahead == 0.0 || !self.cache.refresh_due(e.soft, e.ttl_ms) {
+                if !l1_absent {
+                    if let Some(v) = self.fetch_l1(py, key, loader, args)? {
                         return Ok(v);
                     }
-                    due = Some(v);
                 }
-                let kb = check_key(key)?;
-                let plan = self.plan(args)?;
-                if let Some(v) = due {
-                    if let Some(r) = self.cache.refresh(kb, plan) {
-                        self.start_refresh(py, key, hash, r, loader)?;
-                    }
-                    return Ok(v);
-                }
-                self.cache.counts().l1_misses.bump();
-                self.fetch_miss(py, key, kb, hash, loader, plan)
+                self.fetch_miss(py, key, loader, args)
             })(),
         )
+    }
+
+    /// An L1 hit of `fetch`, answered here; one due for early refresh also
+    /// starts the refresh. None: L1 holds nothing valid for the key.
+    fn fetch_l1(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        loader: &Bound<'_, PyAny>,
+        args: FetchArgs<'_, '_>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let hash = key_hash(key)?;
+        let (ttl, neg_ttl, stale_ttl) = (args.ttl, args.neg_ttl, args.stale_ttl);
+        if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
+            check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
+        }
+        let Some(e) = self.l1_lookup(py, key, hash)? else {
+            return Ok(None);
+        };
+        let Some(v) = e.value else {
+            return Ok(Some(py.None()));
+        };
+        if self.refresh_ahead != 0.0 && self.cache.refresh_due(e.soft, e.ttl_ms) {
+            let kb = check_key(key)?;
+            if let Some(r) = self.cache.refresh(kb, self.plan(args)?) {
+                self.start_refresh(py, key, hash, r, loader)?;
+            }
+        }
+        Ok(Some(v))
     }
 
     /// `fetch`, past L1: drives the steps, calling the loader here.
@@ -194,11 +166,13 @@ impl CacheCore {
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        kb: &[u8],
-        hash: u64,
         loader: &Bound<'_, PyAny>,
-        plan: Plan,
+        args: FetchArgs<'_, '_>,
     ) -> PyResult<Py<PyAny>> {
+        let hash = key_hash(key)?;
+        let kb = check_key(key)?;
+        let plan = self.plan(args)?;
+        self.cache.counts().l1_misses.bump();
         let mut front = PyFront::new(self, key, hash);
         let mut next = self.cache.begin(kb, plan, &mut front)?;
         loop {
@@ -211,7 +185,8 @@ impl CacheCore {
                 }
                 Next::Negative => return Ok(py.None()),
                 Next::Load(miss) => {
-                    if self.cache.ask_tier_below(&miss) {
+                    // Without a tier below joined there is nothing to ask.
+                    if self.tier_below.get().is_some() && self.cache.ask_tier_below(&miss) {
                         if let Some(v) = self.ask_tier_below(py, key, true)? {
                             self.cache.give_back(kb, &miss);
                             return Ok(v);
@@ -223,9 +198,7 @@ impl CacheCore {
                             "loader must be callable",
                         ));
                     }
-                    let t0 = ziggurat_core::ticks();
-                    let r = loader.call0().and_then(refuse_awaitable);
-                    let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
+                    let (r, took) = call_loader(loader);
                     return self.loaded(py, key, kb, hash, &miss, r, took);
                 }
                 Next::Wait(miss) => {
@@ -271,9 +244,10 @@ impl CacheCore {
         }
     }
 
-    /// The loader returned `value`: stores it (a value, or a cached miss for
-    /// None), tells the tier below, then the lease is given back. A value
-    /// that cannot be stored is still returned (logged and counted).
+    /// The loader returned `value`: one call of the cache stores it (a value,
+    /// or a cached miss for None) and gives the lease back, L1 keeps it as
+    /// after a write, and a tier below is told. A value that cannot be stored
+    /// is still returned (logged and counted).
     #[allow(clippy::too_many_arguments)]
     fn done(
         &self,
@@ -285,43 +259,62 @@ impl CacheCore {
         value: Bound<'_, PyAny>,
         took: Took,
     ) -> PyResult<Py<PyAny>> {
-        let mut landing = self.cache.land(kb, miss, took);
+        // (whether the lease is still held, whether to tell the tier below)
+        let mut landed = None;
         let stored = if value.is_none() {
-            self.tell_tier_below(py, key, &value, 0.0, landing.tags());
-            landing.store_negative().map_err(cache_err)
+            let l = self.cache.land(kb, miss, took, Loaded::Null);
+            landed = Some((l.held, true));
+            l.written.map(|_| ()).map_err(cache_err)
         } else {
-            let ttl = landing.ttl();
-            let r = self.store_with(py, key, hash, &value, ttl, |body, kind| {
-                landing.store(body, kind)
-            });
-            if r.is_ok() {
-                self.tell_tier_below(py, key, &value, ttl, landing.tags());
-            }
-            r
+            // The write runs inside `store_with`, between the encoding and L1
+            // (which it is never asked for without a segment).
+            self.store_with(
+                py,
+                key,
+                hash,
+                &value,
+                || miss.ttl(),
+                |body, kind| {
+                    let l = self.cache.land(kb, miss, took, Loaded::Value(body, kind));
+                    landed = Some((l.held, l.written.is_ok()));
+                    l.written.and_then(|w| w.ok_or(Error::NoSegment))
+                },
+            )
         };
-        drop(landing);
-        self.kept_or_reported(py, key, stored)?;
+        // Not encoded, or no segment: nothing was handed to the cache yet.
+        let (held, ok) = match landed {
+            Some(l) => l,
+            None => {
+                let l = self.cache.land(kb, miss, took, Loaded::Unstored);
+                (l.held, stored.is_ok())
+            }
+        };
+        if self.cache.has_tier_below() {
+            let ttl = if value.is_none() { 0.0 } else { miss.ttl() };
+            if ok {
+                self.tell_tier_below(py, key, &value, ttl, &miss.plan().tags);
+            }
+            if held {
+                self.cache.give_back(kb, miss);
+            }
+        }
+        if let Err(e) = stored {
+            self.not_stored(py, key, e)?;
+        }
         Ok(value.unbind())
     }
 
     /// A load's value that cannot be stored (too large, not serializable, no
     /// lock in time) is still returned, just not cached (reported to the write
     /// error hook); anything else propagates.
-    fn kept_or_reported(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        stored: PyResult<()>,
-    ) -> PyResult<()> {
-        if let Err(e) = stored {
-            let expected = e.is_instance_of::<ZigguratError>(py)
-                || e.is_instance_of::<pyo3::exceptions::PyValueError>(py)
-                || e.is_instance_of::<pyo3::exceptions::PyTypeError>(py);
-            if !expected {
-                return Err(e);
-            }
-            self.write_failed(py, "store", key, e);
+    fn not_stored(&self, py: Python<'_>, key: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()> {
+        let expected = e.is_instance_of::<ZigguratError>(py)
+            || e.is_instance_of::<pyo3::exceptions::PyValueError>(py)
+            || e.is_instance_of::<pyo3::exceptions::PyTypeError>(py);
+        if !expected {
+            return Err(e);
         }
+        self.write_failed(py, "store", key, e);
         Ok(())
     }
 
@@ -435,12 +428,8 @@ impl CacheCore {
     /// run the loader in the background, then `fetch_done` or `fetch_failed`.
     fn fetch_refresh(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Option<Py<Step>>> {
         let s = step.get();
-        // A refresh is created at most once per hit; hand it out once.
-        if s.kind != STEP_HIT || !s.finish() {
-            return Ok(None);
-        }
-        match s.successor(py) {
-            Some(m) => Ok(Some(Step::wrap(py, s.key.bind(py), s.hash, Next::Load(m))?)),
+        match s.step.take_refresh(|v| v.clone_ref(py)) {
+            Some(r) => Ok(Some(Step::of(py, s.key.clone_ref(py), s.hash, r)?)),
             None => Ok(None),
         }
     }
@@ -449,14 +438,12 @@ impl CacheCore {
     /// finishes or a slice passes; raises `LoadTimeout` past `loader_timeout`.
     fn fetch_wait(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<()> {
         let s = step.get();
-        let key = s.key.bind(py);
-        let Some(miss) = s.miss.as_ref().filter(|_| s.kind == STEP_WAIT) else {
+        let Some(miss) = s.step.miss_of(StepKind::Wait) else {
             return Ok(());
         };
-        let sleep = self
-            .cache
-            .sleep(key_bytes(key)?, miss)
-            .map_err(|e| fetch_err(key, e))?;
+        let key = s.key.bind(py);
+        let sleep = self.cache.sleep(key_bytes(key)?, miss);
+        let sleep = sleep.map_err(|e| fetch_err(key, e))?;
         py.detach(|| sleep.run());
         Ok(())
     }
@@ -466,7 +453,8 @@ impl CacheCore {
         let s = step.get();
         let key = s.key.bind(py);
         let miss = s
-            .successor(py)
+            .step
+            .successor(|v| v.clone_ref(py))
             .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("not a WAIT step"))?;
         let mut front = PyFront::new(self, key, s.hash);
         let next = self.cache.after_wait(key_bytes(key)?, miss, &mut front)?;
@@ -476,11 +464,7 @@ impl CacheCore {
     /// The loading task was cancelled: gives the lease back, storing nothing.
     fn fetch_abandon(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<()> {
         let s = step.get();
-        if let Some(miss) = s.miss.as_ref().filter(|_| s.kind == STEP_LOAD) {
-            if s.finish() {
-                self.cache.give_back(key_bytes(s.key.bind(py))?, miss);
-            }
-        }
+        s.step.give_back(&self.cache, key_bytes(s.key.bind(py))?);
         Ok(())
     }
 
@@ -494,15 +478,13 @@ impl CacheCore {
         loader: &Bound<'_, PyAny>,
     ) -> PyResult<Py<PyAny>> {
         let s = step.get();
-        let Some(miss) = s.miss.as_ref().filter(|_| s.kind != STEP_HIT && s.finish()) else {
+        let Some(miss) = s.step.take_load() else {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "the step is not a load, or was ended already",
             ));
         };
         let key = s.key.bind(py);
-        let t0 = ziggurat_core::ticks();
-        let r = loader.call0().and_then(refuse_awaitable);
-        let took = Took::Ticks(ziggurat_core::ticks().saturating_sub(t0));
+        let (r, took) = call_loader(loader);
         self.loaded(py, key, key_bytes(key)?, s.hash, miss, r, took)
     }
 
@@ -523,7 +505,7 @@ impl CacheCore {
             Some(e) => Err(PyErr::from_value(e.clone().into_any())),
             None => Ok(value.clone()),
         };
-        let Some(miss) = s.miss.as_ref().filter(|_| s.kind != STEP_HIT && s.finish()) else {
+        let Some(miss) = s.step.take_load() else {
             return r.map(Bound::unbind);
         };
         let key = s.key.bind(py);
@@ -535,19 +517,17 @@ impl CacheCore {
     /// lease given back, or None (run the loader).
     fn fetch_below(&self, py: Python<'_>, step: &Bound<'_, Step>) -> PyResult<Option<Py<PyAny>>> {
         let s = step.get();
-        let Some(miss) = s.miss.as_ref().filter(|_| s.kind == STEP_LOAD) else {
+        let Some(miss) = s.step.miss_of(StepKind::Load) else {
             return Ok(None);
         };
+        let key = s.key.bind(py);
         if !self.cache.ask_tier_below(miss) {
             return Ok(None);
         }
-        let key = s.key.bind(py);
         let Some(v) = self.ask_tier_below(py, key, true)? else {
             return Ok(None);
         };
-        if s.finish() {
-            self.cache.give_back(key_bytes(key)?, miss);
-        }
+        s.step.give_back(&self.cache, key_bytes(key)?);
         Ok(Some(
             pyo3::types::PyTuple::new(py, [v])?.into_any().unbind(),
         ))

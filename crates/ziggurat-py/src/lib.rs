@@ -35,14 +35,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LoadTimeout", py.get_type::<fetch::LoadTimeout>())?;
     m.add_class::<fetch::Step>()?;
     m.add_class::<read::Peek>()?;
-    m.add("STEP_HIT", fetch::STEP_HIT)?;
-    m.add("STEP_LOAD", fetch::STEP_LOAD)?;
-    m.add("STEP_WAIT", fetch::STEP_WAIT)?;
-    m.add("STEP_LOCAL", fetch::STEP_LOCAL)?;
-    m.add("FOUND_MISS", read::MISS)?;
-    m.add("FOUND_HIT", read::HIT)?;
-    m.add("FOUND_NEGATIVE", read::NEG)?;
-    m.add("FOUND_STALE", read::STALE)?;
+    for k in ziggurat_cache::StepKind::ALL {
+        m.add(format!("STEP_{}", k.name()), k as u8)?;
+    }
+    for k in ziggurat_cache::Sight::ALL {
+        m.add(format!("FOUND_{}", k.name()), k as u8)?;
+    }
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(pair::open_pair, m)?)?;
     m.add_function(wrap_pyfunction!(pair::huge_page_policy, m)?)?;

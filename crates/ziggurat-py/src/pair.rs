@@ -1,14 +1,12 @@
 //! `open_pair`: a cache's two segments opened as one (see `ziggurat_cache::open_pair`).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use ziggurat_core::{HugePages, Options};
+use ziggurat_cache::pair_options;
 
 use crate::convert::{err, size_arg};
-use crate::segment::PySegment;
+use crate::segment::{policy_dict, PySegment};
 
 /// Opens (or creates) the segments `name` (entries) and `name.neg` (cached
 /// misses and load leases) as one: when this call made the first and the
@@ -37,30 +35,19 @@ pub fn open_pair(
     group: Option<u32>,
     huge_pages: &str,
 ) -> PyResult<(PySegment, PySegment, Option<String>)> {
-    if !(32..=1 << 24).contains(&avg_item_size) {
-        return Err(PyValueError::new_err(format!(
-            "avg_item_size must be between 32 and 16777216 bytes, got {avg_item_size}"
-        )));
-    }
-    if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
-        return Err(PyValueError::new_err(
-            "lock_timeout must be a finite number of seconds > 0",
-        ));
-    }
-    let size = size.filter(|s| !s.is_none()).map(size_arg).transpose()?;
-    let neg_size = neg_size
-        .filter(|s| !s.is_none())
-        .map(size_arg)
-        .transpose()?;
-    let opts = Options {
-        directory: PathBuf::from(directory),
+    let dir = PathBuf::from(directory);
+    let opts = pair_options(
+        dir,
         recreate,
-        avg_item_size: avg_item_size as u64,
-        lock_timeout: Duration::from_secs_f64(lock_timeout.min(3600.0)),
+        avg_item_size,
+        lock_timeout,
         group,
-        huge_pages: HugePages::parse(huge_pages).map_err(err)?,
-        ..Options::default()
-    };
+        huge_pages,
+    );
+    let opts = opts.map_err(err)?;
+    let size = size.filter(|s| !s.is_none()).map(size_arg).transpose()?;
+    let neg_size = neg_size.filter(|s| !s.is_none());
+    let neg_size = neg_size.map(size_arg).transpose()?;
     let owned = name.to_string();
     let pair = py
         .detach(move || ziggurat_cache::open_pair(&owned, size, neg_size, &opts))
@@ -85,14 +72,7 @@ pub fn huge_page_policy<'py>(
     directory: &str,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     let dir = std::path::Path::new(directory);
-    let p = ziggurat_core::huge::Policy::of(dir);
-    let d = pyo3::types::PyDict::new(py);
-    d.set_item("file_system", &p.fs_type)?;
-    d.set_item("mount", &p.mount)?;
-    d.set_item("kernel", &p.kernel)?;
-    d.set_item("offered", p.offers())?;
-    d.set_item("remedy", p.remedy(dir))?;
-    Ok(d)
+    policy_dict(py, ziggurat_cache::HugePolicy::of(dir))
 }
 
 /// The message of the error `Cache(..., degraded="raise")` raises when the

@@ -5,22 +5,12 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use ziggurat_cache::{Error, Found, Front, Kind, Payload, Read, Trailer};
-use ziggurat_core::now_ms;
+use ziggurat_cache::{CopyMode, Error, Found, Front, Kind, Look, Payload};
 
 use crate::args::{check_key, key_hash, named};
 use crate::convert::fetch_err;
-use crate::core::{CacheCore, CopyMode};
+use crate::core::CacheCore;
 use crate::l1::Entry;
-
-/// What `peek` found (`ziggurat.loader.Found`).
-pub const MISS: u8 = 0;
-
-pub const HIT: u8 = 1;
-
-pub const NEG: u8 = 2;
-
-pub const STALE: u8 = 3;
 
 /// One call's side of a read or a miss for `key` (Python hash `hash`).
 pub(crate) struct PyFront<'a, 'py> {
@@ -64,27 +54,28 @@ impl<'a, 'py> PyFront<'a, 'py> {
         }
     }
 
-    /// An L1 entry of `value` (None: a cached miss) as read, watching `found`'s words.
+    /// An L1 entry of `value` (None: a cached miss) as read, watching
+    /// `found`'s words (`found.keep` is set).
     fn entry<P>(
         &self,
         value: Option<Py<PyAny>>,
         encoded: Option<Py<PyAny>>,
         found: Found<P>,
-    ) -> Option<Entry> {
-        let watch = found.keep?;
+    ) -> Entry {
+        let watch = found.keep;
         let t = found.trailer;
         let negative = value.is_none();
-        Some(Entry::new(
+        Entry::new(
             self.key.clone().unbind(),
             self.hash,
             value.unwrap_or_else(|| self.py().None()),
             encoded,
             negative,
-            Some(watch),
+            watch,
             found.tags.into_boxed_slice(),
             t.soft,
             t.ttl_ms,
-        ))
+        )
     }
 }
 
@@ -143,9 +134,7 @@ impl<'py> Front for PyFront<'_, 'py> {
                 (core.debug && !counter).then(|| payload.clone().into_any().unbind()),
             ),
         };
-        if let Some(e) = self.entry(Some(stored), encoded, found) {
-            core.l1_put(self.key, e);
-        }
+        core.l1_put(self.key, || self.entry(Some(stored), encoded, found));
         match core.mode {
             // In decode mode L1 keeps the bytes, and in shared mode the same
             // object: `obj` is the caller's.
@@ -160,8 +149,8 @@ impl<'py> Front for PyFront<'_, 'py> {
     }
 
     fn negative(&mut self, found: Found<()>) {
-        if let Some(e) = self.entry(None, None, found) {
-            self.core.l1_put(self.key, e);
+        if found.keep.is_some() {
+            self.core.l1_put(self.key, || self.entry(None, None, found));
         }
     }
 
@@ -195,42 +184,20 @@ impl CacheCore {
             "Cache.peek",
             (|| {
                 let hash = key_hash(key)?;
-                let now = now_ms();
-                let left = |soft: u64| {
-                    if soft == 0 {
-                        f64::INFINITY
-                    } else {
-                        soft.saturating_sub(now) as f64 / 1000.0
+                let look = match self.l1_lookup(py, key, hash)? {
+                    Some(e) => Look::in_l1(e.value, e.soft, e.ttl_ms),
+                    None => {
+                        let kb = check_key(key)?;
+                        self.cache.counts().l1_misses.bump();
+                        let mut front = PyFront::new(self, key, hash);
+                        Look::read(self.cache.read(kb, None, true, &mut front)?)
                     }
                 };
-                let peek = |found: u8, v: Option<Py<PyAny>>, left: f64, ttl_ms: u32| Peek {
-                    found,
-                    value: v.unwrap_or_else(|| py.None()),
-                    seconds_left: left,
-                    ttl: ttl_ms as f64 / 1000.0,
-                };
-                if let Some(e) = self.l1_lookup(py, key, hash)? {
-                    let found = if e.value.is_some() { HIT } else { NEG };
-                    return Ok(peek(found, e.value, left(e.soft), e.ttl_ms));
-                }
-                let kb = check_key(key)?;
-                self.cache.counts().l1_misses.bump();
-                let mut front = PyFront::new(self, key, hash);
-                let of = |t: &Trailer| (left(t.soft), t.ttl_ms);
-                Ok(match self.cache.read(kb, None, true, &mut front)? {
-                    Read::Fresh(v, t) => {
-                        let (l, ttl) = of(&t);
-                        peek(HIT, Some(v), l, ttl)
-                    }
-                    Read::Negative(t) => {
-                        let (l, ttl) = of(&t);
-                        peek(NEG, None, l, ttl)
-                    }
-                    Read::Stale(v, t, _) => {
-                        let since = -((now.saturating_sub(t.soft)) as f64 / 1000.0);
-                        peek(STALE, Some(v), since, t.ttl_ms)
-                    }
-                    Read::Miss(_) => peek(MISS, None, f64::INFINITY, 0),
+                Ok(Peek {
+                    found: look.sight as u8,
+                    value: look.value.unwrap_or_else(|| py.None()),
+                    seconds_left: look.seconds_left,
+                    ttl: look.ttl,
                 })
             })(),
         )

@@ -1,98 +1,95 @@
-//! `ziggurat.Segment`: the L2 tier alone, with str/bytes keys and bytes values.
+//! `ziggurat.Segment`: the L2 tier alone, with str/bytes keys and bytes
+//! values; its rules are `ziggurat_cache::Handle`'s, converted here.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use ziggurat_cache::{Handle, HugePolicy, OpenArgs, Payload, WriteOp};
 #[cfg(feature = "failpoints")]
 use ziggurat_core::failpoint;
-use ziggurat_core::{Options, Segment};
+use ziggurat_core::Segment;
 
-use crate::convert::{err, key_bytes, size_arg, tags_arg, ttl_arg, value_bytes, SegmentError};
+use crate::args::key_bytes;
+use crate::convert::{err, fields_dict, size_arg, tags_arg, ttl_arg, value_bytes};
 
 /// A shared-memory segment, attached by name. See the package documentation.
 #[pyclass(name = "Segment", module = "ziggurat._native", frozen)]
 pub struct PySegment {
-    pub(crate) inner: Arc<Segment>,
-    name: String,
-    closed: AtomicBool,
-    /// The file size the arguments of this open would have created: differs
-    /// from the file's when it was made with other parameters.
-    requested_size: u64,
+    pub(crate) handle: Handle,
 }
-
-type WriteOp =
-    fn(&Segment, &[u8], &[u8], &[u8], Option<f64>, &[&[u8]]) -> ziggurat_core::Result<bool>;
 
 impl PySegment {
     /// A handle on a segment opened elsewhere (a cache's pair), which the
     /// options of that open would have made `requested_size` bytes.
     pub(crate) fn opened(inner: Segment, name: String, requested_size: u64) -> Self {
         PySegment {
-            inner: Arc::new(inner),
-            name,
-            closed: AtomicBool::new(false),
-            requested_size,
+            handle: Handle::opened(inner, name, requested_size),
         }
     }
 
+    /// The segment the handle shares (with a cache made from it).
+    pub(crate) fn inner(&self) -> &Arc<Segment> {
+        self.handle.inner()
+    }
+
     /// Converts and checks a write's arguments (all before anything is written),
-    /// then runs `op`.
+    /// then writes by `op`.
     fn write(
         &self,
+        op: WriteOp,
         key: &Bound<'_, PyAny>,
         expected: Option<&Bound<'_, PyAny>>,
         value: &Bound<'_, PyAny>,
         ttl: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
-        op: WriteOp,
     ) -> PyResult<bool> {
-        let seg = self.seg()?;
+        self.handle.segment().map_err(err)?;
         let k = key_bytes(key)?;
-        let e = match expected {
-            Some(e) => value_bytes(e)?,
-            None => &[][..],
-        };
+        let e = expected.map(value_bytes).transpose()?.unwrap_or_default();
         let v = value_bytes(value)?;
-        let ttl = ttl_arg(ttl)?;
-        let tags = tags_arg(tags)?;
-        let tag_refs: Vec<&[u8]> = tags.iter().map(|t| t.as_slice()).collect();
-        op(seg, k, e, v, ttl, &tag_refs).map_err(err)
-    }
-
-    #[inline]
-    pub(crate) fn seg(&self) -> PyResult<&Arc<Segment>> {
-        if self.closed.load(Ordering::Relaxed) {
-            return Err(SegmentError::new_err("the segment is closed"));
-        }
-        Ok(&self.inner)
+        let (ttl, tags) = (ttl_arg(ttl)?, tags_arg(tags)?);
+        self.handle.write(op, k, e, v, ttl, &tags).map_err(err)
     }
 }
 
-/// Reads `key` into a new bytes object through the core's lock-free read
-/// (retried when a writer moves the entry mid-copy, then a miss).
-pub(crate) fn read_bytes<'py>(
-    py: Python<'py>,
-    seg: &Segment,
-    key: &[u8],
-) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let read = seg
-        .read_with(key, |n, fill| {
-            PyBytes::new_with(py, n, |buf| {
-                fill(buf);
-                Ok(())
-            })
+/// Values read into new bytes objects (None: no memory for one).
+struct NewBytes<'py>(Python<'py>);
+
+impl<'py> Payload for NewBytes<'py> {
+    type Out = PyResult<Bound<'py, PyBytes>>;
+
+    fn copied(&mut self, bytes: &[u8]) -> Self::Out {
+        Ok(PyBytes::new(self.0, bytes))
+    }
+
+    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Self::Out {
+        PyBytes::new_with(self.0, len, |buf| {
+            write(buf);
+            Ok(())
         })
-        .map_err(err)?;
-    read.map(|(b, _)| b).transpose()
+    }
 }
 
-fn check_key_len(seg: &Segment, key: &[u8]) -> PyResult<()> {
-    seg.check_key(key).map_err(err)
+/// The str of a tag argument.
+fn tag_str<'a>(tag: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    let Ok(t) = tag.cast::<PyString>() else {
+        return Err(PyTypeError::new_err("tag must be a str"));
+    };
+    Ok(t.to_str()?.as_bytes())
+}
+
+/// `HugePolicy`'s fields as a dict (`huge_pages`, `huge_page_policy`).
+pub(crate) fn policy_dict<'py>(py: Python<'py>, p: HugePolicy) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("file_system", p.file_system)?;
+    d.set_item("mount", p.mount)?;
+    d.set_item("kernel", p.kernel)?;
+    d.set_item("offered", p.offered)?;
+    d.set_item("remedy", p.remedy)?;
+    Ok(d)
 }
 
 #[pymethods]
@@ -113,35 +110,20 @@ impl PySegment {
         read_only: bool,
         huge_pages: &str,
     ) -> PyResult<Self> {
-        let huge_pages = ziggurat_core::HugePages::parse(huge_pages).map_err(err)?;
-        let size = match size {
-            Some(s) if !s.is_none() => size_arg(s)?,
-            _ => 64 << 20,
-        };
-        let opts = Options {
-            size,
+        let args = OpenArgs {
+            size: size.filter(|s| !s.is_none()).map(size_arg).transpose()?,
             directory: PathBuf::from(directory),
             recreate,
+            avg_item_size,
+            shards,
+            lock_timeout,
             group,
             read_only,
-            huge_pages,
-            ..Options::default()
-        }
-        .sized(avg_item_size, shards, lock_timeout)
-        .map_err(err)?;
-        let (avg_item_size, shards) = (opts.avg_item_size, opts.shards);
-        let requested_size = ziggurat_core::Geometry::compute(size, avg_item_size, shards)
-            .map_or(0, |g| g.file_size());
-        let name_owned = name.to_string();
-        let seg = py
-            .detach(move || Segment::open(&name_owned, &opts))
-            .map_err(err)?;
-        Ok(PySegment {
-            inner: Arc::new(seg),
-            name: name.to_string(),
-            closed: AtomicBool::new(false),
-            requested_size,
-        })
+            huge_pages: huge_pages.to_string(),
+        };
+        let name = name.to_string();
+        let handle = py.detach(move || Handle::open(&name, &args)).map_err(err)?;
+        Ok(PySegment { handle })
     }
 
     /// The file size the constructor's arguments would have created; not
@@ -149,43 +131,43 @@ impl PySegment {
     /// open keeps (see `recreate`).
     #[getter]
     fn requested_size(&self) -> u64 {
-        self.requested_size
+        self.handle.requested_size()
     }
 
     /// The segment's name.
     #[getter]
     fn name(&self) -> &str {
-        &self.name
+        self.handle.name()
     }
 
     /// Path of the segment file.
     #[getter]
     fn path(&self) -> String {
-        self.inner.path().display().to_string()
+        self.inner().path().display().to_string()
     }
 
     /// Size of the segment file in bytes.
     #[getter]
     fn size(&self) -> u64 {
-        self.inner.geometry().file_size()
+        self.inner().geometry().file_size()
     }
 
     /// Longest key accepted, in bytes.
     #[getter]
     fn max_key_size(&self) -> u32 {
-        self.inner.geometry().max_key()
+        self.inner().geometry().max_key()
     }
 
     /// Longest value accepted, in bytes.
     #[getter]
     fn max_value_size(&self) -> u32 {
-        self.inner.geometry().max_value()
+        self.inner().geometry().max_value()
     }
 
     /// Whether this handle was attached with `read_only=True`.
     #[getter]
     fn read_only(&self) -> bool {
-        self.inner.is_read_only()
+        self.inner().is_read_only()
     }
 
     /// A warning when the segment's directory lets any local user rename,
@@ -197,7 +179,7 @@ impl PySegment {
     /// >>> s.unlink()
     #[getter]
     fn directory_notice(&self) -> Option<&str> {
-        self.inner.directory_notice()
+        self.inner().directory_notice()
     }
 
     /// The gid the file is shared with (mode 660), the `group=` a read-write
@@ -208,7 +190,7 @@ impl PySegment {
     /// >>> s.unlink()
     #[getter]
     fn shared_group(&self) -> PyResult<Option<u32>> {
-        self.inner.shared_group().map_err(err)
+        self.inner().shared_group().map_err(err)
     }
 
     /// `(device, inode)` of the attached file: two handles with the same
@@ -220,7 +202,7 @@ impl PySegment {
     /// >>> a.unlink()
     #[getter]
     fn file_id(&self) -> PyResult<(u64, u64)> {
-        self.inner.file_id().map_err(err)
+        self.inner().file_id().map_err(err)
     }
 
     /// Why this handle stopped using its file, or None: an operation met data
@@ -232,7 +214,7 @@ impl PySegment {
     /// True
     #[getter]
     fn failure(&self) -> Option<String> {
-        self.inner.failure().map(str::to_owned)
+        self.inner().failure().map(str::to_owned)
     }
 
     /// Whether huge pages back this segment's mapping in this process:
@@ -248,30 +230,20 @@ impl PySegment {
     /// ('auto', True)
     /// >>> s.unlink()
     fn huge_pages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let seg = self.seg()?;
-        let r = py.detach(|| seg.huge_pages());
-        let dir = seg
-            .path()
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_default();
-        let d = PyDict::new(py);
-        d.set_item("mode", r.mode.name())?;
-        d.set_item("backed", r.backed())?;
+        let seg = &self.handle;
+        let r = py.detach(|| seg.huge_pages()).map_err(err)?;
+        let d = policy_dict(py, r.policy)?;
+        d.set_item("mode", r.mode)?;
+        d.set_item("backed", r.backed)?;
         d.set_item("backed_bytes", r.backed_bytes)?;
         d.set_item("eligible_bytes", r.eligible_bytes)?;
-        d.set_item("file_system", &r.policy.fs_type)?;
-        d.set_item("mount", &r.policy.mount)?;
-        d.set_item("kernel", &r.policy.kernel)?;
-        d.set_item("offered", r.policy.offers())?;
-        d.set_item("remedy", r.policy.remedy(&dir))?;
         Ok(d)
     }
 
     /// Whether `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.closed.load(Ordering::Relaxed)
+        self.handle.closed()
     }
 
     /// The value of `key` as bytes, or None.
@@ -280,10 +252,8 @@ impl PySegment {
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let seg = self.seg()?;
-        let k = key_bytes(key)?;
-        check_key_len(seg, k)?;
-        read_bytes(py, seg, k)
+        let got = self.handle.get(key_bytes(key)?, &mut NewBytes(py));
+        got.map_err(err)?.transpose()
     }
 
     /// Stores `value` under `key`, evicting as needed.
@@ -295,10 +265,8 @@ impl PySegment {
         ttl: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        self.write(key, None, value, ttl, tags, |seg, k, _, v, t, tg| {
-            seg.set(k, v, t, tg).map(|_| true)
-        })
-        .map(|_| ())
+        self.write(WriteOp::Set, key, None, value, ttl, tags)?;
+        Ok(())
     }
 
     /// Stores `value` only if `key` has no live entry; returns whether it did.
@@ -310,9 +278,7 @@ impl PySegment {
         ttl: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        self.write(key, None, value, ttl, tags, |seg, k, _, v, t, tg| {
-            seg.add(k, v, t, tg)
-        })
+        self.write(WriteOp::Add, key, None, value, ttl, tags)
     }
 
     /// Stores `value` only if `key`'s live value equals `expected` (an atomic
@@ -326,35 +292,24 @@ impl PySegment {
         ttl: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        self.write(
-            key,
-            Some(expected),
-            value,
-            ttl,
-            tags,
-            |seg, k, e, v, t, tg| seg.replace_if(k, e, v, t, tg),
-        )
+        self.write(WriteOp::ReplaceIf, key, Some(expected), value, ttl, tags)
     }
 
     /// Removes `key`; returns whether it was present.
     fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let seg = self.seg()?;
-        let k = key_bytes(key)?;
-        seg.delete(k).map_err(err)
+        let seg = self.handle.segment().map_err(err)?;
+        seg.delete(key_bytes(key)?).map_err(err)
     }
 
     /// Makes every entry carrying `tag` a miss in every process.
     fn invalidate_tag(&self, tag: &Bound<'_, PyAny>) -> PyResult<()> {
-        let seg = self.seg()?;
-        let Ok(t) = tag.cast::<pyo3::types::PyString>() else {
-            return Err(PyTypeError::new_err("tag must be a str"));
-        };
-        seg.invalidate_tag(t.to_str()?.as_bytes()).map_err(err)
+        let seg = self.handle.segment().map_err(err)?;
+        seg.invalidate_tag(tag_str(tag)?).map_err(err)
     }
 
     /// Removes every entry.
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
-        let seg = self.seg()?;
+        let seg = self.handle.segment().map_err(err)?;
         py.detach(|| seg.clear()).map_err(err)
     }
 
@@ -362,17 +317,12 @@ impl PySegment {
     /// cluster tier's reader election, stream position and counters); zero in
     /// a new file. Read-only attaches read them too.
     fn app_load(&self, i: usize) -> PyResult<u64> {
-        self.seg()?.app_load(i).ok_or_else(|| {
-            PyValueError::new_err(format!("Segment.app_load(): word {i} does not exist"))
-        })
+        self.handle.app_load(i).map_err(err)
     }
 
     /// The version stamp of `key` (even when no write is in progress).
     fn stamp(&self, key: &Bound<'_, PyAny>) -> PyResult<u32> {
-        let seg = self.seg()?;
-        let k = key_bytes(key)?;
-        check_key_len(seg, k)?;
-        Ok(seg.stamp_word(&seg.hash(k)).load())
+        self.handle.stamp(key_bytes(key)?).map_err(err)
     }
 
     /// Sleeps (without the GIL) until `key`'s stamp differs from `stamp` or
@@ -384,31 +334,13 @@ impl PySegment {
         stamp: i128,
         timeout: f64,
     ) -> PyResult<bool> {
-        let seg = self.seg()?;
-        let k = key_bytes(key)?;
-        check_key_len(seg, k)?;
-        let Ok(stamp) = u32::try_from(stamp) else {
-            return Err(PyValueError::new_err(format!(
-                "stamp must be in 0..2**32, got {stamp}"
-            )));
-        };
-        if !(timeout.is_finite() && timeout >= 0.0) {
-            return Err(PyValueError::new_err(
-                "timeout must be a finite number of seconds >= 0",
-            ));
-        }
-        let t = Duration::from_secs_f64(timeout.min(86400.0));
-        py.detach(|| seg.wait(k, stamp, t)).map_err(err)
+        let (h, k) = (&self.handle, key_bytes(key)?);
+        py.detach(|| h.wait(k, stamp, timeout)).map_err(err)
     }
 
     /// Host-wide counters and sizes.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let seg = self.seg()?;
-        let d = PyDict::new(py);
-        for (k, v) in seg.stats() {
-            d.set_item(k, v)?;
-        }
-        Ok(d)
+        fields_dict(py, &self.handle.segment().map_err(err)?.stats())
     }
 
     /// The live record of `key` as stored, with what the segment knows of it:
@@ -421,49 +353,22 @@ impl PySegment {
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let seg = self.seg()?;
-        let k = key_bytes(key)?;
-        check_key_len(seg, k)?;
-        let read = seg
-            .read_with(k, |n, fill| {
-                PyBytes::new_with(py, n, |buf| {
-                    fill(buf);
-                    Ok(())
-                })
-            })
-            .map_err(err)?;
-        let Some((value, meta)) = read else {
+        let found = self.handle.inspect(key_bytes(key)?, &mut NewBytes(py));
+        let Some(r) = found.map_err(err)? else {
             return Ok(None);
         };
-        let value = value?;
-        let ntags = seg.geometry().ntags();
-        let tags = PyList::empty(py);
-        for &w in &meta.tags[..meta.ntags as usize] {
-            let r = ziggurat_core::TagRef::unpack(w);
-            // A recorded cell outside the table never matches (docs/format.md).
-            let current = (r.cell < ntags).then(|| seg.tag_word(r.cell).load());
-            tags.append((r.cell, r.version, current))?;
-        }
-        let len = value.as_bytes().len();
-        let record =
-            8 + if meta.expiry != 0 { 8 } else { 0 } + 8 * meta.ntags as usize + k.len() + len;
         let d = PyDict::new(py);
-        d.set_item("value", value)?;
-        d.set_item("expiry_ms", meta.expiry)?;
-        d.set_item("now_ms", ziggurat_core::now_ms())?;
-        d.set_item("tags", tags)?;
-        d.set_item("record_bytes", record.div_ceil(8) * 8)?;
+        d.set_item("value", r.value?)?;
+        d.set_item("expiry_ms", r.expiry_ms)?;
+        d.set_item("now_ms", r.now_ms)?;
+        d.set_item("tags", r.tags)?;
+        d.set_item("record_bytes", r.record_bytes)?;
         Ok(Some(d))
     }
 
     /// The tag cell of `tag` and its current version: `(cell, version)`.
     fn tag_version(&self, tag: &Bound<'_, PyAny>) -> PyResult<(u32, u32)> {
-        let seg = self.seg()?;
-        let Ok(t) = tag.cast::<pyo3::types::PyString>() else {
-            return Err(PyTypeError::new_err("tag must be a str"));
-        };
-        let cell = seg.tag_cell(t.to_str()?.as_bytes());
-        Ok((cell, seg.tag_word(cell).load()))
+        self.handle.tag_version(tag_str(tag)?).map_err(err)
     }
 
     /// The load-lease cells of the header (docs/format.md), read without
@@ -472,21 +377,14 @@ impl PySegment {
     /// 2**32). Needs a `read_only=True` handle, since looking at a lease through
     /// a writable one would take it.
     fn leases<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let seg = self.seg()?;
-        if !seg.is_read_only() {
-            return Err(PyValueError::new_err(
-                "Segment.leases() reads the lease cells without taking them, which only a \
-                 read_only=True handle does: open the segment with read_only=True",
-            ));
-        }
-        PyList::new(py, seg.lease_cells().unwrap_or_default())
+        PyList::new(py, self.handle.leases().map_err(err)?)
     }
 
     /// Checks every shard (taking each lock briefly); with `repair`, fixes what
     /// it finds. Returns {"ok", "problems", "repaired", "entries"}.
     #[pyo3(signature = (repair = true))]
     fn verify<'py>(&self, py: Python<'py>, repair: bool) -> PyResult<Bound<'py, PyDict>> {
-        let seg = self.seg()?;
+        let seg = self.handle.segment().map_err(err)?;
         let rep = py.detach(|| seg.verify(repair)).map_err(err)?;
         let d = PyDict::new(py);
         d.set_item("ok", rep.problems.is_empty())?;
@@ -499,14 +397,12 @@ impl PySegment {
     /// Detaches this handle; later calls raise SegmentError. The data stays for
     /// the other processes.
     fn close(&self) {
-        if !self.closed.swap(true, Ordering::SeqCst) {
-            self.inner.flush_counts();
-        }
+        self.handle.close();
     }
 
     /// Removes the segment file. Processes already attached keep their mapping.
     fn unlink(&self) -> PyResult<()> {
-        self.inner.unlink().map_err(err)
+        self.inner().unlink().map_err(err)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -518,11 +414,7 @@ impl PySegment {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "<ziggurat.Segment {:?} at {}>",
-            self.name,
-            self.inner.path().display()
-        )
+        format!("<ziggurat.Segment {}>", self.handle.describe())
     }
 }
 
@@ -539,7 +431,11 @@ impl PySegment {
             None => failpoint::arm(None),
             Some(p) => match failpoint::Point::parse(p) {
                 Some(pt) => failpoint::arm(Some(pt)),
-                None => return Err(PyValueError::new_err(format!("unknown crash point {p:?}"))),
+                None => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "unknown crash point {p:?}"
+                    )))
+                }
             },
         }
         Ok(())

@@ -5,12 +5,12 @@
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt};
-use ziggurat_cache::{Body, Error, Kind, Written};
+use ziggurat_cache::{Body, CopyMode, Error, Kind, Written};
 
 use crate::args::{check_key, key_hash, named, positive_ttl};
 use crate::codec::Encoded;
 use crate::convert::{cache_err, tags_arg, ttl_arg, ZigguratError};
-use crate::core::{CacheCore, CopyMode};
+use crate::core::CacheCore;
 use crate::l1::Entry;
 
 /// The counter payload of an exact `int` that fits in 64 bits: such values are
@@ -87,16 +87,16 @@ impl CacheCore {
     }
 
     /// Encodes `value` (arguments already checked), writes it with `write`
-    /// (a plain write, or a load's landing), then keeps the object in this
+    /// (a plain write, or `Cache::land` for a load's value), then keeps the object in this
     /// process's L1 as the copy mode says. Without a segment (degraded), L1
-    /// alone keeps a private copy for `ttl` seconds (capped).
+    /// alone keeps a private copy for `ttl()` seconds (capped).
     pub(crate) fn store_with(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         hash: u64,
         value: &Bound<'_, PyAny>,
-        ttl: f64,
+        ttl: impl FnOnce() -> f64,
         write: impl FnOnce(Body<'_>, Kind) -> Result<Written, Error>,
     ) -> PyResult<()> {
         let (enc, kind) = self.encode_value(py, value)?;
@@ -108,23 +108,25 @@ impl CacheCore {
                 CopyMode::Decode => enc.to_py(py).into_any().unbind(),
                 _ => self.loads(py, enc.to_py(py).as_any())?,
             };
-            let t = self.cache.degraded_trailer(kind, ttl);
-            let e = Entry::new(
-                key.clone().unbind(),
-                hash,
-                obj,
-                None,
-                false,
-                None,
-                Box::new([]),
-                t.soft,
-                t.ttl_ms,
-            );
-            self.l1_put(key, e);
+            let t = self.cache.degraded_trailer(kind, ttl());
+            self.l1_put(key, || {
+                let k = key.clone().unbind();
+                Entry::new(
+                    k,
+                    hash,
+                    obj,
+                    None,
+                    false,
+                    None,
+                    Box::new([]),
+                    t.soft,
+                    t.ttl_ms,
+                )
+            });
             return Ok(());
         }
         // The payload is read again below only by modes that keep bytes.
-        let keeps_bytes = !counter && (self.mode != CopyMode::Shared || self.debug);
+        let keeps_bytes = !counter && !self.mode.as_is(self.debug);
         let kept_enc;
         let body = match enc {
             Encoded::Native(v) if !keeps_bytes => {
@@ -167,18 +169,20 @@ impl CacheCore {
         };
         let t = written.trailer;
         // Replaces this process's previous entry for the key, if any.
-        let e = Entry::new(
-            key.clone().unbind(),
-            hash,
-            stored,
-            encoded,
-            false,
-            Some(kept.watch),
-            kept.tags.into_boxed_slice(),
-            t.soft,
-            t.ttl_ms,
-        );
-        self.l1_put(key, e);
+        self.l1_put(key, || {
+            let (k, tags) = (key.clone().unbind(), kept.tags.into_boxed_slice());
+            Entry::new(
+                k,
+                hash,
+                stored,
+                encoded,
+                false,
+                Some(kept.watch),
+                tags,
+                t.soft,
+                t.ttl_ms,
+            )
+        });
         Ok(())
     }
 
@@ -195,10 +199,17 @@ impl CacheCore {
         tags: &[Vec<u8>],
     ) -> PyResult<()> {
         let hash = key_hash(key)?;
-        self.store_with(py, key, hash, value, ttl, |body, kind| {
-            self.cache
-                .store(kb, None, body, kind, ttl, stale, tags, || ())
-        })
+        self.store_with(
+            py,
+            key,
+            hash,
+            value,
+            || ttl,
+            |body, kind| {
+                self.cache
+                    .store(kb, None, body, kind, ttl, stale, tags, || ())
+            },
+        )
     }
 }
 
