@@ -14,7 +14,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer};
 use napi::{Env, Result, Task};
 use napi_derive::napi;
-use ziggurat_cache::{Cache, Miss, Step, Took};
+use ziggurat_cache::{Cache, Loaded, Miss, Step, Took};
 
 use crate::cache::{payload, tag_bytes, KeyArg, NativeCache};
 use crate::errors::{invalid, to_napi};
@@ -228,11 +228,17 @@ impl NativeCache {
         let miss = m.held()?;
         // A value that cannot be encoded is refused before the load is counted.
         let (body, kind) = payload(code, text, bytes, num, big)?;
-        let mut landing = c.land(&m.key, miss, took(seconds));
-        let written = landing.store(body, kind).map_err(to_napi);
-        drop(landing);
+        let landed = c.land(&m.key, miss, took(seconds), Loaded::Value(body, kind));
+        // Node.js never joins a tier below, so the lease is not held past the
+        // store; give it back all the same should that change.
+        if landed.held {
+            c.give_back(&m.key, miss);
+        }
         m.miss = None;
-        Ok(self.kept(&written?))
+        Ok(match landed.written.map_err(to_napi)? {
+            Some(written) => self.kept(&written),
+            None => false,
+        })
     }
 
     /// The loader found nothing (undefined or null) after `seconds`: a
@@ -241,11 +247,12 @@ impl NativeCache {
     pub fn land_negative(&self, m: &mut MissState, seconds: f64) -> Result<()> {
         let c = self.cache()?;
         let miss = m.held()?;
-        let mut landing = c.land(&m.key, miss, took(seconds));
-        let r = landing.store_negative().map_err(to_napi);
-        drop(landing);
+        let landed = c.land(&m.key, miss, took(seconds), Loaded::Null);
+        if landed.held {
+            c.give_back(&m.key, miss);
+        }
         m.miss = None;
-        r
+        landed.written.map(|_| ()).map_err(to_napi)
     }
 
     /// The loader failed after `seconds`: gives the lease back; the stale
