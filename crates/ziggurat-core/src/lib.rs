@@ -11,16 +11,21 @@
 //! outlive a borrow of it), `lock` (the shard mutexes), `stamps` (futex calls)
 //! and `sys` (other system calls); the workspace denies it everywhere else.
 
+mod access;
 mod arena;
+mod attach;
 mod clock;
+mod create;
 mod error;
 mod evict;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;
 #[cfg(not(feature = "failpoints"))]
 mod failpoint;
+mod failure;
 mod file;
 mod fork;
+mod geometry;
 mod hash;
 pub mod huge;
 mod index;
@@ -28,11 +33,14 @@ mod layout;
 mod lease;
 #[allow(unsafe_code)]
 mod lock;
+mod name;
 mod options;
 mod read;
 mod recovery;
+mod replace;
 mod segment;
 mod shard;
+mod shard_lock;
 #[allow(unsafe_code)]
 mod shm;
 #[allow(unsafe_code)]
@@ -46,9 +54,10 @@ mod write;
 pub use clock::{now_ms, ticks, ticks_to_ns};
 pub use error::{Error, OpenCause, Result};
 pub use fork::current_pid;
+pub use geometry::Geometry;
 pub use hash::KeyHash;
 pub use huge::{HugePages, HugeReport};
-pub use layout::{Geometry, APP_WORDS, LAYOUT_VERSION, MAX_KEY, MAX_TAGS};
+pub use layout::{APP_WORDS, LAYOUT_VERSION, MAX_KEY, MAX_TAGS};
 pub use lease::{holder_pid, Lease};
 pub use options::Options;
 pub use read::ReadMeta;

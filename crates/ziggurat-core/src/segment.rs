@@ -1,22 +1,21 @@
 //! An attached segment: its handle, the views and words the operations share,
-//! the shard locks, and the whole-segment operations (clear, stats, verify).
-//! Reads are in `read`, writes in `write`, the file's life in `file`.
+//! and the whole-segment operations (clear, stats, verify). Reads are in
+//! `read`, writes in `write`, the file's life in `file`, the shard locks in
+//! `shard_lock`, contained panics in `failure`.
 
-use std::any::Any;
 use std::fs::File;
 use std::io;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, OpenCause, Result};
+use crate::error::{Error, Result};
+use crate::geometry::Geometry;
 use crate::hash::KeyHash;
 use crate::index::FREQ_MAX;
 use crate::layout::*;
 use crate::lease::Holds;
-use crate::lock::{LockError, Locked};
 use crate::options::Options;
 use crate::recovery::Report;
 use crate::shard::Shard;
@@ -32,10 +31,10 @@ pub struct Segment {
     /// The attached file (its identity and owner are read from it, never from
     /// the path, which another process may have pointed elsewhere since).
     pub(crate) file: File,
-    path: PathBuf,
+    pub(crate) path: PathBuf,
     pub(crate) g: Geometry,
     seed: u64,
-    lock_timeout: Duration,
+    pub(crate) lock_timeout: Duration,
     /// Attached with [`Options::read_only`]: the mapping is read-only.
     pub(crate) read_only: bool,
     /// Highest slot frequency a read raises a slot to: 0 when read-only.
@@ -49,7 +48,7 @@ pub struct Segment {
     pub(crate) directory_notice: Option<String>,
     /// Why an operation of this handle stopped (a panic it contained): from
     /// then on the handle neither reads nor writes the file (see `contain`).
-    failure: OnceLock<String>,
+    pub(crate) failure: OnceLock<String>,
     /// The huge-page mode it was opened with (see `huge`).
     pub(crate) huge_pages: crate::huge::HugePages,
     /// Whether this open made the file (rather than attaching to one).
@@ -84,59 +83,6 @@ impl Segment {
             huge_pages: opts.huge_pages,
             created: false,
         }
-    }
-
-    /// Why this handle stopped using its file, if it did: an operation met
-    /// data it could not handle (a file damaged in a way no check foresaw, or
-    /// an engine bug) and stopped, and the handle then answers every read
-    /// with a miss and every write with [`Error::Open`] of cause
-    /// [`OpenCause::Damaged`]. A front end treats the cache as degraded.
-    ///
-    /// ```no_run
-    /// # let seg: ziggurat_core::Segment = unimplemented!();
-    /// if let Some(why) = seg.failure() {
-    ///     eprintln!("{}: {why}", seg.path().display());
-    /// }
-    /// ```
-    pub fn failure(&self) -> Option<&str> {
-        self.failure.get().map(String::as_str)
-    }
-
-    /// Runs the operation `what`, containing a panic: no panic leaves the
-    /// engine (a front end would see it as its process dying, or as an error
-    /// outside its contract). The first marks the handle failed (see
-    /// [`Segment::failure`]); a failed handle runs nothing more. No write is
-    /// left half done in the file: the shard lock's guard ends the write's
-    /// intent as a repair would, and unlocks, as the panic unwinds.
-    #[inline]
-    pub(crate) fn contain<R>(&self, what: &str, f: impl FnOnce() -> Result<R>) -> Result<R> {
-        if let Some(why) = self.failure.get() {
-            return Err(self.failed_error(what, why));
-        }
-        match catch_unwind(AssertUnwindSafe(f)) {
-            Ok(r) => r,
-            Err(payload) => Err(self.failed_error(what, self.fail(payload))),
-        }
-    }
-
-    /// Records the first contained panic; returns the recorded reason.
-    #[cold]
-    pub(crate) fn fail(&self, payload: Box<dyn Any + Send>) -> &str {
-        self.failure.get_or_init(|| panic_message(payload))
-    }
-
-    #[cold]
-    fn failed_error(&self, what: &str, why: &str) -> Error {
-        Error::open(
-            OpenCause::Damaged,
-            format!(
-                "segment file {} cannot be used: {what} stopped on data it could not handle \
-                 ({why}), and this handle no longer reads or writes the file. Remove the \
-                 file once no process uses it (`unlink()`, or `ziggurat rm`): the next open \
-                 makes a new one",
-                self.path.display()
-            ),
-        )
     }
 
     /// Whether this handle was attached read-only.
@@ -402,48 +348,6 @@ impl Segment {
         }
     }
 
-    pub(crate) fn lock(&self, s: u32) -> Result<Guard<'_>> {
-        // Every write path checks first, naming itself; this is the backstop,
-        // since locking writes to the mapping.
-        self.check_writable("taking a shard lock")?;
-        let sh = self.shard(s);
-        match sh.mutex().lock(self.lock_timeout) {
-            Ok(Locked::Clean) => Ok(Guard {
-                sh,
-                owner_died: false,
-            }),
-            Ok(Locked::OwnerDied) => {
-                let mut g = Guard {
-                    sh,
-                    owner_died: true,
-                };
-                let rep = sh.repair(true);
-                sh.bump(Stat::LockRepairs, 1);
-                if rep.reset {
-                    sh.note_reset();
-                }
-                if sh.mutex().make_consistent().is_ok() {
-                    g.owner_died = false;
-                }
-                Ok(g)
-            }
-            Err(LockError::Timeout) => {
-                sh.bump(Stat::LockTimeouts, 1);
-                Err(Error::LockTimeout)
-            }
-            Err(LockError::Damaged) => Err(Error::open(
-                OpenCause::Damaged,
-                format!(
-                    "segment file {} cannot be used: the lock of shard {s} is damaged. \
-                     Remove the file once no process uses it (`unlink()`, or `ziggurat rm`): \
-                     the next open makes a new one",
-                    self.path.display()
-                ),
-            )),
-            Err(LockError::Os(e)) => Err(Error::Io(format!("cannot lock shard {s}"), e)),
-        }
-    }
-
     /// Removes every entry. Shards are emptied one by one under their locks,
     /// then the epoch is bumped so every L1 copy stops validating.
     pub fn clear(&self) -> Result<()> {
@@ -570,59 +474,6 @@ impl Segment {
 impl Drop for Segment {
     fn drop(&mut self) {
         self.flush_counts();
-    }
-}
-
-/// Holds a shard lock; unlocks on drop (marking the mutex consistent first if a
-/// repair was cut short, so it never becomes unrecoverable).
-pub(crate) struct Guard<'a> {
-    pub(crate) sh: Shard<'a>,
-    owner_died: bool,
-}
-
-impl Drop for Guard<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.end_intent();
-        }
-        let m = self.sh.mutex();
-        if self.owner_died {
-            let _ = m.make_consistent();
-        }
-        m.unlock();
-    }
-}
-
-impl Guard<'_> {
-    /// Ends the intent of a write that stopped halfway (a panic unwinding
-    /// with the lock held): evens the stamp it may have left odd and wakes its
-    /// waiters, as the repair after a crash does. Nothing here can panic: the
-    /// stamp index is checked against the table.
-    #[cold]
-    fn end_intent(&self) {
-        let sh = &self.sh;
-        if sh.intent_active().load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let i = sh.intent_stamp().load(Ordering::Relaxed);
-        if i < sh.g.nstamps {
-            let st = sh.stamp(i);
-            if stamps::is_odd(st.load(Ordering::Acquire)) {
-                st.fetch_add(1, Ordering::SeqCst);
-                stamps::futex_wake(st);
-            }
-        }
-        sh.intent_active().store(0, Ordering::Release);
-    }
-}
-
-/// What a contained panic said, for the error that reports it.
-pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(s) => *s,
-        Err(p) => p
-            .downcast_ref::<&str>()
-            .map_or_else(|| "a panic".to_owned(), |s| (*s).to_owned()),
     }
 }
 

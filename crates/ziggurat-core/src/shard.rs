@@ -4,6 +4,7 @@
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use crate::arena::Ring;
+use crate::geometry::Geometry;
 use crate::hash::KeyHash;
 use crate::index::{self, PAIR_SLOTS};
 use crate::layout::*;
