@@ -2,14 +2,22 @@
 // The ziggurat Cache for Node.js: a per-process L1 of live objects over the
 // host's shared-memory segment, which every worker process of the host (of
 // Node.js or Python) attaches to by name. See docs/node.md.
+//
+// This file is the Cache's public surface and its read path (the L1 hit and
+// the read below L1, kept here without further calls); getOrSet's misses are
+// in lib/load.cjs, namespaces in lib/namespace.cjs, stats() in lib/stats.cjs,
+// the store of a degraded cache in lib/degraded.cjs.
 
-const { performance } = require('node:perf_hooks')
 const native = require('./lib/native.cjs')
 const args = require('./lib/args.cjs')
 const { encode, decode } = require('./lib/values.cjs')
 const { L1, meta } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, translate } = require('./lib/errors.cjs')
-const { Degraded, SegmentError, MODES, refusal, notice } = require('./lib/degraded.cjs')
+const { Degraded, SegmentError, MODES, refusal, notice, mapKey } = require('./lib/degraded.cjs')
+const { Loads } = require('./lib/load.cjs')
+const { Namespace } = require('./lib/namespace.cjs')
+const { segmentStats, degradedStats } = require('./lib/stats.cjs')
+const { CACHE_OPTIONS, SET_OPTIONS, GET_OR_SET_OPTIONS, INCR_OPTIONS, TOUCH_OPTIONS, int64 } = args
 
 const MISS = Symbol('miss')
 
@@ -36,34 +44,6 @@ function putShort(key) {
   }
   return n
 }
-const STEP_VALUE = 0
-const STEP_NEGATIVE = 1
-const STEP_LOAD = 2
-const STEP_WAIT = 3
-
-const CACHE_OPTIONS = [
-  'size',
-  'negSize',
-  'l1Items',
-  'ttl',
-  'negTtl',
-  'staleTtl',
-  'jitter',
-  'loaderTimeout',
-  'directory',
-  'avgItemSize',
-  'lockTimeout',
-  'hugePages',
-  'copy',
-  'debug',
-  'degraded',
-  'degradedTtl',
-]
-const SET_OPTIONS = ['ttl', 'tags']
-const GET_OR_SET_OPTIONS = ['ttl', 'tags', 'negTtl', 'staleTtl']
-const INCR_OPTIONS = ['default', 'tags']
-const TOUCH_OPTIONS = ['ttl']
-
 const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}$/
 
 /**
@@ -79,17 +59,14 @@ class Cache {
   #slot
   #l1
   #closed = false
-  #flights = new Map()
-  #loaderTimeout
-  #warned = new Set()
+  /** @type {Loads} getOrSet's misses */
+  #loads
   #decodeErrors = 0
   #ttl
   /** @type {Degraded | null} the store while the segment cannot be used */
   #dg = null
   #failure = null
   #mode
-  #loads = 0
-  #loadErrors = 0
 
   /**
    * Opens (or creates) the cache `name` in `directory` (default /dev/shm).
@@ -174,7 +151,18 @@ class Cache {
       copy,
       o.debug === true,
     )
-    this.#loaderTimeout = loaderTimeout
+    this.#loads = new Loads({
+      name,
+      native: this.#native,
+      l1: this.#l1,
+      dg: this.#dg,
+      loaderTimeout,
+      ttl,
+      miss: MISS,
+      take: (k, out) => this.#take(k, out),
+      closed: () => this.#closed,
+      open: () => this.#open('getOrSet'),
+    })
     /** The cache's name. */
     this.name = name
     Object.defineProperty(this, 'name', { writable: false })
@@ -248,7 +236,7 @@ class Cache {
   #below(key, method) {
     if (this.#dg !== null) {
       const k = args.key(key, `Cache.${method}()`)
-      return this.#dg.get(this.#dgKey(k, `Cache.${method}()`), MISS)
+      return this.#dg.get(mapKey(k, `Cache.${method}()`), MISS)
     }
     let out
     if (typeof key === 'string') {
@@ -311,18 +299,13 @@ class Cache {
    */
   set(key, value, options) {
     const M = 'Cache.set()'
-    this.#open('set')
-    const k = args.key(key, M)
-    const o = args.options(options, M, SET_OPTIONS)
-    const ttl = args.optionalDuration(o.ttl, M, 'ttl')
-    const tags = args.tags(o.tags, M)
-    const [code, text, bytes, num, big] = encode(value, M)
+    const { k, ttl, tags, enc } = this.#written('set', key, value, options)
     if (this.#dg !== null) {
-      this.#dg.set(this.#dgKey(k, M), value, ttl ?? this.#ttl, tags)
+      this.#dg.set(mapKey(k, M), value, ttl ?? this.#ttl, tags)
       return
     }
     try {
-      this.#native.store(k, code, text, bytes, num, big, ttl, tags)
+      this.#native.store(k, enc[0], enc[1], enc[2], enc[3], enc[4], ttl, tags)
     } catch (e) {
       this.#l1.drop(k)
       throw translate(e, M)
@@ -339,26 +322,32 @@ class Cache {
    */
   add(key, value, options) {
     const M = 'Cache.add()'
-    this.#open('add')
-    const k = args.key(key, M)
-    const o = args.options(options, M, SET_OPTIONS)
-    const ttl = args.optionalDuration(o.ttl, M, 'ttl')
-    const tags = args.tags(o.tags, M)
-    const [code, text, bytes, num, big] = encode(value, M)
+    const { k, ttl, tags, enc } = this.#written('add', key, value, options)
     if (this.#dg !== null) {
       // Atomic within this process only; passthrough keeps nothing, so every add stores.
-      const mk = this.#dgKey(k, M)
+      const mk = mapKey(k, M)
       if (this.#dg.get(mk, MISS) !== MISS) return false
       this.#dg.set(mk, value, ttl ?? this.#ttl, tags)
       return true
     }
     try {
-      return this.#native.add(k, code, text, bytes, num, big, ttl, tags)
+      return this.#native.add(k, enc[0], enc[1], enc[2], enc[3], enc[4], ttl, tags)
     } catch (e) {
       throw translate(e, M)
     } finally {
       this.#l1.drop(k)
     }
+  }
+
+  /** What set() and add() write, checked: the key, ttl, tags and the encoded value. */
+  #written(method, key, value, options) {
+    const M = `Cache.${method}()`
+    this.#open(method)
+    const k = args.key(key, M)
+    const o = args.options(options, M, SET_OPTIONS)
+    const ttl = args.optionalDuration(o.ttl, M, 'ttl')
+    const tags = args.tags(o.tags, M)
+    return { k, ttl, tags, enc: encode(value, M) }
   }
 
   /**
@@ -377,7 +366,7 @@ class Cache {
     const o = args.options(options, M, INCR_OPTIONS)
     const start = o.default === undefined ? 0n : int64(o.default, M, 'default')
     const tags = args.tags(o.tags, M)
-    if (this.#dg !== null) return this.#degradedIncr(this.#dgKey(k, M), d, start, tags, key)
+    if (this.#dg !== null) return this.#dg.incr(mapKey(k, M), d, start, tags, key, this.#ttl)
     this.#l1.drop(k)
     try {
       return this.#native.incr(k, d, start, tags)
@@ -400,7 +389,7 @@ class Cache {
     const o = args.options(options, M, TOUCH_OPTIONS)
     const ttl = args.optionalDuration(o.ttl, M, 'ttl')
     if (this.#dg !== null) {
-      const mk = this.#dgKey(k, M)
+      const mk = mapKey(k, M)
       const cur = this.#dg.get(mk, MISS)
       if (cur === MISS) return false
       this.#dg.set(mk, cur, ttl ?? this.#ttl, this.#dg.entries.get(mk)?.tags)
@@ -424,7 +413,7 @@ class Cache {
     const M = 'Cache.delete()'
     this.#open('delete')
     const k = args.key(key, M)
-    if (this.#dg !== null) return this.#dg.delete(this.#dgKey(k, M))
+    if (this.#dg !== null) return this.#dg.delete(mapKey(k, M))
     this.#l1.drop(k)
     try {
       return this.#native.delete(k)
@@ -500,179 +489,7 @@ class Cache {
       staleTtl: args.nullableDuration(o.staleTtl, M, 'staleTtl'),
       tags: args.tags(o.tags, M),
     }
-    const fk = typeof k === 'string' ? `s${k}` : `b${k.toString('latin1')}`
-    const shared = this.#flights.get(fk)
-    if (shared !== undefined) return this.#l1.out(await shared)
-    const p = this.#miss(k, loader, plan)
-    this.#flights.set(fk, p)
-    try {
-      return await p
-    } finally {
-      this.#flights.delete(fk)
-    }
-  }
-
-  async #miss(key, loader, plan) {
-    const M = 'Cache.getOrSet()'
-    if (this.#dg !== null) return this.#degradedLoad(key, loader, plan)
-    let m
-    try {
-      m = this.#native.begin(key, plan.ttl, plan.negTtl ?? undefined, plan.staleTtl ?? undefined, plan.tags)
-    } catch (e) {
-      throw translate(e, M)
-    }
-    for (;;) {
-      switch (m.step) {
-        case STEP_VALUE: {
-          const v = this.#take(key, m.got())
-          if (v === MISS) return this.#load(key, loader, plan)
-          return v
-        }
-        case STEP_NEGATIVE:
-          return undefined
-        case STEP_WAIT:
-          try {
-            m = await this.#native.wait(m)
-            this.#open('getOrSet')
-            this.#native.afterWait(m)
-          } catch (e) {
-            throw translate(e, M)
-          }
-          break
-        case STEP_LOAD:
-          return this.#run(m, key, loader)
-        default:
-          throw new ZigguratError(`${M}: unknown step ${m.step}`)
-      }
-    }
-  }
-
-  /**
-   * getOrSet without a segment: this process's entry ('local'), else the loader, whose
-   * result 'local' keeps (a loader's undefined or null is not cached, as in Python).
-   */
-  async #degradedLoad(key, loader, plan) {
-    const mk = this.#dgKey(key, 'Cache.getOrSet()')
-    const v = this.#dg.get(mk, MISS)
-    if (v !== MISS) return v
-    this.#loads++
-    let value
-    try {
-      value = await loader({ signal: AbortSignal.timeout(this.#loaderTimeout * 1000) })
-    } catch (e) {
-      this.#loadErrors++
-      throw e
-    }
-    if (value === undefined || value === null) return undefined
-    if (this.#dg.local && !this.#closed) {
-      try {
-        encode(value, 'Cache.getOrSet()')
-        this.#dg.set(mk, value, plan.ttl ?? this.#ttl, plan.tags)
-      } catch (e) {
-        this.#warn(key, e)
-      }
-    }
-    return value
-  }
-
-  /** The map key of a degraded cache's `k`, checked as the segment would check it. */
-  #dgKey(k, method) {
-    try {
-      native.NativeCache.checkKey(k)
-    } catch (e) {
-      throw translate(e, method)
-    }
-    return mapKey(k)
-  }
-
-  /** incr without a segment: atomic within this process, as in Python. */
-  #degradedIncr(mk, delta, start, tags, key) {
-    const M = 'Cache.incr()'
-    const cur = this.#dg.get(mk, MISS)
-    let n
-    if (cur === MISS) {
-      n = start + delta
-    } else if (typeof cur === 'bigint' || Number.isSafeInteger(cur)) {
-      n = BigInt(cur) + delta
-    } else {
-      throw new TypeError(`${M}: the value of ${JSON.stringify(String(key))} is not an integer`)
-    }
-    if (n < -(2n ** 63n) || n >= 2n ** 63n) {
-      throw new RangeError(`${M}: the counter ${JSON.stringify(String(key))} would leave 64 bits`)
-    }
-    const out = n >= -(2n ** 53n) + 1n && n <= 2n ** 53n - 1n ? Number(n) : n
-    this.#dg.set(mk, out, this.#ttl, cur === MISS ? tags : this.#dg.entries.get(mk)?.tags)
-    return out
-  }
-
-  /** A value that landed but that this process cannot read: load without the lease. */
-  async #load(key, loader, plan) {
-    const value = await loader({ signal: AbortSignal.timeout(this.#loaderTimeout * 1000) })
-    return value === null ? undefined : value
-  }
-
-  /** Runs the loader while this process holds the key's lease, then lands its result. */
-  async #run(m, key, loader) {
-    const M = 'Cache.getOrSet()'
-    const ac = new AbortController()
-    const timer = setTimeout(
-      () => ac.abort(new LoadTimeoutError(`${M}: the loader did not finish within loaderTimeout (${this.#loaderTimeout} s)`)),
-      Math.min(this.#loaderTimeout * 1000, 2 ** 31 - 1),
-    )
-    const t0 = performance.now()
-    let value
-    try {
-      value = await loader({ signal: ac.signal })
-    } catch (e) {
-      clearTimeout(timer)
-      const seconds = (performance.now() - t0) / 1000
-      if (this.#closed) {
-        m.giveBack()
-      } else {
-        const stale = this.#native.failed(m, seconds)
-        const v = decode(stale, meta[0])
-        if (v !== undefined) return v
-      }
-      throw e
-    }
-    clearTimeout(timer)
-    const seconds = (performance.now() - t0) / 1000
-    if (this.#closed) {
-      // Closed while loading: nothing is stored, and the others need not wait for the lease.
-      m.giveBack()
-      return value ?? undefined
-    }
-    if (value === undefined || value === null) {
-      try {
-        this.#native.landNegative(m, seconds)
-      } catch (e) {
-        this.#warn(key, translate(e, M))
-      }
-      return undefined
-    }
-    let enc
-    try {
-      enc = encode(value, M)
-    } catch (e) {
-      m.giveBack()
-      this.#warn(key, e)
-      return value
-    }
-    try {
-      this.#native.land(m, enc[0], enc[1], enc[2], enc[3], enc[4], seconds)
-      this.#l1.keep(key, value)
-    } catch (e) {
-      this.#warn(key, translate(e, M))
-    }
-    return value
-  }
-
-  /** Says once per key that a loaded value could not be stored (it is still returned). */
-  #warn(key, e) {
-    const k = typeof key === 'string' ? key : key.toString('hex')
-    if (this.#warned.has(k) || this.#warned.size > 1000) return
-    this.#warned.add(k)
-    process.emitWarning(`cache ${JSON.stringify(this.name)}: the value loaded for ${JSON.stringify(k)} was returned but not stored: ${e.message}`, 'ZigguratWarning')
+    return this.#loads.get(k, loader, plan)
   }
 
   /**
@@ -700,54 +517,9 @@ class Cache {
    */
   stats() {
     this.#open('stats')
-    if (this.#dg !== null) return this.#degradedStats()
-    const c = this.#native.counts()
-    const host = {}
-    for (const { name, value } of c.host) host[name] = value
-    const negHost = {}
-    for (const { name, value } of c.negHost) negHost[name] = value
-    return {
-      name: this.name,
-      l1: { items: this.#l1.size, maxItems: this.#l1.max, hits: this.#l1.hits, misses: c.l1Misses },
-      l2: { hits: c.l2Hits, misses: c.l2Misses },
-      negHits: c.negHits,
-      foreign: c.foreign,
-      decodeErrors: this.#decodeErrors,
-      loads: c.loads,
-      loadErrors: c.loadErrors,
-      waits: c.waits,
-      takeovers: c.takeovers,
-      staleServed: c.staleServed,
-      degraded: null,
-      degradedCause: null,
-      degradedMode: this.#mode,
-      host,
-      negHost,
-    }
+    if (this.#dg !== null) return degradedStats(this.name, this.#dg, this.#loads, this.#failure, this.#mode)
+    return segmentStats(this.name, this.#l1, this.#native.counts(), this.#decodeErrors, this.#mode)
   }
-
-  #degradedStats() {
-    const dg = this.#dg
-    return {
-      name: this.name,
-      l1: { items: dg.size, maxItems: dg.local ? dg.max : 0, hits: dg.hits, misses: dg.misses },
-      l2: { hits: 0, misses: 0 },
-      negHits: 0,
-      foreign: 0,
-      decodeErrors: 0,
-      loads: this.#loads,
-      loadErrors: this.#loadErrors,
-      waits: 0,
-      takeovers: 0,
-      staleServed: 0,
-      degraded: this.#failure.reason,
-      degradedCause: this.#failure.cause,
-      degradedMode: this.#mode,
-      host: {},
-      negHost: {},
-    }
-  }
-
   /**
    * Detaches this process; the data stays for the others. Every later call throws.
    *
@@ -782,110 +554,6 @@ class Cache {
     } catch (e) {
       throw translate(e, 'Cache.unlink()')
     }
-  }
-}
-
-/** The key of a degraded cache's map: strings and bytes apart, as in L1. */
-function mapKey(k) {
-  return typeof k === 'string' ? `s${k}` : `b${k.toString('latin1')}`
-}
-
-/** A 64-bit integer argument as a BigInt. */
-function int64(v, method, what) {
-  if (typeof v === 'number') {
-    if (!Number.isSafeInteger(v)) throw new RangeError(`${method}: ${what} must be an integer, got ${v}`)
-    return BigInt(v)
-  }
-  if (typeof v === 'bigint') {
-    if (v < -(2n ** 63n) || v >= 2n ** 63n) {
-      throw new RangeError(`${method}: ${what} must fit in a signed 64-bit integer`)
-    }
-    return v
-  }
-  throw new TypeError(`${method}: ${what} must be an integer (number or BigInt), not ${args.typeName(v)}`)
-}
-
-/**
- * Keys under a prefix of one cache, cleared together: key `k` is the cache's
- * `prefix:k`, and every entry written through it carries a hidden tag.
- *
- * @example
- * const users = cache.namespace('users'); users.set('1', 'ada'); users.clear()
- */
-class Namespace {
-  #cache
-  #prefix
-  #tag
-
-  constructor(cache, prefix) {
-    this.#cache = cache
-    this.#prefix = `${prefix}:`
-    this.#tag = `\u0000ns:${prefix}`
-    /** The namespace's name. */
-    this.prefix = prefix
-  }
-
-  #k(key, method) {
-    const k = args.key(key, `Namespace.${method}()`)
-    return typeof k === 'string' ? this.#prefix + k : Buffer.concat([Buffer.from(this.#prefix), k])
-  }
-
-  #o(options, method, allowed) {
-    const o = args.options(options, `Namespace.${method}()`, allowed)
-    const tags = args.tags(o.tags, `Namespace.${method}()`) ?? []
-    return { ...o, tags: [...tags, this.#tag] }
-  }
-
-  /** @example ns.get('1') */
-  get(key) {
-    return this.#cache.get(this.#k(key, 'get'))
-  }
-
-  /** @example ns.has('1') */
-  has(key) {
-    return this.#cache.has(this.#k(key, 'has'))
-  }
-
-  /** @example ns.set('1', { a: 1 }, { ttl: 60 }) */
-  set(key, value, options) {
-    this.#cache.set(this.#k(key, 'set'), value, this.#o(options, 'set', SET_OPTIONS))
-  }
-
-  /** @example ns.add('1', 1) */
-  add(key, value, options) {
-    return this.#cache.add(this.#k(key, 'add'), value, this.#o(options, 'add', SET_OPTIONS))
-  }
-
-  /** @example ns.incr('hits') */
-  incr(key, delta = 1, options) {
-    return this.#cache.incr(this.#k(key, 'incr'), delta, this.#o(options, 'incr', INCR_OPTIONS))
-  }
-
-  /** @example ns.touch('1', { ttl: 60 }) */
-  touch(key, options) {
-    return this.#cache.touch(this.#k(key, 'touch'), options)
-  }
-
-  /** @example ns.delete('1') */
-  delete(key) {
-    return this.#cache.delete(this.#k(key, 'delete'))
-  }
-
-  /** @example await ns.getOrSet('1', () => load(1)) */
-  getOrSet(key, loader, options) {
-    let k, o
-    try {
-      k = this.#k(key, 'getOrSet')
-      o = this.#o(options, 'getOrSet', GET_OR_SET_OPTIONS)
-    } catch (e) {
-      return Promise.reject(e)
-    }
-    return this.#cache.getOrSet(k, loader, o)
-  }
-
-  /** Voids every entry of the namespace, in every process. @example ns.clear() */
-  clear() {
-    this.#cache.invalidateTags(this.#tag)
   }
 }
 

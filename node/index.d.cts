@@ -1,4 +1,5 @@
-// Types of the ziggurat package (ES module and CommonJS entries alike).
+// Types of the ziggurat package, for the CommonJS entry and (re-exported by
+// index.d.ts) the ES module entry alike.
 
 /** A duration: seconds (Infinity: never), or a string such as '500ms', '30s', '5m', '1.5h', '7d'. */
 export type Duration = number | string

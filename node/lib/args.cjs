@@ -153,6 +153,45 @@ function string(v, method, what) {
   return v
 }
 
+/** A 64-bit integer argument as a BigInt. */
+function int64(v, method, what) {
+  if (typeof v === 'number') {
+    if (!Number.isSafeInteger(v)) throw new RangeError(`${method}: ${what} must be an integer, got ${v}`)
+    return BigInt(v)
+  }
+  if (typeof v === 'bigint') {
+    if (v < -(2n ** 63n) || v >= 2n ** 63n) {
+      throw new RangeError(`${method}: ${what} must fit in a signed 64-bit integer`)
+    }
+    return v
+  }
+  throw new TypeError(`${method}: ${what} must be an integer (number or BigInt), not ${typeName(v)}`)
+}
+
+// The options each method accepts (a Namespace passes the same to its Cache).
+const CACHE_OPTIONS = [
+  'size',
+  'negSize',
+  'l1Items',
+  'ttl',
+  'negTtl',
+  'staleTtl',
+  'jitter',
+  'loaderTimeout',
+  'directory',
+  'avgItemSize',
+  'lockTimeout',
+  'hugePages',
+  'copy',
+  'debug',
+  'degraded',
+  'degradedTtl',
+]
+const SET_OPTIONS = ['ttl', 'tags']
+const GET_OR_SET_OPTIONS = ['ttl', 'tags', 'negTtl', 'staleTtl']
+const INCR_OPTIONS = ['default', 'tags']
+const TOUCH_OPTIONS = ['ttl']
+
 module.exports = {
   key,
   duration,
@@ -164,5 +203,11 @@ module.exports = {
   integer,
   fraction,
   string,
+  int64,
   typeName,
+  CACHE_OPTIONS,
+  SET_OPTIONS,
+  GET_OR_SET_OPTIONS,
+  INCR_OPTIONS,
+  TOUCH_OPTIONS,
 }

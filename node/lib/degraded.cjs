@@ -5,7 +5,7 @@
 // most `degradedTtl`, 'raise' throws.
 
 const { shallow, deepFreeze } = require('./l1.cjs')
-const { ZigguratError } = require('./errors.cjs')
+const { ZigguratError, translate } = require('./errors.cjs')
 const { NativeCache } = require('./native.cjs')
 
 const MODES = ['passthrough', 'local', 'raise']
@@ -32,9 +32,27 @@ function notice(name, failure, mode, degradedTtl) {
 }
 
 /**
+ * The key of a degraded cache's map for `k` (strings and bytes apart, as in L1),
+ * checked as the segment would check it.
+ *
+ * @example
+ * mapKey('post:1', 'Cache.get()') // 'spost:1'
+ */
+function mapKey(k, method) {
+  try {
+    NativeCache.checkKey(k)
+  } catch (e) {
+    throw translate(e, method)
+  }
+  return typeof k === 'string' ? `s${k}` : `b${k.toString('latin1')}`
+}
+
+const ABSENT = Symbol('absent')
+
+/**
  * The store of a degraded cache: nothing ('passthrough') or this process's own entries,
- * each living at most `degradedTtl` ('local'). Keys are the Cache's map keys ('s' + string
- * or 'b' + bytes as latin1); arguments arrive checked.
+ * each living at most `degradedTtl` ('local'). Keys are mapKey()'s ('s' + string or 'b' +
+ * bytes as latin1); arguments arrive checked.
  */
 class Degraded {
   /**
@@ -78,6 +96,26 @@ class Degraded {
     })
   }
 
+  /** incr without a segment: atomic within this process, as in Python. */
+  incr(k, delta, start, tags, key, ttl) {
+    const M = 'Cache.incr()'
+    const cur = this.get(k, ABSENT)
+    let n
+    if (cur === ABSENT) {
+      n = start + delta
+    } else if (typeof cur === 'bigint' || Number.isSafeInteger(cur)) {
+      n = BigInt(cur) + delta
+    } else {
+      throw new TypeError(`${M}: the value of ${JSON.stringify(String(key))} is not an integer`)
+    }
+    if (n < -(2n ** 63n) || n >= 2n ** 63n) {
+      throw new RangeError(`${M}: the counter ${JSON.stringify(String(key))} would leave 64 bits`)
+    }
+    const out = n >= -(2n ** 53n) + 1n && n <= 2n ** 53n - 1n ? Number(n) : n
+    this.set(k, out, ttl, cur === ABSENT ? tags : this.entries.get(k)?.tags)
+    return out
+  }
+
   delete(k) {
     // As in Python: a degraded delete says false (no process's entry is known to be gone).
     this.entries.delete(k)
@@ -100,4 +138,4 @@ class Degraded {
   }
 }
 
-module.exports = { Degraded, SegmentError, MODES, refusal, notice }
+module.exports = { Degraded, SegmentError, MODES, refusal, notice, mapKey }

@@ -112,6 +112,9 @@ pub fn key_bytes(k: &KeyArg) -> &[u8] {
     }
 }
 
+/// What a write with tags works on: the cache, the key's bytes, the tags' bytes.
+type WriteTarget<'c, 'k> = (&'c Arc<Cache>, &'k [u8], Vec<Vec<u8>>);
+
 /// The tags as the Cache takes them.
 pub fn tag_bytes(tags: Option<Vec<String>>) -> Vec<Vec<u8>> {
     tags.unwrap_or_default()
@@ -271,6 +274,20 @@ impl NativeCache {
         Ok(c)
     }
 
+    /// The cache, key and tags of a write that carries tags, checked.
+    fn write_target<'k>(
+        &self,
+        key: &'k KeyArg,
+        tags: Option<Vec<String>>,
+    ) -> Result<WriteTarget<'_, 'k>> {
+        let c = self.for_write()?;
+        let k = key_bytes(key);
+        ziggurat_cache::check_key(k).map_err(to_napi)?;
+        let tags = tag_bytes(tags);
+        ziggurat_cache::check_tags(&tags).map_err(to_napi)?;
+        Ok((c, k, tags))
+    }
+
     /// This thread's meta words (what each call found, beside its result)
     /// as a buffer; null when this runtime cannot map it.
     #[napi]
@@ -317,11 +334,7 @@ impl NativeCache {
         ttl: Option<f64>,
         tags: Option<Vec<String>>,
     ) -> Result<bool> {
-        let c = self.for_write()?;
-        let k = key_bytes(&key);
-        ziggurat_cache::check_key(k).map_err(to_napi)?;
-        let tags = tag_bytes(tags);
-        ziggurat_cache::check_tags(&tags).map_err(to_napi)?;
+        let (c, k, tags) = self.write_target(&key, tags)?;
         let ttl = ziggurat_cache::ttl_or_default(ttl, "ttl")
             .map_err(to_napi)?
             .unwrap_or(c.options().ttl);
@@ -357,11 +370,7 @@ impl NativeCache {
         ttl: Option<f64>,
         tags: Option<Vec<String>>,
     ) -> Result<bool> {
-        let c = self.for_write()?;
-        let k = key_bytes(&key);
-        ziggurat_cache::check_key(k).map_err(to_napi)?;
-        let tags = tag_bytes(tags);
-        ziggurat_cache::check_tags(&tags).map_err(to_napi)?;
+        let (c, k, tags) = self.write_target(&key, tags)?;
         let ttl = ziggurat_cache::ttl_or_default(ttl, "ttl").map_err(to_napi)?;
         let (body, kind) = payload(code, text, bytes, num, big)?;
         let p = match &body {
@@ -381,11 +390,7 @@ impl NativeCache {
         start: Option<BigInt>,
         tags: Option<Vec<String>>,
     ) -> Result<Either<f64, BigInt>> {
-        let c = self.for_write()?;
-        let k = key_bytes(&key);
-        ziggurat_cache::check_key(k).map_err(to_napi)?;
-        let tags = tag_bytes(tags);
-        ziggurat_cache::check_tags(&tags).map_err(to_napi)?;
+        let (c, k, tags) = self.write_target(&key, tags)?;
         let delta = int64(&delta, "delta")?;
         let start = start.map(|s| int64(&s, "default")).transpose()?;
         let n = c.incr(k, delta, start, &tags).map_err(to_napi)?;

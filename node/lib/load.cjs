@@ -1,0 +1,193 @@
+'use strict'
+// getOrSet's miss: one promise per key in this process, and the host's lease
+// driven to the end (wait for another process's load, or run the loader and
+// land its result). The L1 hit and the arguments stay in Cache.getOrSet().
+
+const { performance } = require('node:perf_hooks')
+const { encode, decode } = require('./values.cjs')
+const { meta } = require('./l1.cjs')
+const { ZigguratError, LoadTimeoutError, translate } = require('./errors.cjs')
+const { mapKey } = require('./degraded.cjs')
+
+const M = 'Cache.getOrSet()'
+
+const STEP_VALUE = 0
+const STEP_NEGATIVE = 1
+const STEP_LOAD = 2
+const STEP_WAIT = 3
+
+/**
+ * The loads of one Cache. `cache` gives what they need of it: its name, addon,
+ * L1, degraded store (or null), loaderTimeout and ttl in seconds, `miss` (the
+ * sentinel of `take`), `take(key, out)` (an addon result as a value kept in
+ * L1, or `miss`), `closed()` and `open()` (throws once closed).
+ *
+ * @example
+ * const loads = new Loads({ name, native, l1, dg: null, loaderTimeout: 10, ttl: 300, miss, take, closed, open })
+ * await loads.get('post:2', loader, { ttl: 600, negTtl: undefined, staleTtl: undefined, tags: undefined })
+ */
+class Loads {
+  #c
+  #flights = new Map()
+  #warned = new Set()
+  /** Loads and failed loads of a degraded cache (the addon counts the others). */
+  loads = 0
+  loadErrors = 0
+
+  constructor(cache) {
+    this.#c = cache
+  }
+
+  /** The value of `k` (checked), concurrent calls of one key sharing one promise. */
+  async get(k, loader, plan) {
+    const fk = typeof k === 'string' ? `s${k}` : `b${k.toString('latin1')}`
+    const shared = this.#flights.get(fk)
+    if (shared !== undefined) return this.#c.l1.out(await shared)
+    const p = this.#miss(k, loader, plan)
+    this.#flights.set(fk, p)
+    try {
+      return await p
+    } finally {
+      this.#flights.delete(fk)
+    }
+  }
+
+  async #miss(key, loader, plan) {
+    const c = this.#c
+    if (c.dg !== null) return this.#degradedLoad(key, loader, plan)
+    let m
+    try {
+      m = c.native.begin(key, plan.ttl, plan.negTtl ?? undefined, plan.staleTtl ?? undefined, plan.tags)
+    } catch (e) {
+      throw translate(e, M)
+    }
+    for (;;) {
+      switch (m.step) {
+        case STEP_VALUE: {
+          const v = c.take(key, m.got())
+          if (v === c.miss) return this.#load(key, loader, plan)
+          return v
+        }
+        case STEP_NEGATIVE:
+          return undefined
+        case STEP_WAIT:
+          try {
+            m = await c.native.wait(m)
+            c.open()
+            c.native.afterWait(m)
+          } catch (e) {
+            throw translate(e, M)
+          }
+          break
+        case STEP_LOAD:
+          return this.#run(m, key, loader)
+        default:
+          throw new ZigguratError(`${M}: unknown step ${m.step}`)
+      }
+    }
+  }
+
+  /**
+   * getOrSet without a segment: this process's entry ('local'), else the loader, whose
+   * result 'local' keeps (a loader's undefined or null is not cached, as in Python).
+   */
+  async #degradedLoad(key, loader, plan) {
+    const c = this.#c
+    const mk = mapKey(key, M)
+    const v = c.dg.get(mk, c.miss)
+    if (v !== c.miss) return v
+    this.loads++
+    let value
+    try {
+      value = await loader({ signal: AbortSignal.timeout(c.loaderTimeout * 1000) })
+    } catch (e) {
+      this.loadErrors++
+      throw e
+    }
+    if (value === undefined || value === null) return undefined
+    if (c.dg.local && !c.closed()) {
+      try {
+        encode(value, M)
+        c.dg.set(mk, value, plan.ttl ?? c.ttl, plan.tags)
+      } catch (e) {
+        this.#warn(key, e)
+      }
+    }
+    return value
+  }
+
+  /** A value that landed but that this process cannot read: load without the lease. */
+  async #load(key, loader, plan) {
+    const value = await loader({ signal: AbortSignal.timeout(this.#c.loaderTimeout * 1000) })
+    return value === null ? undefined : value
+  }
+
+  /** Runs the loader while this process holds the key's lease, then lands its result. */
+  async #run(m, key, loader) {
+    const c = this.#c
+    const ac = new AbortController()
+    const timer = setTimeout(
+      () => ac.abort(new LoadTimeoutError(`${M}: the loader did not finish within loaderTimeout (${c.loaderTimeout} s)`)),
+      Math.min(c.loaderTimeout * 1000, 2 ** 31 - 1),
+    )
+    const t0 = performance.now()
+    let value
+    try {
+      value = await loader({ signal: ac.signal })
+    } catch (e) {
+      clearTimeout(timer)
+      const seconds = (performance.now() - t0) / 1000
+      if (c.closed()) {
+        m.giveBack()
+      } else {
+        const stale = c.native.failed(m, seconds)
+        const v = decode(stale, meta[0])
+        if (v !== undefined) return v
+      }
+      throw e
+    }
+    clearTimeout(timer)
+    const seconds = (performance.now() - t0) / 1000
+    if (c.closed()) {
+      // Closed while loading: nothing is stored, and the others need not wait for the lease.
+      m.giveBack()
+      return value ?? undefined
+    }
+    if (value === undefined || value === null) {
+      try {
+        c.native.landNegative(m, seconds)
+      } catch (e) {
+        this.#warn(key, translate(e, M))
+      }
+      return undefined
+    }
+    let enc
+    try {
+      enc = encode(value, M)
+    } catch (e) {
+      m.giveBack()
+      this.#warn(key, e)
+      return value
+    }
+    try {
+      c.native.land(m, enc[0], enc[1], enc[2], enc[3], enc[4], seconds)
+      c.l1.keep(key, value)
+    } catch (e) {
+      this.#warn(key, translate(e, M))
+    }
+    return value
+  }
+
+  /** Says once per key that a loaded value could not be stored (it is still returned). */
+  #warn(key, e) {
+    const k = typeof key === 'string' ? key : key.toString('hex')
+    if (this.#warned.has(k) || this.#warned.size > 1000) return
+    this.#warned.add(k)
+    process.emitWarning(
+      `cache ${JSON.stringify(this.#c.name)}: the value loaded for ${JSON.stringify(k)} was returned but not stored: ${e.message}`,
+      'ZigguratWarning',
+    )
+  }
+}
+
+module.exports = { Loads }

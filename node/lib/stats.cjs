@@ -1,0 +1,64 @@
+'use strict'
+// What Cache.stats() returns: this process's counters and the host segment's
+// figures, with the same fields whether the cache has its segment or runs
+// degraded (then the segment's figures are zero and the reason is given).
+
+/**
+ * The stats of a cache with its segment, from the addon's counts.
+ *
+ * @example
+ * segmentStats('blog', l1, native.counts(), 0, 'passthrough').l2.hits
+ */
+function segmentStats(name, l1, c, decodeErrors, mode) {
+  const host = {}
+  for (const { name, value } of c.host) host[name] = value
+  const negHost = {}
+  for (const { name, value } of c.negHost) negHost[name] = value
+  return {
+    name,
+    l1: { items: l1.size, maxItems: l1.max, hits: l1.hits, misses: c.l1Misses },
+    l2: { hits: c.l2Hits, misses: c.l2Misses },
+    negHits: c.negHits,
+    foreign: c.foreign,
+    decodeErrors,
+    loads: c.loads,
+    loadErrors: c.loadErrors,
+    waits: c.waits,
+    takeovers: c.takeovers,
+    staleServed: c.staleServed,
+    degraded: null,
+    degradedCause: null,
+    degradedMode: mode,
+    host,
+    negHost,
+  }
+}
+
+/**
+ * The stats of a degraded cache: its process-local store and loads.
+ *
+ * @example
+ * degradedStats('blog', dg, loads, failure, 'local').degradedCause // 'missing_directory'
+ */
+function degradedStats(name, dg, loads, failure, mode) {
+  return {
+    name,
+    l1: { items: dg.size, maxItems: dg.local ? dg.max : 0, hits: dg.hits, misses: dg.misses },
+    l2: { hits: 0, misses: 0 },
+    negHits: 0,
+    foreign: 0,
+    decodeErrors: 0,
+    loads: loads.loads,
+    loadErrors: loads.loadErrors,
+    waits: 0,
+    takeovers: 0,
+    staleServed: 0,
+    degraded: failure.reason,
+    degradedCause: failure.cause,
+    degradedMode: mode,
+    host: {},
+    negHost: {},
+  }
+}
+
+module.exports = { segmentStats, degradedStats }

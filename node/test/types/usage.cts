@@ -1,0 +1,18 @@
+// Checked by `tsc --noEmit` (test/types.test.mjs) as CommonJS: `require('ziggurat')`
+// takes the types of index.d.cts (usage.ts takes the same through index.d.ts).
+import { Cache, Namespace, SegmentError, ZigguratError, type Stats } from 'ziggurat'
+import { KeyvZiggurat } from 'ziggurat/keyv'
+
+const cache = new Cache('blog', { size: '256MiB', degraded: 'local' })
+cache.set('post:1', { title: 'Hello' }, { ttl: 60, tags: ['posts'] })
+const title: string | undefined = cache.get<{ title: string }>('post:1')?.title
+const posts: Namespace = cache.namespace('posts')
+const s: Stats = cache.stats()
+const store = new KeyvZiggurat(cache)
+const e: ZigguratError = new SegmentError('x')
+void [title, posts, s, store, e]
+
+// @ts-expect-error a Date is not a Value
+cache.set('k', new Date())
+// @ts-expect-error a key is a string or bytes
+cache.get(42)
