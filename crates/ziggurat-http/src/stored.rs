@@ -62,6 +62,37 @@ pub struct Stored<'a> {
 }
 
 impl Stored<'_> {
+    /// Its six times in the order the format keeps them: `request_time`, `response_time`,
+    /// `initial_age`, `lifetime`, `swr`, `sie`.
+    ///
+    /// ```
+    /// let mut s = ziggurat_http::Stored::default();
+    /// s.set_times([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    /// assert_eq!((s.response_time, s.times()[5]), (2.0, 6.0));
+    /// ```
+    pub fn times(&self) -> [f64; 6] {
+        [
+            self.request_time,
+            self.response_time,
+            self.initial_age,
+            self.lifetime,
+            self.swr,
+            self.sie,
+        ]
+    }
+
+    /// Sets the six times, given in [`Stored::times`]'s order.
+    pub fn set_times(&mut self, times: [f64; 6]) {
+        [
+            self.request_time,
+            self.response_time,
+            self.initial_age,
+            self.lifetime,
+            self.swr,
+            self.sie,
+        ] = times;
+    }
+
     /// Its current age at `now` (RFC 9111 §4.2.3).
     ///
     /// ```
@@ -252,14 +283,7 @@ impl Entry<'_> {
                     w.bytes(v);
                 }
                 w.bytes(s.body);
-                for n in [
-                    s.request_time,
-                    s.response_time,
-                    s.initial_age,
-                    s.lifetime,
-                    s.swr,
-                    s.sie,
-                ] {
+                for n in s.times() {
                     w.num(n);
                 }
                 w.texts(&s.flags);
@@ -316,7 +340,6 @@ pub fn decode(value: &[u8]) -> Result<Entry<'_>, DecodeError> {
             for slot in &mut nums {
                 *slot = r.num()?;
             }
-            let [request_time, response_time, initial_age, lifetime, swr, sie] = nums;
             let flags = r.texts()?;
             let etag = r.opt()?;
             let last_modified = r.opt()?;
@@ -324,23 +347,20 @@ pub fn decode(value: &[u8]) -> Result<Entry<'_>, DecodeError> {
             let n = r.count(1)?;
             let vary_values = (0..n).map(|_| r.opt()).collect::<Result<_, _>>()?;
             let tags = r.texts()?;
-            Entry::Response(Stored {
+            let mut s = Stored {
                 status,
                 headers,
                 body,
-                request_time,
-                response_time,
-                initial_age,
-                lifetime,
-                swr,
-                sie,
                 flags,
                 etag,
                 last_modified,
                 vary,
                 vary_values,
                 tags,
-            })
+                ..Stored::default()
+            };
+            s.set_times(nums);
+            Entry::Response(s)
         }
         VARIANTS => Entry::Variants(Variants {
             names: r.texts()?,

@@ -346,8 +346,8 @@ def _redis(
                 "pip install 'ziggurat[redis]'",
             )
         ], {}
+    from ziggurat.cluster.bodies import _body
     from ziggurat.cluster.signing import MAC_LEN, Signer
-    from ziggurat.cluster.tier import _body
 
     client = redis_py.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
     try:

@@ -8,29 +8,14 @@ when Redis cannot be reached, the host's segment is updated alone and the host m
 itself dirty: its stream reader publishes a clear of the whole cache once Redis is back,
 since the other hosts and Redis may hold values older than what was written here.
 
-A stored body is ``b"Z2" + MAC + expiry (ms since the epoch, 0: none) + write time (µs) +
-tags + kind + data``, the kind ``P`` for the serializer's bytes or ``I`` for an int in
-decimal (which ``incr`` can turn into a counter). A counter made by ``incr`` is
-``b"N" + mark + tags + b":" + decimal``: the server-side script adds to it, so its count
-cannot be signed; the mark (``Signer.counter_mac``) lets only a key some host made a counter
-read as one, and the count is parsed as an int, never unpickled.
-
-Redis is not trusted to keep what was written, only to hand it back: a writer without the
-secret can put an older signed body back. Two rules bound that. Every body is valid for at
-most ``MAX_AGE`` after its signed write time, whatever its ttl (Redis is told to drop it
-then too). And a host notes, for each key (and tag) it wrote or applied an event about,
-the write time of the latest write it knows; a body written before it is refused
-(``refused_older``) while the note lives (``MAX_AGE``, in the host's segment, which may
-evict it or lose it in a clear). A whole-cache clear is noted in a word of the segment.
-Write times come from a clock the host's processes share (``clock``), never behind the
-latest write time the host has seen, so a write made after applying another's event is
-always the later one even when the hosts' clocks differ.
+``ClusterTier`` is this file's reads and writes, with two parts of its own files: the
+format of a stored body (``bodies``) and the write times that refuse a body older than a
+write the host knows of (``write_times``); the segment words it keeps are in ``words``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import math
 import os
@@ -39,54 +24,18 @@ from collections.abc import Callable
 from typing import Any
 
 from ziggurat.cluster import events, scripts
+from ziggurat.cluster.bodies import Bodies, _body
 from ziggurat.cluster.link import Down, Link
-from ziggurat.cluster.signing import MAC_LEN, Signer
+from ziggurat.cluster.signing import Signer
+from ziggurat.cluster.words import W, host_figures
+from ziggurat.cluster.write_times import ALL, MAX_AGE, WriteTimes
 
 __all__ = ["ALL", "MAX_AGE", "ClusterTier", "W", "host_figures"]
 
 log = logging.getLogger("ziggurat")
 
-#: The tag every value in Redis carries: a cluster-wide clear moves its version.
-ALL = "\x00all"
 
-#: The longest a value stays in Redis, in seconds, whatever its ttl (``math.inf``
-#: included): past its signed write time plus this, every host refuses it and Redis drops
-#: it. It bounds how long an older signed value put back into Redis can be served by a host
-#: that knows no later write of its key.
-MAX_AGE = 86400.0
-_MAX_AGE_US = int(MAX_AGE * 1_000_000)
-
-
-class W:
-    """Indices of the words the tier keeps in the segment (zero in a new file)."""
-
-    LEASE = 0  # pid of the process reading the stream
-    BEAT = 1  # its last sign of life, ms of CLOCK_MONOTONIC
-    SEQ = 2  # sequence number of the last event applied (0: no position)
-    ID_MS = 3  # stream id of that event, first part
-    ID_SEQ = 4  # and second part
-    HOST = 5  # this host's id in events (random, set once)
-    DIRTY = 6  # writes kept local while Redis was unreachable
-    APPLIED = 7  # events applied (host-wide count)
-    GAP_CLEARS = 8  # clears after a gap, a rewind or a dirty host
-    LAG_P50 = 9  # invalidation lag observed by the reader, µs
-    LAG_P99 = 10
-    PUBLISHED = 11  # events published by the host
-    POSITIONED = 12  # 1 once SEQ and ID_* hold a position (SEQ 0 is a valid one)
-    GEN = 13  # the stream's generation that position is in (0: not known yet)
-    FENCE = 14  # the host's fence: raised before each recovery from a cut-off
-    REPLAYS = 15  # events applied that were in the stream before the reader connected
-    FOLLOWER = 16  # pid of a process that only follows the stream (``ziggurat follow``)
-    FOLLOWER_AT = 17  # when it last asked for the lease, ms of CLOCK_MONOTONIC
-    CLEARED = 18  # write time (µs) of the latest whole-cache clear the host made or applied
-    CLOCK = 19  # the latest write time (µs) the host gave or saw (see ClusterTier.clock)
-    # 1 once a process joined the tier: set before any write or connection, so that a front
-    # end that cannot join the tier (Node.js) refuses the cache from then on (the rule of
-    # ziggurat-cache's cluster_joined, which reads it as JOINED_WORD)
-    JOINED = 20
-
-
-class ClusterTier:
+class ClusterTier(WriteTimes, Bodies):
     """The cluster tier of one ``Cache``; see the module's description."""
 
     def __init__(
@@ -172,156 +121,6 @@ class ClusterTier:
             self.gen_key,
             self.fence_key,
         ]
-
-    # -- write times --------------------------------------------------------------------
-
-    def clock(self) -> int:
-        """A write time (µs since the epoch) for a write made now: the wall clock, or one
-        more than the latest write time this host gave or saw, whichever is later, so every
-        write time a host gives is above any it knew of (see ``saw``)."""
-        now = time.time_ns() // 1000
-        while True:
-            cur = int(self.core.app_load(W.CLOCK))
-            w = max(now, cur + 1)
-            if self.core.app_cas(W.CLOCK, cur, w):
-                return w
-
-    def saw(self, w: int) -> None:
-        """The host learnt of a write made at ``w`` (another host's event)."""
-        _raise_word(self.core, W.CLOCK, w)
-
-    def note(self, what: bytes, w: int) -> None:
-        """The latest write this host knows of the key (``b"k" + key``) or tag
-        (``b"t" + tag``) ``what`` was made at ``w``: a body written before it is refused
-        from now on (see the module). Kept in the host's segment for ``MAX_AGE``."""
-        fk = _note_key(what)
-        try:
-            cur = self.core.get_local(fk, 0, 0)
-            if type(cur) is not int or cur < w:
-                self.core.set(fk, w, ttl=MAX_AGE)
-        except Exception as e:  # a note not kept only narrows the defence; never fail
-            log.debug("ziggurat cache %r: note of a write not kept: %s", self.name, e)
-
-    def cleared(self, w: int) -> None:
-        """The whole cache was cleared at ``w``: every body written before is refused."""
-        _raise_word(self.core, W.CLEARED, w)
-
-    def _known(self, what: bytes) -> int:
-        try:
-            cur = self.core.get_local(_note_key(what), 0, 0)
-        except Exception:
-            return 0
-        return cur if type(cur) is int else 0
-
-    def fresh(self, kb: bytes, written: int, tags: tuple[str, ...]) -> bool:
-        """Whether a body of ``kb`` written at ``written`` with ``tags`` is not older than a
-        write, tag invalidation or clear this host knows of."""
-        if written < self.core.app_load(W.CLEARED) or written < self._known(b"k" + kb):
-            return False
-        return all(t == ALL or written >= self._known(b"t" + t.encode()) for t in tags)
-
-    # -- bodies ---------------------------------------------------------------------------
-
-    def encode(
-        self, kb: bytes, value: Any, ttl: float, tags: tuple[str, ...], w: int
-    ) -> tuple[bytes, bytes | None]:
-        """The signed body of ``value`` written at ``w`` (see ``clock``), and the value as
-        the serializer encoded it (None for an exact int), which the host's segment can
-        take as it is."""
-        payload: bytes | None
-        if type(value) is int and -(2**53) < value < 2**53:
-            payload, kind, data = None, b"I", str(value).encode()
-        else:
-            payload = self.dumps(value)
-            kind, data = b"P", payload
-        expiry = 0 if ttl == math.inf else int((time.time() + ttl) * 1000)
-        head = expiry.to_bytes(8, "big") + w.to_bytes(8, "big") + _tag_list(tags) + kind
-        rest = head + data
-        return b"Z2" + self.signer.value_mac(kb, rest) + rest, payload
-
-    def counter_mark(self, kb: bytes) -> bytes:
-        """The counter mark of ``kb`` (see ``Signer.counter_mac``), remembered for the
-        keys this process counted last."""
-        mark = self._counter_mark.get(kb)
-        if mark is None:
-            if len(self._counter_mark) >= 1024:
-                self._counter_mark.clear()
-            mark = self._counter_mark[kb] = self.signer.counter_mac(kb)
-        return mark
-
-    def decode(
-        self, kb: bytes, body: bytes | memoryview
-    ) -> tuple[Any, float, tuple[str, ...], bytes | None, int | None] | None:
-        """``(value, seconds left, tags, encoded, written)`` of a body, or None (expired,
-        bad MAC, junk); ``encoded`` is the value as the serializer wrote it (None for an
-        int), ``written`` its signed write time (None for a counter, which has none).
-
-        ``body`` may be a view into the reply (no copy of a large value until the one that
-        the serializer reads)."""
-        try:
-            return self._decode(kb, body)
-        except (ValueError, IndexError, UnicodeDecodeError):
-            self._bad(kb)
-            return None
-
-    def _decode(
-        self, kb: bytes, body: bytes | memoryview
-    ) -> tuple[Any, float, tuple[str, ...], bytes | None, int | None] | None:
-        if body[:1] == b"N":
-            if not self.signer.counter_ok(kb, body[1 : 1 + MAC_LEN]):
-                self._bad(kb)
-                return None
-            tags, pos = _read_tags(body, 1 + MAC_LEN)
-            if body[pos : pos + 1] != b":":
-                raise ValueError("no count")
-            return int(bytes(body[pos + 1 :])), math.inf, tags, None, None
-        if body[:2] != b"Z2" or len(body) < 2 + MAC_LEN + 18:
-            self._bad(kb)
-            return None
-        rest = body[2 + MAC_LEN :]
-        if not self.signer.value_ok(kb, rest, body[2 : 2 + MAC_LEN]):
-            self._bad(kb)
-            return None
-        expiry = int.from_bytes(rest[:8], "big")
-        written = int.from_bytes(rest[8:16], "big")
-        now = time.time()
-        left = (written + _MAX_AGE_US) / 1_000_000 - now
-        if expiry:
-            left = min(left, expiry / 1000 - now)
-        if left <= 0:
-            return None
-        tags, pos = _read_tags(rest, 16)
-        kind = rest[pos : pos + 1]
-        if kind == b"I":
-            return int(bytes(rest[pos + 1 :])), left, tags, None, written
-        if kind != b"P":
-            raise ValueError("unknown kind")
-        payload = bytes(rest[pos + 1 :])
-        return self.loads(payload), left, tags, payload, written
-
-    def _older(self, kb: bytes) -> None:
-        self.refused_older += 1
-        if not self._logged_older:
-            self._logged_older = True
-            log.warning(
-                "ziggurat cache %r: a value in Redis under %r is older than a write of it "
-                "this host knows of (put back by something that writes to Redis, or written "
-                "at the same time by a host whose clock is behind); it is treated as a miss",
-                self.name,
-                kb,
-            )
-
-    def _bad(self, kb: bytes) -> None:
-        self.bad_signatures += 1
-        if not self._logged_bad:
-            self._logged_bad = True
-            log.warning(
-                "ziggurat cache %r: a value in Redis under %r failed its check (tampered, "
-                "or written with another secret); it is treated as a miss and never decoded",
-                self.name,
-                kb,
-            )
-        return None
 
     # -- the miss path's hooks --------------------------------------------------------------
 
@@ -652,69 +451,6 @@ class ClusterTier:
             "connected": self.link.up,
             **host_figures(self.core.app_load),
         }
-
-
-def host_figures(load: Callable[[int], int]) -> dict[str, Any]:
-    """The host-wide figures of the tier, from the words it keeps in the segment (``load``
-    reads word ``i``: a ``Cache``'s core, or a read-only attach of the segment).
-
-    >>> host_figures(lambda i: 0)["events_applied"], host_figures(lambda i: 0)["lag_p99_ms"]
-    (0, 0.0)
-    """
-    return {
-        "events_published": load(W.PUBLISHED),
-        "events_applied": load(W.APPLIED),
-        "replays": load(W.REPLAYS),
-        "gap_clears": load(W.GAP_CLEARS),
-        "dirty_writes": load(W.DIRTY),
-        "last_seq": load(W.SEQ),
-        "lag_p50_ms": load(W.LAG_P50) / 1000,
-        "lag_p99_ms": load(W.LAG_P99) / 1000,
-    }
-
-
-def _body(stored: bytes | None) -> memoryview | None:
-    """The body of a stored value, past the prefix the scripts keep (see ``scripts``);
-    raises ``IndexError`` for a prefix that does not add up."""
-    if stored is None:
-        return None
-    pos = 1
-    for _ in range(stored[0]):
-        pos += 2 + int.from_bytes(stored[pos : pos + 2], "big")
-        pos += 1 + stored[pos]
-    if pos > len(stored):
-        raise IndexError("the prefix runs past the value")
-    return memoryview(stored)[pos:]
-
-
-def _note_key(what: bytes) -> bytes:
-    """The segment key of the note about a key or tag (see ``ClusterTier.note``): fixed
-    size whatever the key's, in a space of keys an application is unlikely to use."""
-    return b"\x00zg-note:" + hashlib.blake2b(what, digest_size=16).digest()
-
-
-def _raise_word(core: Any, word: int, v: int) -> None:
-    while True:
-        cur = core.app_load(word)
-        if cur >= v or core.app_cas(word, cur, v):
-            return
-
-
-def _tag_list(tags: tuple[str, ...]) -> bytes:
-    out = [len(tags).to_bytes(1, "big")]
-    for t in tags:
-        tb = t.encode()
-        out.append(len(tb).to_bytes(2, "big") + tb)
-    return b"".join(out)
-
-
-def _read_tags(b: bytes | memoryview, pos: int) -> tuple[tuple[str, ...], int]:
-    n, pos, tags = b[pos], pos + 1, []
-    for _ in range(n):
-        ln = int.from_bytes(b[pos : pos + 2], "big")
-        tags.append(str(b[pos + 2 : pos + 2 + ln], "utf-8"))
-        pos += 2 + ln
-    return tuple(tags), pos
 
 
 def _kb(key: str | bytes) -> bytes:

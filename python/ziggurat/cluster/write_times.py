@@ -1,0 +1,110 @@
+"""Write times: the clock a host's writes are stamped with, and the notes that refuse a
+body older than a write the host knows of (``WriteTimes``, a part of ``ClusterTier``).
+
+Redis is not trusted to keep what was written, only to hand it back: a writer without the
+secret can put an older signed body back. Two rules bound that. Every body is valid for at
+most ``MAX_AGE`` after its signed write time, whatever its ttl (Redis is told to drop it
+then too). And a host notes, for each key (and tag) it wrote or applied an event about,
+the write time of the latest write it knows; a body written before it is refused
+(``refused_older``) while the note lives (``MAX_AGE``, in the host's segment, which may
+evict it or lose it in a clear). A whole-cache clear is noted in a word of the segment.
+Write times come from a clock the host's processes share (``clock``), never behind the
+latest write time the host has seen, so a write made after applying another's event is
+always the later one even when the hosts' clocks differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from typing import Any
+
+from ziggurat.cluster.words import W
+
+__all__ = ["ALL", "MAX_AGE", "WriteTimes"]
+
+log = logging.getLogger("ziggurat")
+
+#: The tag every value in Redis carries: a cluster-wide clear moves its version.
+ALL = "\x00all"
+
+#: The longest a value stays in Redis, in seconds, whatever its ttl (``math.inf``
+#: included): past its signed write time plus this, every host refuses it and Redis drops
+#: it. It bounds how long an older signed value put back into Redis can be served by a host
+#: that knows no later write of its key.
+MAX_AGE = 86400.0
+
+
+class WriteTimes:
+    """The write-time rules of a ``ClusterTier`` (see the module's description); the tier
+    sets ``core`` (the host's segment) and ``name``.
+
+    >>> from ziggurat import Cache
+    >>> t = WriteTimes()
+    >>> t.core, t.name = Cache("doc-write-times", size="8MiB")._core, "doc"
+    >>> first = t.clock(); later = t.clock(); t.note(b"kuser:1", later)
+    >>> later > first, t.fresh(b"user:1", first, ()), t.fresh(b"user:1", later, ())
+    (True, False, True)
+    """
+
+    core: Any
+    name: str
+
+    def clock(self) -> int:
+        """A write time (µs since the epoch) for a write made now: the wall clock, or one
+        more than the latest write time this host gave or saw, whichever is later, so every
+        write time a host gives is above any it knew of (see ``saw``)."""
+        now = time.time_ns() // 1000
+        while True:
+            cur = int(self.core.app_load(W.CLOCK))
+            w = max(now, cur + 1)
+            if self.core.app_cas(W.CLOCK, cur, w):
+                return w
+
+    def saw(self, w: int) -> None:
+        """The host learnt of a write made at ``w`` (another host's event)."""
+        _raise_word(self.core, W.CLOCK, w)
+
+    def note(self, what: bytes, w: int) -> None:
+        """The latest write this host knows of the key (``b"k" + key``) or tag
+        (``b"t" + tag``) ``what`` was made at ``w``: a body written before it is refused
+        from now on (see the module). Kept in the host's segment for ``MAX_AGE``."""
+        fk = _note_key(what)
+        try:
+            cur = self.core.get_local(fk, 0, 0)
+            if type(cur) is not int or cur < w:
+                self.core.set(fk, w, ttl=MAX_AGE)
+        except Exception as e:  # a note not kept only narrows the defence; never fail
+            log.debug("ziggurat cache %r: note of a write not kept: %s", self.name, e)
+
+    def cleared(self, w: int) -> None:
+        """The whole cache was cleared at ``w``: every body written before is refused."""
+        _raise_word(self.core, W.CLEARED, w)
+
+    def _known(self, what: bytes) -> int:
+        try:
+            cur = self.core.get_local(_note_key(what), 0, 0)
+        except Exception:
+            return 0
+        return cur if type(cur) is int else 0
+
+    def fresh(self, kb: bytes, written: int, tags: tuple[str, ...]) -> bool:
+        """Whether a body of ``kb`` written at ``written`` with ``tags`` is not older than a
+        write, tag invalidation or clear this host knows of."""
+        if written < self.core.app_load(W.CLEARED) or written < self._known(b"k" + kb):
+            return False
+        return all(t == ALL or written >= self._known(b"t" + t.encode()) for t in tags)
+
+
+def _note_key(what: bytes) -> bytes:
+    """The segment key of the note about a key or tag (see ``ClusterTier.note``): fixed
+    size whatever the key's, in a space of keys an application is unlikely to use."""
+    return b"\x00zg-note:" + hashlib.blake2b(what, digest_size=16).digest()
+
+
+def _raise_word(core: Any, word: int, v: int) -> None:
+    while True:
+        cur = core.app_load(word)
+        if cur >= v or core.app_cas(word, cur, v):
+            return
