@@ -1,6 +1,8 @@
 // Checked by `tsc --noEmit` (test/types.test.mjs): the README's calls type-check,
 // and wrong calls do not.
 import { Cache, LoadTimeoutError, type Stats } from 'ziggurat'
+import { KeyvZiggurat } from 'ziggurat/keyv'
+import { collectMetrics } from 'ziggurat/metrics'
 
 const cache = new Cache('blog', { size: '256MiB', l1Items: 10_000, ttl: '5m' })
 cache.set('post:1', { title: 'Hello' }, { ttl: 60, tags: ['posts'] })
@@ -33,3 +35,9 @@ cache.set('k', new Date())
 cache.set('k', 1, { tll: 5 })
 // @ts-expect-error a key is a string or bytes
 cache.get(42)
+
+// The subpath entries' types, through their ES module declarations.
+const keyv = new KeyvZiggurat(cache)
+void [keyv, collectMetrics]
+// @ts-expect-error the Keyv store takes a Cache or a name
+void new KeyvZiggurat(42)
