@@ -33,18 +33,22 @@ def native_method(f: F) -> F:
     return f
 
 
+#: The methods with a native quick entry (``quick.rs``).
+QUICK = ("get", "fetch", "incr")
+
+
 def install_native(cls: type[Cache], docs: dict[str, str]) -> None:
     """Makes ``cls`` serve the native methods: the documentation-only definitions go (their
     text kept in ``docs``, a module's ``__test__``, so that their examples still run), and
-    ``get`` and ``fetch`` become the native quick entries, as descriptors of ``cls`` itself
-    (CPython's specialized call of a method descriptor checks the instance's exact type),
-    unless ``cls`` defines them in Python."""
+    ``get``, ``fetch`` and ``incr`` become the native quick entries, as descriptors of
+    ``cls`` itself (CPython's specialized call of a method descriptor checks the instance's
+    exact type), each unless ``cls`` defines it in Python."""
     for name, f in list(vars(cls).items()):
         if getattr(f, "__native__", False):
             docs[f"{cls.__qualname__}.{name}"] = f.__doc__ or ""
             delattr(cls, name)
-    if not any(isinstance(getattr(cls, n), types.FunctionType) for n in ("get", "fetch")):
-        _native.install_quick(cls)
+    quick = [n for n in QUICK if not isinstance(getattr(cls, n), types.FunctionType)]
+    _native.install_quick(cls, quick)
 
 
 _VARIANTS: dict[tuple[type[Cache], type], type[Cache]] = {}

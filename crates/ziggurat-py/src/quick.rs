@@ -1,4 +1,4 @@
-//! The entry points of `Cache.get` and `Cache.fetch` that Python calls: an
+//! The entry points of `Cache.get`, `Cache.fetch` and `Cache.incr` that Python calls: an
 //! L1 hit answered without PyO3's argument parser and trampoline, the other
 //! plain calls handed to the method's body through PyO3's trampoline but
 //! without its parser.
@@ -86,6 +86,13 @@ static GET: Method = Method::new(
     c"get($self, key, default=None)\n--\n\nThe cached value of key, or default.",
 );
 
+static INCR: Method = Method::new(
+    c"incr",
+    incr,
+    c"incr($self, key, delta=None, *, default=None, tags=None)\n--\n\n\
+      Adds delta to the counter under key, for every process of the host.",
+);
+
 static FETCH: Method = Method::new(
     c"fetch",
     fetch,
@@ -93,13 +100,14 @@ static FETCH: Method = Method::new(
       The cached value of key, or what loader() returns, stored.",
 );
 
-/// Puts `get` and `fetch` on `cls`, a Python subclass of the native class,
-/// as method descriptors of their quick entries, so that `cache.get(key)` on
+/// Puts the quick entries named in `names` (of `get`, `fetch`, `incr`) on
+/// `cls`, a Python subclass of the native class, as method descriptors, so
+/// that `cache.get(key)` on
 /// an instance of `cls` calls the entry with no Python frame and nothing bound
 /// per instance. Each class gets descriptors of its own: CPython's
 /// specialized call of a method descriptor checks the instance's exact type.
 #[pyfunction]
-pub(crate) fn install_quick(cls: &Bound<'_, PyType>) -> PyResult<()> {
+pub(crate) fn install_quick(cls: &Bound<'_, PyType>, names: Vec<String>) -> PyResult<()> {
     let py = cls.py();
     if !cls.is_subclass_of::<CacheCore>()? {
         return Err(PyTypeError::new_err(format!(
@@ -107,7 +115,10 @@ pub(crate) fn install_quick(cls: &Bound<'_, PyType>) -> PyResult<()> {
             cls.name()?
         )));
     }
-    for m in [&GET, &FETCH] {
+    for m in [&GET, &FETCH, &INCR] {
+        if !names.iter().any(|n| n == m.name()) {
+            continue;
+        }
         if m.full.get().is_none() {
             let full = py.get_type::<CacheCore>().getattr(m.name())?.unbind();
             let _ = m.full.set(full);
@@ -125,6 +136,23 @@ pub(crate) fn install_quick(cls: &Bound<'_, PyType>) -> PyResult<()> {
         cls.setattr(m.name(), descr)?;
     }
     Ok(())
+}
+
+/// `incr`'s vectorcall entry: `incr(key)` and `incr(key, delta)`, the
+/// counter calls of every request, go to the body without PyO3's parser.
+unsafe extern "C" fn incr(
+    core: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: as for `get`.
+    unsafe {
+        if !kwnames.is_null() || !(nargs == 1 || nargs == 2) {
+            return call_full(&INCR, core, args, nargs, kwnames);
+        }
+        trampoline::<IncrBody>(core, args, nargs, kwnames)
+    }
 }
 
 /// `get`'s vectorcall entry (`METH_FASTCALL | METH_KEYWORDS`): a cached miss
@@ -185,6 +213,13 @@ impl MethodDef<trampoline::Func> for GetBody {
     const METH: trampoline::Func = get_body;
 }
 
+/// `incr`'s body as PyO3's trampoline runs it (`incr_body`).
+struct IncrBody;
+
+impl MethodDef<trampoline::Func> for IncrBody {
+    const METH: trampoline::Func = incr_body;
+}
+
 /// `fetch`'s body as PyO3's trampoline runs it (`fetch_body`).
 struct FetchBody;
 
@@ -218,6 +253,28 @@ unsafe fn get_body(
         let default =
             (nargs == 2).then(|| Borrowed::from_ptr(py, *args.add(1)).to_owned().unbind());
         c.get().get_value(py, &key, default).map(Py::into_ptr)
+    }
+}
+
+/// `CacheCore::incr_value` for `incr(key)` or `incr(key, delta)`.
+///
+/// # Safety
+/// As for `incr`, which checked the arguments' count (1 or 2, no keywords);
+/// attached through the trampoline.
+unsafe fn incr_body(
+    py: Python<'_>,
+    core: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    _kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        let c = Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>();
+        let key = Borrowed::from_ptr(py, *args);
+        let delta = (nargs == 2).then(|| Borrowed::from_ptr(py, *args.add(1)));
+        let n = c.get().incr_value(py, &key, delta.as_deref(), None, None)?;
+        Ok(n.into_pyobject(py)?.into_ptr())
     }
 }
 

@@ -310,26 +310,7 @@ impl CacheCore {
         default: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<i64> {
-        named(
-            py,
-            "Cache.incr",
-            (|| {
-                let delta = match delta {
-                    None => 1,
-                    Some(d) => int64(d, "delta")?,
-                };
-                let default = match default {
-                    Some(d) if !d.is_none() => Some(int64(d, "default")?),
-                    _ => None,
-                };
-                self.cache.writable().map_err(cache_err)?;
-                let kb = check_key(key)?;
-                let tags = tags_arg(tags)?;
-                self.cache
-                    .incr(kb, delta, default, &tags)
-                    .map_err(|e| incr_err(key, e))
-            })(),
-        )
+        self.incr_value(py, key, delta, default, tags)
     }
 
     /// `Cache.touch`: a new lifetime of `ttl` seconds from now for the fresh
@@ -376,5 +357,39 @@ impl CacheCore {
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
         self.l1_clear(py);
         py.detach(|| self.cache.clear()).map_err(cache_err)
+    }
+}
+
+impl CacheCore {
+    /// `Cache.incr`'s body, for the PyO3 method and the quick entry
+    /// (`quick.rs`) alike.
+    pub(crate) fn incr_value(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        delta: Option<&Bound<'_, PyAny>>,
+        default: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<i64> {
+        named(
+            py,
+            "Cache.incr",
+            (|| {
+                let delta = match delta {
+                    None => 1,
+                    Some(d) => int64(d, "delta")?,
+                };
+                let default = match default {
+                    Some(d) if !d.is_none() => Some(int64(d, "default")?),
+                    _ => None,
+                };
+                self.cache.writable().map_err(cache_err)?;
+                let kb = check_key(key)?;
+                let tags = tags_arg(tags)?;
+                self.cache
+                    .incr(kb, delta, default, &tags)
+                    .map_err(|e| incr_err(key, e))
+            })(),
+        )
     }
 }
