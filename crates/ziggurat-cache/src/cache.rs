@@ -279,6 +279,24 @@ impl Cache {
         Ok(self.writable()?.app_cas(i, old, new)?)
     }
 
+    /// The TTL and the stale window of a plain write, for a `ttl` already
+    /// checked ([`ttl_or_default`]; None: the cache's): what [`Cache::store`]
+    /// takes, the same for every front end.
+    ///
+    /// ```
+    /// # use ziggurat_cache::{Cache, CacheOptions};
+    /// let o = CacheOptions { ttl: 60.0, stale_ttl: Some(5.0), ..CacheOptions::default() };
+    /// let c = Cache::new(None, None, o, false).unwrap();
+    /// assert_eq!(c.write_ttls(None), (60.0, 5.0));
+    /// assert_eq!(c.write_ttls(Some(2.0)), (2.0, 5.0));
+    /// ```
+    pub fn write_ttls(&self, ttl: Option<f64>) -> (f64, f64) {
+        (
+            ttl.unwrap_or(self.opts.ttl),
+            self.opts.stale_ttl.unwrap_or(0.0),
+        )
+    }
+
     /// The lifetime of a write for `ttl` (None: the cache's), with the
     /// cache's stale window.
     fn life(&self, ttl: Option<f64>) -> crate::ttl::Lifetime {

@@ -335,10 +335,8 @@ impl NativeCache {
         tags: Option<Vec<String>>,
     ) -> Result<bool> {
         let (c, k, tags) = self.write_target(&key, tags)?;
-        let ttl = ziggurat_cache::ttl_or_default(ttl, "ttl")
-            .map_err(to_napi)?
-            .unwrap_or(c.options().ttl);
-        let stale = c.options().stale_ttl.unwrap_or(0.0);
+        let (ttl, stale) =
+            c.write_ttls(ziggurat_cache::ttl_or_default(ttl, "ttl").map_err(to_napi)?);
         let (body, kind) = payload(code, text, bytes, num, big)?;
         let w = c
             .store(k, None, body, kind, ttl, stale, &tags, || ())

@@ -256,7 +256,8 @@ unsafe fn get_body(
     }
 }
 
-/// `CacheCore::incr_value` for `incr(key)` or `incr(key, delta)`.
+/// `CacheCore::incr` (the PyO3 method's own body) for `incr(key)` or
+/// `incr(key, delta)`.
 ///
 /// # Safety
 /// As for `incr`, which checked the arguments' count (1 or 2, no keywords);
@@ -273,7 +274,7 @@ unsafe fn incr_body(
         let c = Borrowed::from_ptr(py, core).cast_unchecked::<CacheCore>();
         let key = Borrowed::from_ptr(py, *args);
         let delta = (nargs == 2).then(|| Borrowed::from_ptr(py, *args.add(1)));
-        let n = c.get().incr_value(py, &key, delta.as_deref(), None, None)?;
+        let n = c.get().incr(py, &key, delta.as_deref(), None, None)?;
         Ok(n.into_pyobject(py)?.into_ptr())
     }
 }

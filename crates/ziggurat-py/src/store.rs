@@ -256,9 +256,7 @@ impl CacheCore {
             py,
             "Cache.set",
             (|| {
-                let o = self.cache.options();
-                let ttl = self.ttl_given(ttl)?.unwrap_or(o.ttl);
-                let stale = o.stale_ttl.unwrap_or(0.0);
+                let (ttl, stale) = self.cache.write_ttls(self.ttl_given(ttl)?);
                 let kb = check_key(key)?;
                 let tags = tags_arg(tags)?;
                 self.write(py, key, kb, value, ttl, stale, &tags)
@@ -302,7 +300,7 @@ impl CacheCore {
     /// every process of the host; a missing key starts from `default` (with the
     /// cache's TTL and `tags`) or raises `KeyError`.
     #[pyo3(signature = (key, delta = None, *, default = None, tags = None))]
-    fn incr(
+    pub(crate) fn incr(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -310,7 +308,26 @@ impl CacheCore {
         default: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<i64> {
-        self.incr_value(py, key, delta, default, tags)
+        named(
+            py,
+            "Cache.incr",
+            (|| {
+                let delta = match delta {
+                    None => 1,
+                    Some(d) => int64(d, "delta")?,
+                };
+                let default = match default {
+                    Some(d) if !d.is_none() => Some(int64(d, "default")?),
+                    _ => None,
+                };
+                self.cache.writable().map_err(cache_err)?;
+                let kb = check_key(key)?;
+                let tags = tags_arg(tags)?;
+                self.cache
+                    .incr(kb, delta, default, &tags)
+                    .map_err(|e| incr_err(key, e))
+            })(),
+        )
     }
 
     /// `Cache.touch`: a new lifetime of `ttl` seconds from now for the fresh
@@ -357,39 +374,5 @@ impl CacheCore {
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
         self.l1_clear(py);
         py.detach(|| self.cache.clear()).map_err(cache_err)
-    }
-}
-
-impl CacheCore {
-    /// `Cache.incr`'s body, for the PyO3 method and the quick entry
-    /// (`quick.rs`) alike.
-    pub(crate) fn incr_value(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        delta: Option<&Bound<'_, PyAny>>,
-        default: Option<&Bound<'_, PyAny>>,
-        tags: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<i64> {
-        named(
-            py,
-            "Cache.incr",
-            (|| {
-                let delta = match delta {
-                    None => 1,
-                    Some(d) => int64(d, "delta")?,
-                };
-                let default = match default {
-                    Some(d) if !d.is_none() => Some(int64(d, "default")?),
-                    _ => None,
-                };
-                self.cache.writable().map_err(cache_err)?;
-                let kb = check_key(key)?;
-                let tags = tags_arg(tags)?;
-                self.cache
-                    .incr(kb, delta, default, &tags)
-                    .map_err(|e| incr_err(key, e))
-            })(),
-        )
     }
 }
