@@ -9,48 +9,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ziggurat_cache::{
-    Body, Bytes, Cache, CacheOptions, Error, Found, Front, Kind, Loaded, Payload, Read, Step, Took,
-};
+use ziggurat_cache::{Body, Cache, CacheOptions, Error, Kind, Loaded, Read, Step, Took};
 use ziggurat_core::{Options, Segment};
 
-/// A front end without L1 whose values are the stored bytes.
-struct Plain;
-
-impl Payload for Plain {
-    type Out = Vec<u8>;
-
-    fn copied(&mut self, bytes: &[u8]) -> Vec<u8> {
-        Bytes.copied(bytes)
-    }
-
-    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Vec<u8> {
-        Bytes.written(len, write)
-    }
-}
-
-impl Front for Plain {
-    type Value = Vec<u8>;
-    type Error = Error;
-
-    fn l1(&mut self) -> Result<Option<Option<Vec<u8>>>, Error> {
-        Ok(None)
-    }
-
-    fn fresh(&mut self, found: Found<Vec<u8>>) -> Result<Option<Vec<u8>>, Error> {
-        Ok(Some(found.payload))
-    }
-
-    fn stale(&mut self, found: Found<Vec<u8>>) -> Option<Vec<u8>> {
-        Some(found.payload)
-    }
-
-    fn negative(&mut self, _: Found<()>) {}
-
-    fn error(&mut self, e: Error) -> Error {
-        e
-    }
-}
+mod common;
+use common::Plain;
 
 /// The cache named `name` in `dir`, as every process of the test opens it.
 fn open(dir: &Path, name: &str, opts: CacheOptions) -> Cache {

@@ -5,43 +5,12 @@
 use std::sync::Arc;
 
 use ziggurat_cache::{
-    Body, Bytes, Cache, CacheOptions, Claim, Flight, Found, Front, Handoff, Kind, Loaded, Next,
-    Payload, Read, Step, StepKind, Took,
+    Body, Cache, CacheOptions, Claim, Flight, Handoff, Kind, Loaded, Next, Read, Step, StepKind,
+    Took,
 };
 
 mod common;
-use common::Dir;
-
-/// A front end without L1 whose values are the stored bytes.
-struct Plain;
-
-impl Payload for Plain {
-    type Out = Vec<u8>;
-    fn copied(&mut self, bytes: &[u8]) -> Vec<u8> {
-        Bytes.copied(bytes)
-    }
-    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Vec<u8> {
-        Bytes.written(len, write)
-    }
-}
-
-impl Front for Plain {
-    type Value = Vec<u8>;
-    type Error = ziggurat_cache::Error;
-    fn l1(&mut self) -> Result<Option<Option<Vec<u8>>>, Self::Error> {
-        Ok(None)
-    }
-    fn fresh(&mut self, found: Found<Vec<u8>>) -> Result<Option<Vec<u8>>, Self::Error> {
-        Ok(Some(found.payload))
-    }
-    fn stale(&mut self, found: Found<Vec<u8>>) -> Option<Vec<u8>> {
-        Some(found.payload)
-    }
-    fn negative(&mut self, _: Found<()>) {}
-    fn error(&mut self, e: ziggurat_cache::Error) -> Self::Error {
-        e
-    }
-}
+use common::{Dir, Plain};
 
 fn cache(d: &Dir) -> Cache {
     let (m, n) = (d.segment("m", 4 << 20), d.segment("m.neg", 1 << 20));

@@ -1,11 +1,14 @@
-//! A scratch directory of segments for the crate's tests, removed on drop.
+//! What the crate's tests share: a scratch directory of segments, removed on
+//! drop, and a front end without L1 (`Plain`).
 
 use std::path::PathBuf;
 
+use ziggurat_cache::{Bytes, Found, Front, Payload};
 use ziggurat_core::{Options, Segment};
 
 pub struct Dir(PathBuf);
 
+#[allow(dead_code)] // not every test file opens segments here
 impl Dir {
     /// A fresh directory under /dev/shm, named after the test and this process.
     pub fn new(tag: &str) -> Dir {
@@ -35,5 +38,37 @@ impl Dir {
 impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A front end without L1 whose values are the stored bytes.
+#[allow(dead_code)] // not every test file drives a Front
+pub struct Plain;
+
+impl Payload for Plain {
+    type Out = Vec<u8>;
+    fn copied(&mut self, bytes: &[u8]) -> Vec<u8> {
+        Bytes.copied(bytes)
+    }
+    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Vec<u8> {
+        Bytes.written(len, write)
+    }
+}
+
+impl Front for Plain {
+    type Value = Vec<u8>;
+    type Error = ziggurat_cache::Error;
+    fn l1(&mut self) -> Result<Option<Option<Vec<u8>>>, Self::Error> {
+        Ok(None)
+    }
+    fn fresh(&mut self, found: Found<Vec<u8>>) -> Result<Option<Vec<u8>>, Self::Error> {
+        Ok(Some(found.payload))
+    }
+    fn stale(&mut self, found: Found<Vec<u8>>) -> Option<Vec<u8>> {
+        Some(found.payload)
+    }
+    fn negative(&mut self, _: Found<()>) {}
+    fn error(&mut self, e: ziggurat_cache::Error) -> Self::Error {
+        e
     }
 }
