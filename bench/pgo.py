@@ -222,8 +222,12 @@ def rounds(a: Any, b: Any) -> None:
             a.get(f"gone:{r}:{i}")
             if i % 4 == 0:
                 a.delete(k)
+        a.set("hits", 0)
+        for i in range(3000):
+            # Counters are a call of every request (rate limits, views): as hot as a get.
+            a.incr("hits")
+            a.incr(f"views:{i % 50}", 2, default=0)
         for i in range(300):
-            a.incr("hits", default=0)
             a.decr(f"stock:{i % 20}", default=100)
             a.add(f"lock:{r}:{i}", 1, ttl=5)
             a.touch(f"page:{r}:{i}", 120)
