@@ -68,7 +68,7 @@ def test_the_limits_are_the_native_module_s() -> None:
     assert (MAX_TTL, MAX_KEY, MAX_TAGS) == (_native.MAX_TTL, _native.MAX_KEY, _native.MAX_TAGS)
     assert Cache.options("opts", ttl=_native.MAX_TTL).ttl == _native.MAX_TTL
     assert Cache.options("opts", ttl=math.inf).ttl == math.inf
-    with pytest.raises(ValueError, match=r"^Cache\(\): ttl must be a number of seconds > 0"):
+    with pytest.raises(ValueError, match=r"^Cache\(\): ttl must be at most 100 years"):
         Cache.options("opts", ttl=_native.MAX_TTL * 1.001)
 
 
@@ -81,7 +81,7 @@ def test_the_limits_are_the_native_module_s() -> None:
         ({"jitter": 1.0}, ValueError, r"^Cache\(\): jitter must be in \[0, 1\), got 1.0$"),
         ({"copy": "deep"}, ValueError, r"^Cache\(\): copy must be 'shared', 'copy' or"),
         ({"degraded": "x"}, ValueError, r"^Cache\(\): degraded must be 'passthrough'"),
-        ({"version": "a b"}, ValueError, r"^Cache\(\): version must be None, an int >= 0"),
+        ({"version": "a b"}, ValueError, r"^Cache\(\): version must be 1-16 characters"),
         ({"group": 1.5}, TypeError, r"^Cache\(\): group must be a group name or a gid"),
         ({"secret": "s" * 16}, ValueError, r"^Cache\(\): secret is only used with redis="),
         ({"cluster_single_flight": True}, ValueError, r"^Cache\(\): cluster_single_flight"),

@@ -116,9 +116,38 @@ MAX_TAGS: int
 MAX_TTL: float
 #: The largest cache size in bytes (1 PiB) that ``parse_size`` accepts.
 MAX_SIZE: int
+#: The longest cache name, in characters.
+MAX_NAME: int
+#: The longest ``version`` option, in characters.
+MAX_VERSION: int
 BUILD: str
 
 def parse_size(size: int | str) -> int: ...
+def check_ttl(ttl: float, what: str) -> float:
+    """``ttl`` if the Cache takes it as a TTL (seconds > 0, at most ``MAX_TTL``, or
+    ``math.inf``), else a ValueError whose message starts with ``what``."""
+
+def check_defaults(
+    ttl: float,
+    neg_ttl: float | None,
+    stale_ttl: float | None,
+    jitter: float,
+    refresh_ahead: float,
+    loader_timeout: float,
+    degraded_ttl: float | None,
+) -> None:
+    """Raises a ValueError naming the first of a cache's defaults out of its range."""
+
+def segment_name(name: str, version: str | None = None) -> str:
+    """The segment of the cache ``name`` at ``version`` (``name.ver-{version}``), or a
+    ValueError naming the option that breaks the rule."""
+
+def name_and_version(segment: str) -> tuple[str, str | None]:
+    """The name and version a segment name holds."""
+
+def check_segment_name(name: str) -> None:
+    """Raises a ValueError unless ``name`` may name a segment (the engine's rule)."""
+
 def install_quick(cls: type[Cache], names: list[str]) -> None: ...
 
 MAX_KEY: int

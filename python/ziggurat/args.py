@@ -6,14 +6,13 @@ home, and a method written here raises what a native one raises.
     300.0
     >>> ttl_arg(MAX_TTL * 2, None, "ttl", "Cache.set")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: Cache.set(): ttl must be a number of seconds > 0 (at most 100 years, ...
+    ValueError: Cache.set(): ttl must be at most 100 years (3153600000 s) or math.inf for never, ...
     >>> tags_arg(["a", "b"], "Cache.set")
     ('a', 'b')
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
@@ -120,12 +119,11 @@ def ttl_arg(value: object, default: float | None, what: str, method: str) -> flo
         raise TypeError(
             f"{method}(): {what} must be a number of seconds or None, not {type(value).__name__}"
         )
-    if not (value > 0) or (value != math.inf and value > MAX_TTL):
-        raise ValueError(
-            f"{method}(): {what} must be a number of seconds > 0 (at most 100 years, or "
-            f"math.inf for never), got {value!r}"
-        )
-    return float(value)
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond any float: past the limit all the same
+        seconds = MAX_TTL * 2
+    return _native.check_ttl(seconds, f"{method}(): {what}")
 
 
 def tags_arg(tags: Iterable[str], method: str) -> tuple[str, ...]:

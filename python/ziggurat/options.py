@@ -14,7 +14,6 @@ connection), or raises the error the constructor raises for bad input.
 from __future__ import annotations
 
 import grp
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,9 +26,6 @@ from ziggurat.serializers import Serializer, resolve
 
 __all__ = ["DEGRADED_MODES", "CacheOptions"]
 
-# The segment name rule, leaving room for the ".neg" suffix of the cached-miss segment.
-_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}")
-_VERSION = re.compile(r"[A-Za-z0-9_-]{1,16}")
 #: What a cache does when its shared segment cannot be used.
 DEGRADED_MODES = ("passthrough", "local", "raise")
 _M = "Cache"
@@ -44,7 +40,7 @@ class CacheOptions:
     10
     >>> Cache.options("doc-options2", jitter=2)
     Traceback (most recent call last):
-    ValueError: Cache(): jitter must be in [0, 1), got 2
+    ValueError: Cache(): jitter must be in [0, 1), got 2.0
     """
 
     name: str
@@ -80,7 +76,7 @@ class CacheOptions:
         """The main segment's name: each version is a segment of its own, so entries
         written by another version (an older deploy, values of another shape) are never
         read."""
-        return self.name if self.version is None else f"{self.name}.ver-{self.version}"
+        return _native.segment_name(self.name, None if self.version is None else str(self.version))
 
     @classmethod
     def build(cls, arguments: Mapping[str, Any]) -> CacheOptions:
@@ -100,11 +96,6 @@ class CacheOptions:
         name = a["name"]
         if not isinstance(name, str):
             raise TypeError(f"{_M}(): name must be a str, not {type(name).__name__}")
-        if not _NAME.fullmatch(name):
-            raise ValueError(
-                f"{_M}(): name must be 1-80 characters of A-Z a-z 0-9 . _ - not starting "
-                f"with '.', got {name!r}"
-            )
         l1_items, l1_negative_items = a["l1_items"], a["l1_negative_items"]
         if isinstance(l1_items, bool) or not isinstance(l1_items, int) or l1_items < 0:
             raise ValueError(f"{_M}(): l1_items must be an int >= 0, got {l1_items!r}")
@@ -118,9 +109,8 @@ class CacheOptions:
         if ttl is None:
             raise ValueError(f"{_M}(): ttl must be a number of seconds > 0 or math.inf")
         for what in ("jitter", "refresh_ahead"):
-            fraction = a[what]
-            if not isinstance(fraction, (int, float)) or not (0.0 <= fraction < 1.0):
-                raise ValueError(f"{_M}(): {what} must be in [0, 1), got {fraction!r}")
+            if isinstance(a[what], bool) or not isinstance(a[what], (int, float)):
+                raise ValueError(f"{_M}(): {what} must be in [0, 1), got {a[what]!r}")
         copy, degraded, version, huge_pages = (
             a["copy"],
             a["degraded"],
@@ -139,12 +129,27 @@ class CacheOptions:
             isinstance(version, bool)
             or not isinstance(version, (int, str))
             or (isinstance(version, int) and version < 0)
-            or not _VERSION.fullmatch(str(version))
         ):
             raise ValueError(
-                f"{_M}(): version must be None, an int >= 0 or 1-16 characters of "
-                f"A-Z a-z 0-9 _ -, got {version!r}"
+                f"{_M}(): version must be None, an int >= 0 or 1-{_native.MAX_VERSION} "
+                f"characters of A-Z a-z 0-9 _ -, got {version!r}"
             )
+        neg_ttl = ttl_arg(a["neg_ttl"], None, "neg_ttl", _M)
+        stale_ttl = ttl_arg(a["stale_ttl"], None, "stale_ttl", _M)
+        loader_timeout = ttl_arg(a["loader_timeout"], None, "loader_timeout", _M) or 10.0
+        try:
+            _native.segment_name(name, None if version is None else str(version))
+            _native.check_defaults(
+                ttl,
+                neg_ttl,
+                stale_ttl,
+                float(a["jitter"]),
+                float(a["refresh_ahead"]),
+                loader_timeout,
+                degraded_ttl,
+            )
+        except ValueError as e:
+            raise ValueError(f"{_M}(): {e}") from None
         if huge_pages not in ("auto", "require", "off"):
             raise ValueError(
                 f"{_M}(): huge_pages must be 'auto', 'require' or 'off', got {huge_pages!r}"
@@ -158,11 +163,11 @@ class CacheOptions:
             l1_items=l1_items,
             l1_negative_items=l1_negative_items,
             ttl=ttl,
-            neg_ttl=ttl_arg(a["neg_ttl"], None, "neg_ttl", _M),
-            stale_ttl=ttl_arg(a["stale_ttl"], None, "stale_ttl", _M),
+            neg_ttl=neg_ttl,
+            stale_ttl=stale_ttl,
             jitter=float(a["jitter"]),
             refresh_ahead=float(a["refresh_ahead"]),
-            loader_timeout=ttl_arg(a["loader_timeout"], None, "loader_timeout", _M) or 10.0,
+            loader_timeout=loader_timeout,
             serializer=resolve(a["serializer"]),
             copy=copy,
             debug=a["debug"],

@@ -67,7 +67,7 @@ impl CacheOptions {
             if (0.0..1.0).contains(&v) {
                 Ok(())
             } else {
-                Err(Error::Value(format!("{what} must be in [0, 1), got {v}")))
+                Err(Error::Value(format!("{what} must be in [0, 1), got {v:?}")))
             }
         };
         fraction(self.jitter, "jitter")?;

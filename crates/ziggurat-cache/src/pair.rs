@@ -72,25 +72,14 @@ pub fn pair_options(
     group: Option<u32>,
     huge_pages: &str,
 ) -> Result<Options> {
-    if !(32..=1 << 24).contains(&avg_item_size) {
-        return Err(Error::Invalid(format!(
-            "avg_item_size must be between 32 and 16777216 bytes, got {avg_item_size}"
-        )));
-    }
-    if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
-        return Err(Error::Invalid(
-            "lock_timeout must be a finite number of seconds > 0".into(),
-        ));
-    }
-    Ok(Options {
+    Options {
         directory,
         recreate,
-        avg_item_size: avg_item_size as u64,
-        lock_timeout: std::time::Duration::from_secs_f64(lock_timeout.min(3600.0)),
         group,
         huge_pages: HugePages::parse(huge_pages)?,
         ..Options::default()
-    })
+    }
+    .sized(avg_item_size, None, lock_timeout)
 }
 
 /// Opens (or creates) the segments `name` and `name.neg`. `size`: the

@@ -19,7 +19,7 @@ use crate::error::{Error, OpenCause, Result};
 use crate::failure::panic_message;
 use crate::geometry::Geometry;
 use crate::huge::HugePages;
-use crate::name::{file_name, valid_name, MAX_NAME};
+use crate::name::{check_segment_name, file_name};
 use crate::options::Options;
 use crate::replace::lock_to_replace;
 use crate::segment::Segment;
@@ -214,11 +214,7 @@ impl Segment {
     }
 
     fn open_file(name: &str, opts: &Options) -> Result<Segment> {
-        if !valid_name(name) {
-            return Err(Error::Invalid(format!(
-                "segment name must be 1-{MAX_NAME} characters of A-Z a-z 0-9 . _ - not starting with '.', got {name:?}"
-            )));
-        }
+        check_segment_name(name)?;
         if opts.lock_timeout.is_zero() || opts.lock_timeout > Duration::from_secs(3600) {
             return Err(Error::Invalid(
                 "lock_timeout must be > 0 and at most 3600 seconds".into(),

@@ -49,6 +49,17 @@ pub struct Geometry {
 }
 
 /// The sizes and offsets, to read (the engine alone lays them out).
+/// `Ok` if `avg_item` bytes (the expected entry size, which sizes the
+/// index) is within 32 B to 16 MiB.
+pub(crate) fn check_avg_item(avg_item: i128) -> Result<()> {
+    if !(32..=1 << 24).contains(&avg_item) {
+        return Err(Error::Invalid(format!(
+            "avg_item_size must be between 32 and 16777216 bytes, got {avg_item}"
+        )));
+    }
+    Ok(())
+}
+
 impl Geometry {
     /// Bytes of the file.
     #[inline]
@@ -240,11 +251,7 @@ impl Geometry {
                 "size must be between {MIN_SIZE} bytes (1 MiB) and {MAX_SIZE} bytes (128 GiB), got {size}"
             )));
         }
-        if !(32..=1 << 24).contains(&avg_item) {
-            return Err(Error::Invalid(format!(
-                "avg_item_size must be between 32 and 16777216 bytes, got {avg_item}"
-            )));
-        }
+        check_avg_item(avg_item.into())?;
         let size = size / 4096 * 4096;
         if let Some(n) = shards {
             if n == 0 || n > 256 || !n.is_power_of_two() {

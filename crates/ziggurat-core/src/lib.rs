@@ -59,6 +59,7 @@ pub use hash::KeyHash;
 pub use huge::{HugePages, HugeReport};
 pub use layout::{APP_WORDS, LAYOUT_VERSION, MAX_KEY, MAX_TAGS};
 pub use lease::{holder_pid, Lease};
+pub use name::{check_segment_name, MAX_SEGMENT_NAME};
 pub use options::Options;
 pub use read::ReadMeta;
 pub use recovery::Report;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::geometry::check_avg_item;
 use crate::huge::HugePages;
 
 /// How to open a segment.
@@ -58,11 +59,7 @@ impl Options {
         shards: Option<i128>,
         lock_timeout: f64,
     ) -> Result<Options> {
-        if !(32..=1 << 24).contains(&avg_item_size) {
-            return Err(Error::Invalid(format!(
-                "avg_item_size must be between 32 and 16777216 bytes, got {avg_item_size}"
-            )));
-        }
+        check_avg_item(avg_item_size)?;
         self.avg_item_size = avg_item_size as u64;
         self.shards = match shards {
             None => None,

@@ -19,6 +19,7 @@ mod l3;
 mod pair;
 mod quick;
 mod read;
+mod rules;
 mod segment;
 mod store;
 
@@ -41,12 +42,17 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for k in ziggurat_cache::Sight::ALL {
         m.add(format!("FOUND_{}", k.name()), k as u8)?;
     }
-    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::check_ttl, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::check_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::segment_name, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::name_and_version, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::check_segment_name, m)?)?;
     m.add_function(wrap_pyfunction!(pair::open_pair, m)?)?;
     m.add_function(wrap_pyfunction!(pair::huge_page_policy, m)?)?;
     m.add_function(wrap_pyfunction!(pair::degraded_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(pair::degraded_warning, m)?)?;
-    m.add_function(wrap_pyfunction!(check_key, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::check_key, m)?)?;
     m.add_function(wrap_pyfunction!(quick::install_quick, m)?)?;
     m.add("MAX_KEY", ziggurat_core::MAX_KEY)?;
     m.add("LAYOUT_VERSION", ziggurat_core::LAYOUT_VERSION)?;
@@ -54,29 +60,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The limits Python's argument checks read, so that each rule has one home.
     m.add("MAX_TTL", ziggurat_cache::MAX_TTL_SECONDS)?;
     m.add("MAX_SIZE", ziggurat_cache::MAX_SIZE)?;
+    m.add("MAX_NAME", ziggurat_cache::MAX_NAME)?;
+    m.add("MAX_VERSION", ziggurat_cache::MAX_VERSION)?;
     http::register(m)?;
     // How this extension was optimized ("pgo": the profile-guided build of
     // bench/pgo.py; "release" otherwise), so that a benchmark says what it measured.
     m.add("BUILD", option_env!("ZIGGURAT_BUILD").unwrap_or("release"))?;
     Ok(())
-}
-
-/// Bytes in a size given as an int or a string such as "64MiB" or "1.5GB".
-#[pyfunction]
-fn parse_size(size: &Bound<'_, PyAny>) -> PyResult<u64> {
-    convert::size_arg(size)
-}
-
-/// Checks `key` by the rule every method of the Cache applies (str or bytes, 1 to
-/// `MAX_KEY` bytes of UTF-8), raising the error `method` would raise: for the
-/// methods written in Python, so that the rule has one home.
-///
-/// ```python
-/// >>> check_key("a\udc80", "Cache.get_many")
-/// Traceback (most recent call last):
-/// ValueError: Cache.get_many(): key is not valid UTF-8 (lone surrogate at index 1); ...
-/// ```
-#[pyfunction]
-fn check_key(key: &Bound<'_, PyAny>, method: &str) -> PyResult<()> {
-    args::named(key.py(), method, args::check_key(key).map(|_| ()))
 }

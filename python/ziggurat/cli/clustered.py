@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ziggurat import _native
 from ziggurat.cli.errors import CliError
 from ziggurat.cli.segments import CacheFiles, attach
 
@@ -145,7 +146,7 @@ def open_clustered(args: argparse.Namespace, files: CacheFiles) -> Cache:
         size, group = seg.size, seg.shared_group
     finally:
         seg.close()
-    name, _, version = args.name.partition(".ver-")
+    name, version = _native.name_and_version(args.name)
     kwargs: dict[str, Any] = {
         "directory": args.directory,
         "size": size,

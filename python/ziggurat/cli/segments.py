@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 import pwd
-import re
 from dataclasses import dataclass
 
+from ziggurat import _native
 from ziggurat._native import LAYOUT_VERSION, Segment, ZigguratError
 from ziggurat.cli.errors import CliError
 
@@ -26,10 +26,6 @@ __all__ = ["NEG_SUFFIX", "CacheFiles", "attach", "owner_name", "segment_file"]
 
 #: Suffix of the cached-miss segment's name.
 NEG_SUFFIX = ".neg"
-# A segment name is at most 200 characters (the engine's rule); the cache's leaves room
-# for ".neg".
-_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,195}")
-_VERSION = re.compile(r"[A-Za-z0-9_-]{1,16}")
 
 
 def segment_file(segment: str, layout: int = LAYOUT_VERSION) -> str:
@@ -72,14 +68,13 @@ class CacheFiles:
         >>> CacheFiles.of("a b", "/dev/shm")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ziggurat.cli.errors.CliError: NAME must be 1-196 characters of ..., got 'a b'
+        ziggurat.cli.errors.CliError: NAME: segment name must be 1-200 characters of ..., got "a b"
         """
-        if not _NAME.fullmatch(name):
-            raise CliError(
-                "NAME must be 1-196 characters of A-Z a-z 0-9 . _ - not starting with '.', "
-                f"got {name!r}",
-                "invalid",
-            )
+        try:
+            # The engine's rule, checked before a path is made from the name.
+            _native.check_segment_name(name)
+        except ValueError as e:
+            raise CliError(f"NAME: {e}", "invalid") from None
         if name.endswith(NEG_SUFFIX):
             raise CliError(
                 f"{name!r} is the cached-miss segment of the cache "
@@ -87,12 +82,12 @@ class CacheFiles:
                 "invalid",
             )
         if version is not None:
-            if not _VERSION.fullmatch(version):
+            try:
+                name = _native.segment_name(name, version)
+            except ValueError as e:
                 raise CliError(
-                    f"--version must be 1-16 characters of A-Z a-z 0-9 _ -, got {version!r}",
-                    "invalid",
-                )
-            name = f"{name}.ver-{version}"
+                    f"--{e}" if str(e).startswith("version") else f"NAME: {e}", "invalid"
+                ) from None
         return cls(name, directory)
 
     @property

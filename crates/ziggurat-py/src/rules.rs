@@ -1,0 +1,113 @@
+//! The argument rules of `ziggurat-cache` for the checks written in Python
+//! (the options object, the methods of the degraded and clustered modes, the
+//! CLI): each rule stays in Rust, and Python only adds its type checks and
+//! the public method's name.
+
+use pyo3::prelude::*;
+
+use crate::{args, convert};
+
+/// Bytes in a size given as an int or a string such as "64MiB" or "1.5GB".
+#[pyfunction]
+pub fn parse_size(size: &Bound<'_, PyAny>) -> PyResult<u64> {
+    convert::size_arg(size)
+}
+
+/// Checks `key` by the rule every method of the Cache applies (str or bytes, 1 to
+/// `MAX_KEY` bytes of UTF-8), raising the error `method` would raise: for the
+/// methods written in Python, so that the rule has one home.
+///
+/// ```python
+/// >>> check_key("a\udc80", "Cache.get_many")
+/// Traceback (most recent call last):
+/// ValueError: Cache.get_many(): key is not valid UTF-8 (lone surrogate at index 1); ...
+/// ```
+#[pyfunction]
+pub fn check_key(key: &Bound<'_, PyAny>, method: &str) -> PyResult<()> {
+    args::named(key.py(), method, args::check_key(key).map(|_| ()))
+}
+
+/// `ttl` if it is a TTL the Cache takes, else a `ValueError` naming `what`.
+///
+/// ```python
+/// >>> check_ttl(0.0, "Cache.set(): ttl")
+/// Traceback (most recent call last):
+/// ValueError: Cache.set(): ttl must be a number of seconds > 0 (or math.inf for never), got 0
+/// ```
+#[pyfunction]
+pub fn check_ttl(ttl: f64, what: &str) -> PyResult<f64> {
+    ziggurat_cache::check_ttl(ttl, what).map_err(convert::cache_err)
+}
+
+/// Checks a cache's defaults by `CacheOptions::checked` (TTLs, jitter,
+/// refresh-ahead, loader timeout), raising a `ValueError` naming the first
+/// option out of its range.
+///
+/// ```python
+/// >>> check_defaults(60.0, None, None, 1.5, 0.0, 10.0, None)
+/// Traceback (most recent call last):
+/// ValueError: jitter must be in [0, 1), got 1.5
+/// ```
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn check_defaults(
+    ttl: f64,
+    neg_ttl: Option<f64>,
+    stale_ttl: Option<f64>,
+    jitter: f64,
+    refresh_ahead: f64,
+    loader_timeout: f64,
+    degraded_ttl: Option<f64>,
+) -> PyResult<()> {
+    ziggurat_cache::CacheOptions {
+        ttl,
+        neg_ttl,
+        stale_ttl,
+        jitter,
+        loader_timeout,
+        refresh_ahead,
+        degraded_ttl,
+    }
+    .checked()
+    .map(|_| ())
+    .map_err(convert::cache_err)
+}
+
+/// The segment of the cache `name` at `version` (`name.ver-{version}`), or a
+/// `ValueError` naming the option that breaks the rule.
+///
+/// ```python
+/// >>> segment_name("api", "2")
+/// 'api.ver-2'
+/// ```
+#[pyfunction]
+#[pyo3(signature = (name, version = None))]
+pub fn segment_name(name: &str, version: Option<&str>) -> PyResult<String> {
+    ziggurat_cache::segment_name(name, version).map_err(convert::cache_err)
+}
+
+/// The name and version a segment name holds (`"api.ver-2"`: `("api", "2")`).
+///
+/// ```python
+/// >>> name_and_version("api")
+/// ('api', None)
+/// ```
+#[pyfunction]
+pub fn name_and_version(segment: &str) -> (String, Option<String>) {
+    let (name, version) = ziggurat_cache::name_and_version(segment);
+    (name.to_string(), version.map(str::to_string))
+}
+
+/// Checks that `name` may name a segment (the engine's rule, checked before
+/// a path is made from it), raising a `ValueError` that says the rule.
+///
+/// ```python
+/// >>> check_segment_name("../x")  # doctest: +ELLIPSIS
+/// Traceback (most recent call last):
+/// ValueError: segment name must be 1-200 characters of A-Z a-z 0-9 . _ - not starting ...
+/// ```
+#[pyfunction]
+pub fn check_segment_name(name: &str) -> PyResult<()> {
+    ziggurat_core::check_segment_name(name)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
