@@ -2,6 +2,7 @@
 // returned in one is seen at once by every other, L1 included; one load per
 // key among all the callers of getOrSet/fetch; waits leave the event loop free.
 import assert from 'node:assert/strict'
+import { readdir, readFile } from 'node:fs/promises'
 import { after, describe, test } from 'node:test'
 import { Cache, LoadTimeoutError } from 'ziggurat'
 import { agent, cacheName, removeCache } from './agents.mjs'
@@ -185,5 +186,32 @@ describe('single flight', () => {
     assert.equal(c.get('loads:slow'), 1)
     assert.ok(ticks >= 5, `the event loop ran while waiting (${ticks} ticks)`)
     assert.ok(c.stats().waits >= 1)
+  })
+  test("a wait for another process's load runs on a thread of its own, not libuv's pool", async () => {
+    const name = cacheName('sf-thread')
+    const p = await start('python', name)
+    const c = open(name)
+    const loading = p.call({ op: 'getOrSet', key: 'slow', ms: 1500, value: 'from python' })
+    while (c.get('loads:slow') !== 1) await new Promise((r) => setTimeout(r, 5))
+    const waiting = c.getOrSet('slow', () => 'from node')
+    const threads = async () => {
+      const names = []
+      for (const t of await readdir('/proc/self/task')) {
+        names.push((await readFile(`/proc/self/task/${t}/comm`, 'utf8').catch(() => '')).trim())
+      }
+      return names
+    }
+    // Each look reads files, which takes a thread of libuv's pool: it completes while
+    // the wait lasts.
+    let seen = await threads()
+    for (let i = 0; i < 100 && !seen.includes('ziggurat-wait'); i++) {
+      await new Promise((r) => setTimeout(r, 5))
+      seen = await threads()
+    }
+    assert.ok(seen.includes('ziggurat-wait'), `threads while waiting: ${seen.join(', ')}`)
+    assert.equal(await waiting, 'from python')
+    assert.equal(await loading, 'from python')
+    assert.equal(c.get('loads:slow'), 1)
+    assert.ok(!(await threads()).includes('ziggurat-wait'), "the wait's thread ended with it")
   })
 })

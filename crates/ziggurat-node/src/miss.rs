@@ -4,15 +4,16 @@
 //! change of that API is made here alone.
 //!
 //! A miss is a `MissState` that JavaScript hands back at each step. Waits
-//! for another caller's load run on libuv's thread pool (an `AsyncTask`),
-//! never on the event loop. Loaders are JavaScript's: one promise per key
+//! for another caller's load run on a thread of their own, never on the
+//! event loop, nor on libuv's thread pool: a wait can last for a whole slow
+//! load, and its four threads are the process's file system, DNS and zlib. Loaders are JavaScript's: one promise per key
 //! per process (the package shares it among concurrent callers), one lease
 //! per key per host.
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer};
-use napi::{Env, Result, Task};
+use napi::bindgen_prelude::{BigInt, Buffer, Object, PromiseRaw};
+use napi::{Either, Env, Result, Task};
 use napi_derive::napi;
 use ziggurat_cache::{Cache, Loaded, Miss, Step, Took};
 
@@ -115,34 +116,44 @@ fn state(nc: &NativeCache, c: &Arc<Cache>, key: Vec<u8>, step: Step<NodeValue>) 
     }
 }
 
-/// A wait for another caller's load, on libuv's thread pool.
+/// A wait for another caller's load.
 pub struct Sleeping {
     cache: Arc<Cache>,
     key: Vec<u8>,
     miss: Option<Miss<NodeValue>>,
 }
 
-impl Task for Sleeping {
-    type Output = ();
-    type JsValue = MissState;
-
-    fn compute(&mut self) -> Result<()> {
-        let Some(m) = self.miss.as_ref() else {
-            return Ok(());
-        };
-        self.cache.sleep(&self.key, m).map_err(to_napi)?.run();
+impl Sleeping {
+    fn sleep(&self) -> Result<()> {
+        if let Some(m) = self.miss.as_ref() {
+            self.cache.sleep(&self.key, m).map_err(to_napi)?.run();
+        }
         Ok(())
     }
 
-    fn resolve(&mut self, _env: Env, _: ()) -> Result<MissState> {
-        Ok(MissState {
+    fn woken(&mut self) -> MissState {
+        MissState {
             cache: self.cache.clone(),
             key: std::mem::take(&mut self.key),
             step: WAIT,
             got: None,
             miss: self.miss.take(),
             words: None,
-        })
+        }
+    }
+}
+
+/// The same wait on libuv's thread pool: only when no thread can be started.
+impl Task for Sleeping {
+    type Output = ();
+    type JsValue = MissState;
+
+    fn compute(&mut self) -> Result<()> {
+        self.sleep()
+    }
+
+    fn resolve(&mut self, _env: Env, _: ()) -> Result<MissState> {
+        Ok(self.woken())
     }
 }
 
@@ -181,16 +192,45 @@ impl NativeCache {
     /// releases it, a slice passes or `loaderTimeout` does (then rejects
     /// with a timeout); then call `afterWait`.
     #[napi(ts_return_type = "Promise<MissState>")]
-    pub fn wait(&self, m: &mut MissState) -> Result<AsyncTask<Sleeping>> {
+    pub fn wait<'e>(
+        &self,
+        env: &'e Env,
+        m: &mut MissState,
+    ) -> Result<Either<Object<'e>, PromiseRaw<'e, MissState>>> {
         let c = self.cache()?;
         if m.step != WAIT || m.miss.is_none() {
             return Err(invalid("wait() follows a wait step"));
         }
-        Ok(AsyncTask::new(Sleeping {
+        let sleeping = Arc::new(std::sync::Mutex::new(Some(Sleeping {
             cache: c.clone(),
             key: std::mem::take(&mut m.key),
             miss: m.miss.take(),
-        }))
+        })));
+        let (deferred, promise) = env.create_deferred()?;
+        let mine = sleeping.clone();
+        let started = std::thread::Builder::new()
+            .name("ziggurat-wait".into())
+            .spawn(move || {
+                let Some(mut s) = mine.lock().ok().and_then(|mut g| g.take()) else {
+                    return;
+                };
+                match s.sleep() {
+                    Ok(()) => deferred.resolve(move |_| Ok(s.woken())),
+                    Err(e) => {
+                        // The lease goes back here, on this thread: the state is
+                        // dropped with the rejection.
+                        drop(s.woken());
+                        deferred.reject(e)
+                    }
+                }
+            });
+        if started.is_ok() {
+            return Ok(Either::A(promise));
+        }
+        // No thread (the process is at its limit): the pool, not the event loop.
+        let s = sleeping.lock().ok().and_then(|mut g| g.take());
+        let s = s.ok_or_else(|| invalid("wait(): the wait was lost"))?;
+        Ok(Either::B(env.spawn(s)?.promise_object()))
     }
 
     /// The step after a wait: the value if it landed, else the lease again.
