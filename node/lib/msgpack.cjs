@@ -9,17 +9,18 @@
 //
 // What msgpack holds beyond JSON data, and how each language reads it:
 // - a Buffer/Uint8Array inside a value: bin (Python: bytes; read back as a Buffer);
-// - a BigInt from -2^63 to 2^64 - 1: an integer (Python: int; read back as a
-//   number when it is a safe integer, else a BigInt);
+// - a BigInt beyond the safe integers, up to 64 bits: an integer (Python:
+//   int; read back as a BigInt);
 // - a Date: the timestamp extension (Python: msgpack.Timestamp; read back as a Date);
-// - a Map with string or number keys: a map (Python: dict; read back as a
-//   plain object, its keys strings);
 // - NaN and ±Infinity: floats.
 // A safe integer beyond 32 bits inside a value is written as a msgpack
 // integer, as Python writes its ints (msgpackr alone would write a float64).
-// Anything else msgpackr would turn into something else or into an
-// extension Python cannot read (undefined, functions, symbols, Set, class
-// instances, invalid Dates, lone surrogates, cycles) is a TypeError.
+// Anything a read would give back as something else (a Map: an object; a
+// BigInt within the safe integers: a number; a Set: an array; a class
+// instance: a plain object), or that msgpackr writes as an extension Python
+// cannot read (undefined, functions), and symbols, invalid Dates, lone
+// surrogates and cycles are refused: this process's L1 keeps the object
+// written, which must be what every other reader gets.
 
 /** The msgpackr version this package is tested with (its peer dependency). */
 const VERSION = '2.1.4'
@@ -57,11 +58,12 @@ function load(method) {
 
 const I64_MIN = -(2n ** 63n)
 const U64_MAX = 2n ** 64n - 1n
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER)
 
 function refuse(method, what) {
   throw new TypeError(
     `${method}: cannot store ${what} with serializer 'msgpack': values are JSON data, Buffers, ` +
-      'BigInts of 64 bits, Dates and Maps',
+      'Dates and BigInts of 64 bits',
   )
 }
 
@@ -70,6 +72,7 @@ function describe(v) {
   if (typeof v === 'function') return 'a function'
   if (typeof v === 'symbol') return 'a symbol'
   if (v instanceof Set) return 'a Set (store [...set])'
+  if (v instanceof Map) return 'a Map (store Object.fromEntries(map))'
   return `an instance of ${v?.constructor?.name ?? 'an unknown class'}`
 }
 
@@ -91,6 +94,11 @@ function check(v, method, seen, depth) {
       if (v < I64_MIN || v > U64_MAX) {
         throw new RangeError(`${method}: a BigInt inside a value must be from -2^63 to 2^64 - 1`)
       }
+      if (v >= -MAX_SAFE && v <= MAX_SAFE) {
+        throw new RangeError(
+          `${method}: a BigInt inside a value must be beyond ±(2^53 - 1) (a read gives a smaller one back as a number): store Number(n)`,
+        )
+      }
       return false
     case 'object':
       break
@@ -108,12 +116,6 @@ function check(v, method, seen, depth) {
   let wide = false
   if (Array.isArray(v)) {
     for (let i = 0; i < v.length; i++) wide = check(v[i], method, seen, depth + 1) || wide
-  } else if (v instanceof Map) {
-    for (const [k, x] of v) {
-      if (typeof k !== 'string' && typeof k !== 'number') refuse(method, 'a Map key that is not a string or number')
-      wide = check(k, method, seen, depth + 1) || wide
-      wide = check(x, method, seen, depth + 1) || wide
-    }
   } else {
     const proto = Object.getPrototypeOf(v)
     if (proto !== Object.prototype && proto !== null) refuse(method, describe(v))
@@ -128,7 +130,6 @@ function exact(v) {
   if (typeof v === 'number') return Number.isSafeInteger(v) && (v > 0xffffffff || v < -0x80000000) ? BigInt(v) : v
   if (v === null || typeof v !== 'object' || v instanceof Uint8Array || v instanceof Date) return v
   if (Array.isArray(v)) return v.map(exact)
-  if (v instanceof Map) return new Map([...v].map(([k, x]) => [exact(k), exact(x)]))
   const out = {}
   for (const k in v) out[k] = exact(v[k])
   return out

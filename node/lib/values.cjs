@@ -119,8 +119,12 @@ function encodeMsgpack(value, method) {
   if (typeof value === 'number' && Number.isSafeInteger(value)) {
     return [COUNTER, undefined, undefined, value, undefined]
   }
-  if (typeof value === 'bigint' && value >= I64_MIN && value <= I64_MAX) {
-    return [COUNTER, undefined, undefined, undefined, value]
+  if (typeof value === 'bigint') {
+    if (value >= I64_MIN && value <= I64_MAX) return [COUNTER, undefined, undefined, undefined, value]
+    // Beyond it, up to 2^64 - 1, a msgpack integer, as Python stores a larger int.
+    if (value < I64_MIN || value > 2n ** 64n - 1n) {
+      throw new RangeError(`${method}: a BigInt value must be from -2^63 to 2^64 - 1`)
+    }
   }
   return [RAW, undefined, msgpack.pack(value, method)]
 }

@@ -306,8 +306,10 @@ impl NativeCache {
     #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
     pub fn read(&self, key: KeyArg) -> Result<Out> {
         let c = self.cache()?;
-        Ok(read_below(c, key_bytes(&key), self.front())?
-            .and_then(|v| v.out(self.regions.as_ref())))
+        Ok(
+            read_below(c, key_bytes(&key), self.front())?
+                .and_then(|v| v.out(self.regions.as_ref())),
+        )
     }
 
     /// Registers this cache for `readInput()` in this thread; its slot.
