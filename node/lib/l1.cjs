@@ -261,10 +261,10 @@ class L1 {
 
   /**
    * Keeps the cached miss of `key` that the addon's last call found, if it
-   * said L1 may (meta words 0 and 1) and the miss has no tags.
+   * said L1 may (meta words 0 and 1: never for a miss with tags).
    */
   keepNegative(key) {
-    if (this.maxNegative === 0 || meta[0] !== NEGATIVE || meta[1] === 0 || meta[8] !== 0) return
+    if (this.maxNegative === 0 || meta[0] !== NEGATIVE || meta[1] === 0) return
     const str = typeof key === 'string'
     const k = str ? key : key.toString('latin1')
     ;(str ? this.strings : this.buffers).delete(k)

@@ -306,11 +306,11 @@ impl Front for NodeFront<'_> {
 
     fn negative(&mut self, f: Found<()>) {
         // The meta words say what an L1 entry of the cached miss watches: the
-        // key's main stamp and the epoch (its tags, if any, are words of the
-        // cached-miss segment, which the L1 does not map: it keeps none).
+        // key's main stamp and the epoch. One with tags is not kept: their
+        // words are the cached-miss segment's, which the L1 does not map.
         found(NEGATIVE);
-        if let (Some(w), Some(r)) = (&f.keep, self.regions) {
-            keep(r, w, &f.tags, &f.trailer);
+        if let (Some(w), Some(r), true) = (&f.keep, self.regions, f.tags.is_empty()) {
+            keep(r, w, &[], &f.trailer);
         }
     }
 
