@@ -103,8 +103,8 @@ class Ring {
       const e = q[this.head]
       q[this.head++] = undefined
       if (e.map.get(e.key) !== e) continue
-      if (e.hit) {
-        e.hit = false
+      if (e.hit !== 0) {
+        e.hit = 0
         q.push(e)
         continue
       }
@@ -171,28 +171,15 @@ class L1 {
     return this.negStrings.size + this.negBuffers.size
   }
 
-  /** The map and map key of `key` (a string or a Buffer). */
-  where(key) {
-    return typeof key === 'string' ? [this.strings, key] : [this.buffers, key.toString('latin1')]
-  }
-
   /** The live value of `key`, or `miss` when L1 holds nothing valid for it. */
   get(map, k, miss) {
+    let hi
     const e = map.get(k)
     if (e === undefined) return miss
-    if (!this.valid(e)) {
+    if (Atomics.load(this.stamps, e.stamp) !== e.seen || Atomics.load(this.epoch, 0) !== e.epoch) {
       map.delete(k)
       return miss
     }
-    e.hit = true
-    this.hits++
-    return this.copy ? shallow(e.value) : e.value
-  }
-
-  /** Whether entry `e` still holds: its words unmoved, its deadline not passed. */
-  valid(e) {
-    let hi
-    if (Atomics.load(this.stamps, e.stamp) !== e.seen || Atomics.load(this.epoch, 0) !== e.epoch) return false
     if (e.timed) {
       // A plain load of the short clock for a deadline within its range: the
       // clock is this process's own word, not the segment's, and the load
@@ -204,16 +191,22 @@ class L1 {
           ? clock[2] >= e.short
           : (hi = Atomics.load(clock, 1)) > e.softHi || (hi === e.softHi && Atomics.load(clock, 0) >= e.softLo)
       ) {
-        return false
+        map.delete(k)
+        return miss
       }
     }
     const t = e.tags
     if (t !== null) {
       for (let i = 0; i < t.length; i += 2) {
-        if (Atomics.load(this.tags, t[i]) !== t[i + 1]) return false
+        if (Atomics.load(this.tags, t[i]) !== t[i + 1]) {
+          map.delete(k)
+          return miss
+        }
       }
     }
-    return true
+    e.hit = 1
+    this.hits++
+    return this.copy ? shallow(e.value) : e.value
   }
 
   /**
@@ -225,15 +218,8 @@ class L1 {
     const str = typeof key === 'string'
     const map = str ? this.negStrings : this.negBuffers
     const k = str ? key : key.toString('latin1')
-    const e = map.get(k)
-    if (e === undefined) return undefined
-    if (!this.valid(e)) {
-      map.delete(k)
-      return undefined
-    }
-    e.hit = true
-    this.hits++
-    return CACHED_MISS
+    // A cached miss's entry holds null: get() answers it, or undefined.
+    return this.get(map, k, undefined) === null ? CACHED_MISS : undefined
   }
 
   /** What a caller gets of a value this L1 may share with other callers. */
@@ -311,8 +297,8 @@ class L1 {
       softLo,
       softHi,
       short,
-      /** Hit since it was queued (CLOCK's mark). */
-      hit: false,
+      /** 1 once hit since it was queued, else 0 (CLOCK's mark). */
+      hit: 0,
     }
     map.set(k, e)
     ring.push(e)
