@@ -152,6 +152,19 @@ test('getOrSet lands msgpack values, which Python reads', async () => {
   assert.deepEqual(got, ['Timestamp', '7879'])
 })
 
+test('a failed load is answered with the stale msgpack value', async () => {
+  const c = cache('mp-stale', { l1Items: 100, staleTtl: 60 })
+  const v = { at: new Date(5), n: [1.5] }
+  await c.getOrSet('k', () => v, { ttl: '50ms' })
+  await new Promise((r) => setTimeout(r, 120))
+  const got = await c.getOrSet('k', () => {
+    throw new Error('source down')
+  })
+  assert.deepEqual(got, v)
+  assert.notEqual(got, v, 'decoded from the segment, not the object kept in L1')
+  assert.equal(c.stats().staleServed, 1)
+})
+
 test("an 'auto' cache does not read msgpack values (one serializer per cache)", () => {
   const c = cache('mp-mixed', { l1Items: 0 })
   c.set('obj', { a: 1 })
