@@ -10,7 +10,7 @@
 
 const native = require('./lib/native.cjs')
 const args = require('./lib/args.cjs')
-const { encode, decode } = require('./lib/values.cjs')
+const { encode, decode, serializerOption } = require('./lib/values.cjs')
 const { L1, meta } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, translate } = require('./lib/errors.cjs')
 const { Degraded, SegmentError, MODES, refusal, notice, mapKey } = require('./lib/degraded.cjs')
@@ -67,6 +67,8 @@ class Cache {
   #dg = null
   #failure = null
   #mode
+  /** 'auto' or 'msgpack': how values that are not counters are encoded. */
+  #serializer
 
   /**
    * Opens (or creates) the cache `name` in `directory` (default /dev/shm).
@@ -113,6 +115,13 @@ class Cache {
       throw new RangeError(`${M}: degraded must be 'passthrough', 'local' or 'raise', got ${JSON.stringify(mode)}`)
     }
     const degradedTtl = o.degradedTtl === undefined ? 1 : args.duration(o.degradedTtl, M, 'degradedTtl')
+    // The codec and the cached misses' bound.
+    const serializer = serializerOption(o.serializer, M)
+    const l1NegativeItems =
+      o.l1NegativeItems === undefined
+        ? Math.floor(l1Items / 10)
+        : args.integer(o.l1NegativeItems, M, 'l1NegativeItems', 0, 2 ** 31)
+    this.#serializer = serializer
     try {
       this.#native = new native.NativeCache(name, {
         size,
@@ -127,6 +136,7 @@ class Cache {
         jitter,
         loaderTimeout,
         l1: l1Items > 0,
+        rawValues: serializer === 'msgpack',
       })
     } catch (e) {
       throw translate(e, M)
@@ -150,6 +160,7 @@ class Cache {
       words ?? [new ArrayBuffer(4), new ArrayBuffer(4), new ArrayBuffer(8)],
       copy,
       o.debug === true,
+      l1NegativeItems,
     )
     this.#loads = new Loads({
       name,
@@ -158,6 +169,7 @@ class Cache {
       dg: this.#dg,
       loaderTimeout,
       ttl,
+      serializer,
       miss: MISS,
       take: (k, out) => this.#take(k, out),
       closed: () => this.#closed,
@@ -347,7 +359,7 @@ class Cache {
     const o = args.options(options, M, SET_OPTIONS)
     const ttl = args.optionalDuration(o.ttl, M, 'ttl')
     const tags = args.tags(o.tags, M)
-    return { k, ttl, tags, enc: encode(value, M) }
+    return { k, ttl, tags, enc: encode(value, M, this.#serializer) }
   }
 
   /**

@@ -16,7 +16,28 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
 /** What a cache stores: JSON data, a 64-bit BigInt, or bytes. */
 export type Value = JsonValue | bigint | Uint8Array
 
-export interface CacheOptions {
+/** How a cache stores values that are not integers (the `serializer` option). */
+export type Serializer = 'auto' | 'msgpack'
+
+/**
+ * What a cache with `serializer: 'msgpack'` stores: JSON data, numbers (NaN and
+ * Infinity too), Buffers, Dates and BigInts beyond 2^53 anywhere in the value.
+ */
+export type MsgpackValue =
+  | null
+  | boolean
+  | number
+  | string
+  | bigint
+  | Uint8Array
+  | Date
+  | MsgpackValue[]
+  | { [key: string]: MsgpackValue }
+
+/** What a cache of serializer `S` stores. */
+export type ValueOf<S extends Serializer> = S extends 'msgpack' ? MsgpackValue : Value
+
+export interface CacheOptions<S extends Serializer = Serializer> {
   /** Bytes of entries in the shared segment (default: 64 MiB, fitted to the directory's free space). */
   size?: Size
   /** Bytes of cached misses (default: a sixteenth of `size`, at least 1 MiB). */
@@ -49,6 +70,14 @@ export interface CacheOptions {
   degraded?: 'passthrough' | 'local' | 'raise'
   /** With degraded 'local': the longest an entry lives in a process (default 1 s). */
   degradedTtl?: Duration
+  /**
+   * How values that are not integers are stored: 'auto' (default; JSON text and bytes, as
+   * Python's serializer="auto") or 'msgpack' (as Python's serializer="msgpack"; needs the
+   * msgpackr package). Every process of a cache must use the same one.
+   */
+  serializer?: S
+  /** Loaders' cached misses this process keeps in L1, apart from l1Items (default l1Items / 10; 0: none). */
+  l1NegativeItems?: number
 }
 
 export interface SetOptions {
@@ -82,7 +111,15 @@ export type Loader<T> = (context: LoaderContext) => T | undefined | null | Promi
 
 export interface Stats {
   name: string
-  l1: { items: number; maxItems: number; hits: number; misses: number }
+  l1: {
+    items: number
+    maxItems: number
+    /** Loaders' cached misses in L1, and their bound (l1NegativeItems). */
+    negativeItems: number
+    maxNegativeItems: number
+    hits: number
+    misses: number
+  }
   l2: { hits: number; misses: number }
   negHits: number
   /** Entries this process could not read (values pickled by Python). */
@@ -106,8 +143,8 @@ export interface Stats {
 }
 
 /** A cache shared by every process of the host (Node.js or Python) that opens the same name. */
-export declare class Cache {
-  constructor(name: string, options?: CacheOptions)
+export declare class Cache<S extends Serializer = 'auto'> {
+  constructor(name: string, options?: CacheOptions<S>)
   /** The cache's name. */
   readonly name: string
   /** Whether the cache runs without its shared segment. */
@@ -117,13 +154,13 @@ export declare class Cache {
   /** The same as a short name (missing_directory, not_writable, no_space, ...), or null. */
   readonly degradedCause: string | null
   /** The value of `key` (this process's L1, else the host's segment), or undefined. */
-  get<T = Value>(key: Key): T | undefined
+  get<T = ValueOf<S>>(key: Key): T | undefined
   /** Whether `key` holds a value. */
   has(key: Key): boolean
   /** Stores `value` under `key`; once it returns, no process of the host returns the old value. */
-  set(key: Key, value: Value, options?: SetOptions): void
+  set(key: Key, value: ValueOf<S>, options?: SetOptions): void
   /** Stores `value` only if `key` holds no fresh value; whether it did. */
-  add(key: Key, value: Value, options?: SetOptions): boolean
+  add(key: Key, value: ValueOf<S>, options?: SetOptions): boolean
   /** Adds `delta` to the counter under `key` for every process of the host; the result. */
   incr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
   /** Gives the value under `key` a new TTL from now; whether it held one. */
@@ -135,9 +172,9 @@ export declare class Cache {
   /** Empties the cache for every process of the host. */
   clear(): void
   /** The value of `key`, loading it once per key per host on a miss. */
-  getOrSet<T extends Value = Value>(key: Key, loader: Loader<T>, options?: GetOrSetOptions): Promise<T | undefined>
+  getOrSet<T extends ValueOf<S> = ValueOf<S>>(key: Key, loader: Loader<T>, options?: GetOrSetOptions): Promise<T | undefined>
   /** Keys under `prefix + ':'`, cleared together. */
-  namespace(prefix: string): Namespace
+  namespace(prefix: string): Namespace<S>
   /** This process's counters and the host segment's figures. */
   stats(): Stats
   /** Detaches this process; every later call throws. */
@@ -147,16 +184,16 @@ export declare class Cache {
 }
 
 /** Keys under a prefix of one cache, cleared together. */
-export declare class Namespace {
+export declare class Namespace<S extends Serializer = 'auto'> {
   readonly prefix: string
-  get<T = Value>(key: Key): T | undefined
+  get<T = ValueOf<S>>(key: Key): T | undefined
   has(key: Key): boolean
-  set(key: Key, value: Value, options?: SetOptions): void
-  add(key: Key, value: Value, options?: SetOptions): boolean
+  set(key: Key, value: ValueOf<S>, options?: SetOptions): void
+  add(key: Key, value: ValueOf<S>, options?: SetOptions): boolean
   incr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
   touch(key: Key, options?: { ttl?: Duration }): boolean
   delete(key: Key): boolean
-  getOrSet<T extends Value = Value>(key: Key, loader: Loader<T>, options?: GetOrSetOptions): Promise<T | undefined>
+  getOrSet<T extends ValueOf<S> = ValueOf<S>>(key: Key, loader: Loader<T>, options?: GetOrSetOptions): Promise<T | undefined>
   /** Voids every entry of the namespace, in every process. */
   clear(): void
 }

@@ -186,6 +186,8 @@ const CACHE_OPTIONS = [
   'debug',
   'degraded',
   'degradedTtl',
+  'serializer',
+  'l1NegativeItems',
 ]
 const SET_OPTIONS = ['ttl', 'tags']
 const GET_OR_SET_OPTIONS = ['ttl', 'tags', 'negTtl', 'staleTtl']

@@ -3,8 +3,12 @@
 // of the mapped segment with Atomics.load (the key's stamp, the segment
 // epoch, its tags' versions) and its deadline, with no call into the addon.
 // Any process's write moves one of those words before it returns, so an
-// entry is never served after a write that returned. Bounded by item count;
-// the oldest entry is evicted first.
+// entry is never served after a write that returned. Bounded by item count,
+// with a separate bound for loaders' cached misses (kept for getOrSet, as
+// the Python front end keeps them); eviction is CLOCK, as in the Python
+// front end's L1 (ziggurat-cache's table): entries queue in the order they
+// were kept, and one hit since it was queued sends an entry to the back of
+// the queue once instead of out, so a hot key outlives a scan of cold ones.
 //
 // The deadline is the entry's soft deadline in ms of the engine's clock,
 // compared with the clock the addon keeps current: as one 32-bit word of ms
@@ -13,6 +17,13 @@
 // Of the 64-bit epoch, the low half is compared: a clear moves it, and only
 // 2^32 clears during one entry's life could bring it back (the key's 32-bit
 // stamp has the same bound, 2^31 writes of keys sharing it).
+//
+// A cached miss watches the same words as a value: the key's stamp in the
+// main segment (a cached miss counts only while the stamp it was stored
+// under holds, so any write of the key ends it) and the epoch. One whose
+// cached miss carries tags is not kept (their versions live in the
+// cached-miss segment, whose words this L1 does not map): getOrSet reads it
+// below L1 each time.
 
 const native = require('./native.cjs')
 
@@ -55,35 +66,109 @@ function deepFreeze(v) {
   return v
 }
 
+/** What the addon's meta word 0 says of a cached miss. */
+const NEGATIVE = 4
+
+/** The marker of a cached miss in `L1.negative()`'s answer. */
+const CACHED_MISS = Symbol('cached miss')
+
+/**
+ * The CLOCK queue of one bound (values, or cached misses): entries in the
+ * order they were kept, from index `head`, replaced and dropped ones too
+ * (skipped here). Not the maps' own order, whose first live key a Map finds
+ * only past the slots of every key deleted before it, a cost that grew with
+ * the L1.
+ */
+class Ring {
+  constructor(max) {
+    this.max = max
+    this.items = []
+    this.head = 0
+  }
+
+  push(e) {
+    this.items.push(e)
+    if (this.items.length - this.head > 2 * this.max + 64) this.compact()
+  }
+
+  /**
+   * Drops one entry: the first in the queue not hit since it was queued;
+   * each one hit on the way loses its mark and goes to the back (its second
+   * chance). False when the queue holds no live entry.
+   */
+  evict() {
+    const q = this.items
+    let done = false
+    while (this.head < q.length) {
+      const e = q[this.head]
+      q[this.head++] = undefined
+      if (e.map.get(e.key) !== e) continue
+      if (e.hit !== 0) {
+        e.hit = 0
+        q.push(e)
+        continue
+      }
+      e.map.delete(e.key)
+      done = true
+      break
+    }
+    if (this.head > 1024 && 2 * this.head > q.length) {
+      this.items = q.slice(this.head)
+      this.head = 0
+    }
+    return done
+  }
+
+  /** The queue without its replaced and dropped entries (at most `max` remain). */
+  compact() {
+    const live = []
+    for (let i = this.head; i < this.items.length; i++) {
+      const e = this.items[i]
+      if (e.map.get(e.key) === e) live.push(e)
+    }
+    this.items = live
+    this.head = 0
+  }
+
+  clear() {
+    this.items = []
+    this.head = 0
+  }
+}
+
 class L1 {
   /**
    * @param {number} max items kept (0: no L1)
    * @param {ArrayBuffer[]} words the stamp table, the tag table and the epoch
    * @param {'shared' | 'copy'} copy what a hit returns: the cached object, or a shallow copy
    * @param {boolean} debug deep-freeze the cached objects, so that a mutation throws
+   * @param {number} [maxNegative] loaders' cached misses kept (default max / 10; 0: none)
    */
-  constructor(max, words, copy, debug) {
+  constructor(max, words, copy, debug, maxNegative) {
     this.copy = copy === 'copy'
     this.debug = debug
     this.max = clock === null ? 0 : max
+    this.maxNegative = this.max === 0 ? 0 : (maxNegative ?? Math.floor(max / 10))
     this.strings = new Map()
     this.buffers = new Map()
+    /** Cached misses, apart from the values: only getOrSet looks for them. */
+    this.negStrings = new Map()
+    this.negBuffers = new Map()
     this.stamps = new Uint32Array(words[0])
     this.tags = new Uint32Array(words[1])
     this.epoch = new Uint32Array(words[2])
     this.hits = 0
-    /** Entries in the order they were kept (see evict()), from index `head`. */
-    this.queue = []
-    this.head = 0
+    this.queue = new Ring(this.max)
+    this.negQueue = new Ring(this.maxNegative)
   }
 
   get size() {
     return this.strings.size + this.buffers.size
   }
 
-  /** The map and map key of `key` (a string or a Buffer). */
-  where(key) {
-    return typeof key === 'string' ? [this.strings, key] : [this.buffers, key.toString('latin1')]
+  /** Cached misses held. */
+  get negativeSize() {
+    return this.negStrings.size + this.negBuffers.size
   }
 
   /** The live value of `key`, or `miss` when L1 holds nothing valid for it. */
@@ -119,8 +204,22 @@ class L1 {
         }
       }
     }
+    e.hit = 1
     this.hits++
     return this.copy ? shallow(e.value) : e.value
+  }
+
+  /**
+   * CACHED_MISS when L1 holds a valid cached miss of `key` (a string or a
+   * Buffer), else undefined.
+   */
+  negative(key) {
+    if (this.maxNegative === 0 || this.negativeSize === 0) return undefined
+    const str = typeof key === 'string'
+    const map = str ? this.negStrings : this.negBuffers
+    const k = str ? key : key.toString('latin1')
+    // A cached miss's entry holds null: get() answers it, or undefined.
+    return this.get(map, k, undefined) === null ? CACHED_MISS : undefined
   }
 
   /** What a caller gets of a value this L1 may share with other callers. */
@@ -138,76 +237,88 @@ class L1 {
     const str = typeof key === 'string'
     const map = str ? this.strings : this.buffers
     const k = str ? key : key.toString('latin1')
+    if (this.negStrings.size + this.negBuffers.size !== 0) (str ? this.negStrings : this.negBuffers).delete(k)
     if (meta[1] === 0) {
       map.delete(k)
       return
     }
-    if (!map.has(k) && this.size >= this.max) this.evict()
-    const ntags = meta[8]
-    const e = {
-      map,
-      key: k,
-      value: this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value,
-      stamp: meta[2],
-      seen: meta[3],
-      epoch: meta[4],
-      tags: ntags === 0 ? null : Array.from(meta.subarray(9, 9 + 2 * ntags)),
-      timed: (meta[6] | meta[7]) !== 0,
-      softLo: meta[6],
-      softHi: meta[7],
-      // The deadline on the short clock: 0 for one before its base (so
-      // expired), SHORT_MAX for one beyond its range (the long form decides).
-      short: Math.min(Math.max(meta[6] + meta[7] * 2 ** 32 - clockBase, 0), SHORT_MAX),
-    }
-    map.set(k, e)
-    this.queue.push(e)
-    if (this.queue.length - this.head > 2 * this.max + 64) this.compact()
-  }
-
-  drop(key) {
-    const [map, k] = this.where(key)
-    map.delete(k)
+    this.put(map, k, this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value, this.queue, this.size)
   }
 
   /**
-   * Drops the entry kept longest ago. The queue holds the entries in the
-   * order they were kept, replaced and dropped ones too (skipped here): not
-   * the maps' own order, whose first live key a Map finds only past the
-   * slots of every key deleted before it, a cost that grew with the L1.
+   * Keeps the cached miss of `key` that the addon's last call found, if it
+   * said L1 may (meta words 0 and 1: never for a miss with tags).
    */
-  evict() {
-    const q = this.queue
-    while (this.head < q.length) {
-      const e = q[this.head]
-      q[this.head++] = undefined
-      if (e.map.get(e.key) === e) {
-        e.map.delete(e.key)
-        break
-      }
-    }
-    if (this.head > 1024 && 2 * this.head > q.length) {
-      this.queue = q.slice(this.head)
-      this.head = 0
-    }
+  keepNegative(key) {
+    if (this.maxNegative === 0 || meta[0] !== NEGATIVE || meta[1] === 0) return
+    const str = typeof key === 'string'
+    const k = str ? key : key.toString('latin1')
+    ;(str ? this.strings : this.buffers).delete(k)
+    this.put(str ? this.negStrings : this.negBuffers, k, null, this.negQueue, this.negativeSize)
   }
 
-  /** The queue without its replaced and dropped entries (at most `max` remain). */
-  compact() {
-    const live = []
-    for (let i = this.head; i < this.queue.length; i++) {
-      const e = this.queue[i]
-      if (e.map.get(e.key) === e) live.push(e)
+  /**
+   * Puts an entry of `value` for `k` in `map` (of `ring`'s bound, which
+   * holds `held` entries), watching the words the meta block names. A key's
+   * entry replaced keeps its place in the queue and its mark, as in the
+   * Python front end's L1.
+   */
+  put(map, k, value, ring, held) {
+    const ntags = meta[8]
+    const tags = ntags === 0 ? null : Array.from(meta.subarray(9, 9 + 2 * ntags))
+    const softLo = meta[6]
+    const softHi = meta[7]
+    // The deadline on the short clock: 0 for one before its base (so
+    // expired), SHORT_MAX for one beyond its range (the long form decides).
+    const short = Math.min(Math.max(softLo + softHi * 2 ** 32 - clockBase, 0), SHORT_MAX)
+    const old = map.get(k)
+    if (old !== undefined) {
+      old.value = value
+      old.stamp = meta[2]
+      old.seen = meta[3]
+      old.epoch = meta[4]
+      old.tags = tags
+      old.timed = (softLo | softHi) !== 0
+      old.softLo = softLo
+      old.softHi = softHi
+      old.short = short
+      return
     }
-    this.queue = live
-    this.head = 0
+    if (held >= ring.max) ring.evict()
+    const e = {
+      map,
+      key: k,
+      value,
+      stamp: meta[2],
+      seen: meta[3],
+      epoch: meta[4],
+      tags,
+      timed: (softLo | softHi) !== 0,
+      softLo,
+      softHi,
+      short,
+      /** 1 once hit since it was queued, else 0 (CLOCK's mark). */
+      hit: 0,
+    }
+    map.set(k, e)
+    ring.push(e)
+  }
+
+  drop(key) {
+    const str = typeof key === 'string'
+    const k = str ? key : key.toString('latin1')
+    ;(str ? this.strings : this.buffers).delete(k)
+    if (this.negativeSize !== 0) (str ? this.negStrings : this.negBuffers).delete(k)
   }
 
   clear() {
     this.strings.clear()
     this.buffers.clear()
-    this.queue = []
-    this.head = 0
+    this.negStrings.clear()
+    this.negBuffers.clear()
+    this.queue.clear()
+    this.negQueue.clear()
   }
 }
 
-module.exports = { L1, meta, shallow, deepFreeze }
+module.exports = { L1, meta, shallow, deepFreeze, CACHED_MISS }

@@ -18,12 +18,13 @@ const STEP_WAIT = 3
 
 /**
  * The loads of one Cache. `cache` gives what they need of it: its name, addon,
- * L1, degraded store (or null), loaderTimeout and ttl in seconds, `miss` (the
+ * L1, degraded store (or null), loaderTimeout and ttl in seconds, its
+ * serializer ('auto' or 'msgpack'), `miss` (the
  * sentinel of `take`), `take(key, out)` (an addon result as a value kept in
  * L1, or `miss`), `closed()` and `open()` (throws once closed).
  *
  * @example
- * const loads = new Loads({ name, native, l1, dg: null, loaderTimeout: 10, ttl: 300, miss, take, closed, open })
+ * const loads = new Loads({ name, native, l1, dg: null, loaderTimeout: 10, ttl: 300, serializer: 'auto', miss, take, closed, open })
  * await loads.get('post:2', loader, { ttl: 600, negTtl: undefined, staleTtl: undefined, tags: undefined })
  */
 class Loads {
@@ -40,6 +41,8 @@ class Loads {
 
   /** The value of `k` (checked), concurrent calls of one key sharing one promise. */
   async get(k, loader, plan) {
+    // A loader's miss this process's L1 holds, still valid: no call below it.
+    if (this.#c.l1.negative(k) !== undefined) return undefined
     const fk = typeof k === 'string' ? `s${k}` : `b${k.toString('latin1')}`
     const shared = this.#flights.get(fk)
     if (shared !== undefined) return this.#c.l1.out(await shared)
@@ -69,6 +72,7 @@ class Loads {
           return v
         }
         case STEP_NEGATIVE:
+          c.l1.keepNegative(key)
           return undefined
         case STEP_WAIT:
           try {
@@ -107,7 +111,7 @@ class Loads {
     if (value === undefined || value === null) return undefined
     if (c.dg.local && !c.closed()) {
       try {
-        encode(value, M)
+        encode(value, M, c.serializer)
         c.dg.set(mk, value, plan.ttl ?? c.ttl, plan.tags)
       } catch (e) {
         this.#warn(key, e)
@@ -163,7 +167,7 @@ class Loads {
     }
     let enc
     try {
-      enc = encode(value, M)
+      enc = encode(value, M, c.serializer)
     } catch (e) {
       m.giveBack()
       this.#warn(key, e)

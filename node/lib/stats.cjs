@@ -16,7 +16,14 @@ function segmentStats(name, l1, c, decodeErrors, mode) {
   for (const { name, value } of c.negHost) negHost[name] = value
   return {
     name,
-    l1: { items: l1.size, maxItems: l1.max, hits: l1.hits, misses: c.l1Misses },
+    l1: {
+      items: l1.size,
+      maxItems: l1.max,
+      negativeItems: l1.negativeSize,
+      maxNegativeItems: l1.maxNegative,
+      hits: l1.hits,
+      misses: c.l1Misses,
+    },
     l2: { hits: c.l2Hits, misses: c.l2Misses },
     negHits: c.negHits,
     foreign: c.foreign,
@@ -43,7 +50,14 @@ function segmentStats(name, l1, c, decodeErrors, mode) {
 function degradedStats(name, dg, loads, failure, mode) {
   return {
     name,
-    l1: { items: dg.size, maxItems: dg.local ? dg.max : 0, hits: dg.hits, misses: dg.misses },
+    l1: {
+      items: dg.size,
+      maxItems: dg.local ? dg.max : 0,
+      negativeItems: 0,
+      maxNegativeItems: 0,
+      hits: dg.hits,
+      misses: dg.misses,
+    },
     l2: { hits: 0, misses: 0 },
     negHits: 0,
     foreign: 0,

@@ -13,6 +13,13 @@
 // Anything else (undefined, functions, symbols, Date, Map, Set, class
 // instances, NaN, Infinity, BigInt inside an object, cycles) is a TypeError:
 // JSON would change it silently (a Date into a string, a Map into {}).
+//
+// With the cache option serializer: 'msgpack' (Python's
+// serializer="msgpack"), integers are counters all the same, as in Python,
+// and every other value is its msgpack bytes (lib/msgpack.cjs), which the
+// addon stores and returns as they are (RAW).
+
+const msgpack = require('./msgpack.cjs')
 
 const I64_MIN = -(2n ** 63n)
 const I64_MAX = 2n ** 63n - 1n
@@ -21,6 +28,7 @@ const I64_MAX = 2n ** 63n - 1n
 const JSON_TEXT = 1
 const BYTES = 2
 const COUNTER = 3
+const RAW = 5
 
 function describe(v) {
   if (v === undefined) return 'undefined'
@@ -71,8 +79,12 @@ function checkPlain(v, method, seen, depth) {
   seen.delete(v)
 }
 
-/** How `value` is stored: [code, text, bytes, num, big] as the addon takes them. */
-function encode(value, method) {
+/**
+ * How `value` is stored: [code, text, bytes, num, big] as the addon takes
+ * them; `serializer` the cache's option ('auto' when not given).
+ */
+function encode(value, method, serializer) {
+  if (serializer === 'msgpack') return encodeMsgpack(value, method)
   switch (typeof value) {
     case 'number':
       if (Number.isSafeInteger(value)) return [COUNTER, undefined, undefined, value, undefined]
@@ -102,6 +114,21 @@ function encode(value, method) {
   }
 }
 
+/** `encode` for serializer 'msgpack': a counter for an integer of 64 bits, else msgpack bytes. */
+function encodeMsgpack(value, method) {
+  if (typeof value === 'number' && Number.isSafeInteger(value)) {
+    return [COUNTER, undefined, undefined, value, undefined]
+  }
+  if (typeof value === 'bigint') {
+    if (value >= I64_MIN && value <= I64_MAX) return [COUNTER, undefined, undefined, undefined, value]
+    // Beyond it, up to 2^64 - 1, a msgpack integer, as Python stores a larger int.
+    if (value < I64_MIN || value > 2n ** 64n - 1n) {
+      throw new RangeError(`${method}: a BigInt value must be from -2^63 to 2^64 - 1`)
+    }
+  }
+  return [RAW, undefined, msgpack.pack(value, method)]
+}
+
 /** The value the addon returned as `out`, of kind `code`; `undefined` for text that is not JSON. */
 function decode(out, code) {
   switch (code) {
@@ -114,9 +141,24 @@ function decode(out, code) {
     case BYTES:
     case COUNTER:
       return out
+    case RAW:
+      return msgpack.unpack(out)
     default:
       return undefined
   }
 }
 
-module.exports = { encode, decode, checkPlain }
+/** The cache option `serializer`, checked ('auto' when not given); loads msgpackr for 'msgpack'. */
+function serializerOption(v, method) {
+  if (v === undefined || v === 'auto') return 'auto'
+  if (v === 'msgpack') {
+    msgpack.load(method)
+    return v
+  }
+  if (typeof v !== 'string') {
+    throw new TypeError(`${method}: serializer must be 'auto' or 'msgpack', not ${v === null ? 'null' : typeof v}`)
+  }
+  throw new RangeError(`${method}: serializer must be 'auto' or 'msgpack', got ${JSON.stringify(v)}`)
+}
+
+module.exports = { encode, decode, checkPlain, serializerOption }

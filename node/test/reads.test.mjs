@@ -104,11 +104,12 @@ test('L1 keeps a value until its deadline, near (one clock word) or beyond 49.7 
   assert.equal(hits(), h0 + 5, 'the far and never-expiring values are still L1 hits')
 })
 
-test('a full L1 drops the entry kept longest ago, a rewritten one counting from its rewrite', () => {
+test('a full L1 drops the entry kept longest ago and not hit since, a rewritten one keeping its place', () => {
   const c = new Cache(cacheName('reads-evict'), { size: '8MiB', l1Items: 3 })
   open.push(c)
   for (const k of ['a', 'b', 'c']) c.set(k, k)
-  c.set('a', 'a2') // a is now the newest
+  c.set('a', 'a2') // a keeps its place, first in the queue
+  c.get('a') // but a hit gives it a second chance
   c.set('d', 'd') // so b goes
   assert.equal(c.stats().l1.items, 3)
   const l1Hit = (k) => {

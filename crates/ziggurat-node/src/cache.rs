@@ -49,6 +49,9 @@ pub struct OpenOptions {
     pub loader_timeout: f64,
     /// Whether the caller keeps an L1 (and so wants the words it watches).
     pub l1: bool,
+    /// Values are encoded in JavaScript (serializer 'msgpack'): stored and
+    /// read as the bytes it gives (counters apart).
+    pub raw_values: Option<bool>,
 }
 
 /// This process's counters of the cache, for `stats()`.
@@ -130,6 +133,8 @@ pub struct NativeCache {
     pub(crate) name: String,
     pub(crate) regions: Option<Regions>,
     pub(crate) foreign: Arc<AtomicU64>,
+    /// Values are encoded in JavaScript (`OpenOptions::raw_values`).
+    pub(crate) raw: bool,
     notice: Option<String>,
     failure: Option<(String, String)>,
 }
@@ -199,6 +204,7 @@ impl NativeCache {
                     name,
                     regions: None,
                     foreign: Arc::new(AtomicU64::new(0)),
+                    raw: o.raw_values.unwrap_or(false),
                     notice: None,
                     failure: Some((e.cause().to_owned(), e.to_string())),
                 })
@@ -220,6 +226,7 @@ impl NativeCache {
             name,
             regions,
             foreign: Arc::new(AtomicU64::new(0)),
+            raw: o.raw_values.unwrap_or(false),
             notice: pair.notice,
             failure: None,
         })
@@ -299,15 +306,23 @@ impl NativeCache {
     #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
     pub fn read(&self, key: KeyArg) -> Result<Out> {
         let c = self.cache()?;
-        Ok(read_below(c, key_bytes(&key), &self.foreign)?
-            .and_then(|v| v.out(self.regions.as_ref())))
+        Ok(
+            read_below(c, key_bytes(&key), self.front())?
+                .and_then(|v| v.out(self.regions.as_ref())),
+        )
     }
 
     /// Registers this cache for `readInput()` in this thread; its slot.
     #[napi]
     pub fn reader(&self) -> Result<u32> {
         let c = self.cache()?;
-        Ok(register(c, &self.name, self.regions, &self.foreign))
+        Ok(register(
+            c,
+            &self.name,
+            self.regions,
+            &self.foreign,
+            self.raw,
+        ))
     }
 
     /// This thread's input block (a read's slot and key) as a buffer; null
@@ -548,6 +563,8 @@ pub(crate) fn payload(
     match (code, text, bytes) {
         (1, Some(t), _) => Ok((Body::Owned(t.into_bytes()), Kind::Value)),
         (2, _, Some(b)) => Ok((Body::Owned(pickle_bytes(&b)), Kind::Value)),
+        // A value JavaScript encoded (serializer 'msgpack'): its bytes as they are.
+        (5, _, Some(b)) => Ok((Body::Owned(b.to_vec()), Kind::Value)),
         (3, _, _) => {
             let n = match (num, big) {
                 (Some(n), _) => n as i64,

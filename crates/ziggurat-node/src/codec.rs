@@ -4,6 +4,9 @@
 //! `bytes` object (protocol 5), so that a Buffer stored here is `bytes` in
 //! Python and a `bytes` stored there is a Buffer here. Any other pickle
 //! (first byte 0x80) is foreign: a miss in Node.js, never an error.
+//! A cache opened with serializer 'msgpack' (Python's serializer="msgpack")
+//! has its values encoded and decoded in JavaScript: here they are bytes
+//! passed through as they are (`Decoded::Raw`); counters are the same in both.
 
 use ziggurat_cache::Kind;
 
@@ -26,17 +29,22 @@ pub enum Decoded {
     Json(String),
     /// Bytes (a Buffer).
     Bytes(Vec<u8>),
+    /// A value's bytes as JavaScript encoded them, for it to decode.
+    Raw(Vec<u8>),
     /// A counter.
     Int(i64),
 }
 
 /// The value in `payload` of an entry of `kind`; None when Node.js cannot
-/// read it (a pickle of anything but bytes, text that is not UTF-8).
-pub fn decode(kind: Kind, payload: Vec<u8>) -> Option<Decoded> {
+/// read it (a pickle of anything but bytes, text that is not UTF-8). In a
+/// cache whose values JavaScript encodes (`raw`: serializer 'msgpack'), a
+/// value is its bytes as they are, for JavaScript's decoder.
+pub fn decode(kind: Kind, payload: Vec<u8>, raw: bool) -> Option<Decoded> {
     match kind {
         Kind::Counter => Some(Decoded::Int(i64::from_le_bytes(
             payload.as_slice().try_into().ok()?,
         ))),
+        Kind::Value if raw => Some(Decoded::Raw(payload)),
         Kind::Value if payload.first() == Some(&PROTO) => {
             unpickle_bytes(&payload).map(|b| Decoded::Bytes(b.to_vec()))
         }

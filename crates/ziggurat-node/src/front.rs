@@ -12,6 +12,7 @@ use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4, Latin1String};
 use napi_derive::napi;
 use ziggurat_cache::{Cache, Error, Found, Front, L1Watch, Payload, Read, Trailer, Watch32};
 
+use crate::cache::NativeCache;
 use crate::codec::{decode, Decoded};
 use crate::errors::{closed, invalid, to_napi};
 use crate::words::{input, meta, Regions};
@@ -30,6 +31,9 @@ pub const BYTES: u32 = 2;
 pub const COUNTER: u32 = 3;
 /// A cached miss.
 pub const NEGATIVE: u32 = 4;
+/// A value's bytes as JavaScript encoded them (a cache whose values are
+/// encoded in JavaScript: serializer 'msgpack').
+pub const RAW: u32 = 5;
 
 /// Meta words: 0 what was found, 1 whether an L1 may keep it, 2 the index of
 /// the key's stamp, 3 its value, 4 and 5 the epoch (low, high), 6 and 7 the
@@ -79,6 +83,7 @@ impl NodeValue {
         let (code, v) = match self.data {
             Decoded::Json(s) => (JSON_TEXT, Either4::A(s)),
             Decoded::Bytes(b) => (BYTES, Either4::B(b.into())),
+            Decoded::Raw(b) => (RAW, Either4::B(b.into())),
             Decoded::Int(n) => (COUNTER, int_out(n)),
         };
         found(code);
@@ -94,6 +99,7 @@ impl NodeValue {
             data: match &self.data {
                 Decoded::Json(s) => Decoded::Json(s.clone()),
                 Decoded::Bytes(b) => Decoded::Bytes(b.clone()),
+                Decoded::Raw(b) => Decoded::Raw(b.clone()),
                 Decoded::Int(n) => Decoded::Int(*n),
             },
             keep: None,
@@ -101,19 +107,16 @@ impl NodeValue {
     }
 }
 
-/// Reads `key` below L1 in `c`: the value, the meta words saying what it
-/// is (the one read of every front end's call, `NativeCache.read` and
-/// `readInput` alike).
-pub fn read_below(c: &Cache, k: &[u8], foreign: &AtomicU64) -> napi::Result<Option<NodeValue>> {
+/// Reads `key` below L1 in `c` through `f`: the value, the meta words
+/// saying what it is (the one read of every front end's call,
+/// `NativeCache.read` and `readInput` alike).
+pub fn read_below(c: &Cache, k: &[u8], mut f: NodeFront<'_>) -> napi::Result<Option<NodeValue>> {
     ziggurat_cache::check_key(k).map_err(to_napi)?;
     c.counts().l1_misses.bump();
-    let mut f = NodeFront { foreign };
     Ok(match c.read(k, None, false, &mut f)? {
         Read::Fresh(v, _) => Some(v),
-        Read::Negative(_) => {
-            found(NEGATIVE);
-            None
-        }
+        // The meta words say it (`NodeFront::negative`).
+        Read::Negative(_) => None,
         _ => {
             found(NOTHING);
             None
@@ -133,6 +136,7 @@ struct Reader {
     name: String,
     regions: Option<Regions>,
     foreign: Arc<AtomicU64>,
+    raw: bool,
 }
 
 thread_local! {
@@ -147,12 +151,14 @@ pub fn register(
     name: &str,
     regions: Option<Regions>,
     foreign: &Arc<AtomicU64>,
+    raw: bool,
 ) -> u32 {
     let r = Reader {
         cache: Arc::downgrade(cache),
         name: name.to_string(),
         regions,
         foreign: Arc::clone(foreign),
+        raw,
     };
     READERS.with(|rs| {
         let mut rs = rs.borrow_mut();
@@ -187,16 +193,21 @@ pub fn forget_reader(slot: u32) {
 pub fn read_input() -> napi::Result<Either<Latin1String, Out>> {
     let mut key = Vec::with_capacity(64);
     let slot = input(&mut key).ok_or_else(|| invalid("the key is longer than 4096 bytes"))?;
-    let (c, regions, foreign) = READERS.with(|rs| {
+    let (c, regions, foreign, raw) = READERS.with(|rs| {
         let rs = rs.borrow();
         let r = rs
             .get(slot as usize)
             .and_then(Option::as_ref)
             .ok_or_else(|| invalid(format!("no cache reads through slot {slot}")))?;
         let c = r.cache.upgrade().ok_or_else(|| closed(&r.name))?;
-        Ok::<_, napi::Error>((c, r.regions, Arc::clone(&r.foreign)))
+        Ok::<_, napi::Error>((c, r.regions, Arc::clone(&r.foreign), r.raw))
     })?;
-    let Some(v) = read_below(&c, &key, &foreign)? else {
+    let f = NodeFront {
+        foreign: &foreign,
+        raw,
+        regions: regions.as_ref(),
+    };
+    let Some(v) = read_below(&c, &key, f)? else {
         return Ok(Either::B(None));
     };
     match v.data {
@@ -228,6 +239,11 @@ pub fn int_out(n: i64) -> Either4<String, Buffer, f64, BigInt> {
 pub struct NodeFront<'a> {
     /// Entries this process could not read (pickles of Python objects).
     pub foreign: &'a AtomicU64,
+    /// The cache's values are encoded in JavaScript (`codec::decode`).
+    pub raw: bool,
+    /// The words of the caller's L1, which keeps cached misses too; None
+    /// without one.
+    pub regions: Option<&'a Regions>,
 }
 
 impl Payload for NodeFront<'_> {
@@ -244,10 +260,21 @@ impl Payload for NodeFront<'_> {
     }
 }
 
+impl NativeCache {
+    /// The front end of one read of this cache.
+    pub(crate) fn front(&self) -> NodeFront<'_> {
+        NodeFront {
+            foreign: &self.foreign,
+            raw: self.raw,
+            regions: self.regions.as_ref(),
+        }
+    }
+}
+
 impl NodeFront<'_> {
     fn value(&mut self, found: Found<Vec<u8>>, keep: bool) -> Option<NodeValue> {
         let t = found.trailer;
-        let Some(data) = decode(t.kind, found.payload) else {
+        let Some(data) = decode(t.kind, found.payload, self.raw) else {
             self.foreign.fetch_add(1, Ordering::Relaxed);
             return None;
         };
@@ -277,8 +304,14 @@ impl Front for NodeFront<'_> {
         self.value(found, false)
     }
 
-    fn negative(&mut self, _found: Found<()>) {
-        // Cached misses are not kept in the JavaScript L1: each is read again.
+    fn negative(&mut self, f: Found<()>) {
+        // The meta words say what an L1 entry of the cached miss watches: the
+        // key's main stamp and the epoch. One with tags is not kept: their
+        // words are the cached-miss segment's, which the L1 does not map.
+        found(NEGATIVE);
+        if let (Some(w), Some(r), true) = (&f.keep, self.regions, f.tags.is_empty()) {
+            keep(r, w, &[], &f.trailer);
+        }
     }
 
     fn error(&mut self, e: Error) -> napi::Error {

@@ -19,7 +19,7 @@ use ziggurat_cache::{Cache, Loaded, Miss, Step, Took};
 
 use crate::cache::{payload, tag_bytes, KeyArg, NativeCache};
 use crate::errors::{invalid, to_napi};
-use crate::front::{found, NodeFront, NodeValue, Out, NOTHING};
+use crate::front::{found, NodeValue, Out, NOTHING};
 
 /// A value was found: `got()` has it.
 const VALUE: u32 = 0;
@@ -181,9 +181,7 @@ impl NativeCache {
             .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
             .map_err(|e| invalid(crate::cache::camel(&e.to_string())))?;
         c.counts().l1_misses.bump();
-        let mut f = NodeFront {
-            foreign: &self.foreign,
-        };
+        let mut f = self.front();
         let step = c.begin(&k, plan, &mut f)?;
         Ok(state(self, c, k, step))
     }
@@ -241,9 +239,7 @@ impl NativeCache {
             .miss
             .take()
             .ok_or_else(|| invalid("afterWait() follows a wait"))?;
-        let mut f = NodeFront {
-            foreign: &self.foreign,
-        };
+        let mut f = self.front();
         let step = c.after_wait(&m.key, miss, &mut f)?;
         *m = state(self, c, std::mem::take(&mut m.key), step);
         Ok(m.step)

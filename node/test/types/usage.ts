@@ -41,3 +41,14 @@ const keyv = new KeyvZiggurat(cache)
 void [keyv, collectMetrics]
 // @ts-expect-error the Keyv store takes a Cache or a name
 void new KeyvZiggurat(42)
+
+// serializer: 'msgpack' takes Dates and BigInts inside values; 'auto' does not.
+const packed = new Cache('events', { serializer: 'msgpack', l1NegativeItems: 100 })
+packed.set('event', { at: new Date(), id: 2n ** 60n, body: Buffer.from('x') })
+packed.namespace('e').set('1', new Date())
+const negatives: number = packed.stats().l1.negativeItems
+void negatives
+// @ts-expect-error an 'auto' cache does not store a Date inside a value
+cache.set('k', { at: new Date() })
+// @ts-expect-error serializer is 'auto' or 'msgpack'
+void new Cache('x', { serializer: 'pickle' })
