@@ -175,7 +175,7 @@ def test_namespace_bad_names(make_cache: Callable[..., Cache]) -> None:
     """G5: namespace names are non-empty str without ':'."""
     cache = make_cache()
     for bad in ("", "a:b"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"^Cache\.namespace\(\): name must be a non-empty"):
             cache.namespace(bad)
     with pytest.raises((TypeError, ValueError)):
         cache.namespace(5)  # type: ignore[arg-type]

@@ -145,6 +145,9 @@ def segment_name(name: str, version: str | None = None) -> str:
 def name_and_version(segment: str) -> tuple[str, str | None]:
     """The name and version a segment name holds."""
 
+def namespace_parts(name: str) -> tuple[str, str]:
+    """The key prefix and hidden tag of the namespace ``name``, or a ValueError."""
+
 def check_segment_name(name: str) -> None:
     """Raises a ValueError unless ``name`` may name a segment (the engine's rule)."""
 

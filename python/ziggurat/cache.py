@@ -504,11 +504,15 @@ class Cache(CacheCore):
         >>> posts.clear(); posts.get("1")
         >>> c.unlink()
         """
-        if not isinstance(name, str) or not name or ":" in name:
+        if not isinstance(name, str):
             raise ValueError(
                 f"Cache.namespace(): name must be a non-empty str without ':', got {name!r}"
             )
-        return Namespace(self, name)
+        try:
+            key_prefix, tag = _native.namespace_parts(name)
+        except ValueError as e:
+            raise ValueError(f"Cache.namespace(): {e}") from None
+        return Namespace(self, name, key_prefix, tag)
 
     @property
     def degraded(self) -> bool:

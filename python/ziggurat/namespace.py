@@ -34,11 +34,13 @@ class Namespace:
     >>> c.unlink()
     """
 
-    def __init__(self, cache: Cache, name: str) -> None:
+    def __init__(self, cache: Cache, name: str, key_prefix: str, tag: str) -> None:
+        # The key prefix and tag come from the native rule (``Cache.namespace`` asks it),
+        # which every front end shares.
         self.cache = cache
         self.name = name
-        self._prefix = name + ":"
-        self._tag = "\x00ns:" + name
+        self._prefix = key_prefix
+        self._tag = tag
 
     def _k(self, key: str | bytes, method: str = "Namespace") -> str | bytes:
         check_key(key, method)

@@ -111,3 +111,16 @@ pub fn check_segment_name(name: &str) -> PyResult<()> {
     ziggurat_core::check_segment_name(name)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }
+
+/// The key prefix and hidden tag of the namespace `name`, or a `ValueError`
+/// that says the rule.
+///
+/// ```python
+/// >>> namespace_parts("posts")
+/// ('posts:', '\x00ns:posts')
+/// ```
+#[pyfunction]
+pub fn namespace_parts(name: &str) -> PyResult<(String, String)> {
+    let ns = ziggurat_cache::Namespace::new(name).map_err(convert::cache_err)?;
+    Ok((ns.key_prefix, ns.tag))
+}

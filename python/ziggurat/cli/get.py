@@ -28,7 +28,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ziggurat._native import MAX_KEY, Segment
+from ziggurat._native import MAX_KEY, Segment, namespace_parts
 from ziggurat.cli.entry import KIND_COUNTER, KIND_NEGATIVE, decode, split
 from ziggurat.cli.errors import CliError
 from ziggurat.cli.output import Output, human_bytes
@@ -106,8 +106,8 @@ def collect(
     if not 0 < n <= MAX_KEY:
         raise CliError(f"KEY must be 1 to {MAX_KEY} bytes, got {n}", "invalid")
     names = list(dict.fromkeys(tags))
-    if ":" in key:
-        names.append("\x00ns:" + key.split(":", 1)[0])
+    if ":" in key and not key.startswith(":"):
+        names.append(namespace_parts(key.split(":", 1)[0])[1])
     main = attach(files)
     assert main is not None
     neg = attach(files, negative=True)

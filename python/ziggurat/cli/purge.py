@@ -32,6 +32,7 @@ import argparse
 import os
 from typing import Any
 
+from ziggurat._native import MAX_KEY, namespace_parts
 from ziggurat.cli.errors import CliError
 from ziggurat.cli.output import Output
 from ziggurat.cli.segments import CacheFiles, attach
@@ -49,12 +50,15 @@ def check_target(key: str | None, tag: str | None, namespace: str | None, everyt
     """
     if sum(x is not None for x in (key, tag, namespace)) + everything != 1:
         raise CliError("give exactly one of --key, --tag, --namespace or --all", "invalid")
-    if key is not None and not 0 < len(os.fsencode(key)) <= 4096:
-        raise CliError("--key must be 1 to 4096 bytes", "invalid")
+    if key is not None and not 0 < len(os.fsencode(key)) <= MAX_KEY:
+        raise CliError(f"--key must be 1 to {MAX_KEY} bytes", "invalid")
     if tag is not None and not tag:
         raise CliError("--tag must not be empty", "invalid")
-    if namespace is not None and (not namespace or ":" in namespace):
-        raise CliError(f"--namespace must be non-empty, without ':', got {namespace!r}", "invalid")
+    if namespace is not None:
+        try:
+            namespace_parts(namespace)
+        except ValueError as e:
+            raise CliError(f"--namespace: {e}", "invalid") from None
 
 
 def _document(
@@ -103,7 +107,7 @@ def purge(
             # The argument's bytes: UTF-8 for text, any other sequence as it is.
             out["deleted"] = main.delete(os.fsencode(key))
         elif tag is not None or namespace is not None:
-            name = tag if tag is not None else "\x00ns:" + str(namespace)
+            name = tag if tag is not None else namespace_parts(str(namespace))[1]
             for s in segs:
                 s.invalidate_tag(name)
         else:
