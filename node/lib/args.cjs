@@ -186,6 +186,9 @@ const CACHE_OPTIONS = [
   'debug',
   'degraded',
   'degradedTtl',
+  'refreshAhead',
+  'recreate',
+  'group',
 ]
 const SET_OPTIONS = ['ttl', 'tags']
 const GET_OR_SET_OPTIONS = ['ttl', 'tags', 'negTtl', 'staleTtl']

@@ -66,6 +66,8 @@ class Loads {
         case STEP_VALUE: {
           const v = c.take(key, m.got())
           if (v === c.miss) return this.#load(key, loader, plan)
+          const r = m.takeRefresh()
+          if (r !== null) this.#refresh(r, key, loader)
           return v
         }
         case STEP_NEGATIVE:
@@ -85,6 +87,31 @@ class Loads {
           throw new ZigguratError(`${M}: unknown step ${m.step}`)
       }
     }
+  }
+
+  /**
+   * A getOrSet hit in L1 with refreshAhead: the early refresh of `k`, run in
+   * the background, when the addon says its entry is late in its life and
+   * this process took the key's refresh lease (one per key per host).
+   */
+  refreshHit(k, loader, plan) {
+    let r
+    try {
+      r = this.#c.native.refreshOf(k, plan.ttl, plan.negTtl ?? undefined, plan.staleTtl ?? undefined, plan.tags)
+    } catch (e) {
+      // The caller has its value: a refresh that cannot start is skipped (the next hit asks again).
+      this.#warn(k, translate(e, M))
+      return
+    }
+    if (r !== null) this.#refresh(r, k, loader)
+  }
+
+  /**
+   * Runs an early refresh's loader in the background and lands its result as
+   * a load's; a failure gives the refresh lease back and leaves the value.
+   */
+  #refresh(m, key, loader) {
+    this.#run(m, key, loader).catch(() => {})
   }
 
   /**

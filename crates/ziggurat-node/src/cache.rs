@@ -49,6 +49,14 @@ pub struct OpenOptions {
     pub loader_timeout: f64,
     /// Whether the caller keeps an L1 (and so wants the words it watches).
     pub l1: bool,
+    /// The last fraction of a loaded value's TTL in which a `getOrSet` hit
+    /// starts an early refresh (none: 0, never).
+    pub refresh_ahead: Option<f64>,
+    /// Whether a file that cannot be attached (another layout, damaged) is
+    /// replaced by a new empty one instead of refused.
+    pub recreate: Option<bool>,
+    /// The group the files are shared with (mode 660): a group name or a gid.
+    pub group: Option<Either<f64, String>>,
 }
 
 /// This process's counters of the cache, for `stats()`.
@@ -148,6 +156,23 @@ fn size_of(v: Option<Either<f64, String>>) -> Result<Option<u64>> {
     r.map(Some).map_err(to_napi)
 }
 
+/// The gid of a `group` option: a gid, or a group name looked up in the
+/// host's group database (the rule of every front end).
+fn gid_of(group: Option<Either<f64, String>>) -> Result<Option<u32>> {
+    match group {
+        None => Ok(None),
+        Some(Either::A(n)) if n.fract() == 0.0 && (0.0..4_294_967_296.0).contains(&n) => {
+            Ok(Some(n as u32))
+        }
+        Some(Either::A(n)) => Err(invalid(format!(
+            "group must be a gid from 0 to 2**32-1, got {n}"
+        ))),
+        Some(Either::B(name)) => ziggurat_core::group_id(&name)
+            .map(Some)
+            .ok_or_else(|| invalid(format!("group {name:?} does not exist on this host"))),
+    }
+}
+
 #[napi]
 impl NativeCache {
     /// Opens (or creates) the cache `name`: the segments `name` and
@@ -174,11 +199,12 @@ impl NativeCache {
             stale_ttl: o.stale_ttl,
             jitter: o.jitter,
             loader_timeout: o.loader_timeout,
-            refresh_ahead: 0.0,
+            refresh_ahead: o.refresh_ahead.unwrap_or(0.0),
             degraded_ttl: None,
         }
         .checked()
         .map_err(|e| invalid(camel(&e.to_string())))?;
+        let group = gid_of(o.group)?;
         let size = size_of(o.size)?;
         let neg_size =
             size_of(o.neg_size).map_err(|e| invalid(e.reason.replace("size", "negSize")))?;
@@ -187,6 +213,8 @@ impl NativeCache {
             avg_item_size: avg as u64,
             lock_timeout: Duration::from_secs_f64(lock.min(3600.0)),
             huge_pages: huge,
+            recreate: o.recreate.unwrap_or(false),
+            group,
             ..Options::default()
         };
         let pair = match open_pair(&name, size, neg_size, &opts) {
@@ -577,5 +605,6 @@ pub(crate) fn camel(m: &str) -> String {
     m.replace("neg_ttl", "negTtl")
         .replace("stale_ttl", "staleTtl")
         .replace("loader_timeout", "loaderTimeout")
+        .replace("refresh_ahead", "refreshAhead")
         .replace("math.inf", "Infinity")
 }

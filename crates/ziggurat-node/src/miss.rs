@@ -14,7 +14,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer};
 use napi::{Env, Result, Task};
 use napi_derive::napi;
-use ziggurat_cache::{Cache, Loaded, Miss, Step, Took};
+use ziggurat_cache::{Cache, Loaded, Lookup, Miss, Payload, Reader, Step, Took};
 
 use crate::cache::{payload, tag_bytes, KeyArg, NativeCache};
 use crate::errors::{invalid, to_napi};
@@ -41,6 +41,9 @@ pub struct MissState {
     miss: Option<Miss<NodeValue>>,
     /// Whether `got` may be kept in L1 (the cache had the mapped words).
     words: Option<crate::words::Regions>,
+    /// With a value (step 0), the early refresh this process took the key's
+    /// refresh lease for (one per key per host): `takeRefresh()` hands it out.
+    refresh: Option<Miss<NodeValue>>,
 }
 
 #[napi]
@@ -58,6 +61,30 @@ impl MissState {
         if let Some(miss) = self.miss.take() {
             self.cache.give_back(&self.key, &miss);
         }
+    }
+
+    /// Whether this miss is an early refresh (a load that runs after its
+    /// caller was answered with the value it replaces).
+    #[napi(getter)]
+    pub fn refreshing(&self) -> bool {
+        self.miss.as_ref().is_some_and(Miss::is_refresh)
+    }
+
+    /// With a value (step 0): the early refresh this process runs in the
+    /// background, as a load step (2), once; null when none is due or
+    /// another process of the host runs it.
+    #[napi]
+    pub fn take_refresh(&mut self) -> Option<MissState> {
+        let r = self.refresh.take()?;
+        Some(MissState {
+            cache: self.cache.clone(),
+            key: self.key.clone(),
+            step: LOAD,
+            got: None,
+            miss: Some(r),
+            words: self.words,
+            refresh: None,
+        })
     }
 
     /// The value found (step 0), once; the meta words say what it is.
@@ -79,6 +106,9 @@ impl Drop for MissState {
     /// than leaving the other callers to wait for the lease's deadline.
     fn drop(&mut self) {
         self.give_back();
+        if let Some(r) = self.refresh.take() {
+            self.cache.give_back(&self.key, &r);
+        }
     }
 }
 
@@ -92,18 +122,11 @@ impl MissState {
 
 /// A step as the state JavaScript holds.
 fn state(nc: &NativeCache, c: &Arc<Cache>, key: Vec<u8>, step: Step<NodeValue>) -> MissState {
-    let (code, got, miss) = match step {
-        Step::Value(v, refresh) => {
-            // Early refresh is off in this front end (refresh_ahead 0); a
-            // refresh lease, were one taken, is given back at once.
-            if let Some(r) = refresh {
-                c.give_back(&key, &r);
-            }
-            (VALUE, Some(v), None)
-        }
-        Step::Negative => (NEGATIVE, None, None),
-        Step::Load(m) | Step::NoSegment(m) => (LOAD, None, Some(m)),
-        Step::Wait(m) => (WAIT, None, Some(m)),
+    let (code, got, miss, refresh) = match step {
+        Step::Value(v, refresh) => (VALUE, Some(v), None, refresh),
+        Step::Negative => (NEGATIVE, None, None, None),
+        Step::Load(m) | Step::NoSegment(m) => (LOAD, None, Some(m), None),
+        Step::Wait(m) => (WAIT, None, Some(m), None),
     };
     MissState {
         cache: c.clone(),
@@ -112,6 +135,7 @@ fn state(nc: &NativeCache, c: &Arc<Cache>, key: Vec<u8>, step: Step<NodeValue>) 
         got,
         miss,
         words: nc.regions,
+        refresh,
     }
 }
 
@@ -142,8 +166,21 @@ impl Task for Sleeping {
             got: None,
             miss: self.miss.take(),
             words: None,
+            refresh: None,
         })
     }
+}
+
+/// A payload that is not copied: an early refresh's look at an entry wants
+/// its deadlines alone.
+struct Unread;
+
+impl Payload for Unread {
+    type Out = ();
+
+    fn copied(&mut self, _: &[u8]) {}
+
+    fn written(&mut self, _: usize, _: &dyn Fn(&mut [u8])) {}
 }
 
 fn took(seconds: f64) -> Took {
@@ -175,6 +212,53 @@ impl NativeCache {
         };
         let step = c.begin(&k, plan, &mut f)?;
         Ok(state(self, c, k, step))
+    }
+
+    /// A `getOrSet` hit in the JavaScript L1, with early refresh on
+    /// (`refreshAhead`): the early refresh of `key` as a load step (2) when
+    /// its entry is in the last `refreshAhead` part of its life and this
+    /// process takes the key's refresh lease (one per key per host); else
+    /// null. The entry's deadlines are read from the segment (the L1 entry
+    /// keeps only the soft one); its value is not copied, and nothing is
+    /// counted as a read.
+    #[napi]
+    pub fn refresh_of(
+        &self,
+        key: KeyArg,
+        ttl: Option<f64>,
+        neg_ttl: Option<f64>,
+        stale_ttl: Option<f64>,
+        tags: Option<Vec<String>>,
+    ) -> Result<Option<MissState>> {
+        let c = self.cache()?;
+        if c.options().refresh_ahead == 0.0 {
+            return Ok(None);
+        }
+        let k = crate::cache::key_bytes(&key);
+        ziggurat_cache::check_key(k).map_err(to_napi)?;
+        let Some(main) = c.main() else {
+            return Ok(None);
+        };
+        let reader = Reader::new(main, c.neg().map(|n| &**n), false);
+        let Lookup::Fresh(found, _) = reader.lookup(k, None, false, &mut Unread) else {
+            return Ok(None);
+        };
+        let t = found.trailer;
+        if !c.refresh_due(t.soft, t.ttl_ms) {
+            return Ok(None);
+        }
+        let plan = c
+            .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
+            .map_err(|e| invalid(crate::cache::camel(&e.to_string())))?;
+        Ok(c.refresh(k, plan).map(|r| MissState {
+            cache: c.clone(),
+            key: k.to_vec(),
+            step: LOAD,
+            got: None,
+            miss: Some(r),
+            words: self.regions,
+            refresh: None,
+        }))
     }
 
     /// Waits (off the event loop) until the holder of the key's lease
