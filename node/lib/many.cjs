@@ -5,6 +5,19 @@
 // delete_many).
 
 const args = require('./args.cjs')
+const { NativeCache } = require('./native.cjs')
+const { translate } = require('./errors.cjs')
+
+/** A key checked by type here and by the Cache's rule (1 to 4096 bytes) in the addon. */
+function checked(k, M) {
+  const key = args.key(k, M)
+  try {
+    NativeCache.checkKey(key)
+  } catch (e) {
+    throw translate(e, M)
+  }
+  return key
+}
 
 /** Whether `v` is a single key, which a method taking many refuses. */
 function single(v) {
@@ -24,7 +37,7 @@ function keyList(keys, M) {
     throw new TypeError(`${M}: keys must be an iterable of keys (an array, a Set...), not ${args.typeName(keys)}`)
   }
   const out = []
-  for (const k of keys) out.push(args.key(k, M))
+  for (const k of keys) out.push(checked(k, M))
   return out
 }
 
@@ -47,7 +60,7 @@ function entryList(entries, M) {
     if (!Array.isArray(p) || p.length !== 2) {
       throw new TypeError(`${M}: each entry must be a [key, value] pair, not ${args.typeName(p)}`)
     }
-    out.push([args.key(p[0], M), p[1]])
+    out.push([checked(p[0], M), p[1]])
   }
   return out
 }

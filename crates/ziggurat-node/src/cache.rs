@@ -228,7 +228,10 @@ impl NativeCache {
                     regions: None,
                     foreign: Arc::new(AtomicU64::new(0)),
                     notice: None,
-                    failure: Some((e.cause().to_owned(), e.to_string())),
+                    failure: Some((
+                        e.cause().to_owned(),
+                        e.to_string().replace("recreate=True", "recreate: true"),
+                    )),
                 })
             }
         };

@@ -219,8 +219,9 @@ impl NativeCache {
     /// its entry is in the last `refreshAhead` part of its life and this
     /// process takes the key's refresh lease (one per key per host); else
     /// null. The entry's deadlines are read from the segment (the L1 entry
-    /// keeps only the soft one); its value is not copied, and nothing is
-    /// counted as a read.
+    /// keeps only the soft one); its value is not copied, and this
+    /// process's read counters are left as they are (the segment's own
+    /// host-wide figures count the look as a hit).
     #[napi]
     pub fn refresh_of(
         &self,
