@@ -518,7 +518,7 @@ class Cache {
     if (typeof k === 'string' && this.#refreshAhead !== 0) {
       const v = this.#l1.get(this.#l1.strings, k, MISS)
       if (v !== MISS) {
-        if (this.#dg === null) this.#loads.refreshHit(k, loader, plan)
+        if (this.#dg === null) this.#loads.refreshHit(k, loader, plan, this.#l1.strings.get(k))
         return v
       }
     }

@@ -30,6 +30,8 @@ class Loads {
   #c
   #flights = new Map()
   #warned = new Set()
+  /** L1 entries whose early refresh is not due before a time (performance.now() ms). */
+  #notBefore = new WeakMap()
   /** Loads and failed loads of a degraded cache (the addon counts the others). */
   loads = 0
   loadErrors = 0
@@ -93,8 +95,14 @@ class Loads {
    * A getOrSet hit in L1 with refreshAhead: the early refresh of `k`, run in
    * the background, when the addon says its entry is late in its life and
    * this process took the key's refresh lease (one per key per host).
+   * `entry` is the L1 entry that answered: until the time the addon named,
+   * its later hits do not ask again.
    */
-  refreshHit(k, loader, plan) {
+  refreshHit(k, loader, plan, entry) {
+    if (entry !== undefined) {
+      const at = this.#notBefore.get(entry)
+      if (at !== undefined && performance.now() < at) return
+    }
     let r
     try {
       r = this.#c.native.refreshOf(k, plan.ttl, plan.negTtl ?? undefined, plan.staleTtl ?? undefined, plan.tags)
@@ -103,7 +111,11 @@ class Loads {
       this.#warn(k, translate(e, M))
       return
     }
-    if (r !== null) this.#refresh(r, k, loader)
+    if (typeof r === 'number') {
+      if (entry !== undefined && r > 0) this.#notBefore.set(entry, performance.now() + r)
+      return
+    }
+    this.#refresh(r, k, loader)
   }
 
   /**

@@ -5,16 +5,25 @@
 // delete_many).
 
 const args = require('./args.cjs')
-const { NativeCache } = require('./native.cjs')
+const native = require('./native.cjs')
 const { translate } = require('./errors.cjs')
 
-/** A key checked by type here and by the Cache's rule (1 to 4096 bytes) in the addon. */
+// A string of up to this many UTF-16 units has at most 3 bytes of UTF-8 per unit.
+const SURE_CHARS = Math.floor(native.MAX_KEY_BYTES / 3)
+
+/**
+ * A key checked by type here and by the Cache's rule (1 to MAX_KEY_BYTES
+ * bytes) in the addon, which is asked only about a key that may break it.
+ */
 function checked(k, M) {
   const key = args.key(k, M)
-  try {
-    NativeCache.checkKey(key)
-  } catch (e) {
-    throw translate(e, M)
+  const n = key.length
+  if (n === 0 || n > (typeof key === 'string' ? SURE_CHARS : native.MAX_KEY_BYTES)) {
+    try {
+      native.NativeCache.checkKey(key)
+    } catch (e) {
+      throw translate(e, M)
+    }
   }
   return key
 }

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer};
+use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer, Either};
 use napi::{Env, Result, Task};
 use napi_derive::napi;
 use ziggurat_cache::{Cache, Loaded, Lookup, Miss, Payload, Reader, Step, Took};
@@ -218,11 +218,12 @@ impl NativeCache {
     /// (`refreshAhead`): the early refresh of `key` as a load step (2) when
     /// its entry is in the last `refreshAhead` part of its life and this
     /// process takes the key's refresh lease (one per key per host); else
-    /// null. The entry's deadlines are read from the segment (the L1 entry
-    /// keeps only the soft one); its value is not copied, and this
-    /// process's read counters are left as they are (the segment's own
-    /// host-wide figures count the look as a hit).
-    #[napi]
+    /// the milliseconds before asking again is of use (0: at the next hit;
+    /// Infinity: never, for this entry). The entry's deadlines are read from
+    /// the segment (the L1 entry keeps only the soft one); its value is not
+    /// copied, and this process's read counters are left as they are (the
+    /// segment's own host-wide figures count the look as a hit).
+    #[napi(ts_return_type = "MissState | number")]
     pub fn refresh_of(
         &self,
         key: KeyArg,
@@ -230,36 +231,41 @@ impl NativeCache {
         neg_ttl: Option<f64>,
         stale_ttl: Option<f64>,
         tags: Option<Vec<String>>,
-    ) -> Result<Option<MissState>> {
+    ) -> Result<Either<MissState, f64>> {
         let c = self.cache()?;
-        if c.options().refresh_ahead == 0.0 {
-            return Ok(None);
-        }
         let k = crate::cache::key_bytes(&key);
         ziggurat_cache::check_key(k).map_err(to_napi)?;
         let Some(main) = c.main() else {
-            return Ok(None);
+            return Ok(Either::B(f64::INFINITY));
         };
         let reader = Reader::new(main, c.neg().map(|n| &**n), false);
+        // Not fresh (gone, or stale): the next hit is an L1 miss, which begins anew.
         let Lookup::Fresh(found, _) = reader.lookup(k, None, false, &mut Unread) else {
-            return Ok(None);
+            return Ok(Either::B(0.0));
         };
         let t = found.trailer;
-        if !c.refresh_due(t.soft, t.ttl_ms) {
-            return Ok(None);
+        match c.refresh_due_in(t.soft, t.ttl_ms) {
+            None => return Ok(Either::B(f64::INFINITY)),
+            Some(0) => {}
+            Some(ms) => return Ok(Either::B(ms as f64)),
         }
         let plan = c
             .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
             .map_err(|e| invalid(crate::cache::camel(&e.to_string())))?;
-        Ok(c.refresh(k, plan).map(|r| MissState {
-            cache: c.clone(),
-            key: k.to_vec(),
-            step: LOAD,
-            got: None,
-            miss: Some(r),
-            words: self.regions,
-            refresh: None,
-        }))
+        Ok(match c.refresh(k, plan) {
+            Some(r) => Either::A(MissState {
+                cache: c.clone(),
+                key: k.to_vec(),
+                step: LOAD,
+                got: None,
+                miss: Some(r),
+                words: self.regions,
+                refresh: None,
+            }),
+            // Another caller refreshes: ask again at the next hit, as the
+            // other front ends do.
+            None => Either::B(0.0),
+        })
     }
 
     /// Waits (off the event loop) until the holder of the key's lease
