@@ -197,7 +197,8 @@ pub fn group_id(name: &str) -> Option<u32> {
     // SAFETY: `c` is a live NUL-terminated string; `gr`, `buf` (with its true
     // length) and `out` are live, writable and owned by this frame, and
     // getgrnam_r writes only into them.
-    let rc = unsafe { libc::getgrnam_r(c.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) };
+    let rc =
+        unsafe { libc::getgrnam_r(c.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) };
     (rc == 0 && !out.is_null()).then_some(gr.gr_gid)
 }
 

@@ -22,5 +22,6 @@ mod miss;
 #[allow(unsafe_code)]
 mod words;
 
+pub use batch::MAX_KEY_BYTES;
 pub use cache::NativeCache;
 pub use front::{forget_reader, read_input};
