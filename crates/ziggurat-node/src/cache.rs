@@ -228,10 +228,7 @@ impl NativeCache {
                     regions: None,
                     foreign: Arc::new(AtomicU64::new(0)),
                     notice: None,
-                    failure: Some((
-                        e.cause().to_owned(),
-                        e.to_string().replace("recreate=True", "recreate: true"),
-                    )),
+                    failure: Some((e.cause().to_owned(), e.to_string())),
                 })
             }
         };
