@@ -67,8 +67,11 @@ class Loads {
       switch (m.step) {
         case STEP_VALUE: {
           const v = c.take(key, m.got())
-          if (v === c.miss) return this.#load(key, loader, plan)
           const r = m.takeRefresh()
+          if (v === c.miss) {
+            r?.giveBack()
+            return this.#load(key, loader, plan)
+          }
           if (r !== null) this.#refresh(r, key, loader)
           return v
         }
@@ -115,7 +118,14 @@ class Loads {
       if (entry !== undefined && r > 0) this.#notBefore.set(entry, performance.now() + r)
       return
     }
-    this.#refresh(r, k, loader)
+    if (entry === undefined) {
+      this.#refresh(r, k, loader)
+      return
+    }
+    // The refreshed value lands as a new L1 entry; until then this one asks
+    // no more, and after a failed refresh it asks again.
+    this.#notBefore.set(entry, Infinity)
+    this.#refresh(r, k, loader).finally(() => this.#notBefore.delete(entry))
   }
 
   /**
@@ -123,7 +133,7 @@ class Loads {
    * a load's; a failure gives the refresh lease back and leaves the value.
    */
   #refresh(m, key, loader) {
-    this.#run(m, key, loader).catch(() => {})
+    return this.#run(m, key, loader).catch(() => {})
   }
 
   /**

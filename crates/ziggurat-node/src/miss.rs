@@ -63,13 +63,6 @@ impl MissState {
         }
     }
 
-    /// Whether this miss is an early refresh (a load that runs after its
-    /// caller was answered with the value it replaces).
-    #[napi(getter)]
-    pub fn refreshing(&self) -> bool {
-        self.miss.as_ref().is_some_and(Miss::is_refresh)
-    }
-
     /// With a value (step 0): the early refresh this process runs in the
     /// background, as a load step (2), once; null when none is due or
     /// another process of the host runs it.
@@ -218,8 +211,8 @@ impl NativeCache {
     /// (`refreshAhead`): the early refresh of `key` as a load step (2) when
     /// its entry is in the last `refreshAhead` part of its life and this
     /// process takes the key's refresh lease (one per key per host); else
-    /// the milliseconds before asking again is of use (0: at the next hit;
-    /// Infinity: never, for this entry). The entry's deadlines are read from
+    /// the milliseconds before the entry can be due (0: ask at the next hit;
+    /// Infinity: never). The entry's deadlines are read from
     /// the segment (the L1 entry keeps only the soft one); its value is not
     /// copied, and this process's read counters are left as they are (the
     /// segment's own host-wide figures count the look as a hit).
