@@ -124,6 +124,9 @@ class Cache {
     if (o.group !== undefined && typeof o.group !== 'string' && typeof o.group !== 'number') {
       throw new TypeError(`${M}: group must be a group name or a gid, not ${args.typeName(o.group)}`)
     }
+    if (o.version !== undefined && typeof o.version !== 'string' && typeof o.version !== 'number') {
+      throw new TypeError(`${M}: version must be a whole number or a string, not ${args.typeName(o.version)}`)
+    }
     try {
       this.#native = new native.NativeCache(name, {
         size,
@@ -141,6 +144,7 @@ class Cache {
         refreshAhead,
         recreate: o.recreate,
         group: o.group,
+        version: o.version,
       })
     } catch (e) {
       throw translate(e, M)

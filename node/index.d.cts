@@ -58,6 +58,8 @@ export interface CacheOptions {
   recreate?: boolean
   /** Share the files with this group (a group name or a gid), mode 660 (default: the owner alone). */
   group?: string | number
+  /** A segment of its own for this version of the values (`<name>.ver-<version>`): a whole number >= 0 or 1-16 of A-Z a-z 0-9 _ -. */
+  version?: number | string
 }
 
 export interface SetOptions {

@@ -189,6 +189,7 @@ const CACHE_OPTIONS = [
   'refreshAhead',
   'recreate',
   'group',
+  'version',
 ]
 const SET_OPTIONS = ['ttl', 'tags']
 const GET_OR_SET_OPTIONS = ['ttl', 'tags', 'negTtl', 'staleTtl']

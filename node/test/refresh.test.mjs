@@ -1,15 +1,13 @@
-// getOrSet's early refresh (refreshAhead) and the segment options recreate,
-// group and lockTimeout: a hit late in its value's life answers at once with
-// that value and reloads it in the background, once per host, whatever the
-// language of the callers.
+// getOrSet's early refresh (refreshAhead): a hit late in its value's life
+// answers at once with that value and reloads it in the background, once per
+// host, whatever the language of the callers.
 import assert from 'node:assert/strict'
-import { execFile, execFileSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { execFile } from 'node:child_process'
+import { dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { after, describe, test } from 'node:test'
-import { Cache, SegmentError } from 'ziggurat'
+import { Cache } from 'ziggurat'
 import { cacheName, python } from './agents.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -161,85 +159,5 @@ c.close()`,
     assert.equal(await c.getOrSet('k', load), 'v1')
     assert.equal(load.calls, 1)
     assert.equal(await changed(() => c.get('k'), 'v1'), 'v2')
-  })
-})
-
-describe('segment options', () => {
-  /** A private directory, removed after the test. */
-  function directory() {
-    const d = mkdtempSync('/dev/shm/zignoderefresh-')
-    after(() => rmSync(d, { recursive: true, force: true }))
-    return d
-  }
-
-  test('bad refreshAhead, recreate, group and lockTimeout are refused, naming the option, and create no file', () => {
-    const d = directory()
-    const name = cacheName('opts')
-    const bad = [
-      [{ refreshAhead: 1 }, RangeError, /new Cache\(\): refreshAhead must be in \[0, 1\), got 1/],
-      [{ refreshAhead: '0.5' }, TypeError, /new Cache\(\): refreshAhead must be a number, not string/],
-      [{ recreate: 'yes' }, TypeError, /new Cache\(\): recreate must be true or false, not string/],
-      [{ group: {} }, TypeError, /new Cache\(\): group must be a group name or a gid, not Object/],
-      [{ group: -1 }, RangeError, /new Cache\(\): group must be a gid from 0 to 2\*\*32-1, got -1/],
-      [{ group: 1.5 }, RangeError, /new Cache\(\): group must be a gid/],
-      [{ group: 'no-such-group-zz' }, RangeError, /new Cache\(\): group "no-such-group-zz" does not exist on this host/],
-      [{ lockTimeout: 0 }, RangeError, /new Cache\(\): lockTimeout must be a finite number of seconds > 0, got 0/],
-      [{ lockTimeout: '1s' }, TypeError, /new Cache\(\): lockTimeout must be a number of seconds/],
-    ]
-    for (const [options, type, message] of bad) {
-      assert.throws(() => new Cache(name, { directory: d, size: '8MiB', ...options }), (e) => {
-        assert.ok(e instanceof type, `${JSON.stringify(options)}: ${e}`)
-        assert.match(e.message, message)
-        return true
-      })
-    }
-    assert.deepEqual(readdirSync(d), [])
-  })
-
-  test('recreate replaces a damaged file with an empty one; without it the file is refused', () => {
-    const d = directory()
-    const name = cacheName('recreate')
-    const first = new Cache(name, { directory: d, size: '8MiB' })
-    first.set('k', 1)
-    first.close()
-    for (const f of readdirSync(d)) {
-      if (!f.includes('.neg')) writeFileSync(join(d, f), Buffer.alloc(4096, 0xde), { flag: 'r+' })
-    }
-    assert.throws(
-      () => new Cache(name, { directory: d, size: '8MiB', degraded: 'raise' }),
-      // The reason is the engine's, in Python's words, as every degraded reason.
-      (e) => e instanceof SegmentError && /recreate=True/.test(e.message),
-    )
-    const c = new Cache(name, { directory: d, size: '8MiB', recreate: true })
-    try {
-      assert.equal(c.degraded, false)
-      assert.equal(c.get('k'), undefined)
-      c.set('k', 2)
-      assert.equal(c.get('k'), 2)
-    } finally {
-      c.unlink()
-      c.close()
-    }
-  })
-
-  test('group: the files are made mode 660 with that group, given as a gid or a name', () => {
-    const gid = process.getgid()
-    const groupName = execFileSync('id', ['-gn'], { encoding: 'utf8' }).trim()
-    for (const group of [gid, groupName]) {
-      const d = directory()
-      const c = new Cache(cacheName('group'), { directory: d, size: '8MiB', group })
-      try {
-        const files = readdirSync(d)
-        assert.equal(files.length, 2)
-        for (const f of files) {
-          const st = statSync(join(d, f))
-          assert.equal(st.gid, gid, f)
-          assert.equal(st.mode & 0o777, 0o660, f)
-        }
-      } finally {
-        c.unlink()
-        c.close()
-      }
-    }
   })
 })

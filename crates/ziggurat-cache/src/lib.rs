@@ -123,7 +123,9 @@ pub use land::{Landed, Loaded};
 pub use lookup::{Before, Bytes, Found, Lookup, Missing, Payload, Reader};
 pub use miss::{Miss, Plan, Sleep, Step};
 pub use options::{CacheOptions, CopyMode};
-pub use pair::{neg_size_for, open_pair, pair_options, Pair, DEFAULT_SIZE, NEG_SUFFIX};
+pub use pair::{
+    neg_size_for, open_pair, pair_options, versioned_name, Pair, DEFAULT_SIZE, NEG_SUFFIX,
+};
 pub use peek::{Look, Sight};
 pub use size::{parse_size, size_bytes, size_text, MAX_SIZE};
 pub use stats::{LoaderStats, Stats};

@@ -40,6 +40,39 @@ pub fn neg_size_for(size: u64) -> u64 {
     (size / 16).max(MIN_NEG)
 }
 
+/// The longest `version` of a cache.
+const MAX_VERSION: usize = 16;
+
+/// The main segment's name of cache `name` at `version` (None: the cache
+/// without one): `<name>.ver-<version>`, a segment of its own for each
+/// version, so entries written by another version (an older deploy, values of
+/// another shape) are never read. `version` is 1 to 16 characters of
+/// `A-Z a-z 0-9 _ -` (a whole number as its decimal digits).
+///
+/// ```
+/// use ziggurat_cache::versioned_name;
+/// assert_eq!(versioned_name("blog", Some("3")).unwrap(), "blog.ver-3");
+/// assert_eq!(versioned_name("blog", None).unwrap(), "blog");
+/// assert!(versioned_name("blog", Some("v.2")).is_err());
+/// ```
+pub fn versioned_name(
+    name: &str,
+    version: Option<&str>,
+) -> std::result::Result<String, crate::Error> {
+    let Some(v) = version else {
+        return Ok(name.to_owned());
+    };
+    let ok = (1..=MAX_VERSION).contains(&v.len())
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !ok {
+        return Err(crate::Error::Value(format!(
+            "version must be a whole number >= 0 or 1-{MAX_VERSION} characters of A-Z a-z 0-9 _ -, got {v:?}"
+        )));
+    }
+    Ok(format!("{name}.ver-{v}"))
+}
+
 /// A cache's two open segments.
 pub struct Pair {
     /// `<name>`: the entries.

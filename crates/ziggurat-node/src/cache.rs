@@ -57,6 +57,8 @@ pub struct OpenOptions {
     pub recreate: Option<bool>,
     /// The group the files are shared with (mode 660): a group name or a gid.
     pub group: Option<Either<f64, String>>,
+    /// The cache's version: a segment of its own (`<name>.ver-<version>`).
+    pub version: Option<Either<f64, String>>,
 }
 
 /// This process's counters of the cache, for `stats()`.
@@ -173,6 +175,24 @@ fn gid_of(group: Option<Either<f64, String>>) -> Result<Option<u32>> {
     }
 }
 
+/// The main segment's name of cache `name` at the `version` option (a whole
+/// number, or a string), by the rule every front end shares.
+fn segment_of(name: &str, version: Option<Either<f64, String>>) -> Result<String> {
+    let v = match version {
+        None => None,
+        Some(Either::A(n)) if n.fract() == 0.0 && (0.0..1e16).contains(&n) => {
+            Some(format!("{}", n as u64))
+        }
+        Some(Either::A(n)) => {
+            return Err(invalid(format!(
+                "version must be a whole number >= 0 or a string, got {n}"
+            )))
+        }
+        Some(Either::B(s)) => Some(s),
+    };
+    ziggurat_cache::versioned_name(name, v.as_deref()).map_err(to_napi)
+}
+
 #[napi]
 impl NativeCache {
     /// Opens (or creates) the cache `name`: the segments `name` and
@@ -205,6 +225,7 @@ impl NativeCache {
         .checked()
         .map_err(|e| invalid(camel(&e.to_string())))?;
         let group = gid_of(o.group)?;
+        let segment = segment_of(&name, o.version)?;
         let size = size_of(o.size)?;
         let neg_size =
             size_of(o.neg_size).map_err(|e| invalid(e.reason.replace("size", "negSize")))?;
@@ -217,7 +238,7 @@ impl NativeCache {
             group,
             ..Options::default()
         };
-        let pair = match open_pair(&name, size, neg_size, &opts) {
+        let pair = match open_pair(&segment, size, neg_size, &opts) {
             Ok(pair) => pair,
             // Not an exception: whether the cache runs without its segment is the
             // package's `degraded` option, and it needs the cause's stable name.

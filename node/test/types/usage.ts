@@ -58,7 +58,7 @@ async function useUser(): Promise<void> {
   const gone: boolean = user.invalidate(5)
   void [id, k, gone]
 }
-void [many, removed, useUser, new Cache('opts', { refreshAhead: 0.2, recreate: true, group: 'www-data' })]
+void [many, removed, useUser, new Cache('opts', { refreshAhead: 0.2, recreate: true, group: 'www-data', version: 3 })]
 // @ts-expect-error a memoized function takes its function's arguments
 void user('5')
 // @ts-expect-error memoize's options are checked
