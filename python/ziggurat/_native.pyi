@@ -311,6 +311,9 @@ def degraded_refusal(call: str, reason: str) -> str:
 def degraded_warning(name: str, reason: str, local_ttl: str | None) -> str:
     """The warning of a cache without its segment; ``local_ttl`` None for passthrough."""
 
+def versioned_name(name: str, version: str | None) -> str:
+    """The main segment's name of cache ``name`` at ``version``: ``<name>.ver-<version>``."""
+
 # The HTTP cache (the ziggurat-http crate), driven by ziggurat.http. A stored response
 # crosses as its value bytes (store.Stored.value); tuples tagged by their first item.
 HTTP_HOP_BY_HOP: tuple[bytes, ...]

@@ -29,7 +29,6 @@ __all__ = ["DEGRADED_MODES", "CacheOptions"]
 
 # The segment name rule, leaving room for the ".neg" suffix of the cached-miss segment.
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}")
-_VERSION = re.compile(r"[A-Za-z0-9_-]{1,16}")
 #: What a cache does when its shared segment cannot be used.
 DEGRADED_MODES = ("passthrough", "local", "raise")
 _M = "Cache"
@@ -80,7 +79,8 @@ class CacheOptions:
         """The main segment's name: each version is a segment of its own, so entries
         written by another version (an older deploy, values of another shape) are never
         read."""
-        return self.name if self.version is None else f"{self.name}.ver-{self.version}"
+        version = None if self.version is None else str(self.version)
+        return _native.versioned_name(self.name, version)
 
     @classmethod
     def build(cls, arguments: Mapping[str, Any]) -> CacheOptions:
@@ -139,7 +139,7 @@ class CacheOptions:
             isinstance(version, bool)
             or not isinstance(version, (int, str))
             or (isinstance(version, int) and version < 0)
-            or not _VERSION.fullmatch(str(version))
+            or not _version_ok(name, str(version))
         ):
             raise ValueError(
                 f"{_M}(): version must be None, an int >= 0 or 1-16 characters of "
@@ -215,6 +215,15 @@ def _cluster(
     if isinstance(stream_length, bool) or not isinstance(stream_length, int) or stream_length < 100:
         raise ValueError(f"{_M}(): stream_length must be an int >= 100, got {stream_length!r}")
     return Link.of(redis, timeout=float(timeout), method=_M), secrets
+
+
+def _version_ok(name: str, version: str) -> bool:
+    """Whether ``version`` passes the rule every front end shares (ziggurat-cache's)."""
+    try:
+        _native.versioned_name(name, version)
+    except ValueError:
+        return False
+    return True
 
 
 def _gid(group: str | int | None) -> int | None:

@@ -46,6 +46,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pair::huge_page_policy, m)?)?;
     m.add_function(wrap_pyfunction!(pair::degraded_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(pair::degraded_warning, m)?)?;
+    m.add_function(wrap_pyfunction!(pair::versioned_name, m)?)?;
     m.add_function(wrap_pyfunction!(check_key, m)?)?;
     m.add_function(wrap_pyfunction!(quick::install_quick, m)?)?;
     m.add("MAX_KEY", ziggurat_core::MAX_KEY)?;

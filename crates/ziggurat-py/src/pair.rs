@@ -96,3 +96,16 @@ pub fn degraded_refusal(call: &str, reason: &str) -> String {
 pub fn degraded_warning(name: &str, reason: &str, local_ttl: Option<&str>) -> String {
     ziggurat_cache::degraded_warning(name, reason, local_ttl)
 }
+
+/// The main segment's name of cache `name` at `version` (None: without one),
+/// `<name>.ver-<version>`; ValueError for a version that is not 1 to 16
+/// characters of A-Z a-z 0-9 _ - (the rule every front end shares).
+///
+/// >>> versioned_name("blog", "3"), versioned_name("blog", None)
+/// ('blog.ver-3', 'blog')
+#[pyfunction]
+#[pyo3(signature = (name, version))]
+pub fn versioned_name(name: &str, version: Option<&str>) -> PyResult<String> {
+    ziggurat_cache::versioned_name(name, version)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
