@@ -179,6 +179,7 @@ class Cache {
       ttl,
       miss: MISS,
       take: (k, out) => this.#take(k, out),
+      plan: (options) => this.#plan(options),
       closed: () => this.#closed,
       open: () => this.#open('getOrSet'),
     })
@@ -505,28 +506,29 @@ class Cache {
     if (typeof loader !== 'function') {
       throw new TypeError(`${M}: loader must be a function, not ${args.typeName(loader)}`)
     }
-    // With refreshAhead, an L1 hit may start a refresh, which needs the
-    // call's options checked first.
-    if (typeof key === 'string' && this.#refreshAhead === 0) {
+    if (typeof key === 'string') {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
-      if (v !== MISS) return v
+      if (v !== MISS) {
+        // With refreshAhead, a hit late in its value's life starts a refresh (lib/load.cjs).
+        if (this.#refreshAhead !== 0 && this.#dg === null) {
+          this.#loads.refreshHit(key, loader, options, this.#l1.strings.get(key))
+        }
+        return v
+      }
     }
-    const k = args.key(key, M)
+    return this.#loads.get(args.key(key, M), loader, this.#plan(options))
+  }
+
+  /** getOrSet's options, checked: what its load (or early refresh) stores with. */
+  #plan(options) {
+    const M = 'Cache.getOrSet()'
     const o = args.options(options, M, GET_OR_SET_OPTIONS)
-    const plan = {
+    return {
       ttl: args.optionalDuration(o.ttl, M, 'ttl'),
       negTtl: args.nullableDuration(o.negTtl, M, 'negTtl'),
       staleTtl: args.nullableDuration(o.staleTtl, M, 'staleTtl'),
       tags: args.tags(o.tags, M),
     }
-    if (typeof k === 'string' && this.#refreshAhead !== 0) {
-      const v = this.#l1.get(this.#l1.strings, k, MISS)
-      if (v !== MISS) {
-        if (this.#dg === null) this.#loads.refreshHit(k, loader, plan, this.#l1.strings.get(k))
-        return v
-      }
-    }
-    return this.#loads.get(k, loader, plan)
   }
 
   // -- Many keys at once, decr, memoize (Python's get_many, set_many,

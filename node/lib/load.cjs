@@ -20,10 +20,11 @@ const STEP_WAIT = 3
  * The loads of one Cache. `cache` gives what they need of it: its name, addon,
  * L1, degraded store (or null), loaderTimeout and ttl in seconds, `miss` (the
  * sentinel of `take`), `take(key, out)` (an addon result as a value kept in
- * L1, or `miss`), `closed()` and `open()` (throws once closed).
+ * L1, or `miss`), `plan(options)` (getOrSet's options checked), `closed()`
+ * and `open()` (throws once closed).
  *
  * @example
- * const loads = new Loads({ name, native, l1, dg: null, loaderTimeout: 10, ttl: 300, miss, take, closed, open })
+ * const loads = new Loads({ name, native, l1, dg: null, loaderTimeout: 10, ttl: 300, miss, take, plan, closed, open })
  * await loads.get('post:2', loader, { ttl: 600, negTtl: undefined, staleTtl: undefined, tags: undefined })
  */
 class Loads {
@@ -99,13 +100,16 @@ class Loads {
    * the background, when the addon says its entry is late in its life and
    * this process took the key's refresh lease (one per key per host).
    * `entry` is the L1 entry that answered: until the time the addon named,
-   * its later hits do not ask again.
+   * its later hits do not ask again. The call's `options` are checked (and
+   * throw) only when the addon is asked, as an L1 hit without refreshAhead
+   * checks none.
    */
-  refreshHit(k, loader, plan, entry) {
+  refreshHit(k, loader, options, entry) {
     if (entry !== undefined) {
       const at = this.#notBefore.get(entry)
       if (at !== undefined && performance.now() < at) return
     }
+    const plan = this.#c.plan(options)
     let r
     try {
       r = this.#c.native.refreshOf(k, plan.ttl, plan.negTtl ?? undefined, plan.staleTtl ?? undefined, plan.tags)

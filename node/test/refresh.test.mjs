@@ -66,7 +66,7 @@ describe('refreshAhead', () => {
     await sleep(1200)
     const load = gated('v2')
     // The loader has not returned, yet the call resolves with the value it replaces.
-    assert.equal(await c.getOrSet('k', load), 'v1')
+    assert.equal(await c.getOrSet('k', load, { tags: ['refreshed'] }), 'v1')
     assert.equal(load.calls, 1)
     // Hits while the refresh runs start no other.
     const again = gated('v3')
@@ -75,6 +75,9 @@ describe('refreshAhead', () => {
     load.release()
     assert.equal(await changed(() => c.get('k'), 'v1'), 'v2')
     assert.equal(again.calls, 0)
+    // The refreshed value was stored with the call's options.
+    c.invalidateTags('refreshed')
+    assert.equal(c.get('k'), undefined)
   })
 
   test('a value read from the segment (no L1) in the window is refreshed too', async () => {
