@@ -53,8 +53,10 @@ async function changed(get, old) {
   return get()
 }
 
-// ttl 2 s, refresh in its last half: 1.2 s after a load, a hit is in the window.
-const OPTIONS = { ttl: 2, refreshAhead: 0.5, jitter: 0 }
+// ttl 6 s, refresh in its last 80%: from 1.2 s after a load a hit is in the
+// window, and the value stays fresh for seconds more, for slow machines.
+const OPTIONS = { ttl: 6, refreshAhead: 0.8, jitter: 0 }
+const IN_WINDOW = 1300
 
 describe('refreshAhead', () => {
   test('a hit in the window returns the old value at once and reloads it in the background', async () => {
@@ -63,7 +65,7 @@ describe('refreshAhead', () => {
     const early = gated('unused')
     assert.equal(await c.getOrSet('k', early), 'v1')
     assert.equal(early.calls, 0, 'a hit before the window does not reload')
-    await sleep(1200)
+    await sleep(IN_WINDOW)
     const load = gated('v2')
     // The loader has not returned, yet the call resolves with the value it replaces.
     assert.equal(await c.getOrSet('k', load, { tags: ['refreshed'] }), 'v1')
@@ -82,8 +84,8 @@ describe('refreshAhead', () => {
 
   test('a value read from the segment (no L1) in the window is refreshed too', async () => {
     const c = cache(cacheName('refresh-l2'), { ...OPTIONS, l1Items: 0 })
-    c.set('k', 'old', { ttl: 2 })
-    await sleep(1200)
+    c.set('k', 'old')
+    await sleep(IN_WINDOW)
     const load = gated('new')
     assert.equal(await c.getOrSet('k', load), 'old')
     assert.equal(load.calls, 1)
@@ -92,9 +94,9 @@ describe('refreshAhead', () => {
   })
 
   test('without refreshAhead a hit in the last part of a life does not reload', async () => {
-    const c = cache(cacheName('refresh-off'), { ttl: 2, jitter: 0 })
+    const c = cache(cacheName('refresh-off'), { ttl: 6, jitter: 0 })
     c.set('k', 'v1')
-    await sleep(1200)
+    await sleep(IN_WINDOW)
     const load = gated('v2')
     assert.equal(await c.getOrSet('k', load), 'v1')
     assert.equal(load.calls, 0)
@@ -104,7 +106,7 @@ describe('refreshAhead', () => {
     const name = cacheName('refresh-host')
     const c = cache(name, OPTIONS)
     assert.equal(await c.getOrSet('k', () => 'v1'), 'v1')
-    await sleep(1200)
+    await sleep(IN_WINDOW)
     const load = gated('v2')
     assert.equal(await c.getOrSet('k', load), 'v1')
     assert.equal(load.calls, 1)
@@ -115,7 +117,7 @@ describe('refreshAhead', () => {
         '--input-type=module',
         '-e',
         `import { Cache } from 'ziggurat'
-         const c = new Cache(${JSON.stringify(name)}, { size: '8MiB', ttl: 2, refreshAhead: 0.5, jitter: 0 })
+         const c = new Cache(${JSON.stringify(name)}, { size: '8MiB', ttl: 6, refreshAhead: 0.8, jitter: 0 })
          let calls = 0
          const v = await c.getOrSet('k', () => { calls++; return 'node' })
          await new Promise((r) => setTimeout(r, 100))
@@ -129,7 +131,7 @@ describe('refreshAhead', () => {
       '-c',
       `import json, sys, time
 from ziggurat import Cache
-c = Cache(sys.argv[1], "8MiB", ttl=2, refresh_ahead=0.5, jitter=0)
+c = Cache(sys.argv[1], "8MiB", ttl=6, refresh_ahead=0.8, jitter=0)
 calls = []
 v = c.fetch("k", lambda: calls.append(1) or "python")
 time.sleep(0.1)
@@ -145,7 +147,7 @@ c.close()`,
   test('a refresh that fails keeps the value and lets a later hit refresh again', async () => {
     const c = cache(cacheName('refresh-fail'), OPTIONS)
     assert.equal(await c.getOrSet('k', () => 'v1'), 'v1')
-    await sleep(1200)
+    await sleep(IN_WINDOW)
     let failed = 0
     assert.equal(
       await c.getOrSet('k', async () => {
