@@ -17,6 +17,8 @@ const { Degraded, SegmentError, MODES, refusal, notice, mapKey } = require('./li
 const { Loads } = require('./lib/load.cjs')
 const { Namespace } = require('./lib/namespace.cjs')
 const { segmentStats, degradedStats } = require('./lib/stats.cjs')
+const { keyList, entryList } = require('./lib/many.cjs')
+const { memoize } = require('./lib/memoize.cjs')
 const { CACHE_OPTIONS, SET_OPTIONS, GET_OR_SET_OPTIONS, INCR_OPTIONS, TOUCH_OPTIONS, int64 } = args
 
 const MISS = Symbol('miss')
@@ -44,7 +46,6 @@ function putShort(key) {
   }
   return n
 }
-const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,79}$/
 
 /**
  * A cache shared by every process of the host that opens the same name.
@@ -69,6 +70,8 @@ class Cache {
   #mode
   /** 'auto' or 'msgpack': how values that are not counters are encoded. */
   #serializer
+  /** The refreshAhead option (0: getOrSet never refreshes early). */
+  #refreshAhead
 
   /**
    * Opens (or creates) the cache `name` in `directory` (default /dev/shm).
@@ -80,11 +83,6 @@ class Cache {
     const M = 'new Cache()'
     if (typeof name !== 'string') {
       throw new TypeError(`${M}: name must be a string, not ${args.typeName(name)}`)
-    }
-    if (!NAME.test(name)) {
-      throw new RangeError(
-        `${M}: name must be 1-80 characters of A-Z a-z 0-9 . _ - not starting with '.', got ${JSON.stringify(name)}`,
-      )
     }
     const o = args.options(options, M, CACHE_OPTIONS)
     const l1Items = o.l1Items === undefined ? 10_000 : args.integer(o.l1Items, M, 'l1Items', 0, 2 ** 31)
@@ -122,6 +120,16 @@ class Cache {
         ? Math.floor(l1Items / 10)
         : args.integer(o.l1NegativeItems, M, 'l1NegativeItems', 0, 2 ** 31)
     this.#serializer = serializer
+    const refreshAhead = o.refreshAhead === undefined ? 0 : args.fraction(o.refreshAhead, M, 'refreshAhead')
+    if (o.recreate !== undefined && typeof o.recreate !== 'boolean') {
+      throw new TypeError(`${M}: recreate must be true or false, not ${args.typeName(o.recreate)}`)
+    }
+    if (o.group !== undefined && typeof o.group !== 'string' && typeof o.group !== 'number') {
+      throw new TypeError(`${M}: group must be a group name or a gid, not ${args.typeName(o.group)}`)
+    }
+    if (o.version !== undefined && typeof o.version !== 'string' && typeof o.version !== 'number') {
+      throw new TypeError(`${M}: version must be a whole number or a string, not ${args.typeName(o.version)}`)
+    }
     try {
       this.#native = new native.NativeCache(name, {
         size,
@@ -137,12 +145,17 @@ class Cache {
         loaderTimeout,
         l1: l1Items > 0,
         rawValues: serializer === 'msgpack',
+        refreshAhead,
+        recreate: o.recreate,
+        group: o.group,
+        version: o.version,
       })
     } catch (e) {
       throw translate(e, M)
     }
     this.#mode = mode
     this.#ttl = ttl
+    this.#refreshAhead = refreshAhead
     const failure = this.#native.failure
     if (failure) {
       if (mode === 'raise') throw refusal(name, failure)
@@ -172,6 +185,7 @@ class Cache {
       serializer,
       miss: MISS,
       take: (k, out) => this.#take(k, out),
+      plan: (options) => this.#plan(options),
       closed: () => this.#closed,
       open: () => this.#open('getOrSet'),
     })
@@ -371,10 +385,19 @@ class Cache {
    * cache.incr('visits') // 1, then 2, ...
    */
   incr(key, delta = 1, options) {
-    const M = 'Cache.incr()'
-    this.#open('incr')
+    return this.#count('incr', key, delta, false, options)
+  }
+
+  /** incr() and decr(): `delta` added, or taken off when `negate`. */
+  #count(method, key, delta, negate, options) {
+    const M = `Cache.${method}()`
+    this.#open(method)
     const k = args.key(key, M)
-    const d = int64(delta, M, 'delta')
+    let d = int64(delta, M, 'delta')
+    if (negate) {
+      if (d === -(2n ** 63n)) throw new RangeError(`${M}: delta must be > -2^63 (its negation must fit in 64 bits)`)
+      d = -d
+    }
     const o = args.options(options, M, INCR_OPTIONS)
     const start = o.default === undefined ? 0n : int64(o.default, M, 'default')
     const tags = args.tags(o.tags, M)
@@ -491,17 +514,147 @@ class Cache {
     }
     if (typeof key === 'string') {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
-      if (v !== MISS) return v
+      if (v !== MISS) {
+        // With refreshAhead, a hit late in its value's life starts a refresh (lib/load.cjs).
+        if (this.#refreshAhead !== 0 && this.#dg === null) {
+          this.#loads.refreshHit(key, loader, options, this.#l1.strings.get(key))
+        }
+        return v
+      }
     }
-    const k = args.key(key, M)
+    return this.#loads.get(args.key(key, M), loader, this.#plan(options))
+  }
+
+  /** getOrSet's options, checked: what its load (or early refresh) stores with. */
+  #plan(options) {
+    const M = 'Cache.getOrSet()'
     const o = args.options(options, M, GET_OR_SET_OPTIONS)
-    const plan = {
+    return {
       ttl: args.optionalDuration(o.ttl, M, 'ttl'),
       negTtl: args.nullableDuration(o.negTtl, M, 'negTtl'),
       staleTtl: args.nullableDuration(o.staleTtl, M, 'staleTtl'),
       tags: args.tags(o.tags, M),
     }
-    return this.#loads.get(k, loader, plan)
+  }
+
+  // -- Many keys at once, decr, memoize (Python's get_many, set_many,
+  // delete_many, decr and cached) ------------------------------------------
+
+  /**
+   * The values of `keys` that are present, as a Map from each key (as given)
+   * to its value; absent keys are left out. Every key is checked before any
+   * is read. Synchronous.
+   *
+   * @example
+   * cache.getMany(['post:1', 'post:2']) // Map(1) { 'post:1' => { title: 'Hello' } }
+   */
+  getMany(keys) {
+    const M = 'Cache.getMany()'
+    this.#open('getMany')
+    const list = keyList(keys, M)
+    const out = new Map()
+    for (const k of list) {
+      const v = this.#get(k, 'getMany')
+      if (v !== MISS) out.set(k, v)
+    }
+    return out
+  }
+
+  /**
+   * Stores every [key, value] of `entries` (a Map, a plain object, or an
+   * iterable of pairs) for `ttl` with `tags`, as set() each. Every key and
+   * value is checked and encoded before the first is written: bad input
+   * anywhere writes nothing.
+   *
+   * @example
+   * cache.setMany({ 'post:1': { title: 'Hello' }, 'post:2': { title: 'Again' } }, { ttl: '10m' })
+   */
+  setMany(entries, options) {
+    const M = 'Cache.setMany()'
+    this.#open('setMany')
+    const pairs = entryList(entries, M)
+    const o = args.options(options, M, SET_OPTIONS)
+    const ttl = args.optionalDuration(o.ttl, M, 'ttl')
+    const tags = args.tags(o.tags, M)
+    const encoded = pairs.map(([k, value]) => {
+      try {
+        return encode(value, M)
+      } catch (e) {
+        const what = typeof k === 'string' ? JSON.stringify(k) : `0x${k.toString('hex')}`
+        e.message = `${e.message} (the value of ${what})`
+        throw e
+      }
+    })
+    if (this.#dg !== null) {
+      const mapped = pairs.map(([k]) => mapKey(k, M))
+      for (let i = 0; i < pairs.length; i++) this.#dg.set(mapped[i], pairs[i][1], ttl ?? this.#ttl, tags)
+      return
+    }
+    for (let i = 0; i < pairs.length; i++) {
+      const [k, value] = pairs[i]
+      const enc = encoded[i]
+      try {
+        this.#native.store(k, enc[0], enc[1], enc[2], enc[3], enc[4], ttl, tags)
+      } catch (e) {
+        this.#l1.drop(k)
+        throw translate(e, M)
+      }
+      this.#l1.keep(k, value)
+    }
+  }
+
+  /**
+   * Removes every key of `keys` for every process; how many held a value.
+   * Every key is checked before any is removed.
+   *
+   * @example
+   * cache.deleteMany(['post:1', 'post:2', 'post:3']) // 2
+   */
+  deleteMany(keys) {
+    const M = 'Cache.deleteMany()'
+    this.#open('deleteMany')
+    const list = keyList(keys, M)
+    let n = 0
+    for (const k of list) {
+      if (this.#dg !== null) {
+        if (this.#dg.delete(mapKey(k, M))) n++
+        continue
+      }
+      this.#l1.drop(k)
+      try {
+        if (this.#native.delete(k)) n++
+      } catch (e) {
+        throw translate(e, M)
+      }
+    }
+    return n
+  }
+
+  /**
+   * Takes `delta` (default 1) off the integer under `key`, atomically for
+   * every process of the host: incr() with `-delta`. Returns the result.
+   *
+   * @example
+   * cache.set('stock', 5); cache.decr('stock', 2) // 3
+   */
+  decr(key, delta = 1, options) {
+    return this.#count('decr', key, delta, true, options)
+  }
+
+  /**
+   * `fn` with its results cached (Python's `Cache.cached`): an async
+   * function whose calls go through getOrSet with a key made of `name`
+   * (default `fn.name`) and the arguments as canonical JSON, digested; or
+   * `name:` and what `options.key(...args)` returns. The result has
+   * `.key(...args)` and `.invalidate(...args)`.
+   *
+   * @example
+   * const user = cache.memoize(async (id) => db.user(id), { name: 'user', ttl: '10m', tags: (id) => [`user:${id}`] })
+   * await user(5); user.invalidate(5)
+   */
+  memoize(fn, options) {
+    this.#open('memoize')
+    return memoize(this, fn, options, 'Cache.memoize()')
   }
 
   /**

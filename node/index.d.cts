@@ -78,6 +78,17 @@ export interface CacheOptions<S extends Serializer = Serializer> {
   serializer?: S
   /** Loaders' cached misses this process keeps in L1, apart from l1Items (default l1Items / 10; 0: none). */
   l1NegativeItems?: number
+  /**
+   * The last fraction of a value's TTL, in [0, 1), in which a getOrSet hit answers at once
+   * and reloads the value in the background, once per key per host (default 0: never).
+   */
+  refreshAhead?: number
+  /** Replace a segment file that cannot be attached (damaged, another layout) with an empty one (default false). */
+  recreate?: boolean
+  /** Share the files with this group (a group name or a gid), mode 660 (default: the owner alone). */
+  group?: string | number
+  /** A segment of its own for this version of the values (`<name>.ver-<version>`): a whole number >= 0 or 1-16 of A-Z a-z 0-9 _ -. */
+  version?: number | string
 }
 
 export interface SetOptions {
@@ -99,6 +110,33 @@ export interface IncrOptions {
   default?: number | bigint
   /** Tags of a counter this call creates. */
   tags?: string[]
+}
+
+/** The entries of setMany: a Map, a plain object, or an iterable of [key, value] pairs. */
+export type Entries = Map<Key, Value> | Record<string, Value> | Iterable<readonly [Key, Value]>
+
+export interface MemoizeOptions<A extends unknown[]> {
+  /** The keys' prefix (default: the function's name; an anonymous function needs one). */
+  name?: string
+  /** The key of a call (after `name:`); default: a digest of the arguments as canonical JSON. */
+  key?: (...args: A) => string
+  /** How long a result lives (default: the cache's ttl). */
+  ttl?: Duration
+  /** Tags of each result: a list, or a function of the call's arguments returning one. */
+  tags?: string[] | ((...args: A) => string[])
+  /** How long a result of undefined or null is cached (default, or null: the cache's negTtl). */
+  negTtl?: Duration | null
+  /** How long past its TTL a result may answer a failed call (default, or null: the cache's staleTtl). */
+  staleTtl?: Duration | null
+}
+
+/** A function memoized by memoize(): each call goes through getOrSet. */
+export interface Memoized<A extends unknown[], R> {
+  (...args: A): Promise<R | undefined>
+  /** The cache key of a call with these arguments. */
+  key(...args: A): string
+  /** Removes the cached result of a call with these arguments; whether there was one. */
+  invalidate(...args: A): boolean
 }
 
 /** What a loader receives. */
@@ -175,6 +213,20 @@ export declare class Cache<S extends Serializer = 'auto'> {
   getOrSet<T extends ValueOf<S> = ValueOf<S>>(key: Key, loader: Loader<T>, options?: GetOrSetOptions): Promise<T | undefined>
   /** Keys under `prefix + ':'`, cleared together. */
   namespace(prefix: string): Namespace<S>
+  // -- Many keys at once, decr, memoize (Python's get_many, set_many, delete_many, decr, cached)
+  /** The values of the keys that are present, by key as given; absent keys are left out. */
+  getMany<T = Value>(keys: Iterable<Key>): Map<Key, T>
+  /** Stores every entry; bad input anywhere writes nothing. */
+  setMany(entries: Entries, options?: SetOptions): void
+  /** Removes every key for every process; how many held a value. */
+  deleteMany(keys: Iterable<Key>): number
+  /** Takes `delta` (default 1) off the counter under `key` for every process of the host; the result. */
+  decr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
+  /** `fn` with its results cached, keyed by its name and arguments (Python's `cached`). */
+  memoize<A extends unknown[], R extends Value>(
+    fn: (...args: A) => R | undefined | null | Promise<R | undefined | null>,
+    options?: MemoizeOptions<A>,
+  ): Memoized<A, R>
   /** This process's counters and the host segment's figures. */
   stats(): Stats
   /** Detaches this process; every later call throws. */
@@ -196,6 +248,20 @@ export declare class Namespace<S extends Serializer = 'auto'> {
   getOrSet<T extends ValueOf<S> = ValueOf<S>>(key: Key, loader: Loader<T>, options?: GetOrSetOptions): Promise<T | undefined>
   /** Voids every entry of the namespace, in every process. */
   clear(): void
+  // -- Many keys at once, decr, memoize, under the namespace's prefix
+  /** The values of the namespace's keys that are present, by key as given. */
+  getMany<T = Value>(keys: Iterable<Key>): Map<Key, T>
+  /** Stores every entry under the namespace; bad input anywhere writes nothing. */
+  setMany(entries: Entries, options?: SetOptions): void
+  /** Removes every key of the namespace given; how many held a value. */
+  deleteMany(keys: Iterable<Key>): number
+  /** Takes `delta` (default 1) off the counter under `key`; the result. */
+  decr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
+  /** `fn` with its results cached under the namespace (Python's `cached`). */
+  memoize<A extends unknown[], R extends Value>(
+    fn: (...args: A) => R | undefined | null | Promise<R | undefined | null>,
+    options?: MemoizeOptions<A>,
+  ): Memoized<A, R>
 }
 
 /** A failure of the cache itself: a refused or damaged segment, a lock timeout, a closed cache. */

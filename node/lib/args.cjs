@@ -188,6 +188,10 @@ const CACHE_OPTIONS = [
   'degradedTtl',
   'serializer',
   'l1NegativeItems',
+  'refreshAhead',
+  'recreate',
+  'group',
+  'version',
 ]
 const SET_OPTIONS = ['ttl', 'tags']
 const GET_OR_SET_OPTIONS = ['ttl', 'tags', 'negTtl', 'staleTtl']

@@ -21,16 +21,19 @@ const STEP_WAIT = 3
  * L1, degraded store (or null), loaderTimeout and ttl in seconds, its
  * serializer ('auto' or 'msgpack'), `miss` (the
  * sentinel of `take`), `take(key, out)` (an addon result as a value kept in
- * L1, or `miss`), `closed()` and `open()` (throws once closed).
+ * L1, or `miss`), `plan(options)` (getOrSet's options checked), `closed()`
+ * and `open()` (throws once closed).
  *
  * @example
- * const loads = new Loads({ name, native, l1, dg: null, loaderTimeout: 10, ttl: 300, serializer: 'auto', miss, take, closed, open })
+ * const loads = new Loads({ name, native, l1, dg: null, loaderTimeout: 10, ttl: 300, serializer: 'auto', miss, take, plan, closed, open })
  * await loads.get('post:2', loader, { ttl: 600, negTtl: undefined, staleTtl: undefined, tags: undefined })
  */
 class Loads {
   #c
   #flights = new Map()
   #warned = new Set()
+  /** L1 entries whose early refresh is not due before a time (performance.now() ms). */
+  #notBefore = new WeakMap()
   /** Loads and failed loads of a degraded cache (the addon counts the others). */
   loads = 0
   loadErrors = 0
@@ -68,7 +71,12 @@ class Loads {
       switch (m.step) {
         case STEP_VALUE: {
           const v = c.take(key, m.got())
-          if (v === c.miss) return this.#load(key, loader, plan)
+          const r = m.takeRefresh()
+          if (v === c.miss) {
+            r?.giveBack()
+            return this.#load(key, loader, plan)
+          }
+          if (r !== null) this.#refresh(r, key, loader)
           return v
         }
         case STEP_NEGATIVE:
@@ -89,6 +97,51 @@ class Loads {
           throw new ZigguratError(`${M}: unknown step ${m.step}`)
       }
     }
+  }
+
+  /**
+   * A getOrSet hit in L1 with refreshAhead: the early refresh of `k`, run in
+   * the background, when the addon says its entry is late in its life and
+   * this process took the key's refresh lease (one per key per host).
+   * `entry` is the L1 entry that answered: until the time the addon named,
+   * its later hits do not ask again. The call's `options` are checked (and
+   * throw) only when the addon is asked, as an L1 hit without refreshAhead
+   * checks none.
+   */
+  refreshHit(k, loader, options, entry) {
+    if (entry !== undefined) {
+      const at = this.#notBefore.get(entry)
+      if (at !== undefined && performance.now() < at) return
+    }
+    const plan = this.#c.plan(options)
+    let r
+    try {
+      r = this.#c.native.refreshOf(k, plan.ttl, plan.negTtl ?? undefined, plan.staleTtl ?? undefined, plan.tags)
+    } catch (e) {
+      // The caller has its value: a refresh that cannot start is skipped (the next hit asks again).
+      this.#warn(k, translate(e, M))
+      return
+    }
+    if (typeof r === 'number') {
+      if (entry !== undefined && r > 0) this.#notBefore.set(entry, performance.now() + r)
+      return
+    }
+    if (entry === undefined) {
+      this.#refresh(r, k, loader)
+      return
+    }
+    // The refreshed value lands as a new L1 entry; until then this one asks
+    // no more, and after a failed refresh it asks again.
+    this.#notBefore.set(entry, Infinity)
+    this.#refresh(r, k, loader).finally(() => this.#notBefore.delete(entry))
+  }
+
+  /**
+   * Runs an early refresh's loader in the background and lands its result as
+   * a load's; a failure gives the refresh lease back and leaves the value.
+   */
+  #refresh(m, key, loader) {
+    return this.#run(m, key, loader).catch(() => {})
   }
 
   /**

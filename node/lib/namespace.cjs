@@ -4,6 +4,8 @@
 // entries and clears them.
 
 const args = require('./args.cjs')
+const { keyList, entryList } = require('./many.cjs')
+const { memoize } = require('./memoize.cjs')
 
 /**
  * Keys under a prefix of one cache, cleared together: key `k` is the cache's
@@ -81,6 +83,45 @@ class Namespace {
       return Promise.reject(e)
     }
     return this.#cache.getOrSet(k, loader, o)
+  }
+
+  // -- Many keys at once, decr, memoize ------------------------------------
+
+  /** The values of the namespace's `keys` that are present, by key. @example ns.getMany(['1', '2']) */
+  getMany(keys) {
+    const list = keyList(keys, 'Namespace.getMany()')
+    const full = list.map((k) => this.#k(k, 'getMany'))
+    const found = this.#cache.getMany(full)
+    const out = new Map()
+    for (let i = 0; i < list.length; i++) {
+      if (found.has(full[i])) out.set(list[i], found.get(full[i]))
+    }
+    return out
+  }
+
+  /** @example ns.setMany({ 1: 'a', 2: 'b' }, { ttl: 60 }) */
+  setMany(entries, options) {
+    const pairs = entryList(entries, 'Namespace.setMany()')
+    this.#cache.setMany(
+      pairs.map(([k, v]) => [this.#k(k, 'setMany'), v]),
+      this.#o(options, 'setMany', args.SET_OPTIONS),
+    )
+  }
+
+  /** @example ns.deleteMany(['1', '2']) // 2 */
+  deleteMany(keys) {
+    const list = keyList(keys, 'Namespace.deleteMany()')
+    return this.#cache.deleteMany(list.map((k) => this.#k(k, 'deleteMany')))
+  }
+
+  /** @example ns.decr('stock', 2) */
+  decr(key, delta = 1, options) {
+    return this.#cache.decr(this.#k(key, 'decr'), delta, this.#o(options, 'decr', args.INCR_OPTIONS))
+  }
+
+  /** @example const user = ns.memoize(async (id) => db.user(id), { ttl: 60 }) */
+  memoize(fn, options) {
+    return memoize(this, fn, options, 'Namespace.memoize()')
   }
 
   /** Voids every entry of the namespace, in every process. @example ns.clear() */

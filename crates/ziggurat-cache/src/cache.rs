@@ -167,6 +167,12 @@ impl Cache {
         refresh_due(soft, ttl_ms, self.opts.refresh_ahead, now_ms())
     }
 
+    /// Milliseconds until [`Cache::refresh_due`] holds for an entry with soft
+    /// deadline `soft` written with `ttl_ms` (0: now); None: never.
+    pub fn refresh_due_in(&self, soft: u64, ttl_ms: u32) -> Option<u64> {
+        crate::entry::refresh_due_in(soft, ttl_ms, self.opts.refresh_ahead, now_ms())
+    }
+
     /// The trailer a value written now for `ttl` seconds
     /// gets: what a degraded cache's L1 entry keeps, capped by `degraded_ttl`.
     pub fn degraded_trailer(&self, kind: Kind, ttl: f64) -> Trailer {

@@ -94,6 +94,22 @@ pub fn refresh_due(soft: u64, ttl_ms: u32, refresh_ahead: f64, now: u64) -> bool
         && (soft.saturating_sub(now) as f64) < refresh_ahead * ttl_ms as f64
 }
 
+/// Milliseconds from `now` until [`refresh_due`] holds for this entry (0: it
+/// holds now); None when it never will (early refresh off, or an entry that
+/// does not expire). A front end that keeps a hit's answer without the
+/// entry's TTL asks [`refresh_due`] again once they have passed.
+pub fn refresh_due_in(soft: u64, ttl_ms: u32, refresh_ahead: f64, now: u64) -> Option<u64> {
+    if refresh_ahead <= 0.0 || soft == 0 {
+        return None;
+    }
+    if refresh_due(soft, ttl_ms, refresh_ahead, now) {
+        return Some(0);
+    }
+    // Due from the first ms past `soft - refresh_ahead * ttl_ms`.
+    let start = soft as f64 - refresh_ahead * ttl_ms as f64;
+    Some((start.floor() as u64 + 1).saturating_sub(now))
+}
+
 /// `payload || trailer`, ready for the segment.
 pub fn encode(payload: &[u8], t: &Trailer) -> Vec<u8> {
     let mut v = Vec::with_capacity(payload.len() + TRAILER_LEN);
@@ -164,5 +180,15 @@ mod tests {
         assert!(refresh_due(100_000, 10_000, 0.2, 150_000));
         assert!(!refresh_due(100_000, 10_000, 0.0, 99_999), "off");
         assert!(!refresh_due(0, 0, 0.5, 99_999), "never expires");
+    }
+
+    #[test]
+    fn a_refresh_is_due_in_so_many_ms() {
+        assert_eq!(refresh_due_in(100_000, 10_000, 0.2, 97_000), Some(1001));
+        assert!(refresh_due(100_000, 10_000, 0.2, 97_000 + 1001));
+        assert!(!refresh_due(100_000, 10_000, 0.2, 97_000 + 1000));
+        assert_eq!(refresh_due_in(100_000, 10_000, 0.2, 98_001), Some(0));
+        assert_eq!(refresh_due_in(100_000, 10_000, 0.0, 97_000), None, "off");
+        assert_eq!(refresh_due_in(0, 0, 0.5, 97_000), None, "never expires");
     }
 }

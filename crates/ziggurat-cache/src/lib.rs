@@ -108,7 +108,9 @@ pub use cluster::{cluster_joined, CLUSTER_WORDS, JOINED_WORD};
 pub use counts::{Counter, Counts, Took};
 pub use degraded::{degraded_refusal, degraded_warning};
 pub use duration::{duration_text, parse_duration};
-pub use entry::{counter_payload, encode, refresh_due, seal, split, Kind, Trailer, TRAILER_LEN};
+pub use entry::{
+    counter_payload, encode, refresh_due, refresh_due_in, seal, split, Kind, Trailer, TRAILER_LEN,
+};
 pub use envelope::{
     format_by, format_of, Format, JsonText, MAX_DEPTH, PICKLE_PROTO, PICKLE_PROTOCOL,
 };

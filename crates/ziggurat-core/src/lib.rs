@@ -65,6 +65,7 @@ pub use read::ReadMeta;
 pub use recovery::Report;
 pub use segment::Segment;
 pub use shm::{Word32, Word64};
+pub use sys::group_id;
 pub use tags::TagRef;
 pub use view::{View32, View64};
 pub use write::Rewrite;

@@ -186,6 +186,22 @@ pub fn group_name(gid: u32) -> Option<String> {
     Some(name.to_string_lossy().into_owned())
 }
 
+/// The gid of group `name` from the group database, if it has one (the rule
+/// of a front end's `group` option given as a name).
+pub fn group_id(name: &str) -> Option<u32> {
+    let c = CString::new(name).ok()?;
+    let mut buf = vec![0 as libc::c_char; 16384];
+    // SAFETY: an all-zero `group` is a valid value of this plain C struct.
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: `c` is a live NUL-terminated string; `gr`, `buf` (with its true
+    // length) and `out` are live, writable and owned by this frame, and
+    // getgrnam_r writes only into them.
+    let rc =
+        unsafe { libc::getgrnam_r(c.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) };
+    (rc == 0 && !out.is_null()).then_some(gr.gr_gid)
+}
+
 /// `'name' (uid N)`, or `uid N` when the user has no name.
 pub fn describe_user(uid: u32) -> String {
     match user_name(uid) {

@@ -52,6 +52,16 @@ pub struct OpenOptions {
     /// Values are encoded in JavaScript (serializer 'msgpack'): stored and
     /// read as the bytes it gives (counters apart).
     pub raw_values: Option<bool>,
+    /// The last fraction of a loaded value's TTL in which a `getOrSet` hit
+    /// starts an early refresh (none: 0, never).
+    pub refresh_ahead: Option<f64>,
+    /// Whether a file that cannot be attached (another layout, damaged) is
+    /// replaced by a new empty one instead of refused.
+    pub recreate: Option<bool>,
+    /// The group the files are shared with (mode 660): a group name or a gid.
+    pub group: Option<Either<f64, String>>,
+    /// The cache's version: a segment of its own (`<name>.ver-<version>`).
+    pub version: Option<Either<f64, String>>,
 }
 
 /// This process's counters of the cache, for `stats()`.
@@ -153,6 +163,41 @@ fn size_of(v: Option<Either<f64, String>>) -> Result<Option<u64>> {
     r.map(Some).map_err(to_napi)
 }
 
+/// The gid of a `group` option: a gid, or a group name looked up in the
+/// host's group database (the rule of every front end).
+fn gid_of(group: Option<Either<f64, String>>) -> Result<Option<u32>> {
+    match group {
+        None => Ok(None),
+        Some(Either::A(n)) if n.fract() == 0.0 && (0.0..4_294_967_296.0).contains(&n) => {
+            Ok(Some(n as u32))
+        }
+        Some(Either::A(n)) => Err(invalid(format!(
+            "group must be a gid from 0 to 2**32-1, got {n}"
+        ))),
+        Some(Either::B(name)) => ziggurat_core::group_id(&name)
+            .map(Some)
+            .ok_or_else(|| invalid(format!("group {name:?} does not exist on this host"))),
+    }
+}
+
+/// The main segment's name of cache `name` at the `version` option (a whole
+/// number, or a string), by the rule every front end shares.
+fn segment_of(name: &str, version: Option<Either<f64, String>>) -> Result<String> {
+    let v = match version {
+        None => None,
+        Some(Either::A(n)) if n.fract() == 0.0 && (0.0..1e16).contains(&n) => {
+            Some(format!("{}", n as u64))
+        }
+        Some(Either::A(n)) => {
+            return Err(invalid(format!(
+                "version must be a whole number >= 0 or a string, got {n}"
+            )))
+        }
+        Some(Either::B(s)) => Some(s),
+    };
+    ziggurat_cache::segment_name(name, v.as_deref()).map_err(to_napi)
+}
+
 #[napi]
 impl NativeCache {
     /// Opens (or creates) the cache `name`: the segments `name` and
@@ -179,11 +224,13 @@ impl NativeCache {
             stale_ttl: o.stale_ttl,
             jitter: o.jitter,
             loader_timeout: o.loader_timeout,
-            refresh_ahead: 0.0,
+            refresh_ahead: o.refresh_ahead.unwrap_or(0.0),
             degraded_ttl: None,
         }
         .checked()
         .map_err(|e| invalid(camel(&e.to_string())))?;
+        let group = gid_of(o.group)?;
+        let segment = segment_of(&name, o.version)?;
         let size = size_of(o.size)?;
         let neg_size =
             size_of(o.neg_size).map_err(|e| invalid(e.reason.replace("size", "negSize")))?;
@@ -192,9 +239,11 @@ impl NativeCache {
             avg_item_size: avg as u64,
             lock_timeout: Duration::from_secs_f64(lock.min(3600.0)),
             huge_pages: huge,
+            recreate: o.recreate.unwrap_or(false),
+            group,
             ..Options::default()
         };
-        let pair = match open_pair(&name, size, neg_size, &opts) {
+        let pair = match open_pair(&segment, size, neg_size, &opts) {
             Ok(pair) => pair,
             // Not an exception: whether the cache runs without its segment is the
             // package's `degraded` option, and it needs the cause's stable name.
@@ -594,5 +643,6 @@ pub(crate) fn camel(m: &str) -> String {
     m.replace("neg_ttl", "negTtl")
         .replace("stale_ttl", "staleTtl")
         .replace("loader_timeout", "loaderTimeout")
+        .replace("refresh_ahead", "refreshAhead")
         .replace("math.inf", "Infinity")
 }

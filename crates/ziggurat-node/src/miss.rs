@@ -15,7 +15,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{BigInt, Buffer, Object, PromiseRaw};
 use napi::{Either, Env, Result, Task};
 use napi_derive::napi;
-use ziggurat_cache::{Cache, Loaded, Miss, Step, Took};
+use ziggurat_cache::{Cache, Loaded, Lookup, Miss, Payload, Reader, Step, Took};
 
 use crate::cache::{payload, tag_bytes, KeyArg, NativeCache};
 use crate::errors::{invalid, to_napi};
@@ -42,6 +42,9 @@ pub struct MissState {
     miss: Option<Miss<NodeValue>>,
     /// Whether `got` may be kept in L1 (the cache had the mapped words).
     words: Option<crate::words::Regions>,
+    /// With a value (step 0), the early refresh this process took the key's
+    /// refresh lease for (one per key per host): `takeRefresh()` hands it out.
+    refresh: Option<Miss<NodeValue>>,
 }
 
 #[napi]
@@ -59,6 +62,23 @@ impl MissState {
         if let Some(miss) = self.miss.take() {
             self.cache.give_back(&self.key, &miss);
         }
+    }
+
+    /// With a value (step 0): the early refresh this process runs in the
+    /// background, as a load step (2), once; null when none is due or
+    /// another process of the host runs it.
+    #[napi]
+    pub fn take_refresh(&mut self) -> Option<MissState> {
+        let r = self.refresh.take()?;
+        Some(MissState {
+            cache: self.cache.clone(),
+            key: self.key.clone(),
+            step: LOAD,
+            got: None,
+            miss: Some(r),
+            words: self.words,
+            refresh: None,
+        })
     }
 
     /// The value found (step 0), once; the meta words say what it is.
@@ -80,6 +100,9 @@ impl Drop for MissState {
     /// than leaving the other callers to wait for the lease's deadline.
     fn drop(&mut self) {
         self.give_back();
+        if let Some(r) = self.refresh.take() {
+            self.cache.give_back(&self.key, &r);
+        }
     }
 }
 
@@ -93,18 +116,11 @@ impl MissState {
 
 /// A step as the state JavaScript holds.
 fn state(nc: &NativeCache, c: &Arc<Cache>, key: Vec<u8>, step: Step<NodeValue>) -> MissState {
-    let (code, got, miss) = match step {
-        Step::Value(v, refresh) => {
-            // Early refresh is off in this front end (refresh_ahead 0); a
-            // refresh lease, were one taken, is given back at once.
-            if let Some(r) = refresh {
-                c.give_back(&key, &r);
-            }
-            (VALUE, Some(v), None)
-        }
-        Step::Negative => (NEGATIVE, None, None),
-        Step::Load(m) | Step::NoSegment(m) => (LOAD, None, Some(m)),
-        Step::Wait(m) => (WAIT, None, Some(m)),
+    let (code, got, miss, refresh) = match step {
+        Step::Value(v, refresh) => (VALUE, Some(v), None, refresh),
+        Step::Negative => (NEGATIVE, None, None, None),
+        Step::Load(m) | Step::NoSegment(m) => (LOAD, None, Some(m), None),
+        Step::Wait(m) => (WAIT, None, Some(m), None),
     };
     MissState {
         cache: c.clone(),
@@ -113,6 +129,7 @@ fn state(nc: &NativeCache, c: &Arc<Cache>, key: Vec<u8>, step: Step<NodeValue>) 
         got,
         miss,
         words: nc.regions,
+        refresh,
     }
 }
 
@@ -139,6 +156,7 @@ impl Sleeping {
             got: None,
             miss: self.miss.take(),
             words: None,
+            refresh: None,
         }
     }
 }
@@ -155,6 +173,18 @@ impl Task for Sleeping {
     fn resolve(&mut self, _env: Env, _: ()) -> Result<MissState> {
         Ok(self.woken())
     }
+}
+
+/// A payload that is not copied: an early refresh's look at an entry wants
+/// its deadlines alone.
+struct Unread;
+
+impl Payload for Unread {
+    type Out = ();
+
+    fn copied(&mut self, _: &[u8]) {}
+
+    fn written(&mut self, _: usize, _: &dyn Fn(&mut [u8])) {}
 }
 
 fn took(seconds: f64) -> Took {
@@ -184,6 +214,60 @@ impl NativeCache {
         let mut f = self.front();
         let step = c.begin(&k, plan, &mut f)?;
         Ok(state(self, c, k, step))
+    }
+
+    /// A `getOrSet` hit in the JavaScript L1, with early refresh on
+    /// (`refreshAhead`): the early refresh of `key` as a load step (2) when
+    /// its entry is in the last `refreshAhead` part of its life and this
+    /// process takes the key's refresh lease (one per key per host); else
+    /// the milliseconds before the entry can be due (0: ask at the next hit;
+    /// Infinity: never). The entry's deadlines are read from
+    /// the segment (the L1 entry keeps only the soft one); its value is not
+    /// copied, and this process's read counters are left as they are (the
+    /// segment's own host-wide figures count the look as a hit).
+    #[napi(ts_return_type = "MissState | number")]
+    pub fn refresh_of(
+        &self,
+        key: KeyArg,
+        ttl: Option<f64>,
+        neg_ttl: Option<f64>,
+        stale_ttl: Option<f64>,
+        tags: Option<Vec<String>>,
+    ) -> Result<Either<MissState, f64>> {
+        let c = self.cache()?;
+        let k = crate::cache::key_bytes(&key);
+        ziggurat_cache::check_key(k).map_err(to_napi)?;
+        let Some(main) = c.main() else {
+            return Ok(Either::B(f64::INFINITY));
+        };
+        let reader = Reader::new(main, c.neg().map(|n| &**n), false);
+        // Not fresh (gone, or stale): the next hit is an L1 miss, which begins anew.
+        let Lookup::Fresh(found, _) = reader.lookup(k, None, false, &mut Unread) else {
+            return Ok(Either::B(0.0));
+        };
+        let t = found.trailer;
+        match c.refresh_due_in(t.soft, t.ttl_ms) {
+            None => return Ok(Either::B(f64::INFINITY)),
+            Some(0) => {}
+            Some(ms) => return Ok(Either::B(ms as f64)),
+        }
+        let plan = c
+            .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
+            .map_err(|e| invalid(crate::cache::camel(&e.to_string())))?;
+        Ok(match c.refresh(k, plan) {
+            Some(r) => Either::A(MissState {
+                cache: c.clone(),
+                key: k.to_vec(),
+                step: LOAD,
+                got: None,
+                miss: Some(r),
+                words: self.regions,
+                refresh: None,
+            }),
+            // Another caller refreshes: ask again at the next hit, as the
+            // other front ends do.
+            None => Either::B(0.0),
+        })
     }
 
     /// Waits (off the event loop) until the holder of the key's lease

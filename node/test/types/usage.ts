@@ -52,3 +52,26 @@ void negatives
 cache.set('k', { at: new Date() })
 // @ts-expect-error serializer is 'auto' or 'msgpack'
 void new Cache('x', { serializer: 'pickle' })
+// Many keys at once, decr and memoize.
+const many: Map<string | Uint8Array, { title: string }> = cache.getMany<{ title: string }>(['post:1', 'post:2'])
+cache.setMany({ a: 1, b: 'two' }, { ttl: 60, tags: ['t'] })
+cache.setMany(new Map([['a', 1]]))
+cache.setMany([['a', [1, 2]] as const])
+const removed: number = cache.deleteMany(new Set(['a', 'b']))
+cache.decr('stock', 2n, { default: 10 })
+posts.setMany({ 1: 'x' })
+const user = cache.memoize(async (id: number) => ({ id }), { name: 'user', ttl: '10m', tags: (id) => [`user:${id}`] })
+async function useUser(): Promise<void> {
+  const u = await user(5)
+  const id: number | undefined = u?.id
+  const k: string = user.key(5)
+  const gone: boolean = user.invalidate(5)
+  void [id, k, gone]
+}
+void [many, removed, useUser, new Cache('opts', { refreshAhead: 0.2, recreate: true, group: 'www-data', version: 3 })]
+// @ts-expect-error a memoized function takes its function's arguments
+void user('5')
+// @ts-expect-error memoize's options are checked
+cache.memoize(async () => 1, { tll: 5 })
+// @ts-expect-error refreshAhead is a fraction
+void new Cache('opts', { refreshAhead: '20%' })

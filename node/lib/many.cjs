@@ -1,0 +1,77 @@
+'use strict'
+// The arguments of the methods taking many keys (getMany, setMany,
+// deleteMany), each checked before anything is read or written, so that bad
+// input anywhere changes nothing (as Python's get_many, set_many and
+// delete_many).
+
+const args = require('./args.cjs')
+const native = require('./native.cjs')
+const { translate } = require('./errors.cjs')
+
+// A string of up to this many UTF-16 units has at most 3 bytes of UTF-8 per unit.
+const SURE_CHARS = Math.floor(native.MAX_KEY_BYTES / 3)
+
+/**
+ * A key checked by type here and by the Cache's rule (1 to MAX_KEY_BYTES
+ * bytes) in the addon, which is asked only about a key that may break it.
+ */
+function checked(k, M) {
+  const key = args.key(k, M)
+  const n = key.length
+  if (n === 0 || n > (typeof key === 'string' ? SURE_CHARS : native.MAX_KEY_BYTES)) {
+    try {
+      native.NativeCache.checkKey(key)
+    } catch (e) {
+      throw translate(e, M)
+    }
+  }
+  return key
+}
+
+/** Whether `v` is a single key, which a method taking many refuses. */
+function single(v) {
+  return typeof v === 'string' || v instanceof Uint8Array
+}
+
+/**
+ * The keys of a method taking many: an iterable of keys (an array, a Set, a
+ * Map's keys()...), each checked.
+ *
+ * @example
+ * keyList(['a', 'b'], 'Cache.getMany()') // ['a', 'b']
+ */
+function keyList(keys, M) {
+  if (single(keys)) throw new TypeError(`${M}: keys must be an iterable of keys, not a single key`)
+  if (keys === null || keys === undefined || typeof keys[Symbol.iterator] !== 'function') {
+    throw new TypeError(`${M}: keys must be an iterable of keys (an array, a Set...), not ${args.typeName(keys)}`)
+  }
+  const out = []
+  for (const k of keys) out.push(checked(k, M))
+  return out
+}
+
+/**
+ * The [key, value] pairs of setMany: a Map, a plain object, or an iterable of
+ * [key, value] pairs; each key checked.
+ *
+ * @example
+ * entryList({ a: 1 }, 'Cache.setMany()') // [['a', 1]]
+ */
+function entryList(entries, M) {
+  if (single(entries) || entries === null || typeof entries !== 'object') {
+    throw new TypeError(
+      `${M}: entries must be a Map, an object or an iterable of [key, value] pairs, not ${args.typeName(entries)}`,
+    )
+  }
+  const pairs = typeof entries[Symbol.iterator] === 'function' ? entries : Object.entries(entries)
+  const out = []
+  for (const p of pairs) {
+    if (!Array.isArray(p) || p.length !== 2) {
+      throw new TypeError(`${M}: each entry must be a [key, value] pair, not ${args.typeName(p)}`)
+    }
+    out.push([checked(p[0], M), p[1]])
+  }
+  return out
+}
+
+module.exports = { keyList, entryList }
