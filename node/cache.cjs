@@ -666,12 +666,17 @@ class Cache {
    */
   namespace(prefix) {
     this.#open('namespace')
-    if (typeof prefix !== 'string' || prefix === '' || prefix.includes(':')) {
-      throw new RangeError(
-        `Cache.namespace(): prefix must be a non-empty string without ':', got ${JSON.stringify(prefix)}`,
-      )
+    if (typeof prefix !== 'string') {
+      throw new TypeError(`Cache.namespace(): prefix must be a string, not ${args.typeName(prefix)}`)
     }
-    return new Namespace(this, prefix)
+    let parts
+    try {
+      parts = native.namespaceParts(prefix)
+    } catch (e) {
+      // The rule names Python's argument; this API's is `prefix`.
+      throw translate(e, 'Cache.namespace()', [/^name /, 'prefix '])
+    }
+    return new Namespace(this, prefix, parts)
   }
 
   /**

@@ -29,17 +29,20 @@ const NAMES = [
   [/\bread_only=True\b/g, 'a read-only handle'],
 ]
 
-function rename(message) {
+function rename(message, names) {
   let m = message
-  for (const [re, to] of NAMES) m = m.replace(re, to)
+  for (const [re, to] of names) m = m.replace(re, to)
   return m
 }
 
-/** The addon's error `e` as this package's exception, for `method`. */
-function translate(e, method) {
+/**
+ * The addon's error `e` as this package's exception, for `method`; `argument`:
+ * a [pattern, name] of an argument this method names otherwise.
+ */
+function translate(e, method, argument) {
   if (!(e instanceof Error) || e instanceof TypeError || e instanceof RangeError) return e
   if (e instanceof ZigguratError || e instanceof LoadTimeoutError) return e
-  const message = `${method}: ${rename(e.message)}`
+  const message = `${method}: ${rename(e.message, argument === undefined ? NAMES : [argument, ...NAMES])}`
   switch (e.code) {
     case 'InvalidArg':
     case 'NumberExpected':

@@ -19,10 +19,11 @@ class Namespace {
   #prefix
   #tag
 
-  constructor(cache, prefix) {
+  /** `parts`: the key prefix and hidden tag of the Cache's rule (`native.namespaceParts`). */
+  constructor(cache, prefix, [keyPrefix, tag]) {
     this.#cache = cache
-    this.#prefix = `${prefix}:`
-    this.#tag = `\u0000ns:${prefix}`
+    this.#prefix = keyPrefix
+    this.#tag = tag
     /** The namespace's name. */
     this.prefix = prefix
   }

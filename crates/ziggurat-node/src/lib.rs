@@ -7,21 +7,21 @@
 //!
 //! - `cache`: the `NativeCache` class: open by name, reads, writes, counters.
 //! - `miss`: every call into the Cache's miss path (`getOrSet`).
-//! - `batch`: what the methods taking many keys need beyond the single-key calls.
+//! - `rules`: the Cache's argument rules JavaScript asks for (key length, namespaces).
 //! - `front`: what a read below L1 hands to JavaScript.
 //! - `codec`: the payloads shared with the Python front end.
 //! - `words`: the mapped words as JavaScript array buffers (the only `unsafe`).
 //! - `errors`: the Cache's errors as JavaScript exceptions.
 
-mod batch;
 mod cache;
 mod codec;
 mod errors;
 mod front;
 mod miss;
+mod rules;
 #[allow(unsafe_code)]
 mod words;
 
-pub use batch::MAX_KEY_BYTES;
 pub use cache::NativeCache;
 pub use front::{forget_reader, read_input};
+pub use rules::{namespace_parts, MAX_KEY_BYTES};
