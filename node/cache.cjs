@@ -10,16 +10,17 @@
 
 const native = require('./lib/native.cjs')
 const args = require('./lib/args.cjs')
-const { encode, decode, serializerOption } = require('./lib/values.cjs')
+const { encode, decode } = require('./lib/values.cjs')
 const { L1, meta } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, translate } = require('./lib/errors.cjs')
-const { Degraded, SegmentError, MODES, refusal, notice, mapKey } = require('./lib/degraded.cjs')
+const { Degraded, SegmentError, refusal, notice, mapKey } = require('./lib/degraded.cjs')
+const { cacheOptions } = require('./lib/options.cjs')
 const { Loads } = require('./lib/load.cjs')
 const { Namespace } = require('./lib/namespace.cjs')
 const { segmentStats, degradedStats } = require('./lib/stats.cjs')
 const { keyList, entryList } = require('./lib/many.cjs')
 const { memoize } = require('./lib/memoize.cjs')
-const { CACHE_OPTIONS, SET_OPTIONS, GET_OR_SET_OPTIONS, INCR_OPTIONS, TOUCH_OPTIONS, int64 } = args
+const { SET_OPTIONS, GET_OR_SET_OPTIONS, INCR_OPTIONS, TOUCH_OPTIONS, int64 } = args
 
 const MISS = Symbol('miss')
 
@@ -84,75 +85,14 @@ class Cache {
     if (typeof name !== 'string') {
       throw new TypeError(`${M}: name must be a string, not ${args.typeName(name)}`)
     }
-    const o = args.options(options, M, CACHE_OPTIONS)
-    const l1Items = o.l1Items === undefined ? 10_000 : args.integer(o.l1Items, M, 'l1Items', 0, 2 ** 31)
-    const ttl = o.ttl === undefined ? 300 : args.duration(o.ttl, M, 'ttl')
-    const negTtl = o.negTtl === undefined ? 30 : args.nullableDuration(o.negTtl, M, 'negTtl')
-    const staleTtl = args.nullableDuration(o.staleTtl, M, 'staleTtl') ?? null
-    const jitter = o.jitter === undefined ? 0.1 : args.fraction(o.jitter, M, 'jitter')
-    const loaderTimeout =
-      o.loaderTimeout === undefined ? 10 : args.duration(o.loaderTimeout, M, 'loaderTimeout')
-    const size = args.size(o.size, M, 'size')
-    const negSize = args.size(o.negSize, M, 'negSize')
-    const directory = o.directory === undefined ? '/dev/shm' : args.string(o.directory, M, 'directory')
-    const avgItemSize =
-      o.avgItemSize === undefined ? 256 : args.integer(o.avgItemSize, M, 'avgItemSize', 32, 16_777_216)
-    if (o.lockTimeout !== undefined && typeof o.lockTimeout !== 'number') {
-      throw new TypeError(`${M}: lockTimeout must be a number of seconds, not ${args.typeName(o.lockTimeout)}`)
-    }
-    const hugePages = o.hugePages === undefined ? 'auto' : args.string(o.hugePages, M, 'hugePages')
-    const copy = o.copy === undefined ? 'shared' : args.string(o.copy, M, 'copy')
-    if (copy !== 'shared' && copy !== 'copy') {
-      throw new RangeError(`${M}: copy must be 'shared' or 'copy', got ${JSON.stringify(copy)}`)
-    }
-    if (o.debug !== undefined && typeof o.debug !== 'boolean') {
-      throw new TypeError(`${M}: debug must be true or false, not ${args.typeName(o.debug)}`)
-    }
-    const mode = o.degraded === undefined ? 'passthrough' : args.string(o.degraded, M, 'degraded')
-    if (!MODES.includes(mode)) {
-      throw new RangeError(`${M}: degraded must be 'passthrough', 'local' or 'raise', got ${JSON.stringify(mode)}`)
-    }
-    const degradedTtl = o.degradedTtl === undefined ? 1 : args.duration(o.degradedTtl, M, 'degradedTtl')
-    // The codec and the cached misses' bound.
-    const serializer = serializerOption(o.serializer, M)
-    const l1NegativeItems =
-      o.l1NegativeItems === undefined
-        ? Math.floor(l1Items / 10)
-        : args.integer(o.l1NegativeItems, M, 'l1NegativeItems', 0, 2 ** 31)
-    this.#serializer = serializer
-    const refreshAhead = o.refreshAhead === undefined ? 0 : args.fraction(o.refreshAhead, M, 'refreshAhead')
-    if (o.recreate !== undefined && typeof o.recreate !== 'boolean') {
-      throw new TypeError(`${M}: recreate must be true or false, not ${args.typeName(o.recreate)}`)
-    }
-    if (o.group !== undefined && typeof o.group !== 'string' && typeof o.group !== 'number') {
-      throw new TypeError(`${M}: group must be a group name or a gid, not ${args.typeName(o.group)}`)
-    }
-    if (o.version !== undefined && typeof o.version !== 'string' && typeof o.version !== 'number') {
-      throw new TypeError(`${M}: version must be a whole number or a string, not ${args.typeName(o.version)}`)
-    }
+    const o = cacheOptions(options)
+    this.#serializer = o.serializer
     try {
-      this.#native = new native.NativeCache(name, {
-        size,
-        negSize,
-        directory,
-        avgItemSize,
-        lockTimeout: o.lockTimeout,
-        hugePages,
-        ttl,
-        negTtl: negTtl ?? undefined,
-        staleTtl: staleTtl ?? undefined,
-        jitter,
-        loaderTimeout,
-        l1: l1Items > 0,
-        rawValues: serializer === 'msgpack',
-        refreshAhead,
-        recreate: o.recreate,
-        group: o.group,
-        version: o.version,
-      })
+      this.#native = new native.NativeCache(name, o.open)
     } catch (e) {
       throw translate(e, M)
     }
+    const { mode, ttl, refreshAhead, degradedTtl, l1Items, l1NegativeItems, copy, loaderTimeout, serializer } = o
     this.#mode = mode
     this.#ttl = ttl
     this.#refreshAhead = refreshAhead
@@ -161,7 +101,7 @@ class Cache {
       if (mode === 'raise') throw refusal(name, failure)
       // A process stays degraded until it opens the cache again (in practice, restarts).
       this.#failure = failure
-      this.#dg = new Degraded(mode, degradedTtl, l1Items, { copy: copy === 'copy', debug: o.debug === true })
+      this.#dg = new Degraded(mode, degradedTtl, l1Items, { copy: copy === 'copy', debug: o.debug })
       process.emitWarning(notice(name, failure, mode, degradedTtl), 'ZigguratWarning')
     }
     // A degraded cache never reads the segment: it has no reader slot.
@@ -172,7 +112,7 @@ class Cache {
       words ? l1Items : 0,
       words ?? [new ArrayBuffer(4), new ArrayBuffer(4), new ArrayBuffer(8)],
       copy,
-      o.debug === true,
+      o.debug,
       l1NegativeItems,
     )
     this.#loads = new Loads({

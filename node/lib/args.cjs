@@ -36,30 +36,22 @@ function key(k, method) {
 
 /** Seconds of a duration: a number of seconds, or a string such as '5m' ('ms', 's', 'm', 'h', 'd'). */
 function duration(v, method, what) {
-  if (typeof v === 'number') {
-    if (v === Infinity) return v
-    if (!(Number.isFinite(v) && v > 0)) {
-      throw new RangeError(
-        `${method}: ${what} must be a number of seconds > 0 (or Infinity for never), got ${v}`,
-      )
-    }
-    return v
+  if (typeof v !== 'number' && typeof v !== 'string') {
+    throw new TypeError(
+      `${method}: ${what} must be a number of seconds or a string such as '5m', not ${typeName(v)}`,
+    )
   }
-  if (typeof v === 'string') {
-    let s = durations.get(v)
-    if (s === undefined) {
-      try {
-        s = native.NativeCache.duration(v, what)
-      } catch (e) {
-        throw new RangeError(`${method}: ${e.message.replace(/\bmath\.inf\b/g, 'Infinity')}`)
-      }
-      if (durations.size < 1000) durations.set(v, s)
+  // The rule is the Cache's (the addon's); each value is asked about once.
+  let s = durations.get(v)
+  if (s === undefined) {
+    try {
+      s = native.NativeCache.duration(v, what)
+    } catch (e) {
+      throw new RangeError(`${method}: ${e.message.replace(/\bmath\.inf\b/g, 'Infinity')}`)
     }
-    return s
+    if (durations.size < 1000) durations.set(v, s)
   }
-  throw new TypeError(
-    `${method}: ${what} must be a number of seconds or a string such as '5m', not ${typeName(v)}`,
-  )
+  return s
 }
 
 /** A duration that may be left out (undefined: the cache's). */
@@ -140,10 +132,10 @@ function integer(v, method, what, min, max) {
   return v
 }
 
-/** A number option within [0, 1). */
+/** A number option within [0, 1) (the addon checks the range). */
 function fraction(v, method, what) {
+  // Its range is the Cache's rule, checked by the addon when the cache opens.
   if (typeof v !== 'number') throw new TypeError(`${method}: ${what} must be a number, not ${typeName(v)}`)
-  if (!(v >= 0 && v < 1)) throw new RangeError(`${method}: ${what} must be in [0, 1), got ${v}`)
   return v
 }
 

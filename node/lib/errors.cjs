@@ -23,6 +23,8 @@ const NAMES = [
   [/\bneg_ttl\b/g, 'negTtl'],
   [/\bstale_ttl\b/g, 'staleTtl'],
   [/\bloader_timeout\b/g, 'loaderTimeout'],
+  [/\brefresh_ahead\b/g, 'refreshAhead'],
+  [/\block_timeout\b/g, 'lockTimeout'],
   [/\bhuge_pages\b/g, 'hugePages'],
   [/\bavg_item_size\b/g, 'avgItemSize'],
   [/\bmath\.inf\b/g, 'Infinity'],

@@ -71,9 +71,9 @@ impl Options {
             }
         };
         if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
-            return Err(Error::Invalid(
-                "lock_timeout must be a finite number of seconds > 0".into(),
-            ));
+            return Err(Error::Invalid(format!(
+                "lock_timeout must be a finite number of seconds > 0, got {lock_timeout}"
+            )));
         }
         self.lock_timeout = Duration::from_secs_f64(lock_timeout.min(3600.0));
         Ok(self)

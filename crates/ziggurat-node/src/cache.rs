@@ -5,16 +5,14 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use napi::bindgen_prelude::{ArrayBuffer, BigInt, Buffer, Either};
 use napi::{Env, Result};
 use napi_derive::napi;
 use ziggurat_cache::{
-    cluster_joined, duration_text, open_pair, size_bytes, size_text, Body, Cache, CacheOptions,
-    Kind, Written,
+    cluster_joined, duration_text, open_pair, pair_options, size_bytes, size_text, Body, Cache,
+    CacheOptions, Kind, Written,
 };
-use ziggurat_core::{HugePages, Options};
 
 use crate::codec::pickle_bytes;
 use crate::errors::{closed, invalid, to_napi};
@@ -204,20 +202,6 @@ impl NativeCache {
     /// `name.neg`, as every front end does.
     #[napi(constructor)]
     pub fn new(name: String, o: OpenOptions) -> Result<NativeCache> {
-        let avg = o.avg_item_size.unwrap_or(256.0);
-        if !(avg.fract() == 0.0 && (32.0..=16_777_216.0).contains(&avg)) {
-            return Err(invalid(format!(
-                "avgItemSize must be a whole number of bytes from 32 to 16777216, got {avg}"
-            )));
-        }
-        let lock = o.lock_timeout.unwrap_or(0.5);
-        if !(lock.is_finite() && lock > 0.0) {
-            return Err(invalid(format!(
-                "lockTimeout must be a finite number of seconds > 0, got {lock}"
-            )));
-        }
-        let huge = HugePages::parse(o.huge_pages.as_deref().unwrap_or("auto"))
-            .map_err(|e| invalid(e.to_string().replace("huge_pages", "hugePages")))?;
         let defaults = CacheOptions {
             ttl: o.ttl,
             neg_ttl: o.neg_ttl,
@@ -228,21 +212,22 @@ impl NativeCache {
             degraded_ttl: None,
         }
         .checked()
-        .map_err(|e| invalid(camel(&e.to_string())))?;
+        .map_err(|e| invalid(e.to_string()))?;
         let group = gid_of(o.group)?;
         let segment = segment_of(&name, o.version)?;
         let size = size_of(o.size)?;
         let neg_size =
             size_of(o.neg_size).map_err(|e| invalid(e.reason.replace("size", "negSize")))?;
-        let opts = Options {
-            directory: PathBuf::from(o.directory.unwrap_or_else(|| "/dev/shm".into())),
-            avg_item_size: avg as u64,
-            lock_timeout: Duration::from_secs_f64(lock.min(3600.0)),
-            huge_pages: huge,
-            recreate: o.recreate.unwrap_or(false),
+        // A whole number (JavaScript checked), so the cast keeps it.
+        let opts = pair_options(
+            PathBuf::from(o.directory.unwrap_or_else(|| "/dev/shm".into())),
+            o.recreate.unwrap_or(false),
+            o.avg_item_size.unwrap_or(256.0) as i128,
+            o.lock_timeout.unwrap_or(0.5),
             group,
-            ..Options::default()
-        };
+            o.huge_pages.as_deref().unwrap_or("auto"),
+        )
+        .map_err(|e| invalid(e.to_string()))?;
         let pair = match open_pair(&segment, size, neg_size, &opts) {
             Ok(pair) => pair,
             // Not an exception: whether the cache runs without its segment is the
@@ -500,10 +485,14 @@ impl NativeCache {
         self.for_write()?.clear().map_err(to_napi)
     }
 
-    /// Seconds of a duration string ("5m"), checked as a TTL named `what`.
+    /// Seconds of a duration (a number of seconds, or a string such as
+    /// "5m"), checked as a TTL named `what`.
     #[napi]
-    pub fn duration(text: String, what: String) -> Result<f64> {
-        let s = duration_text(&text, &what).map_err(to_napi)?;
+    pub fn duration(value: Either<f64, String>, what: String) -> Result<f64> {
+        let s = match value {
+            Either::A(seconds) => seconds,
+            Either::B(text) => duration_text(&text, &what).map_err(to_napi)?,
+        };
         ziggurat_cache::check_ttl(s, &what).map_err(to_napi)
     }
 
@@ -635,14 +624,4 @@ fn int64(b: &BigInt, what: &str) -> Result<i64> {
             format!("{what} must fit in a signed 64-bit integer"),
         )),
     }
-}
-
-/// A message of the Cache's option rules with the options named as the
-/// JavaScript API names them.
-pub(crate) fn camel(m: &str) -> String {
-    m.replace("neg_ttl", "negTtl")
-        .replace("stale_ttl", "staleTtl")
-        .replace("loader_timeout", "loaderTimeout")
-        .replace("refresh_ahead", "refreshAhead")
-        .replace("math.inf", "Infinity")
 }

@@ -209,7 +209,7 @@ impl NativeCache {
         ziggurat_cache::check_key(&k).map_err(to_napi)?;
         let plan = c
             .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
-            .map_err(|e| invalid(crate::cache::camel(&e.to_string())))?;
+            .map_err(|e| invalid(e.to_string()))?;
         c.counts().l1_misses.bump();
         let mut f = self.front();
         let step = c.begin(&k, plan, &mut f)?;
@@ -253,7 +253,7 @@ impl NativeCache {
         }
         let plan = c
             .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
-            .map_err(|e| invalid(crate::cache::camel(&e.to_string())))?;
+            .map_err(|e| invalid(e.to_string()))?;
         Ok(match c.refresh(k, plan) {
             Some(r) => Either::A(MissState {
                 cache: c.clone(),

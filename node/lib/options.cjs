@@ -1,0 +1,100 @@
+'use strict'
+// The options of `new Cache(name, options)`, checked once, before any file is
+// opened: their types here, their ranges where the Cache's rules live (the
+// addon checks the TTLs, fractions, sizes, name and version by ziggurat-cache's
+// rules when it opens the cache).
+
+const args = require('./args.cjs')
+const { serializerOption } = require('./values.cjs')
+const { MODES } = require('./degraded.cjs')
+
+const M = 'new Cache()'
+
+/**
+ * The options resolved: `open`, what the addon's constructor takes, and what
+ * the package keeps (L1's bounds, copy and debug, the degraded mode, the
+ * codec, the early refresh).
+ *
+ * @example
+ * cacheOptions({ ttl: '5m' }).open.ttl // 300
+ */
+function cacheOptions(options) {
+  const o = args.options(options, M, args.CACHE_OPTIONS)
+  const l1Items = o.l1Items === undefined ? 10_000 : args.integer(o.l1Items, M, 'l1Items', 0, 2 ** 31)
+  const ttl = o.ttl === undefined ? 300 : args.duration(o.ttl, M, 'ttl')
+  const negTtl = o.negTtl === undefined ? 30 : args.nullableDuration(o.negTtl, M, 'negTtl')
+  const staleTtl = args.nullableDuration(o.staleTtl, M, 'staleTtl') ?? null
+  const jitter = o.jitter === undefined ? 0.1 : args.fraction(o.jitter, M, 'jitter')
+  const loaderTimeout =
+    o.loaderTimeout === undefined ? 10 : args.duration(o.loaderTimeout, M, 'loaderTimeout')
+  const size = args.size(o.size, M, 'size')
+  const negSize = args.size(o.negSize, M, 'negSize')
+  const directory = o.directory === undefined ? '/dev/shm' : args.string(o.directory, M, 'directory')
+  const avgItemSize =
+    o.avgItemSize === undefined ? 256 : args.integer(o.avgItemSize, M, 'avgItemSize', 0, Number.MAX_SAFE_INTEGER)
+  if (o.lockTimeout !== undefined && typeof o.lockTimeout !== 'number') {
+    throw new TypeError(`${M}: lockTimeout must be a number of seconds, not ${args.typeName(o.lockTimeout)}`)
+  }
+  const hugePages = o.hugePages === undefined ? 'auto' : args.string(o.hugePages, M, 'hugePages')
+  const copy = o.copy === undefined ? 'shared' : args.string(o.copy, M, 'copy')
+  if (copy !== 'shared' && copy !== 'copy') {
+    throw new RangeError(`${M}: copy must be 'shared' or 'copy', got ${JSON.stringify(copy)}`)
+  }
+  if (o.debug !== undefined && typeof o.debug !== 'boolean') {
+    throw new TypeError(`${M}: debug must be true or false, not ${args.typeName(o.debug)}`)
+  }
+  const mode = o.degraded === undefined ? 'passthrough' : args.string(o.degraded, M, 'degraded')
+  if (!MODES.includes(mode)) {
+    throw new RangeError(`${M}: degraded must be 'passthrough', 'local' or 'raise', got ${JSON.stringify(mode)}`)
+  }
+  const degradedTtl = o.degradedTtl === undefined ? 1 : args.duration(o.degradedTtl, M, 'degradedTtl')
+  // The codec and the cached misses' bound.
+  const serializer = serializerOption(o.serializer, M)
+  const l1NegativeItems =
+    o.l1NegativeItems === undefined
+      ? Math.floor(l1Items / 10)
+      : args.integer(o.l1NegativeItems, M, 'l1NegativeItems', 0, 2 ** 31)
+  const refreshAhead = o.refreshAhead === undefined ? 0 : args.fraction(o.refreshAhead, M, 'refreshAhead')
+  if (o.recreate !== undefined && typeof o.recreate !== 'boolean') {
+    throw new TypeError(`${M}: recreate must be true or false, not ${args.typeName(o.recreate)}`)
+  }
+  if (o.group !== undefined && typeof o.group !== 'string' && typeof o.group !== 'number') {
+    throw new TypeError(`${M}: group must be a group name or a gid, not ${args.typeName(o.group)}`)
+  }
+  if (o.version !== undefined && typeof o.version !== 'string' && typeof o.version !== 'number') {
+    throw new TypeError(`${M}: version must be a whole number or a string, not ${args.typeName(o.version)}`)
+  }
+  return {
+    open: {
+      size,
+      negSize,
+      directory,
+      avgItemSize,
+      lockTimeout: o.lockTimeout,
+      hugePages,
+      ttl,
+      negTtl: negTtl ?? undefined,
+      staleTtl: staleTtl ?? undefined,
+      jitter,
+      loaderTimeout,
+      l1: l1Items > 0,
+      rawValues: serializer === 'msgpack',
+      refreshAhead,
+      recreate: o.recreate,
+      group: o.group,
+      version: o.version,
+    },
+    l1Items,
+    l1NegativeItems,
+    ttl,
+    loaderTimeout,
+    copy,
+    debug: o.debug === true,
+    mode,
+    degradedTtl,
+    serializer,
+    refreshAhead,
+  }
+}
+
+module.exports = { cacheOptions }
