@@ -4,6 +4,8 @@ import { existsSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { after } from 'node:test'
+import { Cache } from 'ziggurat'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..', '..')
@@ -22,10 +24,40 @@ export function python() {
 
 /** Removes the files of cache `name`, which the test's agents used. */
 export async function removeCache(name) {
-  const { Cache } = await import('ziggurat')
   const c = new Cache(name, { size: '8MiB' })
   c.unlink()
   c.close()
+}
+
+/**
+ * A function that opens a cache for one test, named after `what` (a unique name) with
+ * `defaults` under its own options; every cache it opened is removed and closed once
+ * the file's tests end.
+ *
+ * @example
+ * const cache = opener({ l1Items: 0 }); const c = cache('reads')
+ */
+export function opener(defaults = {}) {
+  const open = []
+  after(() => {
+    for (const c of open) {
+      try {
+        c.unlink()
+      } catch {}
+      c.close()
+    }
+  })
+  const cache = (what, options) => {
+    const c = new Cache(cacheName(what), { size: '8MiB', ...defaults, ...options })
+    open.push(c)
+    return c
+  }
+  /** A cache the test opened itself, removed and closed with the others. */
+  cache.keep = (c) => {
+    open.push(c)
+    return c
+  }
+  return cache
 }
 
 /** A unique cache name for one test. */

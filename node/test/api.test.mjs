@@ -3,22 +3,9 @@ import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
 import { after, describe, test } from 'node:test'
 import { Cache, LoadTimeoutError, Namespace, ZigguratError } from 'ziggurat'
-import { cacheName } from './agents.mjs'
+import { cacheName, opener } from './agents.mjs'
 
-const open = []
-function cache(what, options) {
-  const c = new Cache(cacheName(what), { size: '8MiB', ...options })
-  open.push(c)
-  return c
-}
-after(() => {
-  for (const c of open) {
-    try {
-      c.unlink()
-    } catch {}
-    c.close()
-  }
-})
+const cache = opener()
 
 describe('modules', () => {
   test('require and import give the same classes', () => {
@@ -45,7 +32,7 @@ describe('values', () => {
     ]
     for (const [k, v] of cases) c.set(k, v)
     const other = new Cache(c.name, { l1Items: 0 })
-    open.push(other)
+    cache.keep(other)
     for (const [k, v] of cases) {
       assert.deepEqual(c.get(k), v, `${k} from L1`)
       assert.deepEqual(other.get(k), v, `${k} from the segment`)
@@ -116,7 +103,7 @@ describe('reads and writes', () => {
     c.get('k')
     assert.equal(c.stats().l1.hits, before + 1)
     const other = new Cache(c.name)
-    open.push(other)
+    cache.keep(other)
     other.set('k', { n: 2 })
     assert.deepEqual(c.get('k'), { n: 2 })
     other.delete('k')
@@ -213,7 +200,7 @@ describe('reads and writes', () => {
   test('clear empties the cache for every handle', () => {
     const c = cache('clear')
     const other = new Cache(c.name)
-    open.push(other)
+    cache.keep(other)
     c.set('a', 1)
     assert.equal(other.get('a'), 1)
     c.clear()

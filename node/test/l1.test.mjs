@@ -4,22 +4,9 @@
 import assert from 'node:assert/strict'
 import { after, test } from 'node:test'
 import { Cache } from 'ziggurat'
-import { agent, cacheName } from './agents.mjs'
+import { agent, cacheName, opener } from './agents.mjs'
 
-const open = []
-function cache(what, options) {
-  const c = new Cache(cacheName(what), { size: '8MiB', ...options })
-  open.push(c)
-  return c
-}
-after(() => {
-  for (const c of open) {
-    try {
-      c.unlink()
-    } catch {}
-    c.close()
-  }
-})
+const cache = opener()
 
 /** Whether a get of `k` was answered by L1 (its hit count moved, no read below it). */
 function l1Hit(c, k) {
@@ -84,7 +71,7 @@ test('a cached miss is answered by L1 from the third call, without the loader or
 test("another process's set of a cached-miss key is seen at once (stale 0)", async () => {
   const name = cacheName('l1-neg-proc')
   const c = new Cache(name, { size: '8MiB', l1Items: 100 })
-  open.push(c)
+  cache.keep(c)
   const w = await agent('node', name)
   try {
     let stale = 0

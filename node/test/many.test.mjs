@@ -6,24 +6,11 @@ import { dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { after, describe, test } from 'node:test'
 import { Cache, ZigguratError } from 'ziggurat'
-import { cacheName, python } from './agents.mjs'
+import { cacheName, opener, python } from './agents.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 
-const open = []
-function cache(what, options) {
-  const c = new Cache(cacheName(what), { size: '8MiB', ...options })
-  open.push(c)
-  return c
-}
-after(() => {
-  for (const c of open) {
-    try {
-      c.unlink()
-    } catch {}
-    c.close()
-  }
-})
+const cache = opener()
 
 /** Runs Python `code` with the cache's name as sys.argv[1]; its stdout parsed as JSON. */
 function py(name, code) {

@@ -4,26 +4,13 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { after, describe, test } from 'node:test'
+import { describe, test } from 'node:test'
 import { Cache, ZigguratError } from 'ziggurat'
-import { cacheName } from './agents.mjs'
+import { cacheName, opener } from './agents.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 
-const open = []
-function cache(what, options) {
-  const c = new Cache(cacheName(what), { size: '8MiB', ...options })
-  open.push(c)
-  return c
-}
-after(() => {
-  for (const c of open) {
-    try {
-      c.unlink()
-    } catch {}
-    c.close()
-  }
-})
+const cache = opener()
 
 describe('memoize', () => {
   test('calls go through getOrSet: one call per distinct arguments, concurrent calls sharing one', async () => {

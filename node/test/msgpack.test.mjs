@@ -6,25 +6,12 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { after, test } from 'node:test'
+import { test } from 'node:test'
 import { Cache } from 'ziggurat'
-import { cacheName, python } from './agents.mjs'
+import { cacheName, opener, python } from './agents.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
-const open = []
-function cache(what, options) {
-  const c = new Cache(cacheName(what), { size: '8MiB', serializer: 'msgpack', ...options })
-  open.push(c)
-  return c
-}
-after(() => {
-  for (const c of open) {
-    try {
-      c.unlink()
-    } catch {}
-    c.close()
-  }
-})
+const cache = opener({ serializer: 'msgpack' })
 
 /** Runs `code` in Python on cache `name` opened with serializer="msgpack"; its printed JSON. */
 function py(name, code) {
@@ -170,7 +157,7 @@ test("an 'auto' cache does not read msgpack values (one serializer per cache)", 
   c.set('obj', { a: 1 })
   c.set('n', 3)
   const auto = new Cache(c.name, { size: '8MiB', l1Items: 0 })
-  open.push(auto)
+  cache.keep(auto)
   assert.equal(auto.get('obj'), undefined)
   assert.equal(auto.get('n'), 3, 'counters are the same in both')
 })

@@ -5,22 +5,9 @@
 import assert from 'node:assert/strict'
 import { after, test } from 'node:test'
 import { Cache, ZigguratError } from 'ziggurat'
-import { cacheName } from './agents.mjs'
+import { cacheName, opener } from './agents.mjs'
 
-const open = []
-function cache(what) {
-  const c = new Cache(cacheName(what), { size: '8MiB', l1Items: 0 })
-  open.push(c)
-  return c
-}
-after(() => {
-  for (const c of open) {
-    try {
-      c.unlink()
-    } catch {}
-    c.close()
-  }
-})
+const cache = opener({ l1Items: 0 })
 
 const keys = [
   'k',
@@ -79,7 +66,7 @@ test("a closed cache's slot goes to the next cache opened, which reads its own v
   assert.equal(c.get('k'), 'from c')
   assert.throws(() => a.get('k'), ZigguratError)
   const again = new Cache(a.name, { l1Items: 0 })
-  open.push(again)
+  cache.keep(again)
   assert.equal(again.get('k'), 'from a')
   assert.equal(c.get('k'), 'from c')
   assert.equal(b.get('k'), 'from b')
@@ -87,7 +74,7 @@ test("a closed cache's slot goes to the next cache opened, which reads its own v
 
 test('L1 keeps a value until its deadline, near (one clock word) or beyond 49.7 days (two)', async () => {
   const c = new Cache(cacheName('reads-l1-clock'), { size: '8MiB' })
-  open.push(c)
+  cache.keep(c)
   c.set('near', 'n', { ttl: '80ms' })
   c.set('far', 'f', { ttl: '100d' })
   c.set('never', 'v', { ttl: Infinity })
@@ -106,7 +93,7 @@ test('L1 keeps a value until its deadline, near (one clock word) or beyond 49.7 
 
 test('a full L1 drops the entry kept longest ago and not hit since, a rewritten one keeping its place', () => {
   const c = new Cache(cacheName('reads-evict'), { size: '8MiB', l1Items: 3 })
-  open.push(c)
+  cache.keep(c)
   for (const k of ['a', 'b', 'c']) c.set(k, k)
   c.set('a', 'a2') // a keeps its place, first in the queue
   c.get('a') // but a hit gives it a second chance

@@ -6,28 +6,15 @@ import { execFile } from 'node:child_process'
 import { dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { after, describe, test } from 'node:test'
+import { describe, test } from 'node:test'
 import { Cache } from 'ziggurat'
-import { cacheName, python } from './agents.mjs'
+import { opener, python } from './agents.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const run = promisify(execFile)
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
-const open = []
-function cache(name, options) {
-  const c = new Cache(name, { size: '8MiB', ...options })
-  open.push(c)
-  return c
-}
-after(() => {
-  for (const c of open) {
-    try {
-      c.unlink()
-    } catch {}
-    c.close()
-  }
-})
+const cache = opener()
 
 /** A loader that counts its calls and resolves with `value` once `release()` is called. */
 function gated(value) {
@@ -60,7 +47,7 @@ const IN_WINDOW = 1300
 
 describe('refreshAhead', () => {
   test('a hit in the window returns the old value at once and reloads it in the background', async () => {
-    const c = cache(cacheName('refresh'), OPTIONS)
+    const c = cache('refresh', OPTIONS)
     assert.equal(await c.getOrSet('k', () => 'v1'), 'v1')
     const early = gated('unused')
     assert.equal(await c.getOrSet('k', early), 'v1')
@@ -83,7 +70,7 @@ describe('refreshAhead', () => {
   })
 
   test('a value read from the segment (no L1) in the window is refreshed too', async () => {
-    const c = cache(cacheName('refresh-l2'), { ...OPTIONS, l1Items: 0 })
+    const c = cache(('refresh-l2'), { ...OPTIONS, l1Items: 0 })
     c.set('k', 'old')
     await sleep(IN_WINDOW)
     const load = gated('new')
@@ -94,7 +81,7 @@ describe('refreshAhead', () => {
   })
 
   test('without refreshAhead a hit in the last part of a life does not reload', async () => {
-    const c = cache(cacheName('refresh-off'), { ttl: 6, jitter: 0 })
+    const c = cache('refresh-off', { ttl: 6, jitter: 0 })
     c.set('k', 'v1')
     await sleep(IN_WINDOW)
     const load = gated('v2')
@@ -103,8 +90,8 @@ describe('refreshAhead', () => {
   })
 
   test('once per host: other processes, in Node.js and Python, hitting in the window do not reload', async () => {
-    const name = cacheName('refresh-host')
-    const c = cache(name, OPTIONS)
+    const c = cache('refresh-host', OPTIONS)
+    const name = c.name
     assert.equal(await c.getOrSet('k', () => 'v1'), 'v1')
     await sleep(IN_WINDOW)
     const load = gated('v2')
@@ -145,7 +132,7 @@ c.close()`,
   })
 
   test('a refresh that fails keeps the value and lets a later hit refresh again', async () => {
-    const c = cache(cacheName('refresh-fail'), OPTIONS)
+    const c = cache('refresh-fail', OPTIONS)
     assert.equal(await c.getOrSet('k', () => 'v1'), 'v1')
     await sleep(IN_WINDOW)
     let failed = 0
