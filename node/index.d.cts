@@ -168,6 +168,8 @@ export interface Stats {
   waits: number
   takeovers: number
   staleServed: number
+  /** Early refreshes this process started (refreshAhead). */
+  refreshes: number
   /** Why the segment cannot be used, or null. */
   degraded: string | null
   /** The same as a short name (missing_directory, not_writable, no_space, ...), or null. */

@@ -57,6 +57,7 @@ describe('refreshAhead', () => {
     // The loader has not returned, yet the call resolves with the value it replaces.
     assert.equal(await c.getOrSet('k', load, { tags: ['refreshed'] }), 'v1')
     assert.equal(load.calls, 1)
+    assert.equal(c.stats().refreshes, 1)
     // Hits while the refresh runs start no other.
     const again = gated('v3')
     assert.equal(await c.getOrSet('k', again), 'v1')
@@ -70,7 +71,7 @@ describe('refreshAhead', () => {
   })
 
   test('a value read from the segment (no L1) in the window is refreshed too', async () => {
-    const c = cache(('refresh-l2'), { ...OPTIONS, l1Items: 0 })
+    const c = cache('refresh-l2', { ...OPTIONS, l1Items: 0 })
     c.set('k', 'old')
     await sleep(IN_WINDOW)
     const load = gated('new')

@@ -85,6 +85,8 @@ pub struct Counts {
     pub takeovers: f64,
     /// Failed loads answered with a stale value.
     pub stale_served: f64,
+    /// Early refreshes started (`refreshAhead`).
+    pub refreshes: f64,
     /// The segment's own figures (entries, bytes, evictions...), host-wide.
     pub host: Vec<HostFigure>,
     /// The same of the cached-miss segment (cached misses and load leases).
@@ -555,6 +557,7 @@ impl NativeCache {
             waits: f(&n.waits),
             takeovers: f(&n.takeovers),
             stale_served: f(&n.stale_served),
+            refreshes: f(&n.refreshes),
             host,
             neg_host,
         })
