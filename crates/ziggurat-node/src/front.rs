@@ -8,13 +8,13 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4, Latin1String};
+use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4};
 use napi_derive::napi;
 use ziggurat_cache::{Cache, Error, Found, Front, L1Watch, Payload, Read, Trailer, Watch32};
 
-use crate::codec::{decode, Decoded};
+use crate::codec::{decode, view, Decoded, View};
 use crate::errors::{closed, invalid, to_napi};
-use crate::words::{input, meta, Regions};
+use crate::words::{input, meta, with_scratch, Regions, ScratchAscii};
 
 /// A value as JavaScript receives it: JSON text, bytes, a counter within
 /// 2^53, or one beyond it; None for nothing.
@@ -105,10 +105,19 @@ impl NodeValue {
 /// is (the one read of every front end's call, `NativeCache.read` and
 /// `readInput` alike).
 pub fn read_below(c: &Cache, k: &[u8], foreign: &AtomicU64) -> napi::Result<Option<NodeValue>> {
+    read_with(c, k, &mut NodeFront { foreign })
+}
+
+/// Reads `key` below L1 in `c` through `front`: its value; for a cached
+/// miss or nothing, None and the meta words saying which.
+fn read_with<F: Front<Error = napi::Error>>(
+    c: &Cache,
+    k: &[u8],
+    front: &mut F,
+) -> napi::Result<Option<F::Value>> {
     ziggurat_cache::check_key(k).map_err(to_napi)?;
     c.counts().l1_misses.bump();
-    let mut f = NodeFront { foreign };
-    Ok(match c.read(k, None, false, &mut f)? {
+    Ok(match c.read(k, None, false, front)? {
         Read::Fresh(v, _) => Some(v),
         Read::Negative(_) => {
             found(NEGATIVE);
@@ -180,36 +189,110 @@ pub fn forget_reader(slot: u32) {
 }
 
 /// Reads the key in this thread's input block below L1, through the reader
-/// in the slot it names: the value, the meta words saying what it is. JSON
-/// text in ASCII (as short JSON text nearly always is) becomes a string of
-/// one byte per character, which V8 copies without decoding UTF-8.
+/// in the slot it names: the value, the meta words saying what it is. The
+/// payload is copied into the thread's scratch and from there into the
+/// JavaScript value (JSON text in ASCII as a one-byte string).
 #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
-pub fn read_input() -> napi::Result<Either<Latin1String, Out>> {
-    let mut key = Vec::with_capacity(64);
-    let slot = input(&mut key).ok_or_else(|| invalid("the key is longer than 4096 bytes"))?;
-    let (c, regions, foreign) = READERS.with(|rs| {
-        let rs = rs.borrow();
-        let r = rs
-            .get(slot as usize)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| invalid(format!("no cache reads through slot {slot}")))?;
-        let c = r.cache.upgrade().ok_or_else(|| closed(&r.name))?;
-        Ok::<_, napi::Error>((c, r.regions, Arc::clone(&r.foreign)))
-    })?;
-    let Some(v) = read_below(&c, &key, &foreign)? else {
-        return Ok(Either::B(None));
-    };
-    match v.data {
-        Decoded::Json(s) if s.is_ascii() => {
-            found(JSON_TEXT);
-            if let (Some((w, tags, t)), Some(r)) = (&v.keep, regions.as_ref()) {
-                keep(r, w, tags, t);
+pub fn read_input() -> napi::Result<Either<ScratchAscii, Out>> {
+    with_scratch(|key, payload| {
+        let slot = input(key).ok_or_else(|| invalid("the key is longer than 4096 bytes"))?;
+        let got = READERS.with(|rs| {
+            let rs = rs.borrow();
+            let r = rs
+                .get(slot as usize)
+                .and_then(Option::as_ref)
+                .ok_or_else(|| invalid(format!("no cache reads through slot {slot}")))?;
+            let c = r.cache.upgrade().ok_or_else(|| closed(&r.name))?;
+            let mut f = ScratchFront {
+                foreign: &r.foreign,
+                payload,
+            };
+            Ok::<_, napi::Error>((read_with(&c, key, &mut f)?, r.regions))
+        })?;
+        let (Some((taken, kept)), regions) = got else {
+            return Ok(Either::B(None));
+        };
+        Ok(match taken {
+            Taken::Ascii => {
+                found(JSON_TEXT);
+                if let (Some((w, tags, t)), Some(r)) = (kept, regions) {
+                    keep(&r, &w, &tags, &t);
+                }
+                Either::A(ScratchAscii)
             }
-            Ok(Either::A(Latin1String::from(s)))
-        }
-        data => Ok(Either::B(
-            NodeValue { data, keep: v.keep }.out(regions.as_ref()),
-        )),
+            Taken::Owned(data) => Either::B(NodeValue { data, keep: kept }.out(regions.as_ref())),
+        })
+    })
+}
+
+/// The front end's side of `readInput()`: the payload copied into the
+/// thread's scratch (a read that starts again overwrites it), taken when
+/// `view` reads it; values it cannot read are counted as foreign.
+struct ScratchFront<'a> {
+    foreign: &'a AtomicU64,
+    payload: &'a mut Vec<u8>,
+}
+
+/// What `readInput()` took of a value: ASCII text left in the scratch
+/// (the common case), or the value copied out of it.
+enum Taken {
+    Ascii,
+    Owned(Decoded),
+}
+
+/// A value `readInput()` found, and what an L1 entry of it watches.
+type ScratchValue = (Taken, Option<(L1Watch, Vec<Watch32>, Trailer)>);
+
+impl Payload for ScratchFront<'_> {
+    type Out = ();
+
+    fn copied(&mut self, bytes: &[u8]) {
+        self.payload.clear();
+        self.payload.extend_from_slice(bytes);
+    }
+
+    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) {
+        self.payload.clear();
+        self.payload.resize(len, 0);
+        write(self.payload);
+    }
+}
+
+impl Front for ScratchFront<'_> {
+    type Value = ScratchValue;
+    type Error = napi::Error;
+
+    fn l1(&mut self) -> Result<Option<Option<ScratchValue>>, napi::Error> {
+        // The L1 is JavaScript's, asked before any call into the addon.
+        Ok(None)
+    }
+
+    fn fresh(&mut self, found: Found<()>) -> Result<Option<ScratchValue>, napi::Error> {
+        let t = found.trailer;
+        let taken = match view(t.kind, self.payload) {
+            Some(View::Ascii) => Taken::Ascii,
+            Some(View::Text(s)) => Taken::Owned(Decoded::Json(s.to_owned())),
+            Some(View::Bytes(b)) => Taken::Owned(Decoded::Bytes(b.to_vec())),
+            Some(View::Int(n)) => Taken::Owned(Decoded::Int(n)),
+            None => {
+                self.foreign.fetch_add(1, Ordering::Relaxed);
+                return Ok(None);
+            }
+        };
+        Ok(Some((taken, found.keep.map(|w| (w, found.tags, t)))))
+    }
+
+    fn stale(&mut self, _found: Found<()>) -> Option<ScratchValue> {
+        // Never asked: readInput() reads without allowing a stale value.
+        None
+    }
+
+    fn negative(&mut self, _found: Found<()>) {
+        // Cached misses are not kept in the JavaScript L1: each is read again.
+    }
+
+    fn error(&mut self, e: Error) -> napi::Error {
+        to_napi(e)
     }
 }
 

@@ -17,12 +17,13 @@
 //! and the cache it reads, put there before a call that takes no argument
 //! (a call with arguments costs napi-rs more than the read itself).
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
-use napi::bindgen_prelude::ArrayBuffer;
-use napi::{Env, Result};
+use napi::bindgen_prelude::{ArrayBuffer, ToNapiValue};
+use napi::{sys, Env, Result};
 use ziggurat_core::{now_ms, Segment};
 
 /// Words of the meta block (see `front`).
@@ -79,6 +80,58 @@ pub fn input(key: &mut Vec<u8>) -> Option<u32> {
 pub fn input_buffer(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
     let w = INPUT.with(|m| *m);
     external(env, w.as_ptr() as *const u8, 4 * INPUT_LEN)
+}
+
+thread_local! {
+    /// This thread's scratch of `readInput()`: the key and the payload
+    /// copied out of the segment, in vectors that every read reuses, so that
+    /// a read allocates nothing in Rust.
+    static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> =
+        RefCell::new((Vec::with_capacity(64), Vec::with_capacity(1024)));
+}
+
+/// Runs `f` on this thread's scratch (the key, the payload).
+pub fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> R) -> R {
+    SCRATCH.with(|s| {
+        let (key, payload) = &mut *s.borrow_mut();
+        f(key, payload)
+    })
+}
+
+/// The ASCII text in this thread's scratch payload, which becomes a
+/// JavaScript string (one byte per character, copied once, by V8) as the
+/// call that returns it ends: no copy in Rust on the way.
+pub struct ScratchAscii;
+
+impl ToNapiValue for ScratchAscii {
+    // SAFETY (of the implementation): napi-rs calls this as the callback that
+    // returned the value ends, with that callback's env, on its thread, the
+    // thread whose scratch holds the text.
+    unsafe fn to_napi_value(env: sys::napi_env, _: ScratchAscii) -> Result<sys::napi_value> {
+        with_scratch(|_, payload| {
+            let mut out = std::ptr::null_mut();
+            // SAFETY: `env` is the live env of this call (above); the bytes are
+            // the scratch's own, borrowed for the call, whose length fits an
+            // isize (a payload is at most a segment's slab); V8 copies them
+            // before it returns and keeps no pointer to them.
+            let status = unsafe {
+                sys::napi_create_string_latin1(
+                    env,
+                    payload.as_ptr().cast(),
+                    payload.len() as isize,
+                    &mut out,
+                )
+            };
+            if status == sys::Status::napi_ok {
+                Ok(out)
+            } else {
+                Err(napi::Error::new(
+                    napi::Status::from(status),
+                    "cannot make a string of the value read",
+                ))
+            }
+        })
+    }
 }
 
 /// The process's clock block, kept current by the clock thread: `now_ms()`
