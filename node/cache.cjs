@@ -24,12 +24,11 @@ const MISS = Symbol('miss')
 // This thread's input block (see crates/ziggurat-node/src/words.rs): a read
 // of a string key puts the cache's slot, the key's length and its UTF-8 there
 // and calls readInput() without arguments, the cheapest call into the addon
-// (taken from the addon's exports once: a load from that object per read
-// costs a lookup).
+// (a bare Node-API function, made once).
 const inputBuffer = native.NativeCache.input()
 const inputWords = inputBuffer ? new Uint32Array(inputBuffer, 0, 2) : null
 const inputKey = inputBuffer ? Buffer.from(inputBuffer, 8, 4096) : null
-const readInput = native.readInput
+const readInput = native.readInputFunction()
 // Keys of up to this many UTF-16 units fit the block's 4096 bytes of UTF-8.
 const INPUT_CHARS = 1365
 

@@ -192,7 +192,6 @@ pub fn forget_reader(slot: u32) {
 /// in the slot it names: the value, the meta words saying what it is. The
 /// payload is copied into the thread's scratch and from there into the
 /// JavaScript value (JSON text in ASCII as a one-byte string).
-#[napi(ts_return_type = "string | Buffer | number | bigint | null")]
 pub fn read_input() -> napi::Result<Either<ScratchAscii, Out>> {
     with_scratch(|key, payload| {
         let slot = input(key).ok_or_else(|| invalid("the key is longer than 4096 bytes"))?;

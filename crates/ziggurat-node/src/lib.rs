@@ -21,4 +21,5 @@ mod miss;
 mod words;
 
 pub use cache::NativeCache;
-pub use front::{forget_reader, read_input};
+pub use front::forget_reader;
+pub use words::read_input_function;

@@ -22,8 +22,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{ArrayBuffer, ToNapiValue};
+use napi::bindgen_prelude::{ArrayBuffer, Function, JsError, ToNapiValue, Unknown};
 use napi::{sys, Env, Result};
+use napi_derive::napi;
 use ziggurat_core::{now_ms, Segment};
 
 /// Words of the meta block (see `front`).
@@ -131,6 +132,35 @@ impl ToNapiValue for ScratchAscii {
                 ))
             }
         })
+    }
+}
+
+/// `readInput()` (see `front::read_input`) as a bare Node-API function:
+/// the binding's own glue around a call (its records of borrowed objects,
+/// which a call with no argument and no object has none of) would cost a
+/// read as much as its copy of the key.
+#[napi(ts_return_type = "() => string | Buffer | number | bigint | null")]
+pub fn read_input_function(env: &Env) -> Result<Function<'_, (), Unknown<'_>>> {
+    env.create_function("readInput", read_input_callback)
+}
+
+/// The Node-API callback of `readInput()`: its value, or its error thrown.
+unsafe extern "C" fn read_input_callback(
+    env: sys::napi_env,
+    _info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: Node.js calls this on the thread of `env`, the live env of the
+    // call, as the generated glue of a #[napi] function is called; the value
+    // is made, or the error thrown, in that env before the call returns. The
+    // call takes no argument and no object, so no JavaScript value is
+    // borrowed, and it calls no JavaScript (no re-entry).
+    unsafe {
+        crate::front::read_input()
+            .and_then(|v| ToNapiValue::to_napi_value(env, v))
+            .unwrap_or_else(|e| {
+                JsError::from(e).throw_into(env);
+                std::ptr::null_mut()
+            })
     }
 }
 
