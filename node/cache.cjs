@@ -217,9 +217,10 @@ class Cache {
    * cache.get('post:1') // { title: 'Hello' } or undefined
    */
   get(key) {
-    // The L1 hit is the common case: checked here, with no call but the L1's.
+    // The L1 hit is the common case: checked here, with no call but the L1's
+    // (none for a cache without L1).
     if (this.#closed) this.#open('get')
-    if (typeof key === 'string') {
+    if (typeof key === 'string' && this.#l1.max !== 0) {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) return v
     }
