@@ -3,7 +3,10 @@
 // ones through a method call) and whatever the text (ASCII JSON becomes a
 // one-byte string, other text UTF-8), and a closed cache's slot handed on.
 import assert from 'node:assert/strict'
+import { createRequire } from 'node:module'
 import { after, test } from 'node:test'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { Cache, ZigguratError } from 'ziggurat'
 import { cacheName } from './agents.mjs'
 
@@ -192,4 +195,52 @@ test('a key with a lone surrogate is a TypeError naming the method, short or lon
   }
   assert.equal(c.stats().l1.misses, misses, 'no read went below L1')
   assert.equal(c.get('k'), 'v')
+})
+
+// The registry of readers holds each open cache; a cache's object collected
+// without close() frees its slot (and so the cache), and only its own.
+const native = createRequire(import.meta.url)('../lib/native.cjs')
+setFlagsFromString('--expose-gc')
+const collect = runInNewContext('gc')
+async function collected(done) {
+  for (let i = 0; i < 50 && !done(); i++) {
+    collect()
+    await new Promise((r) => setImmediate(r))
+  }
+  return done()
+}
+
+test("a cache collected without close() frees its reader's slot, and only its own", async () => {
+  const name = cacheName('reads-dropped')
+  const options = { ttl: 300, jitter: 0, loaderTimeout: 10, l1: false }
+  let finalized = false
+  const registry = new FinalizationRegistry(() => (finalized = true))
+  const slot = (() => {
+    const dropped = new native.NativeCache(name, options)
+    registry.register(dropped, 'dropped')
+    return dropped.reader()
+  })()
+  assert.equal(await collected(() => finalized), true, 'the unclosed cache was collected')
+  await new Promise((r) => setImmediate(r))
+  const next = new native.NativeCache(name, options)
+  assert.equal(next.reader(), slot, 'its slot is free for the next cache')
+  assert.equal(next.reader(), slot, 'a cache registers once')
+  next.close()
+  native.forgetReader(slot)
+
+  // A closed cache's slot goes to the next cache opened: collecting the
+  // closed one leaves that cache's reads alone.
+  let closedGone = false
+  const gone = new FinalizationRegistry(() => (closedGone = true))
+  ;(() => {
+    const closed = new Cache(cacheName('reads-dropped-closed'), { size: '8MiB', l1Items: 0 })
+    closed.unlink()
+    closed.close()
+    gone.register(closed, 'closed')
+  })()
+  const taker = cache('reads-dropped-taker')
+  taker.set('k', 'v')
+  assert.equal(await collected(() => closedGone), true, 'the closed cache was collected')
+  for (let i = 0; i < 5; i++) await collected(() => false)
+  assert.equal(taker.get('k'), 'v', 'the slot the closed cache had still reads for the cache that took it')
 })

@@ -6,14 +6,14 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4};
 use napi_derive::napi;
 use ziggurat_cache::{Cache, Error, Found, Front, L1Watch, Payload, Read, Trailer, Watch32};
 
 use crate::codec::{decode, view, Decoded, View};
-use crate::errors::{closed, invalid, to_napi};
+use crate::errors::{invalid, to_napi};
 use crate::words::{input, meta, with_scratch, Regions, ScratchAscii};
 
 /// A value as JavaScript receives it: JSON text, bytes, a counter within
@@ -135,11 +135,11 @@ fn read_with<F: Front<Error = napi::Error>>(
 /// block before `readInput()`: a call without arguments skips what napi-rs
 /// does for each argument and for a method's instance (unwrapping it,
 /// registering a borrow of it), the larger part of a read's cost outside the
-/// engine. It holds the cache weakly: once `close()` drops the cache, a read
-/// through it is refused.
+/// engine. It holds the cache itself, not a weak reference that each read
+/// would upgrade (two atomic read-modify-writes per read): `close()` frees
+/// the slot, and so does the `NativeCache` of a cache dropped unclosed.
 struct Reader {
-    cache: Weak<Cache>,
-    name: String,
+    cache: Arc<Cache>,
     regions: Option<Regions>,
     foreign: Arc<AtomicU64>,
 }
@@ -151,15 +151,9 @@ thread_local! {
 }
 
 /// Registers the reader of an open cache in this thread; its slot.
-pub fn register(
-    cache: &Arc<Cache>,
-    name: &str,
-    regions: Option<Regions>,
-    foreign: &Arc<AtomicU64>,
-) -> u32 {
+pub fn register(cache: &Arc<Cache>, regions: Option<Regions>, foreign: &Arc<AtomicU64>) -> u32 {
     let r = Reader {
-        cache: Arc::downgrade(cache),
-        name: name.to_string(),
+        cache: Arc::clone(cache),
         regions,
         foreign: Arc::clone(foreign),
     };
@@ -188,6 +182,18 @@ pub fn forget_reader(slot: u32) {
     });
 }
 
+/// Frees `slot` if it still holds `cache`'s reader (a cache dropped
+/// without `close()`); nothing once the thread's registry is gone.
+pub fn forget_reader_of(slot: u32, cache: &Arc<Cache>) {
+    let _ = READERS.try_with(|rs| {
+        if let Some(r) = rs.borrow_mut().get_mut(slot as usize) {
+            if r.as_ref().is_some_and(|r| Arc::ptr_eq(&r.cache, cache)) {
+                *r = None;
+            }
+        }
+    });
+}
+
 /// Reads the key in this thread's input block below L1, through the reader
 /// in the slot it names: the value, the meta words saying what it is. The
 /// payload is copied into the thread's scratch and from there into the
@@ -201,12 +207,11 @@ pub fn read_input() -> napi::Result<Either<ScratchAscii, Out>> {
                 .get(slot as usize)
                 .and_then(Option::as_ref)
                 .ok_or_else(|| invalid(format!("no cache reads through slot {slot}")))?;
-            let c = r.cache.upgrade().ok_or_else(|| closed(&r.name))?;
             let mut f = ScratchFront {
                 foreign: &r.foreign,
                 payload,
             };
-            Ok::<_, napi::Error>((read_with(&c, key, &mut f)?, r.regions))
+            Ok::<_, napi::Error>((read_with(&r.cache, key, &mut f)?, r.regions))
         })?;
         let (Some((taken, kept)), regions) = got else {
             return Ok(Either::B(None));
