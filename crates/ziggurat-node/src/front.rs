@@ -45,6 +45,11 @@ pub fn found(code: u32) {
     m[KEPT].store(0, Ordering::Relaxed);
 }
 
+/// Says in the meta words that an L1 may keep nothing of the value.
+fn found_nothing_kept() {
+    meta()[KEPT].store(0, Ordering::Relaxed);
+}
+
 /// Says in the meta words what an L1 entry of the value watches.
 pub fn keep(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
     let m = meta();
@@ -66,6 +71,15 @@ pub fn keep(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
     }
 }
 
+/// A decoded value as JavaScript receives it, and its code (meta word 0).
+fn js(data: Decoded) -> (u32, Either4<String, Buffer, f64, BigInt>) {
+    match data {
+        Decoded::Json(s) => (JSON_TEXT, Either4::A(s)),
+        Decoded::Bytes(b) => (BYTES, Either4::B(b.into())),
+        Decoded::Int(n) => (COUNTER, int_out(n)),
+    }
+}
+
 /// A value read below L1, still in Rust (a miss's stale value waits in it).
 pub struct NodeValue {
     data: Decoded,
@@ -76,11 +90,7 @@ impl NodeValue {
     /// The value as JavaScript receives it; the meta words say what it is
     /// and, with `regions`, what an L1 entry of it watches.
     pub fn out(self, regions: Option<&Regions>) -> Out {
-        let (code, v) = match self.data {
-            Decoded::Json(s) => (JSON_TEXT, Either4::A(s)),
-            Decoded::Bytes(b) => (BYTES, Either4::B(b.into())),
-            Decoded::Int(n) => (COUNTER, int_out(n)),
-        };
+        let (code, v) = js(self.data);
         found(code);
         if let (Some((w, tags, t)), Some(r)) = (&self.keep, regions) {
             keep(r, w, tags, t);
@@ -209,22 +219,24 @@ pub fn read_input() -> napi::Result<Either<ScratchAscii, Out>> {
                 .ok_or_else(|| invalid(format!("no cache reads through slot {slot}")))?;
             let mut f = ScratchFront {
                 foreign: &r.foreign,
+                regions: r.regions.as_ref(),
                 payload,
             };
-            Ok::<_, napi::Error>((read_with(&r.cache, key, &mut f)?, r.regions))
+            read_with(&r.cache, key, &mut f)
         })?;
-        let (Some((taken, kept)), regions) = got else {
-            return Ok(Either::B(None));
-        };
-        Ok(match taken {
-            Taken::Ascii => {
-                found(JSON_TEXT);
-                if let (Some((w, tags, t)), Some(r)) = (kept, regions) {
-                    keep(&r, &w, &tags, &t);
-                }
+        // `ScratchFront::fresh` wrote the other meta words.
+        let said = |code: u32| meta()[0].store(code, Ordering::Relaxed);
+        Ok(match got {
+            None => Either::B(None),
+            Some(Taken::Ascii) => {
+                said(JSON_TEXT);
                 Either::A(ScratchAscii)
             }
-            Taken::Owned(data) => Either::B(NodeValue { data, keep: kept }.out(regions.as_ref())),
+            Some(Taken::Owned(data)) => {
+                let (code, v) = js(data);
+                said(code);
+                Either::B(Some(v))
+            }
         })
     })
 }
@@ -234,18 +246,18 @@ pub fn read_input() -> napi::Result<Either<ScratchAscii, Out>> {
 /// `view` reads it; values it cannot read are counted as foreign.
 struct ScratchFront<'a> {
     foreign: &'a AtomicU64,
+    regions: Option<&'a Regions>,
     payload: &'a mut Vec<u8>,
 }
 
 /// What `readInput()` took of a value: ASCII text left in the scratch
-/// (the common case), or the value copied out of it.
+/// (the common case), or the value copied out of it. What an L1 entry of it
+/// watches goes to the meta words as it is found, not through the engine's
+/// return values (large ones: each move of them costs a read).
 enum Taken {
     Ascii,
     Owned(Decoded),
 }
-
-/// A value `readInput()` found, and what an L1 entry of it watches.
-type ScratchValue = (Taken, Option<(L1Watch, Vec<Watch32>, Trailer)>);
 
 impl Payload for ScratchFront<'_> {
     type Out = ();
@@ -263,15 +275,15 @@ impl Payload for ScratchFront<'_> {
 }
 
 impl Front for ScratchFront<'_> {
-    type Value = ScratchValue;
+    type Value = Taken;
     type Error = napi::Error;
 
-    fn l1(&mut self) -> Result<Option<Option<ScratchValue>>, napi::Error> {
+    fn l1(&mut self) -> Result<Option<Option<Taken>>, napi::Error> {
         // The L1 is JavaScript's, asked before any call into the addon.
         Ok(None)
     }
 
-    fn fresh(&mut self, found: Found<()>) -> Result<Option<ScratchValue>, napi::Error> {
+    fn fresh(&mut self, found: Found<()>) -> Result<Option<Taken>, napi::Error> {
         let t = found.trailer;
         let taken = match view(t.kind, self.payload) {
             Some(View::Ascii) => Taken::Ascii,
@@ -283,10 +295,14 @@ impl Front for ScratchFront<'_> {
                 return Ok(None);
             }
         };
-        Ok(Some((taken, found.keep.map(|w| (w, found.tags, t)))))
+        match (found.keep, self.regions) {
+            (Some(w), Some(r)) => keep(r, &w, &found.tags, &t),
+            _ => found_nothing_kept(),
+        }
+        Ok(Some(taken))
     }
 
-    fn stale(&mut self, _found: Found<()>) -> Option<ScratchValue> {
+    fn stale(&mut self, _found: Found<()>) -> Option<Taken> {
         // Never asked: readInput() reads without allowing a stale value.
         None
     }
