@@ -283,7 +283,8 @@ class Cache {
       this.#decodeErrors++
       return MISS
     }
-    this.#l1.keep(key, v)
+    // keep() is too large to be inlined: not called for a cache without L1.
+    if (this.#l1.max !== 0) this.#l1.keep(key, v)
     return v
   }
 
