@@ -230,7 +230,7 @@ class Cache {
 
   #get(key, method) {
     this.#open(method)
-    if (typeof key === 'string') {
+    if (typeof key === 'string' && this.#l1.max !== 0) {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) return v
     }
