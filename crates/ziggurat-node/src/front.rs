@@ -14,7 +14,7 @@ use ziggurat_cache::{Cache, Error, Found, Front, L1Watch, Payload, Read, Trailer
 
 use crate::codec::{decode, view, Decoded, View};
 use crate::errors::{invalid, to_napi};
-use crate::words::{input, meta, with_scratch, Regions, ScratchAscii};
+use crate::words::{input, meta, with_scratch, Regions, ScratchText};
 
 /// A value as JavaScript receives it: JSON text, bytes, a counter within
 /// 2^53, or one beyond it; None for nothing.
@@ -207,8 +207,9 @@ pub fn forget_reader_of(slot: u32, cache: &Arc<Cache>) {
 /// Reads the key in this thread's input block below L1, through the reader
 /// in the slot it names: the value, the meta words saying what it is. The
 /// payload is copied into the thread's scratch and from there into the
-/// JavaScript value (JSON text in ASCII as a one-byte string).
-pub fn read_input() -> napi::Result<Either<ScratchAscii, Out>> {
+/// JavaScript value (JSON text in ASCII as a one-byte string, which V8
+/// copies without decoding).
+pub fn read_input() -> napi::Result<Either<ScratchText, Out>> {
     with_scratch(|key, payload| {
         let slot = input(key).ok_or_else(|| invalid("the key is longer than 4096 bytes"))?;
         let got = READERS.with(|rs| {
@@ -228,9 +229,9 @@ pub fn read_input() -> napi::Result<Either<ScratchAscii, Out>> {
         let said = |code: u32| meta()[0].store(code, Ordering::Relaxed);
         Ok(match got {
             None => Either::B(None),
-            Some(Taken::Ascii) => {
+            Some(Taken::Text(text)) => {
                 said(JSON_TEXT);
-                Either::A(ScratchAscii)
+                Either::A(text)
             }
             Some(Taken::Owned(data)) => {
                 let (code, v) = js(data);
@@ -250,12 +251,12 @@ struct ScratchFront<'a> {
     payload: &'a mut Vec<u8>,
 }
 
-/// What `readInput()` took of a value: ASCII text left in the scratch
-/// (the common case), or the value copied out of it. What an L1 entry of it
-/// watches goes to the meta words as it is found, not through the engine's
-/// return values (large ones: each move of them costs a read).
+/// What `readInput()` took of a value: JSON text left in the scratch (the
+/// common case), or the value copied out of it (bytes, a counter). What an
+/// L1 entry of it watches goes to the meta words as it is found, not through
+/// the engine's return values (large ones: each move of them costs a read).
 enum Taken {
-    Ascii,
+    Text(ScratchText),
     Owned(Decoded),
 }
 
@@ -286,8 +287,8 @@ impl Front for ScratchFront<'_> {
     fn fresh(&mut self, found: Found<()>) -> Result<Option<Taken>, napi::Error> {
         let t = found.trailer;
         let taken = match view(t.kind, self.payload) {
-            Some(View::Ascii) => Taken::Ascii,
-            Some(View::Text(s)) => Taken::Owned(Decoded::Json(s.to_owned())),
+            Some(View::Ascii) => Taken::Text(ScratchText::Ascii),
+            Some(View::Utf8) => Taken::Text(ScratchText::Utf8),
             Some(View::Bytes(b)) => Taken::Owned(Decoded::Bytes(b.to_vec())),
             Some(View::Int(n)) => Taken::Owned(Decoded::Int(n)),
             None => {

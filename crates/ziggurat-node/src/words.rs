@@ -99,29 +99,34 @@ pub fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> R) -> R {
     })
 }
 
-/// The ASCII text in this thread's scratch payload, which becomes a
-/// JavaScript string (one byte per character, copied once, by V8) as the
-/// call that returns it ends: no copy in Rust on the way.
-pub struct ScratchAscii;
+/// The JSON text in this thread's scratch payload, which becomes a
+/// JavaScript string as the call that returns it ends, copied once, by V8:
+/// no copy in Rust on the way.
+pub enum ScratchText {
+    /// ASCII: a string of one byte per character, copied without decoding.
+    Ascii,
+    /// UTF-8 with characters beyond ASCII (checked as the value was read).
+    Utf8,
+}
 
-impl ToNapiValue for ScratchAscii {
+impl ToNapiValue for ScratchText {
     // SAFETY (of the implementation): napi-rs calls this as the callback that
     // returned the value ends, with that callback's env, on its thread, the
     // thread whose scratch holds the text.
-    unsafe fn to_napi_value(env: sys::napi_env, _: ScratchAscii) -> Result<sys::napi_value> {
+    unsafe fn to_napi_value(env: sys::napi_env, text: ScratchText) -> Result<sys::napi_value> {
         with_scratch(|_, payload| {
             let mut out = std::ptr::null_mut();
+            let (ptr, len) = (payload.as_ptr().cast(), payload.len() as isize);
             // SAFETY: `env` is the live env of this call (above); the bytes are
             // the scratch's own, borrowed for the call, whose length fits an
-            // isize (a payload is at most a segment's slab); V8 copies them
-            // before it returns and keeps no pointer to them.
+            // isize (a payload is at most a segment's slab), and are what the
+            // variant says (ASCII, or UTF-8); V8 copies them before it returns
+            // and keeps no pointer to them.
             let status = unsafe {
-                sys::napi_create_string_latin1(
-                    env,
-                    payload.as_ptr().cast(),
-                    payload.len() as isize,
-                    &mut out,
-                )
+                match text {
+                    ScratchText::Ascii => sys::napi_create_string_latin1(env, ptr, len, &mut out),
+                    ScratchText::Utf8 => sys::napi_create_string_utf8(env, ptr, len, &mut out),
+                }
             };
             if status == sys::Status::napi_ok {
                 Ok(out)
