@@ -9,7 +9,8 @@
 //! - `miss`: every call into the Cache's miss path (`getOrSet`).
 //! - `front`: what a read below L1 hands to JavaScript.
 //! - `codec`: the payloads shared with the Python front end.
-//! - `words`: the mapped words as JavaScript array buffers (the only `unsafe`).
+//! - `words`: the mapped words as JavaScript array buffers, and the Node-API
+//!   glue of the read of a string key (the only `unsafe`).
 //! - `errors`: the Cache's errors as JavaScript exceptions.
 
 mod cache;

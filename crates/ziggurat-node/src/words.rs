@@ -16,6 +16,10 @@
 //! thread's input block, the one buffer JavaScript writes: the key of a read
 //! and the cache it reads, put there before a call that takes no argument
 //! (a call with arguments costs napi-rs more than the read itself).
+//!
+//! And that read's own Node-API glue: the call itself, a bare Node-API
+//! function, and the value it returns, JSON text made into a JavaScript
+//! string straight from the thread's scratch, where the read copied it.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
