@@ -26,23 +26,27 @@ const MISS = Symbol('miss')
 
 // This thread's input block (see crates/ziggurat-node/src/words.rs): a read
 // of a string key puts the cache's slot, the key's length and its UTF-8 there
-// and calls readInput() without arguments, the cheapest call into the addon.
+// and calls readInput() without arguments, the cheapest call into the addon
+// (a bare Node-API function, made once).
 const inputBuffer = native.NativeCache.input()
 const inputWords = inputBuffer ? new Uint32Array(inputBuffer, 0, 2) : null
 const inputKey = inputBuffer ? Buffer.from(inputBuffer, 8, 4096) : null
+const readInput = native.readInputFunction()
 // Keys of up to this many UTF-16 units fit the block's 4096 bytes of UTF-8.
 const INPUT_CHARS = 1365
 
 /**
- * Puts a short key's UTF-8 in the input block; its length in bytes. An ASCII
- * key is copied here, cheaper than Buffer's write (a call into C++) for the
- * short keys most reads have.
+ * Puts a key of up to 32 ASCII characters in the input block: its length in
+ * bytes; -1 for any other key. Copied here, cheaper than Buffer's write (a
+ * call into C++) for the short keys most reads have, and such a key needs no
+ * check for lone surrogates.
  */
-function putShort(key) {
+function putAscii(key) {
   const n = key.length
+  if (n > 32) return -1
   for (let i = 0; i < n; i++) {
     const c = key.charCodeAt(i)
-    if (c > 0x7f) return inputKey.write(key)
+    if (c > 0x7f) return -1
     inputKey[i] = c
   }
   return n
@@ -179,9 +183,10 @@ class Cache {
    * cache.get('post:1') // { title: 'Hello' } or undefined
    */
   get(key) {
-    // The L1 hit is the common case: checked here, with no call but the L1's.
+    // The L1 hit is the common case: checked here, with no call but the L1's
+    // (none for a cache without L1).
     if (this.#closed) this.#open('get')
-    if (typeof key === 'string') {
+    if (typeof key === 'string' && this.#l1.max !== 0) {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) return v
     }
@@ -191,7 +196,7 @@ class Cache {
 
   #get(key, method) {
     this.#open(method)
-    if (typeof key === 'string') {
+    if (typeof key === 'string' && this.#l1.max !== 0) {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) return v
     }
@@ -207,13 +212,15 @@ class Cache {
     let out
     if (typeof key === 'string') {
       // The common read, kept lean: args.key() only for the error of a lone
-      // surrogate.
-      if (!key.isWellFormed()) args.key(key, `Cache.${method}()`)
+      // surrogate, which a short ASCII key cannot hold.
+      let n = inputWords !== null ? putAscii(key) : -1
+      if (n < 0 && !key.isWellFormed()) args.key(key, `Cache.${method}()`)
       try {
-        if (inputWords !== null && key.length <= INPUT_CHARS) {
+        if (n >= 0 || (inputWords !== null && key.length <= INPUT_CHARS)) {
+          if (n < 0) n = inputKey.write(key)
           inputWords[0] = this.#slot
-          inputWords[1] = key.length <= 32 ? putShort(key) : inputKey.write(key)
-          out = native.readInput()
+          inputWords[1] = n
+          out = readInput()
         } else {
           out = this.#native.read(key)
         }
@@ -242,7 +249,8 @@ class Cache {
       this.#decodeErrors++
       return MISS
     }
-    this.#l1.keep(key, v)
+    // keep() is too large to be inlined: not called for a cache without L1.
+    if (this.#l1.max !== 0) this.#l1.keep(key, v)
     return v
   }
 

@@ -3,7 +3,10 @@
 // ones through a method call) and whatever the text (ASCII JSON becomes a
 // one-byte string, other text UTF-8), and a closed cache's slot handed on.
 import assert from 'node:assert/strict'
+import { createRequire } from 'node:module'
 import { after, test } from 'node:test'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { Cache, ZigguratError } from 'ziggurat'
 import { cacheName, opener } from './agents.mjs'
 
@@ -112,4 +115,120 @@ test('a full L1 drops the entry kept longest ago and not hit since, a rewritten 
   for (let i = 0; i < 5000; i++) c.set(`k${i}`, i)
   for (let i = 0; i < 5000; i += 97) assert.equal(c.get(`k${i}`), i)
   assert.equal(c.stats().l1.items, 3)
+})
+
+// A read copies the value into one scratch area per thread, reused by every
+// read, and makes the JavaScript value from it: a long value and then a short
+// one, each kind, and each size a read copies in one piece or in two.
+test('values read back whole through the reused scratch: up to the size limit, then shorter ones', () => {
+  const c = cache('reads-scratch')
+  const limit = c.stats().host.max_value_size
+  // The longest ASCII string the segment takes: the JSON text's quotes and the
+  // entry's trailer come on top of the characters.
+  let longest = null
+  for (let n = limit - 2; n > limit - 64 && longest === null; n--) {
+    try {
+      c.set('longest', 'a'.repeat(n - 1) + 'z')
+      longest = n
+    } catch (e) {
+      assert.ok(e instanceof RangeError && /max_value_size/.test(e.message), e.message)
+    }
+  }
+  assert.ok(longest !== null, 'a string within 64 bytes of the limit is stored')
+  assert.throws(() => c.set('over', 'a'.repeat(longest + 1)), RangeError)
+  const wide = '🎉é✓'.repeat(Math.floor((longest - 16) / 9)) + '🎉' // 4, 2 and 3 bytes of UTF-8 each
+  c.set('wide', wide)
+  c.set('bytes', Buffer.alloc(longest - 64, 0xab))
+  c.set('short', { a: 1 })
+  c.set('n', 42)
+  c.set('big', 2n ** 60n)
+  // Around the size a read copies in one piece (payload and trailer of 256 bytes).
+  // And ASCII text with one character beyond ASCII at its end, at every
+  // offset a check of eight bytes at a time can leave it.
+  const around = []
+  for (let n = 220; n < 280; n++) {
+    around.push([`s${n}`, 's'.repeat(n)], [`w${n}`, '🎉'.repeat(n >> 2)], [`b${n}`, Buffer.alloc(n, n & 0xff)])
+  }
+  for (let n = 0; n < 24; n++) around.push([`e${n}`, `${'e'.repeat(n)}é`], [`E${n}`, `${'e'.repeat(n + 240)}🎉`])
+  for (const [k, v] of around) c.set(k, v)
+  const hits = c.stats().l2.hits
+  for (let round = 0; round < 2; round++) {
+    const got = c.get('longest')
+    assert.equal(got.length, longest, 'the longest value, whole')
+    assert.ok(got.endsWith('z') && got.startsWith('aaaa'))
+    assert.deepEqual(c.get('short'), { a: 1 }, 'a short value after the longest one: no byte of it left over')
+    assert.equal(c.get('wide'), wide, 'characters of 2, 3 and 4 bytes of UTF-8, near the limit')
+    assert.equal(c.get('n'), 42)
+    assert.deepEqual(c.get('bytes'), Buffer.alloc(longest - 64, 0xab))
+    assert.equal(c.get('big'), 2n ** 60n)
+    assert.equal(c.get('short').a, 1)
+    for (const [k, v] of around) assert.deepEqual(c.get(k), v, k)
+  }
+  assert.equal(c.stats().l2.hits, hits + 2 * (7 + around.length), 'every read a segment hit')
+  assert.equal(c.stats().foreign, 0)
+})
+
+test('a key with a lone surrogate is a TypeError naming the method, short or long, and reads nothing', () => {
+  const c = cache('reads-surrogate')
+  c.set('k', 'v')
+  const misses = c.stats().l1.misses
+  for (const key of ['\ud800', 'ab\udc00', `${'x'.repeat(40)}\ud800`, `é${'x'.repeat(2000)}\udfff`]) {
+    for (const method of ['get', 'has']) {
+      assert.throws(
+        () => c[method](key),
+        (e) => e instanceof TypeError && e.message.startsWith(`Cache.${method}(): key is not valid UTF-8 (lone surrogate`),
+        `${method} of a key of ${key.length} units`,
+      )
+    }
+  }
+  assert.equal(c.stats().l1.misses, misses, 'no read went below L1')
+  assert.equal(c.get('k'), 'v')
+})
+
+// The registry of readers holds each open cache; a cache's object collected
+// without close() frees its slot (and so the cache), and only its own.
+const native = createRequire(import.meta.url)('../lib/native.cjs')
+setFlagsFromString('--expose-gc')
+const collect = runInNewContext('gc')
+async function collected(done) {
+  for (let i = 0; i < 50 && !done(); i++) {
+    collect()
+    await new Promise((r) => setImmediate(r))
+  }
+  return done()
+}
+
+test("a cache collected without close() frees its reader's slot, and only its own", async () => {
+  const name = cacheName('reads-dropped')
+  const options = { ttl: 300, jitter: 0, loaderTimeout: 10, l1: false }
+  let finalized = false
+  const registry = new FinalizationRegistry(() => (finalized = true))
+  const slot = (() => {
+    const dropped = new native.NativeCache(name, options)
+    registry.register(dropped, 'dropped')
+    return dropped.reader()
+  })()
+  assert.equal(await collected(() => finalized), true, 'the unclosed cache was collected')
+  await new Promise((r) => setImmediate(r))
+  const next = new native.NativeCache(name, options)
+  assert.equal(next.reader(), slot, 'its slot is free for the next cache')
+  assert.equal(next.reader(), slot, 'a cache registers once')
+  next.close()
+  native.forgetReader(slot)
+
+  // A closed cache's slot goes to the next cache opened: collecting the
+  // closed one leaves that cache's reads alone.
+  let closedGone = false
+  const gone = new FinalizationRegistry(() => (closedGone = true))
+  ;(() => {
+    const closed = new Cache(cacheName('reads-dropped-closed'), { size: '8MiB', l1Items: 0 })
+    closed.unlink()
+    closed.close()
+    gone.register(closed, 'closed')
+  })()
+  const taker = cache('reads-dropped-taker')
+  taker.set('k', 'v')
+  assert.equal(await collected(() => closedGone), true, 'the closed cache was collected')
+  for (let i = 0; i < 5; i++) await collected(() => false)
+  assert.equal(taker.get('k'), 'v', 'the slot the closed cache had still reads for the cache that took it')
 })

@@ -16,7 +16,7 @@ use ziggurat_cache::{
 
 use crate::codec::pickle_bytes;
 use crate::errors::{closed, invalid, to_napi};
-use crate::front::{int_out, keep, read_below, register, Out};
+use crate::front::{forget_reader_of, int_out, keep, read_below, register, Out};
 use crate::words::Regions;
 
 /// How a cache is opened: the segment's options and the cache's defaults,
@@ -147,6 +147,18 @@ pub struct NativeCache {
     pub(crate) raw: bool,
     notice: Option<String>,
     failure: Option<(String, String)>,
+    /// The slot of this cache's reader (see `reader`).
+    slot: Option<u32>,
+}
+
+impl Drop for NativeCache {
+    /// A cache dropped without `close()` frees its reader's slot, which holds
+    /// the cache (a closed one freed it already, and the slot may be another's).
+    fn drop(&mut self) {
+        if let (Some(slot), Some(c)) = (self.slot, &self.cache) {
+            forget_reader_of(slot, c);
+        }
+    }
 }
 
 fn size_of(v: Option<Either<f64, String>>) -> Result<Option<u64>> {
@@ -243,6 +255,7 @@ impl NativeCache {
                     raw: o.raw_values.unwrap_or(false),
                     notice: None,
                     failure: Some((e.cause().to_owned(), e.to_string())),
+                    slot: None,
                 })
             }
         };
@@ -265,6 +278,7 @@ impl NativeCache {
             raw: o.raw_values.unwrap_or(false),
             notice: pair.notice,
             failure: None,
+            slot: None,
         })
     }
 
@@ -348,17 +362,16 @@ impl NativeCache {
         )
     }
 
-    /// Registers this cache for `readInput()` in this thread; its slot.
+    /// Registers this cache for `readInput()` in this thread (once); its
+    /// slot, which `forgetReader` frees as the cache closes.
     #[napi]
-    pub fn reader(&self) -> Result<u32> {
-        let c = self.cache()?;
-        Ok(register(
-            c,
-            &self.name,
-            self.regions,
-            &self.foreign,
-            self.raw,
-        ))
+    pub fn reader(&mut self) -> Result<u32> {
+        if let Some(slot) = self.slot {
+            return Ok(slot);
+        }
+        let slot = register(self.cache()?, self.regions, &self.foreign, self.raw);
+        self.slot = Some(slot);
+        Ok(slot)
     }
 
     /// This thread's input block (a read's slot and key) as a buffer; null

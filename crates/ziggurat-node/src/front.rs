@@ -6,16 +6,16 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4, Latin1String};
+use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4};
 use napi_derive::napi;
 use ziggurat_cache::{Cache, Error, Found, Front, L1Watch, Payload, Read, Trailer, Watch32};
 
 use crate::cache::NativeCache;
-use crate::codec::{decode, Decoded};
-use crate::errors::{closed, invalid, to_napi};
-use crate::words::{input, meta, Regions};
+use crate::codec::{decode, view, Decoded, View};
+use crate::errors::{invalid, to_napi};
+use crate::words::{input, meta, with_scratch, Regions, ScratchText};
 
 /// A value as JavaScript receives it: JSON text, bytes, a counter within
 /// 2^53, or one beyond it; None for nothing.
@@ -49,6 +49,11 @@ pub fn found(code: u32) {
     m[KEPT].store(0, Ordering::Relaxed);
 }
 
+/// Says in the meta words that an L1 may keep nothing of the value.
+fn found_nothing_kept() {
+    meta()[KEPT].store(0, Ordering::Relaxed);
+}
+
 /// Says in the meta words what an L1 entry of the value watches.
 pub fn keep(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
     let m = meta();
@@ -70,6 +75,16 @@ pub fn keep(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
     }
 }
 
+/// A decoded value as JavaScript receives it, and its code (meta word 0).
+fn js(data: Decoded) -> (u32, Either4<String, Buffer, f64, BigInt>) {
+    match data {
+        Decoded::Json(s) => (JSON_TEXT, Either4::A(s)),
+        Decoded::Bytes(b) => (BYTES, Either4::B(b.into())),
+        Decoded::Raw(b) => (RAW, Either4::B(b.into())),
+        Decoded::Int(n) => (COUNTER, int_out(n)),
+    }
+}
+
 /// A value read below L1, still in Rust (a miss's stale value waits in it).
 pub struct NodeValue {
     data: Decoded,
@@ -80,12 +95,7 @@ impl NodeValue {
     /// The value as JavaScript receives it; the meta words say what it is
     /// and, with `regions`, what an L1 entry of it watches.
     pub fn out(self, regions: Option<&Regions>) -> Out {
-        let (code, v) = match self.data {
-            Decoded::Json(s) => (JSON_TEXT, Either4::A(s)),
-            Decoded::Bytes(b) => (BYTES, Either4::B(b.into())),
-            Decoded::Raw(b) => (RAW, Either4::B(b.into())),
-            Decoded::Int(n) => (COUNTER, int_out(n)),
-        };
+        let (code, v) = js(self.data);
         found(code);
         if let (Some((w, tags, t)), Some(r)) = (&self.keep, regions) {
             keep(r, w, tags, t);
@@ -111,11 +121,21 @@ impl NodeValue {
 /// saying what it is (the one read of every front end's call,
 /// `NativeCache.read` and `readInput` alike).
 pub fn read_below(c: &Cache, k: &[u8], mut f: NodeFront<'_>) -> napi::Result<Option<NodeValue>> {
+    read_with(c, k, &mut f)
+}
+
+/// Reads `key` below L1 in `c` through `front`: its value; for a cached
+/// miss or nothing, None and the meta words saying which.
+fn read_with<F: Front<Error = napi::Error>>(
+    c: &Cache,
+    k: &[u8],
+    front: &mut F,
+) -> napi::Result<Option<F::Value>> {
     ziggurat_cache::check_key(k).map_err(to_napi)?;
     c.counts().l1_misses.bump();
-    Ok(match c.read(k, None, false, &mut f)? {
+    Ok(match c.read(k, None, false, front)? {
         Read::Fresh(v, _) => Some(v),
-        // The meta words say it (`NodeFront::negative`).
+        // The meta words say it (the front's `negative`).
         Read::Negative(_) => None,
         _ => {
             found(NOTHING);
@@ -129,11 +149,11 @@ pub fn read_below(c: &Cache, k: &[u8], mut f: NodeFront<'_>) -> napi::Result<Opt
 /// block before `readInput()`: a call without arguments skips what napi-rs
 /// does for each argument and for a method's instance (unwrapping it,
 /// registering a borrow of it), the larger part of a read's cost outside the
-/// engine. It holds the cache weakly: once `close()` drops the cache, a read
-/// through it is refused.
+/// engine. It holds the cache itself, not a weak reference that each read
+/// would upgrade (two atomic read-modify-writes per read): `close()` frees
+/// the slot, and so does the `NativeCache` of a cache dropped unclosed.
 struct Reader {
-    cache: Weak<Cache>,
-    name: String,
+    cache: Arc<Cache>,
     regions: Option<Regions>,
     foreign: Arc<AtomicU64>,
     raw: bool,
@@ -148,14 +168,12 @@ thread_local! {
 /// Registers the reader of an open cache in this thread; its slot.
 pub fn register(
     cache: &Arc<Cache>,
-    name: &str,
     regions: Option<Regions>,
     foreign: &Arc<AtomicU64>,
     raw: bool,
 ) -> u32 {
     let r = Reader {
-        cache: Arc::downgrade(cache),
-        name: name.to_string(),
+        cache: Arc::clone(cache),
         regions,
         foreign: Arc::clone(foreign),
         raw,
@@ -185,42 +203,131 @@ pub fn forget_reader(slot: u32) {
     });
 }
 
-/// Reads the key in this thread's input block below L1, through the reader
-/// in the slot it names: the value, the meta words saying what it is. JSON
-/// text in ASCII (as short JSON text nearly always is) becomes a string of
-/// one byte per character, which V8 copies without decoding UTF-8.
-#[napi(ts_return_type = "string | Buffer | number | bigint | null")]
-pub fn read_input() -> napi::Result<Either<Latin1String, Out>> {
-    let mut key = Vec::with_capacity(64);
-    let slot = input(&mut key).ok_or_else(|| invalid("the key is longer than 4096 bytes"))?;
-    let (c, regions, foreign, raw) = READERS.with(|rs| {
-        let rs = rs.borrow();
-        let r = rs
-            .get(slot as usize)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| invalid(format!("no cache reads through slot {slot}")))?;
-        let c = r.cache.upgrade().ok_or_else(|| closed(&r.name))?;
-        Ok::<_, napi::Error>((c, r.regions, Arc::clone(&r.foreign), r.raw))
-    })?;
-    let f = NodeFront {
-        foreign: &foreign,
-        raw,
-        regions: regions.as_ref(),
-    };
-    let Some(v) = read_below(&c, &key, f)? else {
-        return Ok(Either::B(None));
-    };
-    match v.data {
-        Decoded::Json(s) if s.is_ascii() => {
-            found(JSON_TEXT);
-            if let (Some((w, tags, t)), Some(r)) = (&v.keep, regions.as_ref()) {
-                keep(r, w, tags, t);
+/// Frees `slot` if it still holds `cache`'s reader (a cache dropped
+/// without `close()`); nothing once the thread's registry is gone.
+pub fn forget_reader_of(slot: u32, cache: &Arc<Cache>) {
+    let _ = READERS.try_with(|rs| {
+        if let Some(r) = rs.borrow_mut().get_mut(slot as usize) {
+            if r.as_ref().is_some_and(|r| Arc::ptr_eq(&r.cache, cache)) {
+                *r = None;
             }
-            Ok(Either::A(Latin1String::from(s)))
         }
-        data => Ok(Either::B(
-            NodeValue { data, keep: v.keep }.out(regions.as_ref()),
-        )),
+    });
+}
+
+/// Reads the key in this thread's input block below L1, through the reader
+/// in the slot it names: the value, the meta words saying what it is. The
+/// payload is copied into the thread's scratch and from there into the
+/// JavaScript value (JSON text in ASCII as a one-byte string, which V8
+/// copies without decoding).
+pub fn read_input() -> napi::Result<Either<ScratchText, Out>> {
+    with_scratch(|key, payload| {
+        let slot = input(key).ok_or_else(|| invalid("the key is longer than 4096 bytes"))?;
+        let got = READERS.with(|rs| {
+            let rs = rs.borrow();
+            let r = rs
+                .get(slot as usize)
+                .and_then(Option::as_ref)
+                .ok_or_else(|| invalid(format!("no cache reads through slot {slot}")))?;
+            let mut f = ScratchFront {
+                foreign: &r.foreign,
+                regions: r.regions.as_ref(),
+                raw: r.raw,
+                payload,
+            };
+            read_with(&r.cache, key, &mut f)
+        })?;
+        // `ScratchFront::fresh` wrote the other meta words.
+        let said = |code: u32| meta()[0].store(code, Ordering::Relaxed);
+        Ok(match got {
+            None => Either::B(None),
+            Some(Taken::Text(text)) => {
+                said(JSON_TEXT);
+                Either::A(text)
+            }
+            Some(Taken::Owned(data)) => {
+                let (code, v) = js(data);
+                said(code);
+                Either::B(Some(v))
+            }
+        })
+    })
+}
+
+/// The front end's side of `readInput()`: the payload copied into the
+/// thread's scratch (a read that starts again overwrites it), taken when
+/// `view` reads it; values it cannot read are counted as foreign.
+struct ScratchFront<'a> {
+    foreign: &'a AtomicU64,
+    regions: Option<&'a Regions>,
+    raw: bool,
+    payload: &'a mut Vec<u8>,
+}
+
+/// What `readInput()` took of a value: JSON text left in the scratch (the
+/// common case), or the value copied out of it (bytes, a counter). What an
+/// L1 entry of it watches goes to the meta words as it is found, not through
+/// the engine's return values (large ones: each move of them costs a read).
+enum Taken {
+    Text(ScratchText),
+    Owned(Decoded),
+}
+
+impl Payload for ScratchFront<'_> {
+    type Out = ();
+
+    fn copied(&mut self, bytes: &[u8]) {
+        self.payload.clear();
+        self.payload.extend_from_slice(bytes);
+    }
+
+    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) {
+        self.payload.clear();
+        self.payload.resize(len, 0);
+        write(self.payload);
+    }
+}
+
+impl Front for ScratchFront<'_> {
+    type Value = Taken;
+    type Error = napi::Error;
+
+    fn l1(&mut self) -> Result<Option<Option<Taken>>, napi::Error> {
+        // The L1 is JavaScript's, asked before any call into the addon.
+        Ok(None)
+    }
+
+    fn fresh(&mut self, found: Found<()>) -> Result<Option<Taken>, napi::Error> {
+        let t = found.trailer;
+        let taken = match view(t.kind, self.payload, self.raw) {
+            Some(View::Ascii) => Taken::Text(ScratchText::Ascii),
+            Some(View::Utf8) => Taken::Text(ScratchText::Utf8),
+            Some(View::Bytes(b)) => Taken::Owned(Decoded::Bytes(b.to_vec())),
+            Some(View::Raw(b)) => Taken::Owned(Decoded::Raw(b.to_vec())),
+            Some(View::Int(n)) => Taken::Owned(Decoded::Int(n)),
+            None => {
+                self.foreign.fetch_add(1, Ordering::Relaxed);
+                return Ok(None);
+            }
+        };
+        match (found.keep, self.regions) {
+            (Some(w), Some(r)) => keep(r, &w, &found.tags, &t),
+            _ => found_nothing_kept(),
+        }
+        Ok(Some(taken))
+    }
+
+    fn stale(&mut self, _found: Found<()>) -> Option<Taken> {
+        // Never asked: readInput() reads without allowing a stale value.
+        None
+    }
+
+    fn negative(&mut self, f: Found<()>) {
+        cached_miss(&f, self.regions);
+    }
+
+    fn error(&mut self, e: Error) -> napi::Error {
+        to_napi(e)
     }
 }
 
@@ -246,6 +353,27 @@ pub struct NodeFront<'a> {
     pub regions: Option<&'a Regions>,
 }
 
+impl NativeCache {
+    /// The front end of one read of this cache.
+    pub(crate) fn front(&self) -> NodeFront<'_> {
+        NodeFront {
+            foreign: &self.foreign,
+            raw: self.raw,
+            regions: self.regions.as_ref(),
+        }
+    }
+}
+
+/// A cached miss found: the meta words say so and what an L1 entry of it
+/// watches (the key's main stamp and the epoch). One with tags is not kept:
+/// their words are the cached-miss segment's, which the L1 does not map.
+fn cached_miss(f: &Found<()>, regions: Option<&Regions>) {
+    found(NEGATIVE);
+    if let (Some(w), Some(r), true) = (&f.keep, regions, f.tags.is_empty()) {
+        keep(r, w, &[], &f.trailer);
+    }
+}
+
 impl Payload for NodeFront<'_> {
     type Out = Vec<u8>;
 
@@ -257,17 +385,6 @@ impl Payload for NodeFront<'_> {
         let mut v = vec![0u8; len];
         write(&mut v);
         v
-    }
-}
-
-impl NativeCache {
-    /// The front end of one read of this cache.
-    pub(crate) fn front(&self) -> NodeFront<'_> {
-        NodeFront {
-            foreign: &self.foreign,
-            raw: self.raw,
-            regions: self.regions.as_ref(),
-        }
     }
 }
 
@@ -305,13 +422,7 @@ impl Front for NodeFront<'_> {
     }
 
     fn negative(&mut self, f: Found<()>) {
-        // The meta words say what an L1 entry of the cached miss watches: the
-        // key's main stamp and the epoch. One with tags is not kept: their
-        // words are the cached-miss segment's, which the L1 does not map.
-        found(NEGATIVE);
-        if let (Some(w), Some(r), true) = (&f.keep, self.regions, f.tags.is_empty()) {
-            keep(r, w, &[], &f.trailer);
-        }
+        cached_miss(&f, self.regions);
     }
 
     fn error(&mut self, e: Error) -> napi::Error {

@@ -10,7 +10,8 @@
 //! - `rules`: the Cache's argument rules JavaScript asks for (key length, namespaces).
 //! - `front`: what a read below L1 hands to JavaScript.
 //! - `codec`: the payloads shared with the Python front end.
-//! - `words`: the mapped words as JavaScript array buffers (the only `unsafe`).
+//! - `words`: the mapped words as JavaScript array buffers, and the Node-API
+//!   glue of the read of a string key (the only `unsafe`).
 //! - `errors`: the Cache's errors as JavaScript exceptions.
 
 mod cache;
@@ -23,5 +24,6 @@ mod rules;
 mod words;
 
 pub use cache::NativeCache;
-pub use front::{forget_reader, read_input};
+pub use front::forget_reader;
 pub use rules::{namespace_parts, MAX_KEY_BYTES};
+pub use words::read_input_function;

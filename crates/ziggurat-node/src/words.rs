@@ -16,13 +16,19 @@
 //! thread's input block, the one buffer JavaScript writes: the key of a read
 //! and the cache it reads, put there before a call that takes no argument
 //! (a call with arguments costs napi-rs more than the read itself).
+//!
+//! And that read's own Node-API glue: the call itself, a bare Node-API
+//! function, and the value it returns, JSON text made into a JavaScript
+//! string straight from the thread's scratch, where the read copied it.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
-use napi::bindgen_prelude::ArrayBuffer;
-use napi::{Env, Result};
+use napi::bindgen_prelude::{ArrayBuffer, Function, JsError, ToNapiValue, Unknown};
+use napi::{sys, Env, Result};
+use napi_derive::napi;
 use ziggurat_core::{now_ms, Segment};
 
 /// Words of the meta block (see `front`).
@@ -79,6 +85,92 @@ pub fn input(key: &mut Vec<u8>) -> Option<u32> {
 pub fn input_buffer(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
     let w = INPUT.with(|m| *m);
     external(env, w.as_ptr() as *const u8, 4 * INPUT_LEN)
+}
+
+thread_local! {
+    /// This thread's scratch of `readInput()`: the key and the payload
+    /// copied out of the segment, in vectors that every read reuses, so that
+    /// a read allocates nothing in Rust.
+    static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> =
+        RefCell::new((Vec::with_capacity(64), Vec::with_capacity(1024)));
+}
+
+/// Runs `f` on this thread's scratch (the key, the payload).
+pub fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> R) -> R {
+    SCRATCH.with(|s| {
+        let (key, payload) = &mut *s.borrow_mut();
+        f(key, payload)
+    })
+}
+
+/// The JSON text in this thread's scratch payload, which becomes a
+/// JavaScript string as the call that returns it ends, copied once, by V8:
+/// no copy in Rust on the way.
+pub enum ScratchText {
+    /// ASCII: a string of one byte per character, copied without decoding.
+    Ascii,
+    /// UTF-8 with characters beyond ASCII (checked as the value was read).
+    Utf8,
+}
+
+impl ToNapiValue for ScratchText {
+    // SAFETY (of the implementation): napi-rs calls this as the callback that
+    // returned the value ends, with that callback's env, on its thread, the
+    // thread whose scratch holds the text.
+    unsafe fn to_napi_value(env: sys::napi_env, text: ScratchText) -> Result<sys::napi_value> {
+        with_scratch(|_, payload| {
+            let mut out = std::ptr::null_mut();
+            let (ptr, len) = (payload.as_ptr().cast(), payload.len() as isize);
+            // SAFETY: `env` is the live env of this call (above); the bytes are
+            // the scratch's own, borrowed for the call, whose length fits an
+            // isize (a payload is at most a segment's slab), and are what the
+            // variant says (ASCII, or UTF-8); V8 copies them before it returns
+            // and keeps no pointer to them.
+            let status = unsafe {
+                match text {
+                    ScratchText::Ascii => sys::napi_create_string_latin1(env, ptr, len, &mut out),
+                    ScratchText::Utf8 => sys::napi_create_string_utf8(env, ptr, len, &mut out),
+                }
+            };
+            if status == sys::Status::napi_ok {
+                Ok(out)
+            } else {
+                Err(napi::Error::new(
+                    napi::Status::from(status),
+                    "cannot make a string of the value read",
+                ))
+            }
+        })
+    }
+}
+
+/// `readInput()` (see `front::read_input`) as a bare Node-API function:
+/// the binding's own glue around a call (its records of borrowed objects,
+/// which a call with no argument and no object has none of) would cost a
+/// read as much as its copy of the key.
+#[napi(ts_return_type = "() => string | Buffer | number | bigint | null")]
+pub fn read_input_function(env: &Env) -> Result<Function<'_, (), Unknown<'_>>> {
+    env.create_function("readInput", read_input_callback)
+}
+
+/// The Node-API callback of `readInput()`: its value, or its error thrown.
+unsafe extern "C" fn read_input_callback(
+    env: sys::napi_env,
+    _info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: Node.js calls this on the thread of `env`, the live env of the
+    // call, as the generated glue of a #[napi] function is called; the value
+    // is made, or the error thrown, in that env before the call returns. The
+    // call takes no argument and no object, so no JavaScript value is
+    // borrowed, and it calls no JavaScript (no re-entry).
+    unsafe {
+        crate::front::read_input()
+            .and_then(|v| ToNapiValue::to_napi_value(env, v))
+            .unwrap_or_else(|e| {
+                JsError::from(e).throw_into(env);
+                std::ptr::null_mut()
+            })
+    }
 }
 
 /// The process's clock block, kept current by the clock thread: `now_ms()`
