@@ -18,39 +18,12 @@ const { cacheOptions } = require('./lib/options.cjs')
 const { Loads } = require('./lib/load.cjs')
 const { Namespace } = require('./lib/namespace.cjs')
 const { segmentStats, degradedStats } = require('./lib/stats.cjs')
-const { keyList, entryList } = require('./lib/many.cjs')
+const { Many } = require('./lib/many.cjs')
+const { readString } = require('./lib/read.cjs')
 const { memoize } = require('./lib/memoize.cjs')
 const { SET_OPTIONS, GET_OR_SET_OPTIONS, INCR_OPTIONS, TOUCH_OPTIONS, int64 } = args
 
 const MISS = Symbol('miss')
-
-// This thread's input block (see crates/ziggurat-node/src/words.rs): a read
-// of a string key puts the cache's slot, the key's length and its UTF-8 there
-// and calls readInput() without arguments, the cheapest call into the addon
-// (a bare Node-API function, made once).
-const inputBuffer = native.NativeCache.input()
-const inputWords = inputBuffer ? new Uint32Array(inputBuffer, 0, 2) : null
-const inputKey = inputBuffer ? Buffer.from(inputBuffer, 8, 4096) : null
-const readInput = native.readInputFunction()
-// Keys of up to this many UTF-16 units fit the block's 4096 bytes of UTF-8.
-const INPUT_CHARS = 1365
-
-/**
- * Puts a key of up to 32 ASCII characters in the input block: its length in
- * bytes; -1 for any other key. Copied here, cheaper than Buffer's write (a
- * call into C++) for the short keys most reads have, and such a key needs no
- * check for lone surrogates.
- */
-function putAscii(key) {
-  const n = key.length
-  if (n > 32) return -1
-  for (let i = 0; i < n; i++) {
-    const c = key.charCodeAt(i)
-    if (c > 0x7f) return -1
-    inputKey[i] = c
-  }
-  return n
-}
 
 /**
  * A cache shared by every process of the host that opens the same name.
@@ -67,6 +40,8 @@ class Cache {
   #closed = false
   /** @type {Loads} getOrSet's misses */
   #loads
+  /** @type {Many} getMany, setMany and deleteMany */
+  #many
   #decodeErrors = 0
   #ttl
   /** @type {Degraded | null} the store while the segment cannot be used */
@@ -132,6 +107,15 @@ class Cache {
       plan: (options) => this.#plan(options),
       closed: () => this.#closed,
       open: () => this.#open('getOrSet'),
+    })
+    this.#many = new Many({
+      native: this.#native,
+      l1: this.#l1,
+      dg: this.#dg,
+      ttl,
+      serializer,
+      miss: MISS,
+      get: (k, method) => this.#get(k, method),
     })
     /** The cache's name. */
     this.name = name
@@ -209,26 +193,8 @@ class Cache {
       const k = args.key(key, `Cache.${method}()`)
       return this.#dg.get(mapKey(k, `Cache.${method}()`), MISS)
     }
+    if (typeof key === 'string') return this.#take(key, readString(this.#native, this.#slot, key, method))
     let out
-    if (typeof key === 'string') {
-      // The common read, kept lean: args.key() only for the error of a lone
-      // surrogate, which a short ASCII key cannot hold.
-      let n = inputWords !== null ? putAscii(key) : -1
-      if (n < 0 && !key.isWellFormed()) args.key(key, `Cache.${method}()`)
-      try {
-        if (n >= 0 || (inputWords !== null && key.length <= INPUT_CHARS)) {
-          if (n < 0) n = inputKey.write(key)
-          inputWords[0] = this.#slot
-          inputWords[1] = n
-          out = readInput()
-        } else {
-          out = this.#native.read(key)
-        }
-      } catch (e) {
-        throw translate(e, `Cache.${method}()`)
-      }
-      return this.#take(key, out)
-    }
     const k = args.key(key, `Cache.${method}()`)
     const v = this.#l1.get(this.#l1.buffers, k.toString('latin1'), MISS)
     if (v !== MISS) return v
@@ -497,15 +463,8 @@ class Cache {
    * cache.getMany(['post:1', 'post:2']) // Map(1) { 'post:1' => { title: 'Hello' } }
    */
   getMany(keys) {
-    const M = 'Cache.getMany()'
     this.#open('getMany')
-    const list = keyList(keys, M)
-    const out = new Map()
-    for (const k of list) {
-      const v = this.#get(k, 'getMany')
-      if (v !== MISS) out.set(k, v)
-    }
-    return out
+    return this.#many.getMany(keys)
   }
 
   /**
@@ -518,37 +477,8 @@ class Cache {
    * cache.setMany({ 'post:1': { title: 'Hello' }, 'post:2': { title: 'Again' } }, { ttl: '10m' })
    */
   setMany(entries, options) {
-    const M = 'Cache.setMany()'
     this.#open('setMany')
-    const pairs = entryList(entries, M)
-    const o = args.options(options, M, SET_OPTIONS)
-    const ttl = args.optionalDuration(o.ttl, M, 'ttl')
-    const tags = args.tags(o.tags, M)
-    const encoded = pairs.map(([k, value]) => {
-      try {
-        return encode(value, M)
-      } catch (e) {
-        const what = typeof k === 'string' ? JSON.stringify(k) : `0x${k.toString('hex')}`
-        e.message = `${e.message} (the value of ${what})`
-        throw e
-      }
-    })
-    if (this.#dg !== null) {
-      const mapped = pairs.map(([k]) => mapKey(k, M))
-      for (let i = 0; i < pairs.length; i++) this.#dg.set(mapped[i], pairs[i][1], ttl ?? this.#ttl, tags)
-      return
-    }
-    for (let i = 0; i < pairs.length; i++) {
-      const [k, value] = pairs[i]
-      const enc = encoded[i]
-      try {
-        this.#native.store(k, enc[0], enc[1], enc[2], enc[3], enc[4], ttl, tags)
-      } catch (e) {
-        this.#l1.drop(k)
-        throw translate(e, M)
-      }
-      this.#l1.keep(k, value)
-    }
+    return this.#many.setMany(entries, options)
   }
 
   /**
@@ -559,23 +489,8 @@ class Cache {
    * cache.deleteMany(['post:1', 'post:2', 'post:3']) // 2
    */
   deleteMany(keys) {
-    const M = 'Cache.deleteMany()'
     this.#open('deleteMany')
-    const list = keyList(keys, M)
-    let n = 0
-    for (const k of list) {
-      if (this.#dg !== null) {
-        if (this.#dg.delete(mapKey(k, M))) n++
-        continue
-      }
-      this.#l1.drop(k)
-      try {
-        if (this.#native.delete(k)) n++
-      } catch (e) {
-        throw translate(e, M)
-      }
-    }
-    return n
+    return this.#many.deleteMany(keys)
   }
 
   /**

@@ -45,7 +45,7 @@ function duration(v, method, what) {
   let s = durations.get(v)
   if (s === undefined) {
     try {
-      s = native.NativeCache.duration(v, what)
+      s = native.duration(v, what)
     } catch (e) {
       throw new RangeError(`${method}: ${e.message.replace(/\bmath\.inf\b/g, 'Infinity')}`)
     }
@@ -112,7 +112,7 @@ function size(v, method, what) {
   }
   if (typeof v === 'string') {
     try {
-      native.NativeCache.size(v)
+      native.size(v)
     } catch (e) {
       throw new RangeError(`${method}: ${what}: ${e.message}`)
     }

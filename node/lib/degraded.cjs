@@ -6,7 +6,7 @@
 
 const { shallow, deepFreeze } = require('./l1.cjs')
 const { ZigguratError, translate } = require('./errors.cjs')
-const { NativeCache } = require('./native.cjs')
+const native = require('./native.cjs')
 
 const MODES = ['passthrough', 'local', 'raise']
 
@@ -20,7 +20,7 @@ class SegmentError extends ZigguratError {
 
 /** The error `degraded: 'raise'` throws for cache `name`, whose open failed with `failure`. */
 function refusal(name, failure) {
-  const err = new SegmentError(NativeCache.degradedRefusal(`new Cache(${JSON.stringify(name)})`, failure.reason))
+  const err = new SegmentError(native.degradedRefusal(`new Cache(${JSON.stringify(name)})`, failure.reason))
   err.code = failure.cause
   return err
 }
@@ -28,7 +28,7 @@ function refusal(name, failure) {
 /** The warning a cache gives as it starts without its segment. */
 function notice(name, failure, mode, degradedTtl) {
   const localTtl = mode === 'passthrough' ? undefined : `degradedTtl=${degradedTtl}`
-  return NativeCache.degradedWarning(JSON.stringify(name), failure.reason, localTtl)
+  return native.degradedWarning(JSON.stringify(name), failure.reason, localTtl)
 }
 
 /**
@@ -40,7 +40,7 @@ function notice(name, failure, mode, degradedTtl) {
  */
 function mapKey(k, method) {
   try {
-    NativeCache.checkKey(k)
+    native.checkKey(k)
   } catch (e) {
     throw translate(e, method)
   }

@@ -1,12 +1,15 @@
 'use strict'
-// The arguments of the methods taking many keys (getMany, setMany,
-// deleteMany), each checked before anything is read or written, so that bad
+// The methods taking many keys (getMany, setMany, deleteMany): their
+// arguments, each checked before anything is read or written, so that bad
 // input anywhere changes nothing (as Python's get_many, set_many and
-// delete_many).
+// delete_many), then each key as the single-key methods do it.
 
 const args = require('./args.cjs')
 const native = require('./native.cjs')
 const { translate } = require('./errors.cjs')
+const { encode } = require('./values.cjs')
+const { mapKey } = require('./degraded.cjs')
+const { SET_OPTIONS } = args
 
 // A string of up to this many UTF-16 units has at most 3 bytes of UTF-8 per unit.
 const SURE_CHARS = Math.floor(native.MAX_KEY_BYTES / 3)
@@ -20,7 +23,7 @@ function checked(k, M) {
   const n = key.length
   if (n === 0 || n > (typeof key === 'string' ? SURE_CHARS : native.MAX_KEY_BYTES)) {
     try {
-      native.NativeCache.checkKey(key)
+      native.checkKey(key)
     } catch (e) {
       throw translate(e, M)
     }
@@ -74,4 +77,87 @@ function entryList(entries, M) {
   return out
 }
 
-module.exports = { keyList, entryList }
+/**
+ * The methods taking many keys of one Cache. `cache` gives what they need of
+ * it: its addon, L1, degraded store (or null), ttl, serializer, `miss` (the sentinel of
+ * `get`) and `get(key, method)` (a read through L1, or `miss`).
+ *
+ * @example
+ * const many = new Many({ native, l1, dg: null, ttl: 300, serializer: 'auto', miss, get })
+ * many.getMany(['a', 'b']) // Map(1) { 'a' => 1 }
+ */
+class Many {
+  #c
+
+  constructor(cache) {
+    this.#c = cache
+  }
+
+  getMany(keys) {
+    const M = 'Cache.getMany()'
+    const c = this.#c
+    const list = keyList(keys, M)
+    const out = new Map()
+    for (const k of list) {
+      const v = c.get(k, 'getMany')
+      if (v !== c.miss) out.set(k, v)
+    }
+    return out
+  }
+
+  setMany(entries, options) {
+    const M = 'Cache.setMany()'
+    const c = this.#c
+    const pairs = entryList(entries, M)
+    const o = args.options(options, M, SET_OPTIONS)
+    const ttl = args.optionalDuration(o.ttl, M, 'ttl')
+    const tags = args.tags(o.tags, M)
+    const encoded = pairs.map(([k, value]) => {
+      try {
+        return encode(value, M, c.serializer)
+      } catch (e) {
+        const what = typeof k === 'string' ? JSON.stringify(k) : `0x${k.toString('hex')}`
+        e.message = `${e.message} (the value of ${what})`
+        throw e
+      }
+    })
+    if (c.dg !== null) {
+      const mapped = pairs.map(([k]) => mapKey(k, M))
+      for (let i = 0; i < pairs.length; i++) c.dg.set(mapped[i], pairs[i][1], ttl ?? c.ttl, tags)
+      return
+    }
+    for (let i = 0; i < pairs.length; i++) {
+      const [k, value] = pairs[i]
+      const enc = encoded[i]
+      try {
+        c.native.store(k, enc[0], enc[1], enc[2], enc[3], enc[4], ttl, tags)
+      } catch (e) {
+        c.l1.drop(k)
+        throw translate(e, M)
+      }
+      c.l1.keep(k, value)
+    }
+  }
+
+  deleteMany(keys) {
+    const M = 'Cache.deleteMany()'
+    const c = this.#c
+    const list = keyList(keys, M)
+    let n = 0
+    for (const k of list) {
+      if (c.dg !== null) {
+        if (c.dg.delete(mapKey(k, M))) n++
+        continue
+      }
+      c.l1.drop(k)
+      try {
+        if (c.native.delete(k)) n++
+      } catch (e) {
+        throw translate(e, M)
+      }
+    }
+    return n
+  }
+}
+
+module.exports = { Many, keyList, entryList }

@@ -56,6 +56,21 @@ test('values Node.js writes read back in Node.js with their types', () => {
   }
 })
 
+test('setMany and getMany store and read msgpack values, as set and get do', () => {
+  for (const l1Items of [0, 100]) {
+    const c = cache('mp-many', { l1Items })
+    const values = new Map([
+      ['date', new Date(1700000000123)],
+      ['obj', { at: new Date(5), n: 2n ** 60n }],
+      ['n', 7],
+    ])
+    c.setMany(values)
+    assert.deepEqual(c.getMany(values.keys()), values)
+    for (const [k, v] of values) assert.deepEqual(c.get(k), v, k)
+    assert.equal(c.incr('n'), 8)
+  }
+})
+
 test('Node.js writes, Python reads with serializer="msgpack"', () => {
   const c = cache('mp-to-py', { l1Items: 0 })
   c.set('obj', { a: [1, 2.5, 'x'], m: null })

@@ -3,20 +3,21 @@
 //! files), and every call of the JavaScript `Cache` that is not a miss.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::{ArrayBuffer, BigInt, Buffer, Either};
 use napi::{Env, Result};
 use napi_derive::napi;
 use ziggurat_cache::{
-    cluster_joined, duration_text, open_pair, pair_options, size_bytes, size_text, Body, Cache,
-    CacheOptions, Kind, Written,
+    cluster_joined, open_pair, pair_options, size_bytes, size_text, Body, Cache, CacheOptions,
+    Kind, Written,
 };
 
 use crate::codec::pickle_bytes;
 use crate::errors::{closed, invalid, to_napi};
 use crate::front::{forget_reader_of, int_out, keep, read_below, register, Out};
+use crate::stats::{counts, Counts};
 use crate::words::Regions;
 
 /// How a cache is opened: the segment's options and the cache's defaults,
@@ -62,37 +63,6 @@ pub struct OpenOptions {
     pub version: Option<Either<f64, String>>,
 }
 
-/// This process's counters of the cache, for `stats()`.
-#[napi(object)]
-pub struct Counts {
-    /// Reads that went below L1.
-    pub l1_misses: f64,
-    /// Fresh values read from the segment.
-    pub l2_hits: f64,
-    /// Reads of the segment that found nothing usable.
-    pub l2_misses: f64,
-    /// Cached misses read.
-    pub neg_hits: f64,
-    /// Entries this process could not read (another language's pickles).
-    pub foreign: f64,
-    /// Loader calls.
-    pub loads: f64,
-    /// Loader calls that failed.
-    pub load_errors: f64,
-    /// Sleeps on another caller's load.
-    pub waits: f64,
-    /// Leases taken from a dead holder.
-    pub takeovers: f64,
-    /// Failed loads answered with a stale value.
-    pub stale_served: f64,
-    /// Early refreshes started (`refreshAhead`).
-    pub refreshes: f64,
-    /// The segment's own figures (entries, bytes, evictions...), host-wide.
-    pub host: Vec<HostFigure>,
-    /// The same of the cached-miss segment (cached misses and load leases).
-    pub neg_host: Vec<HostFigure>,
-}
-
 /// Why a cache's segments could not be opened (the package then runs the
 /// cache degraded, or throws, as its `degraded` option says).
 #[napi(object)]
@@ -102,15 +72,6 @@ pub struct OpenFailure {
     pub cause: String,
     /// What happened and what to do, naming the file.
     pub reason: String,
-}
-
-/// One figure of the segment.
-#[napi(object)]
-pub struct HostFigure {
-    /// Its name.
-    pub name: String,
-    /// Its value.
-    pub value: f64,
 }
 
 /// A key as JavaScript passes it: a string (its UTF-8, checked for lone
@@ -500,80 +461,10 @@ impl NativeCache {
         self.for_write()?.clear().map_err(to_napi)
     }
 
-    /// Seconds of a duration (a number of seconds, or a string such as
-    /// "5m"), checked as a TTL named `what`.
-    #[napi]
-    pub fn duration(value: Either<f64, String>, what: String) -> Result<f64> {
-        let s = match value {
-            Either::A(seconds) => seconds,
-            Either::B(text) => duration_text(&text, &what).map_err(to_napi)?,
-        };
-        ziggurat_cache::check_ttl(s, &what).map_err(to_napi)
-    }
-
-    /// The message of the error `degraded: 'raise'` throws (the rule every
-    /// front end shares): `call`, then the reason.
-    #[napi]
-    pub fn degraded_refusal(call: String, reason: String) -> String {
-        ziggurat_cache::degraded_refusal(&call, &reason)
-    }
-
-    /// The warning of a cache that runs without its segment (the rule every
-    /// front end shares); `local_ttl` none for 'passthrough', else
-    /// "degradedTtl=<seconds>".
-    #[napi]
-    pub fn degraded_warning(name: String, reason: String, local_ttl: Option<String>) -> String {
-        ziggurat_cache::degraded_warning(&name, &reason, local_ttl.as_deref())
-    }
-
-    /// Checks a key by the Cache's rule (1 to 4096 bytes), for a cache that
-    /// runs without its segment and so reaches no other call that checks it.
-    #[napi]
-    pub fn check_key(key: KeyArg) -> Result<()> {
-        ziggurat_cache::check_key(key_bytes(&key)).map_err(to_napi)
-    }
-
-    /// Bytes of a size string ("256MiB").
-    #[napi]
-    pub fn size(text: String) -> Result<f64> {
-        size_text(&text).map(|n| n as f64).map_err(to_napi)
-    }
-
     /// This process's counters and the segment's figures.
     #[napi]
     pub fn counts(&self) -> Result<Counts> {
-        let c = self.cache()?;
-        let n = c.counts();
-        let f = |x: &ziggurat_cache::Counter| x.get() as f64;
-        let figures = |seg: Option<&ziggurat_core::Segment>| -> Vec<HostFigure> {
-            seg.map(|m| {
-                m.stats()
-                    .into_iter()
-                    .map(|(name, value)| HostFigure {
-                        name: name.to_string(),
-                        value: value as f64,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-        };
-        let host = figures(c.main().map(|m| &**m));
-        let neg_host = figures(c.neg().map(|m| &**m));
-        Ok(Counts {
-            l1_misses: f(&n.l1_misses),
-            l2_hits: f(&n.l2_hits),
-            l2_misses: f(&n.l2_misses),
-            neg_hits: f(&n.neg_hits),
-            foreign: self.foreign.load(Ordering::Relaxed) as f64,
-            loads: f(&n.loads),
-            load_errors: f(&n.load_errors),
-            waits: f(&n.waits),
-            takeovers: f(&n.takeovers),
-            stale_served: f(&n.stale_served),
-            refreshes: f(&n.refreshes),
-            host,
-            neg_host,
-        })
+        Ok(counts(self.cache()?, &self.foreign))
     }
 
     /// Detaches this process (the files stay for the others).

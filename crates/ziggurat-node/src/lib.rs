@@ -7,7 +7,9 @@
 //!
 //! - `cache`: the `NativeCache` class: open by name, reads, writes, counters.
 //! - `miss`: every call into the Cache's miss path (`getOrSet`).
-//! - `rules`: the Cache's argument rules JavaScript asks for (key length, namespaces).
+//! - `rules`: the Cache's argument rules JavaScript asks for (keys, durations, sizes,
+//!   namespaces, the degraded modes' messages).
+//! - `stats`: this process's counters and the segments' figures, for `stats()`.
 //! - `front`: what a read below L1 hands to JavaScript.
 //! - `codec`: the payloads shared with the Python front end.
 //! - `words`: the mapped words as JavaScript array buffers, and the Node-API
@@ -20,10 +22,13 @@ mod errors;
 mod front;
 mod miss;
 mod rules;
+mod stats;
 #[allow(unsafe_code)]
 mod words;
 
 pub use cache::NativeCache;
 pub use front::forget_reader;
-pub use rules::{namespace_parts, MAX_KEY_BYTES};
+pub use rules::{
+    check_key, degraded_refusal, degraded_warning, duration, namespace_parts, size, MAX_KEY_BYTES,
+};
 pub use words::read_input_function;

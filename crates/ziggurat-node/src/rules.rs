@@ -1,9 +1,12 @@
 //! The Cache's argument rules that JavaScript asks for, so that the package
 //! keeps no copy of a rule written in ziggurat-cache.
 
+use napi::bindgen_prelude::Either;
 use napi::Result;
 use napi_derive::napi;
+use ziggurat_cache::{duration_text, size_text};
 
+use crate::cache::{key_bytes, KeyArg};
 use crate::errors::to_napi;
 
 /// The longest key, in bytes (a text key's UTF-8); the shortest is 1. The
@@ -18,4 +21,43 @@ pub const MAX_KEY_BYTES: u32 = ziggurat_cache::MAX_KEY as u32;
 pub fn namespace_parts(name: String) -> Result<Vec<String>> {
     let ns = ziggurat_cache::Namespace::new(&name).map_err(to_napi)?;
     Ok(vec![ns.key_prefix, ns.tag])
+}
+
+/// Seconds of a duration (a number of seconds, or a string such as
+/// "5m"), checked as a TTL named `what`.
+#[napi]
+pub fn duration(value: Either<f64, String>, what: String) -> Result<f64> {
+    let s = match value {
+        Either::A(seconds) => seconds,
+        Either::B(text) => duration_text(&text, &what).map_err(to_napi)?,
+    };
+    ziggurat_cache::check_ttl(s, &what).map_err(to_napi)
+}
+
+/// The message of the error `degraded: 'raise'` throws (the rule every
+/// front end shares): `call`, then the reason.
+#[napi]
+pub fn degraded_refusal(call: String, reason: String) -> String {
+    ziggurat_cache::degraded_refusal(&call, &reason)
+}
+
+/// The warning of a cache that runs without its segment (the rule every
+/// front end shares); `local_ttl` none for 'passthrough', else
+/// "degradedTtl=<seconds>".
+#[napi]
+pub fn degraded_warning(name: String, reason: String, local_ttl: Option<String>) -> String {
+    ziggurat_cache::degraded_warning(&name, &reason, local_ttl.as_deref())
+}
+
+/// Checks a key by the Cache's rule (1 to 4096 bytes), for a cache that
+/// runs without its segment and so reaches no other call that checks it.
+#[napi]
+pub fn check_key(key: KeyArg) -> Result<()> {
+    ziggurat_cache::check_key(key_bytes(&key)).map_err(to_napi)
+}
+
+/// Bytes of a size string ("256MiB").
+#[napi]
+pub fn size(text: String) -> Result<f64> {
+    size_text(&text).map(|n| n as f64).map_err(to_napi)
 }
