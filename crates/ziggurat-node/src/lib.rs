@@ -7,7 +7,8 @@
 //!
 //! - `cache`: the `NativeCache` class: open by name, reads, writes, counters.
 //! - `miss`: every call into the Cache's miss path (`getOrSet`).
-//! - `rules`: the Cache's argument rules JavaScript asks for (key length, namespaces).
+//! - `rules`: the Cache's argument rules JavaScript asks for (key length, namespaces)
+//!   and the metric families of `metrics.cjs`.
 //! - `front`: what a read below L1 hands to JavaScript.
 //! - `codec`: the payloads shared with the Python front end.
 //! - `words`: the mapped words as JavaScript array buffers (the only `unsafe`).
@@ -24,4 +25,4 @@ mod words;
 
 pub use cache::NativeCache;
 pub use front::{forget_reader, read_input};
-pub use rules::{namespace_parts, MAX_KEY_BYTES};
+pub use rules::{metric_families, namespace_parts, MetricFamily, MAX_KEY_BYTES};
