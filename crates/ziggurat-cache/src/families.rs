@@ -25,7 +25,7 @@
 //! ```
 
 /// Which figures a family reports (see the module documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Group {
     /// The cache as a whole.
     Cache,
