@@ -4,59 +4,47 @@
 // worker reads for the whole host, and this process's own counters (`pid` label).
 
 const { Cache } = require('./cache.cjs')
+const native = require('./lib/native.cjs')
 
 const HOST = ['cache', 'tier']
 const PROC = ['cache', 'pid', 'tier']
 const BARE = ['cache', 'pid']
 
-// [stats key of a segment, name, kind, help]: the segment figures, tier l2 (entries)
-// and negative_l2 (cached misses and load leases).
-const HOST_SPECS = [
-  ['hits', 'ziggurat_hits_total', 'counter', 'Segment lookups by every process of the host that found a live record'],
-  ['misses', 'ziggurat_misses_total', 'counter', 'Segment lookups by every process of the host that found no live record'],
-  ['sets', 'ziggurat_sets_total', 'counter', 'Records written to the segment by every process of the host'],
-  ['deletes', 'ziggurat_deletes_total', 'counter', 'Deletes that removed a live record, by every process of the host'],
-  ['evictions', 'ziggurat_evictions_total', 'counter', 'Records removed to make room (index evictions included)'],
-  ['expirations', 'ziggurat_expirations_total', 'counter', 'Expired records reclaimed'],
-  ['promotions', 'ziggurat_promotions_total', 'counter', 'Records moved from the small (probation) ring to the main ring'],
-  ['reinsertions', 'ziggurat_reinsertions_total', 'counter', 'Main-ring records read since their last pass, kept for another'],
-  ['ghost_hits', 'ziggurat_ghost_hits_total', 'counter', 'Records written straight to the main ring because their key was recently evicted'],
-  ['index_evictions', 'ziggurat_index_evictions_total', 'counter', 'Records dropped because their index bucket was full'],
-  ['lock_repairs', 'ziggurat_lock_repairs_total', 'counter', 'Shard locks recovered from a writer that died holding them'],
-  ['lock_timeouts', 'ziggurat_lock_timeouts_total', 'counter', 'Writes refused with LockTimeout'],
-  ['shard_resets', 'ziggurat_shard_resets_total', 'counter', 'Shards emptied because they were found damaged'],
-  ['tag_invalidations', 'ziggurat_tag_invalidations_total', 'counter', 'Tag versions raised (invalidateTags, Namespace.clear)'],
-  ['clears', 'ziggurat_clears_total', 'counter', 'clear() calls'],
-  ['entries', 'ziggurat_entries', 'gauge', 'Records the index points at now (expired ones until reclaimed)'],
-  ['bytes_used', 'ziggurat_memory_used_bytes', 'gauge', 'Bytes of the rings holding records, reclaimable ones included'],
-  ['bytes_capacity', 'ziggurat_memory_capacity_bytes', 'gauge', 'Bytes of the rings: what records can occupy'],
-  ['file_size', 'ziggurat_file_size_bytes', 'gauge', "The segment file's size"],
-  ['max_value_size', 'ziggurat_max_value_size_bytes', 'gauge', 'The largest value the segment stores (the serialized value plus 13 bytes)'],
-  ['shards', 'ziggurat_shards', 'gauge', 'Shards of the segment, each with its own writer lock'],
-  ['index_slots', 'ziggurat_index_slots', 'gauge', "Slots of the segment's index, all shards"],
-]
+// The families both front ends report ({ group, key, prom, kind, help, ... }), from the
+// engine's table so that the names and help are Python's; the labels and where each value
+// comes from are this package's.
+const FAMILIES = native.metricFamilies()
+const of = (group) => FAMILIES.filter((f) => f.group === group)
+// The segment figures: `key` is a segment's stats key, tier l2 (entries) and negative_l2
+// (cached misses and load leases).
+const HOST_FAMILIES = of('host')
 
-// [name, kind, labels, help, (stats, pid) => [[labels, value], ...]]: this process's own.
-const PROC_SPECS = [
-  ['ziggurat_process_hits_total', 'counter', PROC, 'Lookups this process answered, by tier', (s, at) => [
+// By process family key: [labels, (stats, at) => [[labels, value], ...]].
+const PROC_PICKS = {
+  hits: [PROC, (s, at) => [
     [at('l1'), s.l1.hits],
     [at('l2'), s.l2.hits],
     [at('negative_l2'), s.negHits],
   ]],
-  ['ziggurat_process_misses_total', 'counter', PROC, "Lookups this process's tier did not answer", (s, at) => [
+  misses: [PROC, (s, at) => [
     [at('l1'), s.l1.misses],
     [at('l2'), s.l2.misses],
   ]],
-  ['ziggurat_process_entries', 'gauge', PROC, "Entries held in this process's L1", (s, at) => [[at('l1'), s.l1.items]]],
-  ['ziggurat_process_decode_errors_total', 'counter', BARE, 'Values this process could not decode (each a miss)', (s, at) => [
-    [at(), s.decodeErrors + s.foreign],
-  ]],
-  ['ziggurat_process_loader_calls_total', 'counter', BARE, 'Loader calls in this process, failed ones included', (s, at) => [[at(), s.loads]]],
-  ['ziggurat_process_loader_errors_total', 'counter', BARE, 'Loader calls that raised', (s, at) => [[at(), s.loadErrors]]],
-  ['ziggurat_process_loader_stale_served_total', 'counter', BARE, 'Failed loads answered with a stale value', (s, at) => [[at(), s.staleServed]]],
-  ['ziggurat_process_loader_waits_total', 'counter', BARE, "Sleeps on another caller's load", (s, at) => [[at(), s.waits]]],
-  ['ziggurat_process_loader_takeovers_total', 'counter', BARE, 'Load leases taken over from a dead process', (s, at) => [[at(), s.takeovers]]],
-]
+  entries: [PROC, (s, at) => [[at('l1'), s.l1.items]]],
+  decode_errors: [BARE, (s, at) => [[at(), s.decodeErrors + s.foreign]]],
+  loader_calls: [BARE, (s, at) => [[at(), s.loads]]],
+  loader_errors: [BARE, (s, at) => [[at(), s.loadErrors]]],
+  loader_stale_served: [BARE, (s, at) => [[at(), s.staleServed]]],
+  loader_waits: [BARE, (s, at) => [[at(), s.waits]]],
+  loader_takeovers: [BARE, (s, at) => [[at(), s.takeovers]]],
+}
+const PROC_FAMILIES = of('process').map((f) => {
+  // Every family of the table is one both front ends report: a new one needs its pick here.
+  if (!PROC_PICKS[f.key]) throw new Error(`ziggurat metrics: no stats() figure for ${f.prom}`)
+  const [labels, pick] = PROC_PICKS[f.key]
+  return { ...f, labels, pick }
+})
+const CACHE_LABELS = { up: ['cache'], degraded: ['cache', 'cause'] }
 
 const warned = new Set()
 
@@ -80,14 +68,14 @@ function rows(cache) {
   ]
   for (const [tier, seg] of [['l2', s.host], ['negative_l2', s.negHost]]) {
     if (Object.keys(seg).length === 0) continue // degraded: no segment, no host-wide figures
-    for (const [key, metric] of HOST_SPECS) {
-      if (seg[key] !== undefined) out.push([metric, { cache: name, tier }, seg[key]])
+    for (const { key, prom } of HOST_FAMILIES) {
+      if (seg[key] !== undefined) out.push([prom, { cache: name, tier }, seg[key]])
     }
   }
   const pid = String(process.pid)
   const at = (tier) => (tier === undefined ? { cache: name, pid } : { cache: name, pid, tier })
-  for (const [metric, , , , pick] of PROC_SPECS) {
-    for (const [labels, value] of pick(s, at)) out.push([metric, labels, value])
+  for (const { prom, pick } of PROC_FAMILIES) {
+    for (const [labels, value] of pick(s, at)) out.push([prom, labels, value])
   }
   return out
 }
@@ -155,10 +143,9 @@ function collectMetrics(caches, options) {
     return scrape
   }
   const specs = [
-    ['ziggurat_up', 'gauge', ['cache'], '1 when the cache is open and its counters were read, 0 when closed or unreadable'],
-    ['ziggurat_degraded', 'gauge', ['cache', 'cause'], '1 when the answering process runs the cache without its shared segment'],
-    ...HOST_SPECS.map(([, metric, kind, help]) => [metric, kind, HOST, help]),
-    ...PROC_SPECS.map(([metric, kind, labels, help]) => [metric, kind, labels, help]),
+    ...of('cache').map(({ key, prom, kind, help }) => [prom, kind, CACHE_LABELS[key], help]),
+    ...HOST_FAMILIES.map(({ prom, kind, help }) => [prom, kind, HOST, help]),
+    ...PROC_FAMILIES.map(({ prom, kind, labels, help }) => [prom, kind, labels, help]),
   ]
   const metrics = specs.map(([name, kind, labelNames, help]) => {
     const Kind = kind === 'counter' ? prom.Counter : prom.Gauge

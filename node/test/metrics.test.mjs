@@ -66,6 +66,43 @@ test("the metrics are Python's: every name and its labels", async () => {
   cache.close()
 })
 
+/** Each family of `text` (Prometheus' text format) by name: its HELP text. */
+function helps(text) {
+  const out = new Map()
+  for (const [, name, help] of text.matchAll(/^# HELP ([a-z_]+) (.*)$/gm)) out.set(name, help)
+  return out
+}
+
+test('both front ends expose the same host families, under the same help', async () => {
+  const cache = open('metrics-help')
+  const registry = new Registry()
+  collectMetrics([cache], { registry })
+  const text = await registry.metrics()
+  const py = open('metrics-help-py')
+  py.close()
+  const pyText = execFileSync(
+    python(),
+    [
+      '-c',
+      'import sys; from prometheus_client import CollectorRegistry, generate_latest; from ziggurat import Cache; from ziggurat.metrics import register\n' +
+        'c = Cache(sys.argv[1], size="8MiB"); r = CollectorRegistry(); register(c, registry=r); print(generate_latest(r).decode()); c.close()',
+      py.name,
+    ],
+    { encoding: 'utf8' },
+  )
+  // The host families are the ones with a tier and no pid, in each front end's own output.
+  const host = (t) => new Set(samples(t).filter(([, l]) => 'tier' in l && !('pid' in l)).map(([n]) => n))
+  const nodeHost = host(text)
+  assert.ok(nodeHost.size >= 20, [...nodeHost].join(' '))
+  assert.deepEqual([...nodeHost].sort(), [...host(pyText)].sort())
+  const nodeHelp = helps(text)
+  const pyHelp = helps(pyText)
+  for (const name of nodeHost) assert.equal(nodeHelp.get(name), pyHelp.get(name), name)
+  // Every other family Node.js reports is Python's too, with the same help.
+  for (const [name, help] of nodeHelp) assert.equal(help, pyHelp.get(name), name)
+  cache.close()
+})
+
 test('host-wide figures count every process’s writes; process figures carry the pid', async () => {
   const cache = open('metrics-host')
   const registry = new Registry()

@@ -151,6 +151,10 @@ def namespace_parts(name: str) -> tuple[str, str]:
 def check_segment_name(name: str) -> None:
     """Raises a ValueError unless ``name`` may name a segment (the engine's rule)."""
 
+def metric_families() -> list[dict[str, str]]:
+    """The metric families both front ends report: ``group`` ("cache", "host" or
+    "process"), ``key``, ``prom``, ``otel``, ``kind``, ``unit`` and ``help`` of each."""
+
 def install_quick(cls: type[Cache], names: list[str]) -> None: ...
 
 MAX_KEY: int

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ziggurat import _native
 from ziggurat.cache import Cache
 
 __all__ = ["SPECS", "Caches", "Row", "Spec", "rows"]
@@ -40,114 +41,33 @@ class Spec:
 _HOST = ("cache", "tier")
 _PROC = ("cache", "pid", "tier")
 _PROC_NO_TIER = ("cache", "pid")
-_BATCHED = "; each process adds its own every 1024 lookups and when it reads stats() (a scrape)"
 
-# The segment counters: stats()["host"][tier][key], tier "l2" (entries) or "negative_l2"
-# (cached misses and load leases).
-_HOST_SPECS: tuple[tuple[str, Spec], ...] = (
-    ("hits", Spec(
-        "ziggurat_hits_total", "ziggurat.hits", "counter", "{lookup}", _HOST,
-        "Segment lookups by every process of the host that found a live record" + _BATCHED,
-    )),
-    ("misses", Spec(
-        "ziggurat_misses_total", "ziggurat.misses", "counter", "{lookup}", _HOST,
-        "Segment lookups by every process of the host that found no live record" + _BATCHED,
-    )),
-    ("sets", Spec(
-        "ziggurat_sets_total", "ziggurat.sets", "counter", "{record}", _HOST,
-        "Records written to the segment by every process of the host",
-    )),
-    ("deletes", Spec(
-        "ziggurat_deletes_total", "ziggurat.deletes", "counter", "{record}", _HOST,
-        "Deletes that removed a live record, by every process of the host",
-    )),
-    ("evictions", Spec(
-        "ziggurat_evictions_total", "ziggurat.evictions", "counter", "{record}", _HOST,
-        "Records removed to make room (index evictions included)",
-    )),
-    ("expirations", Spec(
-        "ziggurat_expirations_total", "ziggurat.expirations", "counter", "{record}", _HOST,
-        "Expired records reclaimed",
-    )),
-    ("promotions", Spec(
-        "ziggurat_promotions_total", "ziggurat.promotions", "counter", "{record}", _HOST,
-        "Records moved from the small (probation) ring to the main ring",
-    )),
-    ("reinsertions", Spec(
-        "ziggurat_reinsertions_total", "ziggurat.reinsertions", "counter", "{record}", _HOST,
-        "Main-ring records read since their last pass, kept for another",
-    )),
-    ("ghost_hits", Spec(
-        "ziggurat_ghost_hits_total", "ziggurat.ghost_hits", "counter", "{record}", _HOST,
-        "Records written straight to the main ring because their key was recently evicted",
-    )),
-    ("index_evictions", Spec(
-        "ziggurat_index_evictions_total", "ziggurat.index_evictions", "counter", "{record}",
-        _HOST, "Records dropped because their index bucket was full",
-    )),
-    ("lock_repairs", Spec(
-        "ziggurat_lock_repairs_total", "ziggurat.lock_repairs", "counter", "{repair}", _HOST,
-        "Shard locks recovered from a writer that died holding them",
-    )),
-    ("lock_timeouts", Spec(
-        "ziggurat_lock_timeouts_total", "ziggurat.lock_timeouts", "counter", "{write}", _HOST,
-        "Writes refused with LockTimeout",
-    )),
-    ("shard_resets", Spec(
-        "ziggurat_shard_resets_total", "ziggurat.shard_resets", "counter", "{reset}", _HOST,
-        "Shards emptied because they were found damaged",
-    )),
-    ("tag_invalidations", Spec(
-        "ziggurat_tag_invalidations_total", "ziggurat.tag_invalidations", "counter",
-        "{invalidation}", _HOST, "Tag versions raised (invalidate_tags, Namespace.clear)",
-    )),
-    ("clears", Spec(
-        "ziggurat_clears_total", "ziggurat.clears", "counter", "{clear}", _HOST,
-        "clear() calls",
-    )),
-    ("entries", Spec(
-        "ziggurat_entries", "ziggurat.entries", "gauge", "{record}", _HOST,
-        "Records the index points at now (expired ones until reclaimed)",
-    )),
-    ("bytes_used", Spec(
-        "ziggurat_memory_used_bytes", "ziggurat.memory.used", "gauge", "By", _HOST,
-        "Bytes of the rings holding records, reclaimable ones included",
-    )),
-    ("bytes_capacity", Spec(
-        "ziggurat_memory_capacity_bytes", "ziggurat.memory.capacity", "gauge", "By", _HOST,
-        "Bytes of the rings: what records can occupy",
-    )),
-    ("file_size", Spec(
-        "ziggurat_file_size_bytes", "ziggurat.file.size", "gauge", "By", _HOST,
-        "The segment file's size",
-    )),
-    ("max_value_size", Spec(
-        "ziggurat_max_value_size_bytes", "ziggurat.max_value.size", "gauge", "By", _HOST,
-        "The largest value the segment stores (the serialized value plus 13 bytes)",
-    )),
-    ("shards", Spec(
-        "ziggurat_shards", "ziggurat.shards", "gauge", "{shard}", _HOST,
-        "Shards of the segment, each with its own writer lock",
-    )),
-    ("index_slots", Spec(
-        "ziggurat_index_slots", "ziggurat.index.slots", "gauge", "{slot}", _HOST,
-        "Slots of the segment's index, all shards",
-    )),
-)  # fmt: skip
+# The families both front ends report come from the engine's table, so that the
+# Node.js package publishes the same names and help; only the labels are Python's.
+_TABLE = {(f["group"], f["key"]): f for f in _native.metric_families()}
+
+
+def _spec(group: str, key: str, labels: tuple[str, ...]) -> Spec:
+    f = _TABLE[group, key]
+    return Spec(f["prom"], f["otel"], f["kind"], f["unit"], labels, f["help"])
 
 
 def _proc(name: str, kind: str, unit: str, labels: tuple[str, ...], help: str) -> Spec:
+    """A per-process family only Python reports."""
     suffix = "_total" if kind == "counter" else ""
     return Spec(
         f"ziggurat_process_{name}{suffix}", f"ziggurat.process.{name}", kind, unit, labels, help
     )
 
 
-_P_HITS = _proc("hits", "counter", "{lookup}", _PROC, "Lookups this process answered, by tier")
-_P_MISSES = _proc(
-    "misses", "counter", "{lookup}", _PROC, "Lookups this process's tier did not answer"
+# The segment figures: stats()["host"][tier][key], tier "l2" (entries) or "negative_l2"
+# (cached misses and load leases).
+_HOST_SPECS: tuple[tuple[str, Spec], ...] = tuple(
+    (key, _spec(group, key, _HOST)) for group, key in _TABLE if group == "host"
 )
-_P_ENTRIES = _proc("entries", "gauge", "{entry}", _PROC, "Entries held in this process's L1")
+_P_HITS = _spec("process", "hits", _PROC)
+_P_MISSES = _spec("process", "misses", _PROC)
+_P_ENTRIES = _spec("process", "entries", _PROC)
 _P_EVICTIONS = _proc(
     "evictions", "counter", "{entry}", _PROC, "L1 entries dropped to stay within l1_items"
 )
@@ -158,38 +78,39 @@ _P_STALE_READS = _proc(
     "stale_reads", "counter", "{read}", _PROC, "Expired values read by fetch as a fallback"
 )
 # (key in stats()["process"]["l2"], spec)
-_P_L2_ERRORS: tuple[tuple[str, Spec], ...] = tuple(
-    (key, _proc(key, "counter", unit, _PROC_NO_TIER, help))
-    for key, unit, help in (
-        ("decode_errors", "{value}", "Values this process could not decode (each a miss)"),
-        ("write_errors", "{write}", "Writes the segment refused, store_failures included"),
-        ("store_failures", "{value}", "Values loaded by fetch that could not be stored"),
-    )
+_P_L2_ERRORS: tuple[tuple[str, Spec], ...] = (
+    ("decode_errors", _spec("process", "decode_errors", _PROC_NO_TIER)),
+    *(
+        (key, _proc(key, "counter", unit, _PROC_NO_TIER, help))
+        for key, unit, help in (
+            ("write_errors", "{write}", "Writes the segment refused, store_failures included"),
+            ("store_failures", "{value}", "Values loaded by fetch that could not be stored"),
+        )
+    ),
 )
 # (key in stats()["process"]["loader"], spec)
-_P_LOADER: tuple[tuple[str, Spec], ...] = tuple(
-    (key, _proc("loader_" + key, "counter", unit, _PROC_NO_TIER, help))
-    for key, unit, help in (
-        ("calls", "{call}", "Loader calls in this process, failed ones included"),
-        ("errors", "{call}", "Loader calls that raised"),
-        ("stale_served", "{call}", "Failed loads answered with a stale value"),
-        ("waits", "{wait}", "Sleeps on another caller's load"),
-        ("takeovers", "{lease}", "Load leases taken over from a dead process"),
-        ("refreshes", "{load}", "Background reloads started by refresh_ahead"),
-    )
+_P_LOADER: tuple[tuple[str, Spec], ...] = (
+    *(
+        (key, _spec("process", "loader_" + key, _PROC_NO_TIER))
+        for key in ("calls", "errors", "stale_served", "waits", "takeovers")
+    ),
+    (
+        "refreshes",
+        _proc(
+            "loader_refreshes",
+            "counter",
+            "{load}",
+            _PROC_NO_TIER,
+            "Background reloads started by refresh_ahead",
+        ),
+    ),
 )
 _P_LOADER_SECONDS = _proc(
     "loader_seconds", "counter", "s", _PROC_NO_TIER, "Time spent in loader calls"
 )
 _P_LOADER_MAX = _proc("loader_max_seconds", "gauge", "s", _PROC_NO_TIER, "The longest loader call")
-_UP = Spec(
-    "ziggurat_up", "ziggurat.up", "gauge", "1", ("cache",),
-    "1 when the cache is open and its counters were read, 0 when closed or unreadable",
-)  # fmt: skip
-_DEGRADED = Spec(
-    "ziggurat_degraded", "ziggurat.degraded", "gauge", "1", ("cache", "cause"),
-    "1 when the answering process runs the cache without its shared segment",
-)  # fmt: skip
+_UP = _spec("cache", "up", ("cache",))
+_DEGRADED = _spec("cache", "degraded", ("cache", "cause"))
 
 SPECS: tuple[Spec, ...] = (
     _UP,

@@ -81,6 +81,7 @@ mod duration;
 mod entry;
 mod envelope;
 mod error;
+mod families;
 mod flight;
 mod front;
 mod handle;
@@ -115,6 +116,7 @@ pub use envelope::{
     format_by, format_of, Format, JsonText, MAX_DEPTH, PICKLE_PROTO, PICKLE_PROTOCOL,
 };
 pub use error::Error;
+pub use families::{Family, Group, MetricKind, FAMILIES};
 pub use flight::{process_alive, snapshot, Claim, Flight, FlightKey, Next};
 pub use front::{Front, Read};
 pub use handle::{Handle, HugePolicy, HugeStatus, OpenArgs, Record, WriteOp, HANDLE_SIZE};

@@ -1,5 +1,6 @@
-//! The Cache's argument rules that JavaScript asks for, so that the package
-//! keeps no copy of a rule written in ziggurat-cache.
+//! The Cache's argument rules that JavaScript asks for, and the metric
+//! families it reports, so that the package keeps no copy of a rule or a
+//! table written in ziggurat-cache.
 
 use napi::bindgen_prelude::Either;
 use napi::Result;
@@ -60,4 +61,41 @@ pub fn check_key(key: KeyArg) -> Result<()> {
 #[napi]
 pub fn size(text: String) -> Result<f64> {
     size_text(&text).map(|n| n as f64).map_err(to_napi)
+}
+
+/// One metric family both front ends report (the same table as Python's).
+#[napi(object)]
+pub struct MetricFamily {
+    /// `cache`, `host` (a segment's figure: `key` is its stats key) or
+    /// `process` (this process's own: `key` is the name after `ziggurat_process_`).
+    pub group: String,
+    /// Where its value comes from: see `group`.
+    pub key: String,
+    /// The Prometheus name.
+    pub prom: String,
+    /// The OpenTelemetry instrument's name.
+    pub otel: String,
+    /// `counter` or `gauge`.
+    pub kind: String,
+    /// The OpenTelemetry unit.
+    pub unit: String,
+    /// What it counts, in words true of every front end.
+    pub help: String,
+}
+
+/// The metric families both front ends report, cache, then host, then process.
+#[napi]
+pub fn metric_families() -> Vec<MetricFamily> {
+    ziggurat_cache::FAMILIES
+        .iter()
+        .map(|f| MetricFamily {
+            group: f.group.name().to_string(),
+            key: f.key.to_string(),
+            prom: f.prom.to_string(),
+            otel: f.otel.to_string(),
+            kind: f.kind.name().to_string(),
+            unit: f.unit.to_string(),
+            help: f.help.to_string(),
+        })
+        .collect()
 }

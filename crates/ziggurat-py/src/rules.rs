@@ -1,7 +1,7 @@
 //! The argument rules of `ziggurat-cache` for the checks written in Python
 //! (the options object, the methods of the degraded and clustered modes, the
-//! CLI): each rule stays in Rust, and Python only adds its type checks and
-//! the public method's name.
+//! CLI), and the metric families it reports: each rule stays in Rust, and
+//! Python only adds its type checks and the public method's name.
 
 use pyo3::prelude::*;
 
@@ -123,4 +123,30 @@ pub fn check_segment_name(name: &str) -> PyResult<()> {
 pub fn namespace_parts(name: &str) -> PyResult<(String, String)> {
     let ns = ziggurat_cache::Namespace::new(name).map_err(convert::cache_err)?;
     Ok((ns.key_prefix, ns.tag))
+}
+
+/// The metric families both front ends report (`ziggurat_cache::FAMILIES`),
+/// each a dict of `group` ("cache", "host" or "process"), `key`, `prom`,
+/// `otel`, `kind` ("counter" or "gauge"), `unit` and `help`.
+///
+/// ```python
+/// >>> [f["prom"] for f in metric_families() if f["key"] == "sets"]
+/// ['ziggurat_sets_total']
+/// ```
+#[pyfunction]
+pub fn metric_families() -> Vec<std::collections::HashMap<&'static str, &'static str>> {
+    ziggurat_cache::FAMILIES
+        .iter()
+        .map(|f| {
+            std::collections::HashMap::from([
+                ("group", f.group.name()),
+                ("key", f.key),
+                ("prom", f.prom),
+                ("otel", f.otel),
+                ("kind", f.kind.name()),
+                ("unit", f.unit),
+                ("help", f.help),
+            ])
+        })
+        .collect()
 }
