@@ -37,6 +37,7 @@ const PROC_PICKS = {
   loader_stale_served: [BARE, (s, at) => [[at(), s.staleServed]]],
   loader_waits: [BARE, (s, at) => [[at(), s.waits]]],
   loader_takeovers: [BARE, (s, at) => [[at(), s.takeovers]]],
+  loader_refreshes: [BARE, (s, at) => [[at(), s.refreshes]]],
 }
 const PROC_FAMILIES = of('process').map((f) => {
   // Every family of the table is one both front ends report: a new one needs its pick here.

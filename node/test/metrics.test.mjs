@@ -126,6 +126,7 @@ test('host-wide figures count every process’s writes; process figures carry th
   assert.equal(value(all, 'ziggurat_process_hits_total', { cache: c, pid, tier: 'l1' }), 1)
   assert.equal(value(all, 'ziggurat_process_misses_total', { cache: c, pid, tier: 'l2' }), 2)
   assert.equal(value(all, 'ziggurat_process_loader_calls_total', { cache: c, pid }), 1)
+  assert.equal(value(all, 'ziggurat_process_loader_refreshes_total', { cache: c, pid }), 0)
   assert.equal(value(all, 'ziggurat_process_entries', { cache: c, pid, tier: 'l1' }), 2)
   cache.close()
   const closed = samples(await registry.metrics())

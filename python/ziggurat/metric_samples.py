@@ -92,17 +92,7 @@ _P_L2_ERRORS: tuple[tuple[str, Spec], ...] = (
 _P_LOADER: tuple[tuple[str, Spec], ...] = (
     *(
         (key, _spec("process", "loader_" + key, _PROC_NO_TIER))
-        for key in ("calls", "errors", "stale_served", "waits", "takeovers")
-    ),
-    (
-        "refreshes",
-        _proc(
-            "loader_refreshes",
-            "counter",
-            "{load}",
-            _PROC_NO_TIER,
-            "Background reloads started by refresh_ahead",
-        ),
+        for key in ("calls", "errors", "stale_served", "waits", "takeovers", "refreshes")
     ),
 )
 _P_LOADER_SECONDS = _proc(

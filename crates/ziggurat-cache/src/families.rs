@@ -14,8 +14,8 @@
 //!   count; [`Family::key`] is the family's name after `ziggurat_process_`.
 //!
 //! The per-process families only one front end counts stay with it: Python's
-//! L1 evictions and stale drops, stale reads, write errors, store failures,
-//! loader refreshes and loader seconds (`ziggurat.metric_samples`).
+//! L1 evictions and stale drops, stale reads, write errors, store failures
+//! and loader seconds (`ziggurat.metric_samples`).
 //!
 //! ```
 //! use ziggurat_cache::{Group, MetricKind, FAMILIES};
@@ -195,6 +195,9 @@ pub const FAMILIES: &[Family] = &[
     family(Process, "loader_takeovers", "ziggurat_process_loader_takeovers_total",
         "ziggurat.process.loader_takeovers", Counter, "{lease}",
         "Load leases taken over from a dead process"),
+    family(Process, "loader_refreshes", "ziggurat_process_loader_refreshes_total",
+        "ziggurat.process.loader_refreshes", Counter, "{load}",
+        "Background reloads started by early refresh (refresh-ahead)"),
 ];
 
 #[cfg(test)]
