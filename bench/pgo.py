@@ -212,7 +212,7 @@ def rounds(a: Any, b: Any) -> None:
         for i, k in enumerate(keys[:500]):
             b.set(k, record(-i))  # a's L1 copies go stale: a reads L2 again
             a.get(k)
-        for i in range(1500):
+        for i in range(3000):
             k = f"page:{r}:{i}"
             a.get(k, None)
             a.fetch(k, lambda i=i: record(i))
