@@ -113,7 +113,7 @@ export interface IncrOptions {
 }
 
 /** The entries of setMany: a Map, a plain object, or an iterable of [key, value] pairs. */
-export type Entries = Map<Key, Value> | Record<string, Value> | Iterable<readonly [Key, Value]>
+export type Entries<V = Value> = Map<Key, V> | Record<string, V> | Iterable<readonly [Key, V]>
 
 export interface MemoizeOptions<A extends unknown[]> {
   /** The keys' prefix (default: the function's name; an anonymous function needs one). */
@@ -182,17 +182,11 @@ export interface Stats {
   negHost: Record<string, number>
 }
 
-/** A cache shared by every process of the host (Node.js or Python) that opens the same name. */
-export declare class Cache<S extends Serializer = 'auto'> {
-  constructor(name: string, options?: CacheOptions<S>)
-  /** The cache's name. */
-  readonly name: string
-  /** Whether the cache runs without its shared segment. */
-  readonly degraded: boolean
-  /** Why the segment cannot be used (naming the file and the remedy), or null. */
-  readonly degradedReason: string | null
-  /** The same as a short name (missing_directory, not_writable, no_space, ...), or null. */
-  readonly degradedCause: string | null
+/**
+ * The methods of a cache's keys, which a `Cache` and each of its `Namespace`s have (a
+ * namespace's keys are the cache's keys under `prefix + ':'`).
+ */
+export interface Keys<S extends Serializer = 'auto'> {
   /** The value of `key` (this process's L1, else the host's segment), or undefined. */
   get<T = ValueOf<S>>(key: Key): T | undefined
   /** Whether `key` holds a value. */
@@ -203,32 +197,46 @@ export declare class Cache<S extends Serializer = 'auto'> {
   add(key: Key, value: ValueOf<S>, options?: SetOptions): boolean
   /** Adds `delta` to the counter under `key` for every process of the host; the result. */
   incr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
+  /** Takes `delta` (default 1) off the counter under `key` for every process of the host; the result. */
+  decr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
   /** Gives the value under `key` a new TTL from now; whether it held one. */
   touch(key: Key, options?: { ttl?: Duration }): boolean
   /** Removes `key`'s value; whether there was one. */
   delete(key: Key): boolean
-  /** Voids every entry carrying any of the tags. */
-  invalidateTags(...tags: string[] | [string[]]): void
-  /** Empties the cache for every process of the host. */
-  clear(): void
   /** The value of `key`, loading it once per key per host on a miss. */
   getOrSet<T extends ValueOf<S> = ValueOf<S>>(key: Key, loader: Loader<T>, options?: GetOrSetOptions): Promise<T | undefined>
-  /** Keys under `prefix + ':'`, cleared together. */
-  namespace(prefix: string): Namespace<S>
-  // -- Many keys at once, decr, memoize (Python's get_many, set_many, delete_many, decr, cached)
+  // -- Many keys at once, memoize (Python's get_many, set_many, delete_many, cached)
   /** The values of the keys that are present, by key as given; absent keys are left out. */
-  getMany<T = Value>(keys: Iterable<Key>): Map<Key, T>
+  getMany<T = ValueOf<S>>(keys: Iterable<Key>): Map<Key, T>
   /** Stores every entry; bad input anywhere writes nothing. */
-  setMany(entries: Entries, options?: SetOptions): void
+  setMany(entries: Entries<ValueOf<S>>, options?: SetOptions): void
   /** Removes every key for every process; how many held a value. */
   deleteMany(keys: Iterable<Key>): number
-  /** Takes `delta` (default 1) off the counter under `key` for every process of the host; the result. */
-  decr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
   /** `fn` with its results cached, keyed by its name and arguments (Python's `cached`). */
-  memoize<A extends unknown[], R extends Value>(
+  memoize<A extends unknown[], R extends ValueOf<S>>(
     fn: (...args: A) => R | undefined | null | Promise<R | undefined | null>,
     options?: MemoizeOptions<A>,
   ): Memoized<A, R>
+  /** Empties the cache (a namespace: voids its entries), for every process of the host. */
+  clear(): void
+}
+
+/** A cache shared by every process of the host (Node.js or Python) that opens the same name. */
+export interface Cache<S extends Serializer = 'auto'> extends Keys<S> {}
+export declare class Cache<S extends Serializer = 'auto'> {
+  constructor(name: string, options?: CacheOptions<S>)
+  /** The cache's name. */
+  readonly name: string
+  /** Whether the cache runs without its shared segment. */
+  readonly degraded: boolean
+  /** Why the segment cannot be used (naming the file and the remedy), or null. */
+  readonly degradedReason: string | null
+  /** The same as a short name (missing_directory, not_writable, no_space, ...), or null. */
+  readonly degradedCause: string | null
+  /** Voids every entry carrying any of the tags. */
+  invalidateTags(...tags: string[] | [string[]]): void
+  /** Keys under `prefix + ':'`, cleared together. */
+  namespace(prefix: string): Namespace<S>
   /** This process's counters and the host segment's figures. */
   stats(): Stats
   /** Detaches this process; every later call throws. */
@@ -238,32 +246,10 @@ export declare class Cache<S extends Serializer = 'auto'> {
 }
 
 /** Keys under a prefix of one cache, cleared together. */
+export interface Namespace<S extends Serializer = 'auto'> extends Keys<S> {}
 export declare class Namespace<S extends Serializer = 'auto'> {
+  /** The namespace's name. */
   readonly prefix: string
-  get<T = ValueOf<S>>(key: Key): T | undefined
-  has(key: Key): boolean
-  set(key: Key, value: ValueOf<S>, options?: SetOptions): void
-  add(key: Key, value: ValueOf<S>, options?: SetOptions): boolean
-  incr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
-  touch(key: Key, options?: { ttl?: Duration }): boolean
-  delete(key: Key): boolean
-  getOrSet<T extends ValueOf<S> = ValueOf<S>>(key: Key, loader: Loader<T>, options?: GetOrSetOptions): Promise<T | undefined>
-  /** Voids every entry of the namespace, in every process. */
-  clear(): void
-  // -- Many keys at once, decr, memoize, under the namespace's prefix
-  /** The values of the namespace's keys that are present, by key as given. */
-  getMany<T = Value>(keys: Iterable<Key>): Map<Key, T>
-  /** Stores every entry under the namespace; bad input anywhere writes nothing. */
-  setMany(entries: Entries, options?: SetOptions): void
-  /** Removes every key of the namespace given; how many held a value. */
-  deleteMany(keys: Iterable<Key>): number
-  /** Takes `delta` (default 1) off the counter under `key`; the result. */
-  decr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
-  /** `fn` with its results cached under the namespace (Python's `cached`). */
-  memoize<A extends unknown[], R extends Value>(
-    fn: (...args: A) => R | undefined | null | Promise<R | undefined | null>,
-    options?: MemoizeOptions<A>,
-  ): Memoized<A, R>
 }
 
 /** A failure of the cache itself: a refused or damaged segment, a lock timeout, a closed cache. */

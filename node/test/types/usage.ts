@@ -46,6 +46,11 @@ void new KeyvZiggurat(42)
 const packed = new Cache('events', { serializer: 'msgpack', l1NegativeItems: 100 })
 packed.set('event', { at: new Date(), id: 2n ** 60n, body: Buffer.from('x') })
 packed.namespace('e').set('1', new Date())
+packed.setMany({ at: new Date() })
+const when: Date | undefined = packed.getMany<Date>(['at']).get('at')
+void when
+// @ts-expect-error an 'auto' cache's setMany takes no Date
+cache.setMany({ at: new Date() })
 const negatives: number = packed.stats().l1.negativeItems
 void negatives
 // @ts-expect-error an 'auto' cache does not store a Date inside a value
