@@ -504,15 +504,7 @@ class Cache(CacheCore):
         >>> posts.clear(); posts.get("1")
         >>> c.unlink()
         """
-        if not isinstance(name, str):
-            raise ValueError(
-                f"Cache.namespace(): name must be a non-empty str without ':', got {name!r}"
-            )
-        try:
-            key_prefix, tag = _native.namespace_parts(name)
-        except ValueError as e:
-            raise ValueError(f"Cache.namespace(): {e}") from None
-        return Namespace(self, name, key_prefix, tag)
+        return Namespace.of(self, name)
 
     @property
     def degraded(self) -> bool:

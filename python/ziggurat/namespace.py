@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ziggurat import _native
 from ziggurat.args import check_key, tags_arg
 
 if TYPE_CHECKING:
@@ -33,6 +34,27 @@ class Namespace:
     1
     >>> c.unlink()
     """
+
+    @classmethod
+    def of(cls, cache: Cache, name: str) -> Namespace:
+        """The namespace ``name`` of ``cache`` (what ``Cache.namespace`` returns), its key
+        prefix and hidden tag by the native rule every front end shares; ``ValueError``
+        unless ``name`` is a non-empty str without ``:``.
+
+        >>> from ziggurat import Cache
+        >>> c = Cache("doc-ns-of", size="8MiB"); Namespace.of(c, "a").name
+        'a'
+        >>> c.unlink()
+        """
+        if not isinstance(name, str):
+            raise ValueError(
+                f"Cache.namespace(): name must be a non-empty str without ':', got {name!r}"
+            )
+        try:
+            key_prefix, tag = _native.namespace_parts(name)
+        except ValueError as e:
+            raise ValueError(f"Cache.namespace(): {e}") from None
+        return cls(cache, name, key_prefix, tag)
 
     def __init__(self, cache: Cache, name: str, key_prefix: str, tag: str) -> None:
         # The key prefix and tag come from the native rule (``Cache.namespace`` asks it),
