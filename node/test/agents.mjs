@@ -60,6 +60,21 @@ export function opener(defaults = {}) {
   return cache
 }
 
+/**
+ * A list of cache names (caches that agents or adapters open by name) whose files are
+ * removed once the file's tests end.
+ *
+ * @example
+ * const names = removedAfter(); names.push(cacheName('x'))
+ */
+export function removedAfter() {
+  const names = []
+  after(async () => {
+    for (const n of new Set(names)) await removeCache(n)
+  })
+  return names
+}
+
 /** A unique cache name for one test. */
 export function cacheName(what) {
   return `nodetest-${what}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`

@@ -4,23 +4,16 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
-import { after, test } from 'node:test'
+import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createCache } from 'cache-manager'
 import Keyv from 'keyv'
 import { Cache } from 'ziggurat'
 import { KeyvZiggurat } from 'ziggurat/keyv'
-import { cacheName } from './agents.mjs'
+import { cacheName, removedAfter } from './agents.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
-const names = []
-after(() => {
-  for (const n of names) {
-    const c = new Cache(n, { size: '8MiB' })
-    c.unlink()
-    c.close()
-  }
-})
+const names = removedAfter()
 
 function name(what) {
   const n = cacheName(what)

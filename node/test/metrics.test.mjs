@@ -3,20 +3,13 @@
 // process's own counters, and caches that are closed or degraded.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { after, test } from 'node:test'
+import { test } from 'node:test'
 import { Registry } from 'prom-client'
 import { Cache } from 'ziggurat'
 import { collectMetrics } from 'ziggurat/metrics'
-import { cacheName, python } from './agents.mjs'
+import { cacheName, python, removedAfter } from './agents.mjs'
 
-const names = []
-after(() => {
-  for (const n of names) {
-    const c = new Cache(n, { size: '8MiB' })
-    c.unlink()
-    c.close()
-  }
-})
+const names = removedAfter()
 
 function open(what, options = { size: '8MiB' }) {
   const n = cacheName(what)

@@ -213,6 +213,7 @@ test("a cache collected without close() frees its reader's slot, and only its ow
   const next = new native.NativeCache(name, options)
   assert.equal(next.reader(), slot, 'its slot is free for the next cache')
   assert.equal(next.reader(), slot, 'a cache registers once')
+  next.unlink()
   next.close()
   native.forgetReader(slot)
 

@@ -283,6 +283,8 @@ impl NativeCache {
         if m.step != WAIT || m.miss.is_none() {
             return Err(invalid("wait() follows a wait step"));
         }
+        // Shared with the thread: a thread that cannot start drops its closure,
+        // and the wait (its key and its miss) then goes to the pool instead.
         let sleeping = Arc::new(std::sync::Mutex::new(Some(Sleeping {
             cache: c.clone(),
             key: std::mem::take(&mut m.key),

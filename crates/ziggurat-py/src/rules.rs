@@ -108,8 +108,7 @@ pub fn name_and_version(segment: &str) -> (String, Option<String>) {
 /// ```
 #[pyfunction]
 pub fn check_segment_name(name: &str) -> PyResult<()> {
-    ziggurat_core::check_segment_name(name)
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+    ziggurat_core::check_segment_name(name).map_err(convert::err)
 }
 
 /// The key prefix and hidden tag of the namespace `name`, or a `ValueError`
