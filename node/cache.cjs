@@ -12,7 +12,7 @@ const native = require('./lib/native.cjs')
 const args = require('./lib/args.cjs')
 const { encode, decode } = require('./lib/values.cjs')
 const { L1, meta } = require('./lib/l1.cjs')
-const { ZigguratError, LoadTimeoutError, translate } = require('./lib/errors.cjs')
+const { ZigguratError, LoadTimeoutError, WriteErrors, translate } = require('./lib/errors.cjs')
 const { Degraded, SegmentError, refusal, notice, mapKey } = require('./lib/degraded.cjs')
 const { cacheOptions } = require('./lib/options.cjs')
 const { Loads } = require('./lib/load.cjs')
@@ -49,6 +49,7 @@ class Cache {
   #failure = null
   #mode
   /** 'auto' or 'msgpack': how values that are not counters are encoded. */
+  #writes = new WriteErrors()
   #serializer
   /** The refreshAhead option (0: getOrSet never refreshes early). */
   #refreshAhead
@@ -102,6 +103,7 @@ class Cache {
       loaderTimeout,
       ttl,
       serializer,
+      writes: this.#writes,
       miss: MISS,
       take: (k, out) => this.#take(k, out),
       plan: (options) => this.#plan(options),
@@ -114,6 +116,7 @@ class Cache {
       dg: this.#dg,
       ttl,
       serializer,
+      writes: this.#writes,
       miss: MISS,
       get: (k, method) => this.#get(k, method),
     })
@@ -248,7 +251,7 @@ class Cache {
       this.#native.store(k, enc[0], enc[1], enc[2], enc[3], enc[4], ttl, tags)
     } catch (e) {
       this.#l1.drop(k)
-      throw translate(e, M)
+      throw this.#writes.refused(e, M)
     }
     this.#l1.keep(k, value)
   }
@@ -273,7 +276,7 @@ class Cache {
     try {
       return this.#native.add(k, enc[0], enc[1], enc[2], enc[3], enc[4], ttl, tags)
     } catch (e) {
-      throw translate(e, M)
+      throw this.#writes.refused(e, M)
     } finally {
       this.#l1.drop(k)
     }
@@ -348,7 +351,7 @@ class Cache {
     try {
       return this.#native.touch(k, ttl)
     } catch (e) {
-      throw translate(e, M)
+      throw this.#writes.refused(e, M)
     }
   }
 
@@ -367,7 +370,7 @@ class Cache {
     try {
       return this.#native.delete(k)
     } catch (e) {
-      throw translate(e, M)
+      throw this.#writes.refused(e, M)
     }
   }
 
@@ -388,7 +391,7 @@ class Cache {
     try {
       this.#native.invalidateTags(list)
     } catch (e) {
-      throw translate(e, M)
+      throw this.#writes.refused(e, M)
     }
   }
 
@@ -406,7 +409,7 @@ class Cache {
     try {
       this.#native.clear()
     } catch (e) {
-      throw translate(e, M)
+      throw this.#writes.refused(e, M)
     }
   }
 
@@ -550,8 +553,8 @@ class Cache {
    */
   stats() {
     this.#open('stats')
-    if (this.#dg !== null) return degradedStats(this.name, this.#dg, this.#loads, this.#failure, this.#mode)
-    return segmentStats(this.name, this.#l1, this.#native.counts(), this.#decodeErrors, this.#mode)
+    if (this.#dg !== null) return degradedStats(this.name, this.#dg, this.#loads, this.#writes, this.#failure, this.#mode)
+    return segmentStats(this.name, this.#l1, this.#native.counts(), this.#decodeErrors, this.#writes, this.#mode)
   }
   /**
    * Detaches this process; the data stays for the others. Every later call throws.

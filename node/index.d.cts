@@ -157,14 +157,26 @@ export interface Stats {
     maxNegativeItems: number
     hits: number
     misses: number
+    /** Entries dropped to stay within maxItems (or maxNegativeItems). */
+    evictions: number
+    /** Entries found expired or invalidated, and dropped. */
+    staleDrops: number
   }
-  l2: { hits: number; misses: number }
+  /** Reads of the segment; staleReads: expired values read by a load as its fallback. */
+  l2: { hits: number; misses: number; staleReads: number }
   negHits: number
   /** Entries this process could not read (values pickled by Python). */
   foreign: number
   decodeErrors: number
+  /** Writes the segment refused (ZigguratError), storeFailures included. */
+  writeErrors: number
+  /** Values getOrSet loaded and returned without storing them. */
+  storeFailures: number
   loads: number
   loadErrors: number
+  /** Seconds spent in loader calls, and the longest call. */
+  loadSeconds: number
+  loadMaxSeconds: number
   waits: number
   takeovers: number
   staleServed: number

@@ -10,9 +10,9 @@ const HOST = ['cache', 'tier']
 const PROC = ['cache', 'pid', 'tier']
 const BARE = ['cache', 'pid']
 
-// The families both front ends report ({ group, key, prom, kind, help, ... }), from the
-// engine's table so that the names and help are Python's; the labels and where each value
-// comes from are this package's.
+// Every family ({ group, key, prom, kind, help, ... }) comes from the engine's table, so
+// that the names and help are Python's; the labels and where each value comes from are
+// this package's.
 const FAMILIES = native.metricFamilies()
 const of = (group) => FAMILIES.filter((f) => f.group === group)
 // The segment figures: `key` is a segment's stats key, tier l2 (entries) and negative_l2
@@ -30,14 +30,24 @@ const PROC_PICKS = {
     [at('l1'), s.l1.misses],
     [at('l2'), s.l2.misses],
   ]],
-  entries: [PROC, (s, at) => [[at('l1'), s.l1.items]]],
+  entries: [PROC, (s, at) => [
+    [at('l1'), s.l1.items],
+    [at('negative_l1'), s.l1.negativeItems],
+  ]],
+  evictions: [PROC, (s, at) => [[at('l1'), s.l1.evictions]]],
+  stale_drops: [PROC, (s, at) => [[at('l1'), s.l1.staleDrops]]],
+  stale_reads: [PROC, (s, at) => [[at('l2'), s.l2.staleReads]]],
   decode_errors: [BARE, (s, at) => [[at(), s.decodeErrors + s.foreign]]],
+  write_errors: [BARE, (s, at) => [[at(), s.writeErrors]]],
+  store_failures: [BARE, (s, at) => [[at(), s.storeFailures]]],
   loader_calls: [BARE, (s, at) => [[at(), s.loads]]],
   loader_errors: [BARE, (s, at) => [[at(), s.loadErrors]]],
   loader_stale_served: [BARE, (s, at) => [[at(), s.staleServed]]],
   loader_waits: [BARE, (s, at) => [[at(), s.waits]]],
   loader_takeovers: [BARE, (s, at) => [[at(), s.takeovers]]],
   loader_refreshes: [BARE, (s, at) => [[at(), s.refreshes]]],
+  loader_seconds: [BARE, (s, at) => [[at(), s.loadSeconds]]],
+  loader_max_seconds: [BARE, (s, at) => [[at(), s.loadMaxSeconds]]],
 }
 const PROC_FAMILIES = of('process').map((f) => {
   // Every family of the table is one both front ends report: a new one needs its pick here.
@@ -94,7 +104,7 @@ function promClient() {
 
 /**
  * Reports `caches` in a prom-client `registry` (default: prom-client's global one): at each
- * scrape, every metric of docs/metrics.md that the Node.js package counts, read from each
+ * scrape, every metric of docs/metrics.md, read from each
  * cache's stats(). Returns a handle to report more caches, fewer, or none.
  *
  * @example

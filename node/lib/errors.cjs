@@ -58,4 +58,32 @@ function translate(e, method, argument) {
   }
 }
 
-module.exports = { ZigguratError, LoadTimeoutError, translate }
+/**
+ * A cache's count of the writes its segment refused, for stats() and the
+ * metrics: a refusal is a ZigguratError (a lock timeout, a damaged or full
+ * segment), never bad input. A loaded value that getOrSet returned without
+ * storing it is counted as a store failure as well.
+ *
+ * @example
+ * const writes = new WriteErrors()
+ * try { native.store(...) } catch (e) { throw writes.refused(e, 'Cache.set()') }
+ */
+class WriteErrors {
+  errors = 0
+  storeFailures = 0
+
+  /** The addon's error `e` translated for `method`, counted if the segment refused a write. */
+  refused(e, method) {
+    const t = translate(e, method)
+    if (t instanceof ZigguratError) this.errors++
+    return t
+  }
+
+  /** A loaded value returned but not stored. */
+  notStored() {
+    this.errors++
+    this.storeFailures++
+  }
+}
+
+module.exports = { ZigguratError, LoadTimeoutError, WriteErrors, translate }

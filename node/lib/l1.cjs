@@ -158,6 +158,10 @@ class L1 {
     this.tags = new Uint32Array(words[1])
     this.epoch = new Uint32Array(words[2])
     this.hits = 0
+    /** Entries found expired or invalidated, and dropped. */
+    this.staleDrops = 0
+    /** Entries dropped to stay within max (or maxNegative). */
+    this.evictions = 0
     this.queue = new Ring(this.max)
     this.negQueue = new Ring(this.maxNegative)
   }
@@ -177,8 +181,7 @@ class L1 {
     const e = map.get(k)
     if (e === undefined) return miss
     if (Atomics.load(this.stamps, e.stamp) !== e.seen || Atomics.load(this.epoch, 0) !== e.epoch) {
-      map.delete(k)
-      return miss
+      return this.stale(map, k, miss)
     }
     if (e.timed) {
       // A plain load of the short clock for a deadline within its range: the
@@ -191,22 +194,25 @@ class L1 {
           ? clock[2] >= e.short
           : (hi = Atomics.load(clock, 1)) > e.softHi || (hi === e.softHi && Atomics.load(clock, 0) >= e.softLo)
       ) {
-        map.delete(k)
-        return miss
+        return this.stale(map, k, miss)
       }
     }
     const t = e.tags
     if (t !== null) {
       for (let i = 0; i < t.length; i += 2) {
-        if (Atomics.load(this.tags, t[i]) !== t[i + 1]) {
-          map.delete(k)
-          return miss
-        }
+        if (Atomics.load(this.tags, t[i]) !== t[i + 1]) return this.stale(map, k, miss)
       }
     }
     e.hit = 1
     this.hits++
     return this.copy ? shallow(e.value) : e.value
+  }
+
+  /** Drops the entry of `k` found expired or invalidated; `miss`. */
+  stale(map, k, miss) {
+    map.delete(k)
+    this.staleDrops++
+    return miss
   }
 
   /**
@@ -284,7 +290,7 @@ class L1 {
       old.short = short
       return
     }
-    if (held >= ring.max) ring.evict()
+    if (held >= ring.max && ring.evict()) this.evictions++
     const e = {
       map,
       key: k,

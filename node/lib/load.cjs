@@ -167,7 +167,7 @@ class Loads {
         encode(value, M, c.serializer)
         c.dg.set(mk, value, plan.ttl ?? c.ttl, plan.tags)
       } catch (e) {
-        this.#warn(key, e)
+        this.#notStored(key, e)
       }
     }
     return value
@@ -214,7 +214,7 @@ class Loads {
       try {
         c.native.landNegative(m, seconds)
       } catch (e) {
-        this.#warn(key, translate(e, M))
+        this.#notStored(key, translate(e, M))
       }
       return undefined
     }
@@ -222,17 +222,23 @@ class Loads {
     try {
       enc = encode(value, M, c.serializer)
     } catch (e) {
-      m.giveBack()
-      this.#warn(key, e)
+      c.native.landUnstored(m, seconds)
+      this.#notStored(key, e)
       return value
     }
     try {
       c.native.land(m, enc[0], enc[1], enc[2], enc[3], enc[4], seconds)
       c.l1.keep(key, value)
     } catch (e) {
-      this.#warn(key, translate(e, M))
+      this.#notStored(key, translate(e, M))
     }
     return value
+  }
+
+  /** Counts a loaded value that could not be stored (it is still returned) and says so. */
+  #notStored(key, e) {
+    this.#c.writes.notStored()
+    this.#warn(key, e)
   }
 
   /** Says once per key that a loaded value could not be stored (it is still returned). */

@@ -133,7 +133,7 @@ class Many {
         c.native.store(k, enc[0], enc[1], enc[2], enc[3], enc[4], ttl, tags)
       } catch (e) {
         c.l1.drop(k)
-        throw translate(e, M)
+        throw c.writes.refused(e, M)
       }
       c.l1.keep(k, value)
     }
@@ -153,7 +153,7 @@ class Many {
       try {
         if (c.native.delete(k)) n++
       } catch (e) {
-        throw translate(e, M)
+        throw c.writes.refused(e, M)
       }
     }
     return n

@@ -7,9 +7,9 @@
  * The stats of a cache with its segment, from the addon's counts.
  *
  * @example
- * segmentStats('blog', l1, native.counts(), 0, 'passthrough').l2.hits
+ * segmentStats('blog', l1, native.counts(), 0, writes, 'passthrough').l2.hits
  */
-function segmentStats(name, l1, c, decodeErrors, mode) {
+function segmentStats(name, l1, c, decodeErrors, writes, mode) {
   const host = {}
   for (const { name, value } of c.host) host[name] = value
   const negHost = {}
@@ -23,13 +23,19 @@ function segmentStats(name, l1, c, decodeErrors, mode) {
       maxNegativeItems: l1.maxNegative,
       hits: l1.hits,
       misses: c.l1Misses,
+      evictions: l1.evictions,
+      staleDrops: l1.staleDrops,
     },
-    l2: { hits: c.l2Hits, misses: c.l2Misses },
+    l2: { hits: c.l2Hits, misses: c.l2Misses, staleReads: c.staleReads },
     negHits: c.negHits,
     foreign: c.foreign,
     decodeErrors,
+    writeErrors: writes.errors,
+    storeFailures: writes.storeFailures,
     loads: c.loads,
     loadErrors: c.loadErrors,
+    loadSeconds: c.loadSeconds,
+    loadMaxSeconds: c.loadMaxSeconds,
     waits: c.waits,
     takeovers: c.takeovers,
     staleServed: c.staleServed,
@@ -46,9 +52,9 @@ function segmentStats(name, l1, c, decodeErrors, mode) {
  * The stats of a degraded cache: its process-local store and loads.
  *
  * @example
- * degradedStats('blog', dg, loads, failure, 'local').degradedCause // 'missing_directory'
+ * degradedStats('blog', dg, loads, writes, failure, 'local').degradedCause // 'missing_directory'
  */
-function degradedStats(name, dg, loads, failure, mode) {
+function degradedStats(name, dg, loads, writes, failure, mode) {
   return {
     name,
     l1: {
@@ -58,13 +64,19 @@ function degradedStats(name, dg, loads, failure, mode) {
       maxNegativeItems: 0,
       hits: dg.hits,
       misses: dg.misses,
+      evictions: 0,
+      staleDrops: 0,
     },
-    l2: { hits: 0, misses: 0 },
+    l2: { hits: 0, misses: 0, staleReads: 0 },
     negHits: 0,
     foreign: 0,
     decodeErrors: 0,
+    writeErrors: writes.errors,
+    storeFailures: writes.storeFailures,
     loads: loads.loads,
     loadErrors: loads.loadErrors,
+    loadSeconds: 0,
+    loadMaxSeconds: 0,
     waits: 0,
     takeovers: 0,
     staleServed: 0,

@@ -138,11 +138,11 @@ describe('reads and writes', () => {
 
   test('ttl as seconds or a string; an expired value is gone', async () => {
     const c = cache('ttl')
-    c.set('short', 1, { ttl: '50ms' })
+    c.set('short', 1, { ttl: '400ms' }) // long enough to be read at once on a loaded machine
     c.set('long', 1, { ttl: '5m' })
     c.set('never', 1, { ttl: Infinity })
     assert.equal(c.get('short'), 1)
-    await new Promise((r) => setTimeout(r, 120))
+    await new Promise((r) => setTimeout(r, 500))
     assert.equal(c.get('short'), undefined)
     assert.equal(c.get('long'), 1)
     assert.equal(c.get('never'), 1)

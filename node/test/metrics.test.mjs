@@ -91,8 +91,9 @@ test('both front ends expose the same host families, under the same help', async
   const nodeHelp = helps(text)
   const pyHelp = helps(pyText)
   for (const name of nodeHost) assert.equal(nodeHelp.get(name), pyHelp.get(name), name)
-  // Every other family Node.js reports is Python's too, with the same help.
+  // Every family Node.js reports is Python's too, with the same help, and the other way round.
   for (const [name, help] of nodeHelp) assert.equal(help, pyHelp.get(name), name)
+  assert.deepEqual([...nodeHelp.keys()].sort(), [...pyHelp.keys()].sort())
   cache.close()
 })
 
@@ -125,6 +126,44 @@ test('host-wide figures count every process’s writes; process figures carry th
   const closed = samples(await registry.metrics())
   assert.equal(value(closed, 'ziggurat_up', { cache: c }), 0)
   assert.equal(closed.filter(([n, l]) => n === 'ziggurat_sets_total' && l.cache === c).length, 0)
+})
+
+test("this process's L1 evictions and stale drops, stale reads, write errors and loader seconds", async (t) => {
+  const cache = open('metrics-process', { size: '8MiB', l1Items: 2 })
+  const registry = new Registry()
+  collectMetrics(cache, { registry })
+  t.mock.method(process, 'emitWarning', () => {})
+  const c = cache.name
+  const pid = String(process.pid)
+  // Three values in an L1 of two: one evicted.
+  for (const k of ['a', 'b', 'c']) cache.set(k, { k })
+  assert.equal(cache.stats().l1.evictions, 1)
+  // A write by another process voids the L1 entry of 'c': dropped at the next read.
+  execFileSync(python(), ['-c', 'import sys; from ziggurat import Cache; c = Cache(sys.argv[1], "8MiB"); c.set("c", 2); c.close()', c])
+  assert.equal(cache.get('c'), 2)
+  assert.equal(cache.stats().l1.staleDrops, 1)
+  // A loader's 60 ms, and a value it returned that cannot be stored (a Date).
+  await cache.getOrSet('slow', () => new Promise((resolve) => setTimeout(() => resolve(1), 60)))
+  assert.ok((await cache.getOrSet('date', () => new Date(0))) instanceof Date)
+  // An expired value kept for staleTtl, read as the fallback of a load that fails.
+  await cache.getOrSet('s', () => 'old', { ttl: 0.05, staleTtl: 60 })
+  await new Promise((resolve) => setTimeout(resolve, 120))
+  assert.equal(await cache.getOrSet('s', () => Promise.reject(new Error('down')), { staleTtl: 60 }), 'old')
+  const s = cache.stats()
+  assert.equal(s.l1.staleDrops, 2) // and the expired entry of 's'
+  assert.equal(s.l2.staleReads, 1)
+  assert.deepEqual([s.writeErrors, s.storeFailures], [1, 1])
+  assert.equal(s.loads, 4)
+  assert.ok(s.loadMaxSeconds >= 0.055 && s.loadSeconds >= s.loadMaxSeconds, JSON.stringify(s))
+  const all = samples(await registry.metrics())
+  assert.equal(value(all, 'ziggurat_process_evictions_total', { cache: c, pid, tier: 'l1' }), s.l1.evictions)
+  assert.equal(value(all, 'ziggurat_process_stale_drops_total', { cache: c, pid, tier: 'l1' }), 2)
+  assert.equal(value(all, 'ziggurat_process_stale_reads_total', { cache: c, pid, tier: 'l2' }), 1)
+  assert.equal(value(all, 'ziggurat_process_write_errors_total', { cache: c, pid }), 1)
+  assert.equal(value(all, 'ziggurat_process_store_failures_total', { cache: c, pid }), 1)
+  assert.equal(value(all, 'ziggurat_process_loader_max_seconds', { cache: c, pid }), s.loadMaxSeconds)
+  assert.equal(value(all, 'ziggurat_process_entries', { cache: c, pid, tier: 'negative_l1' }), 0)
+  cache.close()
 })
 
 test('a degraded cache reports its cause and no host-wide series', async () => {

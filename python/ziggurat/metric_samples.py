@@ -42,22 +42,14 @@ _HOST = ("cache", "tier")
 _PROC = ("cache", "pid", "tier")
 _PROC_NO_TIER = ("cache", "pid")
 
-# The families both front ends report come from the engine's table, so that the
-# Node.js package publishes the same names and help; only the labels are Python's.
+# Every family comes from the engine's table, so that the Node.js package publishes the
+# same names and help; only the labels and where each value is read are Python's.
 _TABLE = {(f["group"], f["key"]): f for f in _native.metric_families()}
 
 
 def _spec(group: str, key: str, labels: tuple[str, ...]) -> Spec:
     f = _TABLE[group, key]
     return Spec(f["prom"], f["otel"], f["kind"], f["unit"], labels, f["help"])
-
-
-def _proc(name: str, kind: str, unit: str, labels: tuple[str, ...], help: str) -> Spec:
-    """A per-process family only Python reports."""
-    suffix = "_total" if kind == "counter" else ""
-    return Spec(
-        f"ziggurat_process_{name}{suffix}", f"ziggurat.process.{name}", kind, unit, labels, help
-    )
 
 
 # The segment figures: stats()["host"][tier][key], tier "l2" (entries) or "negative_l2"
@@ -68,37 +60,21 @@ _HOST_SPECS: tuple[tuple[str, Spec], ...] = tuple(
 _P_HITS = _spec("process", "hits", _PROC)
 _P_MISSES = _spec("process", "misses", _PROC)
 _P_ENTRIES = _spec("process", "entries", _PROC)
-_P_EVICTIONS = _proc(
-    "evictions", "counter", "{entry}", _PROC, "L1 entries dropped to stay within l1_items"
-)
-_P_STALE_DROPS = _proc(
-    "stale_drops", "counter", "{entry}", _PROC, "L1 entries found expired or invalidated"
-)
-_P_STALE_READS = _proc(
-    "stale_reads", "counter", "{read}", _PROC, "Expired values read by fetch as a fallback"
-)
+_P_EVICTIONS = _spec("process", "evictions", _PROC)
+_P_STALE_DROPS = _spec("process", "stale_drops", _PROC)
+_P_STALE_READS = _spec("process", "stale_reads", _PROC)
 # (key in stats()["process"]["l2"], spec)
-_P_L2_ERRORS: tuple[tuple[str, Spec], ...] = (
-    ("decode_errors", _spec("process", "decode_errors", _PROC_NO_TIER)),
-    *(
-        (key, _proc(key, "counter", unit, _PROC_NO_TIER, help))
-        for key, unit, help in (
-            ("write_errors", "{write}", "Writes the segment refused, store_failures included"),
-            ("store_failures", "{value}", "Values loaded by fetch that could not be stored"),
-        )
-    ),
+_P_L2_ERRORS: tuple[tuple[str, Spec], ...] = tuple(
+    (key, _spec("process", key, _PROC_NO_TIER))
+    for key in ("decode_errors", "write_errors", "store_failures")
 )
 # (key in stats()["process"]["loader"], spec)
-_P_LOADER: tuple[tuple[str, Spec], ...] = (
-    *(
-        (key, _spec("process", "loader_" + key, _PROC_NO_TIER))
-        for key in ("calls", "errors", "stale_served", "waits", "takeovers", "refreshes")
-    ),
+_P_LOADER: tuple[tuple[str, Spec], ...] = tuple(
+    (key, _spec("process", "loader_" + key, _PROC_NO_TIER))
+    for key in ("calls", "errors", "stale_served", "waits", "takeovers", "refreshes")
 )
-_P_LOADER_SECONDS = _proc(
-    "loader_seconds", "counter", "s", _PROC_NO_TIER, "Time spent in loader calls"
-)
-_P_LOADER_MAX = _proc("loader_max_seconds", "gauge", "s", _PROC_NO_TIER, "The longest loader call")
+_P_LOADER_SECONDS = _spec("process", "loader_seconds", _PROC_NO_TIER)
+_P_LOADER_MAX = _spec("process", "loader_max_seconds", _PROC_NO_TIER)
 _UP = _spec("cache", "up", ("cache",))
 _DEGRADED = _spec("cache", "degraded", ("cache", "cause"))
 

@@ -13,10 +13,6 @@
 //! - [`Group::Process`]: this process's own counters that both front ends
 //!   count; [`Family::key`] is the family's name after `ziggurat_process_`.
 //!
-//! The per-process families only one front end counts stay with it: Python's
-//! L1 evictions and stale drops, stale reads, write errors, store failures
-//! and loader seconds (`ziggurat.metric_samples`).
-//!
 //! ```
 //! use ziggurat_cache::{Group, MetricKind, FAMILIES};
 //! let sets = FAMILIES.iter().find(|f| f.group == Group::Host && f.key == "sets").unwrap();
@@ -179,9 +175,24 @@ pub const FAMILIES: &[Family] = &[
         Counter, "{lookup}", "Lookups this process's tier did not answer"),
     family(Process, "entries", "ziggurat_process_entries", "ziggurat.process.entries", Gauge,
         "{entry}", "Entries held in this process's L1"),
+    family(Process, "evictions", "ziggurat_process_evictions_total",
+        "ziggurat.process.evictions", Counter, "{entry}",
+        "L1 entries dropped to stay within its bound of items"),
+    family(Process, "stale_drops", "ziggurat_process_stale_drops_total",
+        "ziggurat.process.stale_drops", Counter, "{entry}",
+        "L1 entries found expired or invalidated"),
+    family(Process, "stale_reads", "ziggurat_process_stale_reads_total",
+        "ziggurat.process.stale_reads", Counter, "{read}",
+        "Expired values read by a load as its fallback"),
     family(Process, "decode_errors", "ziggurat_process_decode_errors_total",
         "ziggurat.process.decode_errors", Counter, "{value}",
         "Values this process could not decode (each a miss)"),
+    family(Process, "write_errors", "ziggurat_process_write_errors_total",
+        "ziggurat.process.write_errors", Counter, "{write}",
+        "Writes the segment refused, store_failures included"),
+    family(Process, "store_failures", "ziggurat_process_store_failures_total",
+        "ziggurat.process.store_failures", Counter, "{value}",
+        "Loaded values returned but not stored"),
     family(Process, "loader_calls", "ziggurat_process_loader_calls_total",
         "ziggurat.process.loader_calls", Counter, "{call}",
         "Loader calls in this process, failed ones included"),
@@ -198,6 +209,10 @@ pub const FAMILIES: &[Family] = &[
     family(Process, "loader_refreshes", "ziggurat_process_loader_refreshes_total",
         "ziggurat.process.loader_refreshes", Counter, "{load}",
         "Background reloads started by early refresh (refresh-ahead)"),
+    family(Process, "loader_seconds", "ziggurat_process_loader_seconds_total",
+        "ziggurat.process.loader_seconds", Counter, "s", "Time spent in loader calls"),
+    family(Process, "loader_max_seconds", "ziggurat_process_loader_max_seconds",
+        "ziggurat.process.loader_max_seconds", Gauge, "s", "The longest loader call"),
 ];
 
 #[cfg(test)]

@@ -367,9 +367,20 @@ impl NativeCache {
     /// cached miss, if the plan caches misses; the lease is given back.
     #[napi]
     pub fn land_negative(&self, m: &mut MissState, seconds: f64) -> Result<()> {
+        self.land_nothing(m, seconds, Loaded::Null)
+    }
+
+    /// The loader returned after `seconds` a value JavaScript cannot encode:
+    /// the load is counted, nothing is stored, the lease is given back.
+    #[napi]
+    pub fn land_unstored(&self, m: &mut MissState, seconds: f64) -> Result<()> {
+        self.land_nothing(m, seconds, Loaded::Unstored)
+    }
+
+    fn land_nothing(&self, m: &mut MissState, seconds: f64, loaded: Loaded<'_>) -> Result<()> {
         let c = self.cache()?;
         let miss = m.held()?;
-        let landed = c.land(&m.key, miss, took(seconds), Loaded::Null);
+        let landed = c.land(&m.key, miss, took(seconds), loaded);
         if landed.held {
             c.give_back(&m.key, miss);
         }

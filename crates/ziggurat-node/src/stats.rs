@@ -15,6 +15,8 @@ pub struct Counts {
     pub l2_hits: f64,
     /// Reads of the segment that found nothing usable.
     pub l2_misses: f64,
+    /// Expired values read by a load as its fallback (kept for `staleTtl`).
+    pub stale_reads: f64,
     /// Cached misses read.
     pub neg_hits: f64,
     /// Entries this process could not read (another language's pickles).
@@ -31,6 +33,10 @@ pub struct Counts {
     pub stale_served: f64,
     /// Early refreshes started (`refreshAhead`).
     pub refreshes: f64,
+    /// The loaders' total time, in seconds.
+    pub load_seconds: f64,
+    /// The longest loader call, in seconds.
+    pub load_max_seconds: f64,
     /// The segment's own figures (entries, bytes, evictions...), host-wide.
     pub host: Vec<HostFigure>,
     /// The same of the cached-miss segment (cached misses and load leases).
@@ -63,10 +69,12 @@ pub fn counts(c: &Cache, foreign: &AtomicU64) -> Counts {
         })
         .unwrap_or_default()
     };
+    let (load_ns, load_max_ns) = n.load_ns();
     Counts {
         l1_misses: f(&n.l1_misses),
         l2_hits: f(&n.l2_hits),
         l2_misses: f(&n.l2_misses),
+        stale_reads: f(&n.l2_stale),
         neg_hits: f(&n.neg_hits),
         foreign: foreign.load(Ordering::Relaxed) as f64,
         loads: f(&n.loads),
@@ -75,6 +83,8 @@ pub fn counts(c: &Cache, foreign: &AtomicU64) -> Counts {
         takeovers: f(&n.takeovers),
         stale_served: f(&n.stale_served),
         refreshes: f(&n.refreshes),
+        load_seconds: load_ns as f64 / 1e9,
+        load_max_seconds: load_max_ns as f64 / 1e9,
         host: figures(c.main().map(|m| &**m)),
         neg_host: figures(c.neg().map(|m| &**m)),
     }
