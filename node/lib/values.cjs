@@ -227,4 +227,4 @@ function serializerOption(v, method) {
   throw new RangeError(`${method}: serializer must be 'auto' or 'msgpack', got ${JSON.stringify(v)}`)
 }
 
-module.exports = { encode, decode, checkPlain, serializerOption, encoded, keptForm, fresh, again, JSON_TEXT, BYTES }
+module.exports = { encode, decode, checkPlain, serializerOption, encoded, keptForm, fresh, again }

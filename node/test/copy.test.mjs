@@ -54,7 +54,7 @@ async function seenAfter(c) {
 }
 
 describe("copy: 'decode'", () => {
-  test('a deep change of what get, getOrSet, getMany, a namespace or memoize returned is not seen by the next get', async () => {
+  test('a deep change of what get, getOrSet, getMany, a namespace or memoize gave is not seen by the next get', async () => {
     const seen = await seenAfter(cache('decode', { copy: 'decode' }))
     for (const [what, s] of Object.entries(seen)) assert.equal(s, false, `${what}: the change was seen`)
   })
@@ -131,7 +131,8 @@ describe("copy: 'decode'", () => {
 describe("copy: 'decode' across processes", () => {
   const names = removedAfter()
   for (const lang of ['node', 'python']) {
-    test(`a value written by a ${lang === 'node' ? 'Node.js' : 'Python'} process, changed after get, reads back unchanged`, async () => {
+    const who = lang === 'node' ? 'Node.js' : 'Python'
+    test(`a value written by a ${who} process, changed after get, reads back unchanged`, async () => {
       const name = cacheName(`copy-${lang}`)
       names.push(name)
       const c = cache.keep(new Cache(name, { size: '16MiB', copy: 'decode' }))
@@ -180,7 +181,8 @@ describe("copy: 'decode' without the segment (degraded: 'local')", () => {
 
   /** A cache whose directory does not exist: it runs on this process's own store. */
   function local(copy, serializer = 'auto') {
-    const c = new Cache(cacheName('local'), { directory: join(base, 'missing'), degraded: 'local', degradedTtl: 60, copy, serializer })
+    const directory = join(base, 'missing')
+    const c = new Cache(cacheName('local'), { directory, degraded: 'local', degradedTtl: 60, copy, serializer })
     after(() => c.close())
     assert.equal(c.degraded, true)
     return c
