@@ -81,7 +81,7 @@ class Cache {
       if (mode === 'raise') throw refusal(name, failure)
       // A process stays degraded until it opens the cache again (in practice, restarts).
       this.#failure = failure
-      this.#dg = new Degraded(mode, degradedTtl, l1Items, { copy: copy === 'copy', debug: o.debug })
+      this.#dg = new Degraded(mode, degradedTtl, l1Items, { copy, debug: o.debug, serializer })
       process.emitWarning(notice(name, failure, mode, degradedTtl), 'ZigguratWarning')
     }
     // A degraded cache never reads the segment: it has no reader slot.
@@ -94,6 +94,7 @@ class Cache {
       copy,
       o.debug,
       l1NegativeItems,
+      serializer,
     )
     this.#loads = new Loads({
       name,
@@ -219,7 +220,7 @@ class Cache {
       return MISS
     }
     // keep() is too large to be inlined: not called for a cache without L1.
-    if (this.#l1.max !== 0) this.#l1.keep(key, v)
+    if (this.#l1.max !== 0) this.#l1.keep(key, v, code, out)
     return v
   }
 
@@ -253,7 +254,7 @@ class Cache {
       this.#l1.drop(k)
       throw this.#writes.refused(e, M)
     }
-    this.#l1.keep(k, value)
+    this.#l1.keep(k, value, enc[0], enc[1] ?? enc[2])
   }
 
   /**

@@ -62,8 +62,18 @@ export interface CacheOptions<S extends Serializer = Serializer> {
   lockTimeout?: number
   /** Huge pages for the segment: 'auto' (default), 'require' or 'off'. */
   hugePages?: 'auto' | 'require' | 'off'
-  /** What a hit returns: the cached object itself ('shared', default) or a shallow copy ('copy'). */
-  copy?: 'shared' | 'copy'
+  /**
+   * What a hit returns: the cached object itself ('shared', default), a shallow copy
+   * ('copy'), or a value decoded anew from the stored encoding on every hit ('decode': a
+   * caller may change what it got, however deep, and no other caller sees it; numbers
+   * and strings are returned as they are).
+   *
+   * @example
+   * const c = new Cache('blog', { copy: 'decode' })
+   * c.set('post:1', { tags: ['a'] }); c.get('post:1').tags.push('b')
+   * c.get('post:1') // { tags: ['a'] }
+   */
+  copy?: 'shared' | 'copy' | 'decode'
   /** Deep-freeze the objects L1 keeps, so that a mutation throws in strict code (default false). */
   debug?: boolean
   /** Without a usable segment: cache nothing ('passthrough', default), in this process alone ('local'), or throw SegmentError ('raise'). */

@@ -5,6 +5,7 @@
 // most `degradedTtl`, 'raise' throws.
 
 const { shallow, deepFreeze } = require('./l1.cjs')
+const { encode, encoded, keptForm, fresh } = require('./values.cjs')
 const { ZigguratError, translate } = require('./errors.cjs')
 const native = require('./native.cjs')
 
@@ -59,15 +60,19 @@ class Degraded {
    * @param {'passthrough' | 'local'} mode
    * @param {number} degradedTtl seconds an entry lives at most ('local')
    * @param {number} max entries kept at most (the cache's l1Items)
-   * @param {{ copy: boolean, debug: boolean }} how what a hit returns, as the L1's
+   * @param {{ copy: 'shared' | 'copy' | 'decode', debug: boolean, serializer: 'auto' | 'msgpack' }} how
+   *   what a hit returns, as the L1's: with 'decode', an object is kept as its encoding
+   *   (made with the serializer) and each hit decodes it anew, as a read of the segment would
    */
   constructor(mode, degradedTtl, max, how) {
     this.local = mode === 'local' && max > 0
     this.ttl = degradedTtl
     this.max = max
-    this.copy = how.copy
+    this.copy = how.copy === 'copy'
+    this.decode = how.copy === 'decode'
+    this.serializer = how.serializer
     this.debug = how.debug
-    /** @type {Map<string, { value: unknown, expires: number, tags: string[] }>} */
+    /** @type {Map<string, { value: unknown, code: number, expires: number, tags: string[] }>} */
     this.entries = new Map()
     this.hits = 0
     this.misses = 0
@@ -81,7 +86,7 @@ class Degraded {
       return miss
     }
     this.hits++
-    return this.copy ? shallow(e.value) : e.value
+    return e.code !== 0 ? fresh(e.code, e.value) : this.copy ? shallow(e.value) : e.value
   }
 
   set(k, value, ttl, tags) {
@@ -89,8 +94,19 @@ class Degraded {
     this.entries.delete(k)
     if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value)
     const seconds = Math.min(ttl, this.ttl)
+    let code = 0
+    let kept
+    if (this.decode && encoded(value)) {
+      // The value was checked by the method that stores it: encode() does not throw here.
+      const enc = encode(value, 'Cache.set()', this.serializer)
+      code = enc[0]
+      kept = keptForm(code, enc[1] ?? enc[2])
+    } else {
+      kept = this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value
+    }
     this.entries.set(k, {
-      value: this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value,
+      value: kept,
+      code,
       expires: performance.now() + seconds * 1000,
       tags: tags ?? [],
     })

@@ -9,6 +9,8 @@
 // front end's L1 (ziggurat-cache's table): entries queue in the order they
 // were kept, and one hit since it was queued sends an entry to the back of
 // the queue once instead of out, so a hot key outlives a scan of cold ones.
+// With copy: 'decode', an entry holds its value's encoding instead (unless
+// the value cannot change), and each hit decodes it anew.
 //
 // The deadline is the entry's soft deadline in ms of the engine's clock,
 // compared with the clock the addon keeps current: as one 32-bit word of ms
@@ -26,6 +28,7 @@
 // below L1 each time.
 
 const native = require('./native.cjs')
+const { encode, encoded, keptForm, fresh, again } = require('./values.cjs')
 
 /**
  * The clock block, shared by every cache of the process (0 and 1 the time,
@@ -140,12 +143,16 @@ class L1 {
   /**
    * @param {number} max items kept (0: no L1)
    * @param {ArrayBuffer[]} words the stamp table, the tag table and the epoch
-   * @param {'shared' | 'copy'} copy what a hit returns: the cached object, or a shallow copy
+   * @param {'shared' | 'copy' | 'decode'} copy what a hit returns: the cached object, a
+   *   shallow copy, or a value decoded anew from the encoding kept
    * @param {boolean} debug deep-freeze the cached objects, so that a mutation throws
    * @param {number} [maxNegative] loaders' cached misses kept (default max / 10; 0: none)
+   * @param {'auto' | 'msgpack'} [serializer] the cache's codec ('decode' encodes with it)
    */
-  constructor(max, words, copy, debug, maxNegative) {
+  constructor(max, words, copy, debug, maxNegative, serializer = 'auto') {
     this.copy = copy === 'copy'
+    this.decode = copy === 'decode'
+    this.serializer = serializer
     this.debug = debug
     this.max = clock === null ? 0 : max
     this.maxNegative = this.max === 0 ? 0 : (maxNegative ?? Math.floor(max / 10))
@@ -205,7 +212,8 @@ class L1 {
     }
     e.hit = 1
     this.hits++
-    return this.copy ? shallow(e.value) : e.value
+    // An entry of copy: 'decode' holds an encoding (code not 0) unless its value cannot change.
+    return e.code !== 0 ? fresh(e.code, e.value) : this.copy ? shallow(e.value) : e.value
   }
 
   /** Drops the entry of `k` found expired or invalidated; `miss`. */
@@ -230,14 +238,17 @@ class L1 {
 
   /** What a caller gets of a value this L1 may share with other callers. */
   out(v) {
-    return this.copy ? shallow(v) : v
+    return this.copy ? shallow(v) : this.decode ? again(v, this.serializer) : v
   }
 
   /**
    * Keeps `value` for `key` if the addon's last call said it may (meta word
-   * 1), watching the words it named; else drops any entry of `key`.
+   * 1), watching the words it named; else drops any entry of `key`. With
+   * copy: 'decode', an object is kept as its encoding: `code` and `form` (the
+   * JSON text or bytes it was read or written as), or made here when not given
+   * (a loader's value, whose encoding getOrSet's miss path does not pass on).
    */
-  keep(key, value) {
+  keep(key, value, code, form) {
     if (this.max === 0) return
     // No [map, key] pair here: keep() runs on every read below L1.
     const str = typeof key === 'string'
@@ -248,7 +259,16 @@ class L1 {
       map.delete(k)
       return
     }
-    this.put(map, k, this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value, this.queue, this.size)
+    if (this.decode && encoded(value)) {
+      if (code === undefined) {
+        const enc = encode(value, 'Cache.getOrSet()', this.serializer)
+        code = enc[0]
+        form = enc[1] ?? enc[2]
+      }
+      this.put(map, k, keptForm(code, form), this.queue, this.size, code)
+      return
+    }
+    this.put(map, k, this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value, this.queue, this.size, 0)
   }
 
   /**
@@ -260,16 +280,17 @@ class L1 {
     const str = typeof key === 'string'
     const k = str ? key : key.toString('latin1')
     ;(str ? this.strings : this.buffers).delete(k)
-    this.put(str ? this.negStrings : this.negBuffers, k, null, this.negQueue, this.negativeSize)
+    this.put(str ? this.negStrings : this.negBuffers, k, null, this.negQueue, this.negativeSize, 0)
   }
 
   /**
    * Puts an entry of `value` for `k` in `map` (of `ring`'s bound, which
-   * holds `held` entries), watching the words the meta block names. A key's
+   * holds `held` entries), watching the words the meta block names; `code`
+   * the encoding of a value kept encoded (copy: 'decode'), else 0. A key's
    * entry replaced keeps its place in the queue and its mark, as in the
    * Python front end's L1.
    */
-  put(map, k, value, ring, held) {
+  put(map, k, value, ring, held, code) {
     const ntags = meta[8]
     const tags = ntags === 0 ? null : Array.from(meta.subarray(9, 9 + 2 * ntags))
     const softLo = meta[6]
@@ -280,6 +301,7 @@ class L1 {
     const old = map.get(k)
     if (old !== undefined) {
       old.value = value
+      old.code = code
       old.stamp = meta[2]
       old.seen = meta[3]
       old.epoch = meta[4]
@@ -295,6 +317,7 @@ class L1 {
       map,
       key: k,
       value,
+      code,
       stamp: meta[2],
       seen: meta[3],
       epoch: meta[4],

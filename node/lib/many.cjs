@@ -135,7 +135,7 @@ class Many {
         c.l1.drop(k)
         throw c.writes.refused(e, M)
       }
-      c.l1.keep(k, value)
+      c.l1.keep(k, value, enc[0], enc[1] ?? enc[2])
     }
   }
 

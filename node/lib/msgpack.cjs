@@ -53,6 +53,9 @@ function load(method) {
     useRecords: false,
     mapsAsObjects: true,
     int64AsType: 'auto',
+    // A Buffer read from bin is its own bytes, not a view of what was read
+    // (which copy: 'decode' keeps and decodes again).
+    copyBuffers: true,
   })
 }
 

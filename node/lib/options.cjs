@@ -1,10 +1,12 @@
 'use strict'
 // The options of `new Cache(name, options)`, checked once, before any file is
 // opened: their types here, their ranges where the Cache's rules live (the
-// addon checks the TTLs, fractions, sizes, name and version by ziggurat-cache's
-// rules when it opens the cache).
+// addon checks `copy` here, and the TTLs, fractions, sizes, name and version
+// when it opens the cache, by ziggurat-cache's rules).
 
 const args = require('./args.cjs')
+const native = require('./native.cjs')
+const { translate } = require('./errors.cjs')
 const { serializerOption } = require('./values.cjs')
 const { MODES } = require('./degraded.cjs')
 
@@ -37,8 +39,10 @@ function cacheOptions(options) {
   }
   const hugePages = o.hugePages === undefined ? 'auto' : args.string(o.hugePages, M, 'hugePages')
   const copy = o.copy === undefined ? 'shared' : args.string(o.copy, M, 'copy')
-  if (copy !== 'shared' && copy !== 'copy') {
-    throw new RangeError(`${M}: copy must be 'shared' or 'copy', got ${JSON.stringify(copy)}`)
+  try {
+    native.checkCopy(copy)
+  } catch (e) {
+    throw translate(e, M)
   }
   if (o.debug !== undefined && typeof o.debug !== 'boolean') {
     throw new TypeError(`${M}: debug must be true or false, not ${args.typeName(o.debug)}`)

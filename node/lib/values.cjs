@@ -148,6 +148,72 @@ function decode(out, code) {
   }
 }
 
+// -- copy: 'decode' ---------------------------------------------------------
+// A value that can change (an object, an array, a Buffer) is kept as its
+// encoding, and every hit decodes it anew, so that no caller sees another's
+// mutation; a number, BigInt, string, boolean or null is kept as it is.
+
+/**
+ * Whether copy: 'decode' keeps `value` as its encoding (it can change),
+ * rather than as it is.
+ *
+ * @example
+ * encoded({ a: 1 }) // true; encoded('text') // false
+ */
+function encoded(value) {
+  return value !== null && typeof value === 'object'
+}
+
+/**
+ * What copy: 'decode' keeps of a value whose encoding is `code` with `form`
+ * (its JSON text, or its bytes): the bytes copied, as the caller keeps
+ * its Buffer.
+ *
+ * @example
+ * keptForm(BYTES, buf) // a copy of buf
+ */
+function keptForm(code, form) {
+  return code === BYTES ? Buffer.from(form) : form
+}
+
+/**
+ * The value a hit of copy: 'decode' returns: `form` (kept by keptForm())
+ * decoded anew.
+ *
+ * @example
+ * fresh(JSON_TEXT, '{"a":[1]}') // { a: [1] }, a new object each call
+ */
+function fresh(code, form) {
+  switch (code) {
+    case JSON_TEXT:
+      return JSON.parse(form)
+    case BYTES:
+      return Buffer.from(form)
+    case RAW:
+      return msgpack.unpack(form)
+    default:
+      return form
+  }
+}
+
+/**
+ * `value` decoded anew from its encoding (a caller's own copy of a value it
+ * shares with another); `value` itself when it cannot change or be encoded.
+ *
+ * @example
+ * again({ a: 1 }, 'auto') // { a: 1 }, not the same object
+ */
+function again(value, serializer) {
+  if (!encoded(value)) return value
+  let enc
+  try {
+    enc = encode(value, 'Cache.getOrSet()', serializer)
+  } catch {
+    return value
+  }
+  return fresh(enc[0], enc[1] ?? enc[2])
+}
+
 /** The cache option `serializer`, checked ('auto' when not given); loads msgpackr for 'msgpack'. */
 function serializerOption(v, method) {
   if (v === undefined || v === 'auto') return 'auto'
@@ -161,4 +227,4 @@ function serializerOption(v, method) {
   throw new RangeError(`${method}: serializer must be 'auto' or 'msgpack', got ${JSON.stringify(v)}`)
 }
 
-module.exports = { encode, decode, checkPlain, serializerOption }
+module.exports = { encode, decode, checkPlain, serializerOption, encoded, keptForm, fresh, again }

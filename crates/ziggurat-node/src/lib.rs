@@ -7,7 +7,7 @@
 //!
 //! - `cache`: the `NativeCache` class: open by name, reads, writes, counters.
 //! - `miss`: every call into the Cache's miss path (`getOrSet`).
-//! - `rules`: the Cache's argument rules JavaScript asks for (keys, durations, sizes,
+//! - `rules`: the Cache's argument rules JavaScript asks for (keys, durations, sizes, copy,
 //!   namespaces, the degraded modes' messages) and the metric families of `metrics.cjs`.
 //! - `stats`: this process's counters and the segments' figures, for `stats()`.
 //! - `front`: what a read below L1 hands to JavaScript.
@@ -29,7 +29,7 @@ mod words;
 pub use cache::NativeCache;
 pub use front::forget_reader;
 pub use rules::{
-    check_key, degraded_refusal, degraded_warning, duration, metric_families, namespace_parts,
-    size, MetricFamily, MAX_KEY_BYTES,
+    check_copy, check_key, degraded_refusal, degraded_warning, duration, metric_families,
+    namespace_parts, size, MetricFamily, MAX_KEY_BYTES,
 };
 pub use words::read_input_function;

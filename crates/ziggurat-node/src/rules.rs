@@ -57,6 +57,15 @@ pub fn check_key(key: KeyArg) -> Result<()> {
     ziggurat_cache::check_key(key_bytes(&key)).map_err(to_napi)
 }
 
+/// Checks the cache option `copy` by the Cache's rule ('shared', 'copy' or
+/// 'decode'), so that the package keeps no list of its own.
+#[napi]
+pub fn check_copy(mode: String) -> Result<()> {
+    ziggurat_cache::CopyMode::parse(&mode)
+        .map(|_| ())
+        .map_err(to_napi)
+}
+
 /// Bytes of a size string ("256MiB").
 #[napi]
 pub fn size(text: String) -> Result<f64> {

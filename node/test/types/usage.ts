@@ -57,6 +57,9 @@ void negatives
 cache.set('k', { at: new Date() })
 // @ts-expect-error serializer is 'auto' or 'msgpack'
 void new Cache('x', { serializer: 'pickle' })
+void new Cache('x', { copy: 'decode' })
+// @ts-expect-error copy is 'shared', 'copy' or 'decode'
+void new Cache('x', { copy: 'deep' })
 // Many keys at once, decr and memoize.
 const many: Map<string | Uint8Array, { title: string }> = cache.getMany<{ title: string }>(['post:1', 'post:2'])
 cache.setMany({ a: 1, b: 'two' }, { ttl: 60, tags: ['t'] })
