@@ -245,8 +245,7 @@ class L1 {
    * Keeps `value` for `key` if the addon's last call said it may (meta word
    * 1), watching the words it named; else drops any entry of `key`. With
    * copy: 'decode', an object is kept as its encoding: `code` and `form` (the
-   * JSON text or bytes it was read or written as), or made here when not given
-   * (a loader's value, whose encoding getOrSet's miss path does not pass on).
+   * JSON text or bytes it was read or written as), or made here when not given.
    */
   keep(key, value, code, form) {
     if (this.max === 0) return

@@ -228,7 +228,7 @@ class Loads {
     }
     try {
       c.native.land(m, enc[0], enc[1], enc[2], enc[3], enc[4], seconds)
-      c.l1.keep(key, value)
+      c.l1.keep(key, value, enc[0], enc[1] ?? enc[2])
     } catch (e) {
       this.#notStored(key, translate(e, M))
     }
