@@ -544,10 +544,11 @@ def test_cache_values(make_cache: Callable[..., Cache], cache_dir: str) -> None:
         assert (entry.soft_deadline_ms, entry.ttl_ms, record.expiry_ms) == (0, 0, 0)
 
         # Past its soft deadline: a miss for get, while the record stays (stale_ttl).
-        cache.set("short", "s", ttl=0.05)
-        cache.set(b"short-int", 7, ttl=0.05)
+        # Long enough to be read at once on a loaded machine.
+        cache.set("short", "s", ttl=0.4)
+        cache.set(b"short-int", 7, ttl=0.4)
         assert assert_same(reader, cache, other, "short") == "s"
-        time.sleep(0.1)
+        time.sleep(0.5)
         for key in ("short", b"short-int"):
             assert assert_same(reader, cache, other, key) is MISSING
             stale = reader.entry(key)
