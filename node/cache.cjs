@@ -90,7 +90,7 @@ class Cache {
     const words = l1Items > 0 && !failure ? this.#native.words() : null
     this.#l1 = new L1(
       words ? l1Items : 0,
-      words ?? [new ArrayBuffer(4), new ArrayBuffer(4), new ArrayBuffer(8)],
+      words ?? [new ArrayBuffer(4), new ArrayBuffer(4), new ArrayBuffer(8), new ArrayBuffer(4)],
       copy,
       o.debug,
       l1NegativeItems,

@@ -142,7 +142,8 @@ class Ring {
 class L1 {
   /**
    * @param {number} max items kept (0: no L1)
-   * @param {ArrayBuffer[]} words the stamp table, the tag table and the epoch
+   * @param {ArrayBuffer[]} words the stamp table, the tag table, the epoch and the
+   *   cached-miss segment's tag table (the tags of a cached miss are its words)
    * @param {'shared' | 'copy' | 'decode'} copy what a hit returns: the cached object, a
    *   shallow copy, or a value decoded anew from the encoding kept
    * @param {boolean} debug deep-freeze the cached objects, so that a mutation throws
@@ -164,6 +165,7 @@ class L1 {
     this.stamps = new Uint32Array(words[0])
     this.tags = new Uint32Array(words[1])
     this.epoch = new Uint32Array(words[2])
+    this.negTags = new Uint32Array(words[3])
     this.hits = 0
     /** Entries found expired or invalidated, and dropped. */
     this.staleDrops = 0
@@ -207,7 +209,7 @@ class L1 {
     const t = e.tags
     if (t !== null) {
       for (let i = 0; i < t.length; i += 2) {
-        if (Atomics.load(this.tags, t[i]) !== t[i + 1]) return this.stale(map, k, miss)
+        if (Atomics.load(e.tagWords, t[i]) !== t[i + 1]) return this.stale(map, k, miss)
       }
     }
     e.hit = 1
@@ -264,32 +266,34 @@ class L1 {
         code = enc[0]
         form = enc[1] ?? enc[2]
       }
-      this.put(map, k, keptForm(code, form), this.queue, this.size, code)
+      this.put(map, k, keptForm(code, form), this.queue, this.size, code, this.tags)
       return
     }
-    this.put(map, k, this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value, this.queue, this.size, 0)
+    this.put(map, k, this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value, this.queue, this.size, 0, this.tags)
   }
 
   /**
    * Keeps the cached miss of `key` that the addon's last call found, if it
-   * said L1 may (meta words 0 and 1: never for a miss with tags).
+   * said L1 may (meta words 0 and 1), watching its tags in the cached-miss
+   * segment's tag table.
    */
   keepNegative(key) {
     if (this.maxNegative === 0 || meta[0] !== NEGATIVE || meta[1] === 0) return
     const str = typeof key === 'string'
     const k = str ? key : key.toString('latin1')
     ;(str ? this.strings : this.buffers).delete(k)
-    this.put(str ? this.negStrings : this.negBuffers, k, null, this.negQueue, this.negativeSize, 0)
+    this.put(str ? this.negStrings : this.negBuffers, k, null, this.negQueue, this.negativeSize, 0, this.negTags)
   }
 
   /**
    * Puts an entry of `value` for `k` in `map` (of `ring`'s bound, which
    * holds `held` entries), watching the words the meta block names; `code`
-   * the encoding of a value kept encoded (copy: 'decode'), else 0. A key's
+   * the encoding of a value kept encoded (copy: 'decode'), else 0; `tagWords`
+   * the tag table its tags are words of. A key's
    * entry replaced keeps its place in the queue and its mark, as in the
    * Python front end's L1.
    */
-  put(map, k, value, ring, held, code) {
+  put(map, k, value, ring, held, code, tagWords) {
     const ntags = meta[8]
     const tags = ntags === 0 ? null : Array.from(meta.subarray(9, 9 + 2 * ntags))
     const softLo = meta[6]
@@ -305,6 +309,7 @@ class L1 {
       old.seen = meta[3]
       old.epoch = meta[4]
       old.tags = tags
+      old.tagWords = tagWords
       old.timed = (softLo | softHi) !== 0
       old.softLo = softLo
       old.softHi = softHi
@@ -321,6 +326,7 @@ class L1 {
       seen: meta[3],
       epoch: meta[4],
       tags,
+      tagWords,
       timed: (softLo | softHi) !== 0,
       softLo,
       softHi,

@@ -125,19 +125,44 @@ test('l1NegativeItems bounds the cached misses apart from the values; 0 keeps no
   assert.equal(cache('l1-neg-default', { l1Items: 50 }).stats().l1.maxNegativeItems, 5)
 })
 
-test('a cached miss with tags is read below L1 each time, and invalidateTags ends it', async () => {
-  const c = cache('l1-neg-tags', { l1Items: 100 })
+test('a cached miss with tags is kept in L1, and invalidateTags ends it in any process', async () => {
+  const name = cacheName('l1-neg-tags')
+  const c = new Cache(name, { size: '8MiB', l1Items: 100 })
+  cache.keep(c)
   let loads = 0
   const loader = () => {
     loads++
     return null
   }
-  for (let j = 0; j < 3; j++) await c.getOrSet('t', loader, { tags: ['posts'] })
-  assert.equal(c.stats().l1.negativeItems, 0)
+  const miss = async () => {
+    for (let j = 0; j < 3; j++) assert.equal(await c.getOrSet('t', loader, { tags: ['posts', 'feed'] }), undefined)
+  }
+  await miss()
   assert.equal(loads, 1)
-  c.invalidateTags('posts')
-  await c.getOrSet('t', loader, { tags: ['posts'] })
+  assert.equal(c.stats().l1.negativeItems, 1)
+  // Answered by L1: no read below it.
+  const before = c.stats()
+  await miss()
+  assert.equal(c.stats().l1.misses, before.l1.misses)
+  assert.equal(loads, 1)
+  // This process's invalidation of either tag ends it.
+  c.invalidateTags('feed')
+  assert.equal(await c.getOrSet('t', () => 'loaded', { tags: ['posts'] }), 'loaded')
+  c.delete('t')
+  await miss()
   assert.equal(loads, 2)
+  // So does another process's, Python's included, with no stale answer.
+  for (const lang of ['node', 'python']) {
+    const w = await agent(lang, name)
+    try {
+      await miss()
+      await w.call({ op: 'invalidate', tags: ['posts'] })
+      assert.equal(await c.getOrSet('t', () => `loaded by ${lang}`, { tags: ['posts'] }), `loaded by ${lang}`)
+      c.delete('t')
+    } finally {
+      await w.close()
+    }
+  }
 })
 
 test('l1NegativeItems: a bad value is refused, naming the option', () => {

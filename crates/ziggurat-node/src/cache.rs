@@ -223,7 +223,7 @@ impl NativeCache {
         if cluster_joined(&pair.main) {
             return Err(clustered(&name));
         }
-        let regions = o.l1.then(|| Regions::of(&pair.main));
+        let regions = o.l1.then(|| Regions::of(&pair.main, &pair.neg));
         let cache = Cache::new(
             Some(Arc::new(pair.main)),
             Some(Arc::new(pair.neg)),
@@ -259,8 +259,8 @@ impl NativeCache {
         self.notice.clone()
     }
 
-    /// The stamp table, the tag table and the epoch as buffers over the
-    /// mapping (for `Atomics.load`); null when this runtime cannot map them
+    /// The stamp table, the tag table, the epoch and the cached-miss
+    /// segment's tag table as buffers over the mapping (for `Atomics.load`); null when this runtime cannot map them
     /// (the caller then keeps no L1).
     #[napi]
     pub fn words<'env>(&self, env: &'env Env) -> Result<Option<Vec<ArrayBuffer<'env>>>> {

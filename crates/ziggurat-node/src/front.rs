@@ -56,6 +56,16 @@ fn found_nothing_kept() {
 
 /// Says in the meta words what an L1 entry of the value watches.
 pub fn keep(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
+    keep_watching(r, w, tags, t, false);
+}
+
+/// As `keep`, for a cached miss: its tags are words of the cached-miss
+/// segment's tag table (the fourth buffer of `words()`).
+fn keep_negative(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
+    keep_watching(r, w, tags, t, true);
+}
+
+fn keep_watching(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer, neg: bool) {
     let m = meta();
     let put = |i: usize, v: u32| m[i].store(v, Ordering::Relaxed);
     put(KEPT, 1);
@@ -69,7 +79,7 @@ pub fn keep(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
     for (i, tag) in tags.iter().enumerate() {
         put(
             TAGS + 1 + 2 * i,
-            r.tag_index(tag.word.as_ptr() as *const u32),
+            r.tag_index(tag.word.as_ptr() as *const u32, neg),
         );
         put(TAGS + 2 + 2 * i, tag.seen);
     }
@@ -365,12 +375,12 @@ impl NativeCache {
 }
 
 /// A cached miss found: the meta words say so and what an L1 entry of it
-/// watches (the key's main stamp and the epoch). One with tags is not kept:
-/// their words are the cached-miss segment's, which the L1 does not map.
+/// watches (the key's main stamp, the epoch, and its tags' words in the
+/// cached-miss segment's tag table).
 fn cached_miss(f: &Found<()>, regions: Option<&Regions>) {
     found(NEGATIVE);
-    if let (Some(w), Some(r), true) = (&f.keep, regions, f.tags.is_empty()) {
-        keep(r, w, &[], &f.trailer);
+    if let (Some(w), Some(r)) = (&f.keep, regions) {
+        keep_negative(r, w, &f.tags, &f.trailer);
     }
 }
 

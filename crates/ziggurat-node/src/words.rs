@@ -238,7 +238,8 @@ fn external<'env>(env: &'env Env, ptr: *const u8, len: usize) -> Result<Option<A
     // the process: the clock block (a static), a thread's meta block (leaked, so
     // never freed) or a region of a segment's mapping (the stamp table, the tag
     // table, the 8-byte epoch: `Regions::of`), which the engine never unmaps (it
-    // swaps zero pages in at the same addresses when the segment is dropped).
+    // swaps zero pages in at the same addresses when the segment is dropped;
+    // the cached-miss segment's tag table likewise).
     // So the region outlives any buffer over it, and the finalizer has nothing
     // to free. JavaScript only loads from these buffers but one, a thread's
     // input block (leaked too), which the package's JavaScript writes on that
@@ -262,14 +263,18 @@ pub struct Regions {
     tags: *const u8,
     ntags: usize,
     epoch: *const u8,
+    /// The cached-miss segment's tag table: a cached miss's tags are its own.
+    neg_tags: *const u8,
+    neg_ntags: usize,
 }
 
 impl Regions {
-    /// The regions of `main`, found from the handles the engine gives out for
-    /// single words (`stamp_watch`, `tag_watch`, `epoch_watch`), which stay
-    /// mapped for the rest of the process even once the segment is dropped
-    /// (the engine then swaps zero pages in at the same addresses).
-    pub fn of(main: &Segment) -> Regions {
+    /// The regions of `main`, and the tag table of its cached-miss segment
+    /// `neg`, found from the handles the engine gives out for single words
+    /// (`stamp_watch`, `tag_watch`, `epoch_watch`), which stay mapped for the
+    /// rest of the process even once the segment is dropped (the engine then
+    /// swaps zero pages in at the same addresses).
+    pub fn of(main: &Segment, neg: &Segment) -> Regions {
         let g = main.geometry();
         let kh = main.hash(b"\0");
         let idx = main.stamp_index(&kh) as usize;
@@ -280,6 +285,8 @@ impl Regions {
             tags: main.tag_watch(0).as_ptr() as *const u8,
             ntags: g.ntags() as usize,
             epoch: main.epoch_watch().as_ptr() as *const u8,
+            neg_tags: neg.tag_watch(0).as_ptr() as *const u8,
+            neg_ntags: neg.geometry().ntags() as usize,
         }
     }
 
@@ -288,20 +295,24 @@ impl Regions {
         ((ptr as usize - self.stamps as usize) / 4) as u32
     }
 
-    /// The index of the word at `ptr` in the tag table.
-    pub fn tag_index(&self, ptr: *const u32) -> u32 {
-        ((ptr as usize - self.tags as usize) / 4) as u32
+    /// The index of the word at `ptr` in the tag table (of the cached-miss
+    /// segment if `neg`).
+    pub fn tag_index(&self, ptr: *const u32, neg: bool) -> u32 {
+        let table = if neg { self.neg_tags } else { self.tags };
+        ((ptr as usize - table as usize) / 4) as u32
     }
 
-    /// The stamp table, the tag table and the epoch as array buffers over the
-    /// mapping; None when the runtime refuses external buffers (it would copy
-    /// the words, and a copy never moves: the caller then keeps no L1).
-    pub fn buffers<'env>(&self, env: &'env Env) -> Result<Option<[ArrayBuffer<'env>; 3]>> {
+    /// The stamp table, the tag table, the epoch and the cached-miss
+    /// segment's tag table as array buffers over the mapping; None when the
+    /// runtime refuses external buffers (it would copy the words, and a copy
+    /// never moves: the caller then keeps no L1).
+    pub fn buffers<'env>(&self, env: &'env Env) -> Result<Option<[ArrayBuffer<'env>; 4]>> {
         let stamps = external(env, self.stamps, 4 * self.nstamps)?;
         let tags = external(env, self.tags, 4 * self.ntags)?;
         let epoch = external(env, self.epoch, 8)?;
-        Ok(match (stamps, tags, epoch) {
-            (Some(s), Some(t), Some(e)) => Some([s, t, e]),
+        let neg_tags = external(env, self.neg_tags, 4 * self.neg_ntags)?;
+        Ok(match (stamps, tags, epoch, neg_tags) {
+            (Some(s), Some(t), Some(e), Some(n)) => Some([s, t, e, n]),
             _ => None,
         })
     }
