@@ -76,6 +76,8 @@ class Degraded {
     this.entries = new Map()
     this.hits = 0
     this.misses = 0
+    /** Entries dropped to stay within max. */
+    this.evictions = 0
   }
 
   get(k, miss) {
@@ -92,7 +94,10 @@ class Degraded {
   set(k, value, ttl, tags) {
     if (!this.local) return
     this.entries.delete(k)
-    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value)
+    if (this.entries.size >= this.max) {
+      this.entries.delete(this.entries.keys().next().value)
+      this.evictions++
+    }
     const seconds = Math.min(ttl, this.ttl)
     let code = 0
     let kept

@@ -34,9 +34,11 @@ class Loads {
   #warned = new Set()
   /** L1 entries whose early refresh is not due before a time (performance.now() ms). */
   #notBefore = new WeakMap()
-  /** Loads and failed loads of a degraded cache (the addon counts the others). */
+  /** Loads, failed loads and their seconds of a degraded cache (the addon counts the others). */
   loads = 0
   loadErrors = 0
+  loadSeconds = 0
+  loadMaxSeconds = 0
 
   constructor(cache) {
     this.#c = cache
@@ -154,12 +156,17 @@ class Loads {
     const v = c.dg.get(mk, c.miss)
     if (v !== c.miss) return v
     this.loads++
+    const t0 = performance.now()
     let value
     try {
       value = await loader({ signal: AbortSignal.timeout(c.loaderTimeout * 1000) })
     } catch (e) {
       this.loadErrors++
       throw e
+    } finally {
+      const seconds = (performance.now() - t0) / 1000
+      this.loadSeconds += seconds
+      this.loadMaxSeconds = Math.max(this.loadMaxSeconds, seconds)
     }
     if (value === undefined || value === null) return undefined
     if (c.dg.local && !c.closed()) {

@@ -206,6 +206,20 @@ console.log(JSON.stringify([c.degraded, c.get('k') ?? null]))`,
       c.close()
     }
   })
+
+  test('its store counts evictions, and its loads their seconds', async () => {
+    const c = new Cache(cacheName('local-stats'), { size: '8MiB', directory: '/sys', degraded: 'local', l1Items: 2 })
+    try {
+      for (const k of ['a', 'b', 'c']) c.set(k, k)
+      assert.equal(await c.getOrSet('slow', () => new Promise((resolve) => setTimeout(() => resolve(1), 40))), 1)
+      const s = c.stats()
+      assert.equal(s.l1.evictions, 2)
+      assert.equal(s.loads, 1)
+      assert.ok(s.loadMaxSeconds >= 0.035 && s.loadSeconds === s.loadMaxSeconds, JSON.stringify(s))
+    } finally {
+      c.close()
+    }
+  })
 })
 
 test('the degraded options are checked', () => {
