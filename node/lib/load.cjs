@@ -121,7 +121,7 @@ class Loads {
       r = this.#c.native.refreshOf(k, plan.ttl, plan.negTtl ?? undefined, plan.staleTtl ?? undefined, plan.tags)
     } catch (e) {
       // The caller has its value: a refresh that cannot start is skipped (the next hit asks again).
-      this.#warn(k, translate(e, M))
+      this.#warn(k, 'its early refresh could not start', translate(e, M))
       return
     }
     if (typeof r === 'number') {
@@ -245,18 +245,15 @@ class Loads {
   /** Counts a loaded value that could not be stored (it is still returned) and says so. */
   #notStored(key, e) {
     this.#c.writes.notStored()
-    this.#warn(key, e)
+    this.#warn(key, 'the value loaded for it was returned but not stored', e)
   }
 
-  /** Says once per key that a loaded value could not be stored (it is still returned). */
-  #warn(key, e) {
+  /** Says once per key what went wrong (`what`), so that a hot key cannot flood the log. */
+  #warn(key, what, e) {
     const k = typeof key === 'string' ? key : key.toString('hex')
     if (this.#warned.has(k) || this.#warned.size > 1000) return
     this.#warned.add(k)
-    process.emitWarning(
-      `cache ${JSON.stringify(this.#c.name)}: the value loaded for ${JSON.stringify(k)} was returned but not stored: ${e.message}`,
-      'ZigguratWarning',
-    )
+    process.emitWarning(`cache ${JSON.stringify(this.#c.name)}, key ${JSON.stringify(k)}: ${what}: ${e.message}`, 'ZigguratWarning')
   }
 }
 

@@ -299,11 +299,18 @@ describe('getOrSet', () => {
     await assert.rejects(strict.getOrSet('k', () => { throw new Error('db down') }), /db down/)
   })
 
-  test('a value that cannot be stored is still returned', async () => {
+  test('a value that cannot be stored is still returned, with one warning', async (t) => {
     const c = cache('gos-unstorable')
+    const warned = t.mock.method(process, 'emitWarning', () => {})
     const d = new Date()
     assert.equal(await c.getOrSet('k', () => d), d)
+    assert.equal(await c.getOrSet('k', () => d), d)
     assert.equal(c.get('k'), undefined)
+    assert.equal(warned.mock.callCount(), 1, 'once per key')
+    const [message, kind] = warned.mock.calls[0].arguments
+    assert.equal(kind, 'ZigguratWarning')
+    assert.match(message, /key "k": the value loaded for it was returned but not stored: Cache\.getOrSet\(\): cannot store a Date/)
+    assert.deepEqual([c.stats().storeFailures, c.stats().loads], [2, 2])
   })
 })
 
