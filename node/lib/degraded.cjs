@@ -4,8 +4,7 @@
 // both use): 'passthrough' caches nothing, 'local' caches in this process alone for at
 // most `degradedTtl`, 'raise' throws.
 
-const { shallow, deepFreeze } = require('./l1.cjs')
-const { encode, encoded, keptForm, fresh } = require('./values.cjs')
+const { hold, handOut } = require('./l1.cjs')
 const { ZigguratError, translate } = require('./errors.cjs')
 const native = require('./native.cjs')
 
@@ -88,7 +87,7 @@ class Degraded {
       return miss
     }
     this.hits++
-    return e.code !== 0 ? fresh(e.code, e.value) : this.copy ? shallow(e.value) : e.value
+    return handOut(this, e)
   }
 
   set(k, value, ttl, tags) {
@@ -99,22 +98,9 @@ class Degraded {
       this.evictions++
     }
     const seconds = Math.min(ttl, this.ttl)
-    let code = 0
-    let kept
-    if (this.decode && encoded(value)) {
-      // The value was checked by the method that stores it: encode() does not throw here.
-      const enc = encode(value, 'Cache.set()', this.serializer)
-      code = enc[0]
-      kept = keptForm(code, enc[1] ?? enc[2])
-    } else {
-      kept = this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value
-    }
-    this.entries.set(k, {
-      value: kept,
-      code,
-      expires: performance.now() + seconds * 1000,
-      tags: tags ?? [],
-    })
+    const e = { value: undefined, code: 0, expires: performance.now() + seconds * 1000, tags: tags ?? [] }
+    hold(this, e, value)
+    this.entries.set(k, e)
   }
 
   /** incr without a segment: atomic within this process, as in Python. */

@@ -22,10 +22,8 @@
 //
 // A cached miss watches the same words as a value: the key's stamp in the
 // main segment (a cached miss counts only while the stamp it was stored
-// under holds, so any write of the key ends it) and the epoch. One whose
-// cached miss carries tags is not kept (their versions live in the
-// cached-miss segment, whose words this L1 does not map): getOrSet reads it
-// below L1 each time.
+// under holds, so any write of the key ends it), the epoch, and its tags'
+// versions, which live in the cached-miss segment's own tag table.
 
 const native = require('./native.cjs')
 const { encode, encoded, keptForm, fresh, again } = require('./values.cjs')
@@ -67,6 +65,43 @@ function deepFreeze(v) {
   Object.freeze(v)
   for (const k of Object.keys(v)) deepFreeze(v[k])
   return v
+}
+
+/**
+ * Sets what entry `e` keeps of `value` by the copy mode of `how` (an L1 or
+ * the degraded store: its `decode`, `copy`, `debug` and `serializer`), and
+ * `e.code`: with copy: 'decode', an object as its encoding (`code` and
+ * `form` when the caller has them, else made here from a value its method
+ * checked, so encode() does not throw) and that code; else the value itself
+ * (deep-frozen in debug mode, a shallow copy in copy mode) and 0.
+ *
+ * @example
+ * hold(l1, entry, { a: 1 }, JSON_TEXT, '{"a":1}')
+ */
+function hold(how, e, value, code, form) {
+  if (how.decode && encoded(value)) {
+    if (code === undefined) {
+      const enc = encode(value, 'Cache.getOrSet()', how.serializer)
+      code = enc[0]
+      form = enc[1] ?? enc[2]
+    }
+    e.value = keptForm(code, form)
+    e.code = code
+    return
+  }
+  e.value = how.debug ? deepFreeze(value) : how.copy ? shallow(value) : value
+  e.code = 0
+}
+
+/**
+ * What a hit of entry `e` (kept by hold()) hands out by the copy mode of
+ * `how`: a new decode of an encoding, a shallow copy, or the value itself.
+ *
+ * @example
+ * handOut(l1, entry) // { a: 1 }
+ */
+function handOut(how, e) {
+  return e.code !== 0 ? fresh(e.code, e.value) : how.copy ? shallow(e.value) : e.value
 }
 
 /** What the addon's meta word 0 says of a cached miss. */
@@ -214,8 +249,7 @@ class L1 {
     }
     e.hit = 1
     this.hits++
-    // An entry of copy: 'decode' holds an encoding (code not 0) unless its value cannot change.
-    return e.code !== 0 ? fresh(e.code, e.value) : this.copy ? shallow(e.value) : e.value
+    return handOut(this, e)
   }
 
   /** Drops the entry of `k` found expired or invalidated; `miss`. */
@@ -260,16 +294,7 @@ class L1 {
       map.delete(k)
       return
     }
-    if (this.decode && encoded(value)) {
-      if (code === undefined) {
-        const enc = encode(value, 'Cache.getOrSet()', this.serializer)
-        code = enc[0]
-        form = enc[1] ?? enc[2]
-      }
-      this.put(map, k, keptForm(code, form), this.queue, this.size, code, this.tags)
-      return
-    }
-    this.put(map, k, this.debug ? deepFreeze(value) : this.copy ? shallow(value) : value, this.queue, this.size, 0, this.tags)
+    this.put(map, k, value, code, form, this.queue, this.size, this.tags)
   }
 
   /**
@@ -282,18 +307,17 @@ class L1 {
     const str = typeof key === 'string'
     const k = str ? key : key.toString('latin1')
     ;(str ? this.strings : this.buffers).delete(k)
-    this.put(str ? this.negStrings : this.negBuffers, k, null, this.negQueue, this.negativeSize, 0, this.negTags)
+    this.put(str ? this.negStrings : this.negBuffers, k, null, undefined, undefined, this.negQueue, this.negativeSize, this.negTags)
   }
 
   /**
    * Puts an entry of `value` for `k` in `map` (of `ring`'s bound, which
-   * holds `held` entries), watching the words the meta block names; `code`
-   * the encoding of a value kept encoded (copy: 'decode'), else 0; `tagWords`
-   * the tag table its tags are words of. A key's
-   * entry replaced keeps its place in the queue and its mark, as in the
-   * Python front end's L1.
+   * holds `held` entries), kept as hold() says (`code` and `form` its
+   * encoding, if the caller has it), watching the words the meta block names
+   * (its tags in the table `tagWords`). A key's entry replaced keeps its
+   * place in the queue and its mark, as in the Python front end's L1.
    */
-  put(map, k, value, ring, held, code, tagWords) {
+  put(map, k, value, code, form, ring, held, tagWords) {
     const ntags = meta[8]
     const tags = ntags === 0 ? null : Array.from(meta.subarray(9, 9 + 2 * ntags))
     const softLo = meta[6]
@@ -303,8 +327,7 @@ class L1 {
     const short = Math.min(Math.max(softLo + softHi * 2 ** 32 - clockBase, 0), SHORT_MAX)
     const old = map.get(k)
     if (old !== undefined) {
-      old.value = value
-      old.code = code
+      hold(this, old, value, code, form)
       old.stamp = meta[2]
       old.seen = meta[3]
       old.epoch = meta[4]
@@ -320,8 +343,8 @@ class L1 {
     const e = {
       map,
       key: k,
-      value,
-      code,
+      value: undefined,
+      code: 0,
       stamp: meta[2],
       seen: meta[3],
       epoch: meta[4],
@@ -334,6 +357,7 @@ class L1 {
       /** 1 once hit since it was queued, else 0 (CLOCK's mark). */
       hit: 0,
     }
+    hold(this, e, value, code, form)
     map.set(k, e)
     ring.push(e)
   }
@@ -355,4 +379,4 @@ class L1 {
   }
 }
 
-module.exports = { L1, meta, shallow, deepFreeze, CACHED_MISS }
+module.exports = { L1, meta, shallow, hold, handOut, CACHED_MISS }

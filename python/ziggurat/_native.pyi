@@ -128,15 +128,13 @@ def check_ttl(ttl: float, what: str) -> float:
     ``math.inf``), else a ValueError whose message starts with ``what``."""
 
 def check_defaults(
-    ttl: float,
-    neg_ttl: float | None,
-    stale_ttl: float | None,
-    jitter: float,
+    fetch_defaults: tuple[float, float | None, float | None, float, float],
     refresh_ahead: float,
-    loader_timeout: float,
     degraded_ttl: float | None,
 ) -> None:
-    """Raises a ValueError naming the first of a cache's defaults out of its range."""
+    """Raises a ValueError naming the first of a cache's defaults out of its range;
+    ``fetch_defaults`` is (ttl, neg_ttl, stale_ttl, jitter, loader_timeout), as ``Cache``
+    takes them."""
 
 def segment_name(name: str, version: str | None = None) -> str:
     """The segment of the cache ``name`` at ``version`` (``name.ver-{version}``), or a

@@ -140,12 +140,8 @@ class CacheOptions:
         try:
             _native.segment_name(name, None if version is None else str(version))
             _native.check_defaults(
-                ttl,
-                neg_ttl,
-                stale_ttl,
-                float(a["jitter"]),
+                (ttl, neg_ttl, stale_ttl, float(a["jitter"]), loader_timeout),
                 float(a["refresh_ahead"]),
-                loader_timeout,
                 degraded_ttl,
             )
         except ValueError as e:

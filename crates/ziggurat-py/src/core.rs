@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use pyo3::create_exception;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PySet};
-use ziggurat_cache::{Cache, CacheOptions, CopyMode, Peeked, Read};
+use ziggurat_cache::{Cache, CopyMode, Peeked, Read};
 use ziggurat_core::now_ms;
 
 use crate::args::{check_key, key_bytes, key_hash, named};
@@ -19,6 +19,7 @@ use crate::codec::AutoCodec;
 use crate::convert::{cache_err, fields_dict, ZigguratError};
 use crate::l1::{is_key, Entry, Shared, L1};
 use crate::read::PyFront;
+use crate::rules::{cache_options, FetchDefaults};
 use crate::segment::PySegment;
 
 create_exception!(
@@ -27,9 +28,6 @@ create_exception!(
     ZigguratError,
     "A cached object was changed by its caller (raised in debug mode)."
 );
-
-/// (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) as passed from Python.
-type FetchDefaults = (f64, Option<f64>, Option<f64>, f64, f64);
 
 /// What the quick entries' L1 lookup found (`CacheCore::l1_peek`).
 pub(crate) enum Quick {
@@ -304,16 +302,7 @@ impl CacheCore {
         codec: Option<Py<AutoCodec>>,
         degraded_ttl: Option<f64>,
     ) -> PyResult<Self> {
-        let (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) = fetch_defaults;
-        let opts = CacheOptions {
-            ttl,
-            neg_ttl,
-            stale_ttl,
-            jitter,
-            loader_timeout,
-            refresh_ahead,
-            degraded_ttl,
-        };
+        let opts = cache_options(fetch_defaults, refresh_ahead, degraded_ttl);
         let mode = CopyMode::parse(copy).map_err(cache_err)?;
         let seg = |s: Option<&Bound<'_, PySegment>>| s.map(|s| Arc::clone(s.get().inner()));
         let cache = Cache::new(seg(main), seg(neg), opts, l1_items > 0).map_err(cache_err)?;

@@ -39,26 +39,17 @@ pub fn check_ttl(ttl: f64, what: &str) -> PyResult<f64> {
     ziggurat_cache::check_ttl(ttl, what).map_err(convert::cache_err)
 }
 
-/// Checks a cache's defaults by `CacheOptions::checked` (TTLs, jitter,
-/// refresh-ahead, loader timeout), raising a `ValueError` naming the first
-/// option out of its range.
-///
-/// ```python
-/// >>> check_defaults(60.0, None, None, 1.5, 0.0, 10.0, None)
-/// Traceback (most recent call last):
-/// ValueError: jitter must be in [0, 1), got 1.5
-/// ```
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-pub fn check_defaults(
-    ttl: f64,
-    neg_ttl: Option<f64>,
-    stale_ttl: Option<f64>,
-    jitter: f64,
+/// (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) as passed from Python.
+pub(crate) type FetchDefaults = (f64, Option<f64>, Option<f64>, f64, f64);
+
+/// The Cache's options from what Python passes, unchecked (`CacheCore::new`
+/// and `check_defaults` both build them here).
+pub(crate) fn cache_options(
+    fetch_defaults: FetchDefaults,
     refresh_ahead: f64,
-    loader_timeout: f64,
     degraded_ttl: Option<f64>,
-) -> PyResult<()> {
+) -> ziggurat_cache::CacheOptions {
+    let (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) = fetch_defaults;
     ziggurat_cache::CacheOptions {
         ttl,
         neg_ttl,
@@ -68,9 +59,27 @@ pub fn check_defaults(
         refresh_ahead,
         degraded_ttl,
     }
-    .checked()
-    .map(|_| ())
-    .map_err(convert::cache_err)
+}
+
+/// Checks a cache's defaults by `CacheOptions::checked` (TTLs, jitter,
+/// refresh-ahead, loader timeout), raising a `ValueError` naming the first
+/// option out of its range; `fetch_defaults` as `Cache` takes them.
+///
+/// ```python
+/// >>> check_defaults((60.0, None, None, 1.5, 10.0), 0.0, None)
+/// Traceback (most recent call last):
+/// ValueError: jitter must be in [0, 1), got 1.5
+/// ```
+#[pyfunction]
+pub fn check_defaults(
+    fetch_defaults: FetchDefaults,
+    refresh_ahead: f64,
+    degraded_ttl: Option<f64>,
+) -> PyResult<()> {
+    cache_options(fetch_defaults, refresh_ahead, degraded_ttl)
+        .checked()
+        .map(|_| ())
+        .map_err(convert::cache_err)
 }
 
 /// The segment of the cache `name` at `version` (`name.ver-{version}`), or a
