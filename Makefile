@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 
-.PHONY: all build test lint pytest rust-test node-build node-test node-pack bench bench-node bench-http bench-scale stress demo demo-cluster blog clean wheel sdist
+.PHONY: all build test lint pytest contract rust-test node-build node-test node-pack bench bench-node bench-http bench-scale stress demo demo-cluster blog clean wheel sdist
 
 all: test
 
@@ -62,7 +62,12 @@ rust-test:
 	cargo test --workspace -q --release
 
 pytest: build
-	$(PY) -m pytest -q -m "not stress" --doctest-modules python/ziggurat tests
+	$(PY) -m pytest -q -m "not stress" --doctest-modules python/ziggurat tests --ignore=tests/contract
+
+# The contract suite (tests/contract/): every promise written once as a scenario, run by
+# a driver process of each front end and by every pair of them (docs/guarantees.md).
+contract: build node-build
+	$(PY) -m pytest -q tests/contract
 
 # The Node.js package (node/): its tools from the lockfile, the addon built with napi-rs
 # (node/ziggurat.<platform>.node, from crates/ziggurat-node), then its tests with Node.js's
@@ -87,7 +92,7 @@ node-test: node-build build
 node-pack: node-build
 	cd node && npm run package
 
-test: lint rust-test pytest node-test
+test: lint rust-test pytest node-test contract
 
 # The documentation site (mkdocs.yml; the pages in docs/), built into site/. `make docs`
 # first draws the CLI's pictures again from the real command (docs/render_cli.py); both
@@ -114,9 +119,10 @@ docs-check: $(VENV)/.docs $(VENV)/.dev
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The file-format fuzz test runs 100000 cases here (PROPTEST_CASES sets another count).
-stress: build
+stress: build node-build
 	ZIGGURAT_STRESS=1 cargo test -q --release -p ziggurat-core --test fuzz_file
-	ZIGGURAT_STRESS=1 $(PY) -m pytest -q -m stress tests
+	ZIGGURAT_STRESS=1 $(PY) -m pytest -q -m stress tests --ignore=tests/contract
+	ZIGGURAT_STRESS=1 $(PY) -m pytest -q tests/contract
 
 bench: build $(VENV)/.bench bench-node
 	$(PY) bench/run.py

@@ -97,7 +97,7 @@ def test_a_value_that_decodes_to_nothing_is_a_miss(cache: Cache, value: Any) -> 
 def test_variants_live_under_a_record_in_the_same_format(cache: Cache) -> None:
     t = now()
     base = base_key("http", "h", b"/v")
-    saved = save(cache, base, _stored(t, vary=("accept",), vary_values=(b"fr",)), 60, t)
+    saved, _ = save(cache, base, _stored(t, vary=("accept",), vary_values=(b"fr",)), 60, t)
     record = cache.get(base)
     assert isinstance(record, bytes) and record[:4] == b"ZH\x01V"
     names, generation, until = decode(record)  # type: ignore[misc]

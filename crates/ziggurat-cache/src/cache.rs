@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ziggurat_core::{now_ms, Segment};
+use ziggurat_core::{now_ms, Segment, Snapshot};
 
 use crate::counts::Counts;
 use crate::entry::{refresh_due, Kind, Trailer};
@@ -17,7 +17,7 @@ use crate::options::CacheOptions;
 use crate::store::Kept;
 use crate::tags::refs;
 use crate::ttl::{check_ttl, lifetime};
-use crate::update::{add, fill, incr, touch, Seen};
+use crate::update::{add, fill, incr, touch};
 
 /// A value to write: bytes the front end owns (its serializer's output, a
 /// buffer of its language) or a vector the write may extend in place.
@@ -35,6 +35,9 @@ pub struct Written {
     /// The words an L1 entry watches, when L1 may keep the value (see
     /// [`crate::store`]); None: drop any L1 entry of the key.
     pub kept: Option<Kept>,
+    /// Whether the value was stored: a load's result is not when a write
+    /// came during the load (then no tier is told of it either).
+    pub stored: bool,
 }
 
 /// One cache's shared tiers as a front end uses them.
@@ -218,14 +221,25 @@ impl Cache {
         Ok(touch(main, key, &self.life(ttl))?)
     }
 
-    /// What [`Cache::fill`] compares against for `key`: None without a
-    /// segment or while a write of the key is in progress (do not fill then).
-    pub fn seen(&self, key: &[u8]) -> Option<Seen> {
-        self.main.as_deref().and_then(|m| Seen::now(m, key))
+    /// What [`Cache::fill`] compares against for `key`, taken before the
+    /// value is read: None without a segment or while a write of the key is
+    /// in progress (do not fill then).
+    pub fn seen(&self, key: &[u8]) -> Option<Snapshot> {
+        let m = self.main.as_deref()?;
+        let snap = m.snapshot(&m.hash(key), None).ok()?;
+        (!snap.in_progress()).then_some(snap)
     }
 
-    /// Copies a value from a tier below into the main segment, only if
-    /// nothing voided the key since `seen`; whether it stored.
+    /// A snapshot of the key `of` back from [`Snapshot::parts`] (None without
+    /// a segment).
+    pub fn seen_from(&self, of: &[u8], parts: (u32, u64, u64)) -> Option<Snapshot> {
+        let m = self.main.as_deref()?;
+        Some(m.snapshot_from(&m.hash(of), parts))
+    }
+
+    /// Copies a value from a tier below (or a response of the key `seen`
+    /// watches) into the main segment, only if nothing voided it since
+    /// `seen`; whether it stored.
     pub fn fill(
         &self,
         key: &[u8],
@@ -233,7 +247,7 @@ impl Cache {
         kind: Kind,
         ttl: f64,
         tags: &[Vec<u8>],
-        seen: Seen,
+        seen: &Snapshot,
     ) -> Result<bool, Error> {
         let main = self.writable()?;
         let life = self.life(Some(ttl));

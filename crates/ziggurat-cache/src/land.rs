@@ -49,12 +49,15 @@ impl Cache {
             Loaded::Value(body, kind) if self.main().is_some() => {
                 let stale = plan.stale_ttl.unwrap_or(0.0);
                 let kh = miss.keys.map(|k| k.main);
-                let r = self.store(key, kh, body, kind, miss.ttl, stale, &plan.tags, || {
-                    if let (true, Some(fl)) = (early, self.flight()) {
-                        fl.end_load(key, miss.refreshing, miss.keys);
-                        released = true;
-                    }
-                });
+                let landing = miss.landing.as_ref();
+                let tags = &plan.tags;
+                let r =
+                    self.store_from(key, kh, body, kind, miss.ttl, stale, tags, landing, || {
+                        if let (true, Some(fl)) = (early, self.flight()) {
+                            fl.end_load(key, miss.refreshing, miss.keys);
+                            released = true;
+                        }
+                    });
                 r.map(Some)
             }
             Loaded::Null => match plan.neg_ttl {

@@ -136,5 +136,5 @@ pub use stats::{LoaderStats, Stats};
 pub use store::{store, store_negative, Kept};
 pub use tags::{check_tags, MAX_TAGS};
 pub use ttl::{check_ttl, lifetime, Lifetime, MAX_TTL_SECONDS};
-pub use update::{add, fill, incr, touch, Seen};
+pub use update::{add, fill, incr, touch};
 pub use watch::{L1Watch, Watch32, Watch64};

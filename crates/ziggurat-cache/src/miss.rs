@@ -18,6 +18,7 @@ use crate::flight::{Flight, FlightKey, Next};
 use crate::front::{Front, Read};
 use crate::tags::check_tags;
 use crate::ttl::check_ttl;
+use ziggurat_core::Snapshot;
 
 /// The longest single sleep of a waiter: after it, the holder's liveness is
 /// checked again (a dead holder is replaced at once).
@@ -60,6 +61,9 @@ pub struct Miss<V> {
     pub(crate) refreshing: bool,
     /// The key hashed for both segments, once per miss.
     pub(crate) keys: Option<FlightKey>,
+    /// What the segment held when this process took the lease, before its
+    /// loader ran: the loaded value lands only while all of it still holds.
+    pub(crate) landing: Option<Snapshot>,
 }
 
 impl<V> Miss<V> {
@@ -74,6 +78,7 @@ impl<V> Miss<V> {
             held: false,
             refreshing: false,
             keys: None,
+            landing: None,
         }
     }
 
@@ -112,6 +117,7 @@ impl<V> Miss<V> {
             held: self.held,
             refreshing: self.refreshing,
             keys: self.keys,
+            landing: self.landing.clone(),
         }
     }
 }
@@ -199,6 +205,7 @@ impl Cache {
         r.ttl = self.jittered(r.plan.ttl);
         let fk = fl.key(key);
         r.stamp = fl.main_stamp(&fk);
+        r.landing = self.landing(&fk, &r.plan);
         r.keys = Some(fk);
         Some(r)
     }
@@ -326,6 +333,7 @@ impl Cache {
                     }
                 }
                 miss.stamp = main_stamp;
+                miss.landing = self.landing(fk, &miss.plan);
                 miss.held = true;
                 miss.ttl = self.jittered(miss.plan.ttl);
                 // The value will be written: start loading what the write
@@ -349,6 +357,13 @@ impl Cache {
                 Ok(Step::Wait(miss))
             }
         }
+    }
+
+    /// What a load of the key must find unchanged to land, taken with its
+    /// lease and before its loader runs (see [`Snapshot`]).
+    fn landing(&self, fk: &FlightKey, plan: &Plan) -> Option<Snapshot> {
+        let tags: Vec<&[u8]> = plan.tags.iter().map(Vec::as_slice).collect();
+        self.main()?.snapshot(fk.main(), Some(&tags)).ok()
     }
 
     /// L1, then below it: the value or cached miss of `key` if one is there now.

@@ -2,7 +2,7 @@
 //! telling the front end whether its L1 may keep the object it wrote, and a
 //! cached miss into the cached-miss segment.
 
-use ziggurat_core::{KeyHash, Segment};
+use ziggurat_core::{KeyHash, Segment, Snapshot};
 
 use crate::cache::{Body, Cache, Written};
 use crate::entry::{encode, seal, Kind, Trailer};
@@ -24,7 +24,12 @@ pub struct Kept {
 /// lifetime and `tags`. `written` runs as soon as the segment holds the value
 /// (before the L1 check below).
 ///
-/// Returns what an L1 entry of the value watches when the front end keeps one
+/// With `landing` (a load's result), the value is stored only while nothing
+/// the snapshot watches moved since it was taken (see [`Snapshot`]): a write
+/// that returned during the load wins, and the front end drops any L1 entry.
+///
+/// Returns whether the value was stored (always, without `landing`), and
+/// what an L1 entry of the value watches when the front end keeps one
 /// (`l1`) and no other write landed between the stamp reads around this one:
 /// the key's stamp (even before, two more after: this write alone, not one of
 /// a key sharing the stamp) and the epoch unchanged. Otherwise None: an L1
@@ -38,28 +43,38 @@ pub fn store(
     life: &Lifetime,
     tags: &[&[u8]],
     l1: bool,
+    landing: Option<&Snapshot>,
     written: impl FnOnce(),
-) -> Result<Option<Kept>, ziggurat_core::Error> {
+) -> Result<(bool, Option<Kept>), ziggurat_core::Error> {
     let (stamp, watch) = seg.write_start(kh);
     let epoch = seg.epoch();
     let s0 = stamp.load();
     let e0 = epoch.load();
-    // The tags' versions the write stores, resolved first so that an L1 entry
-    // watches exactly those.
+    // The tags' versions as they are before the write, which stores these or
+    // later ones: an L1 entry watching them is never valid longer than the record.
     let refs = if l1 { seg.tag_refs(tags)? } else { Vec::new() };
-    seg.set_hashed(key, kh, stored, life.record_ttl(), tags)?;
+    let stored = match landing {
+        Some(snap) => seg.land(key, kh, stored, life.record_ttl(), tags, snap)?,
+        None => {
+            seg.set_hashed(key, kh, stored, life.record_ttl(), tags)?;
+            true
+        }
+    };
     written();
     let s1 = stamp.load();
-    if !(l1 && s0 & 1 == 0 && s1 == s0.wrapping_add(2) && epoch.load() == e0) {
-        return Ok(None);
+    if !(stored && l1 && s0 & 1 == 0 && s1 == s0.wrapping_add(2) && epoch.load() == e0) {
+        return Ok((stored, None));
     }
-    Ok(Some(Kept {
-        watch: L1Watch {
-            stamp: Watch32::of(watch, s1),
-            epoch: Watch64::of(seg.epoch_watch(), e0),
-        },
-        tags: tag_watches(seg, &refs),
-    }))
+    Ok((
+        true,
+        Some(Kept {
+            watch: L1Watch {
+                stamp: Watch32::of(watch, s1),
+                epoch: Watch64::of(seg.epoch_watch(), e0),
+            },
+            tags: tag_watches(seg, &refs),
+        }),
+    ))
 }
 
 /// Stores a cached miss of `key` in the cached-miss segment `neg`: the key's
@@ -96,6 +111,24 @@ impl Cache {
         tags: &[Vec<u8>],
         written: impl FnOnce(),
     ) -> Result<Written, Error> {
+        self.store_from(key, kh, body, kind, ttl, stale, tags, None, written)
+    }
+
+    /// [`Cache::store`] of a load's result, stored only while nothing
+    /// `landing` watches moved (None: always, as a write).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn store_from(
+        &self,
+        key: &[u8],
+        kh: Option<KeyHash>,
+        body: Body<'_>,
+        kind: Kind,
+        ttl: f64,
+        stale: f64,
+        tags: &[Vec<u8>],
+        landing: Option<&Snapshot>,
+        written: impl FnOnce(),
+    ) -> Result<Written, Error> {
         let main = self.writable()?;
         let kh = kh.unwrap_or_else(|| {
             let kh = main.hash(key);
@@ -108,7 +141,7 @@ impl Cache {
             Body::Owned(v) => seal(v, &trailer),
             Body::Bytes(b) => encode(b, &trailer),
         };
-        let kept = store(
+        let (stored, kept) = store(
             main,
             key,
             &kh,
@@ -116,9 +149,14 @@ impl Cache {
             &life,
             &refs(tags),
             self.has_l1(),
+            landing,
             written,
         )?;
-        Ok(Written { trailer, kept })
+        Ok(Written {
+            trailer,
+            kept,
+            stored,
+        })
     }
 
     /// Stores a cached miss of `key` for `ttl` seconds, valid while the key's

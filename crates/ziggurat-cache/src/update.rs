@@ -1,10 +1,10 @@
-//! Writes that depend on the entry already there (`add`, `incr`, `touch`) or
-//! on nothing having changed since a snapshot (`fill`). Each is one
-//! [`Segment::rewrite`], so the check and the write happen under the key's
-//! shard lock and no other process's write can come between them.
+//! Writes that depend on the entry already there (`add`, `incr`, `touch`),
+//! each one [`Segment::rewrite`], or on nothing having changed since a
+//! snapshot (`fill`, one [`Segment::land`]): the check and the write happen
+//! under the key's shard lock, so no other process's write comes between.
 
 use ziggurat_core::now_ms;
-use ziggurat_core::{Error as CoreError, Rewrite, Segment};
+use ziggurat_core::{Error as CoreError, Rewrite, Segment, Snapshot};
 
 use crate::entry::{counter_payload, encode, split, Kind, Trailer};
 use crate::error::Error;
@@ -47,47 +47,10 @@ pub fn add(
     })
 }
 
-/// What a reader saw before copying an entry in from another tier: the key's
-/// stamp, the segment epoch and its count of tag invalidations. A later
-/// [`fill`] stores only if all three are unchanged, so a delete, a clear or a
-/// tag invalidation that lands while the entry travels always wins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Seen {
-    stamp: u32,
-    epoch: u64,
-    tag_invalidations: u64,
-}
-
-impl Seen {
-    /// Takes the snapshot, or None while a write of the key is in progress
-    /// (its stamp is odd): then there is nothing safe to fill against.
-    pub fn now(seg: &Segment, key: &[u8]) -> Option<Seen> {
-        let stamp = seg.stamp_watch(&seg.hash(key)).load();
-        let seen = Seen {
-            stamp,
-            epoch: seg.epoch().load(),
-            tag_invalidations: seg.tag_invalidations(),
-        };
-        (stamp & 1 == 0).then_some(seen)
-    }
-
-    /// The snapshot as one integer pair, for a caller that keeps it elsewhere.
-    pub fn parts(self) -> (u32, u64, u64) {
-        (self.stamp, self.epoch, self.tag_invalidations)
-    }
-
-    /// The snapshot back from [`Seen::parts`].
-    pub fn from_parts(stamp: u32, epoch: u64, tag_invalidations: u64) -> Seen {
-        Seen {
-            stamp,
-            epoch,
-            tag_invalidations,
-        }
-    }
-}
-
 /// Stores `payload` (of `kind`) under `key` only if nothing that could void
-/// it happened since `seen` (see [`Seen`]). Returns whether it stored.
+/// it happened since `seen` was taken, before the payload was read (see
+/// [`Snapshot`]): a delete, a clear or a tag invalidation that lands while the
+/// entry travels always wins. Returns whether it stored.
 pub fn fill(
     seg: &Segment,
     key: &[u8],
@@ -95,19 +58,18 @@ pub fn fill(
     kind: Kind,
     life: &Lifetime,
     tags: &[&[u8]],
-    seen: Seen,
+    seen: &Snapshot,
 ) -> Result<bool, CoreError> {
-    let refs = seg.tag_refs(tags)?;
-    let stamp = seg.stamp_watch(&seg.hash(key));
-    let epoch = seg.epoch_watch();
-    seg.rewrite(key, |_| {
-        let now = Seen {
-            stamp: stamp.load(),
-            epoch: epoch.load(),
-            tag_invalidations: seg.tag_invalidations(),
-        };
-        (now == seen).then(|| fresh_record(payload, kind, life, refs))
-    })
+    let t = Trailer::starting_now(kind, life.ttl_ms);
+    let kh = seg.hash(key);
+    seg.land(
+        key,
+        &kh,
+        &encode(payload, &t),
+        life.record_ttl(),
+        tags,
+        seen,
+    )
 }
 
 /// Adds `delta` to the counter under `key` and returns the new value. The

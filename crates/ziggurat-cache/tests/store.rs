@@ -36,9 +36,11 @@ fn put(
         &l,
         tags,
         l1,
+        None,
         written,
     )
     .unwrap()
+    .1
 }
 
 fn stamp(seg: &Segment, key: &[u8]) -> u32 {

@@ -43,6 +43,7 @@ mod shard;
 mod shard_lock;
 #[allow(unsafe_code)]
 mod shm;
+mod snapshot;
 #[allow(unsafe_code)]
 mod stamps;
 #[allow(unsafe_code)]
@@ -65,6 +66,7 @@ pub use read::ReadMeta;
 pub use recovery::Report;
 pub use segment::Segment;
 pub use shm::{Word32, Word64};
+pub use snapshot::Snapshot;
 pub use sys::group_id;
 pub use tags::TagRef;
 pub use view::{View32, View64};

@@ -308,6 +308,12 @@ impl Segment {
 
     /// Resolves tag names to references with their current versions.
     pub fn tag_refs(&self, tags: &[&[u8]]) -> Result<Vec<u64>> {
+        Ok(self.tag_versions(&self.tag_cells(tags)?))
+    }
+
+    /// The distinct cells of tag names, each checked: what a write resolves
+    /// before its shard lock, so that only the versions are read under it.
+    pub(crate) fn tag_cells(&self, tags: &[&[u8]]) -> Result<Vec<u32>> {
         if tags.len() > MAX_TAGS {
             return Err(Error::Invalid(format!(
                 "at most {MAX_TAGS} tags per entry, got {}",
@@ -326,13 +332,22 @@ impl Segment {
                 )));
             }
             let cell = self.tag_cell(t);
-            let version = self.tag_word(cell).load();
-            let r = TagRef { cell, version }.pack();
-            if !out.contains(&r) {
-                out.push(r);
+            if !out.contains(&cell) {
+                out.push(cell);
             }
         }
         Ok(out)
+    }
+
+    /// References to `cells` at their versions now.
+    pub(crate) fn tag_versions(&self, cells: &[u32]) -> Vec<u64> {
+        cells
+            .iter()
+            .map(|&cell| {
+                let version = self.tag_atomic(cell).load(Ordering::SeqCst);
+                TagRef { cell, version }.pack()
+            })
+            .collect()
     }
 
     /// Checks a TTL in seconds: finite and > 0.
@@ -348,11 +363,16 @@ impl Segment {
         }
     }
 
-    /// Removes every entry. Shards are emptied one by one under their locks,
-    /// then the epoch is bumped so every L1 copy stops validating.
+    /// Removes every entry. The epoch is bumped, the shards are emptied one by
+    /// one under their locks, then the epoch is bumped again so that every L1
+    /// copy, even one filled while the shards were emptied, stops validating.
     pub fn clear(&self) -> Result<()> {
         self.check_writable("clear")?;
         self.contain("clear", || {
+            // First: a load that began before this clear checks the epoch under a
+            // shard lock as it lands (`Segment::land`), and a shard this clear has
+            // already emptied must not take a value read before it.
+            self.epoch_atomic().fetch_add(1, Ordering::SeqCst);
             let mut emptied = false;
             let done = (0..self.g.nshards).try_for_each(|s| {
                 let guard = self.lock(s)?;

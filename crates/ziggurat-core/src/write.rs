@@ -14,7 +14,9 @@ use crate::segment::Segment;
 use crate::shard::Shard;
 use crate::shard_lock::Guard;
 use crate::shm::Word32;
+use crate::snapshot::Snapshot;
 use crate::stamps;
+use crate::tags::TagRef;
 use crate::view::View32;
 
 impl Segment {
@@ -78,6 +80,22 @@ impl Segment {
             .map(|_| ())
     }
 
+    /// Stores `value` under `key` (hashed as `kh`) with `tags` only while
+    /// nothing `snap` watches has changed since it was taken (see
+    /// [`Snapshot`]): what a load read after the snapshot lands only if no
+    /// write it could be older than came between. Returns whether it stored.
+    pub fn land(
+        &self,
+        key: &[u8],
+        kh: &KeyHash,
+        value: &[u8],
+        ttl: Option<f64>,
+        tags: &[&[u8]],
+        snap: &Snapshot,
+    ) -> Result<bool> {
+        self.write(key, Some(kh), value, ttl, tags, Cond::Unchanged(snap))
+    }
+
     /// Stores `value` only if `key` has no live entry. Returns whether it did.
     pub fn add(&self, key: &[u8], value: &[u8], ttl: Option<f64>, tags: &[&[u8]]) -> Result<bool> {
         self.write(key, None, value, ttl, tags, Cond::Absent)
@@ -106,6 +124,7 @@ impl Segment {
     ) -> Result<bool> {
         let what = match cond {
             Cond::Always => "set",
+            Cond::Unchanged(_) => "land",
             Cond::Absent => "add",
             Cond::Equals(_) => "replace_if",
         };
@@ -132,11 +151,24 @@ impl Segment {
             return Err(self.too_large(value.len()));
         }
         Self::check_ttl(ttl)?;
-        let tag_refs = self.tag_refs(tags)?;
+        let cells = self.tag_cells(tags)?;
         let kh = kh.copied().unwrap_or_else(|| self.hash(key));
         let expiry = deadline_ms(ttl);
         let (guard, stamp_idx) = self.begin(&kh)?;
         let sh = guard.sh;
+        // The tags' versions are read under the lock: a write delayed before it
+        // while a tag was invalidated and a later write of the key landed would
+        // otherwise store a record void on arrival over that later write.
+        let tag_refs = match cond {
+            Cond::Unchanged(snap) => match snap.holds(self, &cells) {
+                Some(refs) => refs,
+                None => {
+                    sh.intent_active().store(0, Ordering::Release);
+                    return Ok(false);
+                }
+            },
+            _ => self.tag_versions(&cells),
+        };
         // A plain set needs nothing of the current record: `append` finds its
         // slot again after reserving. Reading it would cost a cache miss in the
         // ring on every overwrite.
@@ -146,7 +178,7 @@ impl Segment {
                 .filter(|&(_, w)| self.live(&sh, w))
         };
         let go = match cond {
-            Cond::Always => true,
+            Cond::Always | Cond::Unchanged(_) => true,
             Cond::Absent => current().is_none(),
             Cond::Equals(expected) => {
                 current().is_some_and(|(_, w)| self.value_is(&sh, w, expected))
@@ -216,7 +248,11 @@ impl Segment {
             return Err(e);
         }
         let tags = match rw.tags {
-            Some(t) => t,
+            // At their versions now, under the lock, as a plain write reads them.
+            Some(t) => {
+                let cells: Vec<u32> = t.iter().map(|&r| TagRef::unpack(r).cell).collect();
+                self.tag_versions(&cells)
+            }
             None => current.map(|(_, _, t)| t).unwrap_or_default(),
         };
         self.append(&sh, stamp_idx, &kh, key, &rw.value, rw.expiry, &tags);
@@ -366,10 +402,12 @@ impl Segment {
         }
         self.contain("invalidate_tag", || {
             let cell = self.tag_cell(tag);
-            self.tag_atomic(cell).fetch_add(1, Ordering::SeqCst);
+            // The count first: a landing that read the new version then finds
+            // the count moved too (see `Snapshot::holds`).
             self.shm
                 .u64_at(H_TAG_INVALIDATIONS)
-                .fetch_add(1, Ordering::Relaxed);
+                .fetch_add(1, Ordering::SeqCst);
+            self.tag_atomic(cell).fetch_add(1, Ordering::SeqCst);
             Ok(())
         })
     }
@@ -379,6 +417,8 @@ impl Segment {
 #[derive(Clone, Copy)]
 enum Cond<'a> {
     Always,
+    /// Only while nothing the snapshot watches has changed.
+    Unchanged(&'a Snapshot),
     /// Only if the key has no live entry.
     Absent,
     /// Only if the key's live value equals this.
@@ -393,6 +433,7 @@ pub struct Rewrite {
     pub value: Vec<u8>,
     /// Absolute expiry in ms of [`now_ms`](crate::now_ms); 0 never expires.
     pub expiry: u64,
-    /// Tag references from [`Segment::tag_refs`]; None keeps the entry's own.
+    /// Tag references from [`Segment::tag_refs`] (their cells: the versions
+    /// stored are read under the lock); None keeps the entry's own.
     pub tags: Option<Vec<u64>>,
 }

@@ -16,7 +16,7 @@ use ziggurat_cache::{
 
 use crate::codec::pickle_bytes;
 use crate::errors::{closed, invalid, to_napi};
-use crate::front::{forget_reader_of, int_out, keep, read_below, register, Out};
+use crate::front::{forget_reader_of, int_out, keep, nothing_kept, read_below, register, Out};
 use crate::stats::{counts, Counts};
 use crate::words::Regions;
 
@@ -343,9 +343,9 @@ impl NativeCache {
     }
 
     /// Stores a value: JSON text (`code` 1, in `text`), bytes (2, `bytes`)
-    /// or a counter (3, `num` or `big`), for `ttl` seconds with `tags`.
-    /// Whether JavaScript may keep it in L1 (the meta words then say what
-    /// the entry watches).
+    /// or a counter (3, `num` or `big`), for `ttl` seconds with `tags`. The
+    /// meta words say whether JavaScript may keep it in L1, and what the
+    /// entry then watches.
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn store(
@@ -358,25 +358,29 @@ impl NativeCache {
         big: Option<BigInt>,
         ttl: Option<f64>,
         tags: Option<Vec<String>>,
-    ) -> Result<bool> {
+    ) -> Result<()> {
         let (c, k, tags) = self.write_target(&key, tags)?;
         let (ttl, stale) =
             c.write_ttls(ziggurat_cache::ttl_or_default(ttl, "ttl").map_err(to_napi)?);
         let (body, kind) = payload(code, text, bytes, num, big)?;
-        let w = c
-            .store(k, None, body, kind, ttl, stale, &tags, || ())
-            .map_err(to_napi)?;
-        Ok(self.kept(&w))
+        // Whatever the write does, the meta words answer for it: an L1 keep
+        // after a failed or refused write must not read a previous call's words.
+        let w = c.store(k, None, body, kind, ttl, stale, &tags, || ());
+        self.kept(w.as_ref().ok());
+        w.map(|_| ()).map_err(to_napi)
     }
 
-    /// Whether JavaScript may keep what a write left in L1, the meta words
-    /// saying what the entry watches.
-    pub(crate) fn kept(&self, w: &Written) -> bool {
-        let (Some(r), Some(kept)) = (self.regions.as_ref(), w.kept.as_ref()) else {
-            return false;
-        };
-        keep(r, &kept.watch, &kept.tags, &w.trailer);
-        true
+    /// Says in the meta words, the one channel JavaScript's L1 reads, whether
+    /// it may keep what a write left (`w`, None when nothing was written) and
+    /// what the entry then watches.
+    pub(crate) fn kept(&self, w: Option<&Written>) {
+        match (
+            self.regions.as_ref(),
+            w.and_then(|w| w.kept.as_ref().map(|k| (w, k))),
+        ) {
+            (Some(r), Some((w, kept))) => keep(r, &kept.watch, &kept.tags, &w.trailer),
+            _ => nothing_kept(),
+        }
     }
 
     /// Stores a value only if the key holds no fresh one; whether it did.

@@ -50,7 +50,7 @@ pub fn found(code: u32) {
 }
 
 /// Says in the meta words that an L1 may keep nothing of the value.
-fn found_nothing_kept() {
+pub fn nothing_kept() {
     meta()[KEPT].store(0, Ordering::Relaxed);
 }
 
@@ -322,7 +322,7 @@ impl Front for ScratchFront<'_> {
         };
         match (found.keep, self.regions) {
             (Some(w), Some(r)) => keep(r, &w, &found.tags, &t),
-            _ => found_nothing_kept(),
+            _ => nothing_kept(),
         }
         Ok(Some(taken))
     }

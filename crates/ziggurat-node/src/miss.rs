@@ -332,8 +332,9 @@ impl NativeCache {
     }
 
     /// The loader returned a value after `seconds`: stores it (JSON text,
-    /// bytes or a counter, as `store` takes them) and gives the lease back.
-    /// Whether JavaScript may keep it in L1 (see `store`).
+    /// bytes or a counter, as `store` takes them) unless a write came since
+    /// the lease was taken, and gives the lease back. The meta words say
+    /// whether JavaScript may keep it in L1 (see `store`).
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn land(
@@ -345,7 +346,7 @@ impl NativeCache {
         num: Option<f64>,
         big: Option<BigInt>,
         seconds: f64,
-    ) -> Result<bool> {
+    ) -> Result<()> {
         let c = self.cache()?;
         let miss = m.held()?;
         // A value that cannot be encoded is refused before the load is counted.
@@ -357,10 +358,9 @@ impl NativeCache {
             c.give_back(&m.key, miss);
         }
         m.miss = None;
-        Ok(match landed.written.map_err(to_napi)? {
-            Some(written) => self.kept(&written),
-            None => false,
-        })
+        let written = landed.written.map_err(to_napi);
+        self.kept(written.as_ref().ok().and_then(Option::as_ref));
+        written.map(|_| ())
     }
 
     /// The loader found nothing (undefined or null) after `seconds`: a

@@ -276,7 +276,13 @@ impl CacheCore {
                 || miss.ttl(),
                 |body, kind| {
                     let l = self.cache.land(kb, miss, took, Loaded::Value(body, kind));
-                    landed = Some((l.held, l.written.is_ok()));
+                    // A result refused for a write during the load is
+                    // older than that write: no tier below is told of it.
+                    let stored = l
+                        .written
+                        .as_ref()
+                        .is_ok_and(|w| w.as_ref().is_none_or(|w| w.stored));
+                    landed = Some((l.held, stored));
                     l.written.and_then(|w| w.ok_or(Error::NoSegment))
                 },
             )

@@ -8,7 +8,7 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
-use ziggurat_cache::{Kind, Seen};
+use ziggurat_cache::Kind;
 
 use crate::args::{check_key, positive_ttl};
 use crate::codec::Encoded;
@@ -90,15 +90,16 @@ impl CacheCore {
     /// a write of the key is in progress (then do not fill).
     fn seen(&self, key: &Bound<'_, PyAny>) -> PyResult<Option<(u32, u64, u64)>> {
         let kb = check_key(key)?;
-        Ok(self.cache.seen(kb).map(Seen::parts))
+        Ok(self.cache.seen(kb).map(|s| s.parts()))
     }
 
     /// Stores `value` under `key` for `ttl` seconds with `tags`, only if the
-    /// key's stamp, the epoch and the tag invalidations are still what `seen`
-    /// says. Returns whether it stored. `encoded`: the value as this cache's
+    /// stamp of `of` (default: `key`), the epoch and, for a value with tags,
+    /// the tag invalidations are still what `seen` (from `seen(of)`) says.
+    /// Returns whether it stored. `encoded`: the value as this cache's
     /// serializer already encoded it (the tier has those bytes from Redis or
     /// from its own write), so it is not encoded a second time.
-    #[pyo3(signature = (key, value, ttl, tags, seen, encoded=None))]
+    #[pyo3(signature = (key, value, ttl, tags, seen, encoded=None, of=None))]
     #[allow(clippy::too_many_arguments)] // the Python signature's arguments
     fn fill(
         &self,
@@ -109,25 +110,25 @@ impl CacheCore {
         tags: Option<&Bound<'_, PyAny>>,
         seen: (u32, u64, u64),
         encoded: Option<Bound<'_, PyBytes>>,
+        of: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         self.cache.writable().map_err(cache_err)?;
         let kb = check_key(key)?;
+        let of = match of {
+            Some(o) => check_key(o)?,
+            None => kb,
+        };
         let ttl = positive_ttl(ttl, "ttl")?;
         let tags = tags_arg(tags)?;
         let (enc, kind) = match encoded {
             Some(b) => (Encoded::Py(b), Kind::Value),
             None => self.encode_value(py, value)?,
         };
-        let (s, e, t) = seen;
+        let Some(seen) = self.cache.seen_from(of, seen) else {
+            return Ok(false);
+        };
         self.cache
-            .fill(
-                kb,
-                enc.as_bytes(),
-                kind,
-                ttl,
-                &tags,
-                Seen::from_parts(s, e, t),
-            )
+            .fill(kb, enc.as_bytes(), kind, ttl, &tags, &seen)
             .map_err(cache_err)
     }
 

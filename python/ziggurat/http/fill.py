@@ -72,10 +72,14 @@ class Fill:
         self.req_cc = req_cc
         self.has_auth = has_auth
         self.start = now
+        # Taken before the app is called: a purge of the URL, a tag invalidation or a
+        # clear that returns while the app renders keeps this fill's older page out.
+        self.seen = store.snapshot(engine.cache, base)
         self.stale: Stored | None = None
         self.coalesce = False
         self._moved = False
         self.stored = False
+        self.purged = False
         self.tee = False
         self._validated = False
         # Set when a stale response answered for the failed app: the requests that waited
@@ -351,8 +355,12 @@ class Fill:
         ttl = m.ttl
         detail = "stored"
         try:
-            s = store.save(self.engine.cache, self.base, s, ttl, now)
-            self.stored = True
+            s, self.stored = store.save(self.engine.cache, self.base, s, ttl, now, self.seen)
+            if not self.stored:
+                # A purge returned while the app rendered: this page may predate it.
+                # The requests waiting on this fill coalesce again behind a new one.
+                detail = "purged"
+                self.purged = True
         except Exception as e:
             log.warning("ziggurat.http: storing %r failed: %r", self.base, e)
             detail = "store-failed"
@@ -367,8 +375,9 @@ class Fill:
         fresh = store.decode(value)
         assert type(fresh) is Stored
         try:
-            store.replace(self.engine.cache, self.key, value, ttl, fresh.tags)
-            self.stored = True
+            self.stored = store.replace(
+                self.engine.cache, self.base, self.key, value, ttl, fresh.tags, self.seen
+            )
         except Exception as e:
             log.warning("ziggurat.http: freshening %r failed: %r", self.key, e)
         return fresh
@@ -407,7 +416,7 @@ class Fill:
     def marker(self) -> str | None:
         """What the waiters of this fill are told: read the stored response, or go to the
         app themselves (the URL is then not waited on for ``hit_for_miss`` seconds)."""
-        if self.stored:
+        if self.stored or self.purged:
             return STORED
         if self.failed:
             return ERROR

@@ -34,6 +34,7 @@ __all__ = [
     "encode",
     "lock_key",
     "purge",
+    "snapshot",
     "url_key",
     "value_of",
     "variant_key",
@@ -209,37 +210,93 @@ def lookup(
     return None, base
 
 
-def save(cache: Any, base: bytes, s: Stored, ttl: float, now: float) -> Stored:
+class Unguarded:
+    """The snapshot of a cache with no segment (it runs degraded): its fills store as
+    plain writes, in the process-local store if any.
+
+    >>> snapshot(object(), b"zh2:http://h /x")
+    Unguarded()
+    """
+
+    def __repr__(self) -> str:
+        return "Unguarded()"
+
+
+# What ``snapshot`` returns: the segment's words, None (nothing may be stored against
+# it: a write of the URL was in progress), or Unguarded.
+Seen = tuple[int, int, int] | Unguarded | None
+
+
+def snapshot(cache: Any, base: bytes) -> Seen:
+    """What a fill of the URL keyed ``base`` must find unchanged to store its response,
+    taken before the app is called: the URL's stamp, the segment's epoch and its count of
+    tag invalidations (the response's tags are known only once it ends). See ``save``."""
+    seen = getattr(cache, "seen", None)
+    if seen is None or getattr(cache, "degraded", True):
+        return Unguarded()
+    result: Seen = seen(base)
+    return result
+
+
+def _put(
+    cache: Any, base: bytes, key: bytes, value: bytes, ttl: float, tags: tuple[str, ...], seen: Seen
+) -> bool:
+    """One write of a fill: plain when unguarded, else only while ``seen`` holds."""
+    if isinstance(seen, Unguarded):
+        cache.set(key, value, ttl=ttl, tags=tags)
+        return True
+    if seen is None:
+        return False
+    return bool(cache.fill(key, value, ttl, tags, seen, None, base))
+
+
+def save(
+    cache: Any, base: bytes, s: Stored, ttl: float, now: float, seen: Seen | object = _UNREAD
+) -> tuple[Stored, bool]:
     """Stores ``s`` for ``ttl`` seconds under ``base`` (or a variant of it); the
-    middleware's ``Fill`` builds ``s``. Returns ``s`` with its value bytes.
+    middleware's ``Fill`` builds ``s``. ``seen``: the fill's ``snapshot``, taken before
+    the app rendered ``s`` (default: taken now). Nothing is stored when a purge of the
+    URL, a clear or, for a response with tags, a tag invalidation came since: a page
+    rendered from older data never outlives a purge that returned during its render.
+    Returns ``s`` with its value bytes, and whether it was stored.
 
     >>> from ziggurat import Cache
     >>> c = Cache("doc-http-save", size="8MiB")
     >>> s = Stored(200, (), b"hi", 0.0, 0.0, 0.0, 60.0, 0.0, 0.0, frozenset(), None, None,
     ...            ("accept",), (b"text/html",), ())
-    >>> _ = save(c, b"zh2:http://h /x", s, 60.0, 0.0)
+    >>> save(c, b"zh2:http://h /x", s, 60.0, 0.0)[1]
+    True
     >>> lookup(c, b"zh2:http://h /x", [(b"accept", b"text/html")])[0].body
     b'hi'
     >>> lookup(c, b"zh2:http://h /x", [(b"accept", b"text/plain")])[0] is None
     True
+    >>> seen = snapshot(c, b"zh2:http://h /y")
+    >>> _ = c.delete(b"zh2:http://h /y")  # a purge returns while the page renders
+    >>> save(c, b"zh2:http://h /y", s._replace(vary=()), 60.0, 0.0, seen)[1]
+    False
     >>> c.unlink()
     """
+    if seen is _UNREAD:
+        seen = snapshot(cache, base)
+    assert seen is None or isinstance(seen, (tuple, Unguarded))
     value = encode(s)
     tags = s.tags
     if not s.vary:
-        cache.set(base, value, ttl=ttl, tags=tags)
-        return s._replace(value=value)
+        return s._replace(value=value), _put(cache, base, base, value, ttl, tags, seen)
     rec = decode(cache.get(base))
     if rec is not None and not isinstance(rec, Stored) and tuple(rec[0]) == s.vary:
         generation, until = rec[1], rec[2]
     else:
         generation, until = os.urandom(6).hex(), 0.0
     vk = variant_key(base, generation, _variant_digest(s))
-    cache.set(vk, value, ttl=ttl, tags=tags)
-    if until < now + ttl or rec is None:
+    # The variant first, then the record that makes it reachable, both against the
+    # URL's stamp: a purge between them leaves the variant under a generation no
+    # record names.
+    stored = _put(cache, base, vk, value, ttl, tags, seen)
+    if stored and (until < now + ttl or rec is None or not isinstance(seen, Unguarded)):
         record = _native.http_encode_variants(list(s.vary), generation, now + ttl)
-        cache.set(base, record, ttl=ttl)
-    return s._replace(value=value)
+        stored = _put(cache, base, base, record, ttl, (), seen)
+    return s._replace(value=value), stored
 
 
 def _variant_digest(s: Stored) -> str:
@@ -251,10 +308,19 @@ def _variant_digest(s: Stored) -> str:
     return digest.decode("ascii")
 
 
-def replace(cache: Any, key: bytes, value: bytes, ttl: float, tags: tuple[str, ...]) -> None:
-    """Rewrites a stored response in place (after a 304 freshened it); ``key`` is the key
-    ``lookup`` returned for it, ``value`` its new bytes."""
-    cache.set(key, value, ttl=ttl, tags=tags)
+def replace(
+    cache: Any,
+    base: bytes,
+    key: bytes,
+    value: bytes,
+    ttl: float,
+    tags: tuple[str, ...],
+    seen: Seen,
+) -> bool:
+    """Rewrites a stored response of the URL keyed ``base`` in place (after a 304
+    freshened it), unless a purge came since ``seen`` (see ``save``); ``key`` is the key
+    ``lookup`` returned for it, ``value`` its new bytes. Returns whether it stored."""
+    return _put(cache, base, key, value, ttl, tags, seen)
 
 
 def purge(cache: Any, url: str) -> bool:
