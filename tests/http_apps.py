@@ -18,6 +18,8 @@ Endpoints, steered by query parameters:
   (content "raise"), answers late (content "sleep N": after N seconds) or answers the
   status it holds; while ``<counts>/spec-<name>`` exists,
   it answers the status and headers written there.
+- ``/sync/<name>`` (ASGI only): a sync view, in Starlette's thread pool; ``h`` header lines,
+  and ``<counts>/fail-<name>`` holding "sleep N" makes it answer after N seconds.
 - ``/stream/<name>``: ``n`` chunks of ``size`` bytes; before the last one it waits until the
   file ``<counts>/<gate>`` exists (the tests open the gate after the first chunk arrived);
   ``break`` is the index of a chunk that raises instead.
@@ -206,11 +208,23 @@ async def s_url(request: Request) -> Response:
     return Response(str(found).encode(), headers={"cache-control": "no-store"})
 
 
+def s_sync(request: Request) -> Response:
+    """A sync view: Starlette runs it in its thread pool, where a cancel cannot stop it."""
+    name = request.path_params["name"]
+    n = bump(name)
+    fail = failing(name)
+    if fail.startswith("sleep "):
+        time.sleep(float(fail[6:]))
+    headers = _header_lines(request.query_params.getlist("h"))
+    return _starlette_response(f"{name} #{n}".encode(), 200, headers)
+
+
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "MKCOL"]
 starlette_app = Starlette(
     routes=[
         Route("/e/{name:path}", s_scripted, methods=METHODS),
         Route("/stream/{name}", s_stream),
+        Route("/sync/{name}", s_sync),
         Route("/boom/{name}", s_boom),
         Route("/admin/tag/{tag}", s_tag, methods=["POST"]),
         Route("/admin/url", s_url, methods=["POST"]),

@@ -69,7 +69,7 @@ def test_concurrent_writers_of_one_key_agree_once_both_returned(pair: Deployment
     disagreed = []
     n = rounds(150)
     for r in range(n):
-        burst = b.start("burst", key="X", prefix=f"b{r}", n=20)
+        burst = b.start("burst", key="X", prefix=f"b{r}", n=400)
         mine = f"a{r}"
         a.call("write_then_read", other=f"Y{r % 7}", key="X", value=mine)
         last = burst.result()

@@ -30,7 +30,18 @@ pub enum Point {
     Evict = 5,
     /// Not a kill: the next write panics once its shard lock is taken.
     Panic = 6,
+    /// Not a kill: the next write to reach [`Point::Unlocked`] waits there
+    /// until [`arm`]`(None)` (once), so a test can put other calls between
+    /// a write's start and its lock.
+    Pause = 7,
+    /// A write's arguments checked and its tags resolved, the lock not yet
+    /// asked for (only [`Point::Pause`] stops here).
+    Unlocked = 8,
 }
+
+/// What [`ARMED`] holds while a write waits at a [`Point::Pause`].
+#[cfg(feature = "failpoints")]
+const PAUSED: u32 = u32::MAX;
 
 #[cfg(feature = "failpoints")]
 impl Point {
@@ -43,19 +54,21 @@ impl Point {
             "published" => Point::Published,
             "evict" => Point::Evict,
             "panic" => Point::Panic,
+            "pause" => Point::Pause,
             _ => return None,
         })
     }
 }
 
-/// Arms `p` for this process (`None` disarms).
+/// Arms `p` for this process (`None` disarms, and lets a paused write go on).
 #[cfg(feature = "failpoints")]
 pub fn arm(p: Option<Point>) {
     ARMED.store(p.map_or(0, |p| p as u32), Ordering::SeqCst);
 }
 
 /// Kills the process if `p` is armed; panics at [`Point::Locked`] if
-/// [`Point::Panic`] is (once: the point disarms itself).
+/// [`Point::Panic`] is (once: the point disarms itself); waits at
+/// [`Point::Unlocked`] if [`Point::Pause`] is.
 #[cfg(feature = "failpoints")]
 #[inline(always)]
 pub fn hit(p: Point) {
@@ -77,10 +90,27 @@ fn fire(armed: u32, p: Point) {
     if armed == p as u32 {
         crate::sys::kill_self();
     }
+    if armed == Point::Pause as u32 && p == Point::Unlocked {
+        if ARMED
+            .compare_exchange(armed, PAUSED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            while ARMED.load(Ordering::SeqCst) == PAUSED {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        return;
+    }
     if armed == Point::Panic as u32 && p == Point::Locked {
         ARMED.store(0, Ordering::SeqCst);
         panic!("failpoint: a write panicked with its shard lock held");
     }
+}
+
+/// Whether a write waits at [`Point::Unlocked`] (see [`Point::Pause`]).
+#[cfg(feature = "failpoints")]
+pub fn paused() -> bool {
+    ARMED.load(Ordering::SeqCst) == PAUSED
 }
 
 /// Test hook: leaves the stamp of the key hashed as `kh` odd (`odd`), as a

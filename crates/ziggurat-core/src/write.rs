@@ -154,6 +154,7 @@ impl Segment {
         let cells = self.tag_cells(tags)?;
         let kh = kh.copied().unwrap_or_else(|| self.hash(key));
         let expiry = deadline_ms(ttl);
+        failpoint::hit(Point::Unlocked);
         let (guard, stamp_idx) = self.begin(&kh)?;
         let sh = guard.sh;
         // The tags' versions are read under the lock: a write delayed before it

@@ -64,6 +64,22 @@ pub fn variant_key(base: &[u8], generation: &str, digest: &str) -> Vec<u8> {
     bound(k)
 }
 
+/// The key whose stamp only a purge of the URL keyed `base` moves (a purge
+/// deletes it, then the URL's entry): a fill snapshots it before calling the
+/// app and stores only while it holds, so a page rendered before a purge
+/// returned never lands after it, while the fills of the URL's other
+/// variants, which rewrite `base` itself, leave it alone.
+///
+/// ```
+/// use ziggurat_http::purge_mark;
+/// assert_eq!(purge_mark(b"zh2:http://h /x"), b"zh2P:http://h /x");
+/// ```
+pub fn purge_mark(base: &[u8]) -> Vec<u8> {
+    let mut k = b"zh2P:".to_vec();
+    k.extend_from_slice(base.strip_prefix(PREFIX).unwrap_or(base));
+    k
+}
+
 /// The key whose lease coalesces the fills of `key` (across processes).
 ///
 /// ```

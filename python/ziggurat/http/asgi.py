@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
+from ziggurat.http import abandoned
 from ziggurat.http.engine import (
     ERROR,
     MARKER_TTL,
@@ -400,7 +401,9 @@ class CacheMiddleware:
         t0 = now()
 
         async def app_send(message: Message) -> None:
-            await queue.put(message)
+            # An abandoned call runs on to its end: what it sends then goes nowhere.
+            if feed.reading:
+                await queue.put(message)
 
         async def run() -> None:
             try:
@@ -421,9 +424,18 @@ class CacheMiddleware:
                 try:
                     first = await asyncio.wait_for(queue.get(), timeout)
                 except asyncio.TimeoutError:
-                    r = fill.timed_out(now())
+                    r = fill.timed_out(now()) if abandoned.calls.admit() else None
                     if r is not None:
-                        task.cancel()
+                        # Not cancelled: a sync view in a thread pool would run on after
+                        # a cancel, unseen. The call runs to its end, and until then the
+                        # URL is answered without the app (see ``abandoned``).
+                        cache, lock = self.cache, fill.lock
+                        abandoned.calls.start(cache, lock)
+
+                        def ended(_: asyncio.Future[None]) -> None:
+                            abandoned.calls.end(cache, lock)
+
+                        task.add_done_callback(ended)
                         feed.close()
                         return r
                     first = await queue.get()

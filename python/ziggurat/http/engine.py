@@ -356,7 +356,7 @@ class Engine:
         host = rules.normalise_host(host_raw)
         if host is None:
             return Reply(400, _status(o, [*text], cs), b"bad host\n")
-        found = self.cache.delete(store.base_key(scheme, host, target))
+        found = store.purge_key(self.cache, store.base_key(scheme, host, target))
         return Reply(200 if found else 404, _status(o, [*text], cs), b"purged\n")
 
     # -- responses to requests that pass -------------------------------------------------
@@ -395,4 +395,4 @@ class Engine:
         if host is None:
             return
         for key in _native.http_invalidated_keys(scheme, host, target, headers):
-            self.cache.delete(key)
+            store.purge_key(self.cache, key)

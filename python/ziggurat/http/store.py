@@ -34,6 +34,8 @@ __all__ = [
     "encode",
     "lock_key",
     "purge",
+    "purge_key",
+    "purge_mark",
     "snapshot",
     "url_key",
     "value_of",
@@ -227,14 +229,32 @@ class Unguarded:
 Seen = tuple[int, int, int] | Unguarded | None
 
 
+def purge_mark(base: bytes) -> bytes:
+    """The key whose stamp only a purge of the URL keyed ``base`` moves (see ``purge_key``).
+
+    >>> purge_mark(b"zh2:http://h /x")
+    b'zh2P:http://h /x'
+    """
+    return _native.http_purge_mark(base)
+
+
+def purge_key(cache: Any, base: bytes) -> bool:
+    """Purges the URL keyed ``base`` (every variant, in every process of the host): its
+    purge mark first, so that a fill rendering meanwhile stores nothing (see ``save``),
+    then its entry. Returns whether something was stored."""
+    cache.delete(purge_mark(base))
+    return bool(cache.delete(base))
+
+
 def snapshot(cache: Any, base: bytes) -> Seen:
     """What a fill of the URL keyed ``base`` must find unchanged to store its response,
-    taken before the app is called: the URL's stamp, the segment's epoch and its count of
-    tag invalidations (the response's tags are known only once it ends). See ``save``."""
+    taken before the app is called: the URL's purge mark, the segment's epoch and its
+    count of tag invalidations (the response's tags are known only once it ends). See
+    ``save``."""
     seen = getattr(cache, "seen", None)
     if seen is None or getattr(cache, "degraded", True):
         return Unguarded()
-    result: Seen = seen(base)
+    result: Seen = seen(purge_mark(base))
     return result
 
 
@@ -247,7 +267,7 @@ def _put(
         return True
     if seen is None:
         return False
-    return bool(cache.fill(key, value, ttl, tags, seen, None, base))
+    return bool(cache.fill(key, value, ttl, tags, seen, None, purge_mark(base)))
 
 
 def save(
@@ -271,7 +291,7 @@ def save(
     >>> lookup(c, b"zh2:http://h /x", [(b"accept", b"text/plain")])[0] is None
     True
     >>> seen = snapshot(c, b"zh2:http://h /y")
-    >>> _ = c.delete(b"zh2:http://h /y")  # a purge returns while the page renders
+    >>> _ = purge_key(c, b"zh2:http://h /y")  # a purge returns while the page renders
     >>> save(c, b"zh2:http://h /y", s._replace(vary=()), 60.0, 0.0, seen)[1]
     False
     >>> c.unlink()
@@ -290,10 +310,12 @@ def save(
         generation, until = os.urandom(6).hex(), 0.0
     vk = variant_key(base, generation, _variant_digest(s))
     # The variant first, then the record that makes it reachable, both against the
-    # URL's stamp: a purge between them leaves the variant under a generation no
+    # URL's purge mark: a purge between them leaves the variant under a generation no
     # record names.
     stored = _put(cache, base, vk, value, ttl, tags, seen)
     if stored and (until < now + ttl or rec is None or not isinstance(seen, Unguarded)):
+        # Guarded, the record is written again even when current: a purge may have
+        # deleted it since it was read.
         record = _native.http_encode_variants(list(s.vary), generation, now + ttl)
         stored = _put(cache, base, base, record, ttl, (), seen)
     return s._replace(value=value), stored
@@ -333,4 +355,4 @@ def purge(cache: Any, url: str) -> bool:
     False
     >>> c.unlink()
     """
-    return bool(cache.delete(url_key(url)))
+    return purge_key(cache, url_key(url))

@@ -14,6 +14,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
+from ziggurat.http import abandoned
 from ziggurat.http.engine import (
     ERROR,
     MARKER_TTL,
@@ -319,9 +320,9 @@ class WSGICacheMiddleware:
             # when it has not started its response in time.
             call = _Call(self.app, env, sr, captured, chunks)
             if not call.wait(timeout):
-                r = fill.timed_out(now())
+                r = fill.timed_out(now()) if abandoned.calls.admit() else None
                 if r is not None:
-                    call.abandon()
+                    call.abandon(self.cache, fill.lock)
                     return r
                 call.wait(None)
             result, it = call.outcome()
@@ -427,7 +428,7 @@ class _Call:
     ) -> None:
         self._done = threading.Event()
         self._guard = threading.Lock()
-        self._abandoned = False
+        self._abandoned: tuple[Any, bytes] | None = None
         self._result: tuple[Any, Iterator[bytes]] | None = None
         self._error: BaseException | None = None
         args = (app, env, sr, captured, chunks)
@@ -441,20 +442,27 @@ class _Call:
         with self._guard:
             self._done.set()
             late = self._abandoned
-        if late and self._result is not None:
-            _close(self._result[0])
+        if late is not None:
+            if self._result is not None:
+                _close(self._result[0])
+            abandoned.calls.end(*late)
 
     def wait(self, timeout: float | None) -> bool:
         """Whether the app started its response within ``timeout`` (None: waits)."""
         return self._done.wait(timeout)
 
-    def abandon(self) -> None:
-        """Nobody waits for this call any more: its response is closed when it comes."""
+    def abandon(self, cache: Any, lock: bytes) -> None:
+        """Nobody waits for this call any more: its response is closed when it comes, and
+        until then the URL (its fill ``lock`` in ``cache``) is answered without the app
+        (see ``abandoned``)."""
+        abandoned.calls.start(cache, lock)
         with self._guard:
-            self._abandoned = True
+            self._abandoned = (cache, lock)
             done = self._done.is_set()
-        if done and self._result is not None:
-            _close(self._result[0])
+        if done:
+            if self._result is not None:
+                _close(self._result[0])
+            abandoned.calls.end(cache, lock)
 
     def outcome(self) -> tuple[Any, Iterator[bytes]]:
         if self._error is not None:

@@ -128,6 +128,11 @@ pub(super) fn http_lock_key(key: &[u8]) -> Bytes {
 }
 
 #[pyfunction]
+pub(super) fn http_purge_mark(base: &[u8]) -> Bytes {
+    Cow::Owned(ziggurat_http::purge_mark(base))
+}
+
+#[pyfunction]
 pub(super) fn http_url_key(url: &str) -> Option<Bytes> {
     ziggurat_http::url_key(url).map(Cow::Owned)
 }
