@@ -108,6 +108,23 @@ def test_a_write_that_returns_during_a_load_wins(pair: Deployment, write: str) -
     assert not stale, f"{len(stale)} of {n} loads outlived a {write} that returned: {stale[:3]}"
 
 
+def test_an_invalidation_during_a_load_that_found_nothing_keeps_its_miss_out(
+    pair: Deployment,
+) -> None:
+    a, b = pair.drivers
+    cached = []
+    for r in range(rounds(10)):
+        k, t, g = f"n{r}", f"nt{r}", f"ng{r}"
+        load = a.start("fetch", key=k, value=None, neg_ttl=60, tags=[t], gate=g)
+        a.event()
+        b.call("invalidate", tags=[t])  # the row was inserted, and its tag invalidated
+        a.call("release", gate=g)
+        assert load.result() == {"value": None, "loaded": True}
+        if b.call("fetch", key=k, value="row", neg_ttl=60, tags=[t])["loaded"] is False:
+            cached.append(r)
+    assert not cached, f"misses outlived an invalidation that returned: rounds {cached}"
+
+
 def test_a_load_refused_for_a_write_is_still_one_load_per_key(pair: Deployment) -> None:
     """After a landing is refused, the callers that waited for it share one new load."""
     a, b = pair.drivers

@@ -62,7 +62,7 @@ impl Cache {
             }
             Loaded::Null => match plan.neg_ttl {
                 Some(t) => self
-                    .store_negative(key, t, miss.stamp, &plan.tags)
+                    .store_negative(key, t, miss.stamp, &plan.tags, miss.landing_negative.as_ref())
                     .map(|()| None),
                 None => Ok(None),
             },

@@ -64,6 +64,9 @@ pub struct Miss<V> {
     /// What the segment held when this process took the lease, before its
     /// loader ran: the loaded value lands only while all of it still holds.
     pub(crate) landing: Option<Snapshot>,
+    /// The same in the cached-miss segment, when a loader's null is cached:
+    /// a tag invalidation or clear during the load keeps its miss out.
+    pub(crate) landing_negative: Option<Snapshot>,
 }
 
 impl<V> Miss<V> {
@@ -79,6 +82,7 @@ impl<V> Miss<V> {
             refreshing: false,
             keys: None,
             landing: None,
+            landing_negative: None,
         }
     }
 
@@ -118,6 +122,7 @@ impl<V> Miss<V> {
             refreshing: self.refreshing,
             keys: self.keys,
             landing: self.landing.clone(),
+            landing_negative: self.landing_negative.clone(),
         }
     }
 }
@@ -205,7 +210,7 @@ impl Cache {
         r.ttl = self.jittered(r.plan.ttl);
         let fk = fl.key(key);
         r.stamp = fl.main_stamp(&fk);
-        r.landing = self.landing(&fk, &r.plan);
+        (r.landing, r.landing_negative) = self.landing(&fk, &r.plan);
         r.keys = Some(fk);
         Some(r)
     }
@@ -333,7 +338,7 @@ impl Cache {
                     }
                 }
                 miss.stamp = main_stamp;
-                miss.landing = self.landing(fk, &miss.plan);
+                (miss.landing, miss.landing_negative) = self.landing(fk, &miss.plan);
                 miss.held = true;
                 miss.ttl = self.jittered(miss.plan.ttl);
                 // The value will be written: start loading what the write
@@ -360,10 +365,18 @@ impl Cache {
     }
 
     /// What a load of the key must find unchanged to land, taken with its
-    /// lease and before its loader runs (see [`Snapshot`]).
-    fn landing(&self, fk: &FlightKey, plan: &Plan) -> Option<Snapshot> {
+    /// lease and before its loader runs (see [`Snapshot`]): in the main
+    /// segment, and in the cached-miss one when the plan caches a null.
+    fn landing(&self, fk: &FlightKey, plan: &Plan) -> (Option<Snapshot>, Option<Snapshot>) {
         let tags: Vec<&[u8]> = plan.tags.iter().map(Vec::as_slice).collect();
-        self.main()?.snapshot(fk.main(), Some(&tags)).ok()
+        let main = self
+            .main()
+            .and_then(|m| m.snapshot(fk.main(), Some(&tags)).ok());
+        let neg = match (plan.neg_ttl, self.neg()) {
+            (Some(_), Some(n)) => n.snapshot(&fk.neg, Some(&tags)).ok(),
+            _ => None,
+        };
+        (main, neg)
     }
 
     /// L1, then below it: the value or cached miss of `key` if one is there now.

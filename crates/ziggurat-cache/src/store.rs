@@ -79,17 +79,25 @@ pub fn store(
 
 /// Stores a cached miss of `key` in the cached-miss segment `neg`: the key's
 /// main stamp `stamp` as read before the load that found nothing (the miss
-/// counts only while that stamp holds), living `life`, with `tags`.
+/// counts only while that stamp holds), living `life`, with `tags`. With
+/// `landing` (taken in `neg` before the load), only while no tag
+/// invalidation or clear came since.
 pub fn store_negative(
     neg: &Segment,
     key: &[u8],
     stamp: u32,
     life: &Lifetime,
     tags: &[&[u8]],
+    landing: Option<&Snapshot>,
 ) -> Result<(), ziggurat_core::Error> {
     let t = Trailer::starting_now(Kind::Negative, life.ttl_ms);
     let stored = encode(&stamp.to_le_bytes(), &t);
-    neg.set(key, &stored, life.record_ttl(), tags)
+    match landing {
+        Some(snap) => neg
+            .land(key, &neg.hash(key), &stored, life.record_ttl(), tags, snap)
+            .map(|_| ()),
+        None => neg.set(key, &stored, life.record_ttl(), tags),
+    }
 }
 
 impl Cache {
@@ -160,18 +168,20 @@ impl Cache {
     }
 
     /// Stores a cached miss of `key` for `ttl` seconds, valid while the key's
-    /// main stamp is `stamp` (read before the load that found nothing).
+    /// main stamp is `stamp` (read before the load that found nothing), and
+    /// only while nothing `landing` watches moved (see [`store_negative`]).
     pub fn store_negative(
         &self,
         key: &[u8],
         ttl: f64,
         stamp: u32,
         tags: &[Vec<u8>],
+        landing: Option<&Snapshot>,
     ) -> Result<(), Error> {
         let Some(neg) = self.neg().map(|n| &**n) else {
             return Ok(());
         };
-        store_negative(neg, key, stamp, &lifetime(ttl, 0.0), &refs(tags))?;
+        store_negative(neg, key, stamp, &lifetime(ttl, 0.0), &refs(tags), landing)?;
         Ok(())
     }
 }

@@ -136,3 +136,27 @@ fn a_set_delayed_past_a_tag_invalidation_is_stored_live() {
     put(&c, b"k", b"a", &["t"]);
     assert_eq!(value(&c, b"k").as_deref(), Some(&b"a"[..]));
 }
+
+#[test]
+fn a_tag_invalidation_during_a_load_that_found_nothing_keeps_its_miss_out() {
+    let d = Dir::new("landing-negative");
+    let c = cache(&d);
+    let tags = vec![b"post:1".to_vec()];
+    let plan = c.plan(None, Some(60.0), None, tags.clone()).unwrap();
+    let Step::Load(miss) = c.begin(b"n", plan, &mut Plain).unwrap() else {
+        panic!("expected to hold the lease");
+    };
+    c.invalidate_tags(&tags).unwrap();
+    c.land(b"n", &miss, Took::Ns(1), Loaded::Null).written.unwrap();
+    assert!(
+        matches!(c.read(b"n", None, false, &mut Plain).unwrap(), Read::Miss(_)),
+        "a miss found before the invalidation was cached after it"
+    );
+    // Without a write meanwhile, the miss is cached.
+    let plan = c.plan(None, Some(60.0), None, tags).unwrap();
+    let Step::Load(miss) = c.begin(b"n", plan, &mut Plain).unwrap() else {
+        panic!("expected to hold the lease");
+    };
+    c.land(b"n", &miss, Took::Ns(1), Loaded::Null).written.unwrap();
+    assert!(matches!(c.read(b"n", None, false, &mut Plain).unwrap(), Read::Negative(_)));
+}

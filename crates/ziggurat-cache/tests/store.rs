@@ -94,7 +94,7 @@ fn a_cached_miss_is_found_until_the_key_is_written() {
     let d = Dir::new("store-neg");
     let (main, neg) = (d.segment("m", MB4), d.segment("n", MB4));
     let r = Reader::new(&main, Some(&neg), true);
-    store_negative(&neg, b"k", stamp(&main, b"k"), &life(), &[]).unwrap();
+    store_negative(&neg, b"k", stamp(&main, b"k"), &life(), &[], None).unwrap();
     let Lookup::Negative(found) = r.lookup(b"k", None, false, &mut Bytes) else {
         panic!("expected the cached miss");
     };
