@@ -1,6 +1,7 @@
 """Real servers for the HTTP cache tests: uvicorn (ASGI, Starlette) and gunicorn (WSGI,
 Flask) started as subprocesses on free 127.0.0.1 ports, several workers each, sharing one
-cache segment in a private directory.
+cache segment in a private directory; and, for the tests that call the ASGI middleware in
+process, the scope such a server gives an app.
 """
 
 from __future__ import annotations
@@ -124,6 +125,23 @@ class Server:
         """A name no other test uses (every test gets fresh URLs)."""
         self.seq[0] += 1
         return f"{prefix}{self.seq[0]}-{uuid.uuid4().hex[:6]}"
+
+
+def asgi_scope(target: bytes, headers: list[tuple[Any, Any]]) -> dict[str, Any]:
+    """The scope of a GET of ``target`` (path and query) with these header lines, as a
+    server on 127.0.0.1:8000 gives it to an ASGI app."""
+    path, _, query = target.partition(b"?")
+    return {
+        "type": "http",
+        "method": "GET",
+        "scheme": "http",
+        "path": path.decode("latin-1"),
+        "raw_path": path,
+        "query_string": query,
+        "headers": headers,
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
+    }
 
 
 def url(name: str, *headers: str, **params: str | int | float) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from http_servers import OPTS, Server, running, url
+from http_servers import OPTS, Server, asgi_scope, running, url
 from ziggurat import Cache
 from ziggurat.http import CacheMiddleware
 from ziggurat.http.engine import Engine, Hit, now
@@ -386,17 +386,7 @@ def test_clients_get_their_own_header_list(cache: Cache) -> None:
         await send({"type": "http.response.body", "body": b"page"})
 
     mw = CacheMiddleware(app, cache, allowed_hosts=["example.com"])
-    scope = {
-        "type": "http",
-        "method": "GET",
-        "scheme": "http",
-        "path": "/p",
-        "raw_path": b"/p",
-        "query_string": b"",
-        "headers": [(b"host", b"example.com")],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-    }
+    scope = asgi_scope(b"/p", [(b"host", b"example.com")])
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"", "more_body": False}
@@ -434,14 +424,7 @@ def test_a_scope_the_precheck_cannot_read_gets_the_full_rules(cache: Cache) -> N
     mw = CacheMiddleware(app, cache, allowed_hosts=["example.com"])
     # A header name that is not bytes (unhashable): no server sends it, and still the
     # request is answered, by the app.
-    scope = {
-        "type": "http",
-        "method": "GET",
-        "scheme": "http",
-        "raw_path": b"/odd",
-        "query_string": b"",
-        "headers": [(bytearray(b"x-odd"), b"1"), (b"host", b"example.com")],
-    }
+    scope = asgi_scope(b"/odd", [(bytearray(b"x-odd"), b"1"), (b"host", b"example.com")])
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"", "more_body": False}

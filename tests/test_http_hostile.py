@@ -1,7 +1,8 @@
 """Requests that try to poison the HTTP cache, under real servers: header names with "_"
 that a bridge to WSGI reads as bypassed headers, request targets that are not a path,
 PURGE requests naming many tags, the purge token on its way to the app, and responses to
-requests with ``Authorization``.
+requests with ``Authorization``. Then, in process, a request made to hold a worker: many
+``Cache-Control`` lines.
 
 The app is one WSGI callable that builds its links from ``X-Forwarded-Host`` (as
 frameworks do behind a proxy), names the requesting user and its own path, and logs every
@@ -12,18 +13,21 @@ The servers import this module (``ZIG_HOSTILE_CACHE`` set); pytest imports it fo
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import socket
+import statistics
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, quote
 
 import pytest
-from http_servers import HERE, TOKEN, Resp, Server, free_port, serving
+from http_servers import HERE, TOKEN, Resp, Server, asgi_scope, free_port, serving
 from ziggurat.http import CacheMiddleware, WSGICacheMiddleware
 
 pytestmark = pytest.mark.timeout(180)
@@ -322,3 +326,51 @@ def test_options_of_these_defences_are_checked() -> None:
         assert CacheMiddleware(app, cache).options.store_auth_must_revalidate is False
     finally:
         cache.unlink()
+
+
+# -- requests made to hold a worker -------------------------------------------------------------
+
+
+def test_cache_control_lines_cost_in_proportion_to_their_number() -> None:
+    # Distinct directives, one per line: 1,000 lines make about 24 KB, under nginx's default
+    # limit of 32 KB for a request head. Medians of the CPU time of interleaved runs of n and
+    # 4n lines, compared: work in proportion to the lines takes about 4 times as long, work
+    # that grows with their square 16 times.
+    from ziggurat import Cache
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"cache-control", b"max-age=60")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"page"})
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    def scope(lines: int) -> dict[str, Any]:
+        cc = [(b"cache-control", b"z%05x" % i) for i in range(lines)]
+        return asgi_scope(b"/p", [(b"host", b"example.com"), *cc])
+
+    statuses: list[bytes] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(dict(message["headers"])[b"cache-status"])
+
+    async def run(mw: Any) -> dict[int, float]:
+        await mw(scope(0), receive, send)  # stored: every timed request is a hit
+        scopes = {n: scope(n) for n in (250, 1000)}
+        times: dict[int, list[float]] = {n: [] for n in scopes}
+        for _ in range(7):
+            for n, s in scopes.items():
+                start = time.thread_time()
+                await mw(s, receive, send)
+                times[n].append(time.thread_time() - start)
+        return {n: statistics.median(t) for n, t in times.items()}
+
+    cache = Cache("hostile-cc-" + uuid.uuid4().hex[:8], size="8MiB")
+    try:
+        cost = asyncio.run(run(CacheMiddleware(app, cache, allowed_hosts=["example.com"])))
+    finally:
+        cache.unlink()
+    assert all(s.startswith(b"ziggurat; hit") for s in statuses[1:]), statuses
+    assert cost[1000] / cost[250] <= 8, cost

@@ -94,6 +94,52 @@ def test_a_value_that_decodes_to_nothing_is_a_miss(cache: Cache, value: Any) -> 
     assert isinstance(h, Hit) and h.body == b"new"
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"status": 0},
+        {"status": 99},
+        {"status": 600},
+        {"headers": ((b"x", b"a\r\nset-cookie: pwn=1"),)},
+        {"headers": ((b"x", b"a\nb"),)},
+        {"headers": ((b"x", b"a\rb"),)},
+        {"headers": ((b"x", b"a\x00b"),)},
+        {"headers": ((b"x y", b"1"),)},
+        {"headers": ((b"x:", b"1"),)},
+        {"headers": ((b"", b"1"),)},
+        {"etag": b'"v1"\r\nx: 1'},
+    ],
+    ids=[
+        "status-0",
+        "status-99",
+        "status-600",
+        "crlf-in-value",
+        "lf-in-value",
+        "cr-in-value",
+        "nul-in-value",
+        "space-in-name",
+        "colon-in-name",
+        "empty-name",
+        "crlf-in-etag",
+    ],
+)
+def test_a_stored_response_no_server_may_send_is_a_miss(cache: Cache, fields: Any) -> None:
+    # What a writer of the segment could store: a fresh response that would otherwise be
+    # served as stored. The app answers instead, and its response replaces it.
+    key = base_key("http", "example.com", b"/x")
+    value = encode(_stored(now(), **fields))
+    assert decode(value) is None
+    cache.set(key, value, ttl=60)
+    e = Engine(cache, Options(allowed_hosts=("example.com",)))
+    assert e.fresh("http", b"example.com", b"/x", [], now()) is None
+    d = e.classify("GET", "http", b"example.com", b"/x", [], None, now())
+    assert isinstance(d, Fill) and d.stale is None
+    assert isinstance(d.head(200, [(b"cache-control", b"max-age=60")], now(), now()), int)
+    assert d.complete(b"new", now()).status == 200 and d.stored
+    h = e.classify("GET", "http", b"example.com", b"/x", [], None, now())
+    assert isinstance(h, Hit) and h.body == b"new" and h.status == 200
+
+
 def test_variants_live_under_a_record_in_the_same_format(cache: Cache) -> None:
     t = now()
     base = base_key("http", "h", b"/v")

@@ -1,9 +1,15 @@
 //! Cache-Control (RFC 9111 §5.2): the directives of a request or a response.
 
+use std::collections::HashMap;
+
 use crate::fields::latin1;
 
 /// Cache directives: lower-case names, each with its argument (None when it has none),
 /// in the order they came.
+///
+/// Every operation but [`Directives::iter`] takes the same time however many directives
+/// there are: a client chooses how many a request holds, so adding or finding one must
+/// never mean going through the others.
 ///
 /// ```
 /// use ziggurat_http::parse_cache_control;
@@ -11,9 +17,13 @@ use crate::fields::latin1;
 /// assert_eq!(cc.get("max-age"), Some(Some("60")));
 /// assert!(cc.contains("public") && !cc.contains("private"));
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Directives {
-    entries: Vec<(String, Option<String>)>,
+    /// In the order they came; a removed directive leaves None, so that the positions in
+    /// `index` stay true without moving the ones after it.
+    entries: Vec<Option<(String, Option<String>)>>,
+    /// Each present name, and its place in `entries`.
+    index: HashMap<String, usize>,
 }
 
 impl Directives {
@@ -24,48 +34,84 @@ impl Directives {
 
     /// Whether directive `name` is present.
     pub fn contains(&self, name: &str) -> bool {
-        self.entries.iter().any(|(k, _)| k == name)
+        self.index.contains_key(name)
     }
 
     /// The argument of `name`: None when absent, `Some(None)` when present without one.
     pub fn get(&self, name: &str) -> Option<Option<&str>> {
-        self.entries
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_deref())
+        let (_, arg) = self.entries[*self.index.get(name)?].as_ref()?;
+        Some(arg.as_deref())
     }
 
     /// Adds `name` unless it is present (the first occurrence wins, RFC 9111 §4.2.1).
     pub fn insert_first(&mut self, name: String, arg: Option<String>) {
         if !self.contains(&name) {
-            self.entries.push((name, arg));
+            self.push(name, arg);
         }
     }
 
     /// Adds `name` at the end, replacing an earlier occurrence (the last one wins).
     pub fn insert_last(&mut self, name: String, arg: Option<String>) {
         self.remove(&name);
-        self.entries.push((name, arg));
+        self.push(name, arg);
+    }
+
+    fn push(&mut self, name: String, arg: Option<String>) {
+        self.index.insert(name.clone(), self.entries.len());
+        self.entries.push(Some((name, arg)));
     }
 
     /// Removes `name` if present.
     pub fn remove(&mut self, name: &str) {
-        self.entries.retain(|(k, _)| k != name);
+        if let Some(i) = self.index.remove(name) {
+            self.entries[i] = None;
+        }
     }
 
     /// The directives in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
-        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_deref()))
+        self.entries
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.as_deref()))
     }
 
     /// How many directives there are.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.index.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.index.is_empty()
+    }
+}
+
+/// Equal when they hold the same directives in the same order (removed ones leave no
+/// trace).
+impl PartialEq for Directives {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Directives {}
+
+/// Directives from `(name, argument)` pairs, in their order; the first occurrence of a
+/// name wins.
+///
+/// ```
+/// use ziggurat_http::Directives;
+/// let cc: Directives = [("a".into(), None), ("a".into(), Some("1".into()))].into_iter().collect();
+/// assert_eq!(cc.iter().collect::<Vec<_>>(), [("a", None)]);
+/// ```
+impl FromIterator<(String, Option<String>)> for Directives {
+    fn from_iter<I: IntoIterator<Item = (String, Option<String>)>>(items: I) -> Self {
+        let mut out = Self::new();
+        for (name, arg) in items {
+            out.insert_first(name, arg);
+        }
+        out
     }
 }
 
@@ -204,6 +250,34 @@ mod tests {
         let got = parse_cache_control([&b"max-age=1"[..], b"max-age=2, no-cache"]);
         assert_eq!(got.get("max-age"), Some(Some("1")));
         assert_eq!(got.get("no-cache"), Some(None));
+    }
+
+    #[test]
+    fn the_last_occurrence_moves_to_the_end_and_removed_ones_leave_no_trace() {
+        let mut cc = parse_cache_control([&b"a, b=1, c"[..]]);
+        cc.insert_last("a".to_owned(), Some("2".to_owned()));
+        cc.remove("b");
+        cc.remove("absent");
+        assert_eq!(
+            cc.iter().collect::<Vec<_>>(),
+            [("c", None), ("a", Some("2"))]
+        );
+        assert_eq!((cc.len(), cc.get("b"), cc.contains("b")), (2, None, false));
+        assert_eq!(cc, parse_cache_control([&b"c, a=2"[..]]));
+        assert_ne!(cc, parse_cache_control([&b"a=2, c"[..]]));
+        cc.remove("a");
+        cc.remove("c");
+        assert!(cc.is_empty() && cc == Directives::new());
+    }
+
+    #[test]
+    fn every_line_of_a_large_field_counts_once() {
+        let lines: Vec<Vec<u8>> = (0..20_000)
+            .map(|i| format!("d{}, max-age={i}", i % 5_000).into_bytes())
+            .collect();
+        let cc = parse_cache_control(lines.iter().map(Vec::as_slice));
+        assert_eq!((cc.len(), cc.get("max-age")), (5_001, Some(Some("0"))));
+        assert_eq!(cc.iter().nth(2), Some(("d1", None)));
     }
 
     #[test]

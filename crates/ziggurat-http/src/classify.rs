@@ -2,7 +2,7 @@
 
 use crate::cache_control::{parse_cache_control, Directives};
 use crate::cache_status::{cache_status, Param};
-use crate::fields::{field, fields, Headers};
+use crate::fields::Headers;
 use crate::host::normalise_host;
 use crate::key::base_key;
 
@@ -148,7 +148,10 @@ pub fn classify(
     if scheme != "http" && scheme != "https" {
         return bypass("scheme");
     }
-    let mut directives = Directives::new();
+    // Cache-Control is parsed once, after the loop, over all its lines: a request holds as
+    // many lines as its server lets through, and its cost must follow their bytes.
+    let mut cache_control: Vec<&[u8]> = Vec::new();
+    let mut pragma_no_cache = false;
     let mut has_auth = false;
     let mut conditional = false;
     for (k, v) in headers.iter() {
@@ -177,16 +180,9 @@ pub fn classify(
                     return bypass("cookie");
                 }
             }
-            b"cache-control" if opts.request_directives => {
-                directives = parse_cache_control(fields(headers, b"cache-control"));
-            }
-            // RFC 9111 §5.4: "no-cache" counts only without Cache-Control.
-            b"pragma"
-                if opts.request_directives
-                    && v.to_ascii_lowercase().windows(8).any(|w| w == b"no-cache")
-                    && field(headers, b"cache-control").is_none_or(|cc| cc.is_empty()) =>
-            {
-                directives.insert_first("no-cache".to_owned(), None);
+            b"cache-control" if opts.request_directives => cache_control.push(v),
+            b"pragma" if opts.request_directives => {
+                pragma_no_cache |= v.to_ascii_lowercase().windows(8).any(|w| w == b"no-cache");
             }
             // Bridges to WSGI (and many frameworks) read "X_Forwarded_Host" as
             // X-Forwarded-Host, which neither the bypass list nor a Vary sees here.
@@ -202,6 +198,11 @@ pub fn classify(
         {
             return bypass("method-override");
         }
+    }
+    let mut directives = parse_cache_control(cache_control.iter().copied());
+    // RFC 9111 §5.4: "no-cache" counts only without Cache-Control.
+    if pragma_no_cache && cache_control.first().is_none_or(|cc| cc.is_empty()) {
+        directives.insert_first("no-cache".to_owned(), None);
     }
     Action::Lookup(Lookup {
         base: base_key(scheme, &host, target),
@@ -256,6 +257,59 @@ mod tests {
             classify(&o, "PURGE", "http", None, b"/", &[]),
             pass("method", Some("invalidates")).invalidating()
         );
+    }
+
+    #[test]
+    fn every_cache_control_line_counts_and_pragma_only_without_one() {
+        let mut o = ClassifyOptions {
+            allowed_hosts: &["h"],
+            request_directives: true,
+            ..Default::default()
+        };
+        let directives = |o: &ClassifyOptions<'_>, h: &Headers<'_>| {
+            let Action::Lookup(l) = classify(o, "GET", "http", Some(b"h"), b"/", h) else {
+                panic!()
+            };
+            l.directives
+        };
+        let h: &Headers<'_> = &[
+            (b"cache-control", b"max-age=5"),
+            (b"accept", b"*/*"),
+            (b"cache-control", b"max-age=9, no-store"),
+        ];
+        let cc = directives(&o, h);
+        assert_eq!(
+            cc.iter().collect::<Vec<_>>(),
+            [("max-age", Some("5")), ("no-store", None)]
+        );
+        // Pragma counts when the first Cache-Control line is empty or missing, wherever it
+        // stands among the lines.
+        for h in [
+            &[
+                (&b"pragma"[..], &b"No-Cache"[..]),
+                (b"cache-control", b""),
+                (b"cache-control", b"max-age=1"),
+            ][..],
+            &[
+                (b"cache-control", b""),
+                (b"cache-control", b"max-age=1"),
+                (b"pragma", b"no-cache"),
+            ],
+        ] {
+            let cc = directives(&o, h);
+            assert!(cc.contains("no-cache") && cc.contains("max-age"), "{h:?}");
+        }
+        assert!(!directives(
+            &o,
+            &[(b"pragma", b"no-cache"), (b"cache-control", b"max-age=1")]
+        )
+        .contains("no-cache"));
+        o.request_directives = false;
+        assert!(directives(
+            &o,
+            &[(b"pragma", b"no-cache"), (b"cache-control", b"no-store")]
+        )
+        .is_empty());
     }
 
     impl Action {

@@ -1,5 +1,7 @@
 //! Hop-by-hop fields (RFC 9110 §7.6.1, RFC 9111 §3.1): never stored, never replayed.
 
+use std::collections::HashSet;
+
 use crate::fields::{fields, parse_list, Headers};
 
 /// The fields that are hop-by-hop whatever `Connection` says.
@@ -25,10 +27,11 @@ pub const HOP_BY_HOP: [&[u8]; 10] = [
 /// assert_eq!(connection_listed(h), [b"x-secret".to_vec(), b"close".to_vec(), b"a".to_vec()]);
 /// ```
 pub fn connection_listed(headers: &Headers<'_>) -> Vec<Vec<u8>> {
+    let mut seen = HashSet::new();
     let mut out: Vec<Vec<u8>> = Vec::new();
     for item in parse_list(fields(headers, b"connection")) {
         let name = item.to_ascii_lowercase();
-        if !out.contains(&name) {
+        if seen.insert(name.clone()) {
             out.push(name);
         }
     }

@@ -14,6 +14,8 @@
 //!  HEAD forwarded, 200 received ──head_update──▶ Refresh │ Invalidate │ Ignore
 //! ```
 
+use std::collections::HashSet;
+
 use crate::age::initial_age;
 use crate::cache_control::Directives;
 use crate::cache_status::{cache_status, Param};
@@ -344,22 +346,22 @@ pub fn refreshed<'a>(
     request_time: f64,
     now: f64,
 ) -> (Stored<'a>, f64) {
-    let never = never_stored(opts);
     let listed = connection_listed(headers);
+    // Sets of names, looked up once per line, whatever the number of lines on either side.
+    let mut unmerged: HashSet<&[u8]> = never_stored(opts).into_iter().collect();
+    unmerged.extend(KEPT_ON_UPDATE);
+    unmerged.insert(b"set-cookie");
+    unmerged.extend(listed.iter().map(Vec::as_slice));
     let update: Vec<(&[u8], &[u8])> = headers
         .iter()
-        .filter(|(k, _)| {
-            !(never.contains(k)
-                || *k == b"set-cookie"
-                || KEPT_ON_UPDATE.contains(k)
-                || listed.iter().any(|l| l == k))
-        })
+        .filter(|(k, _)| !unmerged.contains(k))
         .copied()
         .collect();
+    let updated: HashSet<&[u8]> = update.iter().map(|(k, _)| *k).collect();
     let mut merged: Vec<(&[u8], &[u8])> = s
         .headers
         .iter()
-        .filter(|(k, _)| !update.iter().any(|(u, _)| u == k))
+        .filter(|(k, _)| !updated.contains(k))
         .copied()
         .collect();
     merged.extend(update);

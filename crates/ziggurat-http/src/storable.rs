@@ -1,6 +1,8 @@
 //! Whether the cache may store a response, and what it keeps of it (RFC 9111 §3, §3.2,
 //! §4.2, RFC 9213): the rules a fill applies to the app's response head.
 
+use std::collections::HashSet;
+
 use crate::age::initial_age;
 use crate::cache_control::Directives;
 use crate::connection::{connection_listed, HOP_BY_HOP};
@@ -218,15 +220,16 @@ pub fn stored_headers<'a>(
     strip: &[Vec<u8>],
 ) -> Vec<(&'a [u8], &'a [u8])> {
     let listed = connection_listed(headers);
-    let never = never_stored(opts);
+    // One set of names, looked up once per line: the app chooses how many names `private`
+    // and `Connection` list, and how many lines there are.
+    let mut dropped: HashSet<&[u8]> = never_stored(opts).into_iter().collect();
+    dropped.extend(strip.iter().chain(&listed).map(Vec::as_slice));
+    if opts.store_set_cookie {
+        dropped.insert(b"set-cookie");
+    }
     headers
         .iter()
-        .filter(|(k, _)| {
-            !(never.contains(k)
-                || strip.iter().any(|s| s == k)
-                || listed.iter().any(|s| s == k)
-                || (opts.store_set_cookie && *k == b"set-cookie"))
-        })
+        .filter(|(k, _)| !dropped.contains(k))
         .copied()
         .collect()
 }

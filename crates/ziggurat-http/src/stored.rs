@@ -12,9 +12,14 @@
 //! its bytes, an optional one a presence byte (0 or 1) first, a list a 4-byte count and
 //! its items. Nothing may follow the last field. A value written by another version, or
 //! cut short, or with text that is not UTF-8, is an error ([`DecodeError`]): the front
-//! end treats it as a miss.
+//! end treats it as a miss. So is a response no server may send (a status outside
+//! 100–599, a header name that is not a token, CR, LF or NUL in a header value or a
+//! validator): whoever can write the cache can write any bytes, and a front end sends
+//! what it decodes to a client as it is.
 
 use std::fmt;
+
+use crate::cache_control::is_tchar;
 
 /// The version written at byte 2; [`decode`] reads only this one.
 pub const FORMAT_VERSION: u8 = 1;
@@ -151,6 +156,9 @@ pub enum DecodeError {
     Trailing,
     /// Text that is not UTF-8, or a presence byte other than 0 and 1.
     Invalid,
+    /// A response no server may send: a status outside 100–599, a header name that is not
+    /// a token, or CR, LF or NUL in a header value or a validator.
+    Unsendable,
 }
 
 impl fmt::Display for DecodeError {
@@ -165,11 +173,27 @@ impl fmt::Display for DecodeError {
             Self::Truncated => write!(f, "stored response cut short"),
             Self::Trailing => write!(f, "bytes after the stored response"),
             Self::Invalid => write!(f, "malformed field in the stored response"),
+            Self::Unsendable => write!(
+                f,
+                "stored response with a status or header line no server may send"
+            ),
         }
     }
 }
 
 impl std::error::Error for DecodeError {}
+
+/// Whether a server may send `s` as it is (RFC 9110 §5.1, §5.5, §15): a status of 100 to
+/// 599, header names that are tokens, and no CR, LF or NUL in a value (which would end the
+/// line early, or be cut there).
+fn sendable(s: &Stored<'_>) -> bool {
+    let value = |v: &[u8]| !v.iter().any(|c| matches!(c, b'\r' | b'\n' | 0));
+    (100..=599).contains(&s.status)
+        && s.headers
+            .iter()
+            .all(|(k, v)| !k.is_empty() && k.iter().all(|&c| is_tchar(c)) && value(v))
+        && [s.etag, s.last_modified].into_iter().flatten().all(value)
+}
 
 struct Writer(Vec<u8>);
 
@@ -360,6 +384,9 @@ pub fn decode(value: &[u8]) -> Result<Entry<'_>, DecodeError> {
                 ..Stored::default()
             };
             s.set_times(nums);
+            if !sendable(&s) {
+                return Err(DecodeError::Unsendable);
+            }
             Entry::Response(s)
         }
         VARIANTS => Entry::Variants(Variants {
@@ -388,6 +415,19 @@ mod tests {
         proptest::collection::vec(any::<u8>(), 0..40)
     }
 
+    /// A header name: a token.
+    fn name() -> impl Strategy<Value = Vec<u8>> {
+        "[-!#$%&'*+.^_`|~0-9a-z]{1,12}".prop_map(String::into_bytes)
+    }
+
+    /// A header value or validator: any bytes but CR, LF and NUL.
+    fn value() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(
+            any::<u8>().prop_filter("CR, LF, NUL", |c| !b"\r\n\0".contains(c)),
+            0..40,
+        )
+    }
+
     #[allow(clippy::type_complexity)]
     fn owned() -> impl Strategy<
         Value = (
@@ -402,12 +442,12 @@ mod tests {
         ),
     > {
         (
-            any::<u16>(),
-            proptest::collection::vec((bytes(), bytes()), 0..8),
+            100u16..600,
+            proptest::collection::vec((name(), value()), 0..8),
             bytes(),
             proptest::array::uniform6(any::<f64>()),
             proptest::collection::vec(text(), 0..4),
-            (proptest::option::of(bytes()), proptest::option::of(bytes())),
+            (proptest::option::of(value()), proptest::option::of(value())),
             proptest::collection::vec((text(), proptest::option::of(bytes())), 0..4),
             proptest::collection::vec(text(), 0..4),
         )

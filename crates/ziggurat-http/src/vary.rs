@@ -1,5 +1,7 @@
 //! Vary (RFC 9111 §4.1): which request fields select a stored response.
 
+use std::collections::HashMap;
+
 use crate::fields::{fields, parse_list, Headers};
 use blake2::digest::consts::U16;
 use blake2::{Blake2b, Digest};
@@ -40,11 +42,18 @@ pub fn parse_vary(headers: &Headers<'_>) -> Option<Vec<String>> {
 /// assert_eq!(vary_values(&[b"accept", b"cookie", b"x"], h), [Some(b"a,b".to_vec()), Some(vec![]), None]);
 /// ```
 pub fn vary_values(names: &[&[u8]], headers: &Headers<'_>) -> Vec<Option<Vec<u8>>> {
+    // One pass over the request's lines, however many names the response varies on.
+    let mut lines: HashMap<&[u8], Vec<&[u8]>> = names.iter().map(|n| (*n, Vec::new())).collect();
+    for (k, v) in headers {
+        if let Some(found) = lines.get_mut(k) {
+            found.push(v);
+        }
+    }
     names
         .iter()
         .map(|name| {
-            let lines = fields(headers, name);
-            (!lines.is_empty()).then(|| parse_list(lines).join(&b","[..]))
+            let found = &lines[name];
+            (!found.is_empty()).then(|| parse_list(found.iter().copied()).join(&b","[..]))
         })
         .collect()
 }

@@ -70,23 +70,21 @@ pub(super) fn to_dict<'py>(py: Python<'py>, cc: &Directives) -> PyResult<Bound<'
 }
 
 pub(super) fn from_dict(cc: &Bound<'_, PyDict>, func: &str) -> PyResult<Directives> {
-    let mut out = Directives::new();
-    for (k, v) in cc.iter() {
-        let bad = || {
-            PyTypeError::new_err(format!(
-                "{func}(): cc must map directive names (str) to arguments (str or None), \
-                 as parse_cache_control gives them"
-            ))
-        };
-        let k = k.extract::<String>().map_err(|_| bad())?;
-        let v = if v.is_none() {
-            None
-        } else {
-            Some(v.extract::<String>().map_err(|_| bad())?)
-        };
-        out.insert_first(k, v);
-    }
-    Ok(out)
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "{func}(): cc must map directive names (str) to arguments (str or None), \
+             as parse_cache_control gives them"
+        ))
+    };
+    cc.iter()
+        .map(|(k, v)| {
+            let k = k.extract::<String>().map_err(|_| bad())?;
+            if v.is_none() {
+                return Ok((k, None));
+            }
+            Ok((k, Some(v.extract::<String>().map_err(|_| bad())?)))
+        })
+        .collect()
 }
 
 /// A status code; an int outside 0..=65535 is no status any rule names.
