@@ -97,6 +97,7 @@ async function mix(cmd) {
     ['invalidate', 5],
     ['set_tagged', 7],
     ['fetch', 5],
+    ['clear', cmd.clears ?? 0],
   ]
   const total = ops.reduce((a, [, w]) => a + w, 0)
   const out = []
@@ -130,6 +131,8 @@ async function mix(cmd) {
     } else if (op === 'invalidate') {
       key = pick(cmd.tags)
       ca.invalidateTags(key)
+    } else if (op === 'clear') {
+      ca.clear()
     } else {
       res = orNull(await ca.getOrSet(key, async () => val))
       arg = val

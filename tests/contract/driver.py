@@ -101,8 +101,8 @@ def mix(cmd: dict[str, Any]) -> list[list[Any]]:
     ca = c()
     for i in range(cmd["n"]):
         op = rng.choices(
-            ["set", "get", "delete", "invalidate", "set_tagged", "fetch"],
-            weights=[30, 45, 8, 5, 7, 5],
+            ["set", "get", "delete", "invalidate", "set_tagged", "fetch", "clear"],
+            weights=[30, 45, 8, 5, 7, 5, cmd.get("clears", 0)],
         )[0]
         key = rng.choice(keys)
         val = f"{me}:{i}"
@@ -122,6 +122,9 @@ def mix(cmd: dict[str, Any]) -> list[list[Any]]:
         elif op == "invalidate":
             key = rng.choice(tags)
             ca.invalidate_tags(key)
+            res, arg = None, None
+        elif op == "clear":
+            ca.clear()
             res, arg = None, None
         else:
             res, arg = ca.fetch(key, lambda v=val: v), val

@@ -19,7 +19,8 @@ one JSON line each way. The commands, in no language's spelling:
 ``release``            ``gate``; ``loads``: how many loader calls this driver made
 ``burst``              ``key``, ``prefix``, ``n``: n sets, the last value written
 ``write_then_read``    ``other``, ``key``, ``value``: set other, set key, get key
-``mix``                ``seed``, ``me``, ``keys``, ``tags``, ``n``: a random mix, its
+``mix``                ``seed``, ``me``, ``keys``, ``tags``, ``n``, ``clears`` (weight
+                       of ``clear``, against 100 for the rest): a random mix, its
                        history ``[op, key, arg, result, start_ns, end_ns]``
 ``sets_forever``       ``key``: sets until killed; ``stats``; ``exit``
 =====================  =============================================================
@@ -261,17 +262,19 @@ def check(history: list[list[Any]]) -> Checked:
     by_key: dict[str, list[list[Any]]] = defaultdict(list)
     invalidations: list[list[Any]] = []
     tagged: dict[str, set[str]] = defaultdict(set)  # tag -> keys set with it
+    clears = [h for h in history if h[0] == "clear"]
     for h in history:
         if h[0] == "invalidate":
             invalidations.append(h)
-        else:
+        elif h[0] != "clear":
             by_key[h[1]].append(h)
         if h[0] == "set_tagged":
             tagged[h[2][1]].add(h[1])
     written_by = _writers(history)
     for key, ops in by_key.items():
         writes = Writes(ops)
-        deletes = [h for h in ops if h[0] == "delete"]
+        # A clear erases every key, as a delete of each.
+        deletes = [h for h in ops if h[0] == "delete"] + clears
         own = [h for h in invalidations if key in tagged[h[1]]]
         for h in ops:
             res = h[3]

@@ -176,6 +176,22 @@ def test_a_random_mix_of_each_pair_is_linearizable(pair: Deployment) -> None:
     assert not found.lost, f"{len(found.lost)} unexplained misses: {found.lost[:5]}"
 
 
+def test_a_random_mix_over_many_keys_sharing_stamp_words_with_clears(pair: Deployment) -> None:
+    """Two hundred keys in a small segment: many share a stamp word, so a write of one
+    moves the word another's L1 entry watches; clears race the rest."""
+    for dep in deployment(*(d.language for d in pair.drivers), size="4MiB"):
+        keys = [f"key{i}" for i in range(200)]
+        n = rounds(1500)
+        runs = [
+            d.start("mix", seed=99 + i, me=f"q{i}", keys=keys, tags=["t0", "t1"], n=n, clears=1)
+            for i, d in enumerate(dep.drivers)
+        ]
+        history = [h for run in runs for h in run.result(timeout=600)]
+        found = check(history)
+        assert not found.stale, f"{len(found.stale)} stale reads: {found.stale[:5]}"
+        assert not found.lost, f"{len(found.lost)} unexplained misses: {found.lost[:5]}"
+
+
 def test_the_history_check_catches_a_stale_read_and_a_lost_write() -> None:
     # The checker itself: a read that began after a later write returned, and a miss
     # after a write that nothing erased.
