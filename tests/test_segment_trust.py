@@ -81,21 +81,52 @@ def test_read_only_open_refuses_another_users_file(shm_dir: str) -> None:
     assert "run this process as that user" in msg
 
 
+def _read_in_group(gid: int, name: str, directory: str) -> str:
+    """Opens segment ``name`` read-only in a child process that is a member of ``gid``
+    (root gives itself that group): what it read, or the refusal's cause."""
+    code = (
+        "import os, sys\n"
+        f"os.setgroups([{gid}])\n"
+        "from ziggurat import Segment, SegmentError\n"
+        f"try: print(Segment({name!r}, directory={directory!r}, read_only=True).get('k'))\n"
+        "except SegmentError as e: print(e.cause, e)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=OUTER_TIMEOUT
+    )
+    return r.stdout.strip()
+
+
 @as_root
 def test_read_only_open_trusts_a_group_of_this_process_only_with_mode_660(shm_dir: str) -> None:
     name = new_name()
     Segment(name, 2 * MiB, directory=shm_dir).set("k", b"v")
     (path,) = _files(shm_dir, name)
-    os.chown(path, NOBODY, os.getegid())
+    # nobody's own group, which the reading process is a member of.
+    os.chown(path, NOBODY, NOBODY)
     os.chmod(path, 0o660)
-    ro = Segment(name, directory=shm_dir, read_only=True)
-    assert ro.get("k") == b"v" and ro.shared_group == os.getegid()
-    ro.close()
+    assert _read_in_group(NOBODY, name, shm_dir) == "b'v'"
     # Group-shared but writable by every user: anyone may have written it.
     os.chmod(path, 0o666)
-    with pytest.raises(SegmentError) as info:
-        Segment(name, directory=shm_dir, read_only=True)
-    assert info.value.cause == "other_owner"
+    assert _read_in_group(NOBODY, name, shm_dir).startswith("other_owner")
+
+
+@as_root
+def test_a_file_whose_owner_is_not_in_its_group_is_refused(shm_dir: str) -> None:
+    # In a directory with the setgid bit that others may write, any user's new file
+    # takes the directory's group: nobody's file in root's group, mode 660, is not
+    # shared by a member of that group.
+    os.chmod(shm_dir, 0o2777)
+    name = new_name()
+    Segment(name, 2 * MiB, directory=shm_dir).set("k", pickle.dumps(Planted()))
+    (path,) = _files(shm_dir, name)
+    os.chown(path, NOBODY, os.getegid())
+    os.chmod(path, 0o660)
+    for kwargs in ({"group": os.getegid()}, {"read_only": True}):
+        with pytest.raises(SegmentError) as info:
+            Segment(name, directory=shm_dir, **kwargs)  # type: ignore[arg-type]
+        assert info.value.cause == "other_owner", kwargs
+        assert "its owner is not a member of that group" in str(info.value)
 
 
 @as_root

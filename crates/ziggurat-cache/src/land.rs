@@ -62,7 +62,13 @@ impl Cache {
             }
             Loaded::Null => match plan.neg_ttl {
                 Some(t) => self
-                    .store_negative(key, t, miss.stamp, &plan.tags, miss.landing_negative.as_ref())
+                    .store_negative(
+                        key,
+                        t,
+                        miss.stamp,
+                        &plan.tags,
+                        miss.landing_negative.as_ref(),
+                    )
                     .map(|()| None),
                 None => Ok(None),
             },

@@ -147,9 +147,14 @@ fn a_tag_invalidation_during_a_load_that_found_nothing_keeps_its_miss_out() {
         panic!("expected to hold the lease");
     };
     c.invalidate_tags(&tags).unwrap();
-    c.land(b"n", &miss, Took::Ns(1), Loaded::Null).written.unwrap();
+    c.land(b"n", &miss, Took::Ns(1), Loaded::Null)
+        .written
+        .unwrap();
     assert!(
-        matches!(c.read(b"n", None, false, &mut Plain).unwrap(), Read::Miss(_)),
+        matches!(
+            c.read(b"n", None, false, &mut Plain).unwrap(),
+            Read::Miss(_)
+        ),
         "a miss found before the invalidation was cached after it"
     );
     // Without a write meanwhile, the miss is cached.
@@ -157,6 +162,11 @@ fn a_tag_invalidation_during_a_load_that_found_nothing_keeps_its_miss_out() {
     let Step::Load(miss) = c.begin(b"n", plan, &mut Plain).unwrap() else {
         panic!("expected to hold the lease");
     };
-    c.land(b"n", &miss, Took::Ns(1), Loaded::Null).written.unwrap();
-    assert!(matches!(c.read(b"n", None, false, &mut Plain).unwrap(), Read::Negative(_)));
+    c.land(b"n", &miss, Took::Ns(1), Loaded::Null)
+        .written
+        .unwrap();
+    assert!(matches!(
+        c.read(b"n", None, false, &mut Plain).unwrap(),
+        Read::Negative(_)
+    ));
 }

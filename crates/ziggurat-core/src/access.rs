@@ -71,7 +71,10 @@ pub(crate) fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, opts: &Op
             ),
         });
     }
-    if group_ok {
+    // Another user's file counts as shared only if its owner is a member of the
+    // group too: in a setgid directory any user's new file takes the directory's
+    // group, member or not.
+    if group_ok && sys::user_in_group(uid, gid) {
         return Access::Ok;
     }
     let mut why = format!(
@@ -81,6 +84,11 @@ pub(crate) fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, opts: &Op
         sys::describe_user(me)
     );
     match group {
+        _ if group_ok => why += &format!(
+            "; it is shared (mode 660) with {}, but its owner is not a member of that group \
+             (in a directory with the setgid bit, anyone's new file takes the directory's group)",
+            sys::describe_group(gid)
+        ),
         Some(g) if g == gid => why += &format!(
             "; it has the configured {} but mode {mode:o}, and a shared segment must be exactly 660",
             sys::describe_group(g)

@@ -186,6 +186,51 @@ pub fn group_name(gid: u32) -> Option<String> {
     Some(name.to_string_lossy().into_owned())
 }
 
+/// Whether user `uid` belongs to group `gid`: as its primary group, or listed
+/// among the group's members. An unknown user belongs to no group.
+pub fn user_in_group(uid: u32, gid: u32) -> bool {
+    let mut pbuf = vec![0 as libc::c_char; 4096];
+    // SAFETY: an all-zero `passwd` is a valid value of this plain C struct.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut pout: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: as in `user_name`: every pointer refers to live, writable memory
+    // of this frame, and `pbuf.len()` is its true length.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, pbuf.as_mut_ptr(), pbuf.len(), &mut pout) };
+    if rc != 0 || pout.is_null() || pw.pw_name.is_null() {
+        return false;
+    }
+    if pw.pw_gid == gid {
+        return true;
+    }
+    // SAFETY: on success `pw_name` points to a NUL-terminated string in `pbuf`.
+    let name = unsafe { CStr::from_ptr(pw.pw_name) };
+    let mut gbuf = vec![0 as libc::c_char; 65536];
+    // SAFETY: an all-zero `group` is a valid value of this plain C struct.
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut gout: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: as in `group_name`.
+    let rc = unsafe { libc::getgrgid_r(gid, &mut gr, gbuf.as_mut_ptr(), gbuf.len(), &mut gout) };
+    if rc != 0 || gout.is_null() || gr.gr_mem.is_null() {
+        return false;
+    }
+    let mut member = gr.gr_mem;
+    loop {
+        // SAFETY: `gr_mem` is a null-terminated array of pointers into `gbuf`,
+        // which is alive; `member` walks it and stops at the null entry.
+        let m = unsafe { *member };
+        if m.is_null() {
+            return false;
+        }
+        // SAFETY: each entry points to a NUL-terminated string in `gbuf`.
+        if unsafe { CStr::from_ptr(m) } == name {
+            return true;
+        }
+        // SAFETY: the entry just read was not the terminator, so the next one
+        // is still inside the array.
+        member = unsafe { member.add(1) };
+    }
+}
+
 /// The gid of group `name` from the group database, if it has one (the rule
 /// of a front end's `group` option given as a name).
 pub fn group_id(name: &str) -> Option<u32> {
