@@ -89,7 +89,7 @@ class Cache {
     // A degraded cache never reads the segment: it has no reader slot.
     this.#slot = failure ? -1 : this.#native.reader()
     if (this.#native.notice) process.emitWarning(this.#native.notice, 'ZigguratWarning')
-    const words = l1Items > 0 && !failure ? this.#native.words() : null
+    const words = l1Items > 0 && !failure ? native.buffers.words(this.#native) : null
     this.#l1 = new L1(
       words ? l1Items : 0,
       words ?? [new ArrayBuffer(4), new ArrayBuffer(4), new ArrayBuffer(8), new ArrayBuffer(4)],
