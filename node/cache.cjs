@@ -10,7 +10,7 @@
 
 const native = require('./lib/native.cjs')
 const args = require('./lib/args.cjs')
-const { encode, decode } = require('./lib/values.cjs')
+const { encode, decode, FOREIGN } = require('./lib/values.cjs')
 const { L1, meta } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, WriteErrors, translate } = require('./lib/errors.cjs')
 const { Degraded, SegmentError, refusal, notice, mapKey } = require('./lib/degraded.cjs')
@@ -43,6 +43,8 @@ class Cache {
   /** @type {Many} getMany, setMany and deleteMany */
   #many
   #decodeErrors = 0
+  /** Values of a kind this package never writes (msgpack beyond plain data), read as misses. */
+  #foreign = 0
   #ttl
   /** @type {Degraded | null} the store while the segment cannot be used */
   #dg = null
@@ -87,7 +89,7 @@ class Cache {
     // A degraded cache never reads the segment: it has no reader slot.
     this.#slot = failure ? -1 : this.#native.reader()
     if (this.#native.notice) process.emitWarning(this.#native.notice, 'ZigguratWarning')
-    const words = l1Items > 0 && !failure ? this.#native.words() : null
+    const words = l1Items > 0 && !failure ? native.buffers.words(this.#native) : null
     this.#l1 = new L1(
       words ? l1Items : 0,
       words ?? [new ArrayBuffer(4), new ArrayBuffer(4), new ArrayBuffer(8), new ArrayBuffer(4)],
@@ -215,8 +217,9 @@ class Cache {
     const code = meta[0]
     if (code === 0 || code === 4) return MISS
     const v = decode(out, code)
-    if (v === undefined) {
-      this.#decodeErrors++
+    if (v === undefined || v === FOREIGN) {
+      if (v === FOREIGN) this.#foreign++
+      else this.#decodeErrors++
       return MISS
     }
     // keep() is too large to be inlined: not called for a cache without L1.
@@ -555,7 +558,15 @@ class Cache {
   stats() {
     this.#open('stats')
     if (this.#dg !== null) return degradedStats(this.name, this.#dg, this.#loads, this.#writes, this.#failure, this.#mode)
-    return segmentStats(this.name, this.#l1, this.#native.counts(), this.#decodeErrors, this.#writes, this.#mode)
+    return segmentStats(
+      this.name,
+      this.#l1,
+      this.#native.counts(),
+      this.#decodeErrors,
+      this.#writes,
+      this.#mode,
+      this.#foreign,
+    )
   }
   /**
    * Detaches this process; the data stays for the others. Every later call throws.

@@ -175,7 +175,7 @@ export interface Stats {
   /** Reads of the segment; staleReads: expired values read by a load as its fallback. */
   l2: { hits: number; misses: number; staleReads: number }
   negHits: number
-  /** Entries this process could not read (values pickled by Python). */
+  /** Entries this process could not read (values pickled by Python; under msgpack, values that are not plain data). */
   foreign: number
   decodeErrors: number
   /** Writes the segment refused (ZigguratError), storeFailures included. */

@@ -33,7 +33,7 @@ const { encode, encoded, keptForm, fresh, again } = require('./values.cjs')
  * low and high; 2 the ms since the base, saturated at 2^32 - 1; 3 and 4 the
  * base); null without external buffers.
  */
-const clockBuffer = native.NativeCache.clock()
+const clockBuffer = native.buffers.clock()
 const clock = clockBuffer ? new Uint32Array(clockBuffer) : null
 const clockBase = clock ? clock[3] + clock[4] * 2 ** 32 : 0
 // The short clock's largest value: where it stops, the short form says nothing.
@@ -45,7 +45,7 @@ const SHORT_MAX = 2 ** 32 - 1
  * low, 5 epoch high, 6 deadline low, 7 deadline high, 8 tags, then cell and
  * version of each tag).
  */
-const metaBuffer = native.NativeCache.meta()
+const metaBuffer = native.buffers.meta()
 if (!metaBuffer) {
   throw new Error('ziggurat: this JavaScript runtime refuses external array buffers, which the cache needs')
 }

@@ -4,7 +4,7 @@
 // land its result). The L1 hit and the arguments stay in Cache.getOrSet().
 
 const { performance } = require('node:perf_hooks')
-const { encode, decode } = require('./values.cjs')
+const { encode, decode, FOREIGN } = require('./values.cjs')
 const { meta } = require('./l1.cjs')
 const { ZigguratError, LoadTimeoutError, translate } = require('./errors.cjs')
 const { mapKey } = require('./degraded.cjs')
@@ -206,7 +206,7 @@ class Loads {
       } else {
         const stale = c.native.failed(m, seconds)
         const v = decode(stale, meta[0])
-        if (v !== undefined) return v
+        if (v !== undefined && v !== FOREIGN) return v
       }
       throw e
     }

@@ -21,6 +21,16 @@
 // cannot read (undefined, functions), and symbols, invalid Dates, lone
 // surrogates and cycles are refused: this process's L1 keeps the object
 // written, which must be what every other reader gets.
+//
+// Bytes read from the segment may come from any process that can write it,
+// so a read accepts only what this codec and Python's msgpack write: plain
+// msgpack (nil, booleans, integers, floats, strings, bin, arrays, maps) and
+// the timestamp extension. msgpackr reads more (shared references and
+// cycles, records, bundled strings, Set, RegExp, Error, typed arrays,
+// undefined), none of which either language writes here, and a handful of
+// bytes of shared references can stand for a tree far too large to walk or
+// serialize. Such bytes, and any value msgpackr would build from them that is
+// not a tree of plain data, read as a foreign value (a miss).
 
 /** The msgpackr version this package is tested with (its peer dependency). */
 const VERSION = '2.1.4'
@@ -56,6 +66,9 @@ function load(method) {
     // A Buffer read from bin is its own bytes, not a view of what was read
     // (which copy: 'decode' keeps and decodes again).
     copyBuffers: true,
+    // Reference extensions throw rather than build shared objects (wire()
+    // refuses them first; this holds should that ever let one through).
+    structuredClone: false,
   })
 }
 
@@ -152,13 +165,197 @@ function pack(value, method) {
   return packr.pack(wide ? exact(value) : value)
 }
 
+/** What `unpack` gives for bytes that are msgpack of a kind this codec never writes. */
+const FOREIGN = Symbol('foreign msgpack')
+
+/** wire(): plain msgpack. */
+const PLAIN = 0
+/** wire(): not msgpack at all (truncated, trailing bytes). */
+const MALFORMED = 1
+/** wire(): msgpack with an extension other than the timestamp. */
+const EXTENSION = 2
+
+const u16 = (b, at) => (b[at] << 8) | b[at + 1]
+const u32 = (b, at) => b[at] * 0x1000000 + ((b[at + 1] << 16) | (b[at + 2] << 8) | b[at + 3])
+
 /**
- * The value in msgpack bytes `b`; undefined when they are not msgpack this codec reads.
+ * Whether `b` holds exactly one plain msgpack value (see the module
+ * comment): PLAIN, MALFORMED or EXTENSION. One pass over the bytes that
+ * counts the values still owed, so neither nesting nor declared lengths
+ * cost more than the bytes themselves.
+ *
+ * @example
+ * wire(Buffer.from('920102', 'hex')) // PLAIN
+ */
+function wire(b) {
+  const n = b.length
+  let at = 0
+  let owed = 1
+  while (owed > 0) {
+    // Every value owed takes at least a byte: a count beyond the rest lies.
+    if (owed > n - at) return MALFORMED
+    const t = b[at++]
+    owed--
+    if (t < 0x80 || t >= 0xe0 || (t >= 0xc0 && t <= 0xc3 && t !== 0xc1)) continue
+    let len = 0
+    if (t < 0x90) {
+      owed += 2 * (t & 0x0f)
+      continue
+    }
+    if (t < 0xa0) {
+      owed += t & 0x0f
+      continue
+    }
+    if (t < 0xc0) {
+      len = t & 0x1f
+    } else {
+      switch (t) {
+        case 0xc1:
+          // Never used by msgpack; msgpackr's bundled strings.
+          return EXTENSION
+        case 0xc4:
+        case 0xd9:
+          if (at + 1 > n) return MALFORMED
+          len = b[at]
+          at += 1
+          break
+        case 0xc5:
+        case 0xda:
+          if (at + 2 > n) return MALFORMED
+          len = u16(b, at)
+          at += 2
+          break
+        case 0xc6:
+        case 0xdb:
+          if (at + 4 > n) return MALFORMED
+          len = u32(b, at)
+          at += 4
+          break
+        case 0xca:
+        case 0xce:
+        case 0xd2:
+          len = 4
+          break
+        case 0xcb:
+        case 0xcf:
+        case 0xd3:
+          len = 8
+          break
+        case 0xcc:
+        case 0xd0:
+          len = 1
+          break
+        case 0xcd:
+        case 0xd1:
+          len = 2
+          break
+        case 0xdc:
+        case 0xde:
+          if (at + 2 > n) return MALFORMED
+          owed += (t === 0xde ? 2 : 1) * u16(b, at)
+          at += 2
+          continue
+        case 0xdd:
+        case 0xdf:
+          if (at + 4 > n) return MALFORMED
+          owed += (t === 0xdf ? 2 : 1) * u32(b, at)
+          at += 4
+          continue
+        default: {
+          // The extensions: fixext 1 to 16 (0xd4-0xd8), ext 8/16/32 (0xc7-0xc9).
+          let size
+          if (t >= 0xd4) {
+            size = 1 << (t - 0xd4)
+          } else {
+            const w = 1 << (t - 0xc7)
+            if (at + w > n) return MALFORMED
+            size = w === 1 ? b[at] : w === 2 ? u16(b, at) : u32(b, at)
+            at += w
+          }
+          if (at + 1 > n) return MALFORMED
+          // The timestamp (-1) in its three sizes, and nothing else.
+          if (b[at] !== 0xff || (size !== 4 && size !== 8 && size !== 12)) return EXTENSION
+          len = 1 + size
+        }
+      }
+    }
+    if (len > n - at) return MALFORMED
+    at += len
+  }
+  return at === n ? PLAIN : MALFORMED
+}
+
+/**
+ * Whether `v`, as msgpackr built it, is a tree of plain data: null,
+ * booleans, numbers, BigInts, strings, Buffers, Dates, arrays and plain
+ * objects, no object reached twice (so no cycle, and no shared branch that
+ * a walk or JSON.stringify() would visit again and again). One pass with a
+ * set of the objects seen.
+ *
+ * @example
+ * plain({ a: [1, 'x'] }) // true; const x = [1]; plain([x, x]) // false
+ */
+function plain(v) {
+  const seen = new Set()
+  const todo = [v]
+  while (todo.length > 0) {
+    const x = todo.pop()
+    switch (typeof x) {
+      case 'string':
+      case 'number':
+      case 'boolean':
+      case 'bigint':
+        continue
+      case 'object':
+        break
+      default:
+        return false
+    }
+    if (x === null) continue
+    if (seen.has(x)) return false
+    seen.add(x)
+    const proto = Object.getPrototypeOf(x)
+    if (proto === Array.prototype) {
+      for (let i = 0; i < x.length; i++) todo.push(x[i])
+    } else if (proto === Object.prototype) {
+      for (const k of Object.keys(x)) todo.push(x[k])
+    } else if (proto !== Date.prototype && !Buffer.isBuffer(x)) {
+      return false
+    }
+  }
+  return true
+}
+
+/**
+ * The value in msgpack bytes `b` read from the segment: undefined when they
+ * are not msgpack, FOREIGN when they are msgpack of a kind this codec never
+ * writes or would build anything but a tree of plain data.
  *
  * @example
  * unpack(Buffer.from('92 01 02'.replaceAll(' ', ''), 'hex')) // [1, 2]
  */
 function unpack(b) {
+  if (packr === null) return undefined
+  const w = wire(b)
+  if (w === MALFORMED) return undefined
+  if (w === EXTENSION) return FOREIGN
+  let v
+  try {
+    v = packr.unpack(b)
+  } catch {
+    return undefined
+  }
+  return plain(v) ? v : FOREIGN
+}
+
+/**
+ * The value in msgpack bytes this process already read with `unpack` (or
+ * wrote itself): decoded again without the checks.
+ *
+ * @example
+ * unpackKnown(Buffer.from('9101', 'hex')) // [1]
+ */
+function unpackKnown(b) {
   if (packr === null) return undefined
   try {
     return packr.unpack(b)
@@ -167,4 +364,4 @@ function unpack(b) {
   }
 }
 
-module.exports = { load, pack, unpack, VERSION }
+module.exports = { load, pack, unpack, unpackKnown, FOREIGN, VERSION }

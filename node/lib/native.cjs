@@ -43,4 +43,34 @@ function load() {
   throw err
 }
 
-module.exports = load()
+const addon = load()
+
+/**
+ * Takes the functions that give array buffers over mapped words and this
+ * thread's blocks off `addon`'s exports and class, which any code loading
+ * this file reaches, into a property that is not enumerated, `buffers`:
+ * `words(nativeCache)` (once per cache), `meta()`, `input()` and `clock()`.
+ * What a store through the buffers can do is bounded in the addon
+ * (crates/ziggurat-node/src/words.rs); this keeps other code from coming
+ * across them. Once per addon: this file may be loaded anew (a cleared
+ * module cache) over an addon already taken from.
+ */
+function take(addon) {
+  if (Object.hasOwn(addon, 'buffers')) return
+  const words = addon.NativeCache.prototype.words
+  const buffers = Object.freeze({
+    words: (nc) => words.call(nc),
+    meta: addon.metaBuffer,
+    input: addon.inputBuffer,
+    clock: addon.clockBuffer,
+  })
+  delete addon.NativeCache.prototype.words
+  delete addon.metaBuffer
+  delete addon.inputBuffer
+  delete addon.clockBuffer
+  Object.defineProperty(addon, 'buffers', { value: buffers })
+}
+
+take(addon)
+
+module.exports = addon

@@ -9,7 +9,7 @@ const native = require('./native.cjs')
 const args = require('./args.cjs')
 const { translate } = require('./errors.cjs')
 
-const inputBuffer = native.NativeCache.input()
+const inputBuffer = native.buffers.input()
 const inputWords = inputBuffer ? new Uint32Array(inputBuffer, 0, 2) : null
 const inputKey = inputBuffer ? Buffer.from(inputBuffer, 8, 4096) : null
 const readInput = native.readInputFunction()

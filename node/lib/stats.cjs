@@ -4,12 +4,14 @@
 // degraded (then the segment's figures are zero and the reason is given).
 
 /**
- * The stats of a cache with its segment, from the addon's counts.
+ * The stats of a cache with its segment, from the addon's counts; `foreign`
+ * the values the package itself found foreign (msgpack beyond plain data),
+ * beside those the addon counted.
  *
  * @example
  * segmentStats('blog', l1, native.counts(), 0, writes, 'passthrough').l2.hits
  */
-function segmentStats(name, l1, c, decodeErrors, writes, mode) {
+function segmentStats(name, l1, c, decodeErrors, writes, mode, foreign = 0) {
   const host = {}
   for (const { name, value } of c.host) host[name] = value
   const negHost = {}
@@ -28,7 +30,7 @@ function segmentStats(name, l1, c, decodeErrors, writes, mode) {
     },
     l2: { hits: c.l2Hits, misses: c.l2Misses, staleReads: c.staleReads },
     negHits: c.negHits,
-    foreign: c.foreign,
+    foreign: c.foreign + foreign,
     decodeErrors,
     writeErrors: writes.errors,
     storeFailures: writes.storeFailures,

@@ -129,7 +129,11 @@ function encodeMsgpack(value, method) {
   return [RAW, undefined, msgpack.pack(value, method)]
 }
 
-/** The value the addon returned as `out`, of kind `code`; `undefined` for text that is not JSON. */
+/**
+ * The value the addon returned as `out`, of kind `code`; `undefined` for
+ * text that is not JSON or bytes that are not msgpack, FOREIGN for msgpack
+ * this package never writes (see lib/msgpack.cjs).
+ */
 function decode(out, code) {
   switch (code) {
     case JSON_TEXT:
@@ -190,7 +194,8 @@ function fresh(code, form) {
     case BYTES:
       return Buffer.from(form)
     case RAW:
-      return msgpack.unpack(form)
+      // Bytes this process wrote, or read and checked as it kept them.
+      return msgpack.unpackKnown(form)
     default:
       return form
   }
@@ -227,4 +232,6 @@ function serializerOption(v, method) {
   throw new RangeError(`${method}: serializer must be 'auto' or 'msgpack', got ${JSON.stringify(v)}`)
 }
 
-module.exports = { encode, decode, checkPlain, serializerOption, encoded, keptForm, fresh, again }
+const { FOREIGN } = msgpack
+
+module.exports = { FOREIGN, encode, decode, checkPlain, serializerOption, encoded, keptForm, fresh, again }

@@ -234,6 +234,11 @@ impl<'a> Flight<'a> {
         self.neg.lease_wait(&k.neg, seq, timeout)
     }
 
+    /// Whether the lease seen as `seq` was released, without waiting.
+    pub fn released(&self, k: &FlightKey, seq: u32) -> bool {
+        self.neg.lease_released(&k.neg, seq)
+    }
+
     /// Gives back this process's lease of the key, waking its waiters.
     pub fn release(&self, k: &FlightKey) {
         self.neg.lease_release(&k.neg, current_pid());

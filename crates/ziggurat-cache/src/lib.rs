@@ -125,7 +125,7 @@ pub use key::{check_key, not_utf8, MAX_KEY};
 pub use l1::{Entry, L1Stats, Peeked, L1};
 pub use land::{Landed, Loaded};
 pub use lookup::{Before, Bytes, Found, Lookup, Missing, Payload, Reader};
-pub use miss::{Miss, Plan, Sleep, Step};
+pub use miss::{Miss, Parked, Plan, Sleep, Step};
 pub use name::{name_and_version, segment_name, MAX_NAME, MAX_VERSION, VERSION_MARK};
 pub use namespace::Namespace;
 pub use options::{CacheOptions, CopyMode};

@@ -161,6 +161,34 @@ impl Sleep<'_> {
             fl.wait(&fk, self.seq, self.slice);
         }
     }
+
+    /// The same sleep as a handle that borrows nothing, for a front end that
+    /// watches many waits from one thread instead of sleeping a thread on
+    /// each: it asks [`Cache::released`] until that says so or
+    /// [`Parked::slice`] has passed.
+    pub fn park(self) -> Parked {
+        Parked {
+            keys: self.flight.map(|(_, fk)| fk),
+            seq: self.seq,
+            slice: self.slice,
+        }
+    }
+}
+
+/// A [`Sleep`] that borrows nothing ([`Sleep::park`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Parked {
+    keys: Option<FlightKey>,
+    seq: u32,
+    slice: Duration,
+}
+
+impl Parked {
+    /// How long the sleep lasts at most; after it, the front end goes on as
+    /// after a [`Sleep::run`] that timed out.
+    pub fn slice(&self) -> Duration {
+        self.slice
+    }
 }
 
 impl Cache {
@@ -415,6 +443,15 @@ impl Cache {
             seq: miss.seq,
             slice: left.min(SLICE),
         })
+    }
+
+    /// Whether the lease a [`Parked`] sleep waits on was released (or it has
+    /// none to wait on), without waiting.
+    pub fn released(&self, p: &Parked) -> bool {
+        match (self.flight(), p.keys) {
+            (Some(fl), Some(fk)) => fl.released(&fk, p.seq),
+            _ => true,
+        }
     }
 
     fn timed_out(&self) -> Error {

@@ -377,6 +377,16 @@ impl Segment {
         won
     }
 
+    /// Whether the lease of the key hashed as `kh` was released since `seq` was read (see
+    /// [`Lease::Held`]), without waiting: for a caller that watches many leases from one
+    /// thread. It does not count as a waiter, so a release does not wake it.
+    pub fn lease_released(&self, kh: &KeyHash, seq: u32) -> bool {
+        self.lease_cell(Self::lease_index(kh))
+            .seq
+            .load(Ordering::SeqCst)
+            != seq
+    }
+
     /// Sleeps until the lease of the key hashed as `kh` is released after `seq` was read (see
     /// [`Lease::Held`]) or `timeout` passes; returns whether it was.
     pub fn lease_wait(&self, kh: &KeyHash, seq: u32, timeout: Duration) -> bool {

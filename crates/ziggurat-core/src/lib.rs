@@ -65,7 +65,7 @@ pub use options::Options;
 pub use read::ReadMeta;
 pub use recovery::Report;
 pub use segment::Segment;
-pub use shm::{Word32, Word64};
+pub use shm::{ReadOnlyView, Word32, Word64};
 pub use snapshot::Snapshot;
 pub use sys::group_id;
 pub use tags::TagRef;

@@ -19,7 +19,7 @@ use crate::lease::Holds;
 use crate::options::Options;
 use crate::recovery::Report;
 use crate::shard::Shard;
-use crate::shm::{Shm, Word32, Word64};
+use crate::shm::{ReadOnlyView, Shm, Word32, Word64};
 use crate::stamps;
 use crate::tags::{self, TagRef};
 use crate::view::{View32, View64};
@@ -243,6 +243,22 @@ impl Segment {
     pub fn epoch_watch(&self) -> Word64 {
         self.shm.word64(H_EPOCH)
     }
+
+    /// A read-only second mapping of the file's header, stamp table and tag
+    /// table (everything before the shards), for a front end whose runtime
+    /// loads those words through pointers of its own: see [`ReadOnlyView`].
+    /// The words lie at the offsets [`Geometry::stamps_off`],
+    /// [`Geometry::tags_off`] and [`Segment::EPOCH_OFFSET`].
+    pub fn words_view(&self) -> io::Result<ReadOnlyView> {
+        ReadOnlyView::map(
+            &self.file,
+            self.g.shards_off as usize,
+            self.shm.small_pages(),
+        )
+    }
+
+    /// Where the segment epoch (8 bytes) lies in the file.
+    pub const EPOCH_OFFSET: usize = H_EPOCH;
 
     /// The tag cell of a tag name.
     #[inline]

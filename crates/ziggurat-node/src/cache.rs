@@ -18,7 +18,7 @@ use crate::codec::pickle_bytes;
 use crate::errors::{closed, invalid, to_napi};
 use crate::front::{forget_reader_of, int_out, keep, nothing_kept, read_below, register, Out};
 use crate::stats::{counts, Counts};
-use crate::words::Regions;
+use crate::words::{Regions, Views};
 
 /// How a cache is opened: the segment's options and the cache's defaults,
 /// checked by the JavaScript `Cache` for types and here for ranges.
@@ -103,6 +103,10 @@ pub struct NativeCache {
     pub(crate) cache: Option<Arc<Cache>>,
     pub(crate) name: String,
     pub(crate) regions: Option<Regions>,
+    /// The read-only views JavaScript's L1 loads words through: handed out
+    /// once (`words`), retired as the cache closes.
+    views: Option<Views>,
+    words_given: bool,
     pub(crate) foreign: Arc<AtomicU64>,
     /// Values are encoded in JavaScript (`OpenOptions::raw_values`).
     pub(crate) raw: bool,
@@ -114,10 +118,14 @@ pub struct NativeCache {
 
 impl Drop for NativeCache {
     /// A cache dropped without `close()` frees its reader's slot, which holds
-    /// the cache (a closed one freed it already, and the slot may be another's).
+    /// the cache (a closed one freed it already, and the slot may be another's),
+    /// and retires its views, as `close()` does.
     fn drop(&mut self) {
         if let (Some(slot), Some(c)) = (self.slot, &self.cache) {
             forget_reader_of(slot, c);
+        }
+        if let Some(v) = self.views.take() {
+            v.retire();
         }
     }
 }
@@ -212,6 +220,8 @@ impl NativeCache {
                     cache: None,
                     name,
                     regions: None,
+                    views: None,
+                    words_given: false,
                     foreign: Arc::new(AtomicU64::new(0)),
                     raw: o.raw_values.unwrap_or(false),
                     notice: None,
@@ -224,6 +234,11 @@ impl NativeCache {
             return Err(clustered(&name));
         }
         let regions = o.l1.then(|| Regions::of(&pair.main, &pair.neg));
+        let views = if o.l1 {
+            Views::of(&pair.main, &pair.neg)
+        } else {
+            None
+        };
         let cache = Cache::new(
             Some(Arc::new(pair.main)),
             Some(Arc::new(pair.neg)),
@@ -235,6 +250,8 @@ impl NativeCache {
             cache: Some(Arc::new(cache)),
             name,
             regions,
+            views,
+            words_given: false,
             foreign: Arc::new(AtomicU64::new(0)),
             raw: o.raw_values.unwrap_or(false),
             notice: pair.notice,
@@ -260,23 +277,20 @@ impl NativeCache {
     }
 
     /// The stamp table, the tag table, the epoch and the cached-miss
-    /// segment's tag table as buffers over the mapping (for `Atomics.load`); null when this runtime cannot map them
-    /// (the caller then keeps no L1).
+    /// segment's tag table as buffers over a read-only view of the files (for
+    /// `Atomics.load`), once: the cache's L1 takes them as it is made, and
+    /// any later call gets null, as does a cache closed or opened without L1,
+    /// or a runtime that cannot map them (the caller then keeps no L1).
     #[napi]
-    pub fn words<'env>(&self, env: &'env Env) -> Result<Option<Vec<ArrayBuffer<'env>>>> {
-        match &self.regions {
-            Some(r) => Ok(r.buffers(env)?.map(Vec::from)),
-            None => Ok(None),
+    pub fn words<'env>(&mut self, env: &'env Env) -> Result<Option<Vec<ArrayBuffer<'env>>>> {
+        if self.words_given || self.cache.is_none() {
+            return Ok(None);
         }
-    }
-
-    /// The engine's clock (ms, two 32-bit halves, low first, then the
-    /// short form `words::Clock` describes) as a buffer that a thread of the
-    /// addon keeps current; null when this runtime
-    /// cannot map it. One per process: the package asks once.
-    #[napi]
-    pub fn clock(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
-        crate::words::clock(env)
+        self.words_given = true;
+        match (&self.regions, &self.views) {
+            (Some(_), Some(v)) => Ok(v.buffers(env)?.map(Vec::from)),
+            _ => Ok(None),
+        }
     }
 
     pub(crate) fn cache(&self) -> Result<&Arc<Cache>> {
@@ -306,13 +320,6 @@ impl NativeCache {
         Ok((c, k, tags))
     }
 
-    /// This thread's meta words (what each call found, beside its result)
-    /// as a buffer; null when this runtime cannot map it.
-    #[napi]
-    pub fn meta(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
-        crate::words::meta_buffer(env)
-    }
-
     /// Reads `key` below L1: the value, the meta words saying what it is.
     #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
     pub fn read(&self, key: KeyArg) -> Result<Out> {
@@ -333,13 +340,6 @@ impl NativeCache {
         let slot = register(self.cache()?, self.regions, &self.foreign, self.raw);
         self.slot = Some(slot);
         Ok(slot)
-    }
-
-    /// This thread's input block (a read's slot and key) as a buffer; null
-    /// when this runtime cannot map it.
-    #[napi]
-    pub fn input(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
-        crate::words::input_buffer(env)
     }
 
     /// Stores a value: JSON text (`code` 1, in `text`), bytes (2, `bytes`)
@@ -471,10 +471,15 @@ impl NativeCache {
         Ok(counts(self.cache()?, &self.foreign))
     }
 
-    /// Detaches this process (the files stay for the others).
+    /// Detaches this process (the files stay for the others). The buffers
+    /// `words` gave read 0 from now on, and a store into them lands in this
+    /// process's own memory.
     #[napi]
     pub fn close(&mut self) {
         self.cache = None;
+        if let Some(v) = self.views.take() {
+            v.retire();
+        }
     }
 
     /// Removes both files (the processes attached keep their mapping).

@@ -12,8 +12,9 @@
 //! - `stats`: this process's counters and the segments' figures, for `stats()`.
 //! - `front`: what a read below L1 hands to JavaScript.
 //! - `codec`: the payloads shared with the Python front end.
-//! - `words`: the mapped words as JavaScript array buffers, and the Node-API
-//!   glue of the read of a string key (the only `unsafe`).
+//! - `words`: the mapped words as JavaScript array buffers (over read-only
+//!   views of the files), the thread's meta and input blocks and the clock,
+//!   and the Node-API glue of the read of a string key (the only `unsafe`).
 //! - `errors`: the Cache's errors as JavaScript exceptions.
 
 mod cache;
@@ -32,4 +33,4 @@ pub use rules::{
     check_copy, check_key, degraded_refusal, degraded_warning, duration, metric_families,
     namespace_parts, size, MetricFamily, MAX_KEY_BYTES,
 };
-pub use words::read_input_function;
+pub use words::{clock_buffer, input_buffer, meta_buffer, read_input_function};

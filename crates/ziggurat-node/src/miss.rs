@@ -4,18 +4,23 @@
 //! change of that API is made here alone.
 //!
 //! A miss is a `MissState` that JavaScript hands back at each step. Waits
-//! for another caller's load run on a thread of their own, never on the
-//! event loop, nor on libuv's thread pool: a wait can last for a whole slow
-//! load, and its four threads are the process's file system, DNS and zlib. Loaders are JavaScript's: one promise per key
-//! per process (the package shares it among concurrent callers), one lease
-//! per key per host.
+//! for another caller's load run off the event loop, and off libuv's thread
+//! pool: a wait can last for a whole slow load, and the pool's four threads
+//! are the process's file system, DNS and zlib. A few waits at a time sleep
+//! on a thread each, woken the moment the load lands; any more are watched
+//! by one thread for the whole process, which looks at their leases every
+//! `POLL`: the threads a process starts stay few however many keys it waits
+//! for. Loaders are JavaScript's: one promise per key per process (the
+//! package shares it among concurrent callers), one lease per key per host.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use napi::bindgen_prelude::{BigInt, Buffer, Object, PromiseRaw};
-use napi::{Either, Env, Result, Task};
+use napi::{Either, Env, JsDeferred, Result, Task};
 use napi_derive::napi;
-use ziggurat_cache::{Cache, Loaded, Lookup, Miss, Payload, Reader, Step, Took};
+use ziggurat_cache::{Cache, Loaded, Lookup, Miss, Parked, Payload, Reader, Step, Took};
 
 use crate::cache::{payload, tag_bytes, KeyArg, NativeCache};
 use crate::errors::{invalid, to_napi};
@@ -148,6 +153,15 @@ impl Sleeping {
         Ok(())
     }
 
+    /// The same sleep, to be watched by the poller.
+    fn park(&self) -> Result<Parked> {
+        let m = self
+            .miss
+            .as_ref()
+            .ok_or_else(|| invalid("wait(): the wait was lost"))?;
+        Ok(self.cache.sleep(&self.key, m).map_err(to_napi)?.park())
+    }
+
     fn woken(&mut self) -> MissState {
         MissState {
             cache: self.cache.clone(),
@@ -158,6 +172,120 @@ impl Sleeping {
             words: None,
             refresh: None,
         }
+    }
+
+    /// Settles the wait's promise: the state to go on from, or the error
+    /// (the lease, if any, goes back here: the state is dropped with it).
+    fn settle(mut self, d: Deferred, slept: Result<()>) {
+        match slept {
+            Ok(()) => d.resolve(Box::new(move |_| Ok(self.woken()))),
+            Err(e) => {
+                drop(self.woken());
+                d.reject(e)
+            }
+        }
+    }
+}
+
+type Deferred = JsDeferred<MissState, Box<dyn FnOnce(Env) -> Result<MissState> + Send>>;
+
+/// Waits that sleep on a thread of their own at once, at most: each is woken
+/// by the release itself. Beyond them, waits go to the poller.
+const SLEEPERS: usize = 8;
+/// How often the poller looks at the leases it watches: what a wait beyond
+/// `SLEEPERS` may add to the moment it sees its load land.
+const POLL: Duration = Duration::from_millis(2);
+/// The threads of `SLEEPERS` running now (or starting).
+static SLEEPING: AtomicUsize = AtomicUsize::new(0);
+
+/// A thread of its own for one wait, if fewer than `SLEEPERS` have one: the
+/// channel to hand it the wait on. The thread is started before the wait's
+/// promise is made, so that a thread that cannot start leaves no promise
+/// behind; dropping the sender ends the thread.
+fn sleeper() -> Option<mpsc::Sender<(Sleeping, Deferred)>> {
+    if SLEEPING.fetch_add(1, Ordering::AcqRel) >= SLEEPERS {
+        SLEEPING.fetch_sub(1, Ordering::AcqRel);
+        return None;
+    }
+    let (tx, rx) = mpsc::channel::<(Sleeping, Deferred)>();
+    let started = std::thread::Builder::new()
+        .name("ziggurat-wait".into())
+        .spawn(move || {
+            let Ok((s, d)) = rx.recv() else {
+                SLEEPING.fetch_sub(1, Ordering::AcqRel);
+                return;
+            };
+            let slept = s.sleep();
+            // Free before the promise settles: the next wait of the key may
+            // ask for a thread as soon as it does.
+            SLEEPING.fetch_sub(1, Ordering::AcqRel);
+            s.settle(d, slept);
+        });
+    if started.is_err() {
+        SLEEPING.fetch_sub(1, Ordering::AcqRel);
+        return None;
+    }
+    Some(tx)
+}
+
+/// A wait the poller watches.
+struct Polled {
+    s: Sleeping,
+    parked: Parked,
+    /// When its slice ends: the wait then ends as a sleep that timed out.
+    until: Instant,
+    d: Deferred,
+}
+
+/// The waits the poller watches, and the signal that one was added.
+static WATCHED: Mutex<Vec<Polled>> = Mutex::new(Vec::new());
+static ADDED: Condvar = Condvar::new();
+
+fn watched() -> MutexGuard<'static, Vec<Polled>> {
+    // A panic while the list was held left it whole (pushes and swap_removes).
+    WATCHED.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether the poller runs, started on the first call that needs it (and
+/// again at a later call if it could not start).
+fn poller() -> bool {
+    static STARTED: Mutex<bool> = Mutex::new(false);
+    let mut started = STARTED.lock().unwrap_or_else(PoisonError::into_inner);
+    if !*started {
+        *started = std::thread::Builder::new()
+            .name("ziggurat-poll".into())
+            .spawn(poll)
+            .is_ok();
+    }
+    *started
+}
+
+/// The poller: every `POLL`, ends the waits whose lease was released or
+/// whose slice passed; sleeps on `ADDED` while it watches none. It never
+/// keeps the process alive (a promise it has not settled does).
+fn poll() {
+    let mut ended = Vec::new();
+    loop {
+        {
+            let mut w = watched();
+            while w.is_empty() {
+                w = ADDED.wait(w).unwrap_or_else(PoisonError::into_inner);
+            }
+            let now = Instant::now();
+            let mut i = 0;
+            while i < w.len() {
+                let p = &w[i];
+                if now >= p.until || p.s.cache.released(&p.parked) {
+                    ended.push(w.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        for p in ended.drain(..) {
+            p.s.settle(p.d, Ok(()));
+        }
+        std::thread::sleep(POLL);
     }
 }
 
@@ -283,37 +411,39 @@ impl NativeCache {
         if m.step != WAIT || m.miss.is_none() {
             return Err(invalid("wait() follows a wait step"));
         }
-        // Shared with the thread: a thread that cannot start drops its closure,
-        // and the wait (its key and its miss) then goes to the pool instead.
-        let sleeping = Arc::new(std::sync::Mutex::new(Some(Sleeping {
+        let s = Sleeping {
             cache: c.clone(),
             key: std::mem::take(&mut m.key),
             miss: m.miss.take(),
-        })));
-        let (deferred, promise) = env.create_deferred()?;
-        let mine = sleeping.clone();
-        let started = std::thread::Builder::new()
-            .name("ziggurat-wait".into())
-            .spawn(move || {
-                let Some(mut s) = mine.lock().ok().and_then(|mut g| g.take()) else {
-                    return;
-                };
-                match s.sleep() {
-                    Ok(()) => deferred.resolve(move |_| Ok(s.woken())),
-                    Err(e) => {
-                        // The lease goes back here, on this thread: the state is
-                        // dropped with the rejection.
-                        drop(s.woken());
-                        deferred.reject(e)
-                    }
-                }
-            });
-        if started.is_ok() {
+        };
+        if let Some(tx) = sleeper() {
+            let (d, promise) = env.create_deferred()?;
+            // The thread waits for this message: a send cannot fail.
+            let _ = tx.send((s, d));
             return Ok(Either::A(promise));
         }
-        // No thread (the process is at its limit): the pool, not the event loop.
-        let s = sleeping.lock().ok().and_then(|mut g| g.take());
-        let s = s.ok_or_else(|| invalid("wait(): the wait was lost"))?;
+        if poller() {
+            let mut s = s;
+            let parked = match s.park() {
+                Ok(p) => p,
+                Err(e) => {
+                    // As a sleep's error: the state (and any lease) dropped here.
+                    drop(s.woken());
+                    return Err(e);
+                }
+            };
+            let (d, promise) = env.create_deferred()?;
+            let until = Instant::now() + parked.slice();
+            watched().push(Polled {
+                s,
+                parked,
+                until,
+                d,
+            });
+            ADDED.notify_one();
+            return Ok(Either::A(promise));
+        }
+        // No thread at all (the process is at its limit): the pool, not the event loop.
         Ok(Either::B(env.spawn(s)?.promise_object()))
     }
 

@@ -1,10 +1,17 @@
 //! The mapped words a JavaScript L1 validates its hits against (the keys'
-//! stamps, the tags' versions, the segment epoch), as array buffers over the
-//! mapping itself, so that a hit is checked with `Atomics.load` and no call
-//! into the addon. This is the addon's only `unsafe` code.
+//! stamps, the tags' versions, the segment epoch), as array buffers over a
+//! read-only second mapping of the file (`ReadOnlyView`), so that a hit is
+//! checked with `Atomics.load` and no call into the addon. This is the
+//! addon's only `unsafe` code.
 //!
-//! JavaScript never writes through these buffers: the package only loads
-//! from them, and keeps them in private fields no other code can reach.
+//! The package only loads from these buffers, and keeps them where no other
+//! code reaches them; but JavaScript cannot be kept from storing into an
+//! array buffer it holds, so the mapping behind them is read-only: a stray
+//! store faults (the process dies of SIGSEGV) rather than change words that
+//! every process of the host trusts. Once the cache is closed, the view is
+//! swapped for private zero pages, which take stores: from then on a store
+//! through an old buffer lands in this process's own memory and changes
+//! nothing, and never kills the process.
 //!
 //! Beside them, two blocks of the addon's own memory, shown the same way:
 //! a clock, the engine's `now_ms()` (the clock of the entries' soft
@@ -23,13 +30,13 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use napi::bindgen_prelude::{ArrayBuffer, Function, JsError, ToNapiValue, Unknown};
 use napi::{sys, Env, Result};
 use napi_derive::napi;
-use ziggurat_core::{now_ms, Segment};
+use ziggurat_core::{now_ms, ReadOnlyView, Segment};
 
 /// Words of the meta block (see `front`).
 pub const META_LEN: usize = 32;
@@ -47,8 +54,9 @@ pub fn meta() -> &'static [AtomicU32; META_LEN] {
     META.with(|m| *m)
 }
 
-/// This thread's meta block as an array buffer; None when the runtime
-/// refuses external buffers.
+/// This thread's meta words (what each call found, beside its result) as an
+/// array buffer; null when the runtime refuses external buffers.
+#[napi]
 pub fn meta_buffer(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
     external(env, meta().as_ptr() as *const u8, 4 * META_LEN)
 }
@@ -80,8 +88,9 @@ pub fn input(key: &mut Vec<u8>) -> Option<u32> {
     Some(w[0].load(Ordering::Relaxed))
 }
 
-/// This thread's input block as an array buffer; None when the runtime
-/// refuses external buffers.
+/// This thread's input block (a read's slot and key) as an array buffer;
+/// null when the runtime refuses external buffers.
+#[napi]
 pub fn input_buffer(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
     let w = INPUT.with(|m| *m);
     external(env, w.as_ptr() as *const u8, 4 * INPUT_LEN)
@@ -207,10 +216,12 @@ fn tick(now: u64, base: u64) {
     CLOCK.short.store(short, Ordering::Release);
 }
 
-/// The clock block as an array buffer (see `Clock`), the clock thread
-/// started on the first call; None when the runtime refuses external
-/// buffers.
-pub fn clock<'env>(env: &'env Env) -> Result<Option<ArrayBuffer<'env>>> {
+/// The engine's clock block as an array buffer (see `Clock`) that a thread of
+/// the addon keeps current, the thread started on the first call; null when
+/// the runtime refuses external buffers. One per process: the package asks
+/// once.
+#[napi]
+pub fn clock_buffer(env: &Env) -> Result<Option<ArrayBuffer<'_>>> {
     TICKING.call_once(|| {
         let base = now_ms();
         CLOCK.base_lo.store(base as u32, Ordering::Release);
@@ -231,62 +242,124 @@ pub fn clock<'env>(env: &'env Env) -> Result<Option<ArrayBuffer<'env>>> {
     )
 }
 
-/// An array buffer over `len` bytes at `ptr`, which stay mapped and are only
-/// loaded from; None when the runtime would copy them instead.
+/// An array buffer over `len` bytes at `ptr`, which stay readable for the
+/// rest of the process; None when the runtime would copy them instead.
 fn external<'env>(env: &'env Env, ptr: *const u8, len: usize) -> Result<Option<ArrayBuffer<'env>>> {
-    // SAFETY: every caller passes a region that stays readable for the rest of
-    // the process: the clock block (a static), a thread's meta block (leaked, so
-    // never freed) or a region of a segment's mapping (the stamp table, the tag
-    // table, the 8-byte epoch: `Regions::of`), which the engine never unmaps (it
-    // swaps zero pages in at the same addresses when the segment is dropped;
-    // the cached-miss segment's tag table likewise).
-    // So the region outlives any buffer over it, and the finalizer has nothing
-    // to free. JavaScript only loads from these buffers but one, a thread's
-    // input block (leaked too), which the package's JavaScript writes on that
-    // thread between calls, and which the addon loads with atomics during a
-    // call on the same thread: the two never overlap. The others change under
-    // JavaScript only through atomics of their owners (other processes'
+    external_holding(env, ptr, len, ())
+}
+
+/// An array buffer over `len` bytes at `ptr`, which stay readable while
+/// `hold` lives: the buffer keeps it until the runtime collects it. None
+/// when the runtime would copy the bytes instead.
+fn external_holding<'env, T: 'env>(
+    env: &'env Env,
+    ptr: *const u8,
+    len: usize,
+    hold: T,
+) -> Result<Option<ArrayBuffer<'env>>> {
+    // SAFETY: every caller passes a region that stays readable as long as
+    // `hold` does, and `hold` is dropped only by the finalizer, once the
+    // runtime has collected the buffer (or, when it copies the bytes, once
+    // the copy is made): the clock block (a static), a thread's meta or input
+    // block (leaked, so never freed), or a region of a segment's read-only
+    // view, which `hold` (an `Arc` of the view) keeps mapped. A view is
+    // retired as its cache closes: swapped for private zero pages at the same
+    // addresses, which stay readable (and writable). So the region outlives
+    // any buffer over it, and the finalizer has nothing to free but `hold`.
+    // JavaScript only loads from these buffers but one, a thread's input block,
+    // which the package's JavaScript writes on that thread between calls, and
+    // which the addon loads with atomics during a call on the same thread: the
+    // two never overlap. A store into a view while its cache is open faults
+    // (read-only pages): the process dies rather than Rust seeing memory
+    // change under it, and no other process sees the store. The others change
+    // under JavaScript only through atomics of their owners (other processes'
     // writes, the clock thread, this addon's calls, which end before
     // JavaScript runs on the thread again). The words are aligned for the
     // typed arrays put over them (4 bytes for the tables and the meta and
-    // input blocks, 8 for the epoch and the clock).
-    let ab = unsafe { ArrayBuffer::from_external(env, ptr as *mut u8, len, (), |_, _| ()) }?;
+    // input blocks, 8 for the epoch and the clock: a view starts on a page).
+    let ab = unsafe { ArrayBuffer::from_external(env, ptr as *mut u8, len, hold, |_, h| drop(h)) }?;
     Ok((ab.as_ptr() == ptr).then_some(ab))
 }
 
-/// Where the regions an L1 watches start in this process's mapping, and
-/// their lengths in bytes.
+/// The read-only views an L1's array buffers are made over: the main
+/// segment's (its stamp table, tag table and epoch) and the cached-miss
+/// segment's (its tag table: a cached miss's tags are its own).
+pub struct Views {
+    main: Arc<ReadOnlyView>,
+    neg: Arc<ReadOnlyView>,
+    stamps: (usize, usize),
+    tags: (usize, usize),
+    neg_tags: (usize, usize),
+}
+
+impl Views {
+    /// The views of `main` and `neg`; None when they cannot be mapped (the
+    /// cache then keeps no L1).
+    pub fn of(main: &Segment, neg: &Segment) -> Option<Views> {
+        let (g, ng) = (main.geometry(), neg.geometry());
+        Some(Views {
+            main: Arc::new(main.words_view().ok()?),
+            neg: Arc::new(neg.words_view().ok()?),
+            stamps: (g.stamps_off() as usize, 4 * g.nstamps() as usize),
+            tags: (g.tags_off() as usize, 4 * g.ntags() as usize),
+            neg_tags: (ng.tags_off() as usize, 4 * ng.ntags() as usize),
+        })
+    }
+
+    /// The stamp table, the tag table, the epoch and the cached-miss
+    /// segment's tag table as array buffers over the views; None when the
+    /// runtime refuses external buffers (it would copy the words, and a copy
+    /// never moves: the caller then keeps no L1).
+    pub fn buffers<'env>(&self, env: &'env Env) -> Result<Option<[ArrayBuffer<'env>; 4]>> {
+        let over = |view: &Arc<ReadOnlyView>,
+                    (off, len): (usize, usize)|
+         -> Result<Option<ArrayBuffer<'env>>> {
+            match view.at(off, len) {
+                Some(p) => external_holding(env, p, len, view.clone()),
+                None => Ok(None),
+            }
+        };
+        let stamps = over(&self.main, self.stamps)?;
+        let tags = over(&self.main, self.tags)?;
+        let epoch = over(&self.main, (Segment::EPOCH_OFFSET, 8))?;
+        let neg_tags = over(&self.neg, self.neg_tags)?;
+        Ok(match (stamps, tags, epoch, neg_tags) {
+            (Some(s), Some(t), Some(e), Some(n)) => Some([s, t, e, n]),
+            _ => None,
+        })
+    }
+
+    /// Swaps both views for private zero pages (see `ReadOnlyView::retire`):
+    /// the cache is closed, and its buffers read 0 from now on.
+    pub fn retire(&self) {
+        self.main.retire();
+        self.neg.retire();
+    }
+}
+
+/// Where the tables an L1 watches start in the engine's mapping: the engine
+/// hands out handles on single words (`stamp_watch`, `tag_watch`), and
+/// JavaScript names a word by its index in the table (of the views).
 #[derive(Clone, Copy)]
 pub struct Regions {
     stamps: *const u8,
-    nstamps: usize,
     tags: *const u8,
-    ntags: usize,
-    epoch: *const u8,
     /// The cached-miss segment's tag table: a cached miss's tags are its own.
     neg_tags: *const u8,
-    neg_ntags: usize,
 }
 
 impl Regions {
-    /// The regions of `main`, and the tag table of its cached-miss segment
-    /// `neg`, found from the handles the engine gives out for single words
-    /// (`stamp_watch`, `tag_watch`, `epoch_watch`), which stay mapped for the
-    /// rest of the process even once the segment is dropped (the engine then
-    /// swaps zero pages in at the same addresses).
+    /// The tables of `main`, and the tag table of its cached-miss segment
+    /// `neg`, found from the engine's word handles (which stay mapped for the
+    /// rest of the process, see `Word32`).
     pub fn of(main: &Segment, neg: &Segment) -> Regions {
-        let g = main.geometry();
         let kh = main.hash(b"\0");
         let idx = main.stamp_index(&kh) as usize;
         let one = main.stamp_watch(&kh).as_ptr() as *const u8;
         Regions {
             stamps: one.wrapping_sub(4 * idx),
-            nstamps: g.nstamps() as usize,
             tags: main.tag_watch(0).as_ptr() as *const u8,
-            ntags: g.ntags() as usize,
-            epoch: main.epoch_watch().as_ptr() as *const u8,
             neg_tags: neg.tag_watch(0).as_ptr() as *const u8,
-            neg_ntags: neg.geometry().ntags() as usize,
         }
     }
 
@@ -300,20 +373,5 @@ impl Regions {
     pub fn tag_index(&self, ptr: *const u32, neg: bool) -> u32 {
         let table = if neg { self.neg_tags } else { self.tags };
         ((ptr as usize - table as usize) / 4) as u32
-    }
-
-    /// The stamp table, the tag table, the epoch and the cached-miss
-    /// segment's tag table as array buffers over the mapping; None when the
-    /// runtime refuses external buffers (it would copy the words, and a copy
-    /// never moves: the caller then keeps no L1).
-    pub fn buffers<'env>(&self, env: &'env Env) -> Result<Option<[ArrayBuffer<'env>; 4]>> {
-        let stamps = external(env, self.stamps, 4 * self.nstamps)?;
-        let tags = external(env, self.tags, 4 * self.ntags)?;
-        let epoch = external(env, self.epoch, 8)?;
-        let neg_tags = external(env, self.neg_tags, 4 * self.neg_ntags)?;
-        Ok(match (stamps, tags, epoch, neg_tags) {
-            (Some(s), Some(t), Some(e), Some(n)) => Some([s, t, e, n]),
-            _ => None,
-        })
     }
 }
