@@ -396,7 +396,8 @@ def _redis(
                 body = bytes(view)
                 kb = bytes(key)[len(prefix) + 2 :]
                 if body[:1] == b"N":
-                    ok = signer.counter_ok(kb, body[1 : 1 + MAC_LEN])
+                    wb = body[1 + MAC_LEN : 9 + MAC_LEN]
+                    ok = signer.counter_ok(kb, wb, body[1 : 1 + MAC_LEN])
                 else:
                     ok = body[:2] == b"Z2" and signer.value_ok(
                         kb, body[2 + MAC_LEN :], body[2 : 2 + MAC_LEN]

@@ -401,18 +401,19 @@ class Reader:
         # segment changed already refuses what the event made old (see ``ClusterTier``).
         core, tier = self.core, self.tier
         tier.saw(ev.w)
+        w = tier.bounded(ev.w)
         if ev.op in ("clear", "recover") or (ev.op == "tags" and ALL in ev.keys):
-            tier.cleared(ev.w)
+            tier.cleared(w)
             core.clear()
         elif ev.op == "tags":
             tags = tuple(str(t) for t in ev.keys)
             for t in tags:
-                tier.note(b"t" + t.encode(), ev.w)
+                tier.note(b"t" + t.encode(), w)
             core.invalidate_tags(tags)
         else:
             for k in ev.keys:
                 kb = k if isinstance(k, bytes) else k.encode()
-                tier.note(b"k" + kb, ev.w)
+                tier.note(b"k" + kb, w)
                 core.delete(k)
 
     def _flush_lags(self) -> None:
