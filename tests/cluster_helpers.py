@@ -28,7 +28,8 @@ LAG_BOUND = 3.0
 
 @pytest.fixture(params=KINDS)
 def server(request: pytest.FixtureRequest, shm_dir: str) -> Iterator[Server]:
-    """A redis-server, then a Valkey server (one test each)."""
+    """A redis-server, then a Valkey server (one test each; Valkey alone where redis-server
+    is not installed: see ``redis_servers``)."""
     d = os.path.join(shm_dir, "server")
     os.mkdir(d)
     s = Server(request.param, d, aof=True).start()

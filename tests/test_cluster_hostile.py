@@ -26,8 +26,10 @@ from hypothesis import strategies as st
 from redis_servers import Server
 from ziggurat import Cache
 from ziggurat.cluster import events
+from ziggurat.cluster.bodies import _body
 from ziggurat.cluster.signing import Signer
 from ziggurat.cluster.tier import ALL, MAX_AGE, W
+from ziggurat.cluster.write_times import MAX_SKEW
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -349,3 +351,118 @@ def test_cli_cluster_commands_take_the_url_from_the_environment(
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(30)
+
+
+# -- 15: a touch is not a write; counters follow the write-time rules; no clock runs ahead --
+
+
+def body_of(r: Any, vkey: bytes) -> memoryview:
+    view = _body(r.get(vkey))
+    assert view is not None
+    return view
+
+
+def test_a_touch_never_makes_a_value_put_back_new(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    a, b = hosts(server.url, "a"), hosts(server.url, "b")
+    r = server.client()
+    a.set("sess", {"role": "admin"}, ttl=3600)
+    vkey = vkey_of(r, b"sess")
+    old = r.get(vkey)
+    assert a._tier is not None
+    written = a._tier.decode(b"sess", body_of(r, vkey))[4]  # type: ignore[index]
+    a.set("sess", {"role": "user"}, ttl=3600)
+    assert converges(caught_up(b, r))
+    r.set(vkey, old)  # the attacker puts the older session back
+    for host in (a, b):
+        host._core.delete("sess")
+        assert host.get("sess") is None
+    # A host that knows no later write serves it (the replay bound's residual) and touches
+    # it: the value keeps its write time, so it is no newer than it was.
+    c = hosts(server.url, "c")
+    assert c.get("sess") == {"role": "admin"}
+    assert c.touch("sess", 7200) is True
+    assert c._tier is not None
+    touched = c._tier.decode(b"sess", body_of(r, vkey))
+    assert touched is not None and touched[4] == written
+    # The hosts that know the later write still refuse it after the touch's event.
+    assert converges(caught_up(a, r)) and converges(caught_up(b, r))
+    for host in (a, b):
+        host._core.delete("sess")
+        assert host.get("sess") is None
+    # A new host serves it, but never past MAX_AGE after its write, nor does Redis keep it.
+    d = hosts(server.url, "d")
+    assert d.get("sess") == {"role": "admin"}
+    bound = written / 1e6 + MAX_AGE - time.time()
+    assert touched[1] <= bound + 1
+    assert r.pttl(vkey) <= (bound + 1) * 1000
+
+
+def test_a_counter_read_from_redis_expires_and_a_counter_put_back_is_refused(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    a, b = hosts(server.url, "a", ttl=2), hosts(server.url, "b", ttl=2)
+    r = server.client()
+    assert a.incr("ctr", 5, default=0) == 5
+    assert b.get("ctr") == 5  # kept in b's segment, for as long as Redis keeps the counter
+    time.sleep(2.5)
+    assert not r.keys(b"*:v:ctr")  # Redis dropped it
+    assert a.get("ctr") is None and b.get("ctr") is None
+    # A counter put back after a later incr is refused by a host that applied the incr.
+    assert a.incr("n", default=0) == 1
+    vkey = vkey_of(r, b"n")
+    old = r.get(vkey)
+    assert a.incr("n") == 2
+    assert converges(caught_up(b, r))
+    r.set(vkey, old)
+    b._core.delete("n")
+    assert b.get("n") is None
+    assert b.stats()["l3"]["refused_older"] >= 1
+    # A counter's mark signs its last incr's write time: past MAX_AGE after it, refused.
+    assert a._tier is not None
+    stored = r.get(vkey)
+    prefix = stored[: len(stored) - len(body_of(r, vkey))]
+    gkey = vkey.replace(b":v:n", b":v:g")
+    now_us = time.time_ns() // 1000
+
+    def counter_written_ago(seconds: float) -> bytes:
+        head = a._tier.counter_head(b"g", now_us - int(seconds * 1e6))  # type: ignore[union-attr]
+        return bytes(prefix + b"N" + head + b"\x01\x00\x04\x00all:7")
+
+    r.set(gkey, counter_written_ago(MAX_AGE - 600))
+    assert b.get("g") == 7
+    b._core.delete("g")
+    r.set(gkey, counter_written_ago(MAX_AGE + 1))
+    assert b.get("g") is None
+    assert b.stats()["l3"]["bad_signatures"] == 0
+
+
+def test_a_write_time_far_ahead_moves_no_clock(server: Server, hosts: Callable[..., Cache]) -> None:
+    a, b = hosts(server.url, "a"), hosts(server.url, "b")
+    r = server.client()
+    year = 365 * 86400 * 10**6
+    now_us = time.time_ns() // 1000
+    # a's clock word a year ahead (a clock that jumped, a damaged word): a's next write is
+    # stamped by the wall clock, and b's after applying it too.
+    core = a._core
+    core.app_cas(W.CLOCK, core.app_load(W.CLOCK), now_us + year)
+    a.set("k", 1)
+    assert a._tier is not None and b._tier is not None
+    found = a._tier.decode(b"k", body_of(r, vkey_of(r, b"k")))
+    assert found is not None and found[4] < now_us + MAX_SKEW * 1e6
+    assert converges(caught_up(b, r))
+    b.set("k", 2)
+    assert b._tier.decode(b"k", body_of(r, vkey_of(r, b"k")))[4] < now_us + MAX_SKEW * 1e6  # type: ignore[index]
+    # An event a year ahead (signed by a host whose clock is wrong) leaves b's clock, and a
+    # value stamped a year ahead is refused.
+    b._tier.saw(now_us + year)
+    assert b._tier.clock() < now_us + 2 * MAX_SKEW * 1e6
+    vkey = vkey_of(r, b"k")
+    stored = r.get(vkey)
+    prefix = stored[: len(stored) - len(body_of(r, vkey))]
+    body, _ = a._tier.encode(b"f", "future", 60.0, (ALL,), now_us + year)
+    r.set(vkey.replace(b":v:k", b":v:f"), bytes(prefix + body))
+    assert b.get("f") is None
+    assert b.stats()["l3"]["refused_ahead"] == 1
+    assert b.stats()["l3"]["bad_signatures"] == 0

@@ -17,6 +17,7 @@ import importlib.util
 import inspect
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ pytest.importorskip("flask_caching")
 
 import flask
 import flask_caching
+from redis_servers import DEFAULT, Server
 from test_flask_suite import flask_caching_tests
 from ziggurat.contrib.flask import ZigguratCache
 
@@ -114,11 +116,16 @@ def clock() -> None:
 
 
 @pytest.fixture
-def redis_server() -> None:
-    # Flask-Caching skips this test itself when redis-py is absent; where it is installed
-    # (it is, for the blog demo's test), the test still targets Flask-Caching's Redis
-    # backend, not this one.
-    pytest.skip("requires Redis: a test of Flask-Caching's Redis backend")
+def redis_server(tmp_path: Path) -> Iterator[None]:
+    # The test it serves checks Flask-Caching's own Redis backend beside this one, on the
+    # port its suite's fixture gives the server.
+    server = Server(DEFAULT, str(tmp_path))
+    server.port = 6360
+    server.start()
+    try:
+        yield
+    finally:
+        server.kill()
 
 
 @pytest.fixture(

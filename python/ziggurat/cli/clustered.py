@@ -25,11 +25,11 @@ import os
 import warnings
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ziggurat import _native
 from ziggurat.cli.errors import CliError
 from ziggurat.cli.segments import CacheFiles, attach
+from ziggurat.cluster.link import redacted
 
 if TYPE_CHECKING:
     from ziggurat.cache import Cache
@@ -103,19 +103,6 @@ def secrets_from(path: str | None, environ: Mapping[str, str]) -> list[str]:
             "invalid",
         )
     return [env]
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password, for messages.
-
-    >>> redacted("redis://app:hunter2@10.0.0.5:6379/0")
-    'redis://app:***@10.0.0.5:6379/0'
-    """
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 @contextlib.contextmanager

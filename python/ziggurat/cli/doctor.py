@@ -44,6 +44,7 @@ from ziggurat.cli.errors import EXIT_PROBLEMS, EXIT_WARNINGS, CliError
 from ziggurat.cli.ls import collect as list_caches
 from ziggurat.cli.output import Output, human_bytes
 from ziggurat.cli.segments import CacheFiles, owner_name
+from ziggurat.cluster.link import scrubbed
 from ziggurat.cluster.signing import secrets_of
 
 if TYPE_CHECKING:
@@ -349,7 +350,20 @@ def _redis(
     from ziggurat.cluster.bodies import _body
     from ziggurat.cluster.signing import MAC_LEN, Signer
 
-    client = redis_py.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        client = redis_py.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
+    except ValueError as e:
+        return [
+            _finding(
+                "redis",
+                shown,
+                "error",
+                f"the Redis URL {shown} is not valid: {scrubbed(str(e), url)}",
+                "check the URL (--redis or ZIGGURAT_REDIS_URL)",
+            )
+        ], {}
     try:
         client.ping()
     except redis_py.RedisError as e:
@@ -358,7 +372,7 @@ def _redis(
                 "redis",
                 shown,
                 "error",
-                f"Redis at {shown} does not answer: {e}",
+                f"Redis at {shown} does not answer: {scrubbed(str(e), url)}",
                 "check the URL, that the server runs, and the network between them",
             )
         ], {}
@@ -382,7 +396,8 @@ def _redis(
                 body = bytes(view)
                 kb = bytes(key)[len(prefix) + 2 :]
                 if body[:1] == b"N":
-                    ok = signer.counter_ok(kb, body[1 : 1 + MAC_LEN])
+                    wb = body[1 + MAC_LEN : 9 + MAC_LEN]
+                    ok = signer.counter_ok(kb, wb, body[1 : 1 + MAC_LEN])
                 else:
                     ok = body[:2] == b"Z2" and signer.value_ok(
                         kb, body[2 + MAC_LEN :], body[2 : 2 + MAC_LEN]

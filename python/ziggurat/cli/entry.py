@@ -309,23 +309,48 @@ def _repr(obj: Any, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _plain(obj: Any, depth: int = 0) -> bool:
-    """Whether ``obj`` prints as JSON exactly (what ``--json`` may include as a value);
-    nesting deeper than 100 levels counts as not plain (and stays within the recursion
-    limit)."""
-    if depth > 100:
-        return False
-    if obj is None or isinstance(obj, (bool, str)):
-        return True
-    if isinstance(obj, int):
-        return True
-    if isinstance(obj, float):
-        return obj == obj and obj not in (float("inf"), float("-inf"))
-    if isinstance(obj, list):
-        return all(_plain(x, depth + 1) for x in obj)
-    if isinstance(obj, dict):
-        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in obj.items())
-    return False
+#: The most containers and items ``_plain`` looks at: a plain value the preview may print in
+#: full (``DECODE_MAX`` bytes) holds fewer.
+_PLAIN_BUDGET = 1_000_000
+
+
+def _plain(obj: Any) -> bool:
+    """Whether ``obj`` prints as JSON exactly (what ``--json`` may include as a value).
+    Not plain: nesting deeper than 100 levels, more than ``_PLAIN_BUDGET`` items, and a
+    list or dict reached twice. A pickle's memo lets a few hundred bytes reference one list
+    from two places at every level; read as a tree, that is 2**40 items, and JSON would
+    print each of them. So the walk is linear in the containers decoded and stops there.
+
+    >>> x = [1]
+    >>> _plain([x, {"a": 1.5}]), _plain([x, x]), _plain([float("nan")])
+    (True, False, False)
+    """
+    seen: set[int] = set()
+    todo: list[tuple[Any, int]] = [(obj, 0)]
+    budget = _PLAIN_BUDGET
+    while todo:
+        x, depth = todo.pop()
+        budget -= 1
+        if budget < 0 or depth > 100:
+            return False
+        if x is None or isinstance(x, (bool, str, int)):
+            continue
+        if isinstance(x, float):
+            if x != x or x in (float("inf"), float("-inf")):
+                return False
+            continue
+        if not isinstance(x, (list, dict)) or id(x) in seen:
+            return False
+        seen.add(id(x))
+        if isinstance(x, list):
+            todo.extend((v, depth + 1) for v in x)
+        else:
+            if not all(isinstance(k, str) for k in x):
+                return False
+            todo.extend((v, depth + 1) for v in x.values())
+        if len(todo) > budget:
+            return False
+    return True
 
 
 def decode(payload: bytes, kind: int, serializer: str = "auto", width: int = 200) -> Decoded:

@@ -4,10 +4,13 @@
 A stored body is ``b"Z2" + MAC + expiry (ms since the epoch, 0: none) + write time (µs) +
 tags + kind + data``, the kind ``P`` for the serializer's bytes or ``I`` for an int in
 decimal (which ``incr`` can turn into a counter). A counter made by ``incr`` is
-``b"N" + mark + tags + b":" + decimal``: the server-side script adds to it, so its count
-cannot be signed; the mark (``Signer.counter_mac``) lets only a key some host made a counter
-read as one, and the count is parsed as an int, never unpickled. A body is valid for at most
-``MAX_AGE`` after its signed write time (see ``write_times``).
+``b"N" + mark + write time (µs) + tags + b":" + decimal``: the server-side script adds to
+it, so its count cannot be signed; the mark (``Signer.counter_mac``) signs the key with the
+write time of the counter's last ``incr`` (each one puts its own), so only a key some host
+made a counter reads as one, and a counter follows the write-time rules as a value does.
+The count is parsed as an int, never unpickled. A body is valid for at most ``MAX_AGE``
+after its signed write time (see ``write_times``), a counter also no longer than Redis
+keeps it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ziggurat.cluster.signing import MAC_LEN, Signer
-from ziggurat.cluster.write_times import MAX_AGE
+from ziggurat.cluster.write_times import MAX_AGE, WriteTimes
 
 __all__ = ["Bodies"]
 
@@ -48,9 +51,9 @@ class Bodies:
     dumps: Callable[[Any], bytes]
     bad_signatures: int
     refused_older: int
+    refused_ahead: int = 0
     _logged_bad: bool
     _logged_older: bool
-    _counter_mark: dict[bytes, bytes]
 
     def encode(
         self, kb: bytes, value: Any, ttl: float, tags: tuple[str, ...], w: int
@@ -69,42 +72,53 @@ class Bodies:
         rest = head + data
         return b"Z2" + self.signer.value_mac(kb, rest) + rest, payload
 
-    def counter_mark(self, kb: bytes) -> bytes:
-        """The counter mark of ``kb`` (see ``Signer.counter_mac``), remembered for the
-        keys this process counted last."""
-        mark = self._counter_mark.get(kb)
-        if mark is None:
-            if len(self._counter_mark) >= 1024:
-                self._counter_mark.clear()
-            mark = self._counter_mark[kb] = self.signer.counter_mac(kb)
-        return mark
+    def counter_head(self, kb: bytes, w: int) -> bytes:
+        """What a counter's body holds before its tags when ``incr`` at ``w`` leaves it:
+        the mark that signs ``kb`` with ``w``, then ``w``.
+
+        >>> b = Bodies(); b.signer = Signer("doc", [b"0123456789abcdef"])
+        >>> len(b.counter_head(b"hits", 1)), b.counter_head(b"hits", 1)[-8:]
+        (24, b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x01')
+        """
+        wb = w.to_bytes(8, "big")
+        return self.signer.counter_mac(kb, wb) + wb
 
     def decode(
-        self, kb: bytes, body: bytes | memoryview
-    ) -> tuple[Any, float, tuple[str, ...], bytes | None, int | None] | None:
+        self, kb: bytes, body: bytes | memoryview, pttl: int = -1
+    ) -> tuple[Any, float, tuple[str, ...], bytes | None, int] | None:
         """``(value, seconds left, tags, encoded, written)`` of a body, or None (expired,
-        bad MAC, junk); ``encoded`` is the value as the serializer wrote it (None for an
-        int), ``written`` its signed write time (None for a counter, which has none).
+        stamped too far ahead, bad MAC, junk); ``encoded`` is the value as the serializer
+        wrote it (None for an int or a counter), ``written`` its signed write time (a
+        counter's: its last ``incr``'s). ``pttl``: the milliseconds Redis keeps a counter
+        (-1: no expiry), which its body does not hold.
 
         ``body`` may be a view into the reply (no copy of a large value until the one that
         the serializer reads)."""
         try:
-            return self._decode(kb, body)
+            return self._decode(kb, body, pttl)
         except (ValueError, IndexError, UnicodeDecodeError):
             self._bad(kb)
             return None
 
     def _decode(
-        self, kb: bytes, body: bytes | memoryview
-    ) -> tuple[Any, float, tuple[str, ...], bytes | None, int | None] | None:
+        self, kb: bytes, body: bytes | memoryview, pttl: int
+    ) -> tuple[Any, float, tuple[str, ...], bytes | None, int] | None:
+        now = time.time()
         if body[:1] == b"N":
-            if not self.signer.counter_ok(kb, body[1 : 1 + MAC_LEN]):
+            wb = body[1 + MAC_LEN : 9 + MAC_LEN]
+            if len(wb) < 8 or not self.signer.counter_ok(kb, wb, body[1 : 1 + MAC_LEN]):
                 self._bad(kb)
                 return None
-            tags, pos = _read_tags(body, 1 + MAC_LEN)
+            written = int.from_bytes(wb, "big")
+            tags, pos = _read_tags(body, 9 + MAC_LEN)
             if body[pos : pos + 1] != b":":
                 raise ValueError("no count")
-            return int(bytes(body[pos + 1 :])), math.inf, tags, None, None
+            left = (written + _MAX_AGE_US) / 1_000_000 - now
+            if pttl >= 0:
+                left = min(left, pttl / 1000)
+            if left <= 0 or self._ahead_of(written):
+                return None
+            return int(bytes(body[pos + 1 :])), left, tags, None, written
         if body[:2] != b"Z2" or len(body) < 2 + MAC_LEN + 18:
             self._bad(kb)
             return None
@@ -114,11 +128,10 @@ class Bodies:
             return None
         expiry = int.from_bytes(rest[:8], "big")
         written = int.from_bytes(rest[8:16], "big")
-        now = time.time()
         left = (written + _MAX_AGE_US) / 1_000_000 - now
         if expiry:
             left = min(left, expiry / 1000 - now)
-        if left <= 0:
+        if left <= 0 or self._ahead_of(written):
             return None
         tags, pos = _read_tags(rest, 16)
         kind = rest[pos : pos + 1]
@@ -128,6 +141,12 @@ class Bodies:
             raise ValueError("unknown kind")
         payload = bytes(rest[pos + 1 :])
         return self.loads(payload), left, tags, payload, written
+
+    def _ahead_of(self, written: int) -> bool:
+        if not WriteTimes.ahead(self, written):  # type: ignore[arg-type]
+            return False
+        self.refused_ahead += 1
+        return True
 
     def _older(self, kb: bytes) -> None:
         self.refused_older += 1

@@ -107,12 +107,13 @@ class Reader:
 
     def claim(self) -> int:
         """For a dedicated reader: marks this process as the host's follower; returns 0,
-        or the pid of another live dedicated reader (then nothing changed).
+        or the pid of another live dedicated reader (then nothing changed). How
+        ``ziggurat follow`` uses it, given a Redis server at that address::
 
-        >>> cache = Cache("api", redis="redis://10.0.0.5:6379/0", secret=s)  # doctest: +SKIP
-        >>> cache._reader.stop()  # doctest: +SKIP
-        >>> reader = Reader(cache._tier, dedicated=True)  # doctest: +SKIP
-        >>> reader.claim() or reader.run()  # doctest: +SKIP
+            cache = Cache("api", redis="redis://10.0.0.5:6379/0", secret=s)
+            cache._reader.stop()
+            reader = Reader(cache._tier, dedicated=True)
+            reader.claim() or reader.run()
         """
         pid = os.getpid()
         while True:
@@ -400,18 +401,19 @@ class Reader:
         # segment changed already refuses what the event made old (see ``ClusterTier``).
         core, tier = self.core, self.tier
         tier.saw(ev.w)
+        w = tier.bounded(ev.w)
         if ev.op in ("clear", "recover") or (ev.op == "tags" and ALL in ev.keys):
-            tier.cleared(ev.w)
+            tier.cleared(w)
             core.clear()
         elif ev.op == "tags":
             tags = tuple(str(t) for t in ev.keys)
             for t in tags:
-                tier.note(b"t" + t.encode(), ev.w)
+                tier.note(b"t" + t.encode(), w)
             core.invalidate_tags(tags)
         else:
             for k in ev.keys:
                 kb = k if isinstance(k, bytes) else k.encode()
-                tier.note(b"k" + kb, ev.w)
+                tier.note(b"k" + kb, w)
                 core.delete(k)
 
     def _flush_lags(self) -> None:

@@ -99,8 +99,8 @@ local function tag_prefix(tagkey, i)
   return table.concat(out)
 end
 
--- A counter's body: 'N', the key's counter mark (made by the client: ARGV[10]), its tags
--- (ARGV[i..]) as the client encodes them, ':', the count.
+-- A counter's body: 'N', the key's counter mark and the incr's write time (made by the
+-- client: ARGV[10]), its tags (ARGV[i..]) as the client encodes them, ':', the count.
 local function counter(i, n)
   local out = {'N', ARGV[10], string.char(#ARGV - i + 1)}
   for j = i, #ARGV do
@@ -129,17 +129,19 @@ end
 )
 
 #: KEYS: value, tag versions. Returns the stored value, prefix included (the client skips
-#: it: cheaper than a copy here), or nil (missing, tombstone, voided by a tag).
+#: it: cheaper than a copy here), or nil (missing, tombstone, voided by a tag); a counter
+#: with its PTTL, {value, pttl}: its body holds no expiry.
 READ = (
     _CHECK
     + r"""
 local s = redis.call('GET', KEYS[1])
 if not s or #s == 0 then return nil end
-local _, ok = check(KEYS[2], s)
+local pos, ok = check(KEYS[2], s)
 if not ok then
   redis.call('DEL', KEYS[1])
   return nil
 end
+if string.sub(s, pos, pos) == 'N' then return {s, redis.call('PTTL', KEYS[1])} end
 return s
 """
 )
@@ -148,7 +150,7 @@ return s
 #: ARGV: op, host:fence, maxlen, event key field, event MAC, event write time, then per op:
 #:   set/add/fill: body, px (0: no expiry), tags...
 #:   del: tombstone px
-#:   incr: delta, default ('' for none), px, the key's counter mark, tags...
+#:   incr: delta, default ('' for none), px, the key's counter mark and write time, tags...
 #:   touch: px, expected body ('' for a counter), new body
 #:   tags: tags...           clear, recover: the tag every value carries
 #: Returns {seq (0 when nothing was published), result}, or the error FENCED.
@@ -177,13 +179,17 @@ local function tags_from(i)
   return t
 end
 
--- A counter's head and count from a stored body: a counter ('N' ...), or an int that set
--- stored, which becomes a counter here (its signed body cannot be added to). The int body
--- is 'Z2', MAC (16), expiry (8), write time (8), tags, 'I', the int in decimal; its head
--- becomes 'N', the key's counter mark, its tags. Nil for any other body.
+-- A counter's new head and count from a stored body: a counter ('N', mark (16), write
+-- time (8), tags), or an int that set stored, which becomes a counter here (its signed
+-- body cannot be added to). The int body is 'Z2', MAC (16), expiry (8), write time (8),
+-- tags, 'I', the int in decimal. Either way the head becomes 'N', the mark and write time
+-- of this incr (ARGV[10]), the tags. Nil for any other body.
 local function count_of(body)
   local head, num = string.match(body, '^(N.*):(-?%d+)$')
-  if head then return head, num end
+  if head then
+    if #head < 26 then return nil end
+    return 'N' .. ARGV[10] .. string.sub(head, 26), num
+  end
   if string.sub(body, 1, 2) ~= 'Z2' or #body < 36 then return nil end
   local pos = 36
   for _ = 1, string.byte(body, 35) do

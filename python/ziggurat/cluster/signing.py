@@ -92,21 +92,25 @@ class Signer:
         """
         return any(hmac.compare_digest(_mac(k, key, body), mac) for k in self._values)
 
-    def counter_mac(self, key: bytes) -> bytes:
-        """The mark that lets ``key`` hold a counter: Redis adds to a counter, so its count
-        cannot be signed, but only a key a host made a counter reads as one.
+    def counter_mac(self, key: bytes, written: bytes) -> bytes:
+        """The mark that lets ``key`` hold a counter, signing it with ``written`` (the
+        write time of its last ``incr``, 8 bytes): Redis adds to a counter, so its count
+        cannot be signed, but only a key a host made a counter reads as one, and only with
+        the write time the host gave it.
 
         >>> s = Signer("c", [b"0123456789abcdef"])
-        >>> mark = s.counter_mac(b"hits")
-        >>> s.counter_ok(b"hits", mark), s.counter_ok(b"k", mark)
+        >>> mark = s.counter_mac(b"hits", bytes(8))
+        >>> s.counter_ok(b"hits", bytes(8), mark), s.counter_ok(b"k", bytes(8), mark)
         (True, False)
+        >>> s.counter_ok(b"hits", b"\\x00" * 7 + b"\\x01", mark)
+        False
         """
-        return _mac(self._counters[0], key, b"")
+        return _mac(self._counters[0], key, written)
 
-    def counter_ok(self, key: bytes, mac: bytes | memoryview) -> bool:
-        """Whether ``mac`` is the counter mark of ``key`` for any secret (see
-        ``counter_mac``)."""
-        return any(hmac.compare_digest(_mac(k, key, b""), mac) for k in self._counters)
+    def counter_ok(self, key: bytes, written: bytes | memoryview, mac: bytes | memoryview) -> bool:
+        """Whether ``mac`` is the counter mark of ``key`` and ``written`` for any secret
+        (see ``counter_mac``)."""
+        return any(hmac.compare_digest(_mac(k, key, written), mac) for k in self._counters)
 
     def event_mac(self, body: bytes) -> bytes:
         """The MAC of an event's fields.

@@ -84,12 +84,12 @@ class ClusterTier(WriteTimes, Bodies):
         self.misses = 0
         self.bad_signatures = 0
         self.refused_older = 0
+        self.refused_ahead = 0
         self.fills = 0
         self._logged_bad = False
         self._logged_older = False
         self._logged_refusal = False
         self._logged_reply_error = False
-        self._counter_mark: dict[bytes, bytes] = {}
         core.app_cas(W.JOINED, 0, 1)
 
     # -- identity -------------------------------------------------------------------------
@@ -124,24 +124,28 @@ class ClusterTier(WriteTimes, Bodies):
 
     # -- the miss path's hooks --------------------------------------------------------------
 
-    def _stored(self, kb: bytes) -> memoryview | None:
+    def _stored(self, kb: bytes) -> tuple[memoryview | None, int]:
         """The body stored under ``kb`` while its tags are current, as a view into the
-        server's reply (raises ``Down``). An error the server answered is none (logged once);
-        a stored string whose prefix does not add up is none and counts as a bad signature."""
+        server's reply, and the milliseconds Redis keeps a counter (-1 for any other body,
+        or none) (raises ``Down``). An error the server answered is none (logged once); a
+        stored string whose prefix does not add up is none and counts as a bad signature."""
+        pttl = -1
         try:
             stored = self._read([self._vkey(kb), self.tags_key], [])
+            if isinstance(stored, list):
+                stored, pttl = stored[0], int(stored[1])
         except Down:
             raise
         except Exception as e:  # the server answered an error (busy, out of memory, ...)
             if not self._logged_reply_error:
                 self._logged_reply_error = True
                 log.warning("ziggurat cache %r: Redis answered a read with %s", self.name, e)
-            return None
+            return None, -1
         try:
-            return _body(stored)
+            return _body(stored), pttl
         except (IndexError, TypeError, ValueError):
             self._bad(kb)
-            return None
+            return None, -1
 
     def _lookup(self, key: str | bytes, kb: bytes) -> tuple[Any] | None:
         """One read of ``key`` in Redis: ``(value,)`` copied into the host's segment (see
@@ -152,11 +156,11 @@ class ClusterTier(WriteTimes, Bodies):
             return None
         seen = self.core.seen(key) if self.positioned() else None
         try:
-            body = self._stored(kb)
+            body, pttl = self._stored(kb)
         except Down:
             return None
-        found = None if body is None else self.decode(kb, body)
-        if found is not None and found[4] is not None and not self.fresh(kb, found[4], found[2]):
+        found = None if body is None else self.decode(kb, body, pttl)
+        if found is not None and not self.fresh(kb, found[4], found[2]):
             self._older(kb)
             found = None
         if found is None:
@@ -347,9 +351,9 @@ class ClusterTier(WriteTimes, Bodies):
         kb = _kb(key)
         d = "" if default is None else str(default)
         w = self.clock()
-        mark = self.counter_mark(kb)
+        head = self.counter_head(kb, w)
         try:
-            r = self._run("incr", kb, kb, [delta, d, _px(ttl), mark, *tags, ALL], w)
+            r = self._run("incr", kb, kb, [delta, d, _px_value(ttl), head, *tags, ALL], w)
         except Down:
             self.dirty()
             return int(self.core.incr(key, delta, default=default, tags=tags))
@@ -371,28 +375,31 @@ class ClusterTier(WriteTimes, Bodies):
         return done
 
     def _touch_redis(self, kb: bytes, ttl: float) -> bool:
-        # A value's expiry is signed: it is re-signed with the new one, and stored only if
-        # the value is still the one read (a counter's expiry is Redis's own). A value older
-        # than a write this host knows of is not touched: signing it again would make a
-        # value put back into Redis a new one.
-        body = self._stored(kb)
+        # A value's expiry is signed: it is signed again with the new one, and stored only
+        # if the value is still the one read (a counter's expiry is Redis's own). The write
+        # time stays the one signed with it: a touch is not a write, so a value put back into
+        # Redis and touched is still as old as it was, and still refused by every host that
+        # knows a later write, and by all of them MAX_AGE after it was written. The event
+        # carries that write time too, so the hosts that apply it note nothing newer. A
+        # value older than a write this host knows of is not touched at all.
+        body, pttl = self._stored(kb)
         if body is None:
             return False
-        found = self.decode(kb, body)
+        found = self.decode(kb, body, pttl)
         if found is None:
             return False
-        w = self.clock()
         written = found[4]
-        if written is None:
-            done = int(self._run("touch", kb, kb, [_px(ttl), b""], w)[1])
-        elif not self.fresh(kb, written, found[2]):
+        if not self.fresh(kb, written, found[2]):
             self._older(kb)
             return False
+        px = _px_since(ttl, written)
+        if body[0] == ord("N"):
+            done = int(self._run("touch", kb, kb, [px, b""], written)[1])
         else:
-            new, _ = self.encode(kb, found[0], ttl, found[2], w)
-            done = int(self._run("touch", kb, kb, [_px_value(ttl), bytes(body), new], w)[1])
+            new, _ = self.encode(kb, found[0], ttl, found[2], written)
+            done = int(self._run("touch", kb, kb, [px, bytes(body), new], written)[1])
         if done:
-            self.note(b"k" + kb, w)
+            self.note(b"k" + kb, written)
         return bool(done)
 
     def invalidate_tags(self, tags: tuple[str, ...]) -> None:
@@ -448,6 +455,7 @@ class ClusterTier(WriteTimes, Bodies):
             "timeouts": self.link.timeouts,
             "bad_signatures": self.bad_signatures,
             "refused_older": self.refused_older,
+            "refused_ahead": self.refused_ahead,
             "connected": self.link.up,
             **host_figures(self.core.app_load),
         }
@@ -485,3 +493,9 @@ def _px(ttl: float) -> int:
 def _px_value(ttl: float) -> int:
     """A signed value's time to live in Redis: its ttl, at most ``MAX_AGE``."""
     return _px(min(ttl, MAX_AGE))
+
+
+def _px_since(ttl: float, written: int) -> int:
+    """The time to live in Redis of a value written at ``written`` (µs) that gets ``ttl``
+    from now: at most until ``MAX_AGE`` after its write."""
+    return _px(max(0.001, min(ttl, written / 1_000_000 + MAX_AGE - time.time())))

@@ -10,7 +10,11 @@ the write time of the latest write it knows; a body written before it is refused
 evict it or lose it in a clear). A whole-cache clear is noted in a word of the segment.
 Write times come from a clock the host's processes share (``clock``), never behind the
 latest write time the host has seen, so a write made after applying another's event is
-always the later one even when the hosts' clocks differ.
+always the later one even when the hosts' clocks differ. A time more than ``MAX_SKEW``
+ahead of the host's own clock moves nothing: the clock ignores it, a body stamped with it is
+refused, and a note made from it is cut to the bound. Without that bound one host with a
+wrong clock (or a damaged word) would move every host's write times ahead for good, and
+every body would outlive ``MAX_AGE`` by as much.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 from ziggurat.cluster.words import W
 
-__all__ = ["ALL", "MAX_AGE", "WriteTimes"]
+__all__ = ["ALL", "MAX_AGE", "MAX_SKEW", "WriteTimes"]
 
 log = logging.getLogger("ziggurat")
 
@@ -34,6 +38,12 @@ ALL = "\x00all"
 #: it. It bounds how long an older signed value put back into Redis can be served by a host
 #: that knows no later write of its key.
 MAX_AGE = 86400.0
+
+#: How far ahead of this host's wall clock a write time may be, in seconds: hosts' clocks
+#: are expected within seconds of each other, and five minutes leaves room for a host whose
+#: clock steps back while its last write times still stand.
+MAX_SKEW = 300.0
+_MAX_SKEW_US = int(MAX_SKEW * 1_000_000)
 
 
 class WriteTimes:
@@ -50,21 +60,62 @@ class WriteTimes:
 
     core: Any
     name: str
+    _logged_ahead: bool = False
 
     def clock(self) -> int:
         """A write time (µs since the epoch) for a write made now: the wall clock, or one
         more than the latest write time this host gave or saw, whichever is later, so every
-        write time a host gives is above any it knew of (see ``saw``)."""
+        write time a host gives is above any it knew of (see ``saw``). A latest time more
+        than ``MAX_SKEW`` ahead of the wall clock is dropped for the wall clock's."""
         now = time.time_ns() // 1000
         while True:
             cur = int(self.core.app_load(W.CLOCK))
             w = max(now, cur + 1)
+            if w > now + _MAX_SKEW_US:
+                self._ahead("the host's own write clock", cur)
+                w = now
             if self.core.app_cas(W.CLOCK, cur, w):
                 return w
 
     def saw(self, w: int) -> None:
-        """The host learnt of a write made at ``w`` (another host's event)."""
+        """The host learnt of a write made at ``w`` (another host's event); a time more
+        than ``MAX_SKEW`` ahead of this host's clock is ignored."""
+        if w > time.time_ns() // 1000 + _MAX_SKEW_US:
+            self._ahead("an event", w)
+            return
         _raise_word(self.core, W.CLOCK, w)
+
+    def bounded(self, w: int) -> int:
+        """``w``, cut to ``MAX_SKEW`` ahead of this host's clock: what a note made from
+        another host's event keeps (a later time would refuse the key's next writes for as
+        long as the note lives).
+
+        >>> import time
+        >>> t = WriteTimes(); now = time.time_ns() // 1000
+        >>> t.bounded(now) == now, t.bounded(now + 10**12) < now + 10**12
+        (True, True)
+        """
+        return min(w, time.time_ns() // 1000 + _MAX_SKEW_US)
+
+    def ahead(self, written: int) -> bool:
+        """Whether a body written at ``written`` is stamped more than ``MAX_SKEW`` ahead of
+        this host's clock (it is then refused)."""
+        if written <= time.time_ns() // 1000 + _MAX_SKEW_US:
+            return False
+        self._ahead("a value in Redis", written)
+        return True
+
+    def _ahead(self, what: str, w: int) -> None:
+        if not self._logged_ahead:
+            self._logged_ahead = True
+            log.warning(
+                "ziggurat cache %r: %s is stamped %.0f s ahead of this host's clock, more "
+                "than the %.0f s allowed; it is ignored (check the hosts' clocks)",
+                self.name,
+                what,
+                (w - time.time_ns() // 1000) / 1e6,
+                MAX_SKEW,
+            )
 
     def note(self, what: bytes, w: int) -> None:
         """The latest write this host knows of the key (``b"k" + key``) or tag
