@@ -811,17 +811,24 @@ def test_a_cache_shared_with_a_group_of_this_user_is_used(
     shm_dir: str, cache: Cache, name: str
 ) -> None:
     cache.set("k", 1)
+    # nobody's files, shared with nobody's own group, which the command's process (root,
+    # given that group for the test) is a member of.
     for p in paths(shm_dir, name):
-        os.chown(p, NOBODY, os.getegid())
+        os.chown(p, NOBODY, NOBODY)
         os.chmod(p, 0o660)
-    assert zig_json("stats", name, "-d", shm_dir)["host"]["l2"]["entries"] == 1
-    assert get(shm_dir, name, "k")["value"] == 1
-    assert zig_json("verify", name, "-d", shm_dir)["ok"] is True
-    assert zig_json("purge", name, "-d", shm_dir, "--key", "k")["deleted"] is True
-    # Shared with the group but readable by everyone: not the engine's sharing rule.
-    for p in paths(shm_dir, name):
-        os.chmod(p, 0o664)
-    assert json_error("stats", name, "-d", shm_dir)["cause"] == "other_owner"
+    groups = os.getgroups()
+    os.setgroups([*groups, NOBODY])
+    try:
+        assert zig_json("stats", name, "-d", shm_dir)["host"]["l2"]["entries"] == 1
+        assert get(shm_dir, name, "k")["value"] == 1
+        assert zig_json("verify", name, "-d", shm_dir)["ok"] is True
+        assert zig_json("purge", name, "-d", shm_dir, "--key", "k")["deleted"] is True
+        # Shared with the group but readable by everyone: not the engine's sharing rule.
+        for p in paths(shm_dir, name):
+            os.chmod(p, 0o664)
+        assert json_error("stats", name, "-d", shm_dir)["cause"] == "other_owner"
+    finally:
+        os.setgroups(groups)
 
 
 def test_segment_leases_need_a_read_only_handle(shm_dir: str, cache: Cache, name: str) -> None:

@@ -167,12 +167,24 @@ fn an_operator_inspects_another_users_segment_only_through_its_group() {
         Segment::open("op", &d.ro()).err().unwrap().cause(),
         "other_owner"
     );
-    // SAFETY: getegid has no arguments and cannot fail.
-    let gid = unsafe { libc::getegid() };
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, gid) }, 0);
+    // Shared (660) with the owner's own group, which the operator names.
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660)).unwrap();
-    let ro = Segment::open("op", &d.ro()).unwrap();
+    let shared = Options {
+        group: Some(65534),
+        ..d.ro()
+    };
+    let ro = Segment::open("op", &shared).unwrap();
     assert_eq!(ro.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
     assert_eq!(std::fs::metadata(&path).unwrap().uid(), 65534);
+    drop(ro);
+    // The same file in a group its owner is not a member of (as a setgid
+    // directory gives any user's new file) is not shared by that group.
+    // SAFETY: getegid has no arguments and cannot fail.
+    let gid = unsafe { libc::getegid() };
+    // SAFETY: `c` is a live NUL-terminated path; chown only reads it.
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, gid) }, 0);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660)).unwrap();
+    let e = Segment::open("op", &d.ro()).err().unwrap();
+    assert_eq!(e.cause(), "other_owner");
+    assert!(e.to_string().contains("its owner is not a member"), "{e}");
 }
