@@ -59,13 +59,22 @@ fn a_read_only_view_refuses_a_file_another_user_can_write() {
         msg.contains(&path.display().to_string()) && msg.contains("uid 65534"),
         "{msg}"
     );
-    // Shared with this process's group, exactly 660: a view of it is allowed.
+    // Shared, exactly 660, with a group of its owner that the view trusts: allowed.
+    set_mode(&path, 0o660);
+    let shared = Options {
+        group: Some(65534),
+        ..ro.clone()
+    };
+    let view = Segment::open("s", &shared).unwrap();
+    assert_eq!(view.shared_group().unwrap(), Some(65534));
+    drop(view);
+    // The same file in this process's group, which its owner is not in: refused.
     // SAFETY: getegid has no arguments and cannot fail.
     let gid = unsafe { libc::getegid() };
     std::os::unix::fs::chown(&path, Some(65534), Some(gid)).unwrap();
-    set_mode(&path, 0o660);
-    let view = Segment::open("s", &ro).unwrap();
-    assert_eq!(view.shared_group().unwrap(), Some(gid));
+    let (cause, msg) = open_cause(Segment::open("s", &ro));
+    assert_eq!(cause, OpenCause::OtherOwner);
+    assert!(msg.contains("its owner is not a member"), "{msg}");
 }
 
 #[test]
