@@ -42,9 +42,8 @@ class Cache {
   #loads
   /** @type {Many} getMany, setMany and deleteMany */
   #many
-  #decodeErrors = 0
-  /** Values of a kind this package never writes (msgpack beyond plain data), read as misses. */
-  #foreign = 0
+  /** Values read as misses: bytes that decode to nothing, and values of a kind this package never writes (msgpack beyond plain data). */
+  #unread = { decodeErrors: 0, foreign: 0 }
   #ttl
   /** @type {Degraded | null} the store while the segment cannot be used */
   #dg = null
@@ -218,8 +217,7 @@ class Cache {
     if (code === 0 || code === 4) return MISS
     const v = decode(out, code)
     if (v === undefined || v === FOREIGN) {
-      if (v === FOREIGN) this.#foreign++
-      else this.#decodeErrors++
+      this.#unread[v === FOREIGN ? 'foreign' : 'decodeErrors']++
       return MISS
     }
     // keep() is too large to be inlined: not called for a cache without L1.
@@ -558,15 +556,7 @@ class Cache {
   stats() {
     this.#open('stats')
     if (this.#dg !== null) return degradedStats(this.name, this.#dg, this.#loads, this.#writes, this.#failure, this.#mode)
-    return segmentStats(
-      this.name,
-      this.#l1,
-      this.#native.counts(),
-      this.#decodeErrors,
-      this.#writes,
-      this.#mode,
-      this.#foreign,
-    )
+    return segmentStats(this.name, this.#l1, this.#native.counts(), this.#unread, this.#writes, this.#mode)
   }
   /**
    * Detaches this process; the data stays for the others. Every later call throws.

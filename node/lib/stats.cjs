@@ -4,14 +4,14 @@
 // degraded (then the segment's figures are zero and the reason is given).
 
 /**
- * The stats of a cache with its segment, from the addon's counts; `foreign`
- * the values the package itself found foreign (msgpack beyond plain data),
- * beside those the addon counted.
+ * The stats of a cache with its segment, from the addon's counts; `unread`
+ * the values the package itself read as misses (`decodeErrors`, and
+ * `foreign`: msgpack beyond plain data, beside those the addon counted).
  *
  * @example
- * segmentStats('blog', l1, native.counts(), 0, writes, 'passthrough').l2.hits
+ * segmentStats('blog', l1, native.counts(), { decodeErrors: 0, foreign: 0 }, writes, 'passthrough').l2.hits
  */
-function segmentStats(name, l1, c, decodeErrors, writes, mode, foreign = 0) {
+function segmentStats(name, l1, c, unread, writes, mode) {
   const host = {}
   for (const { name, value } of c.host) host[name] = value
   const negHost = {}
@@ -30,8 +30,8 @@ function segmentStats(name, l1, c, decodeErrors, writes, mode, foreign = 0) {
     },
     l2: { hits: c.l2Hits, misses: c.l2Misses, staleReads: c.staleReads },
     negHits: c.negHits,
-    foreign: c.foreign + foreign,
-    decodeErrors,
+    foreign: c.foreign + unread.foreign,
+    decodeErrors: unread.decodeErrors,
     writeErrors: writes.errors,
     storeFailures: writes.storeFailures,
     loads: c.loads,
