@@ -625,8 +625,8 @@ def run_demos(
         runs: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {
             name: {str(r): {b.role: [] for b in builds} for r in s.rates} for name in benches
         }
-        turn = 0
         for rep in range(s.reps):
+            turn = rep  # each scenario and rate starts with the other build each repetition
             for name, (bench, connections, workers) in benches.items():
                 for rate in s.rates:
                     for b in builds if turn % 2 == 0 else builds[::-1]:
