@@ -15,7 +15,9 @@ machine's speed drifts over seconds):
 * ``l1_hit``: ``Cache.get`` of a key this process set (a small dict; L1 answers);
 * ``l2_hit``: ``Cache.get`` through a cache with no L1 (the segment answers; pickle);
 * ``set``: ``Cache.set`` overwriting one of 1,000 keys with a small dict;
+* ``set_tagged``: the same with two tags (keys of its own);
 * ``fetch_miss``: ``Cache.fetch`` of a new key (the loader returns a constant);
+* ``fetch_miss_tagged``: the same with two tags (a load checks its tags' versions as it lands);
 * ``mix``: 90% ``Cache.get`` and 10% ``Cache.set`` over 10,000 keys, in a random order
   drawn once (as ``cache_mix`` of ``bench/bench_cache.py``);
 * ``incr``: ``Cache.incr`` of one counter.
@@ -45,7 +47,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "ab"
-CALLS = ("l1_hit", "l2_hit", "set", "fetch_miss", "mix", "incr")
+CALLS = ("l1_hit", "l2_hit", "set", "set_tagged", "fetch_miss", "fetch_miss_tagged", "mix", "incr")
 REPORT = ROOT / "bench" / "ab.md"
 DOC = ROOT / "docs" / "benchmarks.md"
 TITLE = "## Hot paths of two builds (A/B)"
@@ -83,10 +85,22 @@ def set_(n):
     for i in range(n):
         s(keys[i % 1000], value)
 
+tagged = [f"tagged:{i}" for i in range(1000)]  # apart: l1_hit and l2_hit read untagged keys
+
+def set_tagged(n):
+    s = w.set
+    for i in range(n):
+        s(tagged[i % 1000], value, tags=("t1", "t2"))
+
 def fetch_miss(n):
     f = w.fetch
     for _ in range(n):
         f(f"new:{next(fresh)}", loader)
+
+def fetch_miss_tagged(n):
+    f = w.fetch
+    for _ in range(n):
+        f(f"new:{next(fresh)}", loader, tags=("t1", "t2"))
 
 import random
 rng = random.Random(11)
@@ -111,8 +125,9 @@ def incr(n):
     for _ in range(n):
         inc("counter")
 
-fns = {"l1_hit": l1_hit, "l2_hit": l2_hit, "set": set_, "fetch_miss": fetch_miss,
-       "mix": mix, "incr": incr}
+fns = {"l1_hit": l1_hit, "l2_hit": l2_hit, "set": set_, "set_tagged": set_tagged,
+       "fetch_miss": fetch_miss, "fetch_miss_tagged": fetch_miss_tagged, "mix": mix,
+       "incr": incr}
 for fn in fns.values():
     fn(2000)  # warm
 print("ready", flush=True)
@@ -133,7 +148,9 @@ BATCH = {
     "l1_hit": 200_000,
     "l2_hit": 15_000,
     "set": 12_000,
+    "set_tagged": 10_000,
     "fetch_miss": 6_000,
+    "fetch_miss_tagged": 5_000,
     "mix": 60_000,
     "incr": 20_000,
 }

@@ -248,9 +248,10 @@ def render(latest: dict[str, Any], meta: dict[str, Any], quick: bool = False) ->
     if report:
         out += ["", report]
     # The Node.js section is the last run of bench/node/bench.mjs (`make bench-node`); the
-    # last A/Bs of two builds (bench/bench_http.py --ab, bench/ab.py) are kept: this run
-    # makes none of them.
-    for name in ("node.md", "http_ab.md", "ab.md"):
+    # last A/Bs of two builds (bench/bench_http.py --ab, bench/ab.py) and the lease rule's
+    # measure (bench/leases.md: bench/bench_leases.py and the A/Bs against the build before
+    # it) are kept: this run makes none of them.
+    for name in ("leases.md", "node.md", "http_ab.md", "ab.md"):
         path = os.path.join(HERE, name)
         if os.path.exists(path):
             with open(path) as f:
