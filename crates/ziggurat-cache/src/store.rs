@@ -52,7 +52,12 @@ pub fn store(
     let e0 = epoch.load();
     // The tags' versions as they are before the write, which stores these or
     // later ones: an L1 entry watching them is never valid longer than the record.
-    let refs = if l1 { seg.tag_refs(tags)? } else { Vec::new() };
+    // A landing stores the versions its snapshot took, already resolved.
+    let refs = match (l1, landing.and_then(Snapshot::tag_refs)) {
+        (false, _) => Vec::new(),
+        (true, Some(r)) => r.to_vec(),
+        (true, None) => seg.tag_refs(tags)?,
+    };
     let stored = match landing {
         Some(snap) => seg.land(key, kh, stored, life.record_ttl(), tags, snap)?,
         None => {

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::hash::KeyHash;
 use crate::layout::H_TAG_INVALIDATIONS;
 use crate::segment::Segment;
+use crate::tags::TagRef;
 
 /// The words a landing checks, as read before a load (see the module doc).
 ///
@@ -49,6 +50,21 @@ impl Snapshot {
         (self.stamp, self.epoch, self.invalidations)
     }
 
+    /// The references of the tags it was taken with, at their versions then:
+    /// what a landing against it stores (None: tags not known when taken).
+    pub fn tag_refs(&self) -> Option<&[u64]> {
+        self.tags.as_deref()
+    }
+
+    /// The cells of a landing's tags: the snapshot's own when it was taken
+    /// with them (resolved once), else `tags` resolved now.
+    pub(crate) fn cells(&self, seg: &Segment, tags: &[&[u8]]) -> Result<Vec<u32>> {
+        match &self.tags {
+            Some(refs) => Ok(refs.iter().map(|&r| TagRef::unpack(r).cell).collect()),
+            None => seg.tag_cells(tags),
+        }
+    }
+
     /// Whether a write was in progress on the watched stamp when the snapshot
     /// was taken: nothing can then land against it.
     pub fn in_progress(&self) -> bool {
@@ -66,7 +82,7 @@ impl Snapshot {
         }
         let refs = seg.tag_versions(cells);
         let current = match &self.tags {
-            Some(seen) => refs.iter().all(|r| seen.contains(r)),
+            Some(seen) => refs == *seen,
             // Read after the versions: an invalidation counts before it bumps
             // its tag, so a new version read here means a moved count.
             None => {
@@ -82,9 +98,10 @@ impl Snapshot {
 impl Segment {
     /// Takes a [`Snapshot`] for a load whose result will be stored under the
     /// key hashed as `of` (or under a key that belongs to it), before the load
-    /// reads its source. `tags`: the tags it will store with, when known now;
-    /// None when they come with the result (any tag invalidation then voids
-    /// the landing of a result that has tags).
+    /// reads its source. `tags`: the tags it will store with, when known now
+    /// (a landing against it then stores with these, whatever tags it is
+    /// given); None when they come with the result (any tag invalidation then
+    /// voids the landing of a result that has tags).
     pub fn snapshot(&self, of: &KeyHash, tags: Option<&[&[u8]]>) -> Result<Snapshot> {
         let stamp_index = self.stamp_index(of);
         let stamp = self.stamp_at(stamp_index).load(Ordering::SeqCst);

@@ -151,7 +151,10 @@ impl Segment {
             return Err(self.too_large(value.len()));
         }
         Self::check_ttl(ttl)?;
-        let cells = self.tag_cells(tags)?;
+        let cells = match cond {
+            Cond::Unchanged(snap) => snap.cells(self, tags)?,
+            _ => self.tag_cells(tags)?,
+        };
         let kh = kh.copied().unwrap_or_else(|| self.hash(key));
         let expiry = deadline_ms(ttl);
         failpoint::hit(Point::Unlocked);
