@@ -80,6 +80,18 @@ pub fn purge_mark(base: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The keys a purge of the URL keyed `base` deletes, in order: its purge
+/// mark first, so that a fill rendering meanwhile finds it moved and stores
+/// nothing, then its entry (every variant goes with the record naming them).
+///
+/// ```
+/// use ziggurat_http::purge_keys;
+/// assert_eq!(purge_keys(b"zh2:http://h /x"), [b"zh2P:http://h /x".to_vec(), b"zh2:http://h /x".to_vec()]);
+/// ```
+pub fn purge_keys(base: &[u8]) -> [Vec<u8>; 2] {
+    [purge_mark(base), base.to_vec()]
+}
+
 /// The key whose lease coalesces the fills of `key` (across processes).
 ///
 /// ```

@@ -89,7 +89,9 @@ pub use fill::{
 };
 pub use freshness::{expires_time, freshness_lifetime};
 pub use host::normalise_host;
-pub use key::{base_key, invalidated_keys, lock_key, purge_mark, url_key, variant_key, MAX_KEY};
+pub use key::{
+    base_key, invalidated_keys, lock_key, purge_keys, purge_mark, url_key, variant_key, MAX_KEY,
+};
 pub use status::{
     ignores_no_store, is_heuristic_status, is_storable_status, is_understood_status,
     may_use_default_freshness, status_storable, HEURISTIC_STATUSES,

@@ -31,7 +31,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         http_split_tags, http_connection_listed, http_cache_status, http_decode, http_encode,
         http_encode_variants, http_base_key, http_variant_key, http_lock_key, http_url_key,
         http_invalidated_keys, http_host_allowed, http_usable, http_lookup_step, http_reply,
-        http_stale_if_error, http_head_step, http_head_update, http_purge_mark
+        http_stale_if_error, http_head_step, http_head_update, http_purge_mark,
+        http_purge_keys
     );
     m.add_class::<HttpOptions>()?;
     let py = m.py();

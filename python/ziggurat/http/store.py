@@ -239,11 +239,13 @@ def purge_mark(base: bytes) -> bytes:
 
 
 def purge_key(cache: Any, base: bytes) -> bool:
-    """Purges the URL keyed ``base`` (every variant, in every process of the host): its
-    purge mark first, so that a fill rendering meanwhile stores nothing (see ``save``),
-    then its entry. Returns whether something was stored."""
-    cache.delete(purge_mark(base))
-    return bool(cache.delete(base))
+    """Purges the URL keyed ``base`` (every variant, in every process of the host): the
+    crate's keys in its order (the purge mark, so that a fill rendering meanwhile stores
+    nothing, see ``save``; then the entry). Returns whether something was stored."""
+    found = False
+    for key in _native.http_purge_keys(base):
+        found = bool(cache.delete(key))
+    return found
 
 
 def snapshot(cache: Any, base: bytes) -> Seen:

@@ -133,6 +133,11 @@ pub(super) fn http_purge_mark(base: &[u8]) -> Bytes {
 }
 
 #[pyfunction]
+pub(super) fn http_purge_keys(base: &[u8]) -> [Bytes; 2] {
+    ziggurat_http::purge_keys(base).map(Cow::Owned)
+}
+
+#[pyfunction]
 pub(super) fn http_url_key(url: &str) -> Option<Bytes> {
     ziggurat_http::url_key(url).map(Cow::Owned)
 }
