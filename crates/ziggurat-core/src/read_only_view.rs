@@ -116,6 +116,7 @@ impl Drop for ReadOnlyView {
 #[cfg(test)]
 mod tests {
     use super::ReadOnlyView;
+    use crate::shm::tests::scratch_file;
     use crate::shm::Shm;
     use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -125,16 +126,7 @@ mod tests {
     #[test]
     fn read_only_views_follow_the_file_until_retired() {
         for small in [false, true] {
-            let path = std::env::temp_dir().join(format!("zg-view-{}-{small}", std::process::id()));
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .expect("scratch file");
-            file.set_len(3 * 4096).expect("size");
-            std::fs::remove_file(&path).expect("unlink");
+            let file = scratch_file(&format!("view-{small}"), 3 * 4096);
             let shm = Shm::map(&file, 3 * 4096).expect("map");
             let view = ReadOnlyView::map(&file, 2 * 4096, small).expect("view");
             assert!(view.at(2 * 4096 - 4, 4).is_some());

@@ -484,14 +484,13 @@ impl Drop for Shm {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::Shm;
+    use std::fs::File;
 
-    /// A mapping that refuses huge pages starts one page past a 2 MiB boundary
-    /// (so no huge page can map it), and reads and writes the file like any other.
-    #[test]
-    fn small_page_mappings_are_off_the_huge_page_grid() {
-        let path = std::env::temp_dir().join(format!("zg-small-{}", std::process::id()));
+    /// An unlinked file of `len` bytes for a mapping test.
+    pub(crate) fn scratch_file(tag: &str, len: u64) -> File {
+        let path = std::env::temp_dir().join(format!("zg-{tag}-{}", std::process::id()));
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -499,8 +498,16 @@ mod tests {
             .truncate(true)
             .open(&path)
             .expect("scratch file");
-        file.set_len(4 << 20).expect("size");
+        file.set_len(len).expect("size");
         std::fs::remove_file(&path).expect("unlink");
+        file
+    }
+
+    /// A mapping that refuses huge pages starts one page past a 2 MiB boundary
+    /// (so no huge page can map it), and reads and writes the file like any other.
+    #[test]
+    fn small_page_mappings_are_off_the_huge_page_grid() {
+        let file = scratch_file("small", 4 << 20);
         let a = Shm::map_small_pages(&file, 4 << 20, false).expect("map");
         assert_eq!(a.start() % (2 << 20), 4096);
         a.write((3 << 20) + 8, b"abcdefgh");
