@@ -544,7 +544,7 @@ class Cache(CacheCore):
         >>> c.unlink()
         """
         self._check_open()
-        return stats_of(self)
+        return stats_of(self, self._host)
 
     def _check_open(self) -> None:
         if self.closed:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ziggurat import _native
-from ziggurat.args import check_key, tags_arg
+from ziggurat.args import check_key, key_list, tags_arg
 
 if TYPE_CHECKING:
     from ziggurat.cache import Cache
@@ -77,7 +77,7 @@ class Namespace:
         self, keys: Iterable[str | bytes], method: str
     ) -> dict[str | bytes, str | bytes]:
         """Each key's name in the cache, mapped to the key as given."""
-        return {self._k(k, method): k for k in self.cache._key_list(keys, method)}
+        return {self._k(k, method): k for k in key_list(keys, method)}
 
     def _entries(self, mapping: Mapping[str | bytes, Any], method: str) -> dict[str | bytes, Any]:
         """``mapping`` with each key's name in the cache."""
@@ -173,7 +173,7 @@ class Namespace:
 
     def delete_many(self, keys: Iterable[str | bytes]) -> int:
         """``Cache.delete_many`` within the namespace."""
-        keys = self.cache._key_list(keys, "Namespace.delete_many")
+        keys = key_list(keys, "Namespace.delete_many")
         return self.cache.delete_many([self._k(k) for k in keys])
 
     def fetch(self, key: str | bytes, loader: Callable[[], Any], **kw: Any) -> Any:
