@@ -258,7 +258,7 @@ class Cache(CacheAccess):
         """
         return cached(self, ttl, tags, key=key, neg_ttl=neg_ttl, stale_ttl=stale_ttl)
 
-    # -- namespaces, stats, lifecycle --------------------------------------------------------
+    # -- namespaces, lifecycle ---------------------------------------------------------------
 
     def namespace(self, name: str) -> Namespace:
         """A view whose keys are prefixed with ``name`` and which can be cleared alone.
