@@ -19,10 +19,11 @@ from ziggurat.cluster.tier import ClusterTier
 from ziggurat.loader import in_thread
 
 if TYPE_CHECKING:
-    from ziggurat.cache import Cache
+    from ziggurat.access import CacheAccess
     from ziggurat.options import CacheOptions
+    from ziggurat.state import CacheState
 
-    _Base = Cache
+    _Base = CacheAccess
 else:
     _Base = object
 
@@ -179,7 +180,7 @@ class Clustered(_Base):
         return out
 
 
-def quiet(cache: Cache) -> None:
+def quiet(cache: CacheState) -> None:
     """Stops the stream reader a cache with a cluster tier runs in the background (no-op
     without one): for a process that only writes, such as ``ziggurat purge``, or that
     follows the stream itself (``dedicated_reader``). Given a Redis server::
@@ -192,7 +193,7 @@ def quiet(cache: Cache) -> None:
         reader.stop()
 
 
-def dedicated_reader(cache: Cache) -> Reader:
+def dedicated_reader(cache: CacheState) -> Reader:
     """A reader of ``cache``'s event stream that follows it for the whole host, as
     ``ziggurat follow`` does; the cache's own background reader is stopped first.
     ``cache`` must have a cluster tier (``ValueError`` otherwise). Given a Redis server::

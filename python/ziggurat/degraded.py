@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from ziggurat.args import check_key, int_arg, tags_arg, ttl_arg
 
 if TYPE_CHECKING:
-    from ziggurat.cache import Cache
     from ziggurat.options import CacheOptions
+    from ziggurat.state import CacheState
 
-    _Base = Cache
+    _Base = CacheState
 else:
     _Base = object
 

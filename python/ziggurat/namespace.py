@@ -16,7 +16,7 @@ from ziggurat import _native
 from ziggurat.args import check_key, key_list, tags_arg
 
 if TYPE_CHECKING:
-    from ziggurat.cache import Cache
+    from ziggurat.access import CacheAccess
 
 __all__ = ["Namespace"]
 
@@ -36,7 +36,7 @@ class Namespace:
     """
 
     @classmethod
-    def of(cls, cache: Cache, name: str) -> Namespace:
+    def of(cls, cache: CacheAccess, name: str) -> Namespace:
         """The namespace ``name`` of ``cache`` (what ``Cache.namespace`` returns), its key
         prefix and hidden tag by the native rule every front end shares; ``ValueError``
         unless ``name`` is a non-empty str without ``:``.
@@ -56,7 +56,7 @@ class Namespace:
             raise ValueError(f"Cache.namespace(): {e}") from None
         return cls(cache, name, key_prefix, tag)
 
-    def __init__(self, cache: Cache, name: str, key_prefix: str, tag: str) -> None:
+    def __init__(self, cache: CacheAccess, name: str, key_prefix: str, tag: str) -> None:
         # The key prefix and tag come from the native rule (``Cache.namespace`` asks it),
         # which every front end shares.
         self.cache = cache

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from ziggurat._native import Cache as CacheCore
 
 if TYPE_CHECKING:
-    from ziggurat.cache import Cache
     from ziggurat.host import Host
+    from ziggurat.state import CacheState
 
 __all__ = ["stats_of"]
 
 
-def stats_of(cache: Cache, host: Host) -> dict[str, Any]:
+def stats_of(cache: CacheState, host: Host) -> dict[str, Any]:
     """``cache.stats()``, with ``host`` the cache's segments (docs/api.md's stats table
     explains every counter)."""
     host.failure(3)
