@@ -10,6 +10,7 @@
 
 const native = require('./lib/native.cjs')
 const args = require('./lib/args.cjs')
+const { CODES, MAX_TAGS } = require('./lib/rules.cjs')
 const { encode, decode, FOREIGN } = require('./lib/values.cjs')
 const { L1, meta } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, WriteErrors, translate } = require('./lib/errors.cjs')
@@ -21,6 +22,8 @@ const { segmentStats, degradedStats } = require('./lib/stats.cjs')
 const { Many } = require('./lib/many.cjs')
 const { readString } = require('./lib/read.cjs')
 const { memoize } = require('./lib/memoize.cjs')
+
+const { NOTHING, NEGATIVE } = CODES
 const { SET_OPTIONS, GET_OR_SET_OPTIONS, INCR_OPTIONS, TOUCH_OPTIONS, int64 } = args
 
 const MISS = Symbol('miss')
@@ -214,7 +217,7 @@ class Cache {
   /** The value the addon returned (kept in L1 when the meta words allow), or MISS. */
   #take(key, out) {
     const code = meta[0]
-    if (code === 0 || code === 4) return MISS
+    if (code === NOTHING || code === NEGATIVE) return MISS
     const v = decode(out, code)
     if (v === undefined || v === FOREIGN) {
       this.#unread[v === FOREIGN ? 'foreign' : 'decodeErrors']++
@@ -387,8 +390,8 @@ class Cache {
     this.#open('invalidateTags')
     const list = tags.length === 1 && Array.isArray(tags[0]) ? tags[0] : tags
     if (list.length === 0) throw new TypeError(`${M}: give at least one tag`)
-    // Any number of tags may be invalidated at once (the limit of 8 is per entry).
-    for (let i = 0; i < list.length; i += 8) args.tags(list.slice(i, i + 8), M)
+    // Any number of tags may be invalidated at once (the limit of MAX_TAGS is per entry).
+    for (let i = 0; i < list.length; i += MAX_TAGS) args.tags(list.slice(i, i + MAX_TAGS), M)
     if (this.#dg !== null) return this.#dg.invalidateTags(list)
     try {
       this.#native.invalidateTags(list)
