@@ -37,7 +37,7 @@ def test_the_package_reads_the_whole_table() -> None:
 def test_tag_limits() -> None:
     assert args.MAX_TAGS == rules.MAX_TAGS == TABLE["tags.max"] == _native.MAX_TAGS
     assert rules.MIN_TAG_BYTES == TABLE["tags.min_bytes"] == 1
-    assert args.MAX_KEY == TABLE["key.max_bytes"]
+    assert TABLE["key.max_bytes"] == args.MAX_KEY
     with pytest.raises(ValueError, match="a tag must not be empty"):
         args.tags_arg(["a", ""], "Cache.set")
 
@@ -57,7 +57,11 @@ def test_every_option_default_of_the_signature_is_the_tables() -> None:
     assert set(written) == set(defaults), "a default not in the table (or the reverse)"
     o = Cache.options(f"rules-{uuid.uuid4().hex[:8]}")
     assert o.l1_negative_items == o.l1_items // share
-    assert (o.ttl, o.neg_ttl, o.jitter) == (defaults["ttl"], defaults["neg_ttl"], defaults["jitter"])
+    assert (o.ttl, o.neg_ttl, o.jitter) == (
+        defaults["ttl"],
+        defaults["neg_ttl"],
+        defaults["jitter"],
+    )
     assert o.loader_timeout == defaults["loader_timeout"]
     assert (o.copy, o.degraded, o.huge_pages) == (
         defaults["copy"],
@@ -66,16 +70,18 @@ def test_every_option_default_of_the_signature_is_the_tables() -> None:
     )
 
 
-@pytest.mark.parametrize(("option", "rule"), [("copy", "copy"), ("degraded", "degraded"), ("huge_pages", "huge_pages")])
+@pytest.mark.parametrize(
+    ("option", "rule"), [("copy", "copy"), ("degraded", "degraded"), ("huge_pages", "huge_pages")]
+)
 def test_mode_names(option: str, rule: str) -> None:
     names = TABLE[f"modes.{rule}"]
     for mode in names:
         assert getattr(Cache.options("rules-modes", **{option: mode}), option) == mode
     with pytest.raises(ValueError, match=f"{option} must be"):
         Cache.options("rules-modes", **{option: "none-of-them"})
-    assert options.DEGRADED_MODES == TABLE["modes.degraded"]
-    assert rules.COPY_MODES == TABLE["modes.copy"]
-    assert rules.HUGE_PAGES_MODES == TABLE["modes.huge_pages"]
+    assert TABLE["modes.degraded"] == options.DEGRADED_MODES
+    assert TABLE["modes.copy"] == rules.COPY_MODES
+    assert TABLE["modes.huge_pages"] == rules.HUGE_PAGES_MODES
 
 
 def test_step_kinds() -> None:

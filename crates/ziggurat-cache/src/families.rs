@@ -113,9 +113,9 @@ pub const UP_LABELS: [&str; 1] = ["cache"];
 /// The labels of `ziggurat_degraded` (`cause`: why the segment is not used,
 /// empty when it is).
 pub const DEGRADED_LABELS: [&str; 2] = ["cache", "cause"];
-/// The values of the `tier` label: this process's L1, the main segment's
-/// entries, the cached-miss segment's.
-pub const TIERS: [&str; 3] = ["l1", "l2", "negative_l2"];
+/// The values of the `tier` label: this process's L1 (its values, its
+/// cached misses), the main segment (entries), the cached-miss segment.
+pub const TIERS: [&str; 4] = ["l1", "negative_l1", "l2", "negative_l2"];
 
 use Group::{Cache, Host, Process};
 use MetricKind::{Counter, Gauge};

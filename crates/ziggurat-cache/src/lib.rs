@@ -136,7 +136,7 @@ pub use l1::{Entry, L1Stats, Peeked, L1};
 pub use land::{Landed, Loaded};
 pub use lookup::{Before, Bytes, Found, Lookup, Missing, Payload, Reader};
 pub use miss::{Miss, Parked, Plan, Sleep, Step};
-pub use modes::{is_degraded_mode, COPY_MODES, DEGRADED_MODES, HUGE_PAGES_MODES};
+pub use modes::{COPY_MODES, DEGRADED_MODES, HUGE_PAGES_MODES};
 pub use name::{name_and_version, segment_name, MAX_NAME, MAX_VERSION, VERSION_MARK};
 pub use namespace::Namespace;
 pub use options::{CacheOptions, CopyMode};

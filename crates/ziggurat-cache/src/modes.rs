@@ -12,16 +12,6 @@ pub const COPY_MODES: [&str; 3] = ["shared", "copy", "decode"];
 /// (`ziggurat_core::HugePages::parse` reads these).
 pub const HUGE_PAGES_MODES: [&str; 3] = ["auto", "require", "off"];
 
-/// Whether `name` is a degraded mode.
-///
-/// ```
-/// assert!(ziggurat_cache::is_degraded_mode("local"));
-/// assert!(!ziggurat_cache::is_degraded_mode("retry"));
-/// ```
-pub fn is_degraded_mode(name: &str) -> bool {
-    DEGRADED_MODES.contains(&name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

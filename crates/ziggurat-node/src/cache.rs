@@ -10,8 +10,8 @@ use napi::bindgen_prelude::{ArrayBuffer, BigInt, Buffer, Either};
 use napi::{Env, Result};
 use napi_derive::napi;
 use ziggurat_cache::{
-    cluster_joined, open_pair, pair_options, pickle_bytes, size_bytes, size_text, Body, Cache,
-    CacheOptions, Kind, ValueCode, Written,
+    cluster_joined, defaults, open_pair, pair_options, pickle_bytes, size_bytes, size_text, Body,
+    Cache, CacheOptions, Kind, ValueCode, Written,
 };
 
 use crate::errors::{closed, invalid, to_napi};
@@ -202,12 +202,12 @@ impl NativeCache {
             size_of(o.neg_size).map_err(|e| invalid(e.reason.replace("size", "negSize")))?;
         // A whole number (JavaScript checked), so the cast keeps it.
         let opts = pair_options(
-            PathBuf::from(o.directory.unwrap_or_else(|| "/dev/shm".into())),
+            PathBuf::from(o.directory.unwrap_or_else(|| defaults::DIRECTORY.into())),
             o.recreate.unwrap_or(false),
-            o.avg_item_size.unwrap_or(256.0) as i128,
-            o.lock_timeout.unwrap_or(0.5),
+            o.avg_item_size.unwrap_or(defaults::AVG_ITEM_SIZE as f64) as i128,
+            o.lock_timeout.unwrap_or(defaults::LOCK_TIMEOUT),
             group,
-            o.huge_pages.as_deref().unwrap_or("auto"),
+            o.huge_pages.as_deref().unwrap_or(defaults::HUGE_PAGES),
         )
         .map_err(|e| invalid(e.to_string()))?;
         let pair = match open_pair(&segment, size, neg_size, &opts) {
