@@ -10,7 +10,7 @@
 
 const native = require('./lib/native.cjs')
 const args = require('./lib/args.cjs')
-const { CODES, MAX_TAGS } = require('./lib/rules.cjs')
+const { CODES: { NOTHING, NEGATIVE }, MAX_TAGS } = require('./lib/rules.cjs')
 const { encode, decode, FOREIGN } = require('./lib/values.cjs')
 const { L1, meta } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, WriteErrors, translate } = require('./lib/errors.cjs')
@@ -22,8 +22,6 @@ const { segmentStats, degradedStats } = require('./lib/stats.cjs')
 const { Many } = require('./lib/many.cjs')
 const { readString } = require('./lib/read.cjs')
 const { memoize } = require('./lib/memoize.cjs')
-
-const { NOTHING, NEGATIVE } = CODES
 const { SET_OPTIONS, GET_OR_SET_OPTIONS, INCR_OPTIONS, TOUCH_OPTIONS, int64 } = args
 
 const MISS = Symbol('miss')

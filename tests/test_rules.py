@@ -52,7 +52,7 @@ def test_every_option_default_of_the_signature_is_the_tables() -> None:
     written = {
         n: p.default
         for n, p in signature.items()
-        if p.default not in (None, False, p.empty) and n not in ("self", "size")
+        if all(p.default is not v for v in (None, False, p.empty)) and n != "self"
     }
     assert set(written) == set(defaults), "a default not in the table (or the reverse)"
     o = Cache.options(f"rules-{uuid.uuid4().hex[:8]}")
