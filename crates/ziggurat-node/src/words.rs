@@ -19,14 +19,17 @@
 //! L1 entry's deadline is checked with atomic loads rather than a call to
 //! `performance.now()`, several times dearer, and against the entry's own
 //! deadline, not one converted to another clock; and each thread's meta
-//! block, where a call says what it found beside its result; and each
+//! block, where a call says what it found beside its result (the words'
+//! layout and the calls that write them, `found` and `keep`, are here); and each
 //! thread's input block, the one buffer JavaScript writes: the key of a read
 //! and the cache it reads, put there before a call that takes no argument
 //! (a call with arguments costs napi-rs more than the read itself).
 //!
-//! And that read's own Node-API glue: the call itself, a bare Node-API
-//! function, and the value it returns, JSON text made into a JavaScript
-//! string straight from the thread's scratch, where the read copied it.
+//! And that read's own Node-API glue: the call made a bare Node-API
+//! function (`bare_function`, for `front`'s `readInput()`), and the value it
+//! returns, JSON text made into a JavaScript string straight from the
+//! thread's scratch, where the read copied it. This file uses no other
+//! module of the addon, so the arrows between them run one way.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
