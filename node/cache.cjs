@@ -10,6 +10,7 @@
 
 const native = require('./lib/native.cjs')
 const args = require('./lib/args.cjs')
+const { CODES: { NOTHING, NEGATIVE }, MAX_TAGS } = require('./lib/rules.cjs')
 const { encode, decode, FOREIGN } = require('./lib/values.cjs')
 const { L1, meta } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, WriteErrors, translate } = require('./lib/errors.cjs')
@@ -214,7 +215,7 @@ class Cache {
   /** The value the addon returned (kept in L1 when the meta words allow), or MISS. */
   #take(key, out) {
     const code = meta[0]
-    if (code === 0 || code === 4) return MISS
+    if (code === NOTHING || code === NEGATIVE) return MISS
     const v = decode(out, code)
     if (v === undefined || v === FOREIGN) {
       this.#unread[v === FOREIGN ? 'foreign' : 'decodeErrors']++
@@ -387,8 +388,8 @@ class Cache {
     this.#open('invalidateTags')
     const list = tags.length === 1 && Array.isArray(tags[0]) ? tags[0] : tags
     if (list.length === 0) throw new TypeError(`${M}: give at least one tag`)
-    // Any number of tags may be invalidated at once (the limit of 8 is per entry).
-    for (let i = 0; i < list.length; i += 8) args.tags(list.slice(i, i + 8), M)
+    // Any number of tags may be invalidated at once (the limit of MAX_TAGS is per entry).
+    for (let i = 0; i < list.length; i += MAX_TAGS) args.tags(list.slice(i, i + MAX_TAGS), M)
     if (this.#dg !== null) return this.#dg.invalidateTags(list)
     try {
       this.#native.invalidateTags(list)

@@ -5,10 +5,13 @@
 
 const { Cache } = require('./cache.cjs')
 const native = require('./lib/native.cjs')
+const { METRICS } = require('./lib/rules.cjs')
 
-const HOST = ['cache', 'tier']
-const PROC = ['cache', 'pid', 'tier']
-const BARE = ['cache', 'pid']
+// The labels and the tier label's values are the engine's too.
+const HOST = METRICS.host_labels
+const PROC = METRICS.process_labels
+const BARE = METRICS.process_untiered_labels
+const [L1, NEG_L1, L2, NEG_L2] = METRICS.tiers
 
 // Every family ({ group, key, prom, kind, help, ... }) comes from the engine's table, so
 // that the names and help are Python's; the labels and where each value comes from are
@@ -22,21 +25,21 @@ const HOST_FAMILIES = of('host')
 // By process family key: [labels, (stats, at) => [[labels, value], ...]].
 const PROC_PICKS = {
   hits: [PROC, (s, at) => [
-    [at('l1'), s.l1.hits],
-    [at('l2'), s.l2.hits],
-    [at('negative_l2'), s.negHits],
+    [at(L1), s.l1.hits],
+    [at(L2), s.l2.hits],
+    [at(NEG_L2), s.negHits],
   ]],
   misses: [PROC, (s, at) => [
-    [at('l1'), s.l1.misses],
-    [at('l2'), s.l2.misses],
+    [at(L1), s.l1.misses],
+    [at(L2), s.l2.misses],
   ]],
   entries: [PROC, (s, at) => [
-    [at('l1'), s.l1.items],
-    [at('negative_l1'), s.l1.negativeItems],
+    [at(L1), s.l1.items],
+    [at(NEG_L1), s.l1.negativeItems],
   ]],
-  evictions: [PROC, (s, at) => [[at('l1'), s.l1.evictions]]],
-  stale_drops: [PROC, (s, at) => [[at('l1'), s.l1.staleDrops]]],
-  stale_reads: [PROC, (s, at) => [[at('l2'), s.l2.staleReads]]],
+  evictions: [PROC, (s, at) => [[at(L1), s.l1.evictions]]],
+  stale_drops: [PROC, (s, at) => [[at(L1), s.l1.staleDrops]]],
+  stale_reads: [PROC, (s, at) => [[at(L2), s.l2.staleReads]]],
   decode_errors: [BARE, (s, at) => [[at(), s.decodeErrors + s.foreign]]],
   write_errors: [BARE, (s, at) => [[at(), s.writeErrors]]],
   store_failures: [BARE, (s, at) => [[at(), s.storeFailures]]],
@@ -55,7 +58,7 @@ const PROC_FAMILIES = of('process').map((f) => {
   const [labels, pick] = PROC_PICKS[f.key]
   return { ...f, labels, pick }
 })
-const CACHE_LABELS = { up: ['cache'], degraded: ['cache', 'cause'] }
+const CACHE_LABELS = { up: METRICS.up_labels, degraded: METRICS.degraded_labels }
 
 const warned = new Set()
 
@@ -77,7 +80,7 @@ function rows(cache) {
     ['ziggurat_up', { cache: name }, 1],
     ['ziggurat_degraded', { cache: name, cause: s.degradedCause ?? '' }, s.degraded ? 1 : 0],
   ]
-  for (const [tier, seg] of [['l2', s.host], ['negative_l2', s.negHost]]) {
+  for (const [tier, seg] of [[L2, s.host], [NEG_L2, s.negHost]]) {
     if (Object.keys(seg).length === 0) continue // degraded: no segment, no host-wide figures
     for (const { key, prom } of HOST_FAMILIES) {
       if (seg[key] !== undefined) out.push([prom, { cache: name, tier }, seg[key]])

@@ -6,6 +6,7 @@
 // rules as every front end.
 
 const native = require('./native.cjs')
+const { MAX_TAGS, MIN_TAG_BYTES } = require('./rules.cjs')
 
 const durations = new Map()
 
@@ -76,11 +77,11 @@ function tags(t, method) {
     if (typeof x !== 'string') {
       throw new TypeError(`${method}: each tag must be a string, not ${typeName(x)}`)
     }
-    if (x === '') throw new RangeError(`${method}: a tag must not be empty`)
+    if (x.length < MIN_TAG_BYTES) throw new RangeError(`${method}: a tag must not be empty`)
     if (!x.isWellFormed()) throw new TypeError(`${method}: a tag must be a string without lone surrogates`)
   }
-  if (list.length > 8) {
-    throw new RangeError(`${method}: at most 8 tags per entry, got ${list.length}`)
+  if (list.length > MAX_TAGS) {
+    throw new RangeError(`${method}: at most ${MAX_TAGS} tags per entry, got ${list.length}`)
   }
   return list
 }

@@ -7,8 +7,9 @@
 const { hold, handOut } = require('./l1.cjs')
 const { ZigguratError, translate } = require('./errors.cjs')
 const native = require('./native.cjs')
+const { MODES: ALL_MODES } = require('./rules.cjs')
 
-const MODES = ['passthrough', 'local', 'raise']
+const MODES = ALL_MODES.degraded
 
 /** `new Cache(..., { degraded: 'raise' })` found the segment unusable. */
 class SegmentError extends ZigguratError {

@@ -26,6 +26,7 @@
 // versions, which live in the cached-miss segment's own tag table.
 
 const native = require('./native.cjs')
+const { CODES } = require('./rules.cjs')
 const { encode, encoded, keptForm, fresh, again } = require('./values.cjs')
 
 /**
@@ -90,7 +91,7 @@ function hold(how, e, value, code, form) {
     return
   }
   e.value = how.debug ? deepFreeze(value) : how.copy ? shallow(value) : value
-  e.code = 0
+  e.code = NOTHING
 }
 
 /**
@@ -101,11 +102,11 @@ function hold(how, e, value, code, form) {
  * handOut(l1, entry) // { a: 1 }
  */
 function handOut(how, e) {
-  return e.code !== 0 ? fresh(e.code, e.value) : how.copy ? shallow(e.value) : e.value
+  return e.code !== NOTHING ? fresh(e.code, e.value) : how.copy ? shallow(e.value) : e.value
 }
 
-/** What the addon's meta word 0 says of a cached miss. */
-const NEGATIVE = 4
+/** What the addon's meta word 0 says: nothing, or a cached miss. */
+const { NOTHING, NEGATIVE } = CODES
 
 /** The marker of a cached miss in `L1.negative()`'s answer. */
 const CACHED_MISS = Symbol('cached miss')
@@ -344,7 +345,7 @@ class L1 {
       map,
       key: k,
       value: undefined,
-      code: 0,
+      code: NOTHING,
       stamp: meta[2],
       seen: meta[3],
       epoch: meta[4],

@@ -8,13 +8,12 @@ const { encode, decode, FOREIGN } = require('./values.cjs')
 const { meta } = require('./l1.cjs')
 const { ZigguratError, LoadTimeoutError, translate } = require('./errors.cjs')
 const { mapKey } = require('./degraded.cjs')
+const { STEPS, CODES } = require('./rules.cjs')
 
 const M = 'Cache.getOrSet()'
 
-const STEP_VALUE = 0
-const STEP_NEGATIVE = 1
-const STEP_LOAD = 2
-const STEP_WAIT = 3
+const { HIT, LOAD, LOCAL, WAIT } = STEPS
+const { NEGATIVE } = CODES
 
 /**
  * The loads of one Cache. `cache` gives what they need of it: its name, addon,
@@ -71,8 +70,13 @@ class Loads {
     }
     for (;;) {
       switch (m.step) {
-        case STEP_VALUE: {
-          const v = c.take(key, m.got())
+        case HIT: {
+          const out = m.got()
+          if (meta[0] === NEGATIVE) {
+            c.l1.keepNegative(key)
+            return undefined
+          }
+          const v = c.take(key, out)
           const r = m.takeRefresh()
           if (v === c.miss) {
             r?.giveBack()
@@ -81,10 +85,7 @@ class Loads {
           if (r !== null) this.#refresh(r, key, loader)
           return v
         }
-        case STEP_NEGATIVE:
-          c.l1.keepNegative(key)
-          return undefined
-        case STEP_WAIT:
+        case WAIT:
           try {
             m = await c.native.wait(m)
             c.open()
@@ -93,7 +94,8 @@ class Loads {
             throw translate(e, M)
           }
           break
-        case STEP_LOAD:
+        case LOAD:
+        case LOCAL:
           return this.#run(m, key, loader)
         default:
           throw new ZigguratError(`${M}: unknown step ${m.step}`)

@@ -33,6 +33,8 @@
 // not a tree of plain data, read as a foreign value (a miss).
 
 /** The msgpackr version this package is tested with (its peer dependency). */
+const { MAX_DEPTH } = require('./rules.cjs')
+
 const VERSION = '2.1.4'
 
 let packr = null
@@ -126,7 +128,7 @@ function check(v, method, seen, depth) {
     if (Number.isNaN(v.getTime())) refuse(method, 'an invalid Date')
     return false
   }
-  if (depth > 128) refuse(method, 'data nested more than 128 levels deep')
+  if (depth > MAX_DEPTH) refuse(method, `data nested more than ${MAX_DEPTH} levels deep`)
   if (seen.has(v)) refuse(method, 'a value that contains itself')
   seen.add(v)
   let wide = false

@@ -9,6 +9,7 @@ const native = require('./native.cjs')
 const { translate } = require('./errors.cjs')
 const { serializerOption } = require('./values.cjs')
 const { MODES } = require('./degraded.cjs')
+const { DEFAULTS: D } = require('./rules.cjs')
 
 const M = 'new Cache()'
 
@@ -22,23 +23,23 @@ const M = 'new Cache()'
  */
 function cacheOptions(options) {
   const o = args.options(options, M, args.CACHE_OPTIONS)
-  const l1Items = o.l1Items === undefined ? 10_000 : args.integer(o.l1Items, M, 'l1Items', 0, 2 ** 31)
-  const ttl = o.ttl === undefined ? 300 : args.duration(o.ttl, M, 'ttl')
-  const negTtl = o.negTtl === undefined ? 30 : args.nullableDuration(o.negTtl, M, 'negTtl')
+  const l1Items = o.l1Items === undefined ? D.l1_items : args.integer(o.l1Items, M, 'l1Items', 0, 2 ** 31)
+  const ttl = o.ttl === undefined ? D.ttl : args.duration(o.ttl, M, 'ttl')
+  const negTtl = o.negTtl === undefined ? D.neg_ttl : args.nullableDuration(o.negTtl, M, 'negTtl')
   const staleTtl = args.nullableDuration(o.staleTtl, M, 'staleTtl') ?? null
-  const jitter = o.jitter === undefined ? 0.1 : args.fraction(o.jitter, M, 'jitter')
+  const jitter = o.jitter === undefined ? D.jitter : args.fraction(o.jitter, M, 'jitter')
   const loaderTimeout =
-    o.loaderTimeout === undefined ? 10 : args.duration(o.loaderTimeout, M, 'loaderTimeout')
+    o.loaderTimeout === undefined ? D.loader_timeout : args.duration(o.loaderTimeout, M, 'loaderTimeout')
   const size = args.size(o.size, M, 'size')
   const negSize = args.size(o.negSize, M, 'negSize')
-  const directory = o.directory === undefined ? '/dev/shm' : args.string(o.directory, M, 'directory')
+  const directory = o.directory === undefined ? D.directory : args.string(o.directory, M, 'directory')
   const avgItemSize =
-    o.avgItemSize === undefined ? 256 : args.integer(o.avgItemSize, M, 'avgItemSize', 0, Number.MAX_SAFE_INTEGER)
+    o.avgItemSize === undefined ? D.avg_item_size : args.integer(o.avgItemSize, M, 'avgItemSize', 0, Number.MAX_SAFE_INTEGER)
   if (o.lockTimeout !== undefined && typeof o.lockTimeout !== 'number') {
     throw new TypeError(`${M}: lockTimeout must be a number of seconds, not ${args.typeName(o.lockTimeout)}`)
   }
-  const hugePages = o.hugePages === undefined ? 'auto' : args.string(o.hugePages, M, 'hugePages')
-  const copy = o.copy === undefined ? 'shared' : args.string(o.copy, M, 'copy')
+  const hugePages = o.hugePages === undefined ? D.huge_pages : args.string(o.hugePages, M, 'hugePages')
+  const copy = o.copy === undefined ? D.copy : args.string(o.copy, M, 'copy')
   try {
     native.checkCopy(copy)
   } catch (e) {
@@ -47,18 +48,18 @@ function cacheOptions(options) {
   if (o.debug !== undefined && typeof o.debug !== 'boolean') {
     throw new TypeError(`${M}: debug must be true or false, not ${args.typeName(o.debug)}`)
   }
-  const mode = o.degraded === undefined ? 'passthrough' : args.string(o.degraded, M, 'degraded')
+  const mode = o.degraded === undefined ? D.degraded : args.string(o.degraded, M, 'degraded')
   if (!MODES.includes(mode)) {
     throw new RangeError(`${M}: degraded must be 'passthrough', 'local' or 'raise', got ${JSON.stringify(mode)}`)
   }
-  const degradedTtl = o.degradedTtl === undefined ? 1 : args.duration(o.degradedTtl, M, 'degradedTtl')
+  const degradedTtl = o.degradedTtl === undefined ? D.degraded_ttl : args.duration(o.degradedTtl, M, 'degradedTtl')
   // The codec and the cached misses' bound.
   const serializer = serializerOption(o.serializer, M)
   const l1NegativeItems =
     o.l1NegativeItems === undefined
-      ? Math.floor(l1Items / 10)
+      ? Math.floor(l1Items / D.l1_negative_share)
       : args.integer(o.l1NegativeItems, M, 'l1NegativeItems', 0, 2 ** 31)
-  const refreshAhead = o.refreshAhead === undefined ? 0 : args.fraction(o.refreshAhead, M, 'refreshAhead')
+  const refreshAhead = o.refreshAhead === undefined ? D.refresh_ahead : args.fraction(o.refreshAhead, M, 'refreshAhead')
   if (o.recreate !== undefined && typeof o.recreate !== 'boolean') {
     throw new TypeError(`${M}: recreate must be true or false, not ${args.typeName(o.recreate)}`)
   }

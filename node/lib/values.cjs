@@ -20,15 +20,13 @@
 // addon stores and returns as they are (RAW).
 
 const msgpack = require('./msgpack.cjs')
+const { CODES, MAX_DEPTH } = require('./rules.cjs')
 
 const I64_MIN = -(2n ** 63n)
 const I64_MAX = 2n ** 63n - 1n
 
 /** Encoding codes shared with the addon. */
-const JSON_TEXT = 1
-const BYTES = 2
-const COUNTER = 3
-const RAW = 5
+const { JSON_TEXT, BYTES, COUNTER, RAW } = CODES
 
 function describe(v) {
   if (v === undefined) return 'undefined'
@@ -66,7 +64,7 @@ function checkPlain(v, method, seen, depth) {
       refuse(method, describe(v))
   }
   if (v === null) return
-  if (depth > 128) refuse(method, 'data nested more than 128 levels deep')
+  if (depth > MAX_DEPTH) refuse(method, `data nested more than ${MAX_DEPTH} levels deep`)
   if (seen.has(v)) refuse(method, 'a value that contains itself')
   seen.add(v)
   if (Array.isArray(v)) {

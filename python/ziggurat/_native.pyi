@@ -153,6 +153,9 @@ def metric_families() -> list[dict[str, str]]:
     """The metric families both front ends report: ``group`` ("cache", "host" or
     "process"), ``key``, ``prom``, ``otel``, ``kind``, ``unit`` and ``help`` of each."""
 
+def rules() -> dict[str, int | float | str | tuple[str, ...]]:
+    """Every rule of ziggurat-cache's table by its dotted name ("tags.max", "defaults.ttl")."""
+
 def install_quick(cls: type[Cache], names: list[str]) -> None: ...
 
 MAX_KEY: int

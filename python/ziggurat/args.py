@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
-from ziggurat import _native
+from ziggurat import _native, rules
+from ziggurat.rules import MIN_TAG_BYTES
 
 __all__ = [
     "MAX_KEY",
@@ -36,7 +37,7 @@ MAX_TTL: float = _native.MAX_TTL
 #: The longest key, in bytes of UTF-8.
 MAX_KEY: int = _native.MAX_KEY
 #: The most tags an entry carries.
-MAX_TAGS: int = _native.MAX_TAGS
+MAX_TAGS: int = rules.MAX_TAGS
 #: The largest size a cache's segment may have, in bytes.
 MAX_SIZE: int = _native.MAX_SIZE
 
@@ -144,7 +145,7 @@ def tags_arg(tags: Iterable[str], method: str) -> tuple[str, ...]:
     for t in out:
         if not isinstance(t, str):
             raise TypeError(f"{method}(): each tag must be a str, not {type(t).__name__}")
-        if not t:
+        if len(t) < MIN_TAG_BYTES:
             raise ValueError(f"{method}(): a tag must not be empty")
     return out
 

@@ -30,6 +30,7 @@ from ziggurat.host import Host
 from ziggurat.loader import LoadTimeout
 from ziggurat.namespace import Namespace
 from ziggurat.options import CacheOptions
+from ziggurat.rules import DEFAULTS
 from ziggurat.serializers import Serializer
 
 __all__ = ["Cache", "LoadTimeout", "MutationError", "Namespace"]
@@ -86,32 +87,32 @@ class Cache(CacheAccess):
         name: str,
         size: int | str | None = None,
         *,
-        l1_items: int = 10_000,
+        l1_items: int = DEFAULTS.l1_items,
         l1_negative_items: int | None = None,
-        ttl: float = 300,
-        neg_ttl: float | None = 30,
+        ttl: float = DEFAULTS.ttl,
+        neg_ttl: float | None = DEFAULTS.neg_ttl,
         stale_ttl: float | None = None,
-        jitter: float = 0.1,
-        refresh_ahead: float = 0.0,
-        loader_timeout: float = 10.0,
-        serializer: str | Serializer = "auto",
-        copy: str = "shared",
+        jitter: float = DEFAULTS.jitter,
+        refresh_ahead: float = DEFAULTS.refresh_ahead,
+        loader_timeout: float = DEFAULTS.loader_timeout,
+        serializer: str | Serializer = DEFAULTS.serializer,
+        copy: str = DEFAULTS.copy,
         debug: bool = False,
         neg_size: int | str | None = None,
-        directory: str = "/dev/shm",
-        avg_item_size: int = 256,
-        lock_timeout: float = 0.5,
+        directory: str = DEFAULTS.directory,
+        avg_item_size: int = DEFAULTS.avg_item_size,
+        lock_timeout: float = DEFAULTS.lock_timeout,
         recreate: bool = False,
         version: int | str | None = None,
-        degraded: str = "passthrough",
-        degraded_ttl: float = 1.0,
+        degraded: str = DEFAULTS.degraded,
+        degraded_ttl: float = DEFAULTS.degraded_ttl,
         group: str | int | None = None,
         redis: object = None,
         secret: str | bytes | list[str | bytes] | None = None,
-        redis_timeout: float = 0.1,
-        stream_length: int = 100_000,
+        redis_timeout: float = DEFAULTS.redis_timeout,
+        stream_length: int = DEFAULTS.stream_length,
         cluster_single_flight: bool = False,
-        huge_pages: str = "auto",
+        huge_pages: str = DEFAULTS.huge_pages,
     ) -> None:
         pass  # the one signature of Cache(): __new__ binds the arguments to it
 

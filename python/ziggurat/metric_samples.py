@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ziggurat import _native
 from ziggurat.cache import Cache
+from ziggurat.rules import RULES
 
 __all__ = ["SPECS", "Caches", "Row", "Spec", "rows"]
 
@@ -38,9 +39,11 @@ class Spec:
     help: str
 
 
-_HOST = ("cache", "tier")
-_PROC = ("cache", "pid", "tier")
-_PROC_NO_TIER = ("cache", "pid")
+# The labels and the tier label's values are the engine's too.
+_HOST: tuple[str, ...] = RULES["metrics.host_labels"]
+_PROC: tuple[str, ...] = RULES["metrics.process_labels"]
+_PROC_NO_TIER: tuple[str, ...] = RULES["metrics.process_untiered_labels"]
+_L1, _NEG_L1, _L2, _NEG_L2 = RULES["metrics.tiers"]
 
 # Every family comes from the engine's table, so that the Node.js package publishes the
 # same names and help; only the labels and where each value is read are Python's.
@@ -75,8 +78,8 @@ _P_LOADER: tuple[tuple[str, Spec], ...] = tuple(
 )
 _P_LOADER_SECONDS = _spec("process", "loader_seconds", _PROC_NO_TIER)
 _P_LOADER_MAX = _spec("process", "loader_max_seconds", _PROC_NO_TIER)
-_UP = _spec("cache", "up", ("cache",))
-_DEGRADED = _spec("cache", "degraded", ("cache", "cause"))
+_UP = _spec("cache", "up", RULES["metrics.up_labels"])
+_DEGRADED = _spec("cache", "degraded", RULES["metrics.degraded_labels"])
 
 SPECS: tuple[Spec, ...] = (
     _UP,
@@ -118,7 +121,7 @@ def rows(cache: Cache) -> list[Row]:
         (_UP, {"cache": name}, 1.0),
         (_DEGRADED, {"cache": name, "cause": cause}, 1.0 if stats["degraded"] else 0.0),
     ]
-    for tier in ("l2", "negative_l2"):
+    for tier in (_L2, _NEG_L2):
         seg = stats["host"].get(tier) or {}
         if not seg:
             continue  # degraded: no segment, no host-wide figures
@@ -133,16 +136,16 @@ def rows(cache: Cache) -> list[Row]:
 
     bare = {"cache": name, "pid": pid}
     rows += [
-        (_P_HITS, at("l1"), float(l1["hits"])),
-        (_P_HITS, at("l2"), float(l2["hits"])),
-        (_P_HITS, at("negative_l2"), float(l2["negative_hits"])),
-        (_P_MISSES, at("l1"), float(l1["misses"])),
-        (_P_MISSES, at("l2"), float(l2["misses"])),
-        (_P_ENTRIES, at("l1"), float(l1["items"])),
-        (_P_ENTRIES, at("negative_l1"), float(l1["negative_items"])),
-        (_P_EVICTIONS, at("l1"), float(l1["evictions"])),
-        (_P_STALE_DROPS, at("l1"), float(l1["stale_drops"])),
-        (_P_STALE_READS, at("l2"), float(l2["stale_reads"])),
+        (_P_HITS, at(_L1), float(l1["hits"])),
+        (_P_HITS, at(_L2), float(l2["hits"])),
+        (_P_HITS, at(_NEG_L2), float(l2["negative_hits"])),
+        (_P_MISSES, at(_L1), float(l1["misses"])),
+        (_P_MISSES, at(_L2), float(l2["misses"])),
+        (_P_ENTRIES, at(_L1), float(l1["items"])),
+        (_P_ENTRIES, at(_NEG_L1), float(l1["negative_items"])),
+        (_P_EVICTIONS, at(_L1), float(l1["evictions"])),
+        (_P_STALE_DROPS, at(_L1), float(l1["stale_drops"])),
+        (_P_STALE_READS, at(_L2), float(l2["stale_reads"])),
     ]
     rows.extend((spec, bare, float(l2[key])) for key, spec in _P_L2_ERRORS)
     rows.extend((spec, bare, float(loader[key])) for key, spec in _P_LOADER)

@@ -22,12 +22,11 @@ from ziggurat import _native
 from ziggurat.args import ttl_arg
 from ziggurat.cluster.link import Link
 from ziggurat.cluster.signing import secrets_of
+from ziggurat.rules import COPY_MODES, DEFAULTS, DEGRADED_MODES, HUGE_PAGES_MODES
 from ziggurat.serializers import Serializer, resolve
 
 __all__ = ["DEGRADED_MODES", "CacheOptions"]
 
-#: What a cache does when its shared segment cannot be used.
-DEGRADED_MODES = ("passthrough", "local", "raise")
 _M = "Cache"
 
 
@@ -100,7 +99,7 @@ class CacheOptions:
         if isinstance(l1_items, bool) or not isinstance(l1_items, int) or l1_items < 0:
             raise ValueError(f"{_M}(): l1_items must be an int >= 0, got {l1_items!r}")
         if l1_negative_items is None:
-            l1_negative_items = l1_items // 10
+            l1_negative_items = l1_items // DEFAULTS.l1_negative_share
         if not isinstance(l1_negative_items, int) or l1_negative_items < 0:
             raise ValueError(
                 f"{_M}(): l1_negative_items must be an int >= 0, got {l1_negative_items!r}"
@@ -117,7 +116,7 @@ class CacheOptions:
             a["version"],
             a["huge_pages"],
         )
-        if copy not in ("shared", "copy", "decode"):
+        if copy not in COPY_MODES:
             raise ValueError(f"{_M}(): copy must be 'shared', 'copy' or 'decode', got {copy!r}")
         if degraded not in DEGRADED_MODES:
             raise ValueError(
@@ -136,7 +135,8 @@ class CacheOptions:
             )
         neg_ttl = ttl_arg(a["neg_ttl"], None, "neg_ttl", _M)
         stale_ttl = ttl_arg(a["stale_ttl"], None, "stale_ttl", _M)
-        loader_timeout = ttl_arg(a["loader_timeout"], None, "loader_timeout", _M) or 10.0
+        loader_timeout = ttl_arg(a["loader_timeout"], None, "loader_timeout", _M)
+        loader_timeout = loader_timeout or DEFAULTS.loader_timeout
         try:
             _native.segment_name(name, None if version is None else str(version))
             _native.check_defaults(
@@ -146,7 +146,7 @@ class CacheOptions:
             )
         except ValueError as e:
             raise ValueError(f"{_M}(): {e}") from None
-        if huge_pages not in ("auto", "require", "off"):
+        if huge_pages not in HUGE_PAGES_MODES:
             raise ValueError(
                 f"{_M}(): huge_pages must be 'auto', 'require' or 'off', got {huge_pages!r}"
             )

@@ -189,3 +189,153 @@ impl Seen {
         true
     }
 }
+
+/// Opcodes of a pickled `bytes` object.
+const FRAME: u8 = 0x95;
+const SHORT_BINBYTES: u8 = b'C';
+const BINBYTES: u8 = b'B';
+const BINBYTES8: u8 = 0x8e;
+const MEMOIZE: u8 = 0x94;
+const STOP: u8 = b'.';
+/// CPython's pickler writes payloads of this many bytes or more outside any
+/// frame (its FRAME_SIZE_TARGET).
+const FRAME_TARGET: usize = 64 * 1024;
+
+/// The pickle CPython's `pickle.dumps(data, 5)` writes for a `bytes` object
+/// holding `data`, with room for an entry's trailer: what a front end
+/// without pickles stores for bytes, so that Python reads them as `bytes`.
+///
+/// ```
+/// assert_eq!(ziggurat_cache::pickle_bytes(b"abc"), b"\x80\x05\x95\x07\0\0\0\0\0\0\0C\x03abc\x94.");
+/// ```
+pub fn pickle_bytes(data: &[u8]) -> Vec<u8> {
+    let n = data.len();
+    let mut out = Vec::with_capacity(n + 32);
+    out.extend_from_slice(&[PICKLE_PROTO, PICKLE_PROTOCOL]);
+    let mut op = Vec::with_capacity(9);
+    if n < 256 {
+        op.extend_from_slice(&[SHORT_BINBYTES, n as u8]);
+    } else if n <= u32::MAX as usize {
+        op.push(BINBYTES);
+        op.extend_from_slice(&(n as u32).to_le_bytes());
+    } else {
+        op.push(BINBYTES8);
+        op.extend_from_slice(&(n as u64).to_le_bytes());
+    }
+    if n < FRAME_TARGET {
+        // One frame holds it all: opcode, data, MEMOIZE and STOP.
+        let frame = (op.len() + n + 2) as u64;
+        out.push(FRAME);
+        out.extend_from_slice(&frame.to_le_bytes());
+    }
+    out.extend_from_slice(&op);
+    out.extend_from_slice(data);
+    out.extend_from_slice(&[MEMOIZE, STOP]);
+    out
+}
+
+/// The data of a pickled `bytes` object as CPython writes one (protocols 4
+/// and 5, framed or not); None for any other pickle.
+///
+/// ```
+/// let p = ziggurat_cache::pickle_bytes(b"abc");
+/// assert_eq!(ziggurat_cache::unpickle_bytes(&p), Some(b"abc".as_slice()));
+/// assert_eq!(ziggurat_cache::unpickle_bytes(b"\x80\x05N."), None);
+/// ```
+pub fn unpickle_bytes(p: &[u8]) -> Option<&[u8]> {
+    let (&proto, rest) = p.split_first()?;
+    if proto != PICKLE_PROTO {
+        return None;
+    }
+    let (&version, mut rest) = rest.split_first()?;
+    if !(2..=5).contains(&version) {
+        return None;
+    }
+    if rest.first() == Some(&FRAME) {
+        rest = rest.get(9..)?;
+    }
+    let (&op, rest) = rest.split_first()?;
+    let (n, rest) = match op {
+        SHORT_BINBYTES => (*rest.first()? as usize, &rest[1..]),
+        BINBYTES => (
+            u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize,
+            &rest[4..],
+        ),
+        BINBYTES8 => (
+            usize::try_from(u64::from_le_bytes(rest.get(..8)?.try_into().ok()?)).ok()?,
+            &rest[8..],
+        ),
+        _ => return None,
+    };
+    let data = rest.get(..n)?;
+    match &rest[n..] {
+        [MEMOIZE, STOP] | [STOP] => Some(data),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// `pickle.dumps(data, 5).hex()` of CPython: the first 16 bytes, the last
+    /// 4 and the length, for data around each opcode's and the frame's bounds.
+    #[test]
+    fn pickles_bytes_as_cpython_does() {
+        let cases: [(&[u8], usize, &str, &str, usize); 6] = [
+            (b"", 0, "80059504000000000000004300942e", "4300942e", 15),
+            (b"a", 3, "80059507000000000000004303616263", "6263942e", 18),
+            (
+                b"x",
+                255,
+                "800595030100000000000043ff787878",
+                "7878942e",
+                270,
+            ),
+            (
+                b"y",
+                256,
+                "80059507010000000000004200010000",
+                "7979942e",
+                274,
+            ),
+            (
+                b"z",
+                65535,
+                "800595060001000000000042ffff0000",
+                "7a7a942e",
+                65553,
+            ),
+            (
+                b"w",
+                65536,
+                "80054200000100777777777777777777",
+                "7777942e",
+                65545,
+            ),
+        ];
+        for (fill, n, head, tail, len) in cases {
+            let data: Vec<u8> = if n == 3 {
+                b"abc".to_vec()
+            } else {
+                fill.repeat(n)
+            };
+            let p = pickle_bytes(&data);
+            assert_eq!(p.len(), len, "{n} bytes");
+            assert_eq!(&p[..head.len() / 2], hex(head).as_slice(), "{n} bytes");
+            assert_eq!(&p[p.len() - 4..], hex(tail).as_slice(), "{n} bytes");
+            assert_eq!(unpickle_bytes(&p), Some(data.as_slice()));
+        }
+        // Protocol 4, as pickle.dumps(b"abc", 4) writes it.
+        let p4 = hex("80049507000000000000004303616263942e");
+        assert_eq!(unpickle_bytes(&p4), Some(b"abc".as_slice()));
+        assert_eq!(unpickle_bytes(&p4[..p4.len() - 1]), None);
+    }
+}

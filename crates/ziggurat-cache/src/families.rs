@@ -101,6 +101,22 @@ const fn family(
     }
 }
 
+/// The labels of a [`Group::Host`] family's samples.
+pub const HOST_LABELS: [&str; 2] = ["cache", "tier"];
+/// The labels of a [`Group::Process`] family's samples that count by tier.
+pub const PROCESS_LABELS: [&str; 3] = ["cache", "pid", "tier"];
+/// The labels of a [`Group::Process`] family's samples of no tier (the
+/// loader's, the decode and write errors).
+pub const PROCESS_UNTIERED_LABELS: [&str; 2] = ["cache", "pid"];
+/// The labels of `ziggurat_up`.
+pub const UP_LABELS: [&str; 1] = ["cache"];
+/// The labels of `ziggurat_degraded` (`cause`: why the segment is not used,
+/// empty when it is).
+pub const DEGRADED_LABELS: [&str; 2] = ["cache", "cause"];
+/// The values of the `tier` label: this process's L1 (its values, its
+/// cached misses), the main segment (entries), the cached-miss segment.
+pub const TIERS: [&str; 4] = ["l1", "negative_l1", "l2", "negative_l2"];
+
 use Group::{Cache, Host, Process};
 use MetricKind::{Counter, Gauge};
 

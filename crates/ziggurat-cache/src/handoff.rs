@@ -8,12 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::cache::Cache;
 use crate::miss::{Miss, Step};
 
-/// The kind of a handed-off step, as front ends number it (Python's
-/// `ziggurat.loader.StepKind`).
+/// The kind of a step of a miss, as every front end names and numbers it
+/// (Python's `ziggurat.loader.StepKind`, Node.js's `MissState.step`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum StepKind {
-    /// A value or a cached miss (with, maybe, a refresh to run).
+    /// A value or a cached miss (with, maybe, a refresh to run); where a
+    /// front end's null may be a value, the value code `NEGATIVE` tells a
+    /// cached miss.
     Hit = 1,
     /// This process holds the key's lease: load.
     Load = 2,
@@ -31,6 +33,21 @@ impl StepKind {
         StepKind::Wait,
         StepKind::Local,
     ];
+
+    /// The kind of `step`.
+    ///
+    /// ```
+    /// use ziggurat_cache::{Step, StepKind};
+    /// assert_eq!(StepKind::of(&Step::<u8>::Negative), StepKind::Hit);
+    /// ```
+    pub fn of<V>(step: &Step<V>) -> StepKind {
+        match step {
+            Step::Value(..) | Step::Negative => StepKind::Hit,
+            Step::Load(_) => StepKind::Load,
+            Step::Wait(_) => StepKind::Wait,
+            Step::NoSegment(_) => StepKind::Local,
+        }
+    }
 
     /// The kind's name: HIT, LOAD, WAIT, LOCAL.
     pub fn name(self) -> &'static str {
@@ -64,12 +81,11 @@ pub struct Handoff<V> {
 impl<V> Handoff<V> {
     /// The handoff of `step`.
     pub fn new(step: Step<V>) -> Handoff<V> {
-        let (kind, value, miss) = match step {
-            Step::Value(v, refresh) => (StepKind::Hit, Some(v), refresh),
-            Step::Negative => (StepKind::Hit, None, None),
-            Step::Load(m) => (StepKind::Load, None, Some(m)),
-            Step::Wait(m) => (StepKind::Wait, None, Some(m)),
-            Step::NoSegment(m) => (StepKind::Local, None, Some(m)),
+        let kind = StepKind::of(&step);
+        let (value, miss) = match step {
+            Step::Value(v, refresh) => (Some(v), refresh),
+            Step::Negative => (None, None),
+            Step::Load(m) | Step::Wait(m) | Step::NoSegment(m) => (None, Some(m)),
         };
         Handoff {
             kind,

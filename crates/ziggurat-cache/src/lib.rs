@@ -76,8 +76,10 @@
 mod cache;
 mod cluster;
 mod counts;
+pub mod defaults;
 mod degraded;
 mod duration;
+mod encoding;
 mod entry;
 mod envelope;
 mod error;
@@ -91,11 +93,13 @@ mod l1;
 mod land;
 mod lookup;
 mod miss;
+mod modes;
 mod name;
 mod namespace;
 mod options;
 mod pair;
 mod peek;
+mod rules;
 mod size;
 mod stats;
 mod store;
@@ -107,16 +111,22 @@ mod watch;
 pub use cache::{ttl_or_default, Cache};
 pub use cluster::{cluster_joined, CLUSTER_WORDS, JOINED_WORD};
 pub use counts::{Counter, Counts, Took};
+pub use defaults::l1_negative_items;
 pub use degraded::{degraded_refusal, degraded_warning};
 pub use duration::{duration_text, parse_duration};
+pub use encoding::ValueCode;
 pub use entry::{
     counter_payload, encode, refresh_due, refresh_due_in, seal, split, Kind, Trailer, TRAILER_LEN,
 };
 pub use envelope::{
-    format_by, format_of, Format, JsonText, MAX_DEPTH, PICKLE_PROTO, PICKLE_PROTOCOL,
+    format_by, format_of, pickle_bytes, unpickle_bytes, Format, JsonText, MAX_DEPTH, PICKLE_PROTO,
+    PICKLE_PROTOCOL,
 };
 pub use error::Error;
-pub use families::{Family, Group, MetricKind, FAMILIES};
+pub use families::{
+    Family, Group, MetricKind, DEGRADED_LABELS, FAMILIES, HOST_LABELS, PROCESS_LABELS,
+    PROCESS_UNTIERED_LABELS, TIERS, UP_LABELS,
+};
 pub use flight::{process_alive, snapshot, Claim, Flight, FlightKey, Next};
 pub use front::{Bytes, Found, Front, Missing, Payload, Read};
 pub use handle::{Handle, HugePolicy, HugeStatus, OpenArgs, Record, WriteOp, HANDLE_SIZE};
@@ -126,15 +136,17 @@ pub use l1::{Entry, L1Stats, Peeked, L1};
 pub use land::{Landed, Loaded};
 pub use lookup::{Before, Lookup, Reader};
 pub use miss::{Miss, Parked, Plan, Sleep, Step};
+pub use modes::{COPY_MODES, DEGRADED_MODES, HUGE_PAGES_MODES};
 pub use name::{name_and_version, segment_name, MAX_NAME, MAX_VERSION, VERSION_MARK};
 pub use namespace::Namespace;
 pub use options::{CacheOptions, CopyMode};
 pub use pair::{neg_size_for, open_pair, pair_options, Pair, DEFAULT_SIZE, NEG_SUFFIX};
 pub use peek::{Look, Sight};
+pub use rules::{rule, rules, Rule, RuleValue};
 pub use size::{parse_size, size_bytes, size_text, MAX_SIZE};
 pub use stats::{LoaderStats, Stats};
 pub use store::{store, store_negative, Body, Kept, Written};
-pub use tags::{check_tags, MAX_TAGS};
+pub use tags::{check_tags, MAX_TAGS, MIN_TAG_BYTES};
 pub use ttl::{check_ttl, lifetime, Lifetime, MAX_TTL_SECONDS};
 pub use update::{add, fill, incr, touch};
 pub use watch::{L1Watch, Watch32, Watch64};

@@ -2,6 +2,7 @@
 //! writes and loads use, the jitter and early refresh of loads, and how long
 //! a waiter waits for another caller's load.
 
+use crate::defaults;
 use crate::error::Error;
 use crate::ttl::check_ttl;
 
@@ -30,12 +31,12 @@ pub struct CacheOptions {
 impl Default for CacheOptions {
     fn default() -> Self {
         CacheOptions {
-            ttl: 300.0,
-            neg_ttl: Some(30.0),
+            ttl: defaults::TTL,
+            neg_ttl: Some(defaults::NEG_TTL),
             stale_ttl: None,
-            jitter: 0.1,
-            loader_timeout: 10.0,
-            refresh_ahead: 0.0,
+            jitter: defaults::JITTER,
+            loader_timeout: defaults::LOADER_TIMEOUT,
+            refresh_ahead: defaults::REFRESH_AHEAD,
             degraded_ttl: None,
         }
     }

@@ -4,6 +4,9 @@
 
 pub use ziggurat_core::MAX_TAGS;
 
+/// The shortest tag, in bytes: none is empty.
+pub const MIN_TAG_BYTES: usize = 1;
+
 use crate::error::Error;
 
 /// `Ok` for tags an entry may carry; otherwise what is wrong.
@@ -14,7 +17,7 @@ use crate::error::Error;
 /// assert_eq!(check_tags(&[b"".as_slice()]).unwrap_err().to_string(), "a tag must not be empty");
 /// ```
 pub fn check_tags<T: AsRef<[u8]>>(tags: &[T]) -> Result<(), Error> {
-    if tags.iter().any(|t| t.as_ref().is_empty()) {
+    if tags.iter().any(|t| t.as_ref().len() < MIN_TAG_BYTES) {
         return Err(Error::Value("a tag must not be empty".into()));
     }
     if tags.len() > MAX_TAGS {

@@ -10,15 +10,14 @@ use napi::bindgen_prelude::{ArrayBuffer, BigInt, Buffer, Either};
 use napi::{Env, Result};
 use napi_derive::napi;
 use ziggurat_cache::{
-    cluster_joined, open_pair, pair_options, size_bytes, size_text, Body, Cache, CacheOptions,
-    Kind, Written,
+    cluster_joined, defaults, open_pair, pair_options, pickle_bytes, size_bytes, size_text, Body,
+    Cache, CacheOptions, Kind, ValueCode, Written,
 };
 
-use crate::codec::pickle_bytes;
 use crate::errors::{closed, invalid, to_napi};
-use crate::front::{forget_reader_of, int_out, keep, nothing_kept, read_below, register, Out};
+use crate::front::{forget_reader_of, int_out, read_below, register, NodeFront, Out};
 use crate::stats::{counts, Counts};
-use crate::words::{Regions, Views};
+use crate::words::{keep, nothing_kept, Regions, Views};
 
 /// How a cache is opened: the segment's options and the cache's defaults,
 /// checked by the JavaScript `Cache` for types and here for ranges.
@@ -203,12 +202,12 @@ impl NativeCache {
             size_of(o.neg_size).map_err(|e| invalid(e.reason.replace("size", "negSize")))?;
         // A whole number (JavaScript checked), so the cast keeps it.
         let opts = pair_options(
-            PathBuf::from(o.directory.unwrap_or_else(|| "/dev/shm".into())),
+            PathBuf::from(o.directory.unwrap_or_else(|| defaults::DIRECTORY.into())),
             o.recreate.unwrap_or(false),
-            o.avg_item_size.unwrap_or(256.0) as i128,
-            o.lock_timeout.unwrap_or(0.5),
+            o.avg_item_size.unwrap_or(defaults::AVG_ITEM_SIZE as f64) as i128,
+            o.lock_timeout.unwrap_or(defaults::LOCK_TIMEOUT),
             group,
-            o.huge_pages.as_deref().unwrap_or("auto"),
+            o.huge_pages.as_deref().unwrap_or(defaults::HUGE_PAGES),
         )
         .map_err(|e| invalid(e.to_string()))?;
         let pair = match open_pair(&segment, size, neg_size, &opts) {
@@ -506,6 +505,17 @@ fn clustered(name: &str) -> napi::Error {
     )
 }
 
+impl NativeCache {
+    /// The front end of one read of this cache.
+    pub(crate) fn front(&self) -> NodeFront<'_> {
+        NodeFront {
+            foreign: &self.foreign,
+            raw: self.raw,
+            regions: self.regions.as_ref(),
+        }
+    }
+}
+
 /// A value's body and kind from the JavaScript side's encoding.
 pub(crate) fn payload(
     code: u32,
@@ -514,12 +524,12 @@ pub(crate) fn payload(
     num: Option<f64>,
     big: Option<BigInt>,
 ) -> Result<(Body<'static>, Kind)> {
-    match (code, text, bytes) {
-        (1, Some(t), _) => Ok((Body::Owned(t.into_bytes()), Kind::Value)),
-        (2, _, Some(b)) => Ok((Body::Owned(pickle_bytes(&b)), Kind::Value)),
+    match (ValueCode::of(code), text, bytes) {
+        (Some(ValueCode::JsonText), Some(t), _) => Ok((Body::Owned(t.into_bytes()), Kind::Value)),
+        (Some(ValueCode::Bytes), _, Some(b)) => Ok((Body::Owned(pickle_bytes(&b)), Kind::Value)),
         // A value JavaScript encoded (serializer 'msgpack'): its bytes as they are.
-        (5, _, Some(b)) => Ok((Body::Owned(b.to_vec()), Kind::Value)),
-        (3, _, _) => {
+        (Some(ValueCode::Raw), _, Some(b)) => Ok((Body::Owned(b.to_vec()), Kind::Value)),
+        (Some(ValueCode::Counter), _, _) => {
             let n = match (num, big) {
                 (Some(n), _) => n as i64,
                 (None, Some(b)) => int64(&b, "value")?,

@@ -8,90 +8,31 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4};
+use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4, Function, Unknown};
+use napi::Env;
 use napi_derive::napi;
-use ziggurat_cache::{Cache, Error, Found, Front, L1Watch, Payload, Read, Trailer, Watch32};
+use ziggurat_cache::{
+    Bytes, Cache, Error, Found, Front, L1Watch, Payload, Read, Trailer, ValueCode, Watch32,
+};
 
-use crate::cache::NativeCache;
 use crate::codec::{decode, view, Decoded, View};
 use crate::errors::{invalid, to_napi};
-use crate::words::{input, meta, with_scratch, Regions, ScratchText};
+use crate::words::{
+    bare_function, found, input, keep, keep_negative, meta, nothing_kept, with_scratch, BareCall,
+    Regions, ScratchText,
+};
 
 /// A value as JavaScript receives it: JSON text, bytes, a counter within
 /// 2^53, or one beyond it; None for nothing.
 pub type Out = Option<Either4<String, Buffer, f64, BigInt>>;
 
-/// What a call found (meta word 0).
-pub const NOTHING: u32 = 0;
-/// JSON text.
-pub const JSON_TEXT: u32 = 1;
-/// Bytes.
-pub const BYTES: u32 = 2;
-/// A counter.
-pub const COUNTER: u32 = 3;
-/// A cached miss.
-pub const NEGATIVE: u32 = 4;
-/// A value's bytes as JavaScript encoded them (a cache whose values are
-/// encoded in JavaScript: serializer 'msgpack').
-pub const RAW: u32 = 5;
-
-/// Meta words: 0 what was found, 1 whether an L1 may keep it, 2 the index of
-/// the key's stamp, 3 its value, 4 and 5 the epoch (low, high), 6 and 7 the
-/// soft deadline in ms of the engine's clock (low, high; both 0: never), 8
-/// the number of tags, then each tag's cell and version.
-const KEPT: usize = 1;
-const TAGS: usize = 8;
-
-/// Says in the meta words that the call found `code`, with nothing to keep.
-pub fn found(code: u32) {
-    let m = meta();
-    m[0].store(code, Ordering::Relaxed);
-    m[KEPT].store(0, Ordering::Relaxed);
-}
-
-/// Says in the meta words that an L1 may keep nothing of the value.
-pub fn nothing_kept() {
-    meta()[KEPT].store(0, Ordering::Relaxed);
-}
-
-/// Says in the meta words what an L1 entry of the value watches.
-pub fn keep(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
-    keep_watching(r, w, tags, t, false);
-}
-
-/// As `keep`, for a cached miss: its tags are words of the cached-miss
-/// segment's tag table (the fourth buffer of `words()`).
-fn keep_negative(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
-    keep_watching(r, w, tags, t, true);
-}
-
-fn keep_watching(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer, neg: bool) {
-    let m = meta();
-    let put = |i: usize, v: u32| m[i].store(v, Ordering::Relaxed);
-    put(KEPT, 1);
-    put(2, r.stamp_index(w.stamp.word.as_ptr() as *const u32));
-    put(3, w.stamp.seen);
-    put(4, w.epoch.seen as u32);
-    put(5, (w.epoch.seen >> 32) as u32);
-    put(6, t.soft as u32);
-    put(7, (t.soft >> 32) as u32);
-    put(TAGS, tags.len() as u32);
-    for (i, tag) in tags.iter().enumerate() {
-        put(
-            TAGS + 1 + 2 * i,
-            r.tag_index(tag.word.as_ptr() as *const u32, neg),
-        );
-        put(TAGS + 2 + 2 * i, tag.seen);
-    }
-}
-
 /// A decoded value as JavaScript receives it, and its code (meta word 0).
-fn js(data: Decoded) -> (u32, Either4<String, Buffer, f64, BigInt>) {
+fn js(data: Decoded) -> (ValueCode, Either4<String, Buffer, f64, BigInt>) {
     match data {
-        Decoded::Json(s) => (JSON_TEXT, Either4::A(s)),
-        Decoded::Bytes(b) => (BYTES, Either4::B(b.into())),
-        Decoded::Raw(b) => (RAW, Either4::B(b.into())),
-        Decoded::Int(n) => (COUNTER, int_out(n)),
+        Decoded::Json(s) => (ValueCode::JsonText, Either4::A(s)),
+        Decoded::Bytes(b) => (ValueCode::Bytes, Either4::B(b.into())),
+        Decoded::Raw(b) => (ValueCode::Raw, Either4::B(b.into())),
+        Decoded::Int(n) => (ValueCode::Counter, int_out(n)),
     }
 }
 
@@ -148,7 +89,7 @@ fn read_with<F: Front<Error = napi::Error>>(
         // The meta words say it (the front's `negative`).
         Read::Negative(_) => None,
         _ => {
-            found(NOTHING);
+            found(ValueCode::Nothing);
             None
         }
     })
@@ -230,7 +171,7 @@ pub fn forget_reader_of(slot: u32, cache: &Arc<Cache>) {
 /// payload is copied into the thread's scratch and from there into the
 /// JavaScript value (JSON text in ASCII as a one-byte string, which V8
 /// copies without decoding).
-pub fn read_input() -> napi::Result<Either<ScratchText, Out>> {
+fn read_input() -> napi::Result<Either<ScratchText, Out>> {
     with_scratch(|key, payload| {
         let slot = input(key).ok_or_else(|| invalid("the key is longer than 4096 bytes"))?;
         let got = READERS.with(|rs| {
@@ -248,11 +189,11 @@ pub fn read_input() -> napi::Result<Either<ScratchText, Out>> {
             read_with(&r.cache, key, &mut f)
         })?;
         // `ScratchFront::fresh` wrote the other meta words.
-        let said = |code: u32| meta()[0].store(code, Ordering::Relaxed);
+        let said = |code: ValueCode| meta()[0].store(code as u32, Ordering::Relaxed);
         Ok(match got {
             None => Either::B(None),
             Some(Taken::Text(text)) => {
-                said(JSON_TEXT);
+                said(ValueCode::JsonText);
                 Either::A(text)
             }
             Some(Taken::Owned(data)) => {
@@ -262,6 +203,23 @@ pub fn read_input() -> napi::Result<Either<ScratchText, Out>> {
             }
         })
     })
+}
+
+/// `readInput()` (see `read_input`) as a bare Node-API function.
+#[napi(ts_return_type = "() => string | Buffer | number | bigint | null")]
+pub fn read_input_function(env: &Env) -> napi::Result<Function<'_, (), Unknown<'_>>> {
+    bare_function::<ReadInput>(env, "readInput")
+}
+
+/// The call of `readInput()`.
+struct ReadInput;
+
+impl BareCall for ReadInput {
+    type Value = Either<ScratchText, Out>;
+
+    fn call() -> napi::Result<Self::Value> {
+        read_input()
+    }
 }
 
 /// The front end's side of `readInput()`: the payload copied into the
@@ -363,38 +321,26 @@ pub struct NodeFront<'a> {
     pub regions: Option<&'a Regions>,
 }
 
-impl NativeCache {
-    /// The front end of one read of this cache.
-    pub(crate) fn front(&self) -> NodeFront<'_> {
-        NodeFront {
-            foreign: &self.foreign,
-            raw: self.raw,
-            regions: self.regions.as_ref(),
-        }
-    }
-}
-
 /// A cached miss found: the meta words say so and what an L1 entry of it
 /// watches (the key's main stamp, the epoch, and its tags' words in the
 /// cached-miss segment's tag table).
 fn cached_miss(f: &Found<()>, regions: Option<&Regions>) {
-    found(NEGATIVE);
+    found(ValueCode::Negative);
     if let (Some(w), Some(r)) = (&f.keep, regions) {
         keep_negative(r, w, &f.tags, &f.trailer);
     }
 }
 
+/// Payloads as vectors: the Cache's own `Bytes`.
 impl Payload for NodeFront<'_> {
     type Out = Vec<u8>;
 
     fn copied(&mut self, bytes: &[u8]) -> Vec<u8> {
-        bytes.to_vec()
+        Bytes.copied(bytes)
     }
 
     fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Vec<u8> {
-        let mut v = vec![0u8; len];
-        write(&mut v);
-        v
+        Bytes.written(len, write)
     }
 }
 

@@ -10,11 +10,13 @@
 //! - `rules`: the Cache's argument rules JavaScript asks for (keys, durations, sizes, copy,
 //!   namespaces, the degraded modes' messages) and the metric families of `metrics.cjs`.
 //! - `stats`: this process's counters and the segments' figures, for `stats()`.
-//! - `front`: what a read below L1 hands to JavaScript.
+//! - `front`: what a read below L1 hands to JavaScript, and `readInput()`.
 //! - `codec`: the payloads shared with the Python front end.
 //! - `words`: the mapped words as JavaScript array buffers (over read-only
-//!   views of the files), the thread's meta and input blocks and the clock,
-//!   and the Node-API glue of the read of a string key (the only `unsafe`).
+//!   views of the files), the thread's meta block and what its words say,
+//!   the input block and the clock, and the Node-API glue of a call with no
+//!   argument (the only `unsafe`). It uses no other module of the addon:
+//!   `cache` uses `front` and `words`, `front` uses `words`.
 //! - `errors`: the Cache's errors as JavaScript exceptions.
 
 mod cache;
@@ -28,9 +30,9 @@ mod stats;
 mod words;
 
 pub use cache::NativeCache;
-pub use front::forget_reader;
+pub use front::{forget_reader, read_input_function};
 pub use rules::{
     check_copy, check_key, degraded_refusal, degraded_warning, duration, metric_families,
-    namespace_parts, size, MetricFamily, MAX_KEY_BYTES,
+    namespace_parts, rules, size, MetricFamily, MAX_KEY_BYTES,
 };
-pub use words::{clock_buffer, input_buffer, meta_buffer, read_input_function};
+pub use words::{clock_buffer, input_buffer, meta_buffer};

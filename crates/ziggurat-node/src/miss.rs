@@ -20,20 +20,23 @@ use std::time::{Duration, Instant};
 use napi::bindgen_prelude::{BigInt, Buffer, Object, PromiseRaw};
 use napi::{Either, Env, JsDeferred, Result, Task};
 use napi_derive::napi;
-use ziggurat_cache::{Cache, Loaded, Lookup, Miss, Parked, Payload, Reader, Step, Took};
+use ziggurat_cache::{
+    Cache, Loaded, Lookup, Miss, Parked, Payload, Reader, Step, StepKind, Took, ValueCode,
+};
 
 use crate::cache::{payload, tag_bytes, KeyArg, NativeCache};
 use crate::errors::{invalid, to_napi};
-use crate::front::{found, NodeValue, Out, NOTHING};
+use crate::front::{NodeValue, Out};
+use crate::words::found;
 
-/// A value was found: `got()` has it.
-const VALUE: u32 = 0;
-/// A cached miss was found.
-const NEGATIVE: u32 = 1;
-/// This process holds the key's lease: run the loader, then land it.
-const LOAD: u32 = 2;
-/// Another caller loads: `wait`, then `afterWait`.
-const WAIT: u32 = 3;
+/// The steps as JavaScript reads them: `ziggurat_cache::StepKind`, the
+/// numbering of every front end. HIT: `got()` has the value, or says a
+/// cached miss (value code NEGATIVE, in the meta words since the read);
+/// LOAD (and LOCAL, without a segment): run the loader, then land it;
+/// WAIT: `wait`, then `afterWait`.
+const HIT: u32 = StepKind::Hit as u32;
+const LOAD: u32 = StepKind::Load as u32;
+const WAIT: u32 = StepKind::Wait as u32;
 
 /// One key's miss between the steps of `getOrSet`.
 #[napi]
@@ -47,14 +50,14 @@ pub struct MissState {
     miss: Option<Miss<NodeValue>>,
     /// Whether `got` may be kept in L1 (the cache had the mapped words).
     words: Option<crate::words::Regions>,
-    /// With a value (step 0), the early refresh this process took the key's
+    /// With a value (a HIT), the early refresh this process took the key's
     /// refresh lease for (one per key per host): `takeRefresh()` hands it out.
     refresh: Option<Miss<NodeValue>>,
 }
 
 #[napi]
 impl MissState {
-    /// The step to act on (0 value, 1 cached miss, 2 load, 3 wait).
+    /// The step to act on (a `StepKind`: 1 hit, 2 load, 3 wait, 4 local).
     #[napi(getter)]
     pub fn step(&self) -> u32 {
         self.step
@@ -69,7 +72,7 @@ impl MissState {
         }
     }
 
-    /// With a value (step 0): the early refresh this process runs in the
+    /// With a value (a HIT): the early refresh this process runs in the
     /// background, as a load step (2), once; null when none is due or
     /// another process of the host runs it.
     #[napi]
@@ -86,13 +89,16 @@ impl MissState {
         })
     }
 
-    /// The value found (step 0), once; the meta words say what it is.
+    /// The value found (a HIT), once; the meta words say what it is. A HIT
+    /// of a cached miss has none: the meta words say NEGATIVE, as the read
+    /// left them (with what an L1 entry of it watches).
     #[napi(ts_return_type = "string | Buffer | number | bigint | null")]
     pub fn got(&mut self) -> Out {
         match self.got.take() {
             Some(v) => v.out(self.words.as_ref()),
+            None if self.step == HIT => None,
             None => {
-                found(NOTHING);
+                found(ValueCode::Nothing);
                 None
             }
         }
@@ -121,11 +127,11 @@ impl MissState {
 
 /// A step as the state JavaScript holds.
 fn state(nc: &NativeCache, c: &Arc<Cache>, key: Vec<u8>, step: Step<NodeValue>) -> MissState {
-    let (code, got, miss, refresh) = match step {
-        Step::Value(v, refresh) => (VALUE, Some(v), None, refresh),
-        Step::Negative => (NEGATIVE, None, None, None),
-        Step::Load(m) | Step::NoSegment(m) => (LOAD, None, Some(m), None),
-        Step::Wait(m) => (WAIT, None, Some(m), None),
+    let code = StepKind::of(&step) as u32;
+    let (got, miss, refresh) = match step {
+        Step::Value(v, refresh) => (Some(v), None, refresh),
+        Step::Negative => (None, None, None),
+        Step::Load(m) | Step::NoSegment(m) | Step::Wait(m) => (None, Some(m), None),
     };
     MissState {
         cache: c.clone(),
@@ -529,7 +535,7 @@ impl NativeCache {
         Ok(match stale {
             Some(v) => v.out(None),
             None => {
-                found(NOTHING);
+                found(ValueCode::Nothing);
                 None
             }
         })

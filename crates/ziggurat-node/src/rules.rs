@@ -1,11 +1,13 @@
-//! The Cache's argument rules that JavaScript asks for, and the metric
-//! families it reports, so that the package keeps no copy of a rule or a
-//! table written in ziggurat-cache.
+//! The Cache's argument rules that JavaScript asks for, the table of its
+//! limits, defaults and names, and the metric families it reports, so that
+//! the package keeps no copy of a rule or a table written in ziggurat-cache.
 
-use napi::bindgen_prelude::Either;
+use std::collections::HashMap;
+
+use napi::bindgen_prelude::{Either, Either3};
 use napi::Result;
 use napi_derive::napi;
-use ziggurat_cache::{duration_text, size_text};
+use ziggurat_cache::{duration_text, size_text, RuleValue};
 
 use crate::cache::{key_bytes, KeyArg};
 use crate::errors::to_napi;
@@ -105,6 +107,25 @@ pub fn metric_families() -> Vec<MetricFamily> {
             kind: f.kind.name().to_string(),
             unit: f.unit.to_string(),
             help: f.help.to_string(),
+        })
+        .collect()
+}
+
+/// Every rule of `ziggurat_cache::rules` by its dotted name ("tags.max",
+/// "defaults.ttl", "steps.HIT", ...): a number, a name, or names. The
+/// package reads it once, at load (`lib/rules.cjs`).
+#[napi(ts_return_type = "Record<string, number | string | string[]>")]
+pub fn rules() -> HashMap<String, Either3<f64, String, Vec<String>>> {
+    ziggurat_cache::rules()
+        .into_iter()
+        .map(|r| {
+            let v = match r.value {
+                RuleValue::Int(n) => Either3::A(n as f64),
+                RuleValue::Float(x) => Either3::A(x),
+                RuleValue::Text(t) => Either3::B(t.to_string()),
+                RuleValue::Names(ns) => Either3::C(ns.iter().map(|n| n.to_string()).collect()),
+            };
+            (r.name.to_string(), v)
         })
         .collect()
 }

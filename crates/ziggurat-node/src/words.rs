@@ -19,14 +19,17 @@
 //! L1 entry's deadline is checked with atomic loads rather than a call to
 //! `performance.now()`, several times dearer, and against the entry's own
 //! deadline, not one converted to another clock; and each thread's meta
-//! block, where a call says what it found beside its result; and each
+//! block, where a call says what it found beside its result (the words'
+//! layout and the calls that write them, `found` and `keep`, are here); and each
 //! thread's input block, the one buffer JavaScript writes: the key of a read
 //! and the cache it reads, put there before a call that takes no argument
 //! (a call with arguments costs napi-rs more than the read itself).
 //!
-//! And that read's own Node-API glue: the call itself, a bare Node-API
-//! function, and the value it returns, JSON text made into a JavaScript
-//! string straight from the thread's scratch, where the read copied it.
+//! And that read's own Node-API glue: the call made a bare Node-API
+//! function (`bare_function`, for `front`'s `readInput()`), and the value it
+//! returns, JSON text made into a JavaScript string straight from the
+//! thread's scratch, where the read copied it. This file uses no other
+//! module of the addon, so the arrows between them run one way.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -36,9 +39,10 @@ use std::time::Duration;
 use napi::bindgen_prelude::{ArrayBuffer, Function, JsError, ToNapiValue, Unknown};
 use napi::{sys, Env, Result};
 use napi_derive::napi;
+use ziggurat_cache::{L1Watch, Trailer, ValueCode, Watch32};
 use ziggurat_core::{now_ms, ReadOnlyView, Segment};
 
-/// Words of the meta block (see `front`).
+/// Words of the meta block (see `keep`).
 pub const META_LEN: usize = 32;
 
 thread_local! {
@@ -52,6 +56,56 @@ thread_local! {
 /// This thread's meta block.
 pub fn meta() -> &'static [AtomicU32; META_LEN] {
     META.with(|m| *m)
+}
+
+/// Meta words: 0 what was found (a `ValueCode`), 1 whether an L1 may keep it, 2 the index of
+/// the key's stamp, 3 its value, 4 and 5 the epoch (low, high), 6 and 7 the
+/// soft deadline in ms of the engine's clock (low, high; both 0: never), 8
+/// the number of tags, then each tag's cell and version.
+const KEPT: usize = 1;
+const TAGS: usize = 8;
+
+/// Says in the meta words that the call found `code`, with nothing to keep.
+pub fn found(code: ValueCode) {
+    let m = meta();
+    m[0].store(code as u32, Ordering::Relaxed);
+    m[KEPT].store(0, Ordering::Relaxed);
+}
+
+/// Says in the meta words that an L1 may keep nothing of the value.
+pub fn nothing_kept() {
+    meta()[KEPT].store(0, Ordering::Relaxed);
+}
+
+/// Says in the meta words what an L1 entry of the value watches.
+pub fn keep(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
+    keep_watching(r, w, tags, t, false);
+}
+
+/// As `keep`, for a cached miss: its tags are words of the cached-miss
+/// segment's tag table (the fourth buffer of `words()`).
+pub fn keep_negative(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer) {
+    keep_watching(r, w, tags, t, true);
+}
+
+fn keep_watching(r: &Regions, w: &L1Watch, tags: &[Watch32], t: &Trailer, neg: bool) {
+    let m = meta();
+    let put = |i: usize, v: u32| m[i].store(v, Ordering::Relaxed);
+    put(KEPT, 1);
+    put(2, r.stamp_index(w.stamp.word.as_ptr() as *const u32));
+    put(3, w.stamp.seen);
+    put(4, w.epoch.seen as u32);
+    put(5, (w.epoch.seen >> 32) as u32);
+    put(6, t.soft as u32);
+    put(7, (t.soft >> 32) as u32);
+    put(TAGS, tags.len() as u32);
+    for (i, tag) in tags.iter().enumerate() {
+        put(
+            TAGS + 1 + 2 * i,
+            r.tag_index(tag.word.as_ptr() as *const u32, neg),
+        );
+        put(TAGS + 2 + 2 * i, tag.seen);
+    }
 }
 
 /// This thread's meta words (what each call found, beside its result) as an
@@ -153,17 +207,28 @@ impl ToNapiValue for ScratchText {
     }
 }
 
-/// `readInput()` (see `front::read_input`) as a bare Node-API function:
-/// the binding's own glue around a call (its records of borrowed objects,
-/// which a call with no argument and no object has none of) would cost a
-/// read as much as its copy of the key.
-#[napi(ts_return_type = "() => string | Buffer | number | bigint | null")]
-pub fn read_input_function(env: &Env) -> Result<Function<'_, (), Unknown<'_>>> {
-    env.create_function("readInput", read_input_callback)
+/// A call of no arguments made a bare Node-API function by
+/// `bare_function`: what it returns, or the error it throws.
+pub trait BareCall {
+    /// The value the call returns to JavaScript.
+    type Value: ToNapiValue;
+    /// Runs the call on the thread of the env it is called in.
+    fn call() -> Result<Self::Value>;
 }
 
-/// The Node-API callback of `readInput()`: its value, or its error thrown.
-unsafe extern "C" fn read_input_callback(
+/// `C` as a bare Node-API function named `name`: the binding's own glue
+/// around a call (its records of borrowed objects, which a call with no
+/// argument and no object has none of) would cost a read as much as its
+/// copy of the key.
+pub fn bare_function<'env, C: BareCall>(
+    env: &'env Env,
+    name: &str,
+) -> Result<Function<'env, (), Unknown<'env>>> {
+    env.create_function(name, bare_callback::<C>)
+}
+
+/// The Node-API callback of a `BareCall`: its value, or its error thrown.
+unsafe extern "C" fn bare_callback<C: BareCall>(
     env: sys::napi_env,
     _info: sys::napi_callback_info,
 ) -> sys::napi_value {
@@ -173,7 +238,7 @@ unsafe extern "C" fn read_input_callback(
     // call takes no argument and no object, so no JavaScript value is
     // borrowed, and it calls no JavaScript (no re-entry).
     unsafe {
-        crate::front::read_input()
+        C::call()
             .and_then(|v| ToNapiValue::to_napi_value(env, v))
             .unwrap_or_else(|e| {
                 JsError::from(e).throw_into(env);

@@ -50,6 +50,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rules::check_segment_name, m)?)?;
     m.add_function(wrap_pyfunction!(rules::namespace_parts, m)?)?;
     m.add_function(wrap_pyfunction!(rules::metric_families, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::rules, m)?)?;
     m.add_function(wrap_pyfunction!(pair::open_pair, m)?)?;
     m.add_function(wrap_pyfunction!(pair::huge_page_policy, m)?)?;
     m.add_function(wrap_pyfunction!(pair::degraded_refusal, m)?)?;

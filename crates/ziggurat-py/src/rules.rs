@@ -158,3 +158,26 @@ pub fn metric_families() -> Vec<std::collections::HashMap<&'static str, &'static
         })
         .collect()
 }
+
+/// Every rule of `ziggurat_cache::rules` by its dotted name: an int, a float,
+/// a str or a tuple of str (`ziggurat.rules` reads it once, at import).
+///
+/// ```python
+/// >>> rules()["tags.max"], rules()["defaults.ttl"], rules()["modes.copy"]
+/// (8, 300.0, ('shared', 'copy', 'decode'))
+/// ```
+#[pyfunction]
+pub fn rules(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let out = pyo3::types::PyDict::new(py);
+    for r in ziggurat_cache::rules() {
+        match r.value {
+            ziggurat_cache::RuleValue::Int(n) => out.set_item(r.name, n)?,
+            ziggurat_cache::RuleValue::Float(x) => out.set_item(r.name, x)?,
+            ziggurat_cache::RuleValue::Text(t) => out.set_item(r.name, t)?,
+            ziggurat_cache::RuleValue::Names(ns) => {
+                out.set_item(r.name, pyo3::types::PyTuple::new(py, ns)?)?
+            }
+        }
+    }
+    Ok(out)
+}
