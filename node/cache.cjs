@@ -3,24 +3,25 @@
 // host's shared-memory segment, which every worker process of the host (of
 // Node.js or Python) attaches to by name. See docs/node.md.
 //
-// This file is the Cache's public surface and its read path (the L1 hit and
-// the read below L1, kept here without further calls); getOrSet's misses are
-// in lib/load.cjs, namespaces in lib/namespace.cjs, stats() in lib/stats.cjs,
-// the store of a degraded cache in lib/degraded.cjs.
+// This file is the Cache's public surface and its L1 hit. Below L1, a cache
+// has one store, chosen once as it opens: its segment (lib/segment.cjs, with
+// getOrSet's loads in lib/load.cjs) or, when the segment cannot be used, the
+// degraded store (lib/degraded.cjs); the two have the same methods, so no
+// call asks which one it has. Namespaces are in lib/namespace.cjs, stats()
+// in lib/stats.cjs.
 
 const native = require('./lib/native.cjs')
 const args = require('./lib/args.cjs')
-const { CODES: { NOTHING, NEGATIVE }, MAX_TAGS } = require('./lib/rules.cjs')
-const { encode, decode, FOREIGN } = require('./lib/values.cjs')
-const { L1, meta } = require('./lib/l1.cjs')
+const { MAX_TAGS } = require('./lib/rules.cjs')
+const { encode } = require('./lib/values.cjs')
+const { L1 } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, WriteErrors, translate } = require('./lib/errors.cjs')
-const { Degraded, SegmentError, refusal, notice, mapKey } = require('./lib/degraded.cjs')
+const { Degraded, SegmentError, refusal, notice } = require('./lib/degraded.cjs')
+const { Segment } = require('./lib/segment.cjs')
 const { cacheOptions } = require('./lib/options.cjs')
-const { Loads } = require('./lib/load.cjs')
+const { KeyNotes } = require('./lib/load.cjs')
 const { Namespace } = require('./lib/namespace.cjs')
-const { segmentStats, degradedStats } = require('./lib/stats.cjs')
 const { Many } = require('./lib/many.cjs')
-const { readString } = require('./lib/read.cjs')
 const { memoize } = require('./lib/memoize.cjs')
 const { SET_OPTIONS, GET_OR_SET_OPTIONS, INCR_OPTIONS, TOUCH_OPTIONS, int64 } = args
 
@@ -36,22 +37,15 @@ const MISS = Symbol('miss')
  */
 class Cache {
   #native
-  #slot
   #l1
   #closed = false
-  /** @type {Loads} getOrSet's misses */
-  #loads
+  /** @type {Segment | Degraded} what L1 does not answer, chosen as the cache opens */
+  #store
   /** @type {Many} getMany, setMany and deleteMany */
   #many
-  /** Values read as misses: bytes that decode to nothing, and values of a kind this package never writes (msgpack beyond plain data). */
-  #unread = { decodeErrors: 0, foreign: 0 }
-  #ttl
-  /** @type {Degraded | null} the store while the segment cannot be used */
-  #dg = null
-  #failure = null
   #mode
-  /** 'auto' or 'msgpack': how values that are not counters are encoded. */
   #writes = new WriteErrors()
+  /** 'auto' or 'msgpack': how values that are not counters are encoded. */
   #serializer
   /** The refreshAhead option (0: getOrSet never refreshes early). */
   #refreshAhead
@@ -76,19 +70,12 @@ class Cache {
     }
     const { mode, ttl, refreshAhead, degradedTtl, l1Items, l1NegativeItems, copy, loaderTimeout, serializer } = o
     this.#mode = mode
-    this.#ttl = ttl
     this.#refreshAhead = refreshAhead
+    const warn = (message) => process.emitWarning(message, 'ZigguratWarning')
     const failure = this.#native.failure
-    if (failure) {
-      if (mode === 'raise') throw refusal(name, failure)
-      // A process stays degraded until it opens the cache again (in practice, restarts).
-      this.#failure = failure
-      this.#dg = new Degraded(mode, degradedTtl, l1Items, { copy, debug: o.debug, serializer })
-      process.emitWarning(notice(name, failure, mode, degradedTtl), 'ZigguratWarning')
-    }
-    // A degraded cache never reads the segment: it has no reader slot.
-    this.#slot = failure ? -1 : this.#native.reader()
-    if (this.#native.notice) process.emitWarning(this.#native.notice, 'ZigguratWarning')
+    if (failure && mode === 'raise') throw refusal(name, failure)
+    if (this.#native.notice) warn(this.#native.notice)
+    // A degraded cache reads no words of a segment: its L1 keeps nothing.
     const words = l1Items > 0 && !failure ? native.buffers.words(this.#native) : null
     this.#l1 = new L1(
       words ? l1Items : 0,
@@ -98,28 +85,31 @@ class Cache {
       l1NegativeItems,
       serializer,
     )
-    this.#loads = new Loads({
+    const c = {
       name,
       native: this.#native,
       l1: this.#l1,
-      dg: this.#dg,
-      loaderTimeout,
       ttl,
+      loaderTimeout,
       serializer,
       writes: this.#writes,
+      notes: new KeyNotes(name, this.#writes, warn),
       miss: MISS,
-      take: (k, out) => this.#take(k, out),
       plan: (options) => this.#plan(options),
       closed: () => this.#closed,
       open: () => this.#open('getOrSet'),
-    })
+    }
+    if (failure) {
+      // A process stays degraded until it opens the cache again (in practice, restarts).
+      const out = (v) => this.#l1.out(v)
+      this.#store = new Degraded({ ...c, failure, mode, degradedTtl, max: l1Items, copy, debug: o.debug, out })
+      warn(notice(name, failure, mode, degradedTtl))
+    } else {
+      this.#store = new Segment(c)
+    }
     this.#many = new Many({
-      native: this.#native,
-      l1: this.#l1,
-      dg: this.#dg,
-      ttl,
+      store: this.#store,
       serializer,
-      writes: this.#writes,
       miss: MISS,
       get: (k, method) => this.#get(k, method),
     })
@@ -135,7 +125,7 @@ class Cache {
    * new Cache('x', { directory: '/missing' }).degraded // true, with a ZigguratWarning
    */
   get degraded() {
-    return this.#dg !== null
+    return this.#store.degraded
   }
 
   /**
@@ -145,7 +135,7 @@ class Cache {
    * cache.degradedReason // 'directory /missing does not exist: ...' or null
    */
   get degradedReason() {
-    return this.#failure?.reason ?? null
+    return this.#store.failure?.reason ?? null
   }
 
   /**
@@ -156,7 +146,7 @@ class Cache {
    * cache.degradedCause // 'missing_directory' or null
    */
   get degradedCause() {
-    return this.#failure?.cause ?? null
+    return this.#store.failure?.cause ?? null
   }
 
   #open(method) {
@@ -180,7 +170,7 @@ class Cache {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) return v
     }
-    const v = this.#below(key, 'get')
+    const v = this.#store.read(key, 'get')
     return v === MISS ? undefined : v
   }
 
@@ -190,40 +180,7 @@ class Cache {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) return v
     }
-    return this.#below(key, method)
-  }
-
-  /** A read that L1 did not answer for a string key (or any read of a Buffer key). */
-  #below(key, method) {
-    if (this.#dg !== null) {
-      const k = args.key(key, `Cache.${method}()`)
-      return this.#dg.get(mapKey(k, `Cache.${method}()`), MISS)
-    }
-    if (typeof key === 'string') return this.#take(key, readString(this.#native, this.#slot, key, method))
-    let out
-    const k = args.key(key, `Cache.${method}()`)
-    const v = this.#l1.get(this.#l1.buffers, k.toString('latin1'), MISS)
-    if (v !== MISS) return v
-    try {
-      out = this.#native.read(k)
-    } catch (e) {
-      throw translate(e, `Cache.${method}()`)
-    }
-    return this.#take(k, out)
-  }
-
-  /** The value the addon returned (kept in L1 when the meta words allow), or MISS. */
-  #take(key, out) {
-    const code = meta[0]
-    if (code === NOTHING || code === NEGATIVE) return MISS
-    const v = decode(out, code)
-    if (v === undefined || v === FOREIGN) {
-      this.#unread[v === FOREIGN ? 'foreign' : 'decodeErrors']++
-      return MISS
-    }
-    // keep() is too large to be inlined: not called for a cache without L1.
-    if (this.#l1.max !== 0) this.#l1.keep(key, v, code, out)
-    return v
+    return this.#store.read(key, method)
   }
 
   /**
@@ -246,17 +203,7 @@ class Cache {
   set(key, value, options) {
     const M = 'Cache.set()'
     const { k, ttl, tags, enc } = this.#written('set', key, value, options)
-    if (this.#dg !== null) {
-      this.#dg.set(mapKey(k, M), value, ttl ?? this.#ttl, tags)
-      return
-    }
-    try {
-      this.#native.store(k, enc[0], enc[1], enc[2], enc[3], enc[4], ttl, tags)
-    } catch (e) {
-      this.#l1.drop(k)
-      throw this.#writes.refused(e, M)
-    }
-    this.#l1.keep(k, value, enc[0], enc[1] ?? enc[2])
+    this.#store.set(k, value, ttl, tags, enc, M)
   }
 
   /**
@@ -269,20 +216,7 @@ class Cache {
   add(key, value, options) {
     const M = 'Cache.add()'
     const { k, ttl, tags, enc } = this.#written('add', key, value, options)
-    if (this.#dg !== null) {
-      // Atomic within this process only; passthrough keeps nothing, so every add stores.
-      const mk = mapKey(k, M)
-      if (this.#dg.get(mk, MISS) !== MISS) return false
-      this.#dg.set(mk, value, ttl ?? this.#ttl, tags)
-      return true
-    }
-    try {
-      return this.#native.add(k, enc[0], enc[1], enc[2], enc[3], enc[4], ttl, tags)
-    } catch (e) {
-      throw this.#writes.refused(e, M)
-    } finally {
-      this.#l1.drop(k)
-    }
+    return this.#store.add(k, value, ttl, tags, enc, M)
   }
 
   /** What set() and add() write, checked: the key, ttl, tags and the encoded value. */
@@ -321,13 +255,7 @@ class Cache {
     const o = args.options(options, M, INCR_OPTIONS)
     const start = o.default === undefined ? 0n : int64(o.default, M, 'default')
     const tags = args.tags(o.tags, M)
-    if (this.#dg !== null) return this.#dg.incr(mapKey(k, M), d, start, tags, key, this.#ttl)
-    this.#l1.drop(k)
-    try {
-      return this.#native.incr(k, d, start, tags)
-    } catch (e) {
-      throw translate(e, M)
-    }
+    return this.#store.incr(k, d, start, tags, key, M)
   }
 
   /**
@@ -343,19 +271,7 @@ class Cache {
     const k = args.key(key, M)
     const o = args.options(options, M, TOUCH_OPTIONS)
     const ttl = args.optionalDuration(o.ttl, M, 'ttl')
-    if (this.#dg !== null) {
-      const mk = mapKey(k, M)
-      const cur = this.#dg.get(mk, MISS)
-      if (cur === MISS) return false
-      this.#dg.set(mk, cur, ttl ?? this.#ttl, this.#dg.entries.get(mk)?.tags)
-      return true
-    }
-    this.#l1.drop(k)
-    try {
-      return this.#native.touch(k, ttl)
-    } catch (e) {
-      throw this.#writes.refused(e, M)
-    }
+    return this.#store.touch(k, ttl, M)
   }
 
   /**
@@ -367,14 +283,7 @@ class Cache {
   delete(key) {
     const M = 'Cache.delete()'
     this.#open('delete')
-    const k = args.key(key, M)
-    if (this.#dg !== null) return this.#dg.delete(mapKey(k, M))
-    this.#l1.drop(k)
-    try {
-      return this.#native.delete(k)
-    } catch (e) {
-      throw this.#writes.refused(e, M)
-    }
+    return this.#store.delete(args.key(key, M), M)
   }
 
   /**
@@ -390,12 +299,7 @@ class Cache {
     if (list.length === 0) throw new TypeError(`${M}: give at least one tag`)
     // Any number of tags may be invalidated at once (the limit of MAX_TAGS is per entry).
     for (let i = 0; i < list.length; i += MAX_TAGS) args.tags(list.slice(i, i + MAX_TAGS), M)
-    if (this.#dg !== null) return this.#dg.invalidateTags(list)
-    try {
-      this.#native.invalidateTags(list)
-    } catch (e) {
-      throw this.#writes.refused(e, M)
-    }
+    this.#store.invalidateTags(list, M)
   }
 
   /**
@@ -408,12 +312,7 @@ class Cache {
     const M = 'Cache.clear()'
     this.#open('clear')
     this.#l1.clear()
-    if (this.#dg !== null) return this.#dg.clear()
-    try {
-      this.#native.clear()
-    } catch (e) {
-      throw this.#writes.refused(e, M)
-    }
+    this.#store.clear(M)
   }
 
   /**
@@ -436,13 +335,11 @@ class Cache {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) {
         // With refreshAhead, a hit late in its value's life starts a refresh (lib/load.cjs).
-        if (this.#refreshAhead !== 0 && this.#dg === null) {
-          this.#loads.refreshHit(key, loader, options, this.#l1.strings.get(key))
-        }
+        if (this.#refreshAhead !== 0) this.#store.refreshHit(key, loader, options, this.#l1.strings.get(key))
         return v
       }
     }
-    return this.#loads.get(args.key(key, M), loader, this.#plan(options))
+    return this.#store.load(args.key(key, M), loader, this.#plan(options))
   }
 
   /** getOrSet's options, checked: what its load (or early refresh) stores with. */
@@ -556,8 +453,7 @@ class Cache {
    */
   stats() {
     this.#open('stats')
-    if (this.#dg !== null) return degradedStats(this.name, this.#dg, this.#loads, this.#writes, this.#failure, this.#mode)
-    return segmentStats(this.name, this.#l1, this.#native.counts(), this.#unread, this.#writes, this.#mode)
+    return this.#store.stats(this.name, this.#mode)
   }
   /**
    * Detaches this process; the data stays for the others. Every later call throws.
@@ -569,8 +465,7 @@ class Cache {
     if (this.#closed) return
     this.#closed = true
     this.#l1.clear()
-    this.#dg?.clear()
-    if (this.#slot >= 0) native.forgetReader(this.#slot)
+    this.#store.close()
     this.#native.close()
   }
 
@@ -582,17 +477,7 @@ class Cache {
    */
   unlink() {
     this.#open('unlink')
-    if (this.#dg !== null) {
-      throw new ZigguratError(
-        `Cache.unlink(): cache ${JSON.stringify(this.name)} runs without its segment (${this.#failure.reason}); ` +
-          'remove its files with `ziggurat rm` once the cause is fixed',
-      )
-    }
-    try {
-      this.#native.unlink()
-    } catch (e) {
-      throw translate(e, 'Cache.unlink()')
-    }
+    this.#store.unlink('Cache.unlink()')
   }
 }
 

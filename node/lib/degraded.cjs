@@ -8,6 +8,10 @@ const { hold, handOut } = require('./l1.cjs')
 const { ZigguratError, translate } = require('./errors.cjs')
 const native = require('./native.cjs')
 const { MODES: ALL_MODES } = require('./rules.cjs')
+const args = require('./args.cjs')
+const { encode } = require('./values.cjs')
+const { Flights } = require('./load.cjs')
+const { degradedStats } = require('./stats.cjs')
 
 const MODES = ALL_MODES.degraded
 
@@ -51,39 +55,60 @@ function mapKey(k, method) {
 const ABSENT = Symbol('absent')
 
 /**
- * The store of a degraded cache: nothing ('passthrough') or this process's own entries,
- * each living at most `degradedTtl` ('local'). Keys are mapKey()'s ('s' + string or 'b' +
- * bytes as latin1); arguments arrive checked.
+ * The store of a degraded cache, chosen once as the cache opens (the other is
+ * lib/segment.cjs's, with the same methods): nothing ('passthrough') or this
+ * process's own entries, each living at most `degradedTtl` ('local'). Its
+ * map's keys are mapKey()'s ('s' + string or 'b' + bytes as latin1).
+ *
+ * @example
+ * const store = new Degraded({ name: 'blog', failure, mode: 'local', degradedTtl: 1, max: 10_000, copy: 'shared',
+ *   debug: false, serializer: 'auto', ttl: 300, loaderTimeout: 10, writes, notes, miss, out, closed })
+ * store.set('post:1', { title: 'Hello' }, undefined, undefined, null, 'Cache.set()')
  */
 class Degraded {
+  degraded = true
+  #flights
+  #c
+  /** Loads, failed loads and their seconds (the addon counts a segment's). */
+  loads = 0
+  loadErrors = 0
+  loadSeconds = 0
+  loadMaxSeconds = 0
+
   /**
-   * @param {'passthrough' | 'local'} mode
-   * @param {number} degradedTtl seconds an entry lives at most ('local')
-   * @param {number} max entries kept at most (the cache's l1Items)
-   * @param {{ copy: 'shared' | 'copy' | 'decode', debug: boolean, serializer: 'auto' | 'msgpack' }} how
-   *   what a hit returns, as the L1's: with 'decode', an object is kept as its encoding
-   *   (made with the serializer) and each hit decodes it anew, as a read of the segment would
+   * @param {object} c the cache's: `failure` ({ cause, reason }), `mode`
+   *   ('passthrough' or 'local'), `degradedTtl` (seconds an entry lives at
+   *   most), `max` (entries kept at most: l1Items), `copy` and `debug` (what a
+   *   hit returns, as the L1's: with 'decode', an object is kept as its
+   *   encoding, made with `serializer`, and each hit decodes it anew, as a
+   *   read of the segment would), `ttl` and `loaderTimeout` in seconds,
+   *   `writes`, `notes` (lib/load.cjs), `miss`, `out(v)` (a shared load's
+   *   value handed out) and `closed()`
    */
-  constructor(mode, degradedTtl, max, how) {
-    this.local = mode === 'local' && max > 0
-    this.ttl = degradedTtl
-    this.max = max
-    this.copy = how.copy === 'copy'
-    this.decode = how.copy === 'decode'
-    this.serializer = how.serializer
-    this.debug = how.debug
+  constructor(c) {
+    this.#c = c
+    this.failure = c.failure
+    this.local = c.mode === 'local' && c.max > 0
+    this.ttl = c.degradedTtl
+    this.max = c.max
+    this.copy = c.copy === 'copy'
+    this.decode = c.copy === 'decode'
+    this.serializer = c.serializer
+    this.debug = c.debug
     /** @type {Map<string, { value: unknown, code: number, expires: number, tags: string[] }>} */
     this.entries = new Map()
     this.hits = 0
     this.misses = 0
     /** Entries dropped to stay within max. */
     this.evictions = 0
+    this.#flights = new Flights(c.out)
   }
 
-  get(k, miss) {
-    const e = this.entries.get(k)
+  /** The entry of map key `mk`, or `miss`. */
+  #get(mk, miss) {
+    const e = this.entries.get(mk)
     if (e === undefined || e.expires <= performance.now()) {
-      if (e !== undefined) this.entries.delete(k)
+      if (e !== undefined) this.entries.delete(mk)
       this.misses++
       return miss
     }
@@ -91,9 +116,9 @@ class Degraded {
     return handOut(this, e)
   }
 
-  set(k, value, ttl, tags) {
+  #put(mk, value, ttl, tags) {
     if (!this.local) return
-    this.entries.delete(k)
+    this.entries.delete(mk)
     if (this.entries.size >= this.max) {
       this.entries.delete(this.entries.keys().next().value)
       this.evictions++
@@ -101,13 +126,31 @@ class Degraded {
     const seconds = Math.min(ttl, this.ttl)
     const e = { value: undefined, code: 0, expires: performance.now() + seconds * 1000, tags: tags ?? [] }
     hold(this, e, value)
-    this.entries.set(k, e)
+    this.entries.set(mk, e)
+  }
+
+  /** The value of `key` (checked by type), or the cache's miss sentinel. */
+  read(key, method) {
+    const M = `Cache.${method}()`
+    return this.#get(mapKey(args.key(key, M), M), this.#c.miss)
+  }
+
+  set(k, value, ttl, tags, enc, M) {
+    this.#put(mapKey(k, M), value, ttl ?? this.#c.ttl, tags)
+  }
+
+  /** Atomic within this process only; passthrough keeps nothing, so every add stores. */
+  add(k, value, ttl, tags, enc, M) {
+    const mk = mapKey(k, M)
+    if (this.#get(mk, ABSENT) !== ABSENT) return false
+    this.#put(mk, value, ttl ?? this.#c.ttl, tags)
+    return true
   }
 
   /** incr without a segment: atomic within this process, as in Python. */
-  incr(k, delta, start, tags, key, ttl) {
-    const M = 'Cache.incr()'
-    const cur = this.get(k, ABSENT)
+  incr(k, delta, start, tags, key, M) {
+    const mk = mapKey(k, M)
+    const cur = this.#get(mk, ABSENT)
     let n
     if (cur === ABSENT) {
       n = start + delta
@@ -120,13 +163,21 @@ class Degraded {
       throw new RangeError(`${M}: the counter ${JSON.stringify(String(key))} would leave 64 bits`)
     }
     const out = n >= -(2n ** 53n) + 1n && n <= 2n ** 53n - 1n ? Number(n) : n
-    this.set(k, out, ttl, cur === ABSENT ? tags : this.entries.get(k)?.tags)
+    this.#put(mk, out, this.#c.ttl, cur === ABSENT ? tags : this.entries.get(mk)?.tags)
     return out
   }
 
-  delete(k) {
+  touch(k, ttl, M) {
+    const mk = mapKey(k, M)
+    const cur = this.#get(mk, ABSENT)
+    if (cur === ABSENT) return false
+    this.#put(mk, cur, ttl ?? this.#c.ttl, this.entries.get(mk)?.tags)
+    return true
+  }
+
+  delete(k, M) {
     // As in Python: a degraded delete says false (no process's entry is known to be gone).
-    this.entries.delete(k)
+    this.entries.delete(mapKey(k, M))
     return false
   }
 
@@ -139,6 +190,61 @@ class Degraded {
 
   clear() {
     this.entries.clear()
+  }
+
+  /** getOrSet's miss: this process's entry ('local'), else the loader, one per key at a time. */
+  load(k, loader, plan) {
+    return this.#flights.share(k, () => this.#load(k, loader, plan))
+  }
+
+  /** A loader's result 'local' keeps (undefined or null is not cached, as in Python). */
+  async #load(key, loader, plan) {
+    const c = this.#c
+    const M = 'Cache.getOrSet()'
+    const mk = mapKey(key, M)
+    const v = this.#get(mk, c.miss)
+    if (v !== c.miss) return v
+    this.loads++
+    const t0 = performance.now()
+    let value
+    try {
+      value = await loader({ signal: AbortSignal.timeout(c.loaderTimeout * 1000) })
+    } catch (e) {
+      this.loadErrors++
+      throw e
+    } finally {
+      const seconds = (performance.now() - t0) / 1000
+      this.loadSeconds += seconds
+      this.loadMaxSeconds = Math.max(this.loadMaxSeconds, seconds)
+    }
+    if (value === undefined || value === null) return undefined
+    if (this.local && !c.closed()) {
+      try {
+        encode(value, M, c.serializer)
+        this.#put(mk, value, plan.ttl ?? c.ttl, plan.tags)
+      } catch (e) {
+        c.notes.notStored(key, e)
+      }
+    }
+    return value
+  }
+
+  /** No L1 entry of a degraded cache answers a getOrSet, so none refreshes early. */
+  refreshHit() {}
+
+  stats(name, mode) {
+    return degradedStats(name, this, this.#c.writes, this.failure, mode)
+  }
+
+  close() {
+    this.entries.clear()
+  }
+
+  unlink(M) {
+    throw new ZigguratError(
+      `${M}: cache ${JSON.stringify(this.#c.name)} runs without its segment (${this.failure.reason}); ` +
+        'remove its files with `ziggurat rm` once the cause is fixed',
+    )
   }
 
   get size() {

@@ -7,7 +7,6 @@ const { performance } = require('node:perf_hooks')
 const { encode, decode, FOREIGN } = require('./values.cjs')
 const { meta } = require('./l1.cjs')
 const { ZigguratError, LoadTimeoutError, translate } = require('./errors.cjs')
-const { mapKey } = require('./degraded.cjs')
 const { STEPS, CODES } = require('./rules.cjs')
 
 const M = 'Cache.getOrSet()'
@@ -16,52 +15,101 @@ const { HIT, LOAD, LOCAL, WAIT } = STEPS
 const { NEGATIVE } = CODES
 
 /**
- * The loads of one Cache. `cache` gives what they need of it: its name, addon,
- * L1, degraded store (or null), loaderTimeout and ttl in seconds, its
- * serializer ('auto' or 'msgpack'), `miss` (the
- * sentinel of `take`), `take(key, out)` (an addon result as a value kept in
- * L1, or `miss`), `plan(options)` (getOrSet's options checked), `closed()`
- * and `open()` (throws once closed).
+ * This process's loads in flight, one per key: a second getOrSet of a key
+ * being loaded shares the first one's promise, its value handed out by
+ * `out` (the copy mode's rule).
  *
  * @example
- * const loads = new Loads({ name, native, l1, dg: null, loaderTimeout: 10, ttl: 300, serializer: 'auto', miss, take, plan, closed, open })
+ * const flights = new Flights((v) => v)
+ * await flights.share('post:2', () => load('post:2'))
+ */
+class Flights {
+  #map = new Map()
+  #out
+
+  constructor(out) {
+    this.#out = out
+  }
+
+  async share(k, start) {
+    const fk = typeof k === 'string' ? `s${k}` : `b${k.toString('latin1')}`
+    const shared = this.#map.get(fk)
+    if (shared !== undefined) return this.#out(await shared)
+    const p = start()
+    this.#map.set(fk, p)
+    try {
+      return await p
+    } finally {
+      this.#map.delete(fk)
+    }
+  }
+}
+
+/**
+ * What a cache says about one key's loads, once per key so that a hot key
+ * cannot flood the log: a loaded value returned but not stored (counted in
+ * `writes`), an early refresh that could not start. `warn(message)` is the
+ * cache's way of warning.
+ *
+ * @example
+ * const notes = new KeyNotes('blog', writes, (m) => process.emitWarning(m, 'ZigguratWarning'))
+ * notes.notStored('post:2', err)
+ */
+class KeyNotes {
+  #warned = new Set()
+
+  constructor(name, writes, warn) {
+    this.name = name
+    this.writes = writes
+    this.warn = warn
+  }
+
+  /** Counts a loaded value that could not be stored (it is still returned) and says so. */
+  notStored(key, e) {
+    this.writes.notStored()
+    this.note(key, 'the value loaded for it was returned but not stored', e)
+  }
+
+  /** Says once per key what went wrong (`what`). */
+  note(key, what, e) {
+    const k = typeof key === 'string' ? key : key.toString('hex')
+    if (this.#warned.has(k) || this.#warned.size > 1000) return
+    this.#warned.add(k)
+    this.warn(`cache ${JSON.stringify(this.name)}, key ${JSON.stringify(k)}: ${what}: ${e.message}`)
+  }
+}
+
+/**
+ * The loads of a cache with its segment. `cache` gives what they need: its
+ * addon, L1, loaderTimeout in seconds, serializer ('auto' or 'msgpack'),
+ * `notes` (a KeyNotes), `miss` (the sentinel of `take`), `take(key, out)` (an
+ * addon result as a value kept in L1, or `miss`), `plan(options)`
+ * (getOrSet's options checked), `closed()` and `open()` (throws once closed).
+ *
+ * @example
+ * const loads = new Loads({ native, l1, loaderTimeout: 10, serializer: 'auto', notes, miss, take, plan, closed, open })
  * await loads.get('post:2', loader, { ttl: 600, negTtl: undefined, staleTtl: undefined, tags: undefined })
  */
 class Loads {
   #c
-  #flights = new Map()
-  #warned = new Set()
+  #flights
   /** L1 entries whose early refresh is not due before a time (performance.now() ms). */
   #notBefore = new WeakMap()
-  /** Loads, failed loads and their seconds of a degraded cache (the addon counts the others). */
-  loads = 0
-  loadErrors = 0
-  loadSeconds = 0
-  loadMaxSeconds = 0
 
   constructor(cache) {
     this.#c = cache
+    this.#flights = new Flights((v) => cache.l1.out(v))
   }
 
   /** The value of `k` (checked), concurrent calls of one key sharing one promise. */
   async get(k, loader, plan) {
     // A loader's miss this process's L1 holds, still valid: no call below it.
     if (this.#c.l1.negative(k) !== undefined) return undefined
-    const fk = typeof k === 'string' ? `s${k}` : `b${k.toString('latin1')}`
-    const shared = this.#flights.get(fk)
-    if (shared !== undefined) return this.#c.l1.out(await shared)
-    const p = this.#miss(k, loader, plan)
-    this.#flights.set(fk, p)
-    try {
-      return await p
-    } finally {
-      this.#flights.delete(fk)
-    }
+    return this.#flights.share(k, () => this.#miss(k, loader, plan))
   }
 
   async #miss(key, loader, plan) {
     const c = this.#c
-    if (c.dg !== null) return this.#degradedLoad(key, loader, plan)
     let m
     try {
       m = c.native.begin(key, plan.ttl, plan.negTtl ?? undefined, plan.staleTtl ?? undefined, plan.tags)
@@ -123,7 +171,7 @@ class Loads {
       r = this.#c.native.refreshOf(k, plan.ttl, plan.negTtl ?? undefined, plan.staleTtl ?? undefined, plan.tags)
     } catch (e) {
       // The caller has its value: a refresh that cannot start is skipped (the next hit asks again).
-      this.#warn(k, 'its early refresh could not start', translate(e, M))
+      this.#c.notes.note(k, 'its early refresh could not start', translate(e, M))
       return
     }
     if (typeof r === 'number') {
@@ -146,40 +194,6 @@ class Loads {
    */
   #refresh(m, key, loader) {
     return this.#run(m, key, loader).catch(() => {})
-  }
-
-  /**
-   * getOrSet without a segment: this process's entry ('local'), else the loader, whose
-   * result 'local' keeps (a loader's undefined or null is not cached, as in Python).
-   */
-  async #degradedLoad(key, loader, plan) {
-    const c = this.#c
-    const mk = mapKey(key, M)
-    const v = c.dg.get(mk, c.miss)
-    if (v !== c.miss) return v
-    this.loads++
-    const t0 = performance.now()
-    let value
-    try {
-      value = await loader({ signal: AbortSignal.timeout(c.loaderTimeout * 1000) })
-    } catch (e) {
-      this.loadErrors++
-      throw e
-    } finally {
-      const seconds = (performance.now() - t0) / 1000
-      this.loadSeconds += seconds
-      this.loadMaxSeconds = Math.max(this.loadMaxSeconds, seconds)
-    }
-    if (value === undefined || value === null) return undefined
-    if (c.dg.local && !c.closed()) {
-      try {
-        encode(value, M, c.serializer)
-        c.dg.set(mk, value, plan.ttl ?? c.ttl, plan.tags)
-      } catch (e) {
-        this.#notStored(key, e)
-      }
-    }
-    return value
   }
 
   /** A value that landed but that this process cannot read: load without the lease. */
@@ -223,7 +237,7 @@ class Loads {
       try {
         c.native.landNegative(m, seconds)
       } catch (e) {
-        this.#notStored(key, translate(e, M))
+        this.#c.notes.notStored(key, translate(e, M))
       }
       return undefined
     }
@@ -232,31 +246,17 @@ class Loads {
       enc = encode(value, M, c.serializer)
     } catch (e) {
       c.native.landUnstored(m, seconds)
-      this.#notStored(key, e)
+      this.#c.notes.notStored(key, e)
       return value
     }
     try {
       c.native.land(m, enc[0], enc[1], enc[2], enc[3], enc[4], seconds)
       c.l1.keep(key, value, enc[0], enc[1] ?? enc[2])
     } catch (e) {
-      this.#notStored(key, translate(e, M))
+      this.#c.notes.notStored(key, translate(e, M))
     }
     return value
   }
-
-  /** Counts a loaded value that could not be stored (it is still returned) and says so. */
-  #notStored(key, e) {
-    this.#c.writes.notStored()
-    this.#warn(key, 'the value loaded for it was returned but not stored', e)
-  }
-
-  /** Says once per key what went wrong (`what`), so that a hot key cannot flood the log. */
-  #warn(key, what, e) {
-    const k = typeof key === 'string' ? key : key.toString('hex')
-    if (this.#warned.has(k) || this.#warned.size > 1000) return
-    this.#warned.add(k)
-    process.emitWarning(`cache ${JSON.stringify(this.#c.name)}, key ${JSON.stringify(k)}: ${what}: ${e.message}`, 'ZigguratWarning')
-  }
 }
 
-module.exports = { Loads }
+module.exports = { Loads, Flights, KeyNotes }

@@ -8,7 +8,6 @@ const args = require('./args.cjs')
 const native = require('./native.cjs')
 const { translate } = require('./errors.cjs')
 const { encode } = require('./values.cjs')
-const { mapKey } = require('./degraded.cjs')
 const { SET_OPTIONS } = args
 
 // A string of up to this many UTF-16 units has at most 3 bytes of UTF-8 per unit.
@@ -79,11 +78,11 @@ function entryList(entries, M) {
 
 /**
  * The methods taking many keys of one Cache. `cache` gives what they need of
- * it: its addon, L1, degraded store (or null), ttl, serializer, `miss` (the sentinel of
- * `get`) and `get(key, method)` (a read through L1, or `miss`).
+ * it: its store (lib/segment.cjs or lib/degraded.cjs), serializer, `miss`
+ * (the sentinel of `get`) and `get(key, method)` (a read through L1, or `miss`).
  *
  * @example
- * const many = new Many({ native, l1, dg: null, ttl: 300, serializer: 'auto', miss, get })
+ * const many = new Many({ store, serializer: 'auto', miss, get })
  * many.getMany(['a', 'b']) // Map(1) { 'a' => 1 }
  */
 class Many {
@@ -121,22 +120,7 @@ class Many {
         throw e
       }
     })
-    if (c.dg !== null) {
-      const mapped = pairs.map(([k]) => mapKey(k, M))
-      for (let i = 0; i < pairs.length; i++) c.dg.set(mapped[i], pairs[i][1], ttl ?? c.ttl, tags)
-      return
-    }
-    for (let i = 0; i < pairs.length; i++) {
-      const [k, value] = pairs[i]
-      const enc = encoded[i]
-      try {
-        c.native.store(k, enc[0], enc[1], enc[2], enc[3], enc[4], ttl, tags)
-      } catch (e) {
-        c.l1.drop(k)
-        throw c.writes.refused(e, M)
-      }
-      c.l1.keep(k, value, enc[0], enc[1] ?? enc[2])
-    }
+    for (let i = 0; i < pairs.length; i++) c.store.set(pairs[i][0], pairs[i][1], ttl, tags, encoded[i], M)
   }
 
   deleteMany(keys) {
@@ -144,18 +128,7 @@ class Many {
     const c = this.#c
     const list = keyList(keys, M)
     let n = 0
-    for (const k of list) {
-      if (c.dg !== null) {
-        if (c.dg.delete(mapKey(k, M))) n++
-        continue
-      }
-      c.l1.drop(k)
-      try {
-        if (c.native.delete(k)) n++
-      } catch (e) {
-        throw c.writes.refused(e, M)
-      }
-    }
+    for (const k of list) if (c.store.delete(k, M)) n++
     return n
   }
 }

@@ -54,9 +54,9 @@ function segmentStats(name, l1, c, unread, writes, mode) {
  * The stats of a degraded cache: its process-local store and loads.
  *
  * @example
- * degradedStats('blog', dg, loads, writes, failure, 'local').degradedCause // 'missing_directory'
+ * degradedStats('blog', dg, writes, failure, 'local').degradedCause // 'missing_directory'
  */
-function degradedStats(name, dg, loads, writes, failure, mode) {
+function degradedStats(name, dg, writes, failure, mode) {
   return {
     name,
     l1: {
@@ -75,10 +75,10 @@ function degradedStats(name, dg, loads, writes, failure, mode) {
     decodeErrors: 0,
     writeErrors: writes.errors,
     storeFailures: writes.storeFailures,
-    loads: loads.loads,
-    loadErrors: loads.loadErrors,
-    loadSeconds: loads.loadSeconds,
-    loadMaxSeconds: loads.loadMaxSeconds,
+    loads: dg.loads,
+    loadErrors: dg.loadErrors,
+    loadSeconds: dg.loadSeconds,
+    loadMaxSeconds: dg.loadMaxSeconds,
     waits: 0,
     takeovers: 0,
     staleServed: 0,
