@@ -26,6 +26,8 @@ const { memoize } = require('./lib/memoize.cjs')
 const { SET_OPTIONS, GET_OR_SET_OPTIONS, INCR_OPTIONS, TOUCH_OPTIONS, int64 } = args
 
 const MISS = Symbol('miss')
+// The files whose size this process warned about: once each, however often a cache opens them.
+const RESIZED = new Set()
 
 /**
  * A cache shared by every process of the host that opens the same name.
@@ -71,10 +73,15 @@ class Cache {
     const { mode, ttl, refreshAhead, degradedTtl, l1Items, l1NegativeItems, copy, loaderTimeout, serializer } = o
     this.#mode = mode
     this.#refreshAhead = refreshAhead
-    const warn = (message) => process.emitWarning(message, 'ZigguratWarning')
+    const warn = o.warn
     const failure = this.#native.failure
     if (failure && mode === 'raise') throw refusal(name, failure)
     if (this.#native.notice) warn(this.#native.notice)
+    const resized = this.#native.resized
+    if (resized && !RESIZED.has(resized)) {
+      RESIZED.add(resized)
+      warn(resized)
+    }
     // A degraded cache reads no words of a segment: its L1 keeps nothing.
     const words = l1Items > 0 && !failure ? native.buffers.words(this.#native) : null
     this.#l1 = new L1(
@@ -467,6 +474,16 @@ class Cache {
     this.#l1.clear()
     this.#store.close()
     this.#native.close()
+  }
+
+  /**
+   * close(), for `using`: the cache is closed as its block ends.
+   *
+   * @example
+   * { using cache = new Cache('jobs'); cache.set('a', 1) } // closed here
+   */
+  [Symbol.dispose]() {
+    this.close()
   }
 
   /**

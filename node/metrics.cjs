@@ -2,6 +2,9 @@
 // ziggurat's metrics through prom-client, under the names and labels of the Python
 // exporter (docs/metrics.md): the host-wide figures of the segments, which any one
 // worker reads for the whole host, and this process's own counters (`pid` label).
+// Gathered over `cluster` workers (prom-client's AggregatorRegistry), a host-wide
+// figure is taken once and a process's own figures add up: each family's scope, in
+// the engine's table, gives its aggregator.
 
 const { Cache } = require('./cache.cjs')
 const native = require('./lib/native.cjs')
@@ -59,6 +62,9 @@ const PROC_FAMILIES = of('process').map((f) => {
   return { ...f, labels, pick }
 })
 const CACHE_LABELS = { up: METRICS.up_labels, degraded: METRICS.degraded_labels }
+// Every worker reads the same host-wide figure at about the same time: the largest is
+// the latest reading of a counter (never one that went back), and the host's once.
+const AGGREGATORS = { host: 'max', process: 'sum' }
 
 const warned = new Set()
 
@@ -157,16 +163,17 @@ function collectMetrics(caches, options) {
     return scrape
   }
   const specs = [
-    ...of('cache').map(({ key, prom, kind, help }) => [prom, kind, CACHE_LABELS[key], help]),
-    ...HOST_FAMILIES.map(({ prom, kind, help }) => [prom, kind, HOST, help]),
-    ...PROC_FAMILIES.map(({ prom, kind, labels, help }) => [prom, kind, labels, help]),
+    ...of('cache').map((f) => [f, CACHE_LABELS[f.key]]),
+    ...HOST_FAMILIES.map((f) => [f, HOST]),
+    ...PROC_FAMILIES.map((f) => [f, f.labels]),
   ]
-  const metrics = specs.map(([name, kind, labelNames, help]) => {
+  const metrics = specs.map(([{ prom: name, kind, help, scope }, labelNames]) => {
     const Kind = kind === 'counter' ? prom.Counter : prom.Gauge
     return new Kind({
       name,
       help,
       labelNames,
+      aggregator: AGGREGATORS[scope],
       registers: [registry],
       collect() {
         this.reset()

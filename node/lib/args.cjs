@@ -163,6 +163,7 @@ function int64(v, method, what) {
 
 // The options each method accepts (a Namespace passes the same to its Cache).
 const CACHE_OPTIONS = [
+  'onWarning',
   'size',
   'negSize',
   'l1Items',

@@ -69,6 +69,9 @@ function cacheOptions(options) {
   if (o.version !== undefined && typeof o.version !== 'string' && typeof o.version !== 'number') {
     throw new TypeError(`${M}: version must be a whole number or a string, not ${args.typeName(o.version)}`)
   }
+  if (o.onWarning !== undefined && typeof o.onWarning !== 'function') {
+    throw new TypeError(`${M}: onWarning must be a function, not ${args.typeName(o.onWarning)}`)
+  }
   return {
     open: {
       size,
@@ -99,7 +102,31 @@ function cacheOptions(options) {
     degradedTtl,
     serializer,
     refreshAhead,
+    warn: warner(o.onWarning),
   }
 }
 
-module.exports = { cacheOptions }
+/**
+ * How a cache warns: through the app's `onWarning` (an Error named
+ * ZigguratWarning, as a process 'warning' listener gets), else with
+ * process.emitWarning. A warning never breaks the call that gives it: if
+ * onWarning throws, the warning goes to the process instead.
+ *
+ * @example
+ * warner((w) => logger.warn(w))('cache "blog": ...')
+ */
+function warner(onWarning) {
+  const emit = (message) => process.emitWarning(message, 'ZigguratWarning')
+  if (onWarning === undefined) return emit
+  return (message) => {
+    const warning = new Error(message)
+    warning.name = 'ZigguratWarning'
+    try {
+      onWarning(warning)
+    } catch {
+      emit(message)
+    }
+  }
+}
+
+module.exports = { cacheOptions, warner }

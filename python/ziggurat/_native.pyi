@@ -151,7 +151,9 @@ def check_segment_name(name: str) -> None:
 
 def metric_families() -> list[dict[str, str]]:
     """The metric families both front ends report: ``group`` ("cache", "host" or
-    "process"), ``key``, ``prom``, ``otel``, ``kind``, ``unit`` and ``help`` of each."""
+    "process"), ``key``, ``prom``, ``otel``, ``kind``, ``unit``, ``help`` and ``scope``
+    ("host": one figure for the host; "process": this process's own, summed over
+    processes) of each."""
 
 def rules() -> dict[str, int | float | str | tuple[str, ...]]:
     """Every rule of ziggurat-cache's table by its dotted name ("tags.max", "defaults.ttl")."""

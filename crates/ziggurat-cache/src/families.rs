@@ -13,6 +13,11 @@
 //! - [`Group::Process`]: this process's own counters that both front ends
 //!   count; [`Family::key`] is the family's name after `ziggurat_process_`.
 //!
+//! Each family also has a [`Scope`]: how its figure adds up when a scrape
+//! gathers the series of several processes of one host (prom-client's
+//! `AggregatorRegistry` under `cluster`, say). A host-wide figure is taken
+//! once; a process's own figures add up.
+//!
 //! ```
 //! use ziggurat_cache::{Group, MetricKind, FAMILIES};
 //! let sets = FAMILIES.iter().find(|f| f.group == Group::Host && f.key == "sets").unwrap();
@@ -38,6 +43,28 @@ impl Group {
             Group::Cache => "cache",
             Group::Host => "host",
             Group::Process => "process",
+        }
+    }
+}
+
+/// How a family's figure adds up over the processes of one host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// One figure for the host, whichever process reports it (a segment's
+    /// figures; `up` and `degraded`, which say whether any process answers
+    /// and whether any runs without the segment): taken once, the largest
+    /// (the latest reading of a counter).
+    Host,
+    /// This process's own figure: the host's is the sum over its processes.
+    Process,
+}
+
+impl Scope {
+    /// The scope's name for a front end: `"host"` or `"process"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Host => "host",
+            Scope::Process => "process",
         }
     }
 }
@@ -79,6 +106,8 @@ pub struct Family {
     pub unit: &'static str,
     /// What it counts, in words true of every front end.
     pub help: &'static str,
+    /// How it adds up over the processes of a host.
+    pub scope: Scope,
 }
 
 const fn family(
@@ -98,6 +127,12 @@ const fn family(
         kind,
         unit,
         help,
+        // A process's own counters are its group; the cache's status and a
+        // segment's figures are the host's.
+        scope: match group {
+            Group::Process => Scope::Process,
+            Group::Cache | Group::Host => Scope::Host,
+        },
     }
 }
 
@@ -253,6 +288,20 @@ mod tests {
                 MetricKind::Gauge => assert!(!f.prom.ends_with("_total"), "{}", f.prom),
             }
         }
+    }
+
+    #[test]
+    fn only_process_counters_add_up_over_processes() {
+        for f in FAMILIES {
+            assert_eq!(
+                f.scope == Scope::Process,
+                f.group == Group::Process,
+                "{}",
+                f.prom
+            );
+        }
+        let up = FAMILIES.iter().find(|f| f.prom == "ziggurat_up").unwrap();
+        assert_eq!(up.scope.name(), "host");
     }
 
     #[test]

@@ -124,7 +124,7 @@ pub use envelope::{
 };
 pub use error::Error;
 pub use families::{
-    Family, Group, MetricKind, DEGRADED_LABELS, FAMILIES, HOST_LABELS, PROCESS_LABELS,
+    Family, Group, MetricKind, Scope, DEGRADED_LABELS, FAMILIES, HOST_LABELS, PROCESS_LABELS,
     PROCESS_UNTIERED_LABELS, TIERS, UP_LABELS,
 };
 pub use flight::{process_alive, snapshot, Claim, Flight, FlightKey, Next};

@@ -11,8 +11,9 @@ use napi::{Env, Result};
 use napi_derive::napi;
 use ziggurat_cache::{
     cluster_joined, defaults, open_pair, pair_options, pickle_bytes, size_bytes, size_text, Body,
-    Cache, CacheOptions, Kind, ValueCode, Written,
+    Cache, CacheOptions, Kind, Pair, ValueCode, Written, DEFAULT_SIZE,
 };
+use ziggurat_core::Geometry;
 
 use crate::errors::{closed, invalid, to_napi};
 use crate::front::{forget_reader_of, int_out, read_below, register, NodeFront, Out};
@@ -110,6 +111,9 @@ pub struct NativeCache {
     /// Values are encoded in JavaScript (`OpenOptions::raw_values`).
     pub(crate) raw: bool,
     notice: Option<String>,
+    /// Set when the entries' file was made with other parameters than this
+    /// open's: it is used as it is, and the package says so with the remedy.
+    resized: Option<String>,
     failure: Option<(String, String)>,
     /// The slot of this cache's reader (see `reader`).
     slot: Option<u32>,
@@ -178,6 +182,25 @@ fn segment_of(name: &str, version: Option<Either<f64, String>>) -> Result<String
     ziggurat_cache::segment_name(name, v.as_deref()).map_err(to_napi)
 }
 
+/// The notice of cache `name` when its entries' file is not the size this
+/// open asked for (the pair's rule: a file made earlier is used as it is).
+fn resized(name: &str, pair: &Pair, size: Option<u64>, avg_item_size: u64) -> Option<String> {
+    let actual = pair.main.geometry().file_size();
+    if actual == pair.requested.0 {
+        return None;
+    }
+    let asked = size.map_or_else(|| "the default".to_owned(), |s| s.to_string());
+    Some(format!(
+        "ziggurat cache {name:?}: the segment at {} was created with other parameters \
+         (a {actual}-byte file, where size={asked} and avgItemSize={avg_item_size} make a \
+         {}-byte one); it is used as it is, and stats() shows its real size. To use the new \
+         parameters, open the cache under a new `version`, or remove its files once no \
+         process uses them (cache.unlink()) and open it again",
+        pair.main.path().display(),
+        pair.requested.0,
+    ))
+}
+
 #[napi]
 impl NativeCache {
     /// Opens (or creates) the cache `name`: the segments `name` and
@@ -212,6 +235,17 @@ impl NativeCache {
         .map_err(|e| invalid(e.to_string()))?;
         let pair = match open_pair(&segment, size, neg_size, &opts) {
             Ok(pair) => pair,
+            // A size out of its range is a bad argument, refused as any other (as
+            // Python's ValueError), never a cache run without its segment.
+            Err(ziggurat_core::Error::Invalid(m)) => {
+                let main = size.unwrap_or(DEFAULT_SIZE);
+                let neg_at_fault = Geometry::compute(main, opts.avg_item_size, opts.shards).is_ok();
+                return Err(invalid(if neg_at_fault {
+                    m.replacen("size", "negSize", 1)
+                } else {
+                    m
+                }));
+            }
             // Not an exception: whether the cache runs without its segment is the
             // package's `degraded` option, and it needs the cause's stable name.
             Err(e) => {
@@ -224,6 +258,7 @@ impl NativeCache {
                     foreign: Arc::new(AtomicU64::new(0)),
                     raw: o.raw_values.unwrap_or(false),
                     notice: None,
+                    resized: None,
                     failure: Some((e.cause().to_owned(), e.to_string())),
                     slot: None,
                 })
@@ -232,6 +267,7 @@ impl NativeCache {
         if cluster_joined(&pair.main) {
             return Err(clustered(&name));
         }
+        let resized = resized(&name, &pair, size, opts.avg_item_size);
         let regions = o.l1.then(|| Regions::of(&pair.main, &pair.neg));
         let views = if o.l1 {
             Views::of(&pair.main, &pair.neg)
@@ -254,6 +290,7 @@ impl NativeCache {
             foreign: Arc::new(AtomicU64::new(0)),
             raw: o.raw_values.unwrap_or(false),
             notice: pair.notice,
+            resized,
             failure: None,
             slot: None,
         })
@@ -273,6 +310,13 @@ impl NativeCache {
     #[napi(getter)]
     pub fn notice(&self) -> Option<String> {
         self.notice.clone()
+    }
+
+    /// The notice of an open whose entries' file was made with other
+    /// parameters (another `size` or `avgItemSize`), with the remedy.
+    #[napi(getter)]
+    pub fn resized(&self) -> Option<String> {
+        self.resized.clone()
     }
 
     /// The stamp table, the tag table, the epoch and the cached-miss

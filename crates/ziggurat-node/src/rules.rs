@@ -92,6 +92,9 @@ pub struct MetricFamily {
     pub unit: String,
     /// What it counts, in words true of every front end.
     pub help: String,
+    /// `host` (one figure for the host, taken once when the series of
+    /// several processes are gathered) or `process` (summed).
+    pub scope: String,
 }
 
 /// The metric families both front ends report, cache, then host, then process.
@@ -107,6 +110,7 @@ pub fn metric_families() -> Vec<MetricFamily> {
             kind: f.kind.name().to_string(),
             unit: f.unit.to_string(),
             help: f.help.to_string(),
+            scope: f.scope.name().to_string(),
         })
         .collect()
 }

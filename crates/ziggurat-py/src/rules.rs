@@ -135,7 +135,9 @@ pub fn namespace_parts(name: &str) -> PyResult<(String, String)> {
 
 /// The metric families both front ends report (`ziggurat_cache::FAMILIES`),
 /// each a dict of `group` ("cache", "host" or "process"), `key`, `prom`,
-/// `otel`, `kind` ("counter" or "gauge"), `unit` and `help`.
+/// `otel`, `kind` ("counter" or "gauge"), `unit`, `help` and `scope` ("host":
+/// one figure for the host; "process": this process's own, summed over
+/// processes).
 ///
 /// ```python
 /// >>> [f["prom"] for f in metric_families() if f["key"] == "sets"]
@@ -154,6 +156,7 @@ pub fn metric_families() -> Vec<std::collections::HashMap<&'static str, &'static
                 ("kind", f.kind.name()),
                 ("unit", f.unit),
                 ("help", f.help),
+                ("scope", f.scope.name()),
             ])
         })
         .collect()
