@@ -121,6 +121,14 @@ export interface CacheOptions<S extends Serializer = Serializer> {
   group?: string | number
   /** A segment of its own for this version of the values (`<name>.ver-<version>`): a whole number >= 0 or 1-16 of A-Z a-z 0-9 _ -. */
   version?: number | string
+  /**
+   * Where the cache's warnings go (default: process.emitWarning, type ZigguratWarning):
+   * each is an Error named 'ZigguratWarning'. If it throws, the warning goes to the process.
+   *
+   * @example
+   * const cache = new Cache('blog', { onWarning: (w) => logger.warn({ err: w }, w.message) })
+   */
+  onWarning?: (warning: Error) => void
 }
 
 export interface SetOptions {
@@ -285,6 +293,13 @@ export declare class Cache<S extends Serializer = 'auto'> {
   stats(): Stats
   /** Detaches this process; every later call throws. */
   close(): void
+  /**
+   * close(), for `using`.
+   *
+   * @example
+   * { using cache = new Cache('jobs'); cache.set('a', 1) } // closed as the block ends
+   */
+  [Symbol.dispose](): void
   /** Removes the cache's files. */
   unlink(): void
 }

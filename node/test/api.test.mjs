@@ -407,3 +407,59 @@ describe('bad input', () => {
     await assert.rejects(c.getOrSet('k', () => 1), ZigguratError)
   })
 })
+
+test('Symbol.dispose closes the cache, so that `using` does', () => {
+  const name = cacheName('dispose')
+  const c = new Cache(name, { size: '8MiB' })
+  c.set('k', 1)
+  assert.equal(typeof c[Symbol.dispose], 'function')
+  c[Symbol.dispose]()
+  assert.throws(() => c.get('k'), /Cache\.get\(\): cache ".*" is closed/)
+  // Once closed, disposing again does nothing, as close() again does.
+  c[Symbol.dispose]()
+  const other = new Cache(name, { size: '8MiB' })
+  assert.equal(other.get('k'), 1)
+  other.unlink()
+  other.close()
+})
+
+test("onWarning takes a cache's warnings instead of process.emitWarning", async () => {
+  const seen = []
+  const onProcess = (w) => {
+    if (w.name === 'ZigguratWarning') seen.push(w)
+  }
+  process.on('warning', onProcess)
+  try {
+    const got = []
+    const c = new Cache(cacheName('on-warning'), {
+      directory: '/no/such/dir',
+      degraded: 'local',
+      onWarning: (w) => got.push(w),
+    })
+    assert.equal(got.length, 1)
+    assert.ok(got[0] instanceof Error)
+    assert.equal(got[0].name, 'ZigguratWarning')
+    assert.match(got[0].message, /runs without its shared segment/)
+    // A loaded value that cannot be stored is said through it too.
+    await c.getOrSet('k', () => new Map())
+    assert.equal(got.length, 2)
+    assert.match(got[1].message, /key "k": the value loaded for it was returned but not stored/)
+    c.close()
+    // A logger that throws loses no warning: it goes to the process instead.
+    new Cache(cacheName('on-warning'), {
+      directory: '/no/such/dir',
+      onWarning: () => {
+        throw new Error('logger down')
+      },
+    }).close()
+    await new Promise((r) => setImmediate(r))
+    assert.equal(seen.length, 1)
+    assert.match(seen[0].message, /runs without its shared segment/)
+  } finally {
+    process.off('warning', onProcess)
+  }
+  assert.throws(() => new Cache('x', { onWarning: 'log' }), {
+    name: 'TypeError',
+    message: 'new Cache(): onWarning must be a function, not string',
+  })
+})

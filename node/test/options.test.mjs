@@ -46,6 +46,50 @@ describe('segment options', () => {
     assert.deepEqual(readdirSync(d), [])
   })
 
+  test('a size or negSize out of its range is a RangeError naming the option and the range, not a degraded cache', () => {
+    const d = directory()
+    const name = cacheName('size-range')
+    const bad = [
+      [{ size: 100 }, /^new Cache\(\): size must be between 1048576 bytes \(1 MiB\) and 137438953472 bytes \(128 GiB\), got 100$/],
+      [{ size: '200GiB' }, /^new Cache\(\): size must be between .* got 214748364800$/],
+      [{ size: 8 << 20, negSize: 100 }, /^new Cache\(\): negSize must be between 1048576 bytes \(1 MiB\) and .* got 100$/],
+    ]
+    for (const [options, message] of bad) {
+      for (const degraded of ['passthrough', 'local']) {
+        assert.throws(() => new Cache(name, { directory: d, degraded, ...options }), (e) => {
+          assert.ok(e instanceof RangeError, `${JSON.stringify(options)}: ${e}`)
+          assert.match(e.message, message)
+          return true
+        })
+      }
+    }
+    assert.deepEqual(readdirSync(d), [])
+  })
+
+  test('a new size on an existing segment: the file is used as it is, and said once, with the remedy', () => {
+    const d = directory()
+    const name = cacheName('resized')
+    const first = new Cache(name, { directory: d, size: '8MiB' })
+    const fileSize = first.stats().host.file_size
+    const warnings = []
+    const onWarning = (w) => warnings.push(w)
+    const same = new Cache(name, { directory: d, size: '8MiB', onWarning })
+    assert.deepEqual(warnings, [])
+    const bigger = new Cache(name, { directory: d, size: '16MiB', onWarning })
+    assert.equal(bigger.stats().host.file_size, fileSize)
+    assert.equal(warnings.length, 1)
+    assert.equal(warnings[0].name, 'ZigguratWarning')
+    assert.match(warnings[0].message, /^ziggurat cache ".*": the segment at .* was created with other parameters \(a \d+-byte file, where size=16777216 and avgItemSize=256 make a \d+-byte one\)/)
+    assert.match(warnings[0].message, /new `version`/)
+    assert.match(warnings[0].message, /cache\.unlink\(\)/)
+    // Once per process, however often the cache opens.
+    new Cache(name, { directory: d, size: '16MiB', onWarning }).close()
+    assert.equal(warnings.length, 1)
+    for (const c of [same, bigger]) c.close()
+    first.unlink()
+    first.close()
+  })
+
   test('recreate replaces a damaged file with an empty one; without it the file is refused', () => {
     const d = directory()
     const name = cacheName('recreate')

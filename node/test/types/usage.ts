@@ -122,3 +122,12 @@ cache.set('k', method)
 // @ts-expect-error a Map is not data
 cache.set('k', new Map([['a', 1]]))
 packed.set('k', dated)
+
+// `using` closes the cache as its block ends; warnings may go to the app's logger.
+function scoped(): void {
+  using jobs = new Cache('jobs', { onWarning: (w: Error) => console.warn(w.message) })
+  jobs.set('a', 1)
+}
+void scoped
+// @ts-expect-error onWarning takes a function
+new Cache('jobs', { onWarning: 'log' })
