@@ -203,6 +203,15 @@ def test_names_types_and_labels_follow_prometheus_conventions(cache: Cache) -> N
     assert entry_tiers == {"l1", "negative_l1"}
 
 
+def test_only_per_process_families_add_up_over_processes() -> None:
+    from ziggurat.metric_samples import SPECS
+
+    for spec in SPECS:
+        own = spec.prom.startswith("ziggurat_process_")
+        assert spec.scope == ("process" if own else "host"), spec.prom
+        assert ("pid" in spec.labels) == own, spec.prom
+
+
 def test_every_metric_is_in_the_docs(cache: Cache) -> None:
     with open(os.path.join(ROOT, "docs", "metrics.md"), encoding="utf-8") as f:
         doc = f.read()

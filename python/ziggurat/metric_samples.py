@@ -37,6 +37,9 @@ class Spec:
     unit: str  # the OpenTelemetry unit
     labels: tuple[str, ...]
     help: str
+    #: "host": one figure for the host, whichever process reports it (a tool gathering
+    #: several processes' series takes it once); "process": this process's own, summed.
+    scope: str
 
 
 # The labels and the tier label's values are the engine's too.
@@ -52,7 +55,7 @@ _TABLE = {(f["group"], f["key"]): f for f in _native.metric_families()}
 
 def _spec(group: str, key: str, labels: tuple[str, ...]) -> Spec:
     f = _TABLE[group, key]
-    return Spec(f["prom"], f["otel"], f["kind"], f["unit"], labels, f["help"])
+    return Spec(f["prom"], f["otel"], f["kind"], f["unit"], labels, f["help"], f["scope"])
 
 
 # The segment figures: stats()["host"][tier][key], tier "l2" (entries) or "negative_l2"
