@@ -13,7 +13,7 @@
 const native = require('./lib/native.cjs')
 const args = require('./lib/args.cjs')
 const { MAX_TAGS } = require('./lib/rules.cjs')
-const { encode } = require('./lib/values.cjs')
+const { encode, stored } = require('./lib/values.cjs')
 const { L1 } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, WriteErrors, translate } = require('./lib/errors.cjs')
 const { Degraded, SegmentError, refusal, notice } = require('./lib/degraded.cjs')
@@ -210,7 +210,7 @@ class Cache {
   set(key, value, options) {
     const M = 'Cache.set()'
     const { k, ttl, tags, enc } = this.#written('set', key, value, options)
-    this.#store.set(k, value, ttl, tags, enc, M)
+    this.#store.set(k, stored(enc, value), ttl, tags, enc, M)
   }
 
   /**
@@ -223,7 +223,7 @@ class Cache {
   add(key, value, options) {
     const M = 'Cache.add()'
     const { k, ttl, tags, enc } = this.#written('add', key, value, options)
-    return this.#store.add(k, value, ttl, tags, enc, M)
+    return this.#store.add(k, stored(enc, value), ttl, tags, enc, M)
   }
 
   /** What set() and add() write, checked: the key, ttl, tags and the encoded value. */

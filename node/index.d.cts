@@ -37,13 +37,17 @@ export type MsgpackValue =
 /** What a cache of serializer `S` stores. */
 export type ValueOf<S extends Serializer = 'auto'> = S extends 'msgpack' ? MsgpackValue : Value
 
-// The parts of a value a serializer keeps besides JSON data, anywhere in it.
-type Kept<S extends Serializer> = S extends 'msgpack' ? bigint | Uint8Array | Date : never
-// Objects that are not data: their JSON text would not give them back.
-type Refused = symbol | ((...args: never[]) => unknown) | Date | Map<unknown, unknown> | Set<unknown> | Uint8Array | bigint
+// What a serializer takes besides JSON data, anywhere in a value: 'msgpack' keeps each as
+// it is; 'auto' stores a Date as JSON.stringify writes it (its ISO string, read back as such).
+type Kept<S extends Serializer> = S extends 'msgpack' ? bigint | Uint8Array | Date : Date
+// What is not data: stored, it would come back as something else.
+type Refused = symbol | ((...args: never[]) => unknown) | Map<unknown, unknown> | Set<unknown> | Uint8Array | bigint
 
-/** `T` checked part by part against what serializer `S` stores (interfaces and readonly arrays included). */
-export type Storable<T, S extends Serializer = 'auto'> = T extends null | boolean | number | string | Kept<S>
+/**
+ * `T` checked part by part against what serializer `S` stores (interfaces and readonly
+ * arrays included; an undefined property is left out, as JSON.stringify leaves it out).
+ */
+export type Storable<T, S extends Serializer = 'auto'> = T extends null | boolean | number | string | undefined | Kept<S>
   ? T
   : T extends Refused
     ? never
@@ -54,7 +58,11 @@ export type Storable<T, S extends Serializer = 'auto'> = T extends null | boolea
         : never
 
 /** A value `set` takes in a cache of serializer `S`: also a BigInt counter or bytes, at the top. */
-export type StorableValue<T, S extends Serializer = 'auto'> = T extends bigint | Uint8Array ? T : Storable<T, S>
+export type StorableValue<T, S extends Serializer = 'auto'> = T extends undefined
+  ? never
+  : T extends bigint | Uint8Array
+    ? T
+    : Storable<T, S>
 
 /** Tags: one tag, or a list of at most 8. */
 export type Tags = string | readonly string[]

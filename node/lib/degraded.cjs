@@ -9,7 +9,7 @@ const { ZigguratError, translate } = require('./errors.cjs')
 const native = require('./native.cjs')
 const { MODES: ALL_MODES } = require('./rules.cjs')
 const args = require('./args.cjs')
-const { encode } = require('./values.cjs')
+const { encode, stored } = require('./values.cjs')
 const { Flights } = require('./load.cjs')
 const { degradedStats } = require('./stats.cjs')
 
@@ -220,7 +220,7 @@ class Degraded {
     if (value === undefined || value === null) return undefined
     if (this.local && !c.closed()) {
       try {
-        encode(value, M, c.serializer)
+        value = stored(encode(value, M, c.serializer), value)
         this.#put(mk, value, plan.ttl ?? c.ttl, plan.tags)
       } catch (e) {
         c.notes.notStored(key, e)

@@ -4,7 +4,7 @@
 // land its result). The L1 hit and the arguments stay in Cache.getOrSet().
 
 const { performance } = require('node:perf_hooks')
-const { encode, decode, FOREIGN } = require('./values.cjs')
+const { encode, stored, decode, FOREIGN } = require('./values.cjs')
 const { meta } = require('./l1.cjs')
 const { ZigguratError, LoadTimeoutError, translate } = require('./errors.cjs')
 const { STEPS, CODES } = require('./rules.cjs')
@@ -249,13 +249,15 @@ class Loads {
       this.#c.notes.notStored(key, e)
       return value
     }
+    // What every process reads from now on: the caller too gets that form.
+    const read = stored(enc, value)
     try {
       c.native.land(m, enc[0], enc[1], enc[2], enc[3], enc[4], seconds)
-      c.l1.keep(key, value, enc[0], enc[1] ?? enc[2])
+      c.l1.keep(key, read, enc[0], enc[1] ?? enc[2])
     } catch (e) {
       this.#c.notes.notStored(key, translate(e, M))
     }
-    return value
+    return read
   }
 }
 

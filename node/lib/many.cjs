@@ -7,7 +7,7 @@
 const args = require('./args.cjs')
 const native = require('./native.cjs')
 const { translate } = require('./errors.cjs')
-const { encode } = require('./values.cjs')
+const { encode, stored } = require('./values.cjs')
 const { SET_OPTIONS } = args
 
 // A string of up to this many UTF-16 units has at most 3 bytes of UTF-8 per unit.
@@ -120,7 +120,9 @@ class Many {
         throw e
       }
     })
-    for (let i = 0; i < pairs.length; i++) c.store.set(pairs[i][0], pairs[i][1], ttl, tags, encoded[i], M)
+    for (let i = 0; i < pairs.length; i++) {
+      c.store.set(pairs[i][0], stored(encoded[i], pairs[i][1]), ttl, tags, encoded[i], M)
+    }
   }
 
   deleteMany(keys) {

@@ -18,9 +18,11 @@
 // Anything a read would give back as something else (a Map: an object; a
 // BigInt within the safe integers: a number; a Set: an array; a class
 // instance: a plain object), or that msgpackr writes as an extension Python
-// cannot read (undefined, functions), and symbols, invalid Dates, lone
-// surrogates and cycles are refused: this process's L1 keeps the object
-// written, which must be what every other reader gets.
+// cannot read (functions), and symbols, invalid Dates, lone surrogates and
+// cycles are refused: this process's L1 keeps the object written, which must
+// be what every other reader gets. An undefined is written as JSON writes it:
+// a property left out (read back as undefined all the same), an array item
+// as null.
 //
 // Bytes read from the segment may come from any process that can write it,
 // so a read accepts only what this codec and Python's msgpack write: plain
@@ -131,25 +133,33 @@ function check(v, method, seen, depth) {
   if (depth > MAX_DEPTH) refuse(method, `data nested more than ${MAX_DEPTH} levels deep`)
   if (seen.has(v)) refuse(method, 'a value that contains itself')
   seen.add(v)
+  // An undefined is written as JSON writes it (left out of an object, null in
+  // an array): msgpack's own undefined is an extension Python cannot read.
   let wide = false
   if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) wide = check(v[i], method, seen, depth + 1) || wide
+    for (let i = 0; i < v.length; i++) {
+      wide = v[i] === undefined || check(v[i], method, seen, depth + 1) || wide
+    }
   } else {
     const proto = Object.getPrototypeOf(v)
     if (proto !== Object.prototype && proto !== null) refuse(method, describe(v))
-    for (const k in v) wide = check(v[k], method, seen, depth + 1) || wide
+    for (const k in v) wide = v[k] === undefined || check(v[k], method, seen, depth + 1) || wide
   }
   seen.delete(v)
   return wide
 }
 
-/** A copy of `v` (checked) whose safe integers beyond 32 bits are BigInts, which msgpackr writes as integers. */
+/**
+ * A copy of `v` (checked) whose safe integers beyond 32 bits are BigInts, which msgpackr
+ * writes as integers, and whose undefineds are written as JSON writes them.
+ */
 function exact(v) {
   if (typeof v === 'number') return Number.isSafeInteger(v) && (v > 0xffffffff || v < -0x80000000) ? BigInt(v) : v
+  if (v === undefined) return null
   if (v === null || typeof v !== 'object' || v instanceof Uint8Array || v instanceof Date) return v
   if (Array.isArray(v)) return v.map(exact)
   const out = {}
-  for (const k in v) out[k] = exact(v[k])
+  for (const k in v) if (v[k] !== undefined) out[k] = exact(v[k])
   return out
 }
 

@@ -6,13 +6,17 @@
 //   native counter (Python: an int; `incr` changes it in place);
 // - a Buffer/Uint8Array: the pickle CPython writes for a bytes object
 //   (Python: bytes), made by the addon;
-// - a string, and plain JSON data (objects of Object.prototype or null
-//   prototype, arrays, strings, finite numbers, booleans, null): compact JSON
-//   text, the bytes Python writes for the same str, dict or list.
+// - a string, and JSON data (objects of Object.prototype or null prototype,
+//   arrays, strings, finite numbers, booleans, null): compact JSON text, the
+//   bytes Python writes for the same str, dict or list. As JSON.stringify
+//   writes it: an object with a toJSON method (a Date) as what that returns,
+//   a property whose value is undefined left out, an undefined array item as
+//   null. Every process then reads what JSON.parse gives (a Date as its ISO
+//   string), this one too: its L1 keeps that form, not the object it wrote.
 //
-// Anything else (undefined, functions, symbols, Date, Map, Set, class
-// instances, NaN, Infinity, BigInt inside an object, cycles) is a TypeError:
-// JSON would change it silently (a Date into a string, a Map into {}).
+// What JSON would turn into something else unnoticed is a TypeError:
+// functions, symbols, Map, Set, class instances without toJSON, NaN,
+// Infinity, a BigInt inside an object, cycles (a Map would become {}).
 //
 // With the cache option serializer: 'msgpack' (Python's
 // serializer="msgpack"), integers are counters all the same, as in Python,
@@ -34,7 +38,6 @@ function describe(v) {
   if (typeof v === 'symbol') return 'a symbol'
   if (typeof v === 'bigint') return 'a BigInt inside an object or array'
   if (typeof v === 'number') return String(v)
-  if (v instanceof Date) return 'a Date (store date.toISOString() or date.getTime())'
   if (v instanceof Map) return 'a Map (store Object.fromEntries(map))'
   if (v instanceof Set) return 'a Set (store [...set])'
   return `an instance of ${v?.constructor?.name ?? 'an unknown class'}`
@@ -47,34 +50,50 @@ function refuse(method, what) {
   )
 }
 
-/** Throws unless `v` is plain JSON data whose JSON round trip gives it back. */
+/**
+ * Throws unless `v` is JSON data as JSON.stringify writes it (see the module
+ * comment); returns whether JSON.parse of that text gives back something else
+ * than `v` (a toJSON applied, an undefined left out or written as null).
+ */
 function checkPlain(v, method, seen, depth) {
   switch (typeof v) {
     case 'string':
       if (!v.isWellFormed()) refuse(method, 'a string with lone surrogates')
-      return
+      return false
     case 'boolean':
-      return
+      return false
     case 'number':
       if (!Number.isFinite(v)) refuse(method, describe(v))
-      return
+      return false
     case 'object':
       break
     default:
-      refuse(method, describe(v))
+      return refuse(method, describe(v))
   }
-  if (v === null) return
+  if (v === null) return false
   if (depth > MAX_DEPTH) refuse(method, `data nested more than ${MAX_DEPTH} levels deep`)
+  if (typeof v.toJSON === 'function') {
+    checkPlain(v.toJSON(), method, seen, depth + 1)
+    return true
+  }
   if (seen.has(v)) refuse(method, 'a value that contains itself')
   seen.add(v)
+  let changed = false
   if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) checkPlain(v[i], method, seen, depth + 1)
+    for (let i = 0; i < v.length; i++) {
+      if (v[i] === undefined) changed = true
+      else changed = checkPlain(v[i], method, seen, depth + 1) || changed
+    }
   } else {
     const proto = Object.getPrototypeOf(v)
     if (proto !== Object.prototype && proto !== null) refuse(method, describe(v))
-    for (const k in v) checkPlain(v[k], method, seen, depth + 1)
+    for (const k in v) {
+      if (v[k] === undefined) changed = true
+      else changed = checkPlain(v[k], method, seen, depth + 1) || changed
+    }
   }
   seen.delete(v)
+  return changed
 }
 
 /**
@@ -105,11 +124,25 @@ function encode(value, method, serializer) {
           : Buffer.from(value.buffer, value.byteOffset, value.byteLength)
         return [BYTES, undefined, b]
       }
-      checkPlain(value, method, new Set(), 0)
+      if (checkPlain(value, method, new Set(), 0)) {
+        const text = JSON.stringify(value)
+        return [JSON_TEXT, text, undefined, undefined, undefined, JSON.parse(text)]
+      }
       return [JSON_TEXT, JSON.stringify(value)]
     default:
       return refuse(method, describe(value))
   }
+}
+
+/**
+ * What every process reads of `value` once stored as `enc` (what encode()
+ * gave): `value` itself, or its JSON form when JSON changes it (a Date in it).
+ *
+ * @example
+ * stored(encode({ at: new Date(0) }, 'Cache.set()', 'auto'), v) // { at: '1970-01-01T00:00:00.000Z' }
+ */
+function stored(enc, value) {
+  return enc.length > 5 ? enc[5] : value
 }
 
 /** `encode` for serializer 'msgpack': a counter for an integer of 64 bits, else msgpack bytes. */
@@ -232,4 +265,4 @@ function serializerOption(v, method) {
 
 const { FOREIGN } = msgpack
 
-module.exports = { FOREIGN, encode, decode, checkPlain, serializerOption, encoded, keptForm, fresh, again }
+module.exports = { FOREIGN, encode, stored, decode, checkPlain, serializerOption, encoded, keptForm, fresh, again }

@@ -2,8 +2,9 @@
 import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
 import { after, describe, test } from 'node:test'
+import { execFileSync } from 'node:child_process'
 import { Cache, LoadTimeoutError, Namespace, ZigguratError } from 'ziggurat'
-import { cacheName, opener } from './agents.mjs'
+import { cacheName, opener, python } from './agents.mjs'
 
 const cache = opener()
 
@@ -45,16 +46,40 @@ describe('values', () => {
     assert.equal(other.get('missing'), undefined)
   })
 
+  test('a row with Dates and undefined properties is stored as JSON.stringify writes it, for every process', async () => {
+    const c = cache('rows')
+    const row = { id: 7, title: 'Hi', createdAt: new Date(0), deletedAt: undefined, tags: ['a', undefined] }
+    const json = { id: 7, title: 'Hi', createdAt: '1970-01-01T00:00:00.000Z', tags: ['a', null] }
+    // The writing process reads the stored form too, not the object it wrote.
+    c.set('row', row)
+    assert.deepEqual(c.get('row'), json)
+    assert.deepEqual(await c.getOrSet('loaded', async () => row), json)
+    assert.deepEqual(c.get('loaded'), json)
+    c.set('when', new Date(5))
+    assert.equal(c.get('when'), '1970-01-01T00:00:00.005Z')
+    // Another process of each language reads the same.
+    const other = new Cache(c.name, { size: '8MiB' })
+    assert.deepEqual(other.get('row'), json)
+    other.close()
+    const code =
+      'import json, sys; from ziggurat import Cache; c = Cache(sys.argv[1], "8MiB"); ' +
+      'print(json.dumps([c.get("row"), c.get("loaded"), c.get("when")])); c.close()'
+    assert.deepEqual(JSON.parse(execFileSync(python(), ['-c', code, c.name], { encoding: 'utf8' })), [
+      json,
+      json,
+      '1970-01-01T00:00:00.005Z',
+    ])
+    assert.equal(c.stats().storeFailures, 0)
+  })
+
   test('values JSON would change are refused, naming the method, and nothing is stored', () => {
     const c = cache('refused')
     c.set('k', 'before')
     const bad = [
-      [new Date(), /Date/],
       [new Map([[1, 2]]), /Map/],
       [new Set([1]), /Set/],
-      [{ when: new Date() }, /Date/],
+      [{ when: new Map() }, /Map/],
       [{ f() {} }, /function/],
-      [{ u: undefined }, /undefined/],
       [undefined, /undefined/],
       [NaN, /NaN/],
       [Infinity, /Infinity/],
@@ -302,14 +327,14 @@ describe('getOrSet', () => {
   test('a value that cannot be stored is still returned, with one warning', async (t) => {
     const c = cache('gos-unstorable')
     const warned = t.mock.method(process, 'emitWarning', () => {})
-    const d = new Date()
+    const d = new Map([['a', 1]])
     assert.equal(await c.getOrSet('k', () => d), d)
     assert.equal(await c.getOrSet('k', () => d), d)
     assert.equal(c.get('k'), undefined)
     assert.equal(warned.mock.callCount(), 1, 'once per key')
     const [message, kind] = warned.mock.calls[0].arguments
     assert.equal(kind, 'ZigguratWarning')
-    assert.match(message, /key "k": the value loaded for it was returned but not stored: Cache\.getOrSet\(\): cannot store a Date/)
+    assert.match(message, /key "k": the value loaded for it was returned but not stored: Cache\.getOrSet\(\): cannot store a Map/)
     assert.deepEqual([c.stats().storeFailures, c.stats().loads], [2, 2])
   })
 })

@@ -12,7 +12,7 @@ const store = new KeyvZiggurat(cache)
 const e: ZigguratError = new SegmentError('x')
 void [title, posts, s, store, e]
 
-// @ts-expect-error a Date is not a Value
-cache.set('k', new Date())
+// @ts-expect-error a Map is not a Value
+cache.set('k', new Map())
 // @ts-expect-error a key is a string or bytes
 cache.get(42)

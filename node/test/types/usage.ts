@@ -30,8 +30,10 @@ const s: Stats = cache.stats()
 cache.close()
 void [title, main, s, LoadTimeoutError]
 
-// @ts-expect-error a Date is not a Value
+// A Date is stored as JSON.stringify writes it; a Map is not data.
 cache.set('k', new Date())
+// @ts-expect-error a Map is not a Value
+cache.set('k', new Map())
 // @ts-expect-error options are checked
 cache.set('k', 1, { tll: 5 })
 // @ts-expect-error a key is a string or bytes
@@ -50,12 +52,15 @@ packed.namespace('e').set('1', new Date())
 packed.setMany({ at: new Date() })
 const when: Date | undefined = packed.getMany<Date>(['at']).get('at')
 void when
-// @ts-expect-error an 'auto' cache's setMany takes no Date
-cache.setMany({ at: new Date() })
+// @ts-expect-error an 'auto' cache's setMany takes no Set
+cache.setMany({ at: new Set() })
 const negatives: number = packed.stats().l1.negativeItems
 void negatives
-// @ts-expect-error an 'auto' cache does not store a Date inside a value
-cache.set('k', { at: new Date() })
+// @ts-expect-error an 'auto' cache does not store bytes inside a value
+cache.set('k', { at: Buffer.from('x') })
+cache.set('k', { at: new Date(), gone: undefined })
+// @ts-expect-error undefined is no value
+cache.set('k', undefined)
 // @ts-expect-error serializer is 'auto' or 'msgpack'
 void new Cache('x', { serializer: 'pickle' })
 void new Cache('x', { copy: 'decode' })
@@ -108,6 +113,7 @@ async function interfaces(): Promise<void> {
 void interfaces
 interface WithDate {
   at: Date
+  bytes: Uint8Array
 }
 interface WithMethod {
   id: number
@@ -115,7 +121,7 @@ interface WithMethod {
 }
 declare const dated: WithDate
 declare const method: WithMethod
-// @ts-expect-error an 'auto' cache does not store a Date inside an interface's value
+// @ts-expect-error an 'auto' cache does not store bytes inside an interface's value
 cache.set('k', dated)
 // @ts-expect-error a function is not data
 cache.set('k', method)
