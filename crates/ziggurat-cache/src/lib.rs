@@ -115,7 +115,8 @@ pub use entry::{
 pub use envelope::{
     format_by, format_of, Format, JsonText, MAX_DEPTH, PICKLE_PROTO, PICKLE_PROTOCOL,
 };
-pub use error::Error;
+pub use error::{incr_overflow, Error, OVERFLOW};
+pub use ziggurat_core::{describe, Arg, Layout, Problem, Rule, RustWords, Words};
 pub use families::{Family, Group, MetricKind, FAMILIES};
 pub use flight::{process_alive, snapshot, Claim, Flight, FlightKey, Next};
 pub use front::{Front, Read};

@@ -4,6 +4,8 @@
 
 pub use ziggurat_core::MAX_TAGS;
 
+use ziggurat_core::{Arg, Problem};
+
 use crate::error::Error;
 
 /// `Ok` for tags an entry may carry; otherwise what is wrong.
@@ -15,13 +17,16 @@ use crate::error::Error;
 /// ```
 pub fn check_tags<T: AsRef<[u8]>>(tags: &[T]) -> Result<(), Error> {
     if tags.iter().any(|t| t.as_ref().is_empty()) {
-        return Err(Error::Value("a tag must not be empty".into()));
+        return Err(Error::invalid(Arg::Tags, Problem::Empty));
     }
     if tags.len() > MAX_TAGS {
-        return Err(Error::Value(format!(
-            "at most {MAX_TAGS} tags per entry, got {}",
-            tags.len()
-        )));
+        return Err(Error::invalid(
+            Arg::Tags,
+            Problem::TooMany {
+                max: MAX_TAGS,
+                got: tags.len(),
+            },
+        ));
     }
     Ok(())
 }

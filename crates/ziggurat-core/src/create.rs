@@ -14,6 +14,7 @@ use crate::access::me;
 use crate::attach::small_pages;
 use crate::clock::now_ms;
 use crate::error::{Error, OpenCause, Result};
+use crate::invalid::{Arg, Problem};
 use crate::geometry::Geometry;
 use crate::hash::checksum;
 use crate::huge::{HugePages, Policy};
@@ -117,12 +118,15 @@ impl Segment {
         let mode = match opts.group {
             Some(gid) => {
                 sys::fchown_group(&file, gid).map_err(|e| {
-                    Error::Invalid(format!(
-                        "group={gid}: cannot give the new segment file {}: {e}. This process \
-                         ({}) must be a member of that group; pass a group it belongs to",
-                        sys::describe_group(gid),
-                        me()
-                    ))
+                    Error::invalid(
+                        Arg::Group,
+                        Problem::NotMember {
+                            gid,
+                            group: sys::describe_group(gid),
+                            process: me(),
+                            error: e.to_string(),
+                        },
+                    )
                 })?;
                 0o660
             }

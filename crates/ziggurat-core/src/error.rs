@@ -3,6 +3,8 @@
 use std::fmt;
 use std::io;
 
+use crate::invalid::{Arg, Problem, Shown};
+
 /// Result alias of the engine.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -59,8 +61,14 @@ impl OpenCause {
 /// What can go wrong with a segment.
 #[derive(Debug)]
 pub enum Error {
-    /// Bad argument from the caller; nothing was changed.
-    Invalid(String),
+    /// Bad argument from the caller; nothing was changed. Which argument and
+    /// what is wrong with it, as data each front end words ([`describe`](crate::describe)).
+    Invalid {
+        /// The argument.
+        arg: Arg,
+        /// What is wrong with it.
+        problem: Problem,
+    },
     /// The segment file could not be created or attached: why, and a message
     /// that names the file and the remedy.
     Open {
@@ -82,12 +90,18 @@ impl Error {
     /// [`Error::Open`], else "invalid", "lock_timeout", "closed" or "io".
     pub fn cause(&self) -> &'static str {
         match self {
-            Error::Invalid(_) => "invalid",
+            Error::Invalid { .. } => "invalid",
             Error::Open { cause, .. } => cause.name(),
             Error::LockTimeout => "lock_timeout",
             Error::Closed => "closed",
             Error::Io(..) => "io",
         }
+    }
+
+    /// A refused argument.
+    #[cold]
+    pub fn invalid(arg: Arg, problem: Problem) -> Error {
+        Error::Invalid { arg, problem }
     }
 
     pub(crate) fn open(cause: OpenCause, message: impl Into<String>) -> Error {
@@ -101,7 +115,8 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Invalid(m) | Error::Open { message: m, .. } => f.write_str(m),
+            Error::Invalid { arg, problem } => Shown(*arg, problem).fmt(f),
+            Error::Open { message: m, .. } => f.write_str(m),
             Error::LockTimeout => f.write_str(
                 "a shard lock was not obtained within lock_timeout; the write was not made \
                  (another process holds the lock for too long: stopped, or being debugged)",

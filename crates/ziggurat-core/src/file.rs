@@ -19,6 +19,7 @@ use crate::error::{Error, OpenCause, Result};
 use crate::failure::panic_message;
 use crate::geometry::Geometry;
 use crate::huge::HugePages;
+use crate::invalid::{Arg, Problem};
 use crate::name::{check_segment_name, file_name};
 use crate::options::Options;
 use crate::replace::lock_to_replace;
@@ -216,19 +217,31 @@ impl Segment {
     fn open_file(name: &str, opts: &Options) -> Result<Segment> {
         check_segment_name(name)?;
         if opts.lock_timeout.is_zero() || opts.lock_timeout > Duration::from_secs(3600) {
-            return Err(Error::Invalid(
-                "lock_timeout must be > 0 and at most 3600 seconds".into(),
+            return Err(Error::invalid(
+                Arg::LockTimeout,
+                Problem::TooLong {
+                    max: 3600.0,
+                    got: opts.lock_timeout.as_secs_f64(),
+                    never: false,
+                },
             ));
         }
         if opts.group == Some(u32::MAX) {
-            return Err(Error::Invalid(
-                "group must be a group id (gid) below 4294967295".into(),
+            return Err(Error::invalid(
+                Arg::Group,
+                Problem::Range {
+                    min: 0,
+                    max: u32::MAX as i128 - 1,
+                    got: u32::MAX.into(),
+                },
             ));
         }
         if opts.read_only && opts.recreate {
-            return Err(Error::Invalid(
-                "read_only and recreate exclude each other: a read-only open never replaces a file"
-                    .into(),
+            return Err(Error::invalid(
+                Arg::ReadOnly,
+                Problem::Excludes {
+                    other: Arg::Recreate,
+                },
             ));
         }
         let geom = Geometry::compute(opts.size, opts.avg_item_size, opts.shards)?;

@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
+use crate::invalid::{Arg, Problem};
 use crate::options::Options;
 use crate::segment::Segment;
 use crate::shm::Shm;
@@ -50,9 +51,13 @@ impl HugePages {
             "auto" => Ok(HugePages::Auto),
             "require" => Ok(HugePages::Require),
             "off" => Ok(HugePages::Off),
-            _ => Err(Error::Invalid(format!(
-                "huge_pages must be 'auto', 'require' or 'off', got {s:?}"
-            ))),
+            _ => Err(Error::invalid(
+                Arg::HugePages,
+                Problem::Choice {
+                    allowed: &["auto", "require", "off"],
+                    got: s.to_string(),
+                },
+            )),
         }
     }
 
