@@ -116,7 +116,7 @@ class Degraded {
       throw new TypeError(`${M}: the value of ${JSON.stringify(String(key))} is not an integer`)
     }
     if (n < -(2n ** 63n) || n >= 2n ** 63n) {
-      throw new RangeError(`${M}: the counter ${JSON.stringify(String(key))} would leave 64 bits`)
+      throw new RangeError(`${M}: ${native.incrOverflow(JSON.stringify(String(key)))}`)
     }
     const out = n >= -(2n ** 53n) + 1n && n <= 2n ** 53n - 1n ? Number(n) : n
     this.set(k, out, ttl, cur === ABSENT ? tags : this.entries.get(k)?.tags)

@@ -289,17 +289,15 @@ impl Cache {
 
     /// Word `i` of the words a tier below keeps in the segment.
     pub fn app_load(&self, i: usize) -> Result<u64, Error> {
-        self.writable()?
-            .app_load(i)
-            .ok_or_else(|| {
-                Error::invalid(
-                    Arg::Word,
-                    Problem::NoSuchWord {
-                        index: i,
-                        count: ziggurat_core::APP_WORDS,
-                    },
-                )
-            })
+        self.writable()?.app_load(i).ok_or_else(|| {
+            Error::invalid(
+                Arg::Word,
+                Problem::NoSuchWord {
+                    index: i,
+                    count: ziggurat_core::APP_WORDS,
+                },
+            )
+        })
     }
 
     /// Replaces word `i` with `new` if it holds `old`; whether it did.

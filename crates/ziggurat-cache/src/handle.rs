@@ -348,17 +348,15 @@ impl Handle {
 
     /// Word `i` of the words kept for the layers above the engine.
     pub fn app_load(&self, i: usize) -> Result<u64> {
-        self.segment()?
-            .app_load(i)
-            .ok_or_else(|| {
-                Error::invalid(
-                    Arg::Word,
-                    Problem::NoSuchWord {
-                        index: i,
-                        count: ziggurat_core::APP_WORDS,
-                    },
-                )
-            })
+        self.segment()?.app_load(i).ok_or_else(|| {
+            Error::invalid(
+                Arg::Word,
+                Problem::NoSuchWord {
+                    index: i,
+                    count: ziggurat_core::APP_WORDS,
+                },
+            )
+        })
     }
 
     /// Whether huge pages back the mapping in this process (touches one

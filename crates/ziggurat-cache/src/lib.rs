@@ -116,7 +116,6 @@ pub use envelope::{
     format_by, format_of, Format, JsonText, MAX_DEPTH, PICKLE_PROTO, PICKLE_PROTOCOL,
 };
 pub use error::{incr_overflow, Error, OVERFLOW};
-pub use ziggurat_core::{describe, Arg, Layout, Problem, Rule, RustWords, Words};
 pub use families::{Family, Group, MetricKind, FAMILIES};
 pub use flight::{process_alive, snapshot, Claim, Flight, FlightKey, Next};
 pub use front::{Front, Read};
@@ -139,3 +138,4 @@ pub use tags::{check_tags, MAX_TAGS};
 pub use ttl::{check_ttl, lifetime, Lifetime, MAX_TTL_SECONDS};
 pub use update::{add, fill, incr, touch};
 pub use watch::{L1Watch, Watch32, Watch64};
+pub use ziggurat_core::{describe, Arg, Layout, Problem, Rule, RustWords, Words};

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 
-use crate::invalid::{Arg, Problem, Shown};
+use crate::invalid::{describe, fill, Arg, Problem, RustWords, Words};
 
 /// Result alias of the engine.
 pub type Result<T> = std::result::Result<T, Error>;
@@ -74,7 +74,9 @@ pub enum Error {
     Open {
         /// Why, as a stable value.
         cause: OpenCause,
-        /// What happened and what to do.
+        /// What happened and what to do, with marks where a setting or a
+        /// command is named: [`Error::message`] (or [`fill`](crate::fill))
+        /// says them in a front end's words.
         message: String,
     },
     /// A shard lock was not obtained within the lock timeout; nothing was changed.
@@ -112,15 +114,29 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The message in `words`: the names a front end's users write.
+    #[cold]
+    pub fn message(&self, words: &dyn Words) -> String {
+        match self {
+            Error::Invalid { arg, problem } => describe(*arg, problem, words),
+            Error::Open { message, .. } => fill(message, words),
+            Error::LockTimeout => format!(
+                "a shard lock was not obtained within {}; the write was not made \
+                 (another process holds the lock for too long: stopped, or being debugged)",
+                words.arg(Arg::LockTimeout)
+            ),
+            e => e.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Invalid { arg, problem } => Shown(*arg, problem).fmt(f),
-            Error::Open { message: m, .. } => f.write_str(m),
-            Error::LockTimeout => f.write_str(
-                "a shard lock was not obtained within lock_timeout; the write was not made \
-                 (another process holds the lock for too long: stopped, or being debugged)",
-            ),
+            Error::Invalid { .. } | Error::Open { .. } | Error::LockTimeout => {
+                f.write_str(&self.message(&RustWords))
+            }
             Error::Closed => f.write_str("the segment is closed"),
             Error::Io(what, e) => write!(f, "{what}: {e}"),
         }

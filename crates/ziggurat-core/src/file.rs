@@ -19,7 +19,7 @@ use crate::error::{Error, OpenCause, Result};
 use crate::failure::panic_message;
 use crate::geometry::Geometry;
 use crate::huge::HugePages;
-use crate::invalid::{Arg, Problem};
+use crate::invalid::{remove_mark, setting_mark, Arg, Problem};
 use crate::name::{check_segment_name, file_name};
 use crate::options::Options;
 use crate::replace::lock_to_replace;
@@ -85,10 +85,11 @@ impl Segment {
                 OpenCause::Damaged,
                 format!(
                     "segment file {} cannot be used: opening it stopped on data it could not \
-                     handle ({}). Remove the file once no process uses it (`ziggurat rm`): the \
-                     next open makes a new one",
+                     handle ({}). Remove the file once no process uses it ({}): the next open \
+                     makes a new one",
                     opts.directory.join(file_name(name)).display(),
-                    panic_message(payload)
+                    panic_message(payload),
+                    remove_mark(false)
                 ),
             ))
         })?;
@@ -107,8 +108,10 @@ impl Segment {
                 return Err(Error::open(
                     OpenCause::NoHugePages,
                     format!(
-                        "segment file {} is not backed by huge pages, and huge_pages='require':                          {why}; or open it with huge_pages='auto'",
-                        seg.path().display()
+                        "segment file {} is not backed by huge pages, and {}:                          {why}; or open it with {}",
+                        seg.path().display(),
+                        setting_mark(Arg::HugePages, "'require'"),
+                        setting_mark(Arg::HugePages, "'auto'")
                     ),
                 ));
             }
@@ -339,10 +342,11 @@ impl Segment {
                     return Err(Error::open(
                         cause,
                         format!(
-                            "segment file {} cannot be used: {message}. Open it with recreate=True to \
+                            "segment file {} cannot be used: {message}. Open it with {} to \
                              replace it (processes still attached to the old file keep using it \
                              until they reopen)",
-                            path.display()
+                            path.display(),
+                            setting_mark(Arg::Recreate, "true")
                         ),
                     ));
                 }
@@ -459,7 +463,8 @@ impl Segment {
                     OpenCause::Incompatible,
                     format!(
                         "segment file {p} cannot be used: {m}, so other users may have written \
-                         it. Its owner replaces it with a read-write open with recreate=True"
+                         it. Its owner replaces it with a read-write open with {}",
+                        setting_mark(Arg::Recreate, "true")
                     ),
                 ))
             }
@@ -469,8 +474,9 @@ impl Segment {
             Err(Error::Open { cause, message }) => Err(Error::open(
                 cause,
                 format!(
-                    "segment file {p} cannot be used: {message}. A read-write open with \
-                     recreate=True replaces it"
+                    "segment file {p} cannot be used: {message}. A read-write open with {} \
+                     replaces it",
+                    setting_mark(Arg::Recreate, "true")
                 ),
             )),
             Err(e) => Err(e),

@@ -319,9 +319,7 @@ impl Geometry {
         let entries = ((body as f64 / per_entry) as u64).max(16);
         let npairs = entries.div_ceil(10).clamp(1, u32::MAX as u64 / 4) as u32;
         let ghost_buckets = (entries * 9 / 10).div_ceil(GHOST_CELLS as u64).max(1) as u32;
-        let room = || {
-            Error::invalid(Arg::Size, Problem::Layout(Layout::NoRoom { size }))
-        };
+        let room = || Error::invalid(Arg::Size, Problem::Layout(Layout::NoRoom { size }));
         let ShardLayout {
             index_rel,
             ghost_rel,

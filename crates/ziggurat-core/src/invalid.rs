@@ -3,8 +3,6 @@
 //! own words ([`Words`]): the names its users write, its spelling of
 //! infinity and of a read-only handle, its way of writing numbers.
 
-use std::fmt;
-
 /// An argument of a segment or of a cache built on segments. Front ends
 /// name it as their users write it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -289,6 +287,72 @@ pub trait Words {
     fn call(&self, call: &str) -> String {
         call.to_string()
     }
+    /// How its users remove a segment file no process uses: with a handle
+    /// on it (`handle`), or without one.
+    fn remove(&self, handle: bool) -> String {
+        let _ = handle;
+        "`unlink()`".into()
+    }
+}
+
+// A message that names settings or the way to remove a file holds marks
+// where they go, each filled by the front end that shows it ([`fill`]).
+const MARK: char = '\u{1}';
+
+/// The mark of `arg` in a message.
+pub(crate) fn arg_mark(arg: Arg) -> String {
+    format!("{MARK}a{}{MARK}", arg as usize)
+}
+
+/// The mark of `arg` set to `value` in a message.
+pub(crate) fn setting_mark(arg: Arg, value: &str) -> String {
+    format!("{MARK}s{}={value}{MARK}", arg as usize)
+}
+
+/// The mark of the ways to remove a segment file, with a handle on it or not.
+pub(crate) fn remove_mark(handle: bool) -> String {
+    format!("{MARK}r{}{MARK}", u8::from(handle))
+}
+
+/// `message` with its marks said in `words`.
+///
+/// ```
+/// use ziggurat_core::{fill, RustWords};
+/// assert_eq!(fill("no marks", &RustWords), "no marks");
+/// ```
+pub fn fill(message: &str, w: &dyn Words) -> String {
+    if !message.contains(MARK) {
+        return message.to_string();
+    }
+    let mut out = String::with_capacity(message.len());
+    for (i, piece) in message.split(MARK).enumerate() {
+        if i % 2 == 0 {
+            out.push_str(piece);
+            continue;
+        }
+        let arg = |n: &str| {
+            n.parse::<usize>()
+                .ok()
+                .and_then(|n| Arg::ALL.get(n).copied())
+        };
+        match (piece.get(..1), piece.get(1..)) {
+            (Some("a"), Some(n)) => {
+                if let Some(a) = arg(n) {
+                    out.push_str(w.arg(a));
+                }
+            }
+            (Some("s"), Some(rest)) => {
+                if let Some((n, v)) = rest.split_once('=') {
+                    if let Some(a) = arg(n) {
+                        out.push_str(&w.setting(a, v));
+                    }
+                }
+            }
+            (Some("r"), Some(h)) => out.push_str(&w.remove(h == "1")),
+            _ => out.push_str(piece),
+        }
+    }
+    out
 }
 
 /// The names the Rust API itself uses (its fields and constants).
@@ -376,7 +440,10 @@ pub fn describe(arg: Arg, problem: &Problem, w: &dyn Words) -> String {
                     n(*got)
                 )
             } else {
-                format!("{a} must be a finite number of seconds {least}, got {}", n(*got))
+                format!(
+                    "{a} must be a finite number of seconds {least}, got {}",
+                    n(*got)
+                )
             }
         }
         Problem::TooLong { max, got, never } => {
@@ -388,7 +455,10 @@ pub fn describe(arg: Arg, problem: &Problem, w: &dyn Words) -> String {
                     n(*got)
                 )
             } else {
-                format!("{a} must be > 0 and at most {max_n} seconds, got {}", n(*got))
+                format!(
+                    "{a} must be > 0 and at most {max_n} seconds, got {}",
+                    n(*got)
+                )
             }
         }
         Problem::Fraction { got } => format!("{a} must be in [0, 1), got {}", n(*got)),
@@ -473,14 +543,5 @@ pub fn describe(arg: Arg, problem: &Problem, w: &dyn Words) -> String {
                 format!("{shards} shards of {stride} bytes are too large; ask for more shards")
             }
         },
-    }
-}
-
-/// A refused argument in the Rust API's words.
-pub(crate) struct Shown<'a>(pub Arg, pub &'a Problem);
-
-impl fmt::Display for Shown<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&describe(self.0, self.1, &RustWords))
     }
 }

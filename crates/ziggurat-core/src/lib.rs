@@ -61,7 +61,7 @@ pub use fork::current_pid;
 pub use geometry::Geometry;
 pub use hash::KeyHash;
 pub use huge::{HugePages, HugeReport};
-pub use invalid::{describe, Arg, Layout, Problem, Rule, RustWords, Words};
+pub use invalid::{describe, fill, Arg, Layout, Problem, Rule, RustWords, Words};
 pub use layout::{APP_WORDS, LAYOUT_VERSION, MAX_KEY, MAX_TAGS};
 pub use lease::{holder_pid, Lease};
 pub use name::{check_segment_name, MAX_SEGMENT_NAME};

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::geometry::check_avg_item;
-use crate::invalid::{Arg, Problem};
 use crate::huge::HugePages;
+use crate::invalid::{Arg, Problem};
 
 /// How to open a segment.
 #[derive(Clone, Debug)]

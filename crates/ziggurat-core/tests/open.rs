@@ -129,7 +129,7 @@ fn a_file_of_another_user_is_refused_naming_both_users() {
     assert!(m.contains("(uid 65534)") && m.contains("(uid 0)"), "{m}");
     assert!(m.contains("user 'root'"), "{m}");
     assert!(
-        m.contains("group=") && m.contains("recreate=True") && m.contains("directory"),
+        m.contains("group = <gid>") && m.contains("recreate = true") && m.contains("directory"),
         "{m}"
     );
     // recreate does not override another user's file.
@@ -184,14 +184,17 @@ fn damaged_and_incompatible_files_name_recreate() {
     std::fs::write(&path, &bytes).unwrap();
     let (cause, m) = refused("dmg", &d.opts());
     assert_eq!(cause, "damaged", "{m}");
-    assert!(m.contains("recreate=True") && m.contains("checksum"), "{m}");
+    assert!(
+        m.contains("recreate = true") && m.contains("checksum"),
+        "{m}"
+    );
 
     let mut bytes = good.clone();
     bytes[..8].copy_from_slice(b"SQLite f");
     std::fs::write(&path, &bytes).unwrap();
     let (cause, m) = refused("dmg", &d.opts());
     assert_eq!(cause, "incompatible", "{m}");
-    assert!(m.contains("recreate=True"), "{m}");
+    assert!(m.contains("recreate = true"), "{m}");
 
     std::fs::write(&path, &good).unwrap();
     set_mode(&path, 0o644);

@@ -23,7 +23,7 @@ use napi_derive::napi;
 use ziggurat_cache::{Cache, Loaded, Lookup, Miss, Parked, Payload, Reader, Step, Took};
 
 use crate::cache::{payload, tag_bytes, KeyArg, NativeCache};
-use crate::errors::{invalid, to_napi};
+use crate::errors::{invalid, to_napi, wait_err};
 use crate::front::{found, NodeValue, Out, NOTHING};
 
 /// A value was found: `got()` has it.
@@ -148,7 +148,10 @@ pub struct Sleeping {
 impl Sleeping {
     fn sleep(&self) -> Result<()> {
         if let Some(m) = self.miss.as_ref() {
-            self.cache.sleep(&self.key, m).map_err(to_napi)?.run();
+            self.cache
+                .sleep(&self.key, m)
+                .map_err(|e| wait_err(&self.key, e))?
+                .run();
         }
         Ok(())
     }
@@ -159,7 +162,11 @@ impl Sleeping {
             .miss
             .as_ref()
             .ok_or_else(|| invalid("wait(): the wait was lost"))?;
-        Ok(self.cache.sleep(&self.key, m).map_err(to_napi)?.park())
+        Ok(self
+            .cache
+            .sleep(&self.key, m)
+            .map_err(|e| wait_err(&self.key, e))?
+            .park())
     }
 
     fn woken(&mut self) -> MissState {
@@ -337,7 +344,7 @@ impl NativeCache {
         ziggurat_cache::check_key(&k).map_err(to_napi)?;
         let plan = c
             .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
-            .map_err(|e| invalid(e.to_string()))?;
+            .map_err(to_napi)?;
         c.counts().l1_misses.bump();
         let mut f = self.front();
         let step = c.begin(&k, plan, &mut f)?;
@@ -381,7 +388,7 @@ impl NativeCache {
         }
         let plan = c
             .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
-            .map_err(|e| invalid(e.to_string()))?;
+            .map_err(to_napi)?;
         Ok(match c.refresh(k, plan) {
             Some(r) => Either::A(MissState {
                 cache: c.clone(),

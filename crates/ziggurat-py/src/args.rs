@@ -2,10 +2,10 @@
 //! gets the same exception and message wherever it is passed.
 
 use crate::convert::{cache_err, not_utf8, ttl_arg};
-use ziggurat_cache::Arg;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use ziggurat_cache::Arg;
 
 /// The bytes of a str (UTF-8) or bytes key.
 #[inline]

@@ -69,6 +69,14 @@ impl Words for PyWords {
             c => c.into(),
         }
     }
+
+    fn remove(&self, handle: bool) -> String {
+        if handle {
+            "`unlink()`, or `ziggurat rm`".into()
+        } else {
+            "`ziggurat rm`".into()
+        }
+    }
 }
 
 /// A refused argument as the `ValueError` Python callers expect.
@@ -91,9 +99,9 @@ pub fn err(e: ziggurat_core::Error) -> PyErr {
     use ziggurat_core::Error as E;
     match e {
         E::Invalid { arg, problem } => invalid(arg, &problem),
-        E::LockTimeout => LockTimeout::new_err(e.to_string()),
+        E::LockTimeout => LockTimeout::new_err(e.message(&PyWords)),
         other => Python::attach(|py| {
-            let pe = SegmentError::new_err(other.to_string());
+            let pe = SegmentError::new_err(other.message(&PyWords));
             // Setting an attribute on a fresh exception instance cannot fail
             // short of memory exhaustion; the message still says everything then.
             let _ = pe.value(py).setattr("cause", other.cause());

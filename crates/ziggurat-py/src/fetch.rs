@@ -136,7 +136,11 @@ impl CacheCore {
         let hash = key_hash(key)?;
         let (ttl, neg_ttl, stale_ttl) = (args.ttl, args.neg_ttl, args.stale_ttl);
         if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
-            check_ttls([(ttl, Arg::Ttl), (neg_ttl, Arg::NegTtl), (stale_ttl, Arg::StaleTtl)])?;
+            check_ttls([
+                (ttl, Arg::Ttl),
+                (neg_ttl, Arg::NegTtl),
+                (stale_ttl, Arg::StaleTtl),
+            ])?;
         }
         let Some(e) = self.l1_lookup(py, key, hash)? else {
             return Ok(None);
