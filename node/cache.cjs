@@ -584,7 +584,7 @@ class Cache {
     if (this.#dg !== null) {
       throw new ZigguratError(
         `Cache.unlink(): cache ${JSON.stringify(this.name)} runs without its segment (${this.#failure.reason}); ` +
-          'remove its files with `ziggurat rm` once the cause is fixed',
+          'once the cause is fixed, a Cache opened again can unlink() its files',
       )
     }
     try {
