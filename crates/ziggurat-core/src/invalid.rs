@@ -462,6 +462,9 @@ pub fn describe(arg: Arg, problem: &Problem, w: &dyn Words) -> String {
             }
         }
         Problem::Fraction { got } => format!("{a} must be in [0, 1), got {}", n(*got)),
+        Problem::Range { min: 1, max, got } if arg.in_bytes() => {
+            format!("{a} must be a positive number of bytes, at most {max}, got {got}")
+        }
         Problem::Range { min, max, got } => {
             let unit = if arg.in_bytes() { " bytes" } else { "" };
             format!("{a} must be between {min} and {max}{unit}, got {got}")
