@@ -283,6 +283,11 @@ pub trait Words {
     fn number(&self, v: f64) -> String {
         v.to_string()
     }
+    /// A fraction as its users see it written (where floats and whole
+    /// numbers differ, as a float).
+    fn fraction(&self, v: f64) -> String {
+        self.number(v)
+    }
     /// A segment's call `call` as its users write it.
     fn call(&self, call: &str) -> String {
         call.to_string()
@@ -461,7 +466,7 @@ pub fn describe(arg: Arg, problem: &Problem, w: &dyn Words) -> String {
                 )
             }
         }
-        Problem::Fraction { got } => format!("{a} must be in [0, 1), got {}", n(*got)),
+        Problem::Fraction { got } => format!("{a} must be in [0, 1), got {}", w.fraction(*got)),
         Problem::Range { min: 1, max, got } if arg.in_bytes() => {
             format!("{a} must be a positive number of bytes, at most {max}, got {got}")
         }

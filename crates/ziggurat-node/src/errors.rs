@@ -139,7 +139,7 @@ pub fn core_to_napi(e: ziggurat_core::Error) -> NapiError {
 #[cold]
 pub fn wait_err(key: &[u8], e: Error) -> NapiError {
     match e {
-        Error::LoadTimeout { seconds } => NapiError::new(
+        Error::LoadTimeout { seconds } if !key.is_empty() => NapiError::new(
             Class::LoadTimeout.status(),
             format!(
                 "another caller's load of {} did not finish within loaderTimeout ({} s)",

@@ -14,7 +14,7 @@ use ziggurat_cache::{Cache, Error, Found, Front, L1Watch, Payload, Read, Trailer
 
 use crate::cache::NativeCache;
 use crate::codec::{decode, view, Decoded, View};
-use crate::errors::{invalid, to_napi};
+use crate::errors::{invalid, to_napi, wait_err};
 use crate::words::{input, meta, with_scratch, Regions, ScratchText};
 
 /// A value as JavaScript receives it: JSON text, bytes, a counter within
@@ -361,6 +361,8 @@ pub struct NodeFront<'a> {
     /// The words of the caller's L1, which keeps cached misses too; None
     /// without one.
     pub regions: Option<&'a Regions>,
+    /// The key waited for, which a load timeout names (empty: none).
+    pub key: &'a [u8],
 }
 
 impl NativeCache {
@@ -370,6 +372,7 @@ impl NativeCache {
             foreign: &self.foreign,
             raw: self.raw,
             regions: self.regions.as_ref(),
+            key: &[],
         }
     }
 }
@@ -436,6 +439,6 @@ impl Front for NodeFront<'_> {
     }
 
     fn error(&mut self, e: Error) -> napi::Error {
-        to_napi(e)
+        wait_err(self.key, e)
     }
 }

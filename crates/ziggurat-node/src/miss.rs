@@ -463,6 +463,7 @@ impl NativeCache {
             .take()
             .ok_or_else(|| invalid("afterWait() follows a wait"))?;
         let mut f = self.front();
+        f.key = &m.key;
         let step = c.after_wait(&m.key, miss, &mut f)?;
         *m = state(self, c, std::mem::take(&mut m.key), step);
         Ok(m.step)

@@ -63,6 +63,15 @@ impl Words for PyWords {
         "math.inf"
     }
 
+    fn fraction(&self, v: f64) -> String {
+        // Python's repr of a float: 1.0, 0.5, inf, nan.
+        match v {
+            v if v.is_nan() => "nan".into(),
+            v if v.is_infinite() => if v > 0.0 { "inf" } else { "-inf" }.into(),
+            v => format!("{v:?}"),
+        }
+    }
+
     fn call(&self, call: &str) -> String {
         match call {
             "leases" => "Segment.leases()".into(),
