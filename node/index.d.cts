@@ -35,7 +35,29 @@ export type MsgpackValue =
   | { [key: string]: MsgpackValue }
 
 /** What a cache of serializer `S` stores. */
-export type ValueOf<S extends Serializer> = S extends 'msgpack' ? MsgpackValue : Value
+export type ValueOf<S extends Serializer = 'auto'> = S extends 'msgpack' ? MsgpackValue : Value
+
+// The parts of a value a serializer keeps besides JSON data, anywhere in it.
+type Kept<S extends Serializer> = S extends 'msgpack' ? bigint | Uint8Array | Date : never
+// Objects that are not data: their JSON text would not give them back.
+type Refused = symbol | ((...args: never[]) => unknown) | Date | Map<unknown, unknown> | Set<unknown> | Uint8Array | bigint
+
+/** `T` checked part by part against what serializer `S` stores (interfaces and readonly arrays included). */
+export type Storable<T, S extends Serializer = 'auto'> = T extends null | boolean | number | string | Kept<S>
+  ? T
+  : T extends Refused
+    ? never
+    : T extends readonly unknown[]
+      ? { readonly [K in keyof T]: Storable<T[K], S> }
+      : T extends object
+        ? { [K in keyof T]: Storable<T[K], S> }
+        : never
+
+/** A value `set` takes in a cache of serializer `S`: also a BigInt counter or bytes, at the top. */
+export type StorableValue<T, S extends Serializer = 'auto'> = T extends bigint | Uint8Array ? T : Storable<T, S>
+
+/** Tags: one tag, or a list of at most 8. */
+export type Tags = string | readonly string[]
 
 export interface CacheOptions<S extends Serializer = Serializer> {
   /** Bytes of entries in the shared segment (default: 64 MiB, fitted to the directory's free space). */
@@ -105,7 +127,7 @@ export interface SetOptions {
   /** How long the value lives (default: the cache's ttl). */
   ttl?: Duration
   /** Tags the value carries (at most 8), for invalidateTags. */
-  tags?: string[]
+  tags?: Tags
 }
 
 export interface GetOrSetOptions extends SetOptions {
@@ -119,7 +141,7 @@ export interface IncrOptions {
   /** Where a missing counter starts (default 0). */
   default?: number | bigint
   /** Tags of a counter this call creates. */
-  tags?: string[]
+  tags?: Tags
 }
 
 /** The entries of setMany: a Map, a plain object, or an iterable of [key, value] pairs. */
@@ -133,7 +155,7 @@ export interface MemoizeOptions<A extends unknown[]> {
   /** How long a result lives (default: the cache's ttl). */
   ttl?: Duration
   /** Tags of each result: a list, or a function of the call's arguments returning one. */
-  tags?: string[] | ((...args: A) => string[])
+  tags?: Tags | ((...args: A) => Tags)
   /** How long a result of undefined or null is cached (default, or null: the cache's negTtl). */
   negTtl?: Duration | null
   /** How long past its TTL a result may answer a failed call (default, or null: the cache's staleTtl). */
@@ -214,9 +236,9 @@ export interface Keys<S extends Serializer = 'auto'> {
   /** Whether `key` holds a value. */
   has(key: Key): boolean
   /** Stores `value` under `key`; once it returns, no process of the host returns the old value. */
-  set(key: Key, value: ValueOf<S>, options?: SetOptions): void
+  set<T>(key: Key, value: T & StorableValue<T, S>, options?: SetOptions): void
   /** Stores `value` only if `key` holds no fresh value; whether it did. */
-  add(key: Key, value: ValueOf<S>, options?: SetOptions): boolean
+  add<T>(key: Key, value: T & StorableValue<T, S>, options?: SetOptions): boolean
   /** Adds `delta` to the counter under `key` for every process of the host; the result. */
   incr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
   /** Takes `delta` (default 1) off the counter under `key` for every process of the host; the result. */
@@ -226,17 +248,17 @@ export interface Keys<S extends Serializer = 'auto'> {
   /** Removes `key`'s value; whether there was one. */
   delete(key: Key): boolean
   /** The value of `key`, loading it once per key per host on a miss. */
-  getOrSet<T extends ValueOf<S> = ValueOf<S>>(key: Key, loader: Loader<T>, options?: GetOrSetOptions): Promise<T | undefined>
+  getOrSet<T>(key: Key, loader: Loader<T & StorableValue<T, S>>, options?: GetOrSetOptions): Promise<T | undefined>
   // -- Many keys at once, memoize (Python's get_many, set_many, delete_many, cached)
   /** The values of the keys that are present, by key as given; absent keys are left out. */
   getMany<T = ValueOf<S>>(keys: Iterable<Key>): Map<Key, T>
   /** Stores every entry; bad input anywhere writes nothing. */
-  setMany(entries: Entries<ValueOf<S>>, options?: SetOptions): void
+  setMany<V>(entries: Entries<V & StorableValue<V, S>>, options?: SetOptions): void
   /** Removes every key for every process; how many held a value. */
   deleteMany(keys: Iterable<Key>): number
   /** `fn` with its results cached, keyed by its name and arguments (Python's `cached`). */
-  memoize<A extends unknown[], R extends ValueOf<S>>(
-    fn: (...args: A) => R | undefined | null | Promise<R | undefined | null>,
+  memoize<A extends unknown[], R>(
+    fn: (...args: A) => (R & StorableValue<R, S>) | undefined | null | Promise<(R & StorableValue<R, S>) | undefined | null>,
     options?: MemoizeOptions<A>,
   ): Memoized<A, R>
   /** Empties the cache (a namespace: voids its entries), for every process of the host. */
@@ -256,7 +278,7 @@ export declare class Cache<S extends Serializer = 'auto'> {
   /** The same as a short name (missing_directory, not_writable, no_space, ...), or null. */
   readonly degradedCause: string | null
   /** Voids every entry carrying any of the tags. */
-  invalidateTags(...tags: string[] | [string[]]): void
+  invalidateTags(...tags: string[] | [readonly string[]]): void
   /** Keys under `prefix + ':'`, cleared together. */
   namespace(prefix: string): Namespace<S>
   /** This process's counters and the host segment's figures. */

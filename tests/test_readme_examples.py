@@ -427,8 +427,9 @@ PAGES = sorted(
 #: The examples run under real servers by the tests above: (page, index among its
 #: ```python blocks).
 SERVED = {(ASGI[0], 0), (ASGI[0], 1), (PRELOAD[0], 0), (FLASK[0], 0)}
-#: Languages that are read, not run.
-SHOWN = {"mermaid"}
+#: Languages that are read, not run here: ```js blocks are run, twice, by the Node.js
+#: package's tests (node/test/docs.test.mjs), which have the addon built.
+SHOWN = {"mermaid", "js"}
 
 
 def page_blocks(page: str) -> list[tuple[str, str]]:

@@ -15,6 +15,12 @@ const at = process.argv.indexOf('--out')
 const out = resolve(at > 0 ? process.argv[at + 1] : join(root, 'dist'))
 mkdirSync(out, { recursive: true })
 
+// The licence texts of the repository's root ship in every tarball.
+const LICENCES = ['LICENSE-MIT', 'LICENSE-APACHE']
+function copyLicences(dir) {
+  for (const f of LICENCES) copyFileSync(join(root, '..', f), join(dir, f))
+}
+
 const main = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
 const platforms = readdirSync(join(root, 'npm'))
 const optional = {}
@@ -38,6 +44,10 @@ for (const platform of platforms) {
     throw new Error(`${binary} is not built: run \`make node-build\` (or \`npm run build\` in node/) first`)
   }
   copyFileSync(join(root, binary), join(dir, binary))
+  // The build keeps debug information for profiling; users get the addon without it
+  // (about a fifth of the size), symbols kept so that a crash report still names functions.
+  execFileSync('strip', ['--strip-debug', join(dir, binary)])
+  copyLicences(dir)
   pack(dir)
   optional[pkg.name] = pkg.version
 }
@@ -49,7 +59,8 @@ try {
   const { devDependencies, scripts, ...manifest } = main
   manifest.optionalDependencies = optional
   writeFileSync(join(stage, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`)
-  for (const name of ['README.md', 'LICENSE', ...main.files]) {
+  copyLicences(stage)
+  for (const name of ['README.md', ...main.files.filter((f) => !LICENCES.includes(f))]) {
     const [dir, glob] = name.includes('*') ? name.split('/') : [null, null]
     if (dir) {
       const suffix = glob.replace('*', '')

@@ -65,6 +65,13 @@ test('the packed package installs offline with no Rust toolchain, the addon from
     assert.ok(existsSync(join(installed, f)), f)
   }
   assert.ok(!existsSync(join(installed, 'test')) && !existsSync(join(installed, 'scripts')))
+  for (const dir of [installed, join(app, 'node_modules', 'ziggurat-linux-x64-gnu')]) {
+    for (const f of ['LICENSE-MIT', 'LICENSE-APACHE']) assert.ok(existsSync(join(dir, f)), `${dir}: ${f}`)
+  }
+  // The addon ships without debug information.
+  const addon = join(app, 'node_modules', 'ziggurat-linux-x64-gnu', 'ziggurat.linux-x64-gnu.node')
+  const sections = execFileSync('readelf', ['-S', '-W', addon], { encoding: 'utf8' })
+  assert.doesNotMatch(sections, /\.debug_info/)
 })
 
 test('processes of the installed package share one cache: one sets, one reads by require, one by import', () => {

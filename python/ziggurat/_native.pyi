@@ -304,8 +304,8 @@ class Cache:
     # The tier below the host (the cluster tier).
     def join_below(
         self,
-        below: Callable[[str | bytes, bool], tuple[Any] | None],
-        above: Callable[[str | bytes, Any, float, list[str]], None],
+        ask: Callable[[str | bytes, bool], tuple[Any] | None],
+        tell: Callable[[str | bytes, Any, float, list[str]], None],
     ) -> None: ...
     def seen(self, key: str | bytes) -> tuple[int, int, int] | None: ...
     def fill(

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from ziggurat import _native
 from ziggurat._native import Cache as CacheCore
 
-if TYPE_CHECKING:
-    from ziggurat.cache import Cache
-
 __all__ = ["NativeView", "install_native", "native_method", "variant"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=CacheCore)
 
 
 def native_method(f: F) -> F:
@@ -37,7 +35,7 @@ def native_method(f: F) -> F:
 QUICK = ("get", "fetch", "incr")
 
 
-def install_native(cls: type[Cache], docs: dict[str, str]) -> None:
+def install_native(cls: type[CacheCore], docs: dict[str, str]) -> None:
     """Makes ``cls`` serve the native methods: the documentation-only definitions go (their
     text kept in ``docs``, a module's ``__test__``, so that their examples still run), and
     ``get``, ``fetch`` and ``incr`` become the native quick entries, as descriptors of
@@ -51,16 +49,16 @@ def install_native(cls: type[Cache], docs: dict[str, str]) -> None:
     _native.install_quick(cls, quick)
 
 
-_VARIANTS: dict[tuple[type[Cache], type], type[Cache]] = {}
+_VARIANTS: dict[tuple[type, type], type[Any]] = {}
 
 
-def variant(cls: type[Cache], mixin: type) -> type[Cache]:
+def variant(cls: type[C], mixin: type) -> type[C]:
     """``cls`` with ``mixin``'s methods first: the class of a cache that runs in the mode
     ``mixin`` implements. Made once per pair; it keeps ``cls``'s names."""
-    out = _VARIANTS.get((cls, mixin))
+    out: type[C] | None = _VARIANTS.get((cls, mixin))
     if out is None:
         attrs = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
-        out = cast("type[Cache]", type(cls.__name__, (mixin, cls), attrs))
+        out = type(cls.__name__, (mixin, cls), attrs)
         _VARIANTS[(cls, mixin)] = out
     return out
 
@@ -76,7 +74,7 @@ class NativeView:
     >>> c.unlink()
     """
 
-    def __init__(self, cache: Cache) -> None:
+    def __init__(self, cache: CacheCore) -> None:
         self._cache = cache
 
     def __getattr__(self, name: str) -> Any:

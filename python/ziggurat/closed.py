@@ -1,6 +1,6 @@
 """How a closed cache answers: every method that reads or writes raises ``ZigguratError``.
 
->>> from ziggurat import Cache
+>>> from ziggurat import Cache, ZigguratError
 >>> c = Cache("doc-closed", size="8MiB"); c.unlink()
 >>> try:
 ...     c.get("k")
@@ -13,21 +13,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ziggurat._native import ZigguratError
+from ziggurat.state import closed_error
 
 if TYPE_CHECKING:
-    from ziggurat.cache import Cache
+    from ziggurat.state import CacheState
 
-    _Base = Cache
+    _Base = CacheState
 else:
     _Base = object
 
-__all__ = ["Closed", "closed_error"]
-
-
-def closed_error(name: str) -> ZigguratError:
-    """The error of any call to the closed cache ``name``."""
-    return ZigguratError(f"the cache {name!r} is closed; open a new Cache to use it again")
+__all__ = ["Closed"]
 
 
 class Closed(_Base):

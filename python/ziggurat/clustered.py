@@ -19,14 +19,15 @@ from ziggurat.cluster.tier import ClusterTier
 from ziggurat.loader import in_thread
 
 if TYPE_CHECKING:
-    from ziggurat.cache import Cache
+    from ziggurat.access import CacheAccess
     from ziggurat.options import CacheOptions
+    from ziggurat.state import CacheState
 
-    _Base = Cache
+    _Base = CacheAccess
 else:
     _Base = object
 
-__all__ = ["Clustered"]
+__all__ = ["Clustered", "dedicated_reader", "quiet"]
 
 # Marks "absent" where None is a valid cached value.
 _MISSING: Any = object()
@@ -52,7 +53,7 @@ class Clustered(_Base):
             loader_timeout=o.loader_timeout,
             single_flight=o.cluster_single_flight,
         )
-        CacheCore.join_below(self, tier.below, tier.above)
+        CacheCore.join_below(self, tier.ask, tier.tell)
         self._tier = tier
         self._loads.off_loop = True
         self._reader = Reader(tier)
@@ -177,3 +178,31 @@ class Clustered(_Base):
         out = super().stats()
         out["l3"] = self._tier.stats()
         return out
+
+
+def quiet(cache: CacheState) -> None:
+    """Stops the stream reader a cache with a cluster tier runs in the background (no-op
+    without one): for a process that only writes, such as ``ziggurat purge``, or that
+    follows the stream itself (``dedicated_reader``). Given a Redis server::
+
+        cache = Cache("api", redis="redis://10.0.0.5:6379/0", secret=s)
+        quiet(cache)
+    """
+    reader = getattr(cache, "_reader", None)
+    if reader is not None:
+        reader.stop()
+
+
+def dedicated_reader(cache: CacheState) -> Reader:
+    """A reader of ``cache``'s event stream that follows it for the whole host, as
+    ``ziggurat follow`` does; the cache's own background reader is stopped first.
+    ``cache`` must have a cluster tier (``ValueError`` otherwise). Given a Redis server::
+
+        reader = dedicated_reader(Cache("api", redis="redis://10.0.0.5:6379/0", secret=s))
+        reader.claim() or reader.run()
+    """
+    tier = getattr(cache, "_tier", None)
+    if tier is None:
+        raise ValueError(f"cache {cache.name!r} has no cluster tier (redis=) to follow")
+    quiet(cache)
+    return Reader(tier, dedicated=True)

@@ -21,7 +21,7 @@ from ziggurat.args import tags_arg, ttl_arg
 from ziggurat.keys import call_key
 
 if TYPE_CHECKING:
-    from ziggurat.cache import Cache
+    from ziggurat.access import CacheAccess
 
 __all__ = ["TagsArg", "cached"]
 
@@ -31,7 +31,7 @@ TagsArg = Iterable[str] | Callable[..., Iterable[str]] | None
 
 
 def cached(
-    cache: Cache,
+    cache: CacheAccess,
     ttl: float | None = None,
     tags: TagsArg = None,
     *,

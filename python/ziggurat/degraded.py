@@ -21,10 +21,10 @@ from ziggurat import _native
 from ziggurat.args import check_key, int_arg, tags_arg, ttl_arg
 
 if TYPE_CHECKING:
-    from ziggurat.cache import Cache
     from ziggurat.options import CacheOptions
+    from ziggurat.state import CacheState
 
-    _Base = Cache
+    _Base = CacheState
 else:
     _Base = object
 

@@ -11,7 +11,7 @@ segments; the Python attributes follow.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, TypeVar, cast
 
 from ziggurat._native import Cache as CacheCore
 from ziggurat.binding import NativeView, variant
@@ -20,14 +20,14 @@ from ziggurat.degraded import Degraded
 from ziggurat.host import Host
 from ziggurat.loader import LoaderStats, Loads
 from ziggurat.options import CacheOptions
-
-if TYPE_CHECKING:
-    from ziggurat.cache import Cache
+from ziggurat.state import CacheState
 
 __all__ = ["build"]
 
+C = TypeVar("C", bound=CacheState)
 
-def build(cls: type[Cache], o: CacheOptions, host: Host) -> Cache:
+
+def build(cls: type[C], o: CacheOptions, host: Host) -> C:
     """The cache of options ``o`` over ``host``: an instance of ``cls``, or of ``cls`` with
     the mixin of its mode (``Degraded`` without a segment, ``Clustered`` with a cluster
     tier)."""
@@ -39,7 +39,7 @@ def build(cls: type[Cache], o: CacheOptions, host: Host) -> Cache:
     passthrough = host.main is None and o.degraded == "passthrough"
     loads = Loads(o.name, o.loader_timeout)
     new = cast(Any, CacheCore).__new__
-    cache: Cache = new(
+    cache: C = new(
         klass,
         host.main,
         host.neg,

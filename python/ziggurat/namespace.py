@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ziggurat import _native
-from ziggurat.args import check_key, tags_arg
+from ziggurat.args import check_key, key_list, tags_arg
 
 if TYPE_CHECKING:
-    from ziggurat.cache import Cache
+    from ziggurat.access import CacheAccess
 
 __all__ = ["Namespace"]
 
@@ -36,7 +36,7 @@ class Namespace:
     """
 
     @classmethod
-    def of(cls, cache: Cache, name: str) -> Namespace:
+    def of(cls, cache: CacheAccess, name: str) -> Namespace:
         """The namespace ``name`` of ``cache`` (what ``Cache.namespace`` returns), its key
         prefix and hidden tag by the native rule every front end shares; ``ValueError``
         unless ``name`` is a non-empty str without ``:``.
@@ -56,7 +56,7 @@ class Namespace:
             raise ValueError(f"Cache.namespace(): {e}") from None
         return cls(cache, name, key_prefix, tag)
 
-    def __init__(self, cache: Cache, name: str, key_prefix: str, tag: str) -> None:
+    def __init__(self, cache: CacheAccess, name: str, key_prefix: str, tag: str) -> None:
         # The key prefix and tag come from the native rule (``Cache.namespace`` asks it),
         # which every front end shares.
         self.cache = cache
@@ -77,7 +77,7 @@ class Namespace:
         self, keys: Iterable[str | bytes], method: str
     ) -> dict[str | bytes, str | bytes]:
         """Each key's name in the cache, mapped to the key as given."""
-        return {self._k(k, method): k for k in self.cache._key_list(keys, method)}
+        return {self._k(k, method): k for k in key_list(keys, method)}
 
     def _entries(self, mapping: Mapping[str | bytes, Any], method: str) -> dict[str | bytes, Any]:
         """``mapping`` with each key's name in the cache."""
@@ -173,7 +173,7 @@ class Namespace:
 
     def delete_many(self, keys: Iterable[str | bytes]) -> int:
         """``Cache.delete_many`` within the namespace."""
-        keys = self.cache._key_list(keys, "Namespace.delete_many")
+        keys = key_list(keys, "Namespace.delete_many")
         return self.cache.delete_many([self._k(k) for k in keys])
 
     def fetch(self, key: str | bytes, loader: Callable[[], Any], **kw: Any) -> Any:

@@ -4,7 +4,7 @@ cache, apart from the host's, read from the segments.
     >>> from ziggurat import Cache
     >>> c = Cache("doc-stats-of", size="8MiB"); c.set("k", 1); c.get("k")
     1
-    >>> stats_of(c)["process"]["l1"]["hits"]
+    >>> c.stats()["process"]["l1"]["hits"]  # stats_of(c, its host)
     1
     >>> c.unlink()
 """
@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING, Any
 from ziggurat._native import Cache as CacheCore
 
 if TYPE_CHECKING:
-    from ziggurat.cache import Cache
+    from ziggurat.host import Host
+    from ziggurat.state import CacheState
 
 __all__ = ["stats_of"]
 
 
-def stats_of(cache: Cache) -> dict[str, Any]:
-    """``cache.stats()`` (docs/api.md's stats table explains every counter)."""
-    host = cache._host
+def stats_of(cache: CacheState, host: Host) -> dict[str, Any]:
+    """``cache.stats()``, with ``host`` the cache's segments (docs/api.md's stats table
+    explains every counter)."""
     host.failure(3)
     core = CacheCore.stats(cache)
     l1_total = core["l1_hits"] + core["l1_misses"]

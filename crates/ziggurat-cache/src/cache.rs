@@ -14,31 +14,9 @@ use crate::entry::{refresh_due, Kind, Trailer};
 use crate::error::Error;
 use crate::flight::Flight;
 use crate::options::CacheOptions;
-use crate::store::Kept;
 use crate::tags::refs;
 use crate::ttl::{check_ttl, lifetime};
 use crate::update::{add, fill, incr, touch};
-
-/// A value to write: bytes the front end owns (its serializer's output, a
-/// buffer of its language) or a vector the write may extend in place.
-pub enum Body<'a> {
-    /// Borrowed bytes; the write copies them once, with the trailer.
-    Bytes(&'a [u8]),
-    /// A vector the trailer is appended to.
-    Owned(Vec<u8>),
-}
-
-/// What a write left for an L1 entry of the value.
-pub struct Written {
-    /// The entry's kind and deadlines.
-    pub trailer: Trailer,
-    /// The words an L1 entry watches, when L1 may keep the value (see
-    /// [`crate::store`]); None: drop any L1 entry of the key.
-    pub kept: Option<Kept>,
-    /// Whether the value was stored: a load's result is not when a write
-    /// came during the load (then no tier is told of it either).
-    pub stored: bool,
-}
 
 /// One cache's shared tiers as a front end uses them.
 ///

@@ -12,7 +12,7 @@ use std::time::Duration;
 use ziggurat_core::huge::Policy;
 use ziggurat_core::{Arg, Error, Geometry, HugePages, Options, Problem, Result, Segment, TagRef};
 
-use crate::lookup::Payload;
+use crate::front::Payload;
 
 /// The size a segment gets when its constructor is given none.
 pub const HANDLE_SIZE: u64 = 64 << 20;

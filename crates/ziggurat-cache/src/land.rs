@@ -2,11 +2,12 @@
 //! this stores the result and gives the lease back, so a front end enters the
 //! crate a single time after its loader returns.
 
-use crate::cache::{Body, Cache, Written};
+use crate::cache::Cache;
 use crate::counts::Took;
 use crate::entry::Kind;
 use crate::error::Error;
 use crate::miss::Miss;
+use crate::store::{Body, Written};
 
 /// What a loader that returned gave the front end, for [`Cache::land`].
 pub enum Loaded<'a> {

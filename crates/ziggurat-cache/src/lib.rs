@@ -43,7 +43,7 @@
 //!      end's lock (it blocks), then [`Cache::after_wait`] for the next step.
 //!      A wait past `loader_timeout` is [`Error::LoadTimeout`].
 //!    - [`Step::Load`]: this process holds the key's lease. If
-//!      [`Cache::ask_tier_below`], ask the tier below first; when it has the
+//!      [`Cache::asks_tier_below`], ask the tier below first; when it has the
 //!      value, answer with it and [`Cache::give_back`]. Otherwise call the
 //!      loader, then:
 //!      - it returned: one call, [`Cache::land`], with what it gave
@@ -104,7 +104,7 @@ mod ttl;
 mod update;
 mod watch;
 
-pub use cache::{ttl_or_default, Body, Cache, Written};
+pub use cache::{ttl_or_default, Cache};
 pub use cluster::{cluster_joined, CLUSTER_WORDS, JOINED_WORD};
 pub use counts::{Counter, Counts, Took};
 pub use degraded::{degraded_refusal, degraded_warning};
@@ -118,13 +118,13 @@ pub use envelope::{
 pub use error::{incr_overflow, Error, OVERFLOW};
 pub use families::{Family, Group, MetricKind, FAMILIES};
 pub use flight::{process_alive, snapshot, Claim, Flight, FlightKey, Next};
-pub use front::{Front, Read};
+pub use front::{Bytes, Found, Front, Missing, Payload, Read};
 pub use handle::{Handle, HugePolicy, HugeStatus, OpenArgs, Record, WriteOp, HANDLE_SIZE};
 pub use handoff::{Handoff, StepKind};
 pub use key::{check_key, not_utf8, MAX_KEY};
 pub use l1::{Entry, L1Stats, Peeked, L1};
 pub use land::{Landed, Loaded};
-pub use lookup::{Before, Bytes, Found, Lookup, Missing, Payload, Reader};
+pub use lookup::{Before, Lookup, Reader};
 pub use miss::{Miss, Parked, Plan, Sleep, Step};
 pub use name::{name_and_version, segment_name, MAX_NAME, MAX_VERSION, VERSION_MARK};
 pub use namespace::Namespace;
@@ -133,7 +133,7 @@ pub use pair::{neg_size_for, open_pair, pair_options, Pair, DEFAULT_SIZE, NEG_SU
 pub use peek::{Look, Sight};
 pub use size::{parse_size, size_bytes, size_text, MAX_SIZE};
 pub use stats::{LoaderStats, Stats};
-pub use store::{store, store_negative, Kept};
+pub use store::{store, store_negative, Body, Kept, Written};
 pub use tags::{check_tags, MAX_TAGS};
 pub use ttl::{check_ttl, lifetime, Lifetime, MAX_TTL_SECONDS};
 pub use update::{add, fill, incr, touch};

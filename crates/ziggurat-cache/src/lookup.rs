@@ -12,67 +12,8 @@ use ziggurat_core::{now_ms, KeyHash, Segment};
 use crate::cache::Cache;
 use crate::entry::{Kind, Trailer, TRAILER_LEN};
 use crate::flight::{snapshot, Claim, FlightKey};
-use crate::front::{Front, Read};
+use crate::front::{Found, Front, Missing, Payload, Read};
 use crate::watch::{tag_watches, L1Watch, Watch32};
-
-/// Makes a front end's payload (a bytes object, a buffer) from a stored value.
-/// A read that has to start again drops what it made, so either call may run
-/// more than once per read.
-pub trait Payload {
-    /// What the front end keeps of a payload.
-    type Out;
-    /// A payload holding a copy of `bytes`.
-    fn copied(&mut self, bytes: &[u8]) -> Self::Out;
-    /// A payload of `len` bytes that `write` writes (call it once, on a buffer
-    /// of exactly `len` bytes).
-    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Self::Out;
-}
-
-/// The payload as a vector: for front ends and tests that want plain bytes.
-pub struct Bytes;
-
-impl Payload for Bytes {
-    type Out = Vec<u8>;
-
-    fn copied(&mut self, bytes: &[u8]) -> Vec<u8> {
-        bytes.to_vec()
-    }
-
-    fn written(&mut self, len: usize, write: &dyn Fn(&mut [u8])) -> Vec<u8> {
-        let mut v = vec![0u8; len];
-        write(&mut v);
-        v
-    }
-}
-
-/// A value or a cached miss found below L1.
-pub struct Found<P> {
-    /// The payload (the cache's encoding of the value; for a counter, its
-    /// little-endian `i64`).
-    pub payload: P,
-    /// The entry's kind and deadlines.
-    pub trailer: Trailer,
-    /// The entry's tags, as an L1 entry of it watches them (empty for
-    /// readers made without an L1, which keep nothing that could watch).
-    pub tags: Vec<Watch32>,
-    /// Set when an L1 may keep what was read (only asked for by readers made
-    /// with an L1, see [`Reader::new`]).
-    pub keep: Option<L1Watch>,
-}
-
-/// Where a load of a key that was not found fresh starts from: both stamps as
-/// read before the probes ([`snapshot`]), so that a lease holder can tell
-/// whether anything was written since instead of probing again, and the key's
-/// hashes in both segments, so that the lease and the write that follow do
-/// not hash it again.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Missing {
-    /// Both stamps, None while either was odd (a write in progress), and
-    /// always for a reader without L1, which reads them after its probe.
-    pub stamps: Option<u64>,
-    /// The key hashed for both segments (None without a cached-miss segment).
-    pub keys: Option<FlightKey>,
-}
 
 /// What was read of the key before its probe; turns a fresh value that the
 /// front end cannot decode into a miss ([`Reader::missing`]).

@@ -136,7 +136,7 @@ pub enum Step<V> {
     /// A cached miss: done (the caller's default).
     Negative,
     /// This process holds the key's load lease: ask the tier below if
-    /// [`Cache::ask_tier_below`] says so, else run the loader, then
+    /// [`Cache::asks_tier_below`] says so, else run the loader, then
     /// [`Cache::land`] its value or [`Cache::failed`].
     Load(Miss<V>),
     /// Another caller loads: [`Cache::sleep`] (off the front end's lock),
@@ -479,7 +479,7 @@ impl Cache {
     /// Whether a LOAD step asks the tier below before its loader (a refresh
     /// reloads from the source instead). When the tier has the value, the
     /// front end answers with it and [`Cache::give_back`]s the lease.
-    pub fn ask_tier_below<V>(&self, miss: &Miss<V>) -> bool {
+    pub fn asks_tier_below<V>(&self, miss: &Miss<V>) -> bool {
         self.has_tier_below() && !miss.refreshing
     }
 }

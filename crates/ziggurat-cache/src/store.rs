@@ -4,12 +4,33 @@
 
 use ziggurat_core::{KeyHash, Segment, Snapshot};
 
-use crate::cache::{Body, Cache, Written};
+use crate::cache::Cache;
 use crate::entry::{encode, seal, Kind, Trailer};
 use crate::error::Error;
 use crate::tags::refs;
 use crate::ttl::{lifetime, Lifetime};
 use crate::watch::{tag_watches, L1Watch, Watch32, Watch64};
+
+/// A value to write: bytes the front end owns (its serializer's output, a
+/// buffer of its language) or a vector the write may extend in place.
+pub enum Body<'a> {
+    /// Borrowed bytes; the write copies them once, with the trailer.
+    Bytes(&'a [u8]),
+    /// A vector the trailer is appended to.
+    Owned(Vec<u8>),
+}
+
+/// What a write left for an L1 entry of the value.
+pub struct Written {
+    /// The entry's kind and deadlines.
+    pub trailer: Trailer,
+    /// The words an L1 entry watches, when L1 may keep the value (see
+    /// [`Kept`]); None: drop any L1 entry of the key.
+    pub kept: Option<Kept>,
+    /// Whether the value was stored: a load's result is not when a write
+    /// came during the load (then no tier is told of it either).
+    pub stored: bool,
+}
 
 /// What an L1 entry of a value just written watches.
 pub struct Kept {

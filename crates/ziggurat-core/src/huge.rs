@@ -17,8 +17,6 @@ use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
 use crate::invalid::{Arg, Problem};
-use crate::options::Options;
-use crate::segment::Segment;
 use crate::shm::Shm;
 
 /// The size of a PMD-mapped huge page on the machines the engine runs on.
@@ -246,13 +244,13 @@ pub(crate) fn pmd_mapped(start: usize) -> u64 {
     kib * 1024
 }
 
-/// Gives a new mapping of a segment in `opts.directory` the advice its mode
+/// Gives a new mapping of a segment in `directory` the advice its mode
 /// asks for: huge pages where the mount gives them only on request, small
 /// pages where the mode refuses them. Advice that fails changes nothing the
 /// segment relies on, so its error is dropped (the report tells the outcome).
-pub(crate) fn advise(shm: &Shm, opts: &Options) {
-    let policy = Policy::of(&opts.directory);
-    match opts.huge_pages {
+pub(crate) fn advise(shm: &Shm, mode: HugePages, directory: &Path) {
+    let policy = Policy::of(directory);
+    match mode {
         HugePages::Auto | HugePages::Require if policy.needs_advice() => {
             let _ = shm.advise_huge(true);
         }
@@ -265,38 +263,27 @@ pub(crate) fn advise(shm: &Shm, opts: &Options) {
     }
 }
 
-impl Segment {
-    /// Whether huge pages back this segment's mapping in this process, with
-    /// what the directory offers. Touches (reads) one word of every 2 MiB page
-    /// of the mapping first, so that each is mapped as the kernel backs it, then
-    /// reads the mapping's counts in `/proc/self/smaps` (a few milliseconds).
-    ///
-    /// ```no_run
-    /// # use ziggurat_core::{Options, Segment};
-    /// let seg = Segment::open("app", &Options::default()).unwrap();
-    /// let r = seg.huge_pages();
-    /// println!("{} of {} bytes in huge pages", r.backed_bytes, r.eligible_bytes);
-    /// ```
-    pub fn huge_pages(&self) -> HugeReport {
-        let start = self.shm.start();
-        let len = self.shm.len() as u64;
-        let step = HUGE_PAGE as usize;
-        let eligible_bytes = len / HUGE_PAGE * HUGE_PAGE;
-        // A huge page maps a 2 MiB-aligned range of addresses to a 2 MiB-aligned
-        // range of the file, so a mapping that starts off that alignment has none
-        // (and nothing to touch).
-        if start % step == 0 {
-            let mut off = 0usize;
-            while (off as u64) < eligible_bytes {
-                let _ = self.shm.u64_at(off).load(Ordering::Relaxed);
-                off += step;
-            }
+/// The report of [`crate::Segment::huge_pages`] for a mapping `shm` of a
+/// file in `directory`, opened in `mode`.
+pub(crate) fn report(shm: &Shm, mode: HugePages, directory: &Path) -> HugeReport {
+    let start = shm.start();
+    let len = shm.len() as u64;
+    let step = HUGE_PAGE as usize;
+    let eligible_bytes = len / HUGE_PAGE * HUGE_PAGE;
+    // A huge page maps a 2 MiB-aligned range of addresses to a 2 MiB-aligned
+    // range of the file, so a mapping that starts off that alignment has none
+    // (and nothing to touch).
+    if start % step == 0 {
+        let mut off = 0usize;
+        while (off as u64) < eligible_bytes {
+            let _ = shm.u64_at(off).load(Ordering::Relaxed);
+            off += step;
         }
-        HugeReport {
-            mode: self.huge_pages,
-            policy: Policy::of(self.path().parent().unwrap_or(Path::new("/"))),
-            eligible_bytes,
-            backed_bytes: pmd_mapped(start).min(len),
-        }
+    }
+    HugeReport {
+        mode,
+        policy: Policy::of(directory),
+        eligible_bytes,
+        backed_bytes: pmd_mapped(start).min(len),
     }
 }

@@ -27,6 +27,7 @@ mod file;
 mod fork;
 mod geometry;
 mod hash;
+mod holds;
 pub mod huge;
 mod index;
 mod invalid;

@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::hash::KeyHash;
+use crate::holds::Holds;
+use crate::huge::{HugePages, HugeReport};
 use crate::index::FREQ_MAX;
 use crate::invalid::{Arg, Problem};
 use crate::layout::*;
-use crate::lease::Holds;
 use crate::options::Options;
 use crate::read_only_view::ReadOnlyView;
 use crate::recovery::Report;
@@ -52,7 +53,7 @@ pub struct Segment {
     /// then on the handle neither reads nor writes the file (see `contain`).
     pub(crate) failure: OnceLock<String>,
     /// The huge-page mode it was opened with (see `huge`).
-    pub(crate) huge_pages: crate::huge::HugePages,
+    pub(crate) huge_pages: HugePages,
     /// Whether this open made the file (rather than attaching to one).
     pub(crate) created: bool,
 }
@@ -67,7 +68,7 @@ impl Segment {
         opts: &Options,
     ) -> Segment {
         crate::fork::track_forks();
-        crate::huge::advise(&shm, opts);
+        crate::huge::advise(&shm, opts.huge_pages, &opts.directory);
         Segment {
             shm,
             file,
@@ -104,6 +105,22 @@ impl Segment {
     #[cold]
     fn read_only_error(what: &'static str) -> Error {
         Error::invalid(Arg::ReadOnly, Problem::ReadOnly { call: what })
+    }
+
+    /// Whether huge pages back this segment's mapping in this process, with
+    /// what the directory offers. Touches (reads) one word of every 2 MiB page
+    /// of the mapping first, so that each is mapped as the kernel backs it, then
+    /// reads the mapping's counts in `/proc/self/smaps` (a few milliseconds).
+    ///
+    /// ```no_run
+    /// # use ziggurat_core::{Options, Segment};
+    /// let seg = Segment::open("app", &Options::default()).unwrap();
+    /// let r = seg.huge_pages();
+    /// println!("{} of {} bytes in huge pages", r.backed_bytes, r.eligible_bytes);
+    /// ```
+    pub fn huge_pages(&self) -> HugeReport {
+        let dir = self.path().parent().unwrap_or(Path::new("/"));
+        crate::huge::report(&self.shm, self.huge_pages, dir)
     }
 
     /// Path of the segment file.

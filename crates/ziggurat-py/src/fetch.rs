@@ -182,7 +182,7 @@ impl CacheCore {
                 Next::Negative => return Ok(py.None()),
                 Next::Load(miss) => {
                     // Without a tier below joined there is nothing to ask.
-                    if self.tier_below.get().is_some() && self.cache.ask_tier_below(&miss) {
+                    if self.tier_below.get().is_some() && self.cache.asks_tier_below(&miss) {
                         if let Some(v) = self.ask_tier_below(py, key, true)? {
                             self.cache.give_back(kb, &miss);
                             return Ok(v);
@@ -523,7 +523,7 @@ impl CacheCore {
             return Ok(None);
         };
         let key = s.key.bind(py);
-        if !self.cache.ask_tier_below(miss) {
+        if !self.cache.asks_tier_below(miss) {
             return Ok(None);
         }
         let Some(v) = self.ask_tier_below(py, key, true)? else {

@@ -8,6 +8,7 @@
 use pyo3::prelude::*;
 
 mod args;
+mod below;
 mod call;
 mod codec;
 mod convert;
@@ -15,7 +16,6 @@ mod core;
 mod fetch;
 mod http;
 mod l1;
-mod l3;
 mod pair;
 mod quick;
 mod read;

@@ -1,6 +1,7 @@
 // Checked by `tsc --noEmit` (test/types.test.mjs): the README's calls type-check,
 // and wrong calls do not.
-import { Cache, LoadTimeoutError, type Stats } from 'ziggurat'
+import z, { Cache, LoadTimeoutError, type Stats } from 'ziggurat'
+import KeyvDefault from 'ziggurat/keyv'
 import { KeyvZiggurat } from 'ziggurat/keyv'
 import { collectMetrics } from 'ziggurat/metrics'
 
@@ -38,7 +39,7 @@ cache.get(42)
 
 // The subpath entries' types, through their ES module declarations.
 const keyv = new KeyvZiggurat(cache)
-void [keyv, collectMetrics]
+void [keyv, collectMetrics, new z.Cache('default-export'), new KeyvDefault(cache)]
 // @ts-expect-error the Keyv store takes a Cache or a name
 void new KeyvZiggurat(42)
 
@@ -83,3 +84,41 @@ void user('5')
 cache.memoize(async () => 1, { tll: 5 })
 // @ts-expect-error refreshAhead is a fraction
 void new Cache('opts', { refreshAhead: '20%' })
+
+// Values typed by an interface, with readonly arrays and optional properties.
+interface Post {
+  id: number
+  title: string
+  tags: readonly string[]
+  summary?: string
+  author: { name: string }
+}
+declare function dbGetPost(id: string): Promise<Post | null>
+async function interfaces(): Promise<void> {
+  const p: Post | undefined = await cache.getOrSet('post:9', () => dbGetPost('9'), { tags: 'posts' })
+  if (p !== undefined) cache.set('post:9', p, { tags: p.tags })
+  cache.add('post:10', { id: 10, title: 't', tags: [], author: { name: 'a' } } satisfies Post)
+  cache.setMany(new Map<string, Post>())
+  const getPost = cache.memoize((id: string) => dbGetPost(id), { name: 'post', tags: (id) => `post:${id}` })
+  const q: Post | undefined = await getPost('9')
+  cache.invalidateTags(['posts', 'users'] as const)
+  cache.incr('n', 1, { tags: 'counters' })
+  void q
+}
+void interfaces
+interface WithDate {
+  at: Date
+}
+interface WithMethod {
+  id: number
+  f(): void
+}
+declare const dated: WithDate
+declare const method: WithMethod
+// @ts-expect-error an 'auto' cache does not store a Date inside an interface's value
+cache.set('k', dated)
+// @ts-expect-error a function is not data
+cache.set('k', method)
+// @ts-expect-error a Map is not data
+cache.set('k', new Map([['a', 1]]))
+packed.set('k', dated)

@@ -124,6 +124,7 @@ def open_clustered(args: argparse.Namespace, files: CacheFiles) -> Cache:
     """The cache of ``files`` with its cluster tier, its stand-by stream reader stopped
     (``CliError`` for a missing cache, a bad URL or secret)."""
     from ziggurat.cache import Cache
+    from ziggurat.clustered import quiet
 
     secrets = secrets_from(args.secret_file, os.environ)
     seg = attach(files)
@@ -150,6 +151,5 @@ def open_clustered(args: argparse.Namespace, files: CacheFiles) -> Cache:
             cache = Cache(name, **kwargs)
     except (TypeError, ValueError) as e:
         raise CliError(str(e), "invalid") from None
-    if cache._reader is not None:
-        cache._reader.stop()
+    quiet(cache)
     return cache

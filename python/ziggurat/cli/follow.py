@@ -56,16 +56,14 @@ def _wait_for(files: CacheFiles, out: Output) -> None:
 
 def run(args: argparse.Namespace, out: Output) -> int:
     """Follows the stream until SIGTERM or SIGINT; returns the exit code."""
-    from ziggurat.cluster.reader import Reader
+    from ziggurat.clustered import dedicated_reader
 
     files = CacheFiles.of(args.name, args.directory, args.version)
     secrets_from(args.secret_file, os.environ)  # a missing secret is told before any wait
     _wait_for(files, out)
     cache = open_clustered(args, files)
     try:
-        tier = cache._tier
-        assert tier is not None
-        reader = Reader(tier, dedicated=True)
+        reader = dedicated_reader(cache)
         other = reader.claim()
         if other:
             raise CliError(

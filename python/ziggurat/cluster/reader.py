@@ -110,10 +110,10 @@ class Reader:
         or the pid of another live dedicated reader (then nothing changed). How
         ``ziggurat follow`` uses it, given a Redis server at that address::
 
-            cache = Cache("api", redis="redis://10.0.0.5:6379/0", secret=s)
-            cache._reader.stop()
-            reader = Reader(cache._tier, dedicated=True)
+            reader = dedicated_reader(Cache("api", redis="redis://10.0.0.5:6379/0", secret=s))
             reader.claim() or reader.run()
+
+        (``ziggurat.clustered.dedicated_reader`` stops the cache's own reader first.)
         """
         pid = os.getpid()
         while True:

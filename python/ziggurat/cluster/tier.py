@@ -1,6 +1,6 @@
 """L3: Redis or Valkey under the host's segment, shared by every host of the cluster.
 
-Reads: the segment's miss path asks ``below(key)`` before any loader (once per key per
+Reads: the segment's miss path asks ``ask(key)`` before any loader (once per key per
 host, under the load lease); a value found is checked (MAC), decoded, and copied into the
 segment only if nothing voided the key while it travelled. Writes: the value and its
 invalidation event go to Redis in one script call, then the host's segment is updated;
@@ -149,7 +149,7 @@ class ClusterTier(WriteTimes, Bodies):
 
     def _lookup(self, key: str | bytes, kb: bytes) -> tuple[Any] | None:
         """One read of ``key`` in Redis: ``(value,)`` copied into the host's segment (see
-        ``below``), or None (missing, voided, expired, failing its MAC, unreachable)."""
+        ``ask``), or None (missing, voided, expired, failing its MAC, unreachable)."""
         if self.core.app_load(W.DIRTY):
             # Writes kept on this host wait for the recovery: Redis may hold values they
             # replaced, so it is not read until then (the loader answers instead).
@@ -177,7 +177,7 @@ class ClusterTier(WriteTimes, Bodies):
                 log.debug("ziggurat cache %r: L3 value of %r not kept: %s", self.name, key, e)
         return (value,)
 
-    def below(self, key: str | bytes, loading: bool = False) -> tuple[Any] | None:
+    def ask(self, key: str | bytes, loading: bool = False) -> tuple[Any] | None:
         """The value of ``key`` in Redis as ``(value,)``, copied into the host's segment,
         or None. Called by the segment's miss path (``loading``: by a ``fetch`` about to
         run its loader); never raises for Redis's sake.
@@ -198,7 +198,7 @@ class ClusterTier(WriteTimes, Bodies):
                     self.link.client.set, lease, self._token, nx=True, px=self._lease_ms
                 ):
                     self._leases.add(kb)
-                    return None  # this host loads; `above` gives the lease back
+                    return None  # this host loads; `tell` gives the lease back
             except Down:
                 return None
             if time.monotonic() + pause > deadline:
@@ -211,7 +211,7 @@ class ClusterTier(WriteTimes, Bodies):
                 self.lease_waits += 1
                 return found
 
-    def above(self, key: str | bytes, value: Any, ttl: float, tags: list[str]) -> None:
+    def tell(self, key: str | bytes, value: Any, ttl: float, tags: list[str]) -> None:
         """How a load on this host ended: a value is offered to Redis, where it lands only
         if no value and no recent delete is there (a delete leaves a tombstone for
         ``tombstone_ttl`` so a load that started before it cannot bring the old value

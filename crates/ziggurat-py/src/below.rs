@@ -72,14 +72,11 @@ impl CacheCore {
 
 #[pymethods]
 impl CacheCore {
-    /// Installs the tier below: `below(key, loading)` returns None or
-    /// `(value,)`; `above(key, value, ttl, tags)` is told how each load ended
+    /// Installs the tier below: `ask(key, loading)` returns None or
+    /// `(value,)`; `tell(key, value, ttl, tags)` is told how each load ended
     /// (see `tell_tier_below`). Once only.
-    fn join_below(&self, below: Py<PyAny>, above: Py<PyAny>) -> PyResult<()> {
-        let tier = TierBelow {
-            ask: below,
-            tell: above,
-        };
+    fn join_below(&self, ask: Py<PyAny>, tell: Py<PyAny>) -> PyResult<()> {
+        let tier = TierBelow { ask, tell };
         if self.tier_below.set(tier).is_err() || !self.cache.join_tier_below() {
             return Err(PyValueError::new_err("a tier below is already joined"));
         }
