@@ -1,8 +1,9 @@
 //! The one error type of the Cache's behaviour. Every front end maps each
 //! variant to its language's exception (Python: `TypeError`, `ValueError`,
-//! `OverflowError`, `KeyError`, `LoadTimeout`, the segment's errors) and puts
-//! the public method's name in front of the message, so one bad input reads
-//! the same whichever front end refused it.
+//! `OverflowError`, `KeyError`, `LoadTimeout`, the segment's errors), words
+//! a refused argument in the names its users write (the argument and the
+//! problem are data here) and puts the public method's name in front of the
+//! message, so one bad input says the same whichever front end refused it.
 
 use std::fmt;
 
