@@ -32,7 +32,10 @@ impl Error {
     /// A refused argument.
     #[cold]
     pub fn invalid(arg: Arg, problem: Problem) -> Error {
-        Error::Invalid { arg, problem }
+        Error::Invalid {
+            arg,
+            problem: Box::new(problem),
+        }
     }
 }
 
@@ -45,8 +48,8 @@ pub enum Error {
     Invalid {
         /// The argument.
         arg: Arg,
-        /// What is wrong with it.
-        problem: Problem,
+        /// What is wrong with it (boxed, as the segment's error boxes it).
+        problem: Box<Problem>,
     },
     /// `incr` of a key with no fresh entry and no default.
     Missing,

@@ -66,8 +66,9 @@ pub enum Error {
     Invalid {
         /// The argument.
         arg: Arg,
-        /// What is wrong with it.
-        problem: Problem,
+        /// What is wrong with it (boxed: a refusal's data never makes the
+        /// results of the calls that succeed any larger).
+        problem: Box<Problem>,
     },
     /// The segment file could not be created or attached: why, and a message
     /// that names the file and the remedy.
@@ -103,7 +104,10 @@ impl Error {
     /// A refused argument.
     #[cold]
     pub fn invalid(arg: Arg, problem: Problem) -> Error {
-        Error::Invalid { arg, problem }
+        Error::Invalid {
+            arg,
+            problem: Box::new(problem),
+        }
     }
 
     pub(crate) fn open(cause: OpenCause, message: impl Into<String>) -> Error {

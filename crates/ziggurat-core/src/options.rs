@@ -68,10 +68,7 @@ impl Options {
             Some(n) => {
                 return Err(Error::invalid(
                     Arg::Shards,
-                    Problem::PowerOfTwo {
-                        max: 256,
-                        got: n.into(),
-                    },
+                    Problem::PowerOfTwo { max: 256, got: n },
                 ))
             }
         };
