@@ -70,7 +70,7 @@ impl Words for NodeWords {
         if handle {
             "`cache.unlink()`".into()
         } else {
-            "`rm`, as the file names no cache this process can open".into()
+            "`rm` of the file".into()
         }
     }
 }
