@@ -447,7 +447,7 @@ class Cache {
       parts = native.namespaceParts(prefix)
     } catch (e) {
       // The rule names Python's argument; this API's is `prefix`.
-      throw translate(e, 'Cache.namespace()', [/^name /, 'prefix '])
+      throw translate(e, 'Cache.namespace()')
     }
     return new Namespace(this, prefix, parts)
   }

@@ -323,7 +323,7 @@ export declare class Namespace<S extends Serializer = 'auto'> {
 export declare class ZigguratError extends Error {}
 
 /** Another caller's load did not finish within loaderTimeout. */
-export declare class LoadTimeoutError extends Error {}
+export declare class LoadTimeoutError extends ZigguratError {}
 
 /** `new Cache(..., { degraded: 'raise' })` found the segment unusable; `code` names the cause. */
 export declare class SegmentError extends ZigguratError {

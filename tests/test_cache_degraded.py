@@ -227,3 +227,23 @@ def test_messages_name_the_cause_and_remedy(cause: tuple[str, str, tuple[str, ..
     assert c.stats()["degraded"]
     assert c.stats()["degraded_cause"] == c.degraded_cause
     assert c.degraded_cause in (_MADE[(directory, name)], "incompatible")
+
+
+def test_local_incr_overflow_says_what_the_segment_says(shm_dir: str, tmp_path: Any) -> None:
+    """The store without a segment raises the Cache's own overflow message."""
+    name = new_name()
+    local = _open(str(tmp_path / "missing"), name, degraded="local")
+    shared = Cache(name, "8MiB", directory=shm_dir)
+    try:
+        assert local.degraded and not shared.degraded
+        messages = []
+        for cache in (local, shared):
+            cache.set("n", 2**63 - 1)
+            with pytest.raises(OverflowError) as info:
+                cache.incr("n")
+            messages.append(str(info.value))
+        assert messages == ["Cache.incr(): the counter 'n' would leave the signed 64-bit range"] * 2
+    finally:
+        shared.unlink()
+        shared.close()
+        local.close()

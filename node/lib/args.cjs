@@ -48,7 +48,7 @@ function duration(v, method, what) {
     try {
       s = native.duration(v, what)
     } catch (e) {
-      throw new RangeError(`${method}: ${e.message.replace(/\bmath\.inf\b/g, 'Infinity')}`)
+      throw new RangeError(`${method}: ${e.message}`)
     }
     if (durations.size < 1000) durations.set(v, s)
   }

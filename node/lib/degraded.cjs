@@ -160,7 +160,7 @@ class Degraded {
       throw new TypeError(`${M}: the value of ${JSON.stringify(String(key))} is not an integer`)
     }
     if (n < -(2n ** 63n) || n >= 2n ** 63n) {
-      throw new RangeError(`${M}: the counter ${JSON.stringify(String(key))} would leave 64 bits`)
+      throw new RangeError(`${M}: ${native.incrOverflow(JSON.stringify(String(key)))}`)
     }
     const out = n >= -(2n ** 53n) + 1n && n <= 2n ** 53n - 1n ? Number(n) : n
     this.#put(mk, out, this.#c.ttl, cur === ABSENT ? tags : this.entries.get(mk)?.tags)
@@ -243,7 +243,7 @@ class Degraded {
   unlink(M) {
     throw new ZigguratError(
       `${M}: cache ${JSON.stringify(this.#c.name)} runs without its segment (${this.failure.reason}); ` +
-        'remove its files with `ziggurat rm` once the cause is fixed',
+        'once the cause is fixed, a Cache opened again can unlink() its files',
     )
   }
 

@@ -10,52 +10,32 @@ class ZigguratError extends Error {
   }
 }
 
-/** Another caller's load of the key did not finish within `loaderTimeout`. */
-class LoadTimeoutError extends Error {
+/** A load of the key did not finish within `loaderTimeout`; the message names the key and the cache. */
+class LoadTimeoutError extends ZigguratError {
   constructor(message, options) {
     super(message, options)
     this.name = 'LoadTimeoutError'
   }
 }
 
-// The Cache's messages name options as Python does; say them as this API does.
-const NAMES = [
-  [/\bneg_ttl\b/g, 'negTtl'],
-  [/\bstale_ttl\b/g, 'staleTtl'],
-  [/\bloader_timeout\b/g, 'loaderTimeout'],
-  [/\brefresh_ahead\b/g, 'refreshAhead'],
-  [/\block_timeout\b/g, 'lockTimeout'],
-  [/\bhuge_pages\b/g, 'hugePages'],
-  [/\bavg_item_size\b/g, 'avgItemSize'],
-  [/\bmath\.inf\b/g, 'Infinity'],
-  [/\bread_only=True\b/g, 'a read-only handle'],
-]
-
-function rename(message, names) {
-  let m = message
-  for (const [re, to] of names) m = m.replace(re, to)
-  return m
+// The addon words its errors in this package's names; its `code` says the
+// class (crates/ziggurat-node/src/errors.rs: one napi status per class).
+const CLASSES = {
+  InvalidArg: RangeError,
+  ObjectExpected: TypeError,
+  Cancelled: LoadTimeoutError,
 }
 
 /**
- * The addon's error `e` as this package's exception, for `method`; `argument`:
- * a [pattern, name] of an argument this method names otherwise.
+ * The addon's error `e` as this package's exception, for `method`; `cache`:
+ * the cache's name, which a load timeout names.
  */
-function translate(e, method, argument) {
+function translate(e, method, cache) {
   if (!(e instanceof Error) || e instanceof TypeError || e instanceof RangeError) return e
-  if (e instanceof ZigguratError || e instanceof LoadTimeoutError) return e
-  const message = `${method}: ${rename(e.message, argument === undefined ? NAMES : [argument, ...NAMES])}`
-  switch (e.code) {
-    case 'InvalidArg':
-    case 'NumberExpected':
-      return new RangeError(message)
-    case 'ObjectExpected':
-      return new TypeError(message)
-    case 'Cancelled':
-      return new LoadTimeoutError(message)
-    default:
-      return new ZigguratError(message, { cause: e })
-  }
+  if (e instanceof ZigguratError) return e
+  const Class = CLASSES[e.code] ?? ZigguratError
+  const where = Class === LoadTimeoutError && cache !== undefined ? ` (cache ${JSON.stringify(cache)})` : ''
+  return new Class(`${method}: ${e.message}${where}`, Class === ZigguratError ? { cause: e } : undefined)
 }
 
 /**

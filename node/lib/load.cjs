@@ -139,7 +139,7 @@ class Loads {
             c.open()
             c.native.afterWait(m)
           } catch (e) {
-            throw translate(e, M)
+            throw translate(e, M, c.name)
           }
           break
         case LOAD:
@@ -207,7 +207,13 @@ class Loads {
     const c = this.#c
     const ac = new AbortController()
     const timer = setTimeout(
-      () => ac.abort(new LoadTimeoutError(`${M}: the loader did not finish within loaderTimeout (${c.loaderTimeout} s)`)),
+      () =>
+        ac.abort(
+          new LoadTimeoutError(
+            `${M}: the loader of ${JSON.stringify(String(key))} did not finish within loaderTimeout ` +
+              `(${c.loaderTimeout} s) (cache ${JSON.stringify(c.name)})`,
+          ),
+        ),
       Math.min(c.loaderTimeout * 1000, 2 ** 31 - 1),
     )
     const t0 = performance.now()

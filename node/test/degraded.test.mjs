@@ -76,7 +76,7 @@ c.close()
 
 describe("degraded: 'raise'", () => {
   for (const [cause, make] of Object.entries(CAUSES)) {
-    test(`${cause}: SegmentError naming the cache, with Python's cause and reason`, () => {
+    test(`${cause}: SegmentError naming the cache, with Python's cause and reason in this API's words`, () => {
       const [directory, name, size] = make()
       let err
       assert.throws(
@@ -92,9 +92,11 @@ describe("degraded: 'raise'", () => {
       assert.equal(err.code, pyCause)
       // (the free space of the directory, which other processes change, aside)
       const free = (m) => m.replace(/\d+ bytes are available/, 'N bytes are available')
+      // The one option a reason names here, as each language writes it.
+      const nodeReason = pyReason.replaceAll('recreate=True', 'recreate: true')
       assert.equal(
         free(err.message),
-        free(`new Cache(${JSON.stringify(name)}): the shared segment cannot be used: ${pyReason}`),
+        free(`new Cache(${JSON.stringify(name)}): the shared segment cannot be used: ${nodeReason}`),
       )
     })
   }

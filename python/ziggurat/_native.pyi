@@ -123,9 +123,13 @@ MAX_VERSION: int
 BUILD: str
 
 def parse_size(size: int | str) -> int: ...
-def check_ttl(ttl: float, what: str) -> float:
+def check_ttl(ttl: float, what: str, method: str) -> float:
     """``ttl`` if the Cache takes it as a TTL (seconds > 0, at most ``MAX_TTL``, or
-    ``math.inf``), else a ValueError whose message starts with ``what``."""
+    ``math.inf``), else a ValueError naming ``method`` and its argument ``what``."""
+
+def incr_overflow(key: str) -> str:
+    """What an ``incr`` of the counter ``key`` (its repr) says when its result leaves
+    the signed 64-bit range."""
 
 def check_defaults(
     fetch_defaults: tuple[float, float | None, float | None, float, float],

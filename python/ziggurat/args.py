@@ -124,7 +124,7 @@ def ttl_arg(value: object, default: float | None, what: str, method: str) -> flo
         seconds = float(value)
     except OverflowError:  # an int beyond any float: past the limit all the same
         seconds = MAX_TTL * 2
-    return _native.check_ttl(seconds, f"{method}(): {what}")
+    return _native.check_ttl(seconds, what, method)
 
 
 def tags_arg(tags: Iterable[str], method: str) -> tuple[str, ...]:

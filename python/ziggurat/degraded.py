@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ziggurat import _native
 from ziggurat.args import check_key, int_arg, tags_arg, ttl_arg
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class Degraded(_Base):
                 raise TypeError(f"{m}(): the value of {key!r} is not an integer")
             n = cur + delta
             if not -(2**63) <= n < 2**63:
-                raise OverflowError(f"{m}(): the counter {key!r} would leave 64 bits")
+                raise OverflowError(f"{m}(): {_native.incr_overflow(repr(key))}")
             self.set(key, n, tags=tg if created else ())
             return n
 

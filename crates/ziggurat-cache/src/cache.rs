@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ziggurat_core::{now_ms, Segment, Snapshot};
+use ziggurat_core::{now_ms, Arg, Problem, Segment, Snapshot};
 
 use crate::counts::Counts;
 use crate::entry::{refresh_due, Kind, Trailer};
@@ -267,9 +267,15 @@ impl Cache {
 
     /// Word `i` of the words a tier below keeps in the segment.
     pub fn app_load(&self, i: usize) -> Result<u64, Error> {
-        self.writable()?
-            .app_load(i)
-            .ok_or_else(|| Error::Value(format!("word {i} does not exist")))
+        self.writable()?.app_load(i).ok_or_else(|| {
+            Error::invalid(
+                Arg::Word,
+                Problem::NoSuchWord {
+                    index: i,
+                    count: ziggurat_core::APP_WORDS,
+                },
+            )
+        })
     }
 
     /// Replaces word `i` with `new` if it holds `old`; whether it did.
@@ -306,6 +312,6 @@ impl Cache {
 }
 
 /// A TTL argument checked, or None (the cache's own).
-pub fn ttl_or_default(ttl: Option<f64>, what: &str) -> Result<Option<f64>, Error> {
+pub fn ttl_or_default(ttl: Option<f64>, what: Arg) -> Result<Option<f64>, Error> {
     ttl.map(|t| check_ttl(t, what)).transpose()
 }

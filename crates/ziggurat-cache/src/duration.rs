@@ -3,6 +3,8 @@
 //! same rule in every front end that takes text (Node.js's `ttl: '5m'`).
 //! The result is seconds, checked afterwards as a TTL ([`crate::check_ttl`]).
 
+use ziggurat_core::{Arg, Form, Problem};
+
 use crate::error::Error;
 
 /// Seconds of a duration string: a number (fractions allowed) and an
@@ -47,16 +49,19 @@ pub fn parse_duration(s: &str) -> Option<f64> {
 /// it, naming the argument `what`.
 ///
 /// ```
-/// use ziggurat_cache::duration_text;
-/// assert_eq!(duration_text("2m", "ttl").unwrap(), 120.0);
-/// assert!(duration_text("soon", "ttl").unwrap_err().to_string().starts_with("ttl: cannot read"));
+/// use ziggurat_cache::{duration_text, Arg};
+/// assert_eq!(duration_text("2m", Arg::Ttl).unwrap(), 120.0);
+/// assert!(duration_text("soon", Arg::Ttl).unwrap_err().to_string().starts_with("ttl: cannot read"));
 /// ```
-pub fn duration_text(s: &str, what: &str) -> Result<f64, Error> {
+pub fn duration_text(s: &str, what: Arg) -> Result<f64, Error> {
     parse_duration(s).ok_or_else(|| {
-        Error::Value(format!(
-            "{what}: cannot read duration {s:?}: use seconds (30) or a number with a unit: \
-             ms, s, m, h, d ('500ms', '5m', '1.5h'), or 'inf' for never"
-        ))
+        Error::invalid(
+            what,
+            Problem::Malformed {
+                rule: Form::Duration,
+                got: s.to_string(),
+            },
+        )
     })
 }
 

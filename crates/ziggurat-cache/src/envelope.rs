@@ -14,6 +14,8 @@
 
 use hashbrown::HashSet;
 
+use ziggurat_core::{Arg, Problem};
+
 use crate::error::Error;
 
 /// The first byte of a pickle of protocol 2 or later (the PROTO opcode).
@@ -56,7 +58,7 @@ pub fn format_of(data: &[u8]) -> Result<Format, Error> {
 /// empty data).
 pub fn format_by(first: Option<u8>) -> Result<Format, Error> {
     match first {
-        None => Err(Error::Value("cannot decode empty data".into())),
+        None => Err(Error::invalid(Arg::Data, Problem::Empty)),
         Some(PICKLE_PROTO) => Ok(Format::Pickle),
         Some(_) => Ok(Format::Json),
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ziggurat_core::huge::Policy;
-use ziggurat_core::{Error, Geometry, HugePages, Options, Result, Segment, TagRef};
+use ziggurat_core::{Arg, Error, Geometry, HugePages, Options, Problem, Result, Segment, TagRef};
 
 use crate::front::Payload;
 
@@ -269,13 +269,23 @@ impl Handle {
     pub fn wait(&self, key: &[u8], stamp: i128, timeout: f64) -> Result<bool> {
         let seg = self.keyed(key)?;
         let Ok(stamp) = u32::try_from(stamp) else {
-            return Err(Error::Invalid(format!(
-                "stamp must be in 0..2**32, got {stamp}"
-            )));
+            return Err(Error::invalid(
+                Arg::Stamp,
+                Problem::Range {
+                    min: 0,
+                    max: u32::MAX.into(),
+                    got: stamp,
+                },
+            ));
         };
         if !(timeout.is_finite() && timeout >= 0.0) {
-            return Err(Error::Invalid(
-                "timeout must be a finite number of seconds >= 0".into(),
+            return Err(Error::invalid(
+                Arg::Timeout,
+                Problem::Seconds {
+                    got: timeout,
+                    zero: true,
+                    never: false,
+                },
             ));
         }
         seg.wait(key, stamp, Duration::from_secs_f64(timeout.min(86400.0)))
@@ -328,10 +338,9 @@ impl Handle {
     pub fn leases(&self) -> Result<Vec<(u32, u32)>> {
         let seg = self.segment()?;
         if !seg.is_read_only() {
-            return Err(Error::Invalid(
-                "Segment.leases() reads the lease cells without taking them, which only a \
-                 read_only=True handle does: open the segment with read_only=True"
-                    .into(),
+            return Err(Error::invalid(
+                Arg::ReadOnly,
+                Problem::NeedsReadOnly { call: "leases" },
             ));
         }
         Ok(seg.lease_cells().unwrap_or_default())
@@ -339,9 +348,15 @@ impl Handle {
 
     /// Word `i` of the words kept for the layers above the engine.
     pub fn app_load(&self, i: usize) -> Result<u64> {
-        self.segment()?
-            .app_load(i)
-            .ok_or_else(|| Error::Invalid(format!("Segment.app_load(): word {i} does not exist")))
+        self.segment()?.app_load(i).ok_or_else(|| {
+            Error::invalid(
+                Arg::Word,
+                Problem::NoSuchWord {
+                    index: i,
+                    count: ziggurat_core::APP_WORDS,
+                },
+            )
+        })
     }
 
     /// Whether huge pages back the mapping in this process (touches one

@@ -8,6 +8,8 @@
 
 pub use ziggurat_core::MAX_KEY;
 
+use ziggurat_core::{Arg, Problem};
+
 use crate::error::Error;
 
 /// `Ok` for the bytes of a key a Cache takes; otherwise what is wrong, as a
@@ -29,7 +31,13 @@ pub fn check_key(key: &[u8]) -> Result<(), Error> {
 
 #[cold]
 fn bad_length(len: usize) -> Error {
-    Error::Value(format!("key must be 1 to {MAX_KEY} bytes, got {len}"))
+    Error::invalid(
+        Arg::Key,
+        Problem::Length {
+            max: MAX_KEY,
+            got: len,
+        },
+    )
 }
 
 /// The message for a text key with no UTF-8 form: a lone surrogate at

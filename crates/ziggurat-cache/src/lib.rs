@@ -122,7 +122,7 @@ pub use envelope::{
     format_by, format_of, pickle_bytes, unpickle_bytes, Format, JsonText, MAX_DEPTH, PICKLE_PROTO,
     PICKLE_PROTOCOL,
 };
-pub use error::Error;
+pub use error::{incr_overflow, Error, OVERFLOW};
 pub use families::{
     Family, Group, MetricKind, Scope, DEGRADED_LABELS, FAMILIES, HOST_LABELS, PROCESS_LABELS,
     PROCESS_UNTIERED_LABELS, TIERS, UP_LABELS,
@@ -150,3 +150,4 @@ pub use tags::{check_tags, MAX_TAGS, MIN_TAG_BYTES};
 pub use ttl::{check_ttl, lifetime, Lifetime, MAX_TTL_SECONDS};
 pub use update::{add, fill, incr, touch};
 pub use watch::{L1Watch, Watch32, Watch64};
+pub use ziggurat_core::{describe, Arg, Form, Layout, Problem, RustWords, Words};

@@ -18,7 +18,7 @@ use crate::flight::{Flight, FlightKey, Next};
 use crate::front::{Front, Read};
 use crate::tags::check_tags;
 use crate::ttl::check_ttl;
-use ziggurat_core::Snapshot;
+use ziggurat_core::{Arg, Snapshot};
 
 /// The longest single sleep of a waiter: after it, the holder's liveness is
 /// checked again (a dead holder is replaced at once).
@@ -202,10 +202,10 @@ impl Cache {
         tags: Vec<Vec<u8>>,
     ) -> Result<Plan, Error> {
         let o = self.options();
-        let opt = |v: Option<f64>, what: &str| v.map(|v| check_ttl(v, what)).transpose();
-        let ttl = opt(ttl, "ttl")?.unwrap_or(o.ttl);
-        let neg_ttl = opt(neg_ttl, "neg_ttl")?.or(o.neg_ttl);
-        let stale_ttl = opt(stale_ttl, "stale_ttl")?.or(o.stale_ttl);
+        let opt = |v: Option<f64>, what: Arg| v.map(|v| check_ttl(v, what)).transpose();
+        let ttl = opt(ttl, Arg::Ttl)?.unwrap_or(o.ttl);
+        let neg_ttl = opt(neg_ttl, Arg::NegTtl)?.or(o.neg_ttl);
+        let stale_ttl = opt(stale_ttl, Arg::StaleTtl)?.or(o.stale_ttl);
         check_tags(&tags)?;
         Ok(Plan {
             ttl,

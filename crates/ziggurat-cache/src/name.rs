@@ -4,7 +4,7 @@
 //! too. The engine's own rule for segment names (longer, since a cache adds
 //! `.ver-{version}` and `.neg` to its name) still guards the files.
 
-use ziggurat_core::check_segment_name;
+use ziggurat_core::{check_segment_name, Arg, Form, Problem};
 
 use crate::error::Error;
 
@@ -35,10 +35,13 @@ pub fn segment_name(name: &str, version: Option<&str>) -> Result<String, Error> 
     // The engine's rule for a segment's name, shorter: the cache adds a version
     // and `.neg` to it.
     if name.len() > MAX_NAME || check_segment_name(name).is_err() {
-        return Err(Error::Value(format!(
-            "name must be 1-{MAX_NAME} characters of A-Z a-z 0-9 . _ - not starting with '.', \
-             got {name:?}"
-        )));
+        return Err(Error::invalid(
+            Arg::Name,
+            Problem::Malformed {
+                rule: Form::FileName { max: MAX_NAME },
+                got: name.to_string(),
+            },
+        ));
     }
     let Some(version) = version else {
         return Ok(name.to_string());
@@ -48,9 +51,13 @@ pub fn segment_name(name: &str, version: Option<&str>) -> Result<String, Error> 
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b));
     if !version_ok {
-        return Err(Error::Value(format!(
-            "version must be 1-{MAX_VERSION} characters of A-Z a-z 0-9 _ -, got {version:?}"
-        )));
+        return Err(Error::invalid(
+            Arg::Version,
+            Problem::Malformed {
+                rule: Form::Version { max: MAX_VERSION },
+                got: version.to_string(),
+            },
+        ));
     }
     Ok(format!("{name}{VERSION_MARK}{version}"))
 }

@@ -2,6 +2,8 @@
 //! front end makes a namespace's keys and hidden tag by this rule, so that a
 //! namespace opened in one language sees and clears what another wrote.
 
+use ziggurat_core::{Arg, Form, Problem};
+
 use crate::error::Error;
 
 /// What a front end needs to make a namespace's keys and tags: a key `k` of
@@ -28,9 +30,13 @@ impl Namespace {
     /// ```
     pub fn new(name: &str) -> Result<Namespace, Error> {
         if name.is_empty() || name.contains(':') {
-            return Err(Error::Value(format!(
-                "name must be a non-empty string without ':', got {name:?}"
-            )));
+            return Err(Error::invalid(
+                Arg::Namespace,
+                Problem::Malformed {
+                    rule: Form::Namespace,
+                    got: name.to_string(),
+                },
+            ));
         }
         Ok(Namespace {
             key_prefix: format!("{name}:"),

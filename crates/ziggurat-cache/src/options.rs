@@ -2,6 +2,8 @@
 //! writes and loads use, the jitter and early refresh of loads, and how long
 //! a waiter waits for another caller's load.
 
+use ziggurat_core::{Arg, Problem};
+
 use crate::defaults;
 use crate::error::Error;
 use crate::ttl::check_ttl;
@@ -54,26 +56,26 @@ impl CacheOptions {
     /// assert!(bad.checked().unwrap_err().to_string().starts_with("jitter"));
     /// ```
     pub fn checked(self) -> Result<CacheOptions, Error> {
-        check_ttl(self.ttl, "ttl")?;
+        check_ttl(self.ttl, Arg::Ttl)?;
         for (v, what) in [
-            (self.neg_ttl, "neg_ttl"),
-            (self.stale_ttl, "stale_ttl"),
-            (self.degraded_ttl, "degraded_ttl"),
+            (self.neg_ttl, Arg::NegTtl),
+            (self.stale_ttl, Arg::StaleTtl),
+            (self.degraded_ttl, Arg::DegradedTtl),
         ] {
             if let Some(v) = v {
                 check_ttl(v, what)?;
             }
         }
-        let fraction = |v: f64, what: &str| {
+        let fraction = |v: f64, what: Arg| {
             if (0.0..1.0).contains(&v) {
                 Ok(())
             } else {
-                Err(Error::Value(format!("{what} must be in [0, 1), got {v:?}")))
+                Err(Error::invalid(what, Problem::Fraction { got: v }))
             }
         };
-        fraction(self.jitter, "jitter")?;
-        fraction(self.refresh_ahead, "refresh_ahead")?;
-        check_ttl(self.loader_timeout, "loader_timeout")?;
+        fraction(self.jitter, Arg::Jitter)?;
+        fraction(self.refresh_ahead, Arg::RefreshAhead)?;
+        check_ttl(self.loader_timeout, Arg::LoaderTimeout)?;
         Ok(self)
     }
 }
@@ -103,9 +105,13 @@ impl CopyMode {
             "shared" => Ok(CopyMode::Shared),
             "copy" => Ok(CopyMode::Copy),
             "decode" => Ok(CopyMode::Decode),
-            other => Err(Error::Value(format!(
-                "copy must be 'shared', 'copy' or 'decode', got {other:?}"
-            ))),
+            other => Err(Error::invalid(
+                Arg::Copy,
+                Problem::Choice {
+                    allowed: &["shared", "copy", "decode"],
+                    got: other.to_string(),
+                },
+            )),
         }
     }
 

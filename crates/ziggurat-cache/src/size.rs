@@ -1,6 +1,8 @@
 //! Sizes as people write them: "64MiB" (binary, powers of 1024) or "1.5GB"
 //! (decimal, powers of 1000), the same rule in every front end.
 
+use ziggurat_core::{Arg, Form, Problem};
+
 use crate::error::Error;
 
 /// The largest size accepted, in bytes (1 PiB); the segment itself may refuse
@@ -15,9 +17,14 @@ pub const MAX_SIZE: u64 = 1 << 50;
 /// ```
 pub fn size_bytes(n: i128) -> Result<u64, Error> {
     if n <= 0 || n > MAX_SIZE as i128 {
-        return Err(Error::Value(format!(
-            "size must be a positive number of bytes, got {n}"
-        )));
+        return Err(Error::invalid(
+            Arg::Size,
+            Problem::Range {
+                min: 1,
+                max: MAX_SIZE as i128,
+                got: n,
+            },
+        ));
     }
     Ok(n as u64)
 }
@@ -30,10 +37,13 @@ pub fn size_bytes(n: i128) -> Result<u64, Error> {
 /// ```
 pub fn size_text(s: &str) -> Result<u64, Error> {
     parse_size(s).ok_or_else(|| {
-        Error::Value(format!(
-            "cannot read size {s:?}: use bytes (4096) or a number with a unit: KB, MB, GB, TB \
-             (decimal) or KiB, MiB, GiB, TiB (binary), at most 1024TiB"
-        ))
+        Error::invalid(
+            Arg::Size,
+            Problem::Malformed {
+                rule: Form::Size,
+                got: s.to_string(),
+            },
+        )
     })
 }
 

@@ -4,10 +4,12 @@
 
 pub use ziggurat_core::MAX_TAGS;
 
-/// The shortest tag, in bytes: none is empty.
-pub const MIN_TAG_BYTES: usize = 1;
+use ziggurat_core::{Arg, Problem};
 
 use crate::error::Error;
+
+/// The shortest tag, in bytes: none is empty.
+pub const MIN_TAG_BYTES: usize = 1;
 
 /// `Ok` for tags an entry may carry; otherwise what is wrong.
 ///
@@ -18,13 +20,16 @@ use crate::error::Error;
 /// ```
 pub fn check_tags<T: AsRef<[u8]>>(tags: &[T]) -> Result<(), Error> {
     if tags.iter().any(|t| t.as_ref().len() < MIN_TAG_BYTES) {
-        return Err(Error::Value("a tag must not be empty".into()));
+        return Err(Error::invalid(Arg::Tags, Problem::Empty));
     }
     if tags.len() > MAX_TAGS {
-        return Err(Error::Value(format!(
-            "at most {MAX_TAGS} tags per entry, got {}",
-            tags.len()
-        )));
+        return Err(Error::invalid(
+            Arg::Tags,
+            Problem::TooMany {
+                max: MAX_TAGS,
+                got: tags.len(),
+            },
+        ));
     }
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! TTL rules shared by every front end: seconds, finite and positive, or
 //! infinite for "never expires".
 
+use ziggurat_core::{Arg, Problem};
+
 use crate::error::Error;
 
 /// The longest finite TTL, in seconds (100 years); longer is a mistake, not a wish.
@@ -19,7 +21,7 @@ pub struct Lifetime {
 impl Lifetime {
     /// A lifetime from seconds; `Err` names what is wrong with `ttl` (the
     /// caller adds which method and argument).
-    pub fn from_seconds(ttl: f64, stale: f64) -> Result<Lifetime, String> {
+    pub fn from_seconds(ttl: f64, stale: f64) -> Result<Lifetime, Problem> {
         let ttl_ms = seconds_to_ms(ttl)?;
         let stale_ms = if stale == 0.0 {
             0
@@ -50,14 +52,14 @@ impl Lifetime {
 /// or infinity for never); otherwise what is wrong, naming the argument `what`.
 ///
 /// ```
-/// use ziggurat_cache::check_ttl;
-/// assert_eq!(check_ttl(1.5, "ttl").unwrap(), 1.5);
-/// assert!(check_ttl(0.0, "neg_ttl").unwrap_err().to_string().starts_with("neg_ttl must be"));
+/// use ziggurat_cache::{check_ttl, Arg};
+/// assert_eq!(check_ttl(1.5, Arg::Ttl).unwrap(), 1.5);
+/// assert!(check_ttl(0.0, Arg::NegTtl).unwrap_err().to_string().starts_with("neg_ttl must be"));
 /// ```
-pub fn check_ttl(ttl: f64, what: &str) -> Result<f64, Error> {
+pub fn check_ttl(ttl: f64, what: Arg) -> Result<f64, Error> {
     match seconds_to_ms(ttl) {
         Ok(_) => Ok(ttl),
-        Err(m) => Err(Error::Value(format!("{what} {m}"))),
+        Err(problem) => Err(Error::invalid(what, problem)),
     }
 }
 
@@ -71,19 +73,23 @@ pub fn lifetime(ttl: f64, stale: f64) -> Lifetime {
 }
 
 /// Milliseconds of a TTL in seconds: `None` for infinity.
-fn seconds_to_ms(s: f64) -> Result<Option<u64>, String> {
+fn seconds_to_ms(s: f64) -> Result<Option<u64>, Problem> {
     if s == f64::INFINITY {
         return Ok(None);
     }
     if !(s.is_finite() && s > 0.0) {
-        return Err(format!(
-            "must be a number of seconds > 0 (or math.inf for never), got {s}"
-        ));
+        return Err(Problem::Seconds {
+            got: s,
+            zero: false,
+            never: true,
+        });
     }
     if s > MAX_TTL_SECONDS {
-        return Err(format!(
-            "must be at most 100 years ({MAX_TTL_SECONDS} s) or math.inf for never, got {s}"
-        ));
+        return Err(Problem::TooLong {
+            max: MAX_TTL_SECONDS,
+            got: s,
+            never: true,
+        });
     }
     Ok(Some(((s * 1000.0).ceil() as u64).max(1)))
 }

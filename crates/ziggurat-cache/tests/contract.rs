@@ -66,7 +66,8 @@ fn fetch(
                     }
                     Err(_) => match c.failed(key, &miss, Took::Ns(0)) {
                         Some(stale) => Ok(Some(stale.clone())),
-                        None => Err(Error::Value("the loader failed".into())),
+                        // The loader's own error is the front end's to raise.
+                        None => Err(Error::Missing),
                     },
                 };
             }

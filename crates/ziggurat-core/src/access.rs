@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use crate::invalid::{setting_mark, Arg};
 use crate::options::Options;
 use crate::sys;
 
@@ -66,8 +67,9 @@ pub(crate) fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, opts: &Op
                 sys::describe_group(g)
             ),
             None => format!(
-                "it is readable or writable by other users (mode {mode:o}; without group= \
-                 a segment must be 600)"
+                "it is readable or writable by other users (mode {mode:o}; without {} \
+                 a segment must be 600)",
+                setting_mark(Arg::Group, "<gid>")
             ),
         });
     }
@@ -105,10 +107,14 @@ pub(crate) fn judge_access(path: &Path, uid: u32, gid: u32, mode: u32, opts: &Op
                 in this process when decoded): run this process as that user, or as a member \
                 of the file's group once its owner shares it (mode 660)";
     } else {
-        why += ". Refusing to share memory with another user: run every process as the same \
-                user, or share a group (group=<gid>, which creates the file mode 660 for that \
-                group; its owner rebuilds an existing file that way by opening it with \
-                group=<gid> and recreate=True), or choose another directory";
+        let group = setting_mark(Arg::Group, "<gid>");
+        why += &format!(
+            ". Refusing to share memory with another user: run every process as the same \
+             user, or share a group ({group}, which creates the file mode 660 for that \
+             group; its owner rebuilds an existing file that way by opening it with \
+             {group} and {}), or choose another directory",
+            setting_mark(Arg::Recreate, "true")
+        );
     }
     why += ". If no process of this service made that file, another user may have taken the \
             name first in a directory every user can write: give the service a directory \

@@ -17,6 +17,7 @@ use crate::error::{Error, OpenCause, Result};
 use crate::geometry::Geometry;
 use crate::hash::checksum;
 use crate::huge::{HugePages, Policy};
+use crate::invalid::{Arg, Problem};
 use crate::layout::*;
 use crate::lock::Mutex;
 use crate::options::Options;
@@ -117,12 +118,15 @@ impl Segment {
         let mode = match opts.group {
             Some(gid) => {
                 sys::fchown_group(&file, gid).map_err(|e| {
-                    Error::Invalid(format!(
-                        "group={gid}: cannot give the new segment file {}: {e}. This process \
-                         ({}) must be a member of that group; pass a group it belongs to",
-                        sys::describe_group(gid),
-                        me()
-                    ))
+                    Error::invalid(
+                        Arg::Group,
+                        Problem::NotMember {
+                            gid,
+                            group: sys::describe_group(gid),
+                            process: me(),
+                            error: e.to_string(),
+                        },
+                    )
                 })?;
                 0o660
             }

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::io;
 
+use crate::invalid::{describe, fill, Arg, Problem, RustWords, Words};
+
 /// Result alias of the engine.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -59,14 +61,23 @@ impl OpenCause {
 /// What can go wrong with a segment.
 #[derive(Debug)]
 pub enum Error {
-    /// Bad argument from the caller; nothing was changed.
-    Invalid(String),
+    /// Bad argument from the caller; nothing was changed. Which argument and
+    /// what is wrong with it, as data each front end words ([`describe`](crate::describe)).
+    Invalid {
+        /// The argument.
+        arg: Arg,
+        /// What is wrong with it (boxed: a refusal's data never makes the
+        /// results of the calls that succeed any larger).
+        problem: Box<Problem>,
+    },
     /// The segment file could not be created or attached: why, and a message
     /// that names the file and the remedy.
     Open {
         /// Why, as a stable value.
         cause: OpenCause,
-        /// What happened and what to do.
+        /// What happened and what to do, with marks where a setting or a
+        /// command is named: [`Error::message`] (or [`fill`](crate::fill))
+        /// says them in a front end's words.
         message: String,
     },
     /// A shard lock was not obtained within the lock timeout; nothing was changed.
@@ -82,11 +93,20 @@ impl Error {
     /// [`Error::Open`], else "invalid", "lock_timeout", "closed" or "io".
     pub fn cause(&self) -> &'static str {
         match self {
-            Error::Invalid(_) => "invalid",
+            Error::Invalid { .. } => "invalid",
             Error::Open { cause, .. } => cause.name(),
             Error::LockTimeout => "lock_timeout",
             Error::Closed => "closed",
             Error::Io(..) => "io",
+        }
+    }
+
+    /// A refused argument.
+    #[cold]
+    pub fn invalid(arg: Arg, problem: Problem) -> Error {
+        Error::Invalid {
+            arg,
+            problem: Box::new(problem),
         }
     }
 
@@ -98,14 +118,29 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The message in `words`: the names a front end's users write.
+    #[cold]
+    pub fn message(&self, words: &dyn Words) -> String {
+        match self {
+            Error::Invalid { arg, problem } => describe(*arg, problem, words),
+            Error::Open { message, .. } => fill(message, words),
+            Error::LockTimeout => format!(
+                "a shard lock was not obtained within {}; the write was not made \
+                 (another process holds the lock for too long: stopped, or being debugged)",
+                words.arg(Arg::LockTimeout)
+            ),
+            e => e.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Invalid(m) | Error::Open { message: m, .. } => f.write_str(m),
-            Error::LockTimeout => f.write_str(
-                "a shard lock was not obtained within lock_timeout; the write was not made \
-                 (another process holds the lock for too long: stopped, or being debugged)",
-            ),
+            Error::Invalid { .. } | Error::Open { .. } | Error::LockTimeout => {
+                f.write_str(&self.message(&RustWords))
+            }
             Error::Closed => f.write_str("the segment is closed"),
             Error::Io(what, e) => write!(f, "{what}: {e}"),
         }

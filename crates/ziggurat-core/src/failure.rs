@@ -7,6 +7,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{Error, OpenCause, Result};
+use crate::invalid::remove_mark;
 use crate::segment::Segment;
 
 impl Segment {
@@ -56,9 +57,9 @@ impl Segment {
             format!(
                 "segment file {} cannot be used: {what} stopped on data it could not handle \
                  ({why}), and this handle no longer reads or writes the file. Remove the \
-                 file once no process uses it (`unlink()`, or `ziggurat rm`): the next open \
-                 makes a new one",
-                self.path.display()
+                 file once no process uses it ({}): the next open makes a new one",
+                self.path.display(),
+                remove_mark(true)
             ),
         )
     }

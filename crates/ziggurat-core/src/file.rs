@@ -19,6 +19,7 @@ use crate::error::{Error, OpenCause, Result};
 use crate::failure::panic_message;
 use crate::geometry::Geometry;
 use crate::huge::HugePages;
+use crate::invalid::{remove_mark, setting_mark, Arg, Problem};
 use crate::name::{check_segment_name, file_name};
 use crate::options::Options;
 use crate::replace::lock_to_replace;
@@ -84,10 +85,11 @@ impl Segment {
                 OpenCause::Damaged,
                 format!(
                     "segment file {} cannot be used: opening it stopped on data it could not \
-                     handle ({}). Remove the file once no process uses it (`ziggurat rm`): the \
-                     next open makes a new one",
+                     handle ({}). Remove the file once no process uses it ({}): the next open \
+                     makes a new one",
                     opts.directory.join(file_name(name)).display(),
-                    panic_message(payload)
+                    panic_message(payload),
+                    remove_mark(false)
                 ),
             ))
         })?;
@@ -106,8 +108,10 @@ impl Segment {
                 return Err(Error::open(
                     OpenCause::NoHugePages,
                     format!(
-                        "segment file {} is not backed by huge pages, and huge_pages='require':                          {why}; or open it with huge_pages='auto'",
-                        seg.path().display()
+                        "segment file {} is not backed by huge pages, and {}:                          {why}; or open it with {}",
+                        seg.path().display(),
+                        setting_mark(Arg::HugePages, "'require'"),
+                        setting_mark(Arg::HugePages, "'auto'")
                     ),
                 ));
             }
@@ -216,19 +220,31 @@ impl Segment {
     fn open_file(name: &str, opts: &Options) -> Result<Segment> {
         check_segment_name(name)?;
         if opts.lock_timeout.is_zero() || opts.lock_timeout > Duration::from_secs(3600) {
-            return Err(Error::Invalid(
-                "lock_timeout must be > 0 and at most 3600 seconds".into(),
+            return Err(Error::invalid(
+                Arg::LockTimeout,
+                Problem::TooLong {
+                    max: 3600.0,
+                    got: opts.lock_timeout.as_secs_f64(),
+                    never: false,
+                },
             ));
         }
         if opts.group == Some(u32::MAX) {
-            return Err(Error::Invalid(
-                "group must be a group id (gid) below 4294967295".into(),
+            return Err(Error::invalid(
+                Arg::Group,
+                Problem::Range {
+                    min: 0,
+                    max: u32::MAX as i128 - 1,
+                    got: u32::MAX.into(),
+                },
             ));
         }
         if opts.read_only && opts.recreate {
-            return Err(Error::Invalid(
-                "read_only and recreate exclude each other: a read-only open never replaces a file"
-                    .into(),
+            return Err(Error::invalid(
+                Arg::ReadOnly,
+                Problem::Excludes {
+                    other: Arg::Recreate,
+                },
             ));
         }
         let geom = Geometry::compute(opts.size, opts.avg_item_size, opts.shards)?;
@@ -326,10 +342,11 @@ impl Segment {
                     return Err(Error::open(
                         cause,
                         format!(
-                            "segment file {} cannot be used: {message}. Open it with recreate=True to \
+                            "segment file {} cannot be used: {message}. Open it with {} to \
                              replace it (processes still attached to the old file keep using it \
                              until they reopen)",
-                            path.display()
+                            path.display(),
+                            setting_mark(Arg::Recreate, "true")
                         ),
                     ));
                 }
@@ -446,7 +463,8 @@ impl Segment {
                     OpenCause::Incompatible,
                     format!(
                         "segment file {p} cannot be used: {m}, so other users may have written \
-                         it. Its owner replaces it with a read-write open with recreate=True"
+                         it. Its owner replaces it with a read-write open with {}",
+                        setting_mark(Arg::Recreate, "true")
                     ),
                 ))
             }
@@ -456,8 +474,9 @@ impl Segment {
             Err(Error::Open { cause, message }) => Err(Error::open(
                 cause,
                 format!(
-                    "segment file {p} cannot be used: {message}. A read-write open with \
-                     recreate=True replaces it"
+                    "segment file {p} cannot be used: {message}. A read-write open with {} \
+                     replaces it",
+                    setting_mark(Arg::Recreate, "true")
                 ),
             )),
             Err(e) => Err(e),

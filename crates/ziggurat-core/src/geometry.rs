@@ -5,6 +5,7 @@
 //! The byte-level description is in docs/format.md; keep the two in step.
 
 use crate::error::{Error, OpenCause, Result};
+use crate::invalid::{Arg, Layout, Problem};
 use crate::layout::{GHOST_CELLS, HEADER_SIZE, MAX_KEY, MAX_SIZE, MIN_SIZE, SHARD_HDR};
 
 /// The sizes and offsets of a segment, derived once from its budget.
@@ -53,9 +54,14 @@ pub struct Geometry {
 /// index) is within 32 B to 16 MiB.
 pub(crate) fn check_avg_item(avg_item: i128) -> Result<()> {
     if !(32..=1 << 24).contains(&avg_item) {
-        return Err(Error::Invalid(format!(
-            "avg_item_size must be between 32 and 16777216 bytes, got {avg_item}"
-        )));
+        return Err(Error::invalid(
+            Arg::AvgItemSize,
+            Problem::Range {
+                min: 32,
+                max: 1 << 24,
+                got: avg_item,
+            },
+        ));
     }
     Ok(())
 }
@@ -247,17 +253,26 @@ impl Geometry {
     /// segments keep enough shards for every ring to stay below 4 GiB.
     pub fn compute(size: u64, avg_item: u64, shards: Option<u32>) -> Result<Geometry> {
         if !(MIN_SIZE..=MAX_SIZE).contains(&size) {
-            return Err(Error::Invalid(format!(
-                "size must be between {MIN_SIZE} bytes (1 MiB) and {MAX_SIZE} bytes (128 GiB), got {size}"
-            )));
+            return Err(Error::invalid(
+                Arg::Size,
+                Problem::Range {
+                    min: MIN_SIZE.into(),
+                    max: MAX_SIZE.into(),
+                    got: size.into(),
+                },
+            ));
         }
         check_avg_item(avg_item.into())?;
         let size = size / 4096 * 4096;
         if let Some(n) = shards {
             if n == 0 || n > 256 || !n.is_power_of_two() {
-                return Err(Error::Invalid(format!(
-                    "shards must be a power of two from 1 to 256, got {n}"
-                )));
+                return Err(Error::invalid(
+                    Arg::Shards,
+                    Problem::PowerOfTwo {
+                        max: 256,
+                        got: n.into(),
+                    },
+                ));
             }
             return Self::with_shards(size, avg_item, n);
         }
@@ -284,12 +299,19 @@ impl Geometry {
         // keep cells plentiful (~0.8% of the budget).
         let ntags = largest_pow2_le(size / 512).clamp(4096, 1 << 20) as u32;
         let Some((stamps_off, tags_off, shards_off)) = tables(nstamps, ntags) else {
-            return Err(Error::Invalid(format!("size {size} is too large")));
+            return Err(Error::invalid(
+                Arg::Size,
+                Problem::Layout(Layout::TooLarge { size }),
+            ));
         };
         if shards_off + nshards as u64 * (SHARD_HDR as u64 + 64 * 1024) > size {
-            return Err(Error::Invalid(format!(
-                "size {size} is too small for {nshards} shards; give more bytes or fewer shards"
-            )));
+            return Err(Error::invalid(
+                Arg::Size,
+                Problem::Layout(Layout::TooSmallForShards {
+                    size,
+                    shards: nshards,
+                }),
+            ));
         }
         let stride = (size - shards_off) / nshards as u64 / 4096 * 4096;
         let body = stride - SHARD_HDR as u64;
@@ -297,11 +319,7 @@ impl Geometry {
         let entries = ((body as f64 / per_entry) as u64).max(16);
         let npairs = entries.div_ceil(10).clamp(1, u32::MAX as u64 / 4) as u32;
         let ghost_buckets = (entries * 9 / 10).div_ceil(GHOST_CELLS as u64).max(1) as u32;
-        let room = || {
-            Error::Invalid(format!(
-                "size {size} leaves no room for data; give more bytes or a larger avg_item_size"
-            ))
-        };
+        let room = || Error::invalid(Arg::Size, Problem::Layout(Layout::NoRoom { size }));
         let ShardLayout {
             index_rel,
             ghost_rel,
@@ -314,9 +332,13 @@ impl Geometry {
             return Err(room());
         }
         if main_cap > u32::MAX as u64 - 7 {
-            return Err(Error::Invalid(format!(
-                "{nshards} shards of {stride} bytes are too large; ask for more shards"
-            )));
+            return Err(Error::invalid(
+                Arg::Shards,
+                Problem::Layout(Layout::ShardsTooLarge {
+                    shards: nshards,
+                    stride,
+                }),
+            ));
         }
         // A quarter of the main ring, so one value evicts at most that much of
         // its shard; more where needed for an eighth of the segment; never more

@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
+use crate::invalid::{Arg, Problem};
 use crate::shm::Shm;
 
 /// The size of a PMD-mapped huge page on the machines the engine runs on.
@@ -48,9 +49,13 @@ impl HugePages {
             "auto" => Ok(HugePages::Auto),
             "require" => Ok(HugePages::Require),
             "off" => Ok(HugePages::Off),
-            _ => Err(Error::Invalid(format!(
-                "huge_pages must be 'auto', 'require' or 'off', got {s:?}"
-            ))),
+            _ => Err(Error::invalid(
+                Arg::HugePages,
+                Problem::Choice {
+                    allowed: &["auto", "require", "off"],
+                    got: s.to_string(),
+                },
+            )),
         }
     }
 

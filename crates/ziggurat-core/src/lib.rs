@@ -30,6 +30,7 @@ mod hash;
 mod holds;
 pub mod huge;
 mod index;
+mod invalid;
 mod layout;
 mod lease;
 #[allow(unsafe_code)]
@@ -61,6 +62,7 @@ pub use fork::current_pid;
 pub use geometry::Geometry;
 pub use hash::KeyHash;
 pub use huge::{HugePages, HugeReport};
+pub use invalid::{describe, fill, Arg, Form, Layout, Problem, RustWords, Words};
 pub use layout::{APP_WORDS, LAYOUT_VERSION, MAX_KEY, MAX_TAGS};
 pub use lease::{holder_pid, Lease};
 pub use name::{check_segment_name, MAX_SEGMENT_NAME};

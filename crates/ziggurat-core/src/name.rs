@@ -2,6 +2,7 @@
 //! (`ziggurat.{name}.v{layout}`, so builds of another layout never share it).
 
 use crate::error::{Error, Result};
+use crate::invalid::{Arg, Problem, Form};
 use crate::layout::LAYOUT_VERSION;
 
 /// The longest segment name. Its file name, `ziggurat.{name}.v{layout}`, stays
@@ -38,8 +39,13 @@ pub fn check_segment_name(name: &str) -> Result<()> {
     if valid_name(name) {
         return Ok(());
     }
-    Err(Error::Invalid(format!(
-        "segment name must be 1-{MAX_SEGMENT_NAME} characters of A-Z a-z 0-9 . _ - not \
-         starting with '.', got {name:?}"
-    )))
+    Err(Error::invalid(
+        Arg::SegmentName,
+        Problem::Malformed {
+            rule: Form::FileName {
+                max: MAX_SEGMENT_NAME,
+            },
+            got: name.to_string(),
+        },
+    ))
 }

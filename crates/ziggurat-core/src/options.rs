@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::geometry::check_avg_item;
 use crate::huge::HugePages;
+use crate::invalid::{Arg, Problem};
 
 /// How to open a segment.
 #[derive(Clone, Debug)]
@@ -65,15 +66,21 @@ impl Options {
             None => None,
             Some(n) if (1..=256).contains(&n) => Some(n as u32),
             Some(n) => {
-                return Err(Error::Invalid(format!(
-                    "shards must be a power of two from 1 to 256, got {n}"
-                )))
+                return Err(Error::invalid(
+                    Arg::Shards,
+                    Problem::PowerOfTwo { max: 256, got: n },
+                ))
             }
         };
         if !(lock_timeout.is_finite() && lock_timeout > 0.0) {
-            return Err(Error::Invalid(format!(
-                "lock_timeout must be a finite number of seconds > 0, got {lock_timeout}"
-            )));
+            return Err(Error::invalid(
+                Arg::LockTimeout,
+                Problem::Seconds {
+                    got: lock_timeout,
+                    zero: false,
+                    never: false,
+                },
+            ));
         }
         self.lock_timeout = Duration::from_secs_f64(lock_timeout.min(3600.0));
         Ok(self)

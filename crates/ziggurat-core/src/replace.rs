@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, OpenCause, Result};
+use crate::invalid::{arg_mark, Arg};
 use crate::sys;
 
 /// Takes the exclusive lock that a replacement of `path` needs, waiting at most
@@ -49,9 +50,10 @@ pub(crate) fn lock_to_replace(
         OpenCause::Locked,
         format!(
             "cannot replace segment file {}: {who} holds a lock on it and did not release it \
-             within lock_timeout ({:.3} s); the file was left as it is. Stop that process, or \
+             within {} ({:.3} s); the file was left as it is. Stop that process, or \
              remove the file once no process uses it",
             path.display(),
+            arg_mark(Arg::LockTimeout),
             timeout.as_secs_f64()
         ),
     ))

@@ -16,6 +16,7 @@ use crate::hash::KeyHash;
 use crate::holds::Holds;
 use crate::huge::{HugePages, HugeReport};
 use crate::index::FREQ_MAX;
+use crate::invalid::{Arg, Problem};
 use crate::layout::*;
 use crate::options::Options;
 use crate::read_only_view::ReadOnlyView;
@@ -94,7 +95,7 @@ impl Segment {
 
     /// Refuses an operation that would write to a read-only handle.
     #[inline]
-    pub(crate) fn check_writable(&self, what: &str) -> Result<()> {
+    pub(crate) fn check_writable(&self, what: &'static str) -> Result<()> {
         if self.read_only {
             return Err(Self::read_only_error(what));
         }
@@ -102,11 +103,8 @@ impl Segment {
     }
 
     #[cold]
-    fn read_only_error(what: &str) -> Error {
-        Error::Invalid(format!(
-            "{what} writes to the segment, and this handle was opened read-only \
-             (read_only=True): open the segment without read_only to {what}"
-        ))
+    fn read_only_error(what: &'static str) -> Error {
+        Error::invalid(Arg::ReadOnly, Problem::ReadOnly { call: what })
     }
 
     /// Whether huge pages back this segment's mapping in this process, with
@@ -295,9 +293,13 @@ impl Segment {
     pub fn app_cas(&self, i: usize, old: u64, new: u64) -> Result<bool> {
         self.check_writable("app_cas")?;
         if i >= APP_WORDS {
-            return Err(Error::Invalid(format!(
-                "word {i} does not exist: there are {APP_WORDS}"
-            )));
+            return Err(Error::invalid(
+                Arg::Word,
+                Problem::NoSuchWord {
+                    index: i,
+                    count: APP_WORDS,
+                },
+            ));
         }
         Ok(self
             .shm
@@ -328,14 +330,16 @@ impl Segment {
     /// `Ok` for a key this segment can store (1 to `max_key` bytes).
     pub fn check_key(&self, key: &[u8]) -> Result<()> {
         if key.is_empty() {
-            return Err(Error::Invalid("key must not be empty".into()));
+            return Err(Error::invalid(Arg::Key, Problem::Empty));
         }
         if key.len() > self.g.max_key as usize {
-            return Err(Error::Invalid(format!(
-                "key is {} bytes, the maximum is {}",
-                key.len(),
-                self.g.max_key
-            )));
+            return Err(Error::invalid(
+                Arg::Key,
+                Problem::TooLarge {
+                    max: self.g.max_key.into(),
+                    got: key.len() as u64,
+                },
+            ));
         }
         Ok(())
     }
@@ -349,21 +353,27 @@ impl Segment {
     /// before its shard lock, so that only the versions are read under it.
     pub(crate) fn tag_cells(&self, tags: &[&[u8]]) -> Result<Vec<u32>> {
         if tags.len() > MAX_TAGS {
-            return Err(Error::Invalid(format!(
-                "at most {MAX_TAGS} tags per entry, got {}",
-                tags.len()
-            )));
+            return Err(Error::invalid(
+                Arg::Tags,
+                Problem::TooMany {
+                    max: MAX_TAGS,
+                    got: tags.len(),
+                },
+            ));
         }
         let mut out = Vec::with_capacity(tags.len());
         for t in tags {
             if t.is_empty() {
-                return Err(Error::Invalid("a tag must not be empty".into()));
+                return Err(Error::invalid(Arg::Tags, Problem::Empty));
             }
             if t.len() > self.g.max_key as usize {
-                return Err(Error::Invalid(format!(
-                    "a tag is at most {} bytes",
-                    self.g.max_key
-                )));
+                return Err(Error::invalid(
+                    Arg::Tags,
+                    Problem::TooLarge {
+                        max: self.g.max_key.into(),
+                        got: t.len() as u64,
+                    },
+                ));
             }
             let cell = self.tag_cell(t);
             if !out.contains(&cell) {
@@ -387,12 +397,22 @@ impl Segment {
     /// Checks a TTL in seconds: finite and > 0.
     pub fn check_ttl(ttl: Option<f64>) -> Result<()> {
         match ttl {
-            Some(t) if !(t.is_finite() && t > 0.0) => Err(Error::Invalid(format!(
-                "ttl must be a finite number of seconds > 0, got {t}"
-            ))),
-            Some(t) if t > 100.0 * 365.0 * 86400.0 => {
-                Err(Error::Invalid("ttl must be at most 100 years".into()))
-            }
+            Some(t) if !(t.is_finite() && t > 0.0) => Err(Error::invalid(
+                Arg::Ttl,
+                Problem::Seconds {
+                    got: t,
+                    zero: false,
+                    never: false,
+                },
+            )),
+            Some(t) if t > 100.0 * 365.0 * 86400.0 => Err(Error::invalid(
+                Arg::Ttl,
+                Problem::TooLong {
+                    max: 100.0 * 365.0 * 86400.0,
+                    got: t,
+                    never: false,
+                },
+            )),
             _ => Ok(()),
         }
     }

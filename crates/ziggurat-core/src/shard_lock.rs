@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::error::{Error, OpenCause, Result};
+use crate::invalid::remove_mark;
 use crate::layout::Stat;
 use crate::lock::{LockError, Locked};
 use crate::segment::Segment;
@@ -47,9 +48,9 @@ impl Segment {
                 OpenCause::Damaged,
                 format!(
                     "segment file {} cannot be used: the lock of shard {s} is damaged. \
-                     Remove the file once no process uses it (`unlink()`, or `ziggurat rm`): \
-                     the next open makes a new one",
-                    self.path.display()
+                     Remove the file once no process uses it ({}): the next open makes a new one",
+                    self.path.display(),
+                    remove_mark(true)
                 ),
             )),
             Err(LockError::Os(e)) => Err(Error::Io(format!("cannot lock shard {s}"), e)),

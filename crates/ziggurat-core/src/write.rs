@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::failpoint::{self, Point};
 use crate::hash::KeyHash;
 use crate::index;
+use crate::invalid::{Arg, Problem};
 use crate::layout::*;
 use crate::segment::Segment;
 use crate::shard::Shard;
@@ -145,7 +146,7 @@ impl Segment {
     ) -> Result<bool> {
         self.check_key(key)?;
         if value.is_empty() {
-            return Err(Error::Invalid("value must not be empty".into()));
+            return Err(Error::invalid(Arg::Value, Problem::Empty));
         }
         if value.len() > self.g.max_value as usize {
             return Err(self.too_large(value.len()));
@@ -197,11 +198,13 @@ impl Segment {
     }
 
     fn too_large(&self, len: usize) -> Error {
-        Error::Invalid(format!(
-            "value is {len} bytes, the maximum for this segment is {} bytes (max_value_size); \
-             store a smaller value, or open the segment with a larger size",
-            self.g.max_value
-        ))
+        Error::invalid(
+            Arg::Value,
+            Problem::TooLarge {
+                max: self.g.max_value.into(),
+                got: len as u64,
+            },
+        )
     }
 
     /// Rewrites `key`'s entry under its shard lock, so no other write can come
@@ -239,11 +242,17 @@ impl Segment {
             return Ok(false);
         };
         let bad = if rw.value.is_empty() {
-            Some(Error::Invalid("value must not be empty".into()))
+            Some(Error::invalid(Arg::Value, Problem::Empty))
         } else if rw.value.len() > self.g.max_value as usize {
             Some(self.too_large(rw.value.len()))
         } else if rw.tags.as_ref().is_some_and(|t| t.len() > MAX_TAGS) {
-            Some(Error::Invalid(format!("at most {MAX_TAGS} tags per entry")))
+            Some(Error::invalid(
+                Arg::Tags,
+                Problem::TooMany {
+                    max: MAX_TAGS,
+                    got: rw.tags.as_ref().map_or(0, |t| t.len()),
+                },
+            ))
         } else {
             None
         };
@@ -402,7 +411,7 @@ impl Segment {
     pub fn invalidate_tag(&self, tag: &[u8]) -> Result<()> {
         self.check_writable("invalidate_tag")?;
         if tag.is_empty() {
-            return Err(Error::Invalid("a tag must not be empty".into()));
+            return Err(Error::invalid(Arg::Tags, Problem::Empty));
         }
         self.contain("invalidate_tag", || {
             let cell = self.tag_cell(tag);

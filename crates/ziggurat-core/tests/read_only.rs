@@ -33,7 +33,8 @@ fn stat(seg: &Segment, name: &str) -> u64 {
 
 fn assert_refused<T: std::fmt::Debug>(r: ziggurat_core::Result<T>, what: &str) {
     match r {
-        Err(Error::Invalid(m)) => {
+        Err(e @ Error::Invalid { .. }) => {
+            let m = e.to_string();
             assert!(m.contains("read-only") && m.contains(what), "{what}: {m}")
         }
         other => panic!("{what} on a read-only handle must be refused, got {other:?}"),
@@ -124,7 +125,10 @@ fn a_read_only_open_creates_and_repairs_nothing() {
     let mut o = d.ro();
     o.recreate = true;
     match Segment::open("absent", &o) {
-        Err(Error::Invalid(m)) => assert!(m.contains("read_only") && m.contains("recreate")),
+        Err(e @ Error::Invalid { .. }) => {
+            let m = e.to_string();
+            assert!(m.contains("read_only") && m.contains("recreate"))
+        }
         other => panic!(
             "read_only with recreate must be refused, got {:?}",
             other.err()

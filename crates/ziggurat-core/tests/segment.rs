@@ -137,19 +137,19 @@ fn ttl_tags_clear() {
     assert_eq!(seg.epoch().load(), e0 + 2);
     assert!(matches!(
         seg.set(b"x", b"v", Some(0.0), &[]),
-        Err(Error::Invalid(_))
+        Err(Error::Invalid { .. })
     ));
     assert!(matches!(
         seg.set(b"x", b"v", Some(f64::NAN), &[]),
-        Err(Error::Invalid(_))
+        Err(Error::Invalid { .. })
     ));
     assert!(matches!(
         seg.set(b"", b"v", None, &[]),
-        Err(Error::Invalid(_))
+        Err(Error::Invalid { .. })
     ));
     assert!(matches!(
         seg.set(b"x", b"", None, &[]),
-        Err(Error::Invalid(_))
+        Err(Error::Invalid { .. })
     ));
 }
 
@@ -656,7 +656,8 @@ fn a_value_of_an_eighth_of_the_segment_is_stored() {
         Some(max as usize)
     );
     match seg.set(b"over", &vec![0u8; max as usize + 1], None, &[]) {
-        Err(Error::Invalid(m)) => {
+        Err(e @ Error::Invalid { .. }) => {
+            let m = e.to_string();
             assert!(
                 m.contains(&(max + 1).to_string()) && m.contains(&max.to_string()),
                 "{m}"
@@ -717,7 +718,7 @@ fn rewrite_reads_and_writes_under_one_lock() {
                 tags: None,
             })
         });
-        assert!(matches!(r, Err(Error::Invalid(_))), "{r:?}");
+        assert!(matches!(r, Err(Error::Invalid { .. })), "{r:?}");
     }
     assert_eq!(seg.get(b"n").unwrap().unwrap(), 2u64.to_le_bytes());
     assert_eq!(seg.stamp_word(&seg.hash(b"n")).load() % 2, 0);

@@ -10,12 +10,14 @@ use napi::bindgen_prelude::{ArrayBuffer, BigInt, Buffer, Either};
 use napi::{Env, Result};
 use napi_derive::napi;
 use ziggurat_cache::{
-    cluster_joined, defaults, open_pair, pair_options, pickle_bytes, size_bytes, size_text, Body,
-    Cache, CacheOptions, Kind, Pair, ValueCode, Written, DEFAULT_SIZE,
+    cluster_joined, defaults, open_pair, pair_options, pickle_bytes, size_bytes, size_text, Arg,
+    Body, Cache, CacheOptions, Kind, Pair, ValueCode, Words, Written, DEFAULT_SIZE,
 };
 use ziggurat_core::Geometry;
 
-use crate::errors::{closed, invalid, to_napi};
+use crate::errors::{
+    closed, core_to_napi, incr_err, invalid, js_number, refused, to_napi, NodeWords,
+};
 use crate::front::{forget_reader_of, int_out, read_below, register, NodeFront, Out};
 use crate::stats::{counts, Counts};
 use crate::words::{keep, nothing_kept, Regions, Views};
@@ -133,18 +135,24 @@ impl Drop for NativeCache {
     }
 }
 
-fn size_of(v: Option<Either<f64, String>>) -> Result<Option<u64>> {
+/// The bytes of the size option `arg` (the rules name the main segment's).
+fn size_of(v: Option<Either<f64, String>>, arg: Arg) -> Result<Option<u64>> {
     let r = match v {
         None => return Ok(None),
         Some(Either::A(n)) if n.fract() == 0.0 => size_bytes(n as i128),
         Some(Either::A(n)) => {
             return Err(invalid(format!(
-                "size must be a whole number of bytes, got {n}"
+                "{} must be a whole number of bytes, got {}",
+                NodeWords.arg(arg),
+                js_number(n)
             )))
         }
         Some(Either::B(s)) => size_text(&s),
     };
-    r.map(Some).map_err(to_napi)
+    r.map(Some).map_err(|e| match e {
+        ziggurat_cache::Error::Invalid { problem, .. } => refused(arg, &problem),
+        e => to_napi(e),
+    })
 }
 
 /// The gid of a `group` option: a gid, or a group name looked up in the
@@ -156,7 +164,8 @@ fn gid_of(group: Option<Either<f64, String>>) -> Result<Option<u32>> {
             Ok(Some(n as u32))
         }
         Some(Either::A(n)) => Err(invalid(format!(
-            "group must be a gid from 0 to 2**32-1, got {n}"
+            "group must be a gid from 0 to 4294967295, got {}",
+            js_number(n)
         ))),
         Some(Either::B(name)) => ziggurat_core::group_id(&name)
             .map(Some)
@@ -174,7 +183,8 @@ fn segment_of(name: &str, version: Option<Either<f64, String>>) -> Result<String
         }
         Some(Either::A(n)) => {
             return Err(invalid(format!(
-                "version must be a whole number >= 0 or a string, got {n}"
+                "version must be a whole number >= 0 or a string, got {}",
+                js_number(n)
             )))
         }
         Some(Either::B(s)) => Some(s),
@@ -217,12 +227,11 @@ impl NativeCache {
             degraded_ttl: None,
         }
         .checked()
-        .map_err(|e| invalid(e.to_string()))?;
+        .map_err(to_napi)?;
         let group = gid_of(o.group)?;
         let segment = segment_of(&name, o.version)?;
-        let size = size_of(o.size)?;
-        let neg_size =
-            size_of(o.neg_size).map_err(|e| invalid(e.reason.replace("size", "negSize")))?;
+        let size = size_of(o.size, Arg::Size)?;
+        let neg_size = size_of(o.neg_size, Arg::NegSize)?;
         // A whole number (JavaScript checked), so the cast keeps it.
         let opts = pair_options(
             PathBuf::from(o.directory.unwrap_or_else(|| defaults::DIRECTORY.into())),
@@ -232,19 +241,20 @@ impl NativeCache {
             group,
             o.huge_pages.as_deref().unwrap_or(defaults::HUGE_PAGES),
         )
-        .map_err(|e| invalid(e.to_string()))?;
+        .map_err(core_to_napi)?;
         let pair = match open_pair(&segment, size, neg_size, &opts) {
             Ok(pair) => pair,
             // A size out of its range is a bad argument, refused as any other (as
             // Python's ValueError), never a cache run without its segment.
-            Err(ziggurat_core::Error::Invalid(m)) => {
+            Err(ziggurat_core::Error::Invalid { arg, problem }) => {
                 let main = size.unwrap_or(DEFAULT_SIZE);
                 let neg_at_fault = Geometry::compute(main, opts.avg_item_size, opts.shards).is_ok();
-                return Err(invalid(if neg_at_fault {
-                    m.replacen("size", "negSize", 1)
+                let arg = if arg == Arg::Size && neg_at_fault {
+                    Arg::NegSize
                 } else {
-                    m
-                }));
+                    arg
+                };
+                return Err(refused(arg, &problem));
             }
             // Not an exception: whether the cache runs without its segment is the
             // package's `degraded` option, and it needs the cause's stable name.
@@ -259,7 +269,7 @@ impl NativeCache {
                     raw: o.raw_values.unwrap_or(false),
                     notice: None,
                     resized: None,
-                    failure: Some((e.cause().to_owned(), e.to_string())),
+                    failure: Some((e.cause().to_owned(), e.message(&NodeWords))),
                     slot: None,
                 })
             }
@@ -404,7 +414,7 @@ impl NativeCache {
     ) -> Result<()> {
         let (c, k, tags) = self.write_target(&key, tags)?;
         let (ttl, stale) =
-            c.write_ttls(ziggurat_cache::ttl_or_default(ttl, "ttl").map_err(to_napi)?);
+            c.write_ttls(ziggurat_cache::ttl_or_default(ttl, Arg::Ttl).map_err(to_napi)?);
         let (body, kind) = payload(code, text, bytes, num, big)?;
         // Whatever the write does, the meta words answer for it: an L1 keep
         // after a failed or refused write must not read a previous call's words.
@@ -441,7 +451,7 @@ impl NativeCache {
         tags: Option<Vec<String>>,
     ) -> Result<bool> {
         let (c, k, tags) = self.write_target(&key, tags)?;
-        let ttl = ziggurat_cache::ttl_or_default(ttl, "ttl").map_err(to_napi)?;
+        let ttl = ziggurat_cache::ttl_or_default(ttl, Arg::Ttl).map_err(to_napi)?;
         let (body, kind) = payload(code, text, bytes, num, big)?;
         let p = match &body {
             Body::Bytes(b) => b,
@@ -463,7 +473,7 @@ impl NativeCache {
         let (c, k, tags) = self.write_target(&key, tags)?;
         let delta = int64(&delta, "delta")?;
         let start = start.map(|s| int64(&s, "default")).transpose()?;
-        let n = c.incr(k, delta, start, &tags).map_err(to_napi)?;
+        let n = c.incr(k, delta, start, &tags).map_err(|e| incr_err(k, e))?;
         Ok(match int_out(n) {
             napi::bindgen_prelude::Either4::C(f) => Either::A(f),
             napi::bindgen_prelude::Either4::D(b) => Either::B(b),
@@ -478,7 +488,7 @@ impl NativeCache {
         let c = self.for_write()?;
         let k = key_bytes(&key);
         ziggurat_cache::check_key(k).map_err(to_napi)?;
-        let ttl = ziggurat_cache::ttl_or_default(ttl, "ttl").map_err(to_napi)?;
+        let ttl = ziggurat_cache::ttl_or_default(ttl, Arg::Ttl).map_err(to_napi)?;
         c.touch(k, ttl).map_err(to_napi)
     }
 
@@ -541,10 +551,10 @@ fn clustered(name: &str) -> napi::Error {
     napi::Error::new(
         napi::Status::GenericFailure,
         format!(
-            "cache {name:?} is joined to a cluster tier (Redis) by Python workers (redis=), \
-             which Node.js cannot take part in yet: a write from here would reach this host \
-             only and leave the other hosts stale. Use this cache from Python, or give the \
-             Node.js workers a cache without redis="
+            "cache {name:?} is joined to a cluster tier (Redis) by Python workers, which \
+             Node.js cannot take part in yet: a write from here would reach this host only \
+             and leave the other hosts stale. Use this cache from Python, or give the Node.js \
+             workers a cache that no Python worker joins to a cluster tier"
         ),
     )
 }
@@ -556,6 +566,7 @@ impl NativeCache {
             foreign: &self.foreign,
             raw: self.raw,
             regions: self.regions.as_ref(),
+            key: &[],
         }
     }
 }
@@ -589,9 +600,8 @@ pub(crate) fn payload(
 fn int64(b: &BigInt, what: &str) -> Result<i64> {
     match b.get_i64() {
         (n, true) => Ok(n),
-        _ => Err(napi::Error::new(
-            napi::Status::NumberExpected,
-            format!("{what} must fit in a signed 64-bit integer"),
-        )),
+        _ => Err(invalid(format!(
+            "{what} must fit in a signed 64-bit integer"
+        ))),
     }
 }

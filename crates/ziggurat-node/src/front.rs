@@ -16,7 +16,7 @@ use ziggurat_cache::{
 };
 
 use crate::codec::{decode, view, Decoded, View};
-use crate::errors::{invalid, to_napi};
+use crate::errors::{invalid, to_napi, wait_err};
 use crate::words::{
     bare_function, found, input, keep, keep_negative, meta, nothing_kept, with_scratch, BareCall,
     Regions, ScratchText,
@@ -319,6 +319,8 @@ pub struct NodeFront<'a> {
     /// The words of the caller's L1, which keeps cached misses too; None
     /// without one.
     pub regions: Option<&'a Regions>,
+    /// The key waited for, which a load timeout names (empty: none).
+    pub key: &'a [u8],
 }
 
 /// A cached miss found: the meta words say so and what an L1 entry of it
@@ -382,6 +384,6 @@ impl Front for NodeFront<'_> {
     }
 
     fn error(&mut self, e: Error) -> napi::Error {
-        to_napi(e)
+        wait_err(self.key, e)
     }
 }

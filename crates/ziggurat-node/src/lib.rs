@@ -32,7 +32,7 @@ mod words;
 pub use cache::NativeCache;
 pub use front::{forget_reader, read_input_function};
 pub use rules::{
-    check_copy, check_key, degraded_refusal, degraded_warning, duration, metric_families,
-    namespace_parts, rules, size, MetricFamily, MAX_KEY_BYTES,
+    check_copy, check_key, degraded_refusal, degraded_warning, duration, incr_overflow,
+    metric_families, namespace_parts, rules, size, MetricFamily, MAX_KEY_BYTES,
 };
 pub use words::{clock_buffer, input_buffer, meta_buffer};

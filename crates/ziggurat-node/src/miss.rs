@@ -25,7 +25,7 @@ use ziggurat_cache::{
 };
 
 use crate::cache::{payload, tag_bytes, KeyArg, NativeCache};
-use crate::errors::{invalid, to_napi};
+use crate::errors::{invalid, to_napi, wait_err};
 use crate::front::{NodeValue, Out};
 use crate::words::found;
 
@@ -154,7 +154,10 @@ pub struct Sleeping {
 impl Sleeping {
     fn sleep(&self) -> Result<()> {
         if let Some(m) = self.miss.as_ref() {
-            self.cache.sleep(&self.key, m).map_err(to_napi)?.run();
+            self.cache
+                .sleep(&self.key, m)
+                .map_err(|e| wait_err(&self.key, e))?
+                .run();
         }
         Ok(())
     }
@@ -165,7 +168,11 @@ impl Sleeping {
             .miss
             .as_ref()
             .ok_or_else(|| invalid("wait(): the wait was lost"))?;
-        Ok(self.cache.sleep(&self.key, m).map_err(to_napi)?.park())
+        Ok(self
+            .cache
+            .sleep(&self.key, m)
+            .map_err(|e| wait_err(&self.key, e))?
+            .park())
     }
 
     fn woken(&mut self) -> MissState {
@@ -343,7 +350,7 @@ impl NativeCache {
         ziggurat_cache::check_key(&k).map_err(to_napi)?;
         let plan = c
             .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
-            .map_err(|e| invalid(e.to_string()))?;
+            .map_err(to_napi)?;
         c.counts().l1_misses.bump();
         let mut f = self.front();
         let step = c.begin(&k, plan, &mut f)?;
@@ -387,7 +394,7 @@ impl NativeCache {
         }
         let plan = c
             .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
-            .map_err(|e| invalid(e.to_string()))?;
+            .map_err(to_napi)?;
         Ok(match c.refresh(k, plan) {
             Some(r) => Either::A(MissState {
                 cache: c.clone(),
@@ -462,6 +469,7 @@ impl NativeCache {
             .take()
             .ok_or_else(|| invalid("afterWait() follows a wait"))?;
         let mut f = self.front();
+        f.key = &m.key;
         let step = c.after_wait(&m.key, miss, &mut f)?;
         *m = state(self, c, std::mem::take(&mut m.key), step);
         Ok(m.step)

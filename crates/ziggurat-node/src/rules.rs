@@ -10,7 +10,7 @@ use napi_derive::napi;
 use ziggurat_cache::{duration_text, size_text, RuleValue};
 
 use crate::cache::{key_bytes, KeyArg};
-use crate::errors::to_napi;
+use crate::errors::{arg_named, to_napi};
 
 /// The longest key, in bytes (a text key's UTF-8); the shortest is 1. The
 /// methods taking many keys ask the addon to check only the keys that may
@@ -30,11 +30,20 @@ pub fn namespace_parts(name: String) -> Result<Vec<String>> {
 /// "5m"), checked as a TTL named `what`.
 #[napi]
 pub fn duration(value: Either<f64, String>, what: String) -> Result<f64> {
+    let arg = arg_named(&what)?;
     let s = match value {
         Either::A(seconds) => seconds,
-        Either::B(text) => duration_text(&text, &what).map_err(to_napi)?,
+        Either::B(text) => duration_text(&text, arg).map_err(to_napi)?,
     };
-    ziggurat_cache::check_ttl(s, &what).map_err(to_napi)
+    ziggurat_cache::check_ttl(s, arg).map_err(to_napi)
+}
+
+/// The message of an `incr` of the counter `key` (as JavaScript writes the
+/// key) whose result leaves the signed 64-bit range: the Cache's, for the
+/// store that runs without a segment.
+#[napi]
+pub fn incr_overflow(key: String) -> String {
+    ziggurat_cache::incr_overflow(&key)
 }
 
 /// The message of the error `degraded: 'raise'` throws (the rule every

@@ -5,6 +5,7 @@ use crate::convert::{cache_err, not_utf8, ttl_arg};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use ziggurat_cache::Arg;
 
 /// The bytes of a str (UTF-8) or bytes key.
 #[inline]
@@ -101,7 +102,7 @@ pub(crate) fn refuse_awaitable(v: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>
 }
 
 /// Checks the optional TTL arguments of a call (None means the cache's).
-pub(crate) fn check_ttls(args: [(Option<&Bound<'_, PyAny>>, &str); 3]) -> PyResult<()> {
+pub(crate) fn check_ttls(args: [(Option<&Bound<'_, PyAny>>, Arg); 3]) -> PyResult<()> {
     for (a, name) in args {
         if let Some(v) = ttl_arg(a)? {
             positive_ttl(v, name)?;
@@ -111,6 +112,6 @@ pub(crate) fn check_ttls(args: [(Option<&Bound<'_, PyAny>>, &str); 3]) -> PyResu
 }
 
 /// A TTL argument checked by the shared rule; `what` names the argument.
-pub(crate) fn positive_ttl(ttl: f64, what: &str) -> PyResult<f64> {
+pub(crate) fn positive_ttl(ttl: f64, what: Arg) -> PyResult<f64> {
     ziggurat_cache::check_ttl(ttl, what).map_err(cache_err)
 }

@@ -115,7 +115,7 @@ impl CacheCore {
             Some(o) => check_key(o)?,
             None => kb,
         };
-        let ttl = positive_ttl(ttl, "ttl")?;
+        let ttl = positive_ttl(ttl, ziggurat_cache::Arg::Ttl)?;
         let tags = tags_arg(tags)?;
         let (enc, kind) = match encoded {
             Some(b) => (Encoded::Py(b), Kind::Value),

@@ -4,6 +4,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString};
+use ziggurat_core::{describe, Arg, Problem, RustWords, Words};
 
 create_exception!(
     _native,
@@ -25,16 +26,91 @@ create_exception!(
     ZigguratError,
     "A shard lock was not obtained within lock_timeout; the write was not made."
 );
+create_exception!(
+    _native,
+    LoadTimeout,
+    ZigguratError,
+    "Another caller's loader for the key did not finish within loader_timeout."
+);
+create_exception!(
+    _native,
+    MutationError,
+    ZigguratError,
+    "A cached object was changed by its caller (raised in debug mode)."
+);
+
+/// How Python users write the arguments and values the shared rules name.
+pub(crate) struct PyWords;
+
+impl Words for PyWords {
+    fn arg(&self, arg: Arg) -> &'static str {
+        match arg {
+            Arg::Namespace => "name",
+            a => RustWords.arg(a),
+        }
+    }
+
+    fn setting(&self, arg: Arg, value: &str) -> String {
+        let v = match value {
+            "true" => "True",
+            "false" => "False",
+            v => v,
+        };
+        format!("{}={v}", self.arg(arg))
+    }
+
+    fn infinity(&self) -> &'static str {
+        "math.inf"
+    }
+
+    fn fraction(&self, v: f64) -> String {
+        // Python's repr of a float: 1.0, 0.5, inf, nan.
+        match v {
+            v if v.is_nan() => "nan".into(),
+            v if v.is_infinite() => if v > 0.0 { "inf" } else { "-inf" }.into(),
+            v => format!("{v:?}"),
+        }
+    }
+
+    fn call(&self, call: &str) -> String {
+        match call {
+            "leases" => "Segment.leases()".into(),
+            c => c.into(),
+        }
+    }
+
+    fn remove(&self, handle: bool) -> String {
+        if handle {
+            "`unlink()`, or `ziggurat rm`".into()
+        } else {
+            "`ziggurat rm`".into()
+        }
+    }
+}
+
+/// A refused argument as the `ValueError` Python callers expect.
+#[cold]
+pub(crate) fn invalid(arg: Arg, problem: &Problem) -> PyErr {
+    PyValueError::new_err(describe(arg, problem, &PyWords))
+}
+
+/// The argument Python users call `name`, for the rules that take its name.
+pub(crate) fn arg_named(name: &str) -> PyResult<Arg> {
+    Arg::ALL
+        .into_iter()
+        .find(|a| PyWords.arg(*a) == name)
+        .ok_or_else(|| PyValueError::new_err(format!("no argument is called {name:?}")))
+}
 
 /// Maps a core error to the Python exception a caller expects. A
 /// `SegmentError` carries the core's stable cause name in its `cause` attribute.
 pub fn err(e: ziggurat_core::Error) -> PyErr {
     use ziggurat_core::Error as E;
     match e {
-        E::Invalid(m) => PyValueError::new_err(m),
-        E::LockTimeout => LockTimeout::new_err(e.to_string()),
+        E::Invalid { arg, problem } => invalid(arg, &problem),
+        E::LockTimeout => LockTimeout::new_err(e.message(&PyWords)),
         other => Python::attach(|py| {
-            let pe = SegmentError::new_err(other.to_string());
+            let pe = SegmentError::new_err(other.message(&PyWords));
             // Setting an attribute on a fresh exception instance cannot fail
             // short of memory exhaustion; the message still says everything then.
             let _ = pe.value(py).setattr("cause", other.cause());
@@ -48,10 +124,10 @@ pub fn err(e: ziggurat_core::Error) -> PyErr {
 pub fn cache_err(e: ziggurat_cache::Error) -> PyErr {
     use ziggurat_cache::Error as E;
     match e {
-        E::Value(m) => PyValueError::new_err(m),
+        E::Invalid { arg, problem } => invalid(arg, &problem),
         E::Segment(e) => err(e),
         E::NoSegment => ZigguratError::new_err(e.to_string()),
-        E::LoadTimeout { .. } => crate::fetch::LoadTimeout::new_err(e.to_string()),
+        E::LoadTimeout { .. } => LoadTimeout::new_err(e.to_string()),
         E::Missing => pyo3::exceptions::PyKeyError::new_err(e.to_string()),
         E::NotInteger => PyTypeError::new_err(e.to_string()),
         E::Overflow => pyo3::exceptions::PyOverflowError::new_err(e.to_string()),
@@ -63,7 +139,7 @@ pub fn fetch_err(key: &Bound<'_, PyAny>, e: ziggurat_cache::Error) -> PyErr {
     match e {
         ziggurat_cache::Error::LoadTimeout { seconds } => {
             let k = key.repr().map(|r| r.to_string()).unwrap_or_default();
-            crate::fetch::LoadTimeout::new_err(format!(
+            LoadTimeout::new_err(format!(
                 "another caller's load of {k} did not finish within loader_timeout ({seconds} s)"
             ))
         }

@@ -7,7 +7,6 @@
 
 use std::sync::{Arc, OnceLock};
 
-use pyo3::create_exception;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PySet};
 use ziggurat_cache::{Cache, CopyMode, Peeked, Read};
@@ -16,18 +15,11 @@ use ziggurat_core::now_ms;
 use crate::args::{check_key, key_bytes, key_hash, named};
 use crate::call::call_one;
 use crate::codec::AutoCodec;
-use crate::convert::{cache_err, fields_dict, ZigguratError};
+use crate::convert::{cache_err, fields_dict, MutationError};
 use crate::l1::{is_key, Entry, Shared, L1};
 use crate::read::PyFront;
 use crate::rules::{cache_options, FetchDefaults};
 use crate::segment::PySegment;
-
-create_exception!(
-    _native,
-    MutationError,
-    ZigguratError,
-    "A cached object was changed by its caller (raised in debug mode)."
-);
 
 /// What the quick entries' L1 lookup found (`CacheCore::l1_peek`).
 pub(crate) enum Quick {

@@ -4,21 +4,13 @@
 //! refreshes and loads without a segment get each step as a `Step` object
 //! and drive it from Python, where the loader is awaited.
 
-use pyo3::create_exception;
 use pyo3::prelude::*;
-use ziggurat_cache::{Error, Handoff, Loaded, Miss, Plan, Step as Next, StepKind, Took};
+use ziggurat_cache::{Arg, Error, Handoff, Loaded, Miss, Plan, Step as Next, StepKind, Took};
 
 use crate::args::{check_key, check_ttls, key_bytes, key_hash, named, refuse_awaitable};
 use crate::convert::{cache_err, fetch_err, tags_arg, ttl_arg, ZigguratError};
 use crate::core::CacheCore;
 use crate::read::PyFront;
-
-create_exception!(
-    _native,
-    LoadTimeout,
-    ZigguratError,
-    "Another caller's loader for the key did not finish within loader_timeout."
-);
 
 type PyMiss = Miss<Py<PyAny>>;
 
@@ -144,7 +136,11 @@ impl CacheCore {
         let hash = key_hash(key)?;
         let (ttl, neg_ttl, stale_ttl) = (args.ttl, args.neg_ttl, args.stale_ttl);
         if ttl.is_some() || neg_ttl.is_some() || stale_ttl.is_some() {
-            check_ttls([(ttl, "ttl"), (neg_ttl, "neg_ttl"), (stale_ttl, "stale_ttl")])?;
+            check_ttls([
+                (ttl, Arg::Ttl),
+                (neg_ttl, Arg::NegTtl),
+                (stale_ttl, Arg::StaleTtl),
+            ])?;
         }
         let Some(e) = self.l1_lookup(py, key, hash)? else {
             return Ok(None);

@@ -32,8 +32,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<segment::PySegment>()?;
     m.add_class::<core::CacheCore>()?;
     m.add_class::<codec::AutoCodec>()?;
-    m.add("MutationError", py.get_type::<core::MutationError>())?;
-    m.add("LoadTimeout", py.get_type::<fetch::LoadTimeout>())?;
+    m.add("MutationError", py.get_type::<convert::MutationError>())?;
+    m.add("LoadTimeout", py.get_type::<convert::LoadTimeout>())?;
     m.add_class::<fetch::Step>()?;
     m.add_class::<read::Peek>()?;
     for k in ziggurat_cache::StepKind::ALL {
@@ -44,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add_function(wrap_pyfunction!(rules::parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(rules::check_ttl, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::incr_overflow, m)?)?;
     m.add_function(wrap_pyfunction!(rules::check_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(rules::segment_name, m)?)?;
     m.add_function(wrap_pyfunction!(rules::name_and_version, m)?)?;

@@ -27,16 +27,35 @@ pub fn check_key(key: &Bound<'_, PyAny>, method: &str) -> PyResult<()> {
     args::named(key.py(), method, args::check_key(key).map(|_| ()))
 }
 
-/// `ttl` if it is a TTL the Cache takes, else a `ValueError` naming `what`.
+/// `ttl` if it is a TTL the Cache takes, else a `ValueError` naming the
+/// argument `what` of `method`.
 ///
 /// ```python
-/// >>> check_ttl(0.0, "Cache.set(): ttl")
+/// >>> check_ttl(0.0, "ttl", "Cache.set")
 /// Traceback (most recent call last):
 /// ValueError: Cache.set(): ttl must be a number of seconds > 0 (or math.inf for never), got 0
 /// ```
 #[pyfunction]
-pub fn check_ttl(ttl: f64, what: &str) -> PyResult<f64> {
-    ziggurat_cache::check_ttl(ttl, what).map_err(convert::cache_err)
+pub fn check_ttl(py: Python<'_>, ttl: f64, what: &str, method: &str) -> PyResult<f64> {
+    let arg = convert::arg_named(what)?;
+    args::named(
+        py,
+        method,
+        ziggurat_cache::check_ttl(ttl, arg).map_err(convert::cache_err),
+    )
+}
+
+/// The message of an `incr` of the counter `key` (its repr) whose result
+/// leaves the signed 64-bit range: the Cache's, for the store that runs
+/// without a segment.
+///
+/// ```python
+/// >>> incr_overflow("'hits'")
+/// "the counter 'hits' would leave the signed 64-bit range"
+/// ```
+#[pyfunction]
+pub fn incr_overflow(key: &str) -> String {
+    ziggurat_cache::incr_overflow(key)
 }
 
 /// (ttl, neg_ttl, stale_ttl, jitter, loader_timeout) as passed from Python.

@@ -5,7 +5,7 @@
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt};
-use ziggurat_cache::{Body, CopyMode, Error, Kind, Written};
+use ziggurat_cache::{Arg, Body, CopyMode, Error, Kind, Written};
 
 use crate::args::{check_key, key_hash, named, positive_ttl};
 use crate::codec::Encoded;
@@ -46,7 +46,8 @@ fn incr_err(key: &Bound<'_, PyAny>, e: Error) -> PyErr {
              int (or created by incr) can be incremented"
         )),
         Error::Overflow => PyOverflowError::new_err(format!(
-            "Cache.incr(): the counter {k} would leave the signed 64-bit range"
+            "Cache.incr(): {}",
+            ziggurat_cache::incr_overflow(&k)
         )),
         e => cache_err(e),
     }
@@ -55,7 +56,7 @@ fn incr_err(key: &Bound<'_, PyAny>, e: Error) -> PyErr {
 impl CacheCore {
     /// A `ttl` argument checked; None: the cache's.
     fn ttl_given(&self, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
-        ttl_arg(ttl)?.map(|t| positive_ttl(t, "ttl")).transpose()
+        ttl_arg(ttl)?.map(|t| positive_ttl(t, Arg::Ttl)).transpose()
     }
 
     /// The bytes and kind `value` is stored as: a counter for an exact `int`
@@ -230,10 +231,10 @@ impl CacheCore {
         let Some(ttl) = ttl_arg(Some(ttl))? else {
             return Err(PyTypeError::new_err("ttl must be a number of seconds"));
         };
-        let ttl = positive_ttl(ttl, "ttl")?;
+        let ttl = positive_ttl(ttl, Arg::Ttl)?;
         let stale = match stale_ttl {
             None => 0.0,
-            Some(s) => positive_ttl(s, "stale_ttl")?,
+            Some(s) => positive_ttl(s, Arg::StaleTtl)?,
         };
         let kb = check_key(key)?;
         let tags = tags_arg(tags)?;
