@@ -2,7 +2,7 @@
 //! (`ziggurat.{name}.v{layout}`, so builds of another layout never share it).
 
 use crate::error::{Error, Result};
-use crate::invalid::{Arg, Problem, Form};
+use crate::invalid::{Arg, Form, Problem};
 use crate::layout::LAYOUT_VERSION;
 
 /// The longest segment name. Its file name, `ziggurat.{name}.v{layout}`, stays
