@@ -10,11 +10,12 @@ use napi::bindgen_prelude::{ArrayBuffer, BigInt, Buffer, Either};
 use napi::{Env, Result};
 use napi_derive::napi;
 use ziggurat_cache::{
-    cluster_joined, defaults, open_pair, pair_options, pickle_bytes, size_bytes, size_text, Arg,
-    Body, Cache, CacheOptions, Kind, Pair, ValueCode, Words, Written, DEFAULT_SIZE,
+    cluster_joined, defaults, open_pair, pair_options, size_bytes, size_text, Arg, Body, Cache,
+    CacheOptions, Pair, Words, Written, DEFAULT_SIZE,
 };
 use ziggurat_core::Geometry;
 
+use crate::args::{int64, key_bytes, payload, tag_bytes, KeyArg};
 use crate::errors::{
     closed, core_to_napi, incr_err, invalid, js_number, refused, to_napi, NodeWords,
 };
@@ -76,28 +77,8 @@ pub struct OpenFailure {
     pub reason: String,
 }
 
-/// A key as JavaScript passes it: a string (its UTF-8, checked for lone
-/// surrogates by the caller) or a Buffer.
-pub type KeyArg = Either<String, Buffer>;
-
-/// The bytes of a key argument.
-pub fn key_bytes(k: &KeyArg) -> &[u8] {
-    match k {
-        Either::A(s) => s.as_bytes(),
-        Either::B(b) => b,
-    }
-}
-
 /// What a write with tags works on: the cache, the key's bytes, the tags' bytes.
 type WriteTarget<'c, 'k> = (&'c Arc<Cache>, &'k [u8], Vec<Vec<u8>>);
-
-/// The tags as the Cache takes them.
-pub fn tag_bytes(tags: Option<Vec<String>>) -> Vec<Vec<u8>> {
-    tags.unwrap_or_default()
-        .into_iter()
-        .map(String::into_bytes)
-        .collect()
-}
 
 /// One cache as a Node.js process uses it.
 #[napi]
@@ -568,40 +549,5 @@ impl NativeCache {
             regions: self.regions.as_ref(),
             key: &[],
         }
-    }
-}
-
-/// A value's body and kind from the JavaScript side's encoding.
-pub(crate) fn payload(
-    code: u32,
-    text: Option<String>,
-    bytes: Option<Buffer>,
-    num: Option<f64>,
-    big: Option<BigInt>,
-) -> Result<(Body<'static>, Kind)> {
-    match (ValueCode::of(code), text, bytes) {
-        (Some(ValueCode::JsonText), Some(t), _) => Ok((Body::Owned(t.into_bytes()), Kind::Value)),
-        (Some(ValueCode::Bytes), _, Some(b)) => Ok((Body::Owned(pickle_bytes(&b)), Kind::Value)),
-        // A value JavaScript encoded (serializer 'msgpack'): its bytes as they are.
-        (Some(ValueCode::Raw), _, Some(b)) => Ok((Body::Owned(b.to_vec()), Kind::Value)),
-        (Some(ValueCode::Counter), _, _) => {
-            let n = match (num, big) {
-                (Some(n), _) => n as i64,
-                (None, Some(b)) => int64(&b, "value")?,
-                _ => return Err(invalid("a counter needs its value")),
-            };
-            Ok((Body::Owned(n.to_le_bytes().to_vec()), Kind::Counter))
-        }
-        _ => Err(invalid(format!("unknown value encoding {code}"))),
-    }
-}
-
-/// A BigInt argument that fits in 64 bits.
-fn int64(b: &BigInt, what: &str) -> Result<i64> {
-    match b.get_i64() {
-        (n, true) => Ok(n),
-        _ => Err(invalid(format!(
-            "{what} must fit in a signed 64-bit integer"
-        ))),
     }
 }

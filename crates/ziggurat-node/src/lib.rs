@@ -19,6 +19,7 @@
 //!   `cache` uses `front` and `words`, `front` uses `words`.
 //! - `errors`: the Cache's errors as JavaScript exceptions.
 
+mod args;
 mod cache;
 mod codec;
 mod errors;

@@ -24,7 +24,8 @@ use ziggurat_cache::{
     Cache, Loaded, Lookup, Miss, Parked, Payload, Reader, Step, StepKind, Took, ValueCode,
 };
 
-use crate::cache::{payload, tag_bytes, KeyArg, NativeCache};
+use crate::args::{key_bytes, payload, tag_bytes, KeyArg};
+use crate::cache::NativeCache;
 use crate::errors::{invalid, to_napi, wait_err};
 use crate::front::{NodeValue, Out};
 use crate::words::found;
@@ -346,7 +347,7 @@ impl NativeCache {
         tags: Option<Vec<String>>,
     ) -> Result<MissState> {
         let c = self.cache()?;
-        let k = crate::cache::key_bytes(&key).to_vec();
+        let k = key_bytes(&key).to_vec();
         ziggurat_cache::check_key(&k).map_err(to_napi)?;
         let plan = c
             .plan(ttl, neg_ttl, stale_ttl, tag_bytes(tags))
@@ -376,7 +377,7 @@ impl NativeCache {
         tags: Option<Vec<String>>,
     ) -> Result<Either<MissState, f64>> {
         let c = self.cache()?;
-        let k = crate::cache::key_bytes(&key);
+        let k = key_bytes(&key);
         ziggurat_cache::check_key(k).map_err(to_napi)?;
         let Some(main) = c.main() else {
             return Ok(Either::B(f64::INFINITY));

@@ -9,7 +9,7 @@ use napi::Result;
 use napi_derive::napi;
 use ziggurat_cache::{duration_text, size_text, RuleValue};
 
-use crate::cache::{key_bytes, KeyArg};
+use crate::args::{key_bytes, KeyArg};
 use crate::errors::{arg_named, to_napi};
 
 /// The longest key, in bytes (a text key's UTF-8); the shortest is 1. The

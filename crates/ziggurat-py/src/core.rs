@@ -2,22 +2,21 @@
 //! objects lives here and beside it: the per-process L1 of live objects, the
 //! serializers, the hooks into Python; the behaviour (reads below L1,
 //! writes, the miss path, counters) is `ziggurat_cache::Cache`'s, which this
-//! holds. Its methods live with their concept: `read` (below L1), `store`
-//! (writes), `fetch` (the miss path), `l3` (the tier below the host).
+//! holds. Its methods live with their concept: `read` (get, peek), `store`
+//! (writes), `fetch` (the miss path), `below` (the tier below the host).
 
 use std::sync::{Arc, OnceLock};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PySet};
-use ziggurat_cache::{Cache, CopyMode, Peeked, Read};
+use ziggurat_cache::{Cache, CopyMode, Peeked};
 use ziggurat_core::now_ms;
 
-use crate::args::{check_key, key_bytes, key_hash, named};
+use crate::args::{key_bytes, named};
 use crate::call::call_one;
 use crate::codec::AutoCodec;
 use crate::convert::{cache_err, fields_dict, MutationError};
 use crate::l1::{is_key, Entry, Shared, L1};
-use crate::read::PyFront;
 use crate::rules::{cache_options, FetchDefaults};
 use crate::segment::PySegment;
 
@@ -315,17 +314,6 @@ impl CacheCore {
         })
     }
 
-    /// The cached value of `key`, or `default`.
-    #[pyo3(signature = (key, default = None))]
-    fn get(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        default: Option<Py<PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        self.get_value(py, key, default)
-    }
-
     // The hooks are usually bound methods of the Cache that owns this core: a
     // cycle, which the garbage collector can only see through this.
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
@@ -378,99 +366,5 @@ impl CacheCore {
 
     fn __len__(&self, py: Python<'_>) -> usize {
         self.l1.try_with(py, |l1| l1.len()).unwrap_or(0)
-    }
-
-    /// `Cache.aget`'s first half: the value this process's tiers hold, `default`
-    /// for a cached miss or a miss with no tier below, else `missing` (ask
-    /// `get_below`, which may wait on the network).
-    fn get_local(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        default: Py<PyAny>,
-        missing: Py<PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        named(
-            py,
-            "Cache.get",
-            (|| {
-                Ok(match self.get_here(py, key)? {
-                    Here::Value(v) => v,
-                    Here::Negative => default,
-                    Here::Missing if self.tier_below.get().is_some() => missing,
-                    Here::Missing => default,
-                })
-            })(),
-        )
-    }
-
-    /// `Cache.aget`'s second half: the tier below's value of `key` (kept here
-    /// too), or `default`.
-    fn get_below(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        default: Py<PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        named(
-            py,
-            "Cache.get",
-            (|| Ok(self.ask_tier_below(py, key, false)?.unwrap_or(default)))(),
-        )
-    }
-}
-
-/// What [`CacheCore::get_here`] found.
-enum Here {
-    Value(Py<PyAny>),
-    /// A cached miss: the caller's default.
-    Negative,
-    /// Nothing here: the tier below may hold it.
-    Missing,
-}
-
-impl CacheCore {
-    /// `Cache.get`'s body, for the method and for its quick entry (`quick`).
-    pub(crate) fn get_value(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        default: Option<Py<PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        named(
-            py,
-            "Cache.get",
-            (|| {
-                let found = match self.get_here(py, key)? {
-                    Here::Value(v) => Some(v),
-                    Here::Negative => None,
-                    Here::Missing => self.ask_tier_below(py, key, false)?,
-                };
-                Ok(found.unwrap_or_else(|| default.unwrap_or_else(|| py.None())))
-            })(),
-        )
-    }
-
-    /// What this process's tiers (L1, then L2) hold for `key`, without asking
-    /// the tier below. A cached miss in L2 answers as it does from L1.
-    fn get_here(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Here> {
-        // Only an L1 entry needs the key's Python hash.
-        let hash = if self.l1_enabled {
-            let hash = key_hash(key)?;
-            if let Some(e) = self.l1_lookup(py, key, hash)? {
-                return Ok(e.value.map_or(Here::Negative, Here::Value));
-            }
-            hash
-        } else {
-            0
-        };
-        let kb = check_key(key)?;
-        self.cache.counts().l1_misses.bump();
-        let mut front = PyFront::new(self, key, hash);
-        Ok(match self.cache.read(kb, None, false, &mut front)? {
-            Read::Fresh(v, _) => Here::Value(v),
-            Read::Negative(_) => Here::Negative,
-            Read::Stale(..) | Read::Miss(_) => Here::Missing,
-        })
     }
 }

@@ -1,11 +1,11 @@
-//! Reads below L1 as this binding takes part in them: `PyFront`, the
-//! `ziggurat_cache::Front` of one call (payloads made as Python bytes,
+//! The reads of a key: `get` (and `aget`'s two halves), `peek`, and `PyFront`,
+//! the `ziggurat_cache::Front` of one call (payloads made as Python bytes,
 //! decoded by the cache's serializer, kept in this process's L1 by the copy
-//! mode), and `peek`. The rules of the read are `ziggurat_cache::Cache::read`'s.
+//! mode). The rules of the read below L1 are `ziggurat_cache::Cache::read`'s.
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use ziggurat_cache::{CopyMode, Error, Found, Front, Kind, Look, Payload};
+use ziggurat_cache::{CopyMode, Error, Found, Front, Kind, Look, Payload, Read};
 
 use crate::args::{check_key, key_hash, named};
 use crate::convert::fetch_err;
@@ -201,5 +201,113 @@ impl CacheCore {
                 })
             })(),
         )
+    }
+}
+
+#[pymethods]
+impl CacheCore {
+    /// The cached value of `key`, or `default`.
+    #[pyo3(signature = (key, default = None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.get_value(py, key, default)
+    }
+
+    /// `Cache.aget`'s first half: the value this process's tiers hold, `default`
+    /// for a cached miss or a miss with no tier below, else `missing` (ask
+    /// `get_below`, which may wait on the network).
+    fn get_local(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Py<PyAny>,
+        missing: Py<PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        named(
+            py,
+            "Cache.get",
+            (|| {
+                Ok(match self.get_here(py, key)? {
+                    Here::Value(v) => v,
+                    Here::Negative => default,
+                    Here::Missing if self.tier_below.get().is_some() => missing,
+                    Here::Missing => default,
+                })
+            })(),
+        )
+    }
+
+    /// `Cache.aget`'s second half: the tier below's value of `key` (kept here
+    /// too), or `default`.
+    fn get_below(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Py<PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        named(
+            py,
+            "Cache.get",
+            (|| Ok(self.ask_tier_below(py, key, false)?.unwrap_or(default)))(),
+        )
+    }
+}
+
+/// What [`CacheCore::get_here`] found.
+enum Here {
+    Value(Py<PyAny>),
+    /// A cached miss: the caller's default.
+    Negative,
+    /// Nothing here: the tier below may hold it.
+    Missing,
+}
+
+impl CacheCore {
+    /// `Cache.get`'s body, for the method and for its quick entry (`quick`).
+    pub(crate) fn get_value(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        named(
+            py,
+            "Cache.get",
+            (|| {
+                let found = match self.get_here(py, key)? {
+                    Here::Value(v) => Some(v),
+                    Here::Negative => None,
+                    Here::Missing => self.ask_tier_below(py, key, false)?,
+                };
+                Ok(found.unwrap_or_else(|| default.unwrap_or_else(|| py.None())))
+            })(),
+        )
+    }
+
+    /// What this process's tiers (L1, then L2) hold for `key`, without asking
+    /// the tier below. A cached miss in L2 answers as it does from L1.
+    fn get_here(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Here> {
+        // Only an L1 entry needs the key's Python hash.
+        let hash = if self.l1_enabled {
+            let hash = key_hash(key)?;
+            if let Some(e) = self.l1_lookup(py, key, hash)? {
+                return Ok(e.value.map_or(Here::Negative, Here::Value));
+            }
+            hash
+        } else {
+            0
+        };
+        let kb = check_key(key)?;
+        self.cache.counts().l1_misses.bump();
+        let mut front = PyFront::new(self, key, hash);
+        Ok(match self.cache.read(kb, None, false, &mut front)? {
+            Read::Fresh(v, _) => Here::Value(v),
+            Read::Negative(_) => Here::Negative,
+            Read::Stale(..) | Read::Miss(_) => Here::Missing,
+        })
     }
 }
