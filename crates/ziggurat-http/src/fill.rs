@@ -26,8 +26,8 @@ use crate::etag::etag_matches;
 use crate::fields::{field, Headers};
 use crate::freshness::freshness_lifetime;
 use crate::storable::{
-    decide, entry_ttl, never_stored, stale_flags, stale_if_error_window, Meta, StoreOptions,
-    StoreRequest,
+    auth_shared, decide, entry_ttl, never_stored, stale_flags, stale_if_error_window, Meta,
+    StoreOptions, StoreRequest,
 };
 use crate::stored::Stored;
 use crate::targeted::response_directives;
@@ -434,7 +434,7 @@ pub enum HeadStep<'a> {
 /// use ziggurat_http::{head_step, Directives, HeadStep, StoreOptions, StoreRequest, Stored};
 /// let cc = Directives::new();
 /// let req = StoreRequest { method: "GET", headers: &[], directives: &cc, has_auth: false,
-///                          auth_shared: &["public"], key_headers: &[], time: 0.0 };
+///                          time: 0.0 };
 /// let o = StoreOptions::default();
 /// let s = Stored { status: 200, etag: Some(b"\"a\""), lifetime: 1.0, ..Default::default() };
 /// let h: &[(&[u8], &[u8])] = &[(b"etag", b"\"b\"")];
@@ -511,21 +511,20 @@ pub enum HeadUpdate<'a> {
 /// let s = Stored { status: 200, body: b"abc", etag: Some(b"\"a\""), ..Default::default() };
 /// let o = StoreOptions::default();
 /// let same: &[(&[u8], &[u8])] = &[(b"etag", b"\"a\""), (b"content-length", b"3")];
-/// assert!(matches!(head_update(&o, &s, same, false, &[], 0.0, 1.0), HeadUpdate::Refresh(..)));
+/// assert!(matches!(head_update(&o, &s, same, false, 0.0, 1.0), HeadUpdate::Refresh(..)));
 /// let other: &[(&[u8], &[u8])] = &[(b"etag", b"\"a\""), (b"content-length", b"4")];
-/// assert_eq!(head_update(&o, &s, other, false, &[], 0.0, 1.0), HeadUpdate::Invalidate);
+/// assert_eq!(head_update(&o, &s, other, false, 0.0, 1.0), HeadUpdate::Invalidate);
 /// ```
 pub fn head_update<'a>(
     opts: &StoreOptions<'_>,
     s: &Stored<'a>,
     headers: &Headers<'a>,
     has_auth: bool,
-    auth_shared: &[&str],
     request_time: f64,
     now: f64,
 ) -> HeadUpdate<'a> {
     let (cc, _) = response_directives(headers, opts.targeted_fields);
-    if has_auth && !auth_shared.iter().any(|d| cc.contains(d)) {
+    if has_auth && !auth_shared(opts, &cc) {
         return HeadUpdate::Ignore;
     }
     if s.status != 200 || cc.contains("no-store") || cc.contains("private") || !same(s, headers) {

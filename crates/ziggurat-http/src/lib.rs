@@ -62,6 +62,7 @@ mod connection;
 mod date;
 mod delta;
 mod etag;
+mod exchange;
 mod fields;
 mod fill;
 mod freshness;
@@ -77,11 +78,15 @@ mod vary;
 pub use age::initial_age;
 pub use cache_control::{parse_cache_control, Directives};
 pub use cache_status::{cache_status, Param};
-pub use classify::{classify, host_allowed, Action, ClassifyOptions, Lookup, CLIENT_CONDITIONALS};
+pub use classify::{
+    classify, host_allowed, overrides_method, Action, ClassifyOptions, Lookup, CLIENT_CONDITIONALS,
+    PASS_CONDITIONALS,
+};
 pub use connection::{connection_listed, HOP_BY_HOP};
 pub use date::{http_date, http_date_in};
 pub use delta::{delta_seconds, MAX_DELTA};
 pub use etag::etag_matches;
+pub use exchange::{Exchange, ExchangeRequest, Marker, Saved};
 pub use fields::{field, fields, parse_list, Headers};
 pub use fill::{
     head_step, head_update, lookup_step, not_modified, refreshed, reply, stale_if_error, usable,
@@ -90,15 +95,16 @@ pub use fill::{
 pub use freshness::{expires_time, freshness_lifetime};
 pub use host::normalise_host;
 pub use key::{
-    base_key, invalidated_keys, lock_key, purge_keys, purge_mark, url_key, variant_key, MAX_KEY,
+    base_key, invalidated_keys, lock_key, purge_keys, purge_mark, url_key, variant_key, MAX_URL_KEY,
 };
 pub use status::{
     ignores_no_store, is_heuristic_status, is_storable_status, is_understood_status,
     may_use_default_freshness, status_storable, HEURISTIC_STATUSES,
 };
 pub use storable::{
-    decide, entry_ttl, may_serve_stale, never_stored, stale_flags, stale_if_error_window,
-    stored_headers, Meta, StoreOptions, StoreRequest, MAX_TTL, STALE_FORBIDDING,
+    auth_shared, decide, entry_ttl, may_serve_stale, never_stored, stale_flags,
+    stale_if_error_window, stored_headers, Meta, StoreOptions, StoreRequest, MAX_HTTP_TTL,
+    STALE_FORBIDDING,
 };
 pub use stored::{decode, DecodeError, Entry, Stored, Variants, FORMAT_VERSION};
 pub use tags::split_tags;

@@ -15,7 +15,7 @@ use crate::targeted::response_directives;
 use crate::vary::{parse_vary, vary_values};
 
 /// The longest a response is kept: a year.
-pub const MAX_TTL: f64 = 365.0 * 86400.0;
+pub const MAX_HTTP_TTL: f64 = 365.0 * 86400.0;
 /// The most bytes of header lines a stored response keeps (names and values).
 const MAX_STORED_HEADERS: usize = 32 * 1024;
 
@@ -51,6 +51,12 @@ pub struct StoreOptions<'a> {
     pub max_tags: usize,
     /// Whether the request's cache directives are obeyed.
     pub request_directives: bool,
+    /// Whether `must-revalidate` lets a response to a request with `Authorization` be
+    /// stored, as RFC 9111 §3.5 allows (off: many APIs send `max-age=N, must-revalidate`
+    /// on answers meant for one user).
+    pub store_auth_must_revalidate: bool,
+    /// Request fields every response varies on, lower-case.
+    pub key_headers: &'a [&'a str],
 }
 
 /// What storing a response needs to know of the request that asked for it.
@@ -64,11 +70,6 @@ pub struct StoreRequest<'a> {
     pub directives: &'a Directives,
     /// Whether it had `Authorization`.
     pub has_auth: bool,
-    /// The response directives that let a shared cache store a response to a request
-    /// with `Authorization` (RFC 9111 §3.5).
-    pub auth_shared: &'a [&'a str],
-    /// Request fields every response varies on, lower-case.
-    pub key_headers: &'a [&'a str],
     /// When the request was sent on.
     pub time: f64,
 }
@@ -114,6 +115,23 @@ pub fn stale_flags(cc: &Directives) -> Vec<&'static str> {
         .into_iter()
         .filter(|d| cc.contains(d))
         .collect()
+}
+
+/// RFC 9111 §3.5: whether a response with directives `cc` to a request with
+/// `Authorization` may be stored by a shared cache (`public`, `s-maxage`, and
+/// `must-revalidate` with [`StoreOptions::store_auth_must_revalidate`]).
+///
+/// ```
+/// use ziggurat_http::{auth_shared, parse_cache_control, StoreOptions};
+/// let cc = parse_cache_control([&b"max-age=60, must-revalidate"[..]]);
+/// assert!(!auth_shared(&StoreOptions::default(), &cc));
+/// let opts = StoreOptions { store_auth_must_revalidate: true, ..StoreOptions::default() };
+/// assert!(auth_shared(&opts, &cc));
+/// ```
+pub fn auth_shared(opts: &StoreOptions<'_>, cc: &Directives) -> bool {
+    cc.contains("public")
+        || cc.contains("s-maxage")
+        || (opts.store_auth_must_revalidate && cc.contains("must-revalidate"))
 }
 
 /// Whether a response with these flags may be served stale at all (RFC 9111 §4.2.4).
@@ -182,7 +200,7 @@ pub fn entry_ttl(
     if keep {
         ttl += opts.revalidate_keep;
     }
-    ttl.min(MAX_TTL)
+    ttl.min(MAX_HTTP_TTL)
 }
 
 /// The fields never stored: the hop-by-hop ones, `Age`, `Content-Length`,
@@ -250,7 +268,7 @@ fn names(arg: &str) -> Vec<Vec<u8>> {
 /// use ziggurat_http::{decide, Directives, StoreOptions, StoreRequest};
 /// let cc = Directives::new();
 /// let req = StoreRequest { method: "GET", headers: &[], directives: &cc, has_auth: false,
-///                          auth_shared: &["public"], key_headers: &[], time: 0.0 };
+///                          time: 0.0 };
 /// let opts = StoreOptions::default();
 /// let h: &[(&[u8], &[u8])] = &[(b"cache-control", b"max-age=60"), (b"location", b"/x")];
 /// assert_eq!(decide(&opts, 302, h, &req, 0.0).unwrap().lifetime, 60.0);
@@ -290,15 +308,15 @@ pub fn decide<'a>(
     if req.directives.contains("no-store") {
         return Err("request-no-store");
     }
-    if req.has_auth && !req.auth_shared.iter().any(|d| cc.contains(d)) {
+    if req.has_auth && !auth_shared(opts, &cc) {
         return Err("authorization");
     }
     if !opts.store_set_cookie && field(headers, b"set-cookie").is_some() {
         return Err("set-cookie");
     }
     let mut vary = parse_vary(headers).ok_or("vary-star")?;
-    if !req.key_headers.iter().all(|k| vary.iter().any(|v| v == k)) {
-        vary.extend(req.key_headers.iter().map(|k| (*k).to_owned()));
+    if !opts.key_headers.iter().all(|k| vary.iter().any(|v| v == k)) {
+        vary.extend(opts.key_headers.iter().map(|k| (*k).to_owned()));
         vary.sort_unstable();
         vary.dedup();
     }
@@ -385,6 +403,8 @@ impl Default for StoreOptions<'_> {
             max_body: 1 << 20,
             max_tags: 16,
             request_directives: true,
+            store_auth_must_revalidate: false,
+            key_headers: &[],
         }
     }
 }
@@ -401,8 +421,6 @@ mod tests {
             headers,
             directives: cc,
             has_auth: false,
-            auth_shared: &["public", "s-maxage"],
-            key_headers: &[],
             time: 0.0,
         }
     }
@@ -488,6 +506,13 @@ mod tests {
         );
         let public: H<'_> = &[(b"cache-control", b"public, max-age=60")];
         assert!(decide(&opts, 200, public, &auth, 0.0).is_ok());
+        let revalidated: H<'_> = &[(b"cache-control", b"max-age=60, must-revalidate")];
+        assert!(decide(&opts, 200, revalidated, &auth, 0.0).is_err());
+        let chosen = StoreOptions {
+            store_auth_must_revalidate: true,
+            ..StoreOptions::default()
+        };
+        assert!(decide(&chosen, 200, revalidated, &auth, 0.0).is_ok());
     }
 
     #[test]
@@ -495,7 +520,10 @@ mod tests {
         let cc = Directives::new();
         let req_headers: H<'_> = &[(b"accept", b"a, b"), (b"accept", b"c")];
         let mut req = get(&cc, req_headers);
-        req.key_headers = &["x-key"];
+        let opts = StoreOptions {
+            key_headers: &["x-key"],
+            ..StoreOptions::default()
+        };
         req.time = 98.0;
         let h: H<'_> = &[
             (
@@ -512,7 +540,7 @@ mod tests {
             (b"etag", b"\"e\""),
             (b"x-keep", b"k"),
         ];
-        let m = decide(&StoreOptions::default(), 200, h, &req, 100.0).unwrap();
+        let m = decide(&opts, 200, h, &req, 100.0).unwrap();
         let names: Vec<&[u8]> = m.headers.iter().map(|(k, _)| *k).collect();
         assert_eq!(names, [&b"cache-control"[..], b"vary", b"etag", b"x-keep"]);
         assert_eq!(
@@ -562,7 +590,7 @@ mod tests {
             ..opts.clone()
         };
         assert_eq!(stale_if_error_window(&[], 30.0, &off, &req), 30.0);
-        assert_eq!(entry_ttl(&opts, 1e12, 0.0, 0.0, &[], false), MAX_TTL);
+        assert_eq!(entry_ttl(&opts, 1e12, 0.0, 0.0, &[], false), MAX_HTTP_TTL);
         assert_eq!(entry_ttl(&opts, 5.0, 9.0, 0.0, &["s-maxage"], false), 0.0);
         assert_eq!(entry_ttl(&opts, 5.0, 0.0, 3.0, &[], false), 15.0);
     }
