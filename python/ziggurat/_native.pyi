@@ -353,6 +353,7 @@ HTTP_STALE_FORBIDDING: tuple[str, ...]
 MAX_HTTP_TTL: float
 MAX_URL_KEY: int
 HTTP_CLIENT_CONDITIONALS: tuple[bytes, ...]
+HTTP_ERROR_STATUSES: tuple[int, ...]
 HTTP_PASS_CONDITIONALS: tuple[bytes, ...]
 HTTP_SURROGATE_CAPABILITY: str
 Lines = Sequence[tuple[bytes, bytes]]

@@ -17,6 +17,7 @@
 use std::collections::HashSet;
 
 use crate::age::initial_age;
+use crate::auth::auth_shared;
 use crate::cache_control::Directives;
 use crate::cache_status::{cache_status, Param};
 use crate::connection::connection_listed;
@@ -24,10 +25,11 @@ use crate::date::http_date;
 use crate::delta::delta_seconds;
 use crate::etag::etag_matches;
 use crate::fields::{field, Headers};
-use crate::freshness::freshness_lifetime;
+use crate::freshness::{freshness_lifetime, LifetimeRules};
+use crate::not_stored::NotStored;
 use crate::storable::{
-    auth_shared, decide, entry_ttl, never_stored, stale_flags, stale_if_error_window, Meta,
-    StoreOptions, StoreRequest,
+    decide, entry_ttl, never_stored, stale_flags, stale_if_error_window, Meta, StoreOptions,
+    StoreRequest,
 };
 use crate::stored::Stored;
 use crate::targeted::response_directives;
@@ -240,22 +242,22 @@ pub struct Reply {
 /// The stored response `s`, `age` seconds old, as the answer to a request with header
 /// lines `req`: `hidden` lines (the targeted fields for this cache) removed, `Age`, then
 /// the `Cache-Status` member `status` if given, `Content-Length`; a 304 when the client's
-/// validators match a stored 200; no body for `HEAD`.
+/// validators match a stored 200; no body when `method` is `HEAD`.
 ///
 /// ```
 /// use ziggurat_http::{reply, Stored};
 /// let s = Stored { status: 200, headers: vec![(b"etag", b"\"a\"")], body: b"hi",
 ///                  etag: Some(b"\"a\""), ..Default::default() };
-/// let r = reply(&s, 3.5, &[], &[(b"if-none-match", b"\"a\"")], false, Some("ziggurat; hit"));
+/// let r = reply(&s, 3.5, &[], &[(b"if-none-match", b"\"a\"")], "GET", Some("ziggurat; hit"));
 /// assert_eq!((r.status, r.body, r.headers.len()), (304, false, 3));
-/// assert_eq!(reply(&s, 0.0, &[], &[], true, None).headers.last().unwrap().1, b"2");
+/// assert_eq!(reply(&s, 0.0, &[], &[], "HEAD", None).headers.last().unwrap().1, b"2");
 /// ```
 pub fn reply(
     s: &Stored<'_>,
     age: f64,
     hidden: &[&[u8]],
     req: &Headers<'_>,
-    head: bool,
+    method: &str,
     status: Option<&str>,
 ) -> Reply {
     let mut headers: Vec<(Vec<u8>, Vec<u8>)> = s
@@ -283,7 +285,7 @@ pub fn reply(
     Reply {
         status: s.status,
         headers,
-        body: !head,
+        body: method != "HEAD",
     }
 }
 
@@ -371,9 +373,11 @@ pub fn refreshed<'a>(
         &merged,
         s.status,
         now,
-        opts.heuristic,
-        opts.default_ttl,
-        target.is_none(),
+        &LifetimeRules {
+            heuristic: opts.heuristic,
+            default_ttl: opts.default_ttl,
+            targeted: target.is_some(),
+        },
     );
     let age0 = initial_age(headers, request_time, now);
     let flags = stale_flags(&cc);
@@ -421,8 +425,8 @@ pub enum HeadStep<'a> {
         /// The `Cache-Status` member.
         status: String,
     },
-    /// Not stored: forward the app's response; the `Cache-Status` detail.
-    Pass(&'static str),
+    /// Not stored: forward the app's response; why (its `Cache-Status` detail).
+    Pass(NotStored),
     /// Buffer the body (at most `max_body` bytes) and store it with this.
     Store(Meta<'a>),
 }
@@ -431,7 +435,7 @@ pub enum HeadStep<'a> {
 /// the stale response `stale` (sent to the app with its validators when `validated`).
 ///
 /// ```
-/// use ziggurat_http::{head_step, Directives, HeadStep, StoreOptions, StoreRequest, Stored};
+/// use ziggurat_http::{head_step, Directives, HeadStep, NotStored, StoreOptions, StoreRequest, Stored};
 /// let cc = Directives::new();
 /// let req = StoreRequest { method: "GET", headers: &[], directives: &cc, has_auth: false,
 ///                          time: 0.0 };
@@ -439,7 +443,7 @@ pub enum HeadStep<'a> {
 /// let s = Stored { status: 200, etag: Some(b"\"a\""), lifetime: 1.0, ..Default::default() };
 /// let h: &[(&[u8], &[u8])] = &[(b"etag", b"\"b\"")];
 /// assert!(matches!(head_step(&o, &req, Some(&s), true, 304, h, 5.0), HeadStep::Mismatch { .. }));
-/// assert_eq!(head_step(&o, &req, None, false, 200, &[], 5.0), HeadStep::Pass("no-freshness"));
+/// assert_eq!(head_step(&o, &req, None, false, 200, &[], 5.0), HeadStep::Pass(NotStored::NoFreshness));
 /// ```
 pub fn head_step<'a>(
     opts: &StoreOptions<'_>,

@@ -66,14 +66,15 @@
 //! stores.
 //!
 //! ```
-//! use ziggurat_http::{freshness_lifetime, response_directives};
+//! use ziggurat_http::{freshness_lifetime, response_directives, LifetimeRules};
 //! let h: &[(&[u8], &[u8])] = &[(b"cache-control", b"Public, MAX-AGE=60, s-maxage=\"30\"")];
 //! let (cc, _) = response_directives(h, &[]);
-//! assert_eq!(freshness_lifetime(&cc, h, 200, 0.0, false, None, true), (30.0, true));
+//! assert_eq!(freshness_lifetime(&cc, h, 200, 0.0, &LifetimeRules::default()), (30.0, true));
 //! ```
 #![forbid(unsafe_code)]
 
 mod age;
+mod auth;
 mod cache_control;
 mod cache_status;
 mod classify;
@@ -87,6 +88,7 @@ mod fill;
 mod freshness;
 mod host;
 mod key;
+mod not_stored;
 mod status;
 mod storable;
 mod stored;
@@ -95,6 +97,7 @@ mod targeted;
 mod vary;
 
 pub use age::initial_age;
+pub use auth::auth_shared;
 pub use cache_control::{parse_cache_control, Directives};
 pub use cache_status::{cache_status, Param};
 pub use classify::{
@@ -111,19 +114,19 @@ pub use fill::{
     head_step, head_update, lookup_step, not_modified, refreshed, reply, stale_if_error, usable,
     FillRequest, HeadStep, HeadUpdate, LookupStep, Reply, ERROR_STATUSES,
 };
-pub use freshness::{expires_time, freshness_lifetime};
+pub use freshness::{expires_time, freshness_lifetime, LifetimeRules};
 pub use host::normalise_host;
 pub use key::{
     base_key, invalidated_keys, lock_key, purge_keys, purge_mark, url_key, variant_key, MAX_URL_KEY,
 };
+pub use not_stored::NotStored;
 pub use status::{
     ignores_no_store, is_heuristic_status, is_storable_status, is_understood_status,
     may_use_default_freshness, status_storable, HEURISTIC_STATUSES,
 };
 pub use storable::{
-    auth_shared, decide, entry_ttl, may_serve_stale, never_stored, stale_flags,
-    stale_if_error_window, stored_headers, Meta, StoreOptions, StoreRequest, MAX_HTTP_TTL,
-    STALE_FORBIDDING,
+    decide, entry_ttl, may_serve_stale, never_stored, stale_flags, stale_if_error_window,
+    stored_headers, Meta, StoreOptions, StoreRequest, MAX_HTTP_TTL, STALE_FORBIDDING,
 };
 pub use stored::{decode, DecodeError, Entry, Stored, Variants, FORMAT_VERSION};
 pub use tags::split_tags;

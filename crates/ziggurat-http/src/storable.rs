@@ -4,11 +4,13 @@
 use std::collections::HashSet;
 
 use crate::age::initial_age;
+use crate::auth::auth_shared;
 use crate::cache_control::Directives;
 use crate::connection::{connection_listed, HOP_BY_HOP};
 use crate::delta::delta_seconds;
 use crate::fields::{field, fields, latin1, strip, Headers, ASCII_SPACE};
-use crate::freshness::freshness_lifetime;
+use crate::freshness::{freshness_lifetime, LifetimeRules};
+use crate::not_stored::NotStored;
 use crate::status::{ignores_no_store, status_storable};
 use crate::tags::split_tags;
 use crate::targeted::response_directives;
@@ -115,23 +117,6 @@ pub fn stale_flags(cc: &Directives) -> Vec<&'static str> {
         .into_iter()
         .filter(|d| cc.contains(d))
         .collect()
-}
-
-/// RFC 9111 §3.5: whether a response with directives `cc` to a request with
-/// `Authorization` may be stored by a shared cache (`public`, `s-maxage`, and
-/// `must-revalidate` with [`StoreOptions::store_auth_must_revalidate`]).
-///
-/// ```
-/// use ziggurat_http::{auth_shared, parse_cache_control, StoreOptions};
-/// let cc = parse_cache_control([&b"max-age=60, must-revalidate"[..]]);
-/// assert!(!auth_shared(&StoreOptions::default(), &cc));
-/// let opts = StoreOptions { store_auth_must_revalidate: true, ..StoreOptions::default() };
-/// assert!(auth_shared(&opts, &cc));
-/// ```
-pub fn auth_shared(opts: &StoreOptions<'_>, cc: &Directives) -> bool {
-    cc.contains("public")
-        || cc.contains("s-maxage")
-        || (opts.store_auth_must_revalidate && cc.contains("must-revalidate"))
 }
 
 /// Whether a response with these flags may be served stale at all (RFC 9111 §4.2.4).
@@ -265,16 +250,16 @@ fn names(arg: &str) -> Vec<Vec<u8>> {
 /// store of it.
 ///
 /// ```
-/// use ziggurat_http::{decide, Directives, StoreOptions, StoreRequest};
+/// use ziggurat_http::{decide, Directives, NotStored, StoreOptions, StoreRequest};
 /// let cc = Directives::new();
 /// let req = StoreRequest { method: "GET", headers: &[], directives: &cc, has_auth: false,
 ///                          time: 0.0 };
 /// let opts = StoreOptions::default();
 /// let h: &[(&[u8], &[u8])] = &[(b"cache-control", b"max-age=60"), (b"location", b"/x")];
 /// assert_eq!(decide(&opts, 302, h, &req, 0.0).unwrap().lifetime, 60.0);
-/// assert_eq!(decide(&opts, 500, &[], &req, 0.0).unwrap_err(), "no-freshness");
+/// assert_eq!(decide(&opts, 500, &[], &req, 0.0).unwrap_err(), NotStored::NoFreshness);
 /// let h: &[(&[u8], &[u8])] = &[(b"cache-control", b"must-understand, max-age=9")];
-/// assert_eq!(decide(&opts, 201, h, &req, 0.0).unwrap_err(), "must-understand");
+/// assert_eq!(decide(&opts, 201, h, &req, 0.0).unwrap_err().as_str(), "must-understand");
 /// ```
 pub fn decide<'a>(
     opts: &StoreOptions<'_>,
@@ -282,23 +267,23 @@ pub fn decide<'a>(
     headers: &Headers<'a>,
     req: &StoreRequest<'_>,
     now: f64,
-) -> Result<Meta<'a>, &'static str> {
+) -> Result<Meta<'a>, NotStored> {
     if req.method != "GET" {
-        return Err("method");
+        return Err(NotStored::Method);
     }
     if status == 206 {
-        return Err("partial");
+        return Err(NotStored::Partial);
     }
     let (cc, target) = response_directives(headers, opts.targeted_fields);
     if let Some(why) = status_storable(status, &cc) {
         return Err(why);
     }
     if cc.contains("no-store") && !ignores_no_store(status, &cc) {
-        return Err("no-store");
+        return Err(NotStored::NoStore);
     }
     let mut unshared = Vec::new();
     match cc.get("private") {
-        Some(None) => return Err("private"),
+        Some(None) => return Err(NotStored::Private),
         Some(Some(arg)) => unshared.extend(names(arg)),
         None => {}
     }
@@ -306,15 +291,15 @@ pub fn decide<'a>(
         unshared.extend(names(arg));
     }
     if req.directives.contains("no-store") {
-        return Err("request-no-store");
+        return Err(NotStored::RequestNoStore);
     }
     if req.has_auth && !auth_shared(opts, &cc) {
-        return Err("authorization");
+        return Err(NotStored::Authorization);
     }
     if !opts.store_set_cookie && field(headers, b"set-cookie").is_some() {
-        return Err("set-cookie");
+        return Err(NotStored::SetCookie);
     }
-    let mut vary = parse_vary(headers).ok_or("vary-star")?;
+    let mut vary = parse_vary(headers).ok_or(NotStored::VaryStar)?;
     if !opts.key_headers.iter().all(|k| vary.iter().any(|v| v == k)) {
         vary.extend(opts.key_headers.iter().map(|k| (*k).to_owned()));
         vary.sort_unstable();
@@ -325,22 +310,24 @@ pub fn decide<'a>(
         headers,
         status,
         now,
-        opts.heuristic,
-        opts.default_ttl,
-        target.is_none(),
+        &LifetimeRules {
+            heuristic: opts.heuristic,
+            default_ttl: opts.default_ttl,
+            targeted: target.is_some(),
+        },
     );
     if !explicit && lifetime <= 0.0 {
-        return Err("no-freshness");
+        return Err(NotStored::NoFreshness);
     }
     let age0 = initial_age(headers, req.time, now);
     let tags = split_tags(fields(headers, opts.tag_header));
     if tags.len() > opts.max_tags {
-        return Err("too-many-tags");
+        return Err(NotStored::TooManyTags);
     }
     if let Some(cl) = field(headers, b"content-length") {
         if let Some(n) = delta_seconds(Some(&latin1(strip(cl, ASCII_SPACE)))) {
             if n > opts.max_body {
-                return Err("too-large");
+                return Err(NotStored::TooLarge);
             }
         }
     }
@@ -356,11 +343,11 @@ pub fn decide<'a>(
     let keep = etag.is_some() || last_modified.is_some();
     let ttl = entry_ttl(opts, lifetime, age0, swr.max(sie), &flags, keep);
     if ttl <= 0.0 {
-        return Err("stale");
+        return Err(NotStored::Stale);
     }
     let kept = stored_headers(opts, headers, &unshared);
     if kept.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() > MAX_STORED_HEADERS {
-        return Err("headers-too-large");
+        return Err(NotStored::HeadersTooLarge);
     }
     let names: Vec<Vec<u8>> = vary.iter().map(|n| latin1_bytes(n)).collect();
     let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
@@ -427,7 +414,9 @@ mod tests {
 
     fn why(status: u16, h: H<'_>) -> &'static str {
         let cc = Directives::new();
-        decide(&StoreOptions::default(), status, h, &get(&cc, &[]), 0.0).unwrap_err()
+        decide(&StoreOptions::default(), status, h, &get(&cc, &[]), 0.0)
+            .unwrap_err()
+            .as_str()
     }
 
     #[test]
@@ -437,7 +426,10 @@ mod tests {
         let ok: H<'_> = &[(b"cache-control", b"max-age=60")];
         let mut req = get(&cc, &[]);
         req.method = "HEAD";
-        assert_eq!(decide(&opts, 200, ok, &req, 0.0).unwrap_err(), "method");
+        assert_eq!(
+            decide(&opts, 200, ok, &req, 0.0).unwrap_err().as_str(),
+            "method"
+        );
         assert_eq!(why(206, ok), "partial");
         assert_eq!(why(304, ok), "status");
         assert_eq!(
@@ -495,13 +487,15 @@ mod tests {
         );
         let no_store = crate::parse_cache_control([&b"no-store"[..]]);
         assert_eq!(
-            decide(&opts, 200, ok, &get(&no_store, &[]), 0.0).unwrap_err(),
+            decide(&opts, 200, ok, &get(&no_store, &[]), 0.0)
+                .unwrap_err()
+                .as_str(),
             "request-no-store"
         );
         let mut auth = get(&cc, &[]);
         auth.has_auth = true;
         assert_eq!(
-            decide(&opts, 200, ok, &auth, 0.0).unwrap_err(),
+            decide(&opts, 200, ok, &auth, 0.0).unwrap_err().as_str(),
             "authorization"
         );
         let public: H<'_> = &[(b"cache-control", b"public, max-age=60")];

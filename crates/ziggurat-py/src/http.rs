@@ -43,6 +43,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         PyTuple::new(py, ziggurat_http::STALE_FORBIDDING)?,
     )?;
     m.add("MAX_HTTP_TTL", ziggurat_http::MAX_HTTP_TTL)?;
+    m.add(
+        "HTTP_ERROR_STATUSES",
+        PyTuple::new(py, ziggurat_http::ERROR_STATUSES)?,
+    )?;
     m.add("MAX_URL_KEY", ziggurat_http::MAX_URL_KEY)?;
     m.add(
         "HTTP_CLIENT_CONDITIONALS",

@@ -31,7 +31,7 @@ __all__ = ["ERROR_STATUSES", "Fill"]
 log = logging.getLogger("ziggurat.http")
 
 # RFC 9111 §4.2.4, RFC 5861: the app's answers that let a stale response be served.
-ERROR_STATUSES = frozenset({500, 502, 503, 504})
+ERROR_STATUSES = frozenset(_native.HTTP_ERROR_STATUSES)
 _SURROGATE_CAPABILITY = _native.HTTP_SURROGATE_CAPABILITY.encode()
 # What the exchange's head answers (the first item of its tuple).
 _REFRESHED, _MISMATCH, _STALE, _PASS, _STORE = range(5)

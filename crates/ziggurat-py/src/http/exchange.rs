@@ -44,7 +44,7 @@ fn head_tuple<'py>(py: Python<'py>, step: HeadStep<'_>) -> PyResult<Bound<'py, P
         }
         HeadStep::Mismatch { status } => (1, b(&status)).into_pyobject(py),
         HeadStep::Stale { status } => (2, b(&status)).into_pyobject(py),
-        HeadStep::Pass(why) => (3, why).into_pyobject(py),
+        HeadStep::Pass(why) => (3, why.as_str()).into_pyobject(py),
         HeadStep::Store(m) => (4, meta(py, &m)?).into_pyobject(py),
     }
 }
