@@ -172,7 +172,7 @@ class Engine:
             return Pass(a[1], a[2])
         if a[0] == _PURGE:
             return self._purge(scheme, host_raw, target, headers, client)
-        _, host, base, req_cc, has_auth, conditional = a
+        _, _, base, req_cc, has_auth, conditional = a
         v = self.cache.get(base)
         h = self._hits.get(id(v))
         stored: Stored | None
@@ -186,9 +186,7 @@ class Engine:
             hit = self._hit(stored, now)
             if hit is not None:
                 return hit
-        fill = Fill(
-            self, method, scheme, host, target, headers, base, key, stored, req_cc, has_auth, now
-        )
+        fill = Fill(self, method, headers, base, key, req_cc, has_auth, now)
         step = fill.lookup(stored, now)
         if step[0] == _SERVE:
             assert stored is not None

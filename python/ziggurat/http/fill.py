@@ -47,22 +47,15 @@ class Fill:
         self,
         engine: Engine,
         method: str,
-        scheme: str,
-        host: str,
-        target: bytes,
         headers: Hdrs,
         base: bytes,
         key: bytes,
-        stored: Stored | None,
         req_cc: dict[str, str | None],
         has_auth: bool,
         now: float,
     ) -> None:
         self.engine = engine
         self.opts = engine.opts
-        self.scheme = scheme
-        self.host = host
-        self.target = target
         self.headers = headers
         self.base = base
         self.x = _native.HttpExchange(method, headers, req_cc, has_auth, base, key, now)
