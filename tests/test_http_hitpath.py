@@ -20,7 +20,7 @@ from ziggurat import Cache
 from ziggurat.http import CacheMiddleware
 from ziggurat.http.engine import Engine, Hit, now
 from ziggurat.http.options import Options
-from ziggurat.http.store import MAX_KEY, Stored, base_key, save
+from ziggurat.http.store import MAX_URL_KEY, Stored, base_key, save
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -338,7 +338,7 @@ def test_fresh_agrees_with_classify(cache: Cache) -> None:
     save(cache, base_key("http", "example.com", b"/nc"), no_cache, 60, t)
     stale = _stored(at=t - 100)
     save(cache, base_key("http", "example.com", b"/old"), stale, 60, t)
-    long_target = b"/" + b"l" * MAX_KEY
+    long_target = b"/" + b"l" * MAX_URL_KEY
     save(cache, base_key("http", "example.com", long_target), plain, 60, t)
 
     fr = [(b"host", b"example.com"), (b"accept-language", b"fr")]

@@ -60,11 +60,16 @@ def test_results_keep_their_python_types() -> None:
     s = Stored(200, (), b"", 0.0, 0.0, 0.0, 60.0, 0.0, 30.0, frozenset(), None, None, (), (), ())
     # 95 s past its freshness: the request's stale-if-error=99 allows it, 90 does not.
     v = encode(s)
-    assert _native.http_stale_if_error(
-        v, Options().native, {"stale-if-error": "99"}, 0, "x", 155.0
-    ) == (b"ziggurat; hit; ttl=-95; fwd-status=0; detail=x")
+
+    def exchange(cc: dict[str, str | None]) -> _native.HttpExchange:
+        return _native.HttpExchange("GET", [], cc, False, b"k", b"k", 155.0)
+
+    x = exchange({"stale-if-error": "99"})
+    assert x.stale_if_error(Options().native, v, 0, "x", 155.0) == (
+        b"ziggurat; hit; ttl=-95; fwd-status=0; detail=x"
+    )
     assert (
-        _native.http_stale_if_error(v, Options().native, {"stale-if-error": "90"}, 0, "x", 155.0)
+        exchange({"stale-if-error": "90"}).stale_if_error(Options().native, v, 0, "x", 155.0)
         is None
     )
     assert (
@@ -99,12 +104,11 @@ def test_bad_input_names_the_rule() -> None:
         rules.vary_digest(["\u0100"], [])
     with pytest.raises(ValueError, match=r"^cache_status\(\): .* is not ASCII"):
         rules.cache_status("fwd", detail="é")
-    with pytest.raises(TypeError, match=r"^usable\(\): cc must map directive names"):
-        _native.http_usable(encode(Stored(200, (), b"", 0, 0, 0, 1, 0, 0, frozenset(), None,
-                            None, (), (), ())), 0.0, {"max-age": 5})  # fmt: skip
-    with pytest.raises(TypeError, match=r"^head_step\(\): status must be an int"):
+    with pytest.raises(TypeError, match=r"^exchange\(\): cc must map directive names"):
+        _native.HttpExchange("GET", [], {"max-age": 5}, False, b"k", b"k", 0.0)  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match=r"^decide\(\): status must be an int"):
         storable.decide(Options(), "200", [], storable.Request())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^reply\(\): value is not a stored response"):
-        _native.http_reply(b"junk", 0.0, [], [], False, None)
+        _native.HttpExchange("GET", [], {}, False, b"k", b"k", 0.0).reply(b"junk", 0.0, [], None)
     # Any int is a status: one no rule names is stored by no rule.
     assert storable.decide(Options(), 10**30, [], storable.Request()) == "status"

@@ -359,7 +359,11 @@ def degraded_warning(name: str, reason: str, local_ttl: str | None) -> str:
 # crosses as its value bytes (store.Stored.value); tuples tagged by their first item.
 HTTP_HOP_BY_HOP: tuple[bytes, ...]
 HTTP_STALE_FORBIDDING: tuple[str, ...]
-HTTP_MAX_TTL: float
+MAX_HTTP_TTL: float
+MAX_URL_KEY: int
+HTTP_CLIENT_CONDITIONALS: tuple[bytes, ...]
+HTTP_ERROR_STATUSES: tuple[int, ...]
+HTTP_PASS_CONDITIONALS: tuple[bytes, ...]
 HTTP_SURROGATE_CAPABILITY: str
 Lines = Sequence[tuple[bytes, bytes]]
 
@@ -395,44 +399,66 @@ def http_purge_keys(base: bytes) -> list[bytes]: ...
 def http_url_key(url: str) -> bytes | None: ...
 def http_invalidated_keys(scheme: str, host: str, target: bytes, headers: Lines) -> list[bytes]: ...
 def http_host_allowed(host: str, allowed: Sequence[str]) -> bool: ...
-def http_usable(value: bytes, age: float, directives: dict[str, str | None]) -> bool: ...
-def http_lookup_step(
-    value: bytes | None, method: str, directives: dict[str, str | None], has_auth: bool, now: float
+def http_overrides_method(target: bytes) -> bool: ...
+def http_decide(
+    opts: HttpOptions, req: Any, status_code: int, headers: Lines, now: float
 ) -> tuple[Any, ...]: ...
-def http_reply(
-    value: bytes,
-    age: float,
-    hidden: Sequence[bytes],
-    headers: Lines,
-    head: bool,
-    status: str | None,
-) -> tuple[int, list[tuple[bytes, bytes]], bool]: ...
-def http_stale_if_error(
-    value: bytes,
-    opts: HttpOptions,
-    req_cc: dict[str, str | None],
-    app_status: int,
-    detail: str,
-    now: float,
-) -> bytes | None: ...
-def http_head_step(
-    opts: HttpOptions,
-    req: Any,
-    value: bytes | None,
-    validated: bool,
-    status_code: int,
-    headers: Lines,
-    now: float,
-) -> tuple[Any, ...]: ...
-def http_head_update(
-    opts: HttpOptions,
-    value: bytes,
-    headers: Lines,
-    has_auth: bool,
-    auth_shared: Sequence[str],
-    request_time: float,
-    now: float,
-) -> tuple[bytes, float] | Literal[False] | None: ...
+
+class HttpExchange:
+    """One request's fill, the ``ziggurat-http`` crate's ``Exchange``."""
+
+    def __init__(
+        self,
+        method: str,
+        headers: Lines,
+        directives: dict[str, str | None],
+        has_auth: bool,
+        base: bytes,
+        key: bytes,
+        now: float,
+    ) -> None: ...
+    @property
+    def key(self) -> bytes: ...
+    @property
+    def holds_stale(self) -> bool: ...
+    @property
+    def coalesce(self) -> bool: ...
+    @property
+    def stored(self) -> bool: ...
+    @property
+    def tee(self) -> bool: ...
+    def lookup(self, value: bytes | None, now: float) -> tuple[Any, ...]: ...
+    def reply(
+        self, value: bytes, age: float, hidden: Sequence[bytes], status: str | None
+    ) -> tuple[int, list[tuple[bytes, bytes]], bool]: ...
+    def collapsed(self, value: bytes, now: float) -> bytes | None: ...
+    def recheck(self, value: bytes, now: float) -> bytes | None: ...
+    def app_timeout(self, limit: float | None) -> float | None: ...
+    def upstream_headers(
+        self, drop: Sequence[bytes], capability: bytes | None
+    ) -> list[tuple[bytes, bytes]]: ...
+    def needs_current(self, status: int) -> bool: ...
+    def head(
+        self,
+        opts: HttpOptions,
+        current: bytes | None,
+        status_code: int,
+        headers: Lines,
+        request_time: float,
+        now: float,
+    ) -> tuple[Any, ...]: ...
+    def pass_status(self, status: int, detail: str) -> bytes: ...
+    def saved(self, status: int, outcome: str) -> bytes: ...
+    def answers_validators(self, status: int) -> bool: ...
+    def stale_if_error(
+        self, opts: HttpOptions, current: bytes | None, app_status: int, detail: str, now: float
+    ) -> bytes | None: ...
+    def head_update(
+        self, opts: HttpOptions, headers: Lines, now: float
+    ) -> tuple[bytes, float] | Literal[False] | None: ...
+    def release(self) -> None: ...
+    def rekey(self, key: bytes) -> bool: ...
+    def marker(self) -> int: ...
 
 class HttpOptions:
     """The options of one middleware as the crate reads them (``Options.native``)."""
@@ -452,6 +478,8 @@ class HttpOptions:
         bypass_cookies: Sequence[bytes],
         allowed_hosts: Sequence[str],
         purge: bool,
+        store_auth_must_revalidate: bool,
+        key_headers: Sequence[str],
     ) -> None: ...
     def classify(
         self, method: str, scheme: str, host_raw: bytes | None, target: bytes, headers: Lines

@@ -11,7 +11,8 @@ const SAFE_UNCACHED: [&str; 3] = ["OPTIONS", "TRACE", "CONNECT"];
 /// The client's validators: the cache answers them from the stored response.
 pub const CLIENT_CONDITIONALS: [&[u8]; 2] = [b"if-none-match", b"if-modified-since"];
 /// Conditionals and ranges the cache does not evaluate: such requests pass.
-const PASS_CONDITIONALS: [&[u8]; 4] = [b"if-match", b"if-unmodified-since", b"if-range", b"range"];
+pub const PASS_CONDITIONALS: [&[u8]; 4] =
+    [b"if-match", b"if-unmodified-since", b"if-range", b"range"];
 /// Whitespace `bytes.strip()` removes (ASCII).
 pub(crate) const WS: &[u8] = b" \t\n\r\x0b\x0c";
 
@@ -190,14 +191,8 @@ pub fn classify(
             _ => {}
         }
     }
-    if let Some(q) = target.iter().position(|&c| c == b'?') {
-        if target[q..]
-            .to_ascii_lowercase()
-            .windows(8)
-            .any(|w| w == b"_method=")
-        {
-            return bypass("method-override");
-        }
+    if overrides_method(target) {
+        return bypass("method-override");
     }
     let mut directives = parse_cache_control(cache_control.iter().copied());
     // RFC 9111 §5.4: "no-cache" counts only without Cache-Control.
@@ -210,6 +205,22 @@ pub fn classify(
         directives,
         has_auth,
         conditional,
+    })
+}
+
+/// Whether the query of `target` carries a `_method=` override (any case), which
+/// frameworks obey to turn a `GET` into another method: such a request is never cached.
+///
+/// ```
+/// use ziggurat_http::overrides_method;
+/// assert!(overrides_method(b"/p?x=1&_METHOD=delete"));
+/// assert!(!overrides_method(b"/_method=/p?x=1"));
+/// ```
+pub fn overrides_method(target: &[u8]) -> bool {
+    target.iter().position(|&c| c == b'?').is_some_and(|q| {
+        target[q..]
+            .windows(8)
+            .any(|w| w.eq_ignore_ascii_case(b"_method="))
     })
 }
 

@@ -17,6 +17,7 @@
 use std::collections::HashSet;
 
 use crate::age::initial_age;
+use crate::auth::auth_shared;
 use crate::cache_control::Directives;
 use crate::cache_status::{cache_status, Param};
 use crate::connection::connection_listed;
@@ -24,7 +25,8 @@ use crate::date::http_date;
 use crate::delta::delta_seconds;
 use crate::etag::etag_matches;
 use crate::fields::{field, Headers};
-use crate::freshness::freshness_lifetime;
+use crate::freshness::{freshness_lifetime, LifetimeRules};
+use crate::not_stored::NotStored;
 use crate::storable::{
     decide, entry_ttl, never_stored, stale_flags, stale_if_error_window, Meta, StoreOptions,
     StoreRequest,
@@ -240,22 +242,22 @@ pub struct Reply {
 /// The stored response `s`, `age` seconds old, as the answer to a request with header
 /// lines `req`: `hidden` lines (the targeted fields for this cache) removed, `Age`, then
 /// the `Cache-Status` member `status` if given, `Content-Length`; a 304 when the client's
-/// validators match a stored 200; no body for `HEAD`.
+/// validators match a stored 200; no body when `method` is `HEAD`.
 ///
 /// ```
 /// use ziggurat_http::{reply, Stored};
 /// let s = Stored { status: 200, headers: vec![(b"etag", b"\"a\"")], body: b"hi",
 ///                  etag: Some(b"\"a\""), ..Default::default() };
-/// let r = reply(&s, 3.5, &[], &[(b"if-none-match", b"\"a\"")], false, Some("ziggurat; hit"));
+/// let r = reply(&s, 3.5, &[], &[(b"if-none-match", b"\"a\"")], "GET", Some("ziggurat; hit"));
 /// assert_eq!((r.status, r.body, r.headers.len()), (304, false, 3));
-/// assert_eq!(reply(&s, 0.0, &[], &[], true, None).headers.last().unwrap().1, b"2");
+/// assert_eq!(reply(&s, 0.0, &[], &[], "HEAD", None).headers.last().unwrap().1, b"2");
 /// ```
 pub fn reply(
     s: &Stored<'_>,
     age: f64,
     hidden: &[&[u8]],
     req: &Headers<'_>,
-    head: bool,
+    method: &str,
     status: Option<&str>,
 ) -> Reply {
     let mut headers: Vec<(Vec<u8>, Vec<u8>)> = s
@@ -283,7 +285,7 @@ pub fn reply(
     Reply {
         status: s.status,
         headers,
-        body: !head,
+        body: method != "HEAD",
     }
 }
 
@@ -371,9 +373,11 @@ pub fn refreshed<'a>(
         &merged,
         s.status,
         now,
-        opts.heuristic,
-        opts.default_ttl,
-        target.is_none(),
+        &LifetimeRules {
+            heuristic: opts.heuristic,
+            default_ttl: opts.default_ttl,
+            targeted: target.is_some(),
+        },
     );
     let age0 = initial_age(headers, request_time, now);
     let flags = stale_flags(&cc);
@@ -421,8 +425,8 @@ pub enum HeadStep<'a> {
         /// The `Cache-Status` member.
         status: String,
     },
-    /// Not stored: forward the app's response; the `Cache-Status` detail.
-    Pass(&'static str),
+    /// Not stored: forward the app's response; why (its `Cache-Status` detail).
+    Pass(NotStored),
     /// Buffer the body (at most `max_body` bytes) and store it with this.
     Store(Meta<'a>),
 }
@@ -431,15 +435,15 @@ pub enum HeadStep<'a> {
 /// the stale response `stale` (sent to the app with its validators when `validated`).
 ///
 /// ```
-/// use ziggurat_http::{head_step, Directives, HeadStep, StoreOptions, StoreRequest, Stored};
+/// use ziggurat_http::{head_step, Directives, HeadStep, NotStored, StoreOptions, StoreRequest, Stored};
 /// let cc = Directives::new();
 /// let req = StoreRequest { method: "GET", headers: &[], directives: &cc, has_auth: false,
-///                          auth_shared: &["public"], key_headers: &[], time: 0.0 };
+///                          time: 0.0 };
 /// let o = StoreOptions::default();
 /// let s = Stored { status: 200, etag: Some(b"\"a\""), lifetime: 1.0, ..Default::default() };
 /// let h: &[(&[u8], &[u8])] = &[(b"etag", b"\"b\"")];
 /// assert!(matches!(head_step(&o, &req, Some(&s), true, 304, h, 5.0), HeadStep::Mismatch { .. }));
-/// assert_eq!(head_step(&o, &req, None, false, 200, &[], 5.0), HeadStep::Pass("no-freshness"));
+/// assert_eq!(head_step(&o, &req, None, false, 200, &[], 5.0), HeadStep::Pass(NotStored::NoFreshness));
 /// ```
 pub fn head_step<'a>(
     opts: &StoreOptions<'_>,
@@ -511,21 +515,20 @@ pub enum HeadUpdate<'a> {
 /// let s = Stored { status: 200, body: b"abc", etag: Some(b"\"a\""), ..Default::default() };
 /// let o = StoreOptions::default();
 /// let same: &[(&[u8], &[u8])] = &[(b"etag", b"\"a\""), (b"content-length", b"3")];
-/// assert!(matches!(head_update(&o, &s, same, false, &[], 0.0, 1.0), HeadUpdate::Refresh(..)));
+/// assert!(matches!(head_update(&o, &s, same, false, 0.0, 1.0), HeadUpdate::Refresh(..)));
 /// let other: &[(&[u8], &[u8])] = &[(b"etag", b"\"a\""), (b"content-length", b"4")];
-/// assert_eq!(head_update(&o, &s, other, false, &[], 0.0, 1.0), HeadUpdate::Invalidate);
+/// assert_eq!(head_update(&o, &s, other, false, 0.0, 1.0), HeadUpdate::Invalidate);
 /// ```
 pub fn head_update<'a>(
     opts: &StoreOptions<'_>,
     s: &Stored<'a>,
     headers: &Headers<'a>,
     has_auth: bool,
-    auth_shared: &[&str],
     request_time: f64,
     now: f64,
 ) -> HeadUpdate<'a> {
     let (cc, _) = response_directives(headers, opts.targeted_fields);
-    if has_auth && !auth_shared.iter().any(|d| cc.contains(d)) {
+    if has_auth && !auth_shared(opts, &cc) {
         return HeadUpdate::Ignore;
     }
     if s.status != 200 || cc.contains("no-store") || cc.contains("private") || !same(s, headers) {

@@ -23,37 +23,49 @@ pub fn expires_time(headers: &Headers<'_>) -> (bool, Option<f64>) {
     }
 }
 
+/// What decides a response's lifetime besides its directives and fields.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LifetimeRules {
+    /// Whether a response without explicit freshness gets a heuristic lifetime.
+    pub heuristic: bool,
+    /// The lifetime of a response without explicit freshness, if any.
+    pub default_ttl: Option<f64>,
+    /// Whether the directives came from a targeted field (RFC 9213), which decides
+    /// alone: `Expires` is then not read.
+    pub targeted: bool,
+}
+
 /// Seconds a response is fresh for a shared cache, and whether it said so explicitly.
 ///
-/// `s-maxage` wins over `max-age`, which wins over `Expires` - `Date` (not read when
-/// `expires` is false: a targeted field decides alone); a malformed value of the
-/// directive or field that decides means 0 (stale). Without explicit information,
-/// `heuristic` gives 10 % of the time since `Last-Modified` (at most a day) and
-/// `default_ttl` a fixed lifetime, both only where [`may_use_default_freshness`].
+/// `s-maxage` wins over `max-age`, which wins over `Expires` - `Date` (unless
+/// `rules.targeted`); a malformed value of the directive or field that decides means 0
+/// (stale). Without explicit information, `rules.heuristic` gives 10 % of the time since
+/// `Last-Modified` (at most a day) and `rules.default_ttl` a fixed lifetime, both only
+/// where [`may_use_default_freshness`].
 ///
 /// ```
-/// use ziggurat_http::{freshness_lifetime, parse_cache_control, Directives};
+/// use ziggurat_http::{freshness_lifetime, parse_cache_control, Directives, LifetimeRules};
 /// let cc = parse_cache_control([&b"max-age=60, s-maxage=5"[..]]);
-/// assert_eq!(freshness_lifetime(&cc, &[], 200, 0.0, false, None, true), (5.0, true));
+/// let rules = LifetimeRules::default();
+/// assert_eq!(freshness_lifetime(&cc, &[], 200, 0.0, &rules), (5.0, true));
 /// let none = Directives::new();
-/// assert_eq!(freshness_lifetime(&none, &[(b"expires", b"garbage")], 200, 0.0, false, None, true), (0.0, true));
-/// assert_eq!(freshness_lifetime(&none, &[], 200, 0.0, false, Some(30.0), true), (30.0, false));
+/// assert_eq!(freshness_lifetime(&none, &[(b"expires", b"garbage")], 200, 0.0, &rules), (0.0, true));
+/// let ttl = LifetimeRules { default_ttl: Some(30.0), ..rules };
+/// assert_eq!(freshness_lifetime(&none, &[], 200, 0.0, &ttl), (30.0, false));
 /// ```
 pub fn freshness_lifetime(
     cc: &Directives,
     headers: &Headers<'_>,
     status: u16,
     response_time: f64,
-    heuristic: bool,
-    default_ttl: Option<f64>,
-    expires: bool,
+    rules: &LifetimeRules,
 ) -> (f64, bool) {
     for name in ["s-maxage", "max-age"] {
         if let Some(arg) = cc.get(name) {
             return (delta_seconds(arg).map_or(0.0, |d| d as f64), true);
         }
     }
-    let (has_expires, exp) = if expires {
+    let (has_expires, exp) = if !rules.targeted {
         expires_time(headers)
     } else {
         (false, None)
@@ -68,7 +80,7 @@ pub fn freshness_lifetime(
     if !may_use_default_freshness(status) {
         return (0.0, false);
     }
-    if heuristic {
+    if rules.heuristic {
         let base = date().unwrap_or(response_time);
         if let Some(lm) = field(headers, b"last-modified").and_then(http_date) {
             if lm < base {
@@ -76,7 +88,7 @@ pub fn freshness_lifetime(
             }
         }
     }
-    (default_ttl.unwrap_or(0.0), false)
+    (rules.default_ttl.unwrap_or(0.0), false)
 }
 
 #[cfg(test)]
@@ -92,9 +104,10 @@ mod tests {
             h,
             status,
             1000.0,
-            heuristic,
-            None,
-            true,
+            &LifetimeRules {
+                heuristic,
+                ..LifetimeRules::default()
+            },
         )
     }
 
@@ -144,9 +157,7 @@ mod tests {
             &[(b"expires", DATE)],
             200,
             t - 5.0,
-            false,
-            None,
-            true,
+            &LifetimeRules::default(),
         );
         assert_eq!(got, (5.0, true));
         // A targeted field decides alone: Expires is not read.
@@ -155,9 +166,10 @@ mod tests {
             &[(b"expires", DATE)],
             200,
             0.0,
-            false,
-            None,
-            false,
+            &LifetimeRules {
+                targeted: true,
+                ..LifetimeRules::default()
+            },
         );
         assert_eq!(got, (0.0, false));
     }
@@ -173,12 +185,17 @@ mod tests {
         assert_eq!(life(b"", h, 404, true), (0.0, false));
         assert_eq!(life(b"", h, 201, true), (0.0, false));
         let old: &[(&[u8], &[u8])] = &[(b"last-modified", b"Thu, 01 Jan 1970 00:00:00 GMT")];
-        let got = freshness_lifetime(&Directives::new(), old, 200, 1e9, true, Some(5.0), true);
+        let both = LifetimeRules {
+            heuristic: true,
+            default_ttl: Some(5.0),
+            targeted: false,
+        };
+        let got = freshness_lifetime(&Directives::new(), old, 200, 1e9, &both);
         assert_eq!(got, (86400.0, false));
         // Last-Modified after Date: the default decides.
-        let got = freshness_lifetime(&Directives::new(), old, 200, -1.0, true, Some(5.0), true);
+        let got = freshness_lifetime(&Directives::new(), old, 200, -1.0, &both);
         assert_eq!(got, (5.0, false));
-        let got = freshness_lifetime(&Directives::new(), &[], 501, 0.0, true, Some(5.0), true);
+        let got = freshness_lifetime(&Directives::new(), &[], 501, 0.0, &both);
         assert_eq!(got, (0.0, false));
     }
 }

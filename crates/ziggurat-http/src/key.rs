@@ -4,7 +4,7 @@
 //! cannot occur in a normalised host ([`crate::normalise_host`]), so no host and target
 //! can make the key of another host and target. `GET` and `HEAD` share a key. A URL
 //! whose responses vary keeps a variant record ([`crate::Variants`]) under its key; each
-//! variant lives under [`variant_key`]. A key longer than [`MAX_KEY`] is replaced by a
+//! variant lives under [`variant_key`]. A key longer than [`MAX_URL_KEY`] is replaced by a
 //! digest of it. [`lock_key`] names the lease that coalesces the fills of a key.
 
 use crate::host::normalise_host;
@@ -13,12 +13,12 @@ use blake2::{Blake2b, Digest};
 
 /// The longest key kept as it is (a segment key is at most 4096 bytes); a longer one is
 /// named by its digest.
-pub const MAX_KEY: usize = 2048;
+pub const MAX_URL_KEY: usize = 2048;
 const PREFIX: &[u8] = b"zh2:";
 
-/// `key` itself, or, past [`MAX_KEY`], `zh2:#` and 64 hex digits of its BLAKE2b-256.
+/// `key` itself, or, past [`MAX_URL_KEY`], `zh2:#` and 64 hex digits of its BLAKE2b-256.
 fn bound(key: Vec<u8>) -> Vec<u8> {
-    if key.len() <= MAX_KEY {
+    if key.len() <= MAX_URL_KEY {
         return key;
     }
     let mut out = PREFIX.to_vec();

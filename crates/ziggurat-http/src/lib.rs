@@ -17,29 +17,48 @@
 //! 1. [`classify`] with its [`ClassifyOptions`]: [`Action::Pass`] (forward; add the
 //!    `Cache-Status` member; when it `invalidates` and the app answers 2xx/3xx, delete
 //!    every key of [`invalidated_keys`] first), [`Action::Purge`] (check the token;
-//!    invalidate the [`split_tags`] of the tag header, or delete [`base_key`]), or
-//!    [`Action::Lookup`].
+//!    invalidate the [`split_tags`] of the tag header, or delete [`purge_keys`] in their
+//!    order), or [`Action::Lookup`]. A request without any of [`CLIENT_CONDITIONALS`],
+//!    [`PASS_CONDITIONALS`] and the bypass fields, whose target does not
+//!    [`overrides_method`], may first be answered from the front end's own table of
+//!    fresh responses.
 //! 2. Read the value under [`Lookup::base`] and [`decode`] it. [`Entry::Variants`]:
 //!    [`vary_values`] of the request for its names, [`vary_digest`], read
 //!    [`variant_key`] and keep the response only if its `vary_values` are the request's.
-//! 3. A plain request whose stored response is fresh may be answered from the front
-//!    end's own table; otherwise [`lookup_step`]: [`LookupStep::Serve`] with [`reply`]
-//!    (with `refresh`, revalidate in the background), [`LookupStep::GatewayTimeout`],
-//!    [`LookupStep::Pass`] (a `HEAD`: its 200 goes to [`head_update`]) or
-//!    [`LookupStep::Fill`].
-//! 4. Fill: when `coalesce`, hold the lease of [`lock_key`]; call the app without the
-//!    client's validators ([`CLIENT_CONDITIONALS`]), with the stale response's `etag` and
-//!    `last_modified` as `If-None-Match` and `If-Modified-Since`.
-//! 5. The app failed or timed out: [`stale_if_error`] says whether (and with which
-//!    `Cache-Status`) the stale response answers.
-//! 6. The app's head: [`head_step`]: [`HeadStep::Refreshed`] (the 304 merged by
-//!    [`refreshed`]: store it, answer it), [`HeadStep::Mismatch`], [`HeadStep::Stale`],
-//!    [`HeadStep::Pass`], or [`HeadStep::Store`]: buffer the body up to `max_body`,
-//!    then store [`Entry::encode`] of a [`Stored`] made of the status, the [`Meta`],
-//!    the body and the times, for [`Meta::ttl`] with [`Meta::tags`] (a varying response
-//!    under [`variant_key`], a [`Variants`] record under the URL's key).
-//! 7. Every answer carries [`cache_status`]; the tag header and the targeted fields
+//! 3. Make the request's [`Exchange`] ([`ExchangeRequest`]: the method, header lines,
+//!    directives and keys) and feed it the value found: [`Exchange::lookup`] says
+//!    [`LookupStep::Serve`] (answer with [`Exchange::reply`]; with `refresh`, revalidate
+//!    in the background with this exchange), [`LookupStep::GatewayTimeout`],
+//!    [`LookupStep::Pass`] (a `HEAD`: its 200 goes to [`Exchange::head_update`]) or
+//!    [`LookupStep::Fill`]. The exchange keeps the stored value when a later step needs
+//!    it.
+//! 4. Fill: when [`Exchange::coalesce`], hold the lease of [`lock_key`]; inside it, a
+//!    response another process stored may already answer ([`Exchange::recheck`]);
+//!    waiters read the result as [`Exchange::collapsed`] says. Call the app with
+//!    [`Exchange::upstream_headers`] (the stored validators in place of the client's),
+//!    waiting at most [`Exchange::app_timeout`].
+//! 5. The app failed or timed out: [`Exchange::stale_if_error`] says whether (and with
+//!    which `Cache-Status`) the stale response answers.
+//! 6. The app's head: [`Exchange::head`] (reading the stored value again first when
+//!    [`Exchange::needs_current`]): [`HeadStep::Refreshed`] (store it, answer it,
+//!    [`Exchange::release`]), [`HeadStep::Mismatch`], [`HeadStep::Stale`],
+//!    [`HeadStep::Pass`] (with [`Exchange::pass_status`]), or [`HeadStep::Store`]:
+//!    buffer the body up to `max_body` (or relay it as it comes when [`Exchange::tee`]),
+//!    then store [`Entry::encode`] of a [`Stored`] made of the status, the [`Meta`], the
+//!    body and the times, for [`Meta::ttl`] with [`Meta::tags`] (a varying response under
+//!    [`variant_key`], a [`Variants`] record under the URL's key), unless the URL's
+//!    [`purge_mark`] moved since the fill began; tell [`Exchange::saved`] what came of
+//!    it ([`Saved`]): [`Exchange::stored_status`] is the answer's `Cache-Status`, and a
+//!    client's validators are answered from it when [`Exchange::answers_validators`].
+//! 7. The requests that waited on the fill do what [`Exchange::marker`] says.
+//! 8. Every answer carries [`cache_status`]; the tag header and the targeted fields
 //!    meant for this cache never leave.
+//!
+//! The exchange owns what it holds (no borrow outlives a call), so a front end keeps it
+//! in its own request object between the events. The functions it threads its state
+//! through ([`lookup_step`], [`reply`], [`head_step`], [`stale_if_error`],
+//! [`head_update`], [`refreshed`]) are public for a front end that holds the state
+//! itself.
 //!
 //! The parts: [`parse_cache_control`], [`response_directives`], [`freshness_lifetime`],
 //! [`initial_age`], [`parse_vary`], [`etag_matches`], [`http_date`], [`normalise_host`]
@@ -47,14 +66,15 @@
 //! stores.
 //!
 //! ```
-//! use ziggurat_http::{freshness_lifetime, response_directives};
+//! use ziggurat_http::{freshness_lifetime, response_directives, LifetimeRules};
 //! let h: &[(&[u8], &[u8])] = &[(b"cache-control", b"Public, MAX-AGE=60, s-maxage=\"30\"")];
 //! let (cc, _) = response_directives(h, &[]);
-//! assert_eq!(freshness_lifetime(&cc, h, 200, 0.0, false, None, true), (30.0, true));
+//! assert_eq!(freshness_lifetime(&cc, h, 200, 0.0, &LifetimeRules::default()), (30.0, true));
 //! ```
 #![forbid(unsafe_code)]
 
 mod age;
+mod auth;
 mod cache_control;
 mod cache_status;
 mod classify;
@@ -62,11 +82,13 @@ mod connection;
 mod date;
 mod delta;
 mod etag;
+mod exchange;
 mod fields;
 mod fill;
 mod freshness;
 mod host;
 mod key;
+mod not_stored;
 mod status;
 mod storable;
 mod stored;
@@ -75,30 +97,36 @@ mod targeted;
 mod vary;
 
 pub use age::initial_age;
+pub use auth::auth_shared;
 pub use cache_control::{parse_cache_control, Directives};
 pub use cache_status::{cache_status, Param};
-pub use classify::{classify, host_allowed, Action, ClassifyOptions, Lookup, CLIENT_CONDITIONALS};
+pub use classify::{
+    classify, host_allowed, overrides_method, Action, ClassifyOptions, Lookup, CLIENT_CONDITIONALS,
+    PASS_CONDITIONALS,
+};
 pub use connection::{connection_listed, HOP_BY_HOP};
 pub use date::{http_date, http_date_in};
 pub use delta::{delta_seconds, MAX_DELTA};
 pub use etag::etag_matches;
+pub use exchange::{Exchange, ExchangeRequest, Marker, Saved};
 pub use fields::{field, fields, parse_list, Headers};
 pub use fill::{
     head_step, head_update, lookup_step, not_modified, refreshed, reply, stale_if_error, usable,
     FillRequest, HeadStep, HeadUpdate, LookupStep, Reply, ERROR_STATUSES,
 };
-pub use freshness::{expires_time, freshness_lifetime};
+pub use freshness::{expires_time, freshness_lifetime, LifetimeRules};
 pub use host::normalise_host;
 pub use key::{
-    base_key, invalidated_keys, lock_key, purge_keys, purge_mark, url_key, variant_key, MAX_KEY,
+    base_key, invalidated_keys, lock_key, purge_keys, purge_mark, url_key, variant_key, MAX_URL_KEY,
 };
+pub use not_stored::NotStored;
 pub use status::{
     ignores_no_store, is_heuristic_status, is_storable_status, is_understood_status,
     may_use_default_freshness, status_storable, HEURISTIC_STATUSES,
 };
 pub use storable::{
     decide, entry_ttl, may_serve_stale, never_stored, stale_flags, stale_if_error_window,
-    stored_headers, Meta, StoreOptions, StoreRequest, MAX_TTL, STALE_FORBIDDING,
+    stored_headers, Meta, StoreOptions, StoreRequest, MAX_HTTP_TTL, STALE_FORBIDDING,
 };
 pub use stored::{decode, DecodeError, Entry, Stored, Variants, FORMAT_VERSION};
 pub use tags::split_tags;

@@ -1,6 +1,7 @@
 //! Which statuses a shared cache stores, and on what terms (RFC 9111 §3, RFC 9110 §15).
 
 use crate::cache_control::Directives;
+use crate::not_stored::NotStored;
 
 /// RFC 9110 §15.1: the statuses that may get heuristic (or configured default) freshness.
 pub const HEURISTIC_STATUSES: [u16; 11] = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501];
@@ -55,28 +56,28 @@ pub fn may_use_default_freshness(status: u16) -> bool {
 }
 
 /// Why a response with this status and these directives cannot be stored
-/// (`"status"` or `"must-understand"`), or None.
+/// ([`NotStored::Status`] or [`NotStored::MustUnderstand`]), or None.
 ///
 /// With `must-understand` (RFC 9111 §5.2.2.3) only the statuses this cache understands
 /// may be stored (and its `no-store` is then ignored, see [`ignores_no_store`]);
 /// otherwise any storable status.
 ///
 /// ```
-/// use ziggurat_http::{parse_cache_control, status_storable, Directives};
+/// use ziggurat_http::{parse_cache_control, status_storable, Directives, NotStored};
 /// let none = Directives::new();
 /// assert_eq!(status_storable(302, &none), None);
 /// assert_eq!(status_storable(599, &none), None);
-/// assert_eq!(status_storable(206, &none), Some("status"));
+/// assert_eq!(status_storable(206, &none), Some(NotStored::Status));
 /// let mu = parse_cache_control([&b"must-understand"[..]]);
 /// assert_eq!(status_storable(200, &mu), None);
-/// assert_eq!(status_storable(201, &mu), Some("must-understand"));
-/// assert_eq!(status_storable(599, &mu), Some("must-understand"));
+/// assert_eq!(status_storable(201, &mu), Some(NotStored::MustUnderstand));
+/// assert_eq!(status_storable(599, &mu), Some(NotStored::MustUnderstand));
 /// ```
-pub fn status_storable(status: u16, cc: &Directives) -> Option<&'static str> {
+pub fn status_storable(status: u16, cc: &Directives) -> Option<NotStored> {
     if cc.contains("must-understand") {
-        return (!is_understood_status(status)).then_some("must-understand");
+        return (!is_understood_status(status)).then_some(NotStored::MustUnderstand);
     }
-    (!is_storable_status(status)).then_some("status")
+    (!is_storable_status(status)).then_some(NotStored::Status)
 }
 
 /// Whether `no-store` is overridden by `must-understand` on a status this cache

@@ -4,18 +4,20 @@
 use std::collections::HashSet;
 
 use crate::age::initial_age;
+use crate::auth::auth_shared;
 use crate::cache_control::Directives;
 use crate::connection::{connection_listed, HOP_BY_HOP};
 use crate::delta::delta_seconds;
 use crate::fields::{field, fields, latin1, strip, Headers, ASCII_SPACE};
-use crate::freshness::freshness_lifetime;
+use crate::freshness::{freshness_lifetime, LifetimeRules};
+use crate::not_stored::NotStored;
 use crate::status::{ignores_no_store, status_storable};
 use crate::tags::split_tags;
 use crate::targeted::response_directives;
 use crate::vary::{parse_vary, vary_values};
 
 /// The longest a response is kept: a year.
-pub const MAX_TTL: f64 = 365.0 * 86400.0;
+pub const MAX_HTTP_TTL: f64 = 365.0 * 86400.0;
 /// The most bytes of header lines a stored response keeps (names and values).
 const MAX_STORED_HEADERS: usize = 32 * 1024;
 
@@ -51,6 +53,12 @@ pub struct StoreOptions<'a> {
     pub max_tags: usize,
     /// Whether the request's cache directives are obeyed.
     pub request_directives: bool,
+    /// Whether `must-revalidate` lets a response to a request with `Authorization` be
+    /// stored, as RFC 9111 §3.5 allows (off: many APIs send `max-age=N, must-revalidate`
+    /// on answers meant for one user).
+    pub store_auth_must_revalidate: bool,
+    /// Request fields every response varies on, lower-case.
+    pub key_headers: &'a [&'a str],
 }
 
 /// What storing a response needs to know of the request that asked for it.
@@ -64,11 +72,6 @@ pub struct StoreRequest<'a> {
     pub directives: &'a Directives,
     /// Whether it had `Authorization`.
     pub has_auth: bool,
-    /// The response directives that let a shared cache store a response to a request
-    /// with `Authorization` (RFC 9111 §3.5).
-    pub auth_shared: &'a [&'a str],
-    /// Request fields every response varies on, lower-case.
-    pub key_headers: &'a [&'a str],
     /// When the request was sent on.
     pub time: f64,
 }
@@ -182,7 +185,7 @@ pub fn entry_ttl(
     if keep {
         ttl += opts.revalidate_keep;
     }
-    ttl.min(MAX_TTL)
+    ttl.min(MAX_HTTP_TTL)
 }
 
 /// The fields never stored: the hop-by-hop ones, `Age`, `Content-Length`,
@@ -247,16 +250,16 @@ fn names(arg: &str) -> Vec<Vec<u8>> {
 /// store of it.
 ///
 /// ```
-/// use ziggurat_http::{decide, Directives, StoreOptions, StoreRequest};
+/// use ziggurat_http::{decide, Directives, NotStored, StoreOptions, StoreRequest};
 /// let cc = Directives::new();
 /// let req = StoreRequest { method: "GET", headers: &[], directives: &cc, has_auth: false,
-///                          auth_shared: &["public"], key_headers: &[], time: 0.0 };
+///                          time: 0.0 };
 /// let opts = StoreOptions::default();
 /// let h: &[(&[u8], &[u8])] = &[(b"cache-control", b"max-age=60"), (b"location", b"/x")];
 /// assert_eq!(decide(&opts, 302, h, &req, 0.0).unwrap().lifetime, 60.0);
-/// assert_eq!(decide(&opts, 500, &[], &req, 0.0).unwrap_err(), "no-freshness");
+/// assert_eq!(decide(&opts, 500, &[], &req, 0.0).unwrap_err(), NotStored::NoFreshness);
 /// let h: &[(&[u8], &[u8])] = &[(b"cache-control", b"must-understand, max-age=9")];
-/// assert_eq!(decide(&opts, 201, h, &req, 0.0).unwrap_err(), "must-understand");
+/// assert_eq!(decide(&opts, 201, h, &req, 0.0).unwrap_err().as_str(), "must-understand");
 /// ```
 pub fn decide<'a>(
     opts: &StoreOptions<'_>,
@@ -264,23 +267,23 @@ pub fn decide<'a>(
     headers: &Headers<'a>,
     req: &StoreRequest<'_>,
     now: f64,
-) -> Result<Meta<'a>, &'static str> {
+) -> Result<Meta<'a>, NotStored> {
     if req.method != "GET" {
-        return Err("method");
+        return Err(NotStored::Method);
     }
     if status == 206 {
-        return Err("partial");
+        return Err(NotStored::Partial);
     }
     let (cc, target) = response_directives(headers, opts.targeted_fields);
     if let Some(why) = status_storable(status, &cc) {
         return Err(why);
     }
     if cc.contains("no-store") && !ignores_no_store(status, &cc) {
-        return Err("no-store");
+        return Err(NotStored::NoStore);
     }
     let mut unshared = Vec::new();
     match cc.get("private") {
-        Some(None) => return Err("private"),
+        Some(None) => return Err(NotStored::Private),
         Some(Some(arg)) => unshared.extend(names(arg)),
         None => {}
     }
@@ -288,17 +291,17 @@ pub fn decide<'a>(
         unshared.extend(names(arg));
     }
     if req.directives.contains("no-store") {
-        return Err("request-no-store");
+        return Err(NotStored::RequestNoStore);
     }
-    if req.has_auth && !req.auth_shared.iter().any(|d| cc.contains(d)) {
-        return Err("authorization");
+    if req.has_auth && !auth_shared(opts, &cc) {
+        return Err(NotStored::Authorization);
     }
     if !opts.store_set_cookie && field(headers, b"set-cookie").is_some() {
-        return Err("set-cookie");
+        return Err(NotStored::SetCookie);
     }
-    let mut vary = parse_vary(headers).ok_or("vary-star")?;
-    if !req.key_headers.iter().all(|k| vary.iter().any(|v| v == k)) {
-        vary.extend(req.key_headers.iter().map(|k| (*k).to_owned()));
+    let mut vary = parse_vary(headers).ok_or(NotStored::VaryStar)?;
+    if !opts.key_headers.iter().all(|k| vary.iter().any(|v| v == k)) {
+        vary.extend(opts.key_headers.iter().map(|k| (*k).to_owned()));
         vary.sort_unstable();
         vary.dedup();
     }
@@ -307,22 +310,24 @@ pub fn decide<'a>(
         headers,
         status,
         now,
-        opts.heuristic,
-        opts.default_ttl,
-        target.is_none(),
+        &LifetimeRules {
+            heuristic: opts.heuristic,
+            default_ttl: opts.default_ttl,
+            targeted: target.is_some(),
+        },
     );
     if !explicit && lifetime <= 0.0 {
-        return Err("no-freshness");
+        return Err(NotStored::NoFreshness);
     }
     let age0 = initial_age(headers, req.time, now);
     let tags = split_tags(fields(headers, opts.tag_header));
     if tags.len() > opts.max_tags {
-        return Err("too-many-tags");
+        return Err(NotStored::TooManyTags);
     }
     if let Some(cl) = field(headers, b"content-length") {
         if let Some(n) = delta_seconds(Some(&latin1(strip(cl, ASCII_SPACE)))) {
             if n > opts.max_body {
-                return Err("too-large");
+                return Err(NotStored::TooLarge);
             }
         }
     }
@@ -338,11 +343,11 @@ pub fn decide<'a>(
     let keep = etag.is_some() || last_modified.is_some();
     let ttl = entry_ttl(opts, lifetime, age0, swr.max(sie), &flags, keep);
     if ttl <= 0.0 {
-        return Err("stale");
+        return Err(NotStored::Stale);
     }
     let kept = stored_headers(opts, headers, &unshared);
     if kept.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() > MAX_STORED_HEADERS {
-        return Err("headers-too-large");
+        return Err(NotStored::HeadersTooLarge);
     }
     let names: Vec<Vec<u8>> = vary.iter().map(|n| latin1_bytes(n)).collect();
     let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
@@ -385,6 +390,8 @@ impl Default for StoreOptions<'_> {
             max_body: 1 << 20,
             max_tags: 16,
             request_directives: true,
+            store_auth_must_revalidate: false,
+            key_headers: &[],
         }
     }
 }
@@ -401,15 +408,15 @@ mod tests {
             headers,
             directives: cc,
             has_auth: false,
-            auth_shared: &["public", "s-maxage"],
-            key_headers: &[],
             time: 0.0,
         }
     }
 
     fn why(status: u16, h: H<'_>) -> &'static str {
         let cc = Directives::new();
-        decide(&StoreOptions::default(), status, h, &get(&cc, &[]), 0.0).unwrap_err()
+        decide(&StoreOptions::default(), status, h, &get(&cc, &[]), 0.0)
+            .unwrap_err()
+            .as_str()
     }
 
     #[test]
@@ -419,7 +426,10 @@ mod tests {
         let ok: H<'_> = &[(b"cache-control", b"max-age=60")];
         let mut req = get(&cc, &[]);
         req.method = "HEAD";
-        assert_eq!(decide(&opts, 200, ok, &req, 0.0).unwrap_err(), "method");
+        assert_eq!(
+            decide(&opts, 200, ok, &req, 0.0).unwrap_err().as_str(),
+            "method"
+        );
         assert_eq!(why(206, ok), "partial");
         assert_eq!(why(304, ok), "status");
         assert_eq!(
@@ -477,17 +487,26 @@ mod tests {
         );
         let no_store = crate::parse_cache_control([&b"no-store"[..]]);
         assert_eq!(
-            decide(&opts, 200, ok, &get(&no_store, &[]), 0.0).unwrap_err(),
+            decide(&opts, 200, ok, &get(&no_store, &[]), 0.0)
+                .unwrap_err()
+                .as_str(),
             "request-no-store"
         );
         let mut auth = get(&cc, &[]);
         auth.has_auth = true;
         assert_eq!(
-            decide(&opts, 200, ok, &auth, 0.0).unwrap_err(),
+            decide(&opts, 200, ok, &auth, 0.0).unwrap_err().as_str(),
             "authorization"
         );
         let public: H<'_> = &[(b"cache-control", b"public, max-age=60")];
         assert!(decide(&opts, 200, public, &auth, 0.0).is_ok());
+        let revalidated: H<'_> = &[(b"cache-control", b"max-age=60, must-revalidate")];
+        assert!(decide(&opts, 200, revalidated, &auth, 0.0).is_err());
+        let chosen = StoreOptions {
+            store_auth_must_revalidate: true,
+            ..StoreOptions::default()
+        };
+        assert!(decide(&chosen, 200, revalidated, &auth, 0.0).is_ok());
     }
 
     #[test]
@@ -495,7 +514,10 @@ mod tests {
         let cc = Directives::new();
         let req_headers: H<'_> = &[(b"accept", b"a, b"), (b"accept", b"c")];
         let mut req = get(&cc, req_headers);
-        req.key_headers = &["x-key"];
+        let opts = StoreOptions {
+            key_headers: &["x-key"],
+            ..StoreOptions::default()
+        };
         req.time = 98.0;
         let h: H<'_> = &[
             (
@@ -512,7 +534,7 @@ mod tests {
             (b"etag", b"\"e\""),
             (b"x-keep", b"k"),
         ];
-        let m = decide(&StoreOptions::default(), 200, h, &req, 100.0).unwrap();
+        let m = decide(&opts, 200, h, &req, 100.0).unwrap();
         let names: Vec<&[u8]> = m.headers.iter().map(|(k, _)| *k).collect();
         assert_eq!(names, [&b"cache-control"[..], b"vary", b"etag", b"x-keep"]);
         assert_eq!(
@@ -562,7 +584,7 @@ mod tests {
             ..opts.clone()
         };
         assert_eq!(stale_if_error_window(&[], 30.0, &off, &req), 30.0);
-        assert_eq!(entry_ttl(&opts, 1e12, 0.0, 0.0, &[], false), MAX_TTL);
+        assert_eq!(entry_ttl(&opts, 1e12, 0.0, 0.0, &[], false), MAX_HTTP_TTL);
         assert_eq!(entry_ttl(&opts, 5.0, 9.0, 0.0, &["s-maxage"], false), 0.0);
         assert_eq!(entry_ttl(&opts, 5.0, 0.0, 3.0, &[], false), 15.0);
     }

@@ -61,7 +61,8 @@ __all__ = [
 
 log = logging.getLogger("ziggurat.http")
 
-_PASS_CONDITIONALS = frozenset({b"if-match", b"if-unmodified-since", b"if-range", b"range"})
+_PASS_CONDITIONALS = frozenset(_native.HTTP_PASS_CONDITIONALS)
+_overrides_method = _native.http_overrides_method
 _UNSEEN: Any = object()
 # The per-process table of Hits is emptied past either bound: it keeps stored responses
 # alive after the cache dropped them.
@@ -102,19 +103,11 @@ class Engine:
         self.opts = opts
         self._cookies = tuple(c.encode("latin-1") + b"=" for c in opts.bypass_cookies)
         self._classifier = opts.native
-        self.key_headers = tuple(sorted(opts.key_headers))
         # Removed from every response that leaves: the tag header and the targeted fields
         # meant for this cache alone (``hidden``, stored for a later 304 to update).
         self.hidden = opts.hidden_fields
         self.strip_out = frozenset({opts.tag_header}) | self.hidden
         self.hidden_list = sorted(self.hidden)
-        # RFC 9111 §3.5: the response directives that let a shared cache store a response
-        # to a request with Authorization. must-revalidate only by choice: many APIs send
-        # "max-age=N, must-revalidate" on answers meant for one user.
-        self.auth_shared = frozenset(
-            {"public", "s-maxage"}
-            | ({"must-revalidate"} if opts.store_auth_must_revalidate else set())
-        )
         self._hosts: dict[bytes, str | None] = {}
         # The request headers that can change the answer to a GET of a fresh stored
         # response (Authorization cannot: it only matters to what is stored).
@@ -179,7 +172,7 @@ class Engine:
             return Pass(a[1], a[2])
         if a[0] == _PURGE:
             return self._purge(scheme, host_raw, target, headers, client)
-        _, host, base, req_cc, has_auth, conditional = a
+        _, _, base, req_cc, has_auth, conditional = a
         v = self.cache.get(base)
         h = self._hits.get(id(v))
         stored: Stored | None
@@ -193,28 +186,18 @@ class Engine:
             hit = self._hit(stored, now)
             if hit is not None:
                 return hit
-        fill = Fill(
-            self, method, scheme, host, target, headers, base, key, stored, req_cc, has_auth, now
-        )
-        value = None if stored is None else store.value_of(stored)
-        step = _native.http_lookup_step(value, method, req_cc, has_auth, now)
+        fill = Fill(self, method, headers, base, key, req_cc, has_auth, now)
+        step = fill.lookup(stored, now)
         if step[0] == _SERVE:
             assert stored is not None
             r = fill.reply(stored, stored.age(now), step[1])
             if step[2]:
-                fill.stale = stored
                 r.refresh = fill
             return r
         if step[0] == _TIMEOUT:
             return fill.gateway_timeout()
         if step[0] == _FORWARD:
-            if step[2]:
-                fill.stale = stored
-                return Pass(step[1], head=fill)
-            return Pass(step[1])
-        if step[1]:
-            fill.stale = stored
-        fill.coalesce = step[2]
+            return Pass(step[1], head=fill if step[2] else None)
         return fill
 
     def _entry(self, v: Any) -> Stored | store.Variants | None:
@@ -264,14 +247,10 @@ class Engine:
             if prefix is None:
                 prefix = self._fresh_prefix(scheme, host_raw, prefixes)
             # 47 is "/": only the origin form is keyed (see classify). 63 is "?": an int is
-            # found by memchr, a bytes needle takes the slow search.
-            if (
-                not prefix
-                or target[0] != 47
-                or (63 in target and target.lower().find(b"_method=") >= 0)
-            ):
+            # found by memchr, and only a query can override the method.
+            if not prefix or target[0] != 47 or (63 in target and _overrides_method(target)):
                 return None
-            # A key longer than MAX_KEY is never stored as it is (store.base_key digests
+            # A key longer than MAX_URL_KEY is never stored as it is (store.base_key digests
             # it): the lookup misses, or the cache refuses it, and classify takes over.
             base = prefix + target
             v = self.cache.get(base)

@@ -1,8 +1,8 @@
 """``Fill``: one request the cache cannot answer alone, from the app's response head to
-what is stored of it. The decisions are the ``ziggurat-http`` crate's (its ``fill``
-module: each event in, what to do out); this class holds what the fill carries between
-events and does the cache's I/O. The adapters call the app and hand the results in (see
-``engine`` for the order of the calls).
+what is stored of it. What the fill knows between events, and every decision, is the
+``ziggurat-http`` crate's ``Exchange`` (``_native.HttpExchange``: each event in, what to
+do out); this class does the cache's I/O around it. The adapters call the app and hand
+the results in (see ``engine`` for the order of the calls).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from ziggurat import _native
 from ziggurat.http import rules, storable, store
 from ziggurat.http.outcome import (
-    CLIENT_CONDITIONALS,
     ERROR,
     NOT_FOR_APP,
     STORED,
@@ -32,11 +31,12 @@ __all__ = ["ERROR_STATUSES", "Fill"]
 log = logging.getLogger("ziggurat.http")
 
 # RFC 9111 §4.2.4, RFC 5861: the app's answers that let a stale response be served.
-ERROR_STATUSES = frozenset({500, 502, 503, 504})
-_CAPABILITY = b"surrogate-capability"
+ERROR_STATUSES = frozenset(_native.HTTP_ERROR_STATUSES)
 _SURROGATE_CAPABILITY = _native.HTTP_SURROGATE_CAPABILITY.encode()
-# What the crate's head_step answers (the first item of its tuple).
+# What the exchange's head answers (the first item of its tuple).
 _REFRESHED, _MISMATCH, _STALE, _PASS, _STORE = range(5)
+# The exchange's markers, by number.
+_MARKERS = (STORED, ERROR, TEE, None)
 
 
 class Fill:
@@ -47,58 +47,62 @@ class Fill:
         self,
         engine: Engine,
         method: str,
-        scheme: str,
-        host: str,
-        target: bytes,
         headers: Hdrs,
         base: bytes,
         key: bytes,
-        stored: Stored | None,
         req_cc: dict[str, str | None],
         has_auth: bool,
         now: float,
     ) -> None:
         self.engine = engine
         self.opts = engine.opts
-        self.method = method
-        self.scheme = scheme
-        self.host = host
-        self.target = target
         self.headers = headers
         self.base = base
-        self.key = key
+        self.x = _native.HttpExchange(method, headers, req_cc, has_auth, base, key, now)
         self.lock = store.lock_key(key)
         self.refresh_lock = self.lock + b"\x00refresh"
-        self.req_cc = req_cc
-        self.has_auth = has_auth
-        self.start = now
         # Taken before the app is called: a purge of the URL, a tag invalidation or a
         # clear that returns while the app renders keeps this fill's older page out.
         self.seen = store.snapshot(engine.cache, base)
+        # The stored response the exchange holds, for its body.
         self.stale: Stored | None = None
-        self.coalesce = False
         self._moved = False
-        self.stored = False
-        self.purged = False
-        self.tee = False
-        self._validated = False
-        # Set when a stale response answered for the failed app: the requests that waited
-        # on this fill are answered the same way (the ERROR marker).
-        self.failed = False
+
+    @property
+    def key(self) -> bytes:
+        """The key the response lives under (a ``Vary`` variant's, or the URL's)."""
+        return self.x.key
+
+    @property
+    def coalesce(self) -> bool:
+        """Whether other requests for the key may wait on this fill."""
+        return self.x.coalesce
+
+    @property
+    def stored(self) -> bool:
+        """Whether the response is stored (by this fill, or found stored by another)."""
+        return self.x.stored
+
+    @property
+    def tee(self) -> bool:
+        """Whether the response is relayed as it comes, and stored at its end if it fits."""
+        return self.x.tee
+
+    def lookup(self, stored: Stored | None, now: float) -> tuple[Any, ...]:
+        """The crate's lookup step for the stored response found (see ``Engine``); the
+        response is held when the step needs it later."""
+        step = self.x.lookup(None if stored is None else store.value_of(stored), now)
+        if self.x.holds_stale:
+            self.stale = stored
+        return step
 
     # -- answering from a stored response ------------------------------------------------
-
-    def usable(self, s: Stored, age: float) -> bool:
-        """Whether ``s`` may be served without validation to this request."""
-        return _native.http_usable(store.value_of(s), age, self.req_cc)
 
     def reply(self, s: Stored, age: float, status: bytes) -> Reply:
         """The stored response for this request: a 304 when the client's own validators
         match a stored 200, headers only for HEAD, ``Age`` replaced."""
         cs = status.decode("ascii") if self.opts.cache_status else None
-        code, hdrs, body = _native.http_reply(
-            store.value_of(s), age, self.engine.hidden_list, self.headers, self.method == "HEAD", cs
-        )
+        code, hdrs, body = self.x.reply(store.value_of(s), age, self.engine.hidden_list, cs)
         return Reply(code, hdrs, s.body if body else b"")
 
     def gateway_timeout(self) -> Reply:
@@ -117,12 +121,8 @@ class Fill:
             return None
         if stored is None:
             return None
-        age = stored.age(now)
-        if self.usable(stored, age) or stored.response_time >= self.start:
-            self.stored = True
-            cs = rules.cache_status("hit", ttl=int(stored.lifetime - age), collapsed=True)
-            return self.reply(stored, age, cs)
-        return None
+        cs = self.x.recheck(store.value_of(stored), now)
+        return None if cs is None else self.reply(stored, stored.age(now), cs)
 
     def after_wait(self, marker: Any, now: float) -> Reply | None:
         """A collapsed request after the fill it waited for: the stored response if it may
@@ -132,20 +132,14 @@ class Fill:
         stored, key = store.lookup(self.engine.cache, self.base, self.headers)
         # The fill waited for may have stored another Vary variant: a second round waits
         # on this request's own variant.
-        lock = store.lock_key(key)
-        self._moved = lock != self.lock
-        self.key, self.lock = key, lock
-        self.refresh_lock = lock + b"\x00refresh"
+        self._moved = self.x.rekey(key)
+        self.lock = store.lock_key(key)
+        self.refresh_lock = self.lock + b"\x00refresh"
         if stored is None:
             return None
-        age = stored.age(now)
-        # A response validated after this request arrived is as good as validating it now.
-        if self.usable(stored, age) or stored.response_time >= self.start:
-            return self.reply(
-                stored,
-                age,
-                rules.cache_status("hit", ttl=int(stored.lifetime - age), collapsed=True),
-            )
+        cs = self.x.collapsed(store.value_of(stored), now)
+        if cs is not None:
+            return self.reply(stored, stored.age(now), cs)
         if marker == ERROR:
             return self.stale_if_error(None, now)
         return None
@@ -178,13 +172,9 @@ class Fill:
         s = self.stale or self._current()
         if s is None:
             return None
-        cs = _native.http_stale_if_error(
-            store.value_of(s), self.opts.native, self.req_cc, status or 0, detail, now
-        )
-        if cs is None:
-            return None
-        self.failed = True
-        return self.reply(s, s.age(now), cs)
+        value = store.value_of(s)
+        cs = self.x.stale_if_error(self.opts.native, value, status or 0, detail, now)
+        return None if cs is None else self.reply(s, s.age(now), cs)
 
     def _current(self) -> Stored | None:
         try:
@@ -196,10 +186,7 @@ class Fill:
         """How long to wait for the app's response head before ``timed_out``: the
         ``app_timeout`` option, when a stale response is stored that may be served stale
         (else None: the app is waited for, however long it takes)."""
-        t = self.opts.app_timeout
-        if t is None or self.stale is None or not self.stale.may_serve_stale():
-            return None
-        return t
+        return self.x.app_timeout(self.opts.app_timeout)
 
     def timed_out(self, now: float) -> Reply | None:
         """The stale response to send when the app gave no response head within
@@ -212,23 +199,10 @@ class Fill:
     def upstream_headers(self) -> Hdrs:
         """The request headers for the app: the client's validators replaced by the
         stored response's (the client's own are answered from the result)."""
-        out = [
-            (k, v) for k, v in self.headers if k not in CLIENT_CONDITIONALS and k not in NOT_FOR_APP
-        ]
-        s = self.stale
-        if s is not None:
-            if s.etag is not None:
-                out.append((b"if-none-match", s.etag))
-            if s.last_modified is not None:
-                out.append((b"if-modified-since", s.last_modified))
-            self._validated = s.etag is not None or s.last_modified is not None
-        if self.opts.surrogate_control:
-            # The Edge Architecture note: each surrogate on the way adds its device token,
-            # which the app may target with Surrogate-Control (one line, for WSGI's sake).
-            seen = rules.fields(out, _CAPABILITY)
-            out = [(k, v) for k, v in out if k != _CAPABILITY]
-            out.append((_CAPABILITY, b", ".join([*seen, _SURROGATE_CAPABILITY])))
-        return out
+        # The Edge Architecture note: each surrogate on the way adds its device token,
+        # which the app may target with Surrogate-Control.
+        token = _SURROGATE_CAPABILITY if self.opts.surrogate_control else None
+        return self.x.upstream_headers(list(NOT_FOR_APP), token)
 
     def head(
         self, status: int, headers: Hdrs, request_time: float, now: float
@@ -250,35 +224,20 @@ class Fill:
     def _pass(self, headers: Hdrs, reason: str, status: int) -> Hdrs:
         strip = self.engine.strip_out
         out = [(k, v) for k, v in headers if k not in strip]
-        fwd = "stale" if self.stale is not None else "uri-miss"
-        cs = rules.cache_status("fwd", fwd=fwd, fwd_status=status, detail=reason)
-        return add_status(self.opts.cache_status, out, cs)
+        return add_status(self.opts.cache_status, out, self.x.pass_status(status, reason))
 
     def _head(
         self, status: int, headers: Hdrs, request_time: float, now: float
     ) -> Reply | Hdrs | int:
         s = self.stale
-        if s is None and status in ERROR_STATUSES:
+        current = None
+        if s is None and self.x.needs_current(status):
             s = self._current()
-        req = storable.Request(
-            self.method,
-            self.headers,
-            self.req_cc,
-            self.has_auth,
-            self.engine.auth_shared,
-            self.engine.key_headers,
-            request_time,
-        )
-        value = None if s is None else store.value_of(s)
-        step = _native.http_head_step(
-            self.opts.native, req, value, self._validated, status, headers, now
-        )
+            current = None if s is None else store.value_of(s)
+        step = self.x.head(self.opts.native, current, status, headers, request_time, now)
         if step[0] == _STORE:
             self._meta = storable.Meta._make(step[1])
             self._status, self._headers = status, headers
-            # A body of unknown length (a streaming response) is relayed as it comes and
-            # stored at its end if it fits; waiters are released at the head.
-            self.tee = status not in (204, 304) and rules.field(headers, b"content-length") is None
             return self.opts.max_body
         if step[0] == _PASS:
             return self._pass(headers, step[1], status)
@@ -287,20 +246,18 @@ class Fill:
             # RFC 9111 §4.3.4: a 304 to our validation updates the stored headers.
             _, fresh_value, ttl, cs = step
             fresh = self._replace(fresh_value, ttl)
+            self.x.release()
             self.stale = None
             return self.reply(fresh, fresh.age(now), cs)
         if step[0] == _MISMATCH:
             self.engine.cache.delete(self.key)
-        else:
-            self.failed = True
         return self.reply(s, s.age(now), step[1])
 
     def tee_headers(self) -> Hdrs:
         """The client headers of a streaming response that is stored if it ends in time."""
         drop = self.engine.strip_out | rules.connection_listed(self._headers)
         out = [(k, v) for k, v in self._headers if k not in drop and k != b"age"]
-        fwd = "stale" if self.stale is not None else "uri-miss"
-        cs = rules.cache_status("fwd", fwd=fwd, fwd_status=self._status, detail="streamed")
+        cs = self.x.pass_status(self._status, "streamed")
         return add_status(self.opts.cache_status, out, cs)
 
     def store_streamed(self, body: bytes, now: float) -> None:
@@ -310,16 +267,8 @@ class Fill:
     def complete(self, body: bytes, now: float) -> Reply:
         """Stores the buffered response and returns what the client gets."""
         status, headers = self._status, self._headers
-        s, detail = self._save(body, now)
-        fwd = "stale" if self.stale is not None else "uri-miss"
-        cs = rules.cache_status(
-            "fwd",
-            fwd=fwd,
-            fwd_status=status,
-            stored=detail == "stored",
-            detail=detail if detail != "stored" else False,
-        )
-        if status == 200 and any(k in CLIENT_CONDITIONALS for k, _ in self.headers):
+        s, cs = self._save(body, now)
+        if self.x.answers_validators(status):
             # The client's own validators, answered from what was just stored.
             r = self.reply(s, s.age(now), cs)
             if r.status == 304:
@@ -333,7 +282,8 @@ class Fill:
             out.append((b"content-length", str(len(body)).encode()))
         return Reply(status, add_status(self.opts.cache_status, out, cs), body)
 
-    def _save(self, body: bytes, now: float) -> tuple[Stored, str]:
+    def _save(self, body: bytes, now: float) -> tuple[Stored, bytes]:
+        """Stores the response; the Cache-Status member of what that came to."""
         m = self._meta
         s = Stored(
             self._status,
@@ -352,19 +302,16 @@ class Fill:
             m.vary_values,
             m.tags,
         )
-        ttl = m.ttl
-        detail = "stored"
+        outcome = "stored"
         try:
-            s, self.stored = store.save(self.engine.cache, self.base, s, ttl, now, self.seen)
-            if not self.stored:
+            s, stored = store.save(self.engine.cache, self.base, s, m.ttl, now, self.seen)
+            if not stored:
                 # A purge returned while the app rendered: this page may predate it.
-                # The requests waiting on this fill coalesce again behind a new one.
-                detail = "purged"
-                self.purged = True
+                outcome = "purged"
         except Exception as e:
             log.warning("ziggurat.http: storing %r failed: %r", self.base, e)
-            detail = "store-failed"
-        return s, detail
+            outcome = "store-failed"
+        return s, self.x.saved(self._status, outcome)
 
     def too_large(self, headers: Hdrs, status: int) -> Hdrs:
         """The client headers when the body outgrew ``max_body`` while being buffered."""
@@ -375,9 +322,11 @@ class Fill:
         fresh = store.decode(value)
         assert type(fresh) is Stored
         try:
-            self.stored = store.replace(
+            stored = store.replace(
                 self.engine.cache, self.base, self.key, value, ttl, fresh.tags, self.seen
             )
+            if stored:
+                self.x.saved(fresh.status, "stored")
         except Exception as e:
             log.warning("ziggurat.http: freshening %r failed: %r", self.key, e)
         return fresh
@@ -396,15 +345,8 @@ class Fill:
             # Purged, or replaced by another request meanwhile: this HEAD describes
             # neither for sure, and a purged response must not come back.
             return "head"
-        r = _native.http_head_update(
-            self.opts.native,
-            store.value_of(s),
-            headers,
-            self.has_auth,
-            list(self.engine.auth_shared),
-            self.start,
-            now,
-        )
+        r = self.x.head_update(self.opts.native, headers, now)
+        self.x.release()
         if r is None:
             return "head"  # an answer for this client alone does not speak for the others
         if r is False:
@@ -416,8 +358,4 @@ class Fill:
     def marker(self) -> str | None:
         """What the waiters of this fill are told: read the stored response, or go to the
         app themselves (the URL is then not waited on for ``hit_for_miss`` seconds)."""
-        if self.stored or self.purged:
-            return STORED
-        if self.failed:
-            return ERROR
-        return TEE if self.tee else None
+        return _MARKERS[self.x.marker()]

@@ -247,6 +247,8 @@ class Options:
             [c.encode("latin-1") for c in self.bypass_cookies],
             list(self.allowed_hosts),
             self.purge_token is not None,
+            self.store_auth_must_revalidate,
+            sorted(self.key_headers),
         )
 
     def host_allowed(self, host: str) -> bool:

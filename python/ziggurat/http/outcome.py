@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ziggurat import _native
+
 if TYPE_CHECKING:
     from ziggurat.http.fill import Fill
 
@@ -36,7 +38,7 @@ Hdrs = list[tuple[bytes, bytes]]
 
 # The client's validators: answered by the cache, never forwarded (the stored response's
 # own go to the app instead).
-CLIENT_CONDITIONALS = frozenset({b"if-none-match", b"if-modified-since"})
+CLIENT_CONDITIONALS = frozenset(_native.HTTP_CLIENT_CONDITIONALS)
 # The header that authorises a PURGE. It is the cache's secret: never passed to the app,
 # under either spelling (a WSGI bridge maps "purge_token" to the same environ key).
 PURGE_TOKEN = b"purge-token"

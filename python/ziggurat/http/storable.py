@@ -20,10 +20,10 @@ from typing import NamedTuple
 from ziggurat import _native
 from ziggurat.http.options import Options
 
-__all__ = ["MAX_TTL", "STALE_FORBIDDING", "Meta", "Request", "decide"]
+__all__ = ["MAX_HTTP_TTL", "STALE_FORBIDDING", "Meta", "Request", "decide"]
 
 Hdrs = Sequence[tuple[bytes, bytes]]
-MAX_TTL: float = _native.HTTP_MAX_TTL
+MAX_HTTP_TTL: float = _native.MAX_HTTP_TTL
 # RFC 9111 §4.2.4, §5.2.2.2, §5.2.2.8, §5.2.2.10: a response with one of these is never
 # served stale (nor under stale-while-revalidate or stale-if-error).
 STALE_FORBIDDING = frozenset(_native.HTTP_STALE_FORBIDDING)
@@ -41,9 +41,7 @@ class Request:
     headers: Hdrs = ()
     directives: dict[str, str | None] = field(default_factory=dict)
     has_auth: bool = False
-    # RFC 9111 §3.5: the response directives that let a shared cache store a response to
-    # a request with Authorization.
-    auth_shared: frozenset[str] = frozenset({"public", "s-maxage"})
+    # In place of the options' own (``Options.key_headers``).
     key_headers: tuple[str, ...] = ()
     time: float = 0.0
 
@@ -75,5 +73,5 @@ def decide(opts: Options, status: int, headers: Hdrs, req: Request, now: float =
     >>> decide(Options(), 201, [(b"cache-control", b"must-understand, max-age=9")], Request())
     'must-understand'
     """
-    r = _native.http_head_step(opts.native, req, None, False, status, headers, now)
+    r = _native.http_decide(opts.native, req, status, headers, now)
     return r[1] if isinstance(r[1], str) else Meta._make(r[1])

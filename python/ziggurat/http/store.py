@@ -27,7 +27,7 @@ from ziggurat import _native
 from ziggurat.http import rules
 
 __all__ = [
-    "MAX_KEY",
+    "MAX_URL_KEY",
     "Stored",
     "base_key",
     "decode",
@@ -44,7 +44,7 @@ __all__ = [
 
 _UNREAD: Any = object()
 # Segment keys are at most 4096 bytes; longer URLs are keyed by a digest.
-MAX_KEY = 2048
+MAX_URL_KEY: int = _native.MAX_URL_KEY
 # The directives that forbid any stale use (the crate's list, read once: a stale check is a
 # set intersection, with no crossing).
 _STALE_FORBIDDING = frozenset(_native.HTTP_STALE_FORBIDDING)

@@ -147,3 +147,8 @@ pub(super) fn http_host_allowed(host: &str, allowed: Vec<String>) -> bool {
     let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
     ziggurat_http::host_allowed(host, &allowed)
 }
+
+#[pyfunction]
+pub(super) fn http_overrides_method(target: &[u8]) -> bool {
+    ziggurat_http::overrides_method(target)
+}

@@ -45,6 +45,8 @@ options! {
     bypass_cookies: Vec<Vec<u8>>,
     allowed_hosts: Vec<String>,
     purge: bool,
+    store_auth_must_revalidate: bool,
+    key_headers: Vec<String>,
     ;
     /// `(0, host, base, directives, has_auth, conditional)` to look up, `(1,)` a purge,
     /// `(2, cache_status, invalidates)` to pass.
@@ -86,6 +88,7 @@ options! {
 impl HttpOptions {
     pub(super) fn store<R>(&self, f: impl FnOnce(&StoreOptions<'_>) -> R) -> R {
         let targets: Vec<&[u8]> = self.targeted_fields.iter().map(|t| &t[..]).collect();
+        let keys: Vec<&str> = self.key_headers.iter().map(String::as_str).collect();
         f(&StoreOptions {
             targeted_fields: &targets,
             heuristic: self.heuristic,
@@ -97,6 +100,8 @@ impl HttpOptions {
             max_body: self.max_body,
             max_tags: ziggurat_core::MAX_TAGS,
             request_directives: self.request_directives,
+            store_auth_must_revalidate: self.store_auth_must_revalidate,
+            key_headers: &keys,
         })
     }
 }
@@ -113,8 +118,6 @@ pub(super) struct Req<'py> {
     #[pyo3(attribute)]
     has_auth: bool,
     #[pyo3(attribute)]
-    auth_shared: Bound<'py, PyAny>,
-    #[pyo3(attribute)]
     key_headers: Bound<'py, PyAny>,
     #[pyo3(attribute)]
     time: f64,
@@ -130,8 +133,6 @@ pub(super) fn with_request<R>(
     const F: &str = "decide";
     let rp = pairs(&req.headers, F)?;
     let req_cc = from_dict(&req.directives, F)?;
-    let auth = names_arg(&req.auth_shared, F, "req.auth_shared")?;
-    let auth: Vec<&str> = auth.iter().map(String::as_str).collect();
     let keys = names_arg(&req.key_headers, F, "req.key_headers")?;
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let req_lines = slices(&rp);
@@ -140,9 +141,13 @@ pub(super) fn with_request<R>(
         headers: &req_lines,
         directives: &req_cc,
         has_auth: req.has_auth,
-        auth_shared: &auth,
-        key_headers: &keys,
         time: req.time,
     };
-    Ok(opts.store(|o| f(o, &request)))
+    Ok(opts.store(|o| {
+        let o = StoreOptions {
+            key_headers: &keys,
+            ..o.clone()
+        };
+        f(&o, &request)
+    }))
 }
