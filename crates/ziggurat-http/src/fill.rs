@@ -528,7 +528,7 @@ pub fn head_update<'a>(
     now: f64,
 ) -> HeadUpdate<'a> {
     let (cc, _) = response_directives(headers, opts.targeted_fields);
-    if has_auth && !auth_shared(opts, &cc) {
+    if has_auth && !auth_shared(&cc, opts.store_auth_must_revalidate) {
         return HeadUpdate::Ignore;
     }
     if s.status != 200 || cc.contains("no-store") || cc.contains("private") || !same(s, headers) {

@@ -293,7 +293,7 @@ pub fn decide<'a>(
     if req.directives.contains("no-store") {
         return Err(NotStored::RequestNoStore);
     }
-    if req.has_auth && !auth_shared(opts, &cc) {
+    if req.has_auth && !auth_shared(&cc, opts.store_auth_must_revalidate) {
         return Err(NotStored::Authorization);
     }
     if !opts.store_set_cookie && field(headers, b"set-cookie").is_some() {
