@@ -32,7 +32,7 @@ function refusal(name, failure) {
 
 /** The warning a cache gives as it starts without its segment. */
 function notice(name, failure, mode, degradedTtl) {
-  const localTtl = mode === 'passthrough' ? undefined : `degradedTtl=${degradedTtl}`
+  const localTtl = mode === 'passthrough' ? undefined : degradedTtl
   return native.degradedWarning(JSON.stringify(name), failure.reason, localTtl)
 }
 

@@ -115,7 +115,7 @@ describe("degraded: 'passthrough' (the default)", () => {
       assert.equal(
         (await given())[before],
         `ziggurat cache ${JSON.stringify(name)} runs without its shared segment (${c.degradedReason}); ` +
-          "degraded='passthrough': nothing is cached until the cause is fixed and the process restarts",
+          "degraded: 'passthrough': nothing is cached until the cause is fixed and the process restarts",
       )
       c.set('k', { a: 1 })
       assert.equal(c.get('k'), undefined)
@@ -157,7 +157,7 @@ describe("degraded: 'local'", () => {
     const c = new Cache(name, { size: '8MiB', directory, degraded: 'local', degradedTtl: '1h' })
     try {
       assert.equal(c.degradedCause, 'not_writable')
-      assert.match((await given())[before], /degraded='local': each process caches alone, entries live at most degradedTtl=3600 s$/)
+      assert.match((await given())[before], /degraded: 'local': each process caches alone, entries live at most degradedTtl: 3600 s$/)
       c.set('k', { a: 1 }, { ttl: 3600, tags: ['t'] })
       assert.deepEqual(c.get('k'), { a: 1 })
       // Another process on the same cache sees none of it.

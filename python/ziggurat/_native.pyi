@@ -352,7 +352,7 @@ def huge_page_policy(directory: str) -> dict[str, Any]:
 def degraded_refusal(call: str, reason: str) -> str:
     """The message of ``degraded="raise"``'s error: ``call``, then the reason."""
 
-def degraded_warning(name: str, reason: str, local_ttl: str | None) -> str:
+def degraded_warning(name: str, reason: str, local_ttl: float | None) -> str:
     """The warning of a cache without its segment; ``local_ttl`` None for passthrough."""
 
 # The HTTP cache (the ziggurat-http crate), driven by ziggurat.http. A stored response

@@ -85,7 +85,7 @@ class Host:
             host = cls(o, None, None)
             host.reason = str(e)
             host.cause = cause
-            local_ttl = None if o.degraded == "passthrough" else f"degraded_ttl={o.degraded_ttl:g}"
+            local_ttl = None if o.degraded == "passthrough" else o.degraded_ttl
             _warn(degraded_warning(repr(o.name), str(e), local_ttl), stacklevel + 1)
             return host
         if fitted is not None and o.directory not in _FITTED_DIRECTORIES:

@@ -2,7 +2,9 @@
 //! front end: the error of `degraded="raise"` and the warning of the modes
 //! that run without the segment. The reason is the segment error's own text
 //! (it names the file and the remedy); each front end spells the cache's name
-//! and its options as its language does.
+//! (quoted as its language quotes strings) and its options (its `Words`).
+
+use ziggurat_core::{Arg, Words};
 
 /// The message of the error a cache opened with `degraded="raise"` raises:
 /// `call` is the constructor's call as the front end writes it.
@@ -19,26 +21,35 @@ pub fn degraded_refusal(call: &str, reason: &str) -> String {
 
 /// The warning of a cache that runs without its segment: `name` quoted as the
 /// front end quotes strings; `local_ttl` is `None` for "passthrough", else the
-/// "local" mode's bound as its option is written (`degraded_ttl=1`).
+/// "local" mode's `degraded_ttl` in seconds; `words` spell the options.
 ///
 /// ```
-/// let w = ziggurat_cache::degraded_warning("'blog'", "no room", Some("degraded_ttl=1"));
+/// use ziggurat_cache::{degraded_warning, RustWords};
+/// let w = degraded_warning("\"blog\"", "no room", Some(1.0), &RustWords);
 /// assert_eq!(
 ///     w,
-///     "ziggurat cache 'blog' runs without its shared segment (no room); degraded='local': \
-///      each process caches alone, entries live at most degraded_ttl=1 s",
+///     "ziggurat cache \"blog\" runs without its shared segment (no room); degraded = \"local\": \
+///      each process caches alone, entries live at most degraded_ttl = 1 s",
 /// );
-/// assert!(ziggurat_cache::degraded_warning("'blog'", "no room", None)
+/// assert!(degraded_warning("\"blog\"", "no room", None, &RustWords)
 ///     .ends_with("nothing is cached until the cause is fixed and the process restarts"));
 /// ```
-pub fn degraded_warning(name: &str, reason: &str, local_ttl: Option<&str>) -> String {
+pub fn degraded_warning(
+    name: &str,
+    reason: &str,
+    local_ttl: Option<f64>,
+    words: &dyn Words,
+) -> String {
     let mode = match local_ttl {
-        None => "degraded='passthrough': nothing is cached until the cause is fixed and the \
-                 process restarts"
-            .to_string(),
-        Some(ttl) => {
-            format!("degraded='local': each process caches alone, entries live at most {ttl} s")
-        }
+        None => format!(
+            "{}: nothing is cached until the cause is fixed and the process restarts",
+            words.setting(Arg::Degraded, &words.text("passthrough"))
+        ),
+        Some(ttl) => format!(
+            "{}: each process caches alone, entries live at most {} s",
+            words.setting(Arg::Degraded, &words.text("local")),
+            words.setting(Arg::DegradedTtl, &words.number(ttl))
+        ),
     };
     format!("ziggurat cache {name} runs without its shared segment ({reason}); {mode}")
 }

@@ -19,6 +19,8 @@ pub enum Arg {
     NegTtl,
     /// How long an expired entry stays servable on a loader's failure.
     StaleTtl,
+    /// What a cache does without its segment.
+    Degraded,
     /// The freshness of entries kept while the segment is missing.
     DegradedTtl,
     /// How long a caller waits for another caller's load.
@@ -67,13 +69,14 @@ pub enum Arg {
 
 impl Arg {
     /// Every argument, for a front end that looks one up by its own name.
-    pub const ALL: [Arg; 28] = [
+    pub const ALL: [Arg; 29] = [
         Arg::Key,
         Arg::Value,
         Arg::Tags,
         Arg::Ttl,
         Arg::NegTtl,
         Arg::StaleTtl,
+        Arg::Degraded,
         Arg::DegradedTtl,
         Arg::LoaderTimeout,
         Arg::Jitter,
@@ -279,6 +282,10 @@ pub trait Words {
     fn setting(&self, arg: Arg, value: &str) -> String;
     /// Infinity, as its users write it.
     fn infinity(&self) -> &'static str;
+    /// A string value, quoted as its users write one.
+    fn text(&self, s: &str) -> String {
+        format!("{s:?}")
+    }
     /// A number as its users see it written.
     fn number(&self, v: f64) -> String {
         v.to_string()
@@ -372,6 +379,7 @@ impl Words for RustWords {
             Arg::Ttl => "ttl",
             Arg::NegTtl => "neg_ttl",
             Arg::StaleTtl => "stale_ttl",
+            Arg::Degraded => "degraded",
             Arg::DegradedTtl => "degraded_ttl",
             Arg::LoaderTimeout => "loader_timeout",
             Arg::Jitter => "jitter",

@@ -54,6 +54,10 @@ impl Words for NodeWords {
         }
     }
 
+    fn text(&self, s: &str) -> String {
+        format!("'{s}'")
+    }
+
     fn setting(&self, arg: Arg, value: &str) -> String {
         format!("{}: {value}", self.arg(arg))
     }

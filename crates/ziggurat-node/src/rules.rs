@@ -54,11 +54,11 @@ pub fn degraded_refusal(call: String, reason: String) -> String {
 }
 
 /// The warning of a cache that runs without its segment (the rule every
-/// front end shares); `local_ttl` none for 'passthrough', else
-/// "degradedTtl=<seconds>".
+/// front end shares, in this package's words); `local_ttl` none for
+/// 'passthrough', else the 'local' mode's `degradedTtl` in seconds.
 #[napi]
-pub fn degraded_warning(name: String, reason: String, local_ttl: Option<String>) -> String {
-    ziggurat_cache::degraded_warning(&name, &reason, local_ttl.as_deref())
+pub fn degraded_warning(name: String, reason: String, local_ttl: Option<f64>) -> String {
+    ziggurat_cache::degraded_warning(&name, &reason, local_ttl, &crate::errors::NodeWords)
 }
 
 /// Checks a key by the Cache's rule (1 to 4096 bytes), for a cache that

@@ -50,6 +50,10 @@ impl Words for PyWords {
         }
     }
 
+    fn text(&self, s: &str) -> String {
+        format!("'{s}'")
+    }
+
     fn setting(&self, arg: Arg, value: &str) -> String {
         let v = match value {
             "true" => "True",

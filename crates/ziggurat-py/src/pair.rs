@@ -86,13 +86,13 @@ pub fn degraded_refusal(call: &str, reason: &str) -> String {
 }
 
 /// The warning of a cache that runs without its segment; `local_ttl` is None
-/// for "passthrough", else "degraded_ttl=<seconds>" (the rule every front end
-/// shares).
+/// for "passthrough", else the "local" mode's `degraded_ttl` in seconds (the
+/// rule every front end shares, in Python's words).
 ///
 /// >>> degraded_warning("'blog'", "no room", None).endswith("and the process restarts")
 /// True
 #[pyfunction]
 #[pyo3(signature = (name, reason, local_ttl))]
-pub fn degraded_warning(name: &str, reason: &str, local_ttl: Option<&str>) -> String {
-    ziggurat_cache::degraded_warning(name, reason, local_ttl)
+pub fn degraded_warning(name: &str, reason: &str, local_ttl: Option<f64>) -> String {
+    ziggurat_cache::degraded_warning(name, reason, local_ttl, &crate::convert::PyWords)
 }
