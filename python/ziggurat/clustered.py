@@ -188,7 +188,7 @@ def quiet(cache: CacheState) -> None:
         cache = Cache("api", redis="redis://10.0.0.5:6379/0", secret=s)
         quiet(cache)
     """
-    reader = getattr(cache, "_reader", None)
+    reader = cache._reader
     if reader is not None:
         reader.stop()
 
@@ -201,7 +201,7 @@ def dedicated_reader(cache: CacheState) -> Reader:
         reader = dedicated_reader(Cache("api", redis="redis://10.0.0.5:6379/0", secret=s))
         reader.claim() or reader.run()
     """
-    tier = getattr(cache, "_tier", None)
+    tier = cache._tier
     if tier is None:
         raise ValueError(f"cache {cache.name!r} has no cluster tier (redis=) to follow")
     quiet(cache)
