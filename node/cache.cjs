@@ -23,6 +23,7 @@ const { KeyNotes } = require('./lib/load.cjs')
 const { Namespace } = require('./lib/namespace.cjs')
 const { Many } = require('./lib/many.cjs')
 const { memoize } = require('./lib/memoize.cjs')
+const { SEEN, FILL } = require('./lib/symbols.cjs')
 const { SET_OPTIONS, GET_OR_SET_OPTIONS, INCR_OPTIONS, TOUCH_OPTIONS, int64 } = args
 
 const MISS = Symbol('miss')
@@ -224,6 +225,19 @@ class Cache {
     const M = 'Cache.add()'
     const { k, ttl, tags, enc } = this.#written('add', key, value, options)
     return this.#store.add(k, stored(enc, value), ttl, tags, enc, M)
+  }
+
+  /** For ziggurat/http: the snapshot a guarded write of `key` compares against, or null. */
+  [SEEN](key) {
+    this.#open('set')
+    return this.#store.seen(key)
+  }
+
+  /** For ziggurat/http: `set` only while nothing voided `seen` (from `[SEEN](of)`); whether it stored. */
+  [FILL](key, value, ttl, tags, seen, of) {
+    const M = 'Cache.set()'
+    this.#open('set')
+    return this.#store.fill(key, ttl, tags, encode(value, M, this.#serializer), seen, of, M)
   }
 
   /** What set() and add() write, checked: the key, ttl, tags and the encoded value. */

@@ -148,6 +148,15 @@ class Degraded {
   }
 
   /** incr without a segment: atomic within this process, as in Python. */
+  /** No segment, no snapshot: ziggurat/http writes plainly instead (see lib/http/store.cjs). */
+  seen() {
+    return null
+  }
+
+  fill() {
+    return false
+  }
+
   incr(k, delta, start, tags, key, M) {
     const mk = mapKey(k, M)
     const cur = this.#get(mk, ABSENT)

@@ -96,6 +96,21 @@ class Segment {
     }
   }
 
+  /** The snapshot a guarded write of `k` compares against, or null (see Cache[SEEN]). */
+  seen(k) {
+    return this.#native.seen(k)
+  }
+
+  /** A write of `k` only while `seen` (of the key `of`) holds; whether it stored. */
+  fill(k, ttl, tags, enc, seen, of, M) {
+    this.#l1.drop(k)
+    try {
+      return this.#native.fill(k, enc[0], enc[1], enc[2], ttl, tags, seen, of)
+    } catch (e) {
+      throw this.#writes.refused(e, M)
+    }
+  }
+
   incr(k, delta, start, tags, key, M) {
     this.#l1.drop(k)
     try {

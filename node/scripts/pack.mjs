@@ -61,7 +61,8 @@ try {
   writeFileSync(join(stage, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`)
   copyLicences(stage)
   for (const name of ['README.md', ...main.files.filter((f) => !LICENCES.includes(f))]) {
-    const [dir, glob] = name.includes('*') ? name.split('/') : [null, null]
+    const cut = name.lastIndexOf('/')
+    const [dir, glob] = name.includes('*') ? [name.slice(0, cut), name.slice(cut + 1)] : [null, null]
     if (dir) {
       const suffix = glob.replace('*', '')
       mkdirSync(join(stage, dir), { recursive: true })

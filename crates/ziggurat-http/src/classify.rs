@@ -16,6 +16,35 @@ pub const PASS_CONDITIONALS: [&[u8]; 4] =
 /// Whitespace `bytes.strip()` removes (ASCII).
 pub(crate) const WS: &[u8] = b" \t\n\r\x0b\x0c";
 
+/// The request fields whose presence can change the answer to a `GET` of a fresh
+/// stored response under options `o` (`Authorization` cannot: it matters only to what
+/// is stored). A request with none of them, whose target does not
+/// [`overrides_method`], is a plain hit when a fresh response is stored for its URL.
+///
+/// ```
+/// use ziggurat_http::{plain_hit_blockers, ClassifyOptions};
+/// let o = ClassifyOptions { request_directives: true, ..Default::default() };
+/// assert!(plain_hit_blockers(&o).contains(&b"cache-control".to_vec()));
+/// ```
+pub fn plain_hit_blockers(o: &ClassifyOptions<'_>) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = [&b"content-length"[..], b"transfer-encoding"]
+        .into_iter()
+        .chain(CLIENT_CONDITIONALS)
+        .chain(PASS_CONDITIONALS)
+        .chain(o.bypass_headers.iter().copied())
+        .map(<[u8]>::to_vec)
+        .collect();
+    if !o.bypass_cookies.is_empty() {
+        out.push(b"cookie".to_vec());
+    }
+    if o.request_directives {
+        out.extend([b"cache-control".to_vec(), b"pragma".to_vec()]);
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// The options classification reads.
 #[derive(Debug, Clone, Default)]
 pub struct ClassifyOptions<'a> {

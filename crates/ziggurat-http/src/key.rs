@@ -92,6 +92,19 @@ pub fn purge_keys(base: &[u8]) -> [Vec<u8>; 2] {
     [purge_mark(base), base.to_vec()]
 }
 
+/// The key whose lease lets one background refresh (stale-while-revalidate) of `key`
+/// run per host.
+///
+/// ```
+/// use ziggurat_http::refresh_lock_key;
+/// assert_eq!(refresh_lock_key(b"zh2:http://h /x"), b"zh2L:http://h /x\x00refresh");
+/// ```
+pub fn refresh_lock_key(key: &[u8]) -> Vec<u8> {
+    let mut k = lock_key(key);
+    k.extend_from_slice(b"\x00refresh");
+    k
+}
+
 /// The key whose lease coalesces the fills of `key` (across processes).
 ///
 /// ```

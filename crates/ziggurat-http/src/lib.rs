@@ -89,6 +89,10 @@ mod freshness;
 mod host;
 mod key;
 mod not_stored;
+mod purge;
+mod responses;
+mod sent;
+mod settings;
 mod status;
 mod storable;
 mod stored;
@@ -101,8 +105,8 @@ pub use auth::auth_shared;
 pub use cache_control::{parse_cache_control, Directives};
 pub use cache_status::{cache_status, Param};
 pub use classify::{
-    classify, host_allowed, overrides_method, Action, ClassifyOptions, Lookup, CLIENT_CONDITIONALS,
-    PASS_CONDITIONALS,
+    classify, host_allowed, overrides_method, plain_hit_blockers, Action, ClassifyOptions, Lookup,
+    CLIENT_CONDITIONALS, PASS_CONDITIONALS,
 };
 pub use connection::{connection_listed, HOP_BY_HOP};
 pub use date::{http_date, http_date_in};
@@ -117,9 +121,18 @@ pub use fill::{
 pub use freshness::{expires_time, freshness_lifetime, LifetimeRules};
 pub use host::normalise_host;
 pub use key::{
-    base_key, invalidated_keys, lock_key, purge_keys, purge_mark, url_key, variant_key, MAX_URL_KEY,
+    base_key, invalidated_keys, lock_key, purge_keys, purge_mark, refresh_lock_key, url_key, variant_key, MAX_URL_KEY,
 };
 pub use not_stored::NotStored;
+pub use purge::{purge_answer, purge_request, Purge, Purged, MIN_PURGE_TOKEN, PURGE_TOKEN};
+pub use responses::{answers, find, save_writes, variant_of, Found, Write};
+pub use sent::{client_headers, fresh_hit, fresh_until, gateway_timeout, FreshHit, Lines, Sent};
+pub use settings::{
+    problem, tag_header_name, Setting, SettingProblem, DEFAULT_ALLOWED_HOSTS,
+    DEFAULT_BYPASS_HEADERS, DEFAULT_HIT_FOR_MISS, DEFAULT_MAX_BODY, DEFAULT_PURGE_CLIENTS,
+    DEFAULT_REVALIDATE_KEEP, DEFAULT_TAG_HEADER, DEFAULT_TARGETED_FIELDS, DEFAULT_TARGETED_FORWARD,
+    MARKER_TTL, SURROGATE_FIELD,
+};
 pub use status::{
     ignores_no_store, is_heuristic_status, is_storable_status, is_understood_status,
     may_use_default_freshness, status_storable, HEURISTIC_STATUSES,

@@ -66,6 +66,10 @@ pub struct OpenOptions {
     pub version: Option<Either<f64, String>>,
 }
 
+/// A snapshot `NativeCache.fill` compares against (from `NativeCache.seen`).
+#[napi]
+pub struct Seen((u32, u64, u64));
+
 /// Why a cache's segments could not be opened (the package then runs the
 /// cache degraded, or throws, as its `degraded` option says).
 #[napi(object)]
@@ -415,6 +419,45 @@ impl NativeCache {
             (Some(r), Some((w, kept))) => keep(r, &kept.watch, &kept.tags, &w.trailer),
             _ => nothing_kept(),
         }
+    }
+
+    /// What `fill` compares against for `key` (its stamp, the epoch, the tag
+    /// invalidations), taken before the value is made; null without a segment
+    /// or while a write of the key is in progress (then do not fill).
+    #[napi]
+    pub fn seen(&self, key: KeyArg) -> Result<Option<Seen>> {
+        let c = self.cache()?;
+        Ok(c.seen(key_bytes(&key)).map(|s| Seen(s.parts())))
+    }
+
+    /// Stores a value as `store` does, only if nothing voided `seen` (taken
+    /// with `seen(of)`, `of` defaulting to `key`) since; whether it stored.
+    /// L1 keeps nothing of it: the next read takes it from the segment.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn fill(
+        &self,
+        key: KeyArg,
+        code: u32,
+        text: Option<String>,
+        bytes: Option<Buffer>,
+        ttl: f64,
+        tags: Option<Vec<String>>,
+        seen: &Seen,
+        of: Option<KeyArg>,
+    ) -> Result<bool> {
+        let (c, k, tags) = self.write_target(&key, tags)?;
+        let ttl = ziggurat_cache::check_ttl(ttl, Arg::Ttl).map_err(to_napi)?;
+        let (body, kind) = payload(code, text, bytes, None, None)?;
+        let bytes = match &body {
+            Body::Bytes(b) => *b,
+            Body::Owned(v) => &v[..],
+        };
+        let of = of.as_ref().map_or(k, key_bytes);
+        let Some(snap) = c.seen_from(of, seen.0) else {
+            return Ok(false);
+        };
+        c.fill(k, bytes, kind, ttl, &tags, &snap).map_err(to_napi)
     }
 
     /// Stores a value only if the key holds no fresh one; whether it did.

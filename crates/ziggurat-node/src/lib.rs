@@ -18,12 +18,17 @@
 //!   argument (the only `unsafe`). It uses no other module of the addon:
 //!   `cache` uses `front` and `words`, `front` uses `words`.
 //! - `errors`: the Cache's errors as JavaScript exceptions.
+//! - `http`, `http_request`, `http_exchange`: the HTTP response cache's rules
+//!   (ziggurat-http) for `ziggurat/http`, conversions only.
 
 mod args;
 mod cache;
 mod codec;
 mod errors;
 mod front;
+mod http;
+mod http_exchange;
+mod http_request;
 mod miss;
 mod rules;
 mod stats;
