@@ -121,7 +121,8 @@ pub use fill::{
 pub use freshness::{expires_time, freshness_lifetime, LifetimeRules};
 pub use host::normalise_host;
 pub use key::{
-    base_key, invalidated_keys, lock_key, purge_keys, purge_mark, refresh_lock_key, url_key, variant_key, MAX_URL_KEY,
+    base_key, invalidated_keys, lock_key, purge_keys, purge_mark, refresh_lock_key, url_key,
+    variant_key, MAX_URL_KEY,
 };
 pub use not_stored::NotStored;
 pub use purge::{purge_answer, purge_request, Purge, Purged, MIN_PURGE_TOKEN, PURGE_TOKEN};

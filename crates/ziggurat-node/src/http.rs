@@ -169,6 +169,7 @@ impl HttpRules {
 
 #[napi]
 impl HttpRules {
+    /// The rules of the checked settings `s`.
     #[napi(constructor)]
     pub fn new(s: HttpSettings) -> Self {
         let mut targeted = bytes_of(&s.targeted_fields);
@@ -438,30 +439,34 @@ pub fn http_overrides_method(target: String) -> bool {
     ziggurat_http::overrides_method(&latin1(&target))
 }
 
-/// The stored tags and whether the bytes hold a response (for `cache.fill`'s tags).
-#[napi]
-pub fn http_tags(value: Buffer) -> Option<Vec<String>> {
-    match decode(&value) {
-        Ok(Entry::Response(s)) => Some(s.tags.iter().map(|t| (*t).to_owned()).collect()),
-        _ => None,
-    }
-}
-
 /// The settings' defaults and limits, read once by `lib/http/options.cjs`.
 #[napi(object)]
 pub struct HttpDefaults {
+    /// `allowedHosts`.
     pub allowed_hosts: Vec<String>,
+    /// `bypassHeaders`.
     pub bypass_headers: Vec<String>,
+    /// `purgeClients`.
     pub purge_clients: Vec<String>,
+    /// `targetedFields`.
     pub targeted_fields: Vec<String>,
+    /// `targetedForward`.
     pub targeted_forward: Vec<String>,
+    /// `maxBody`, bytes.
     pub max_body: f64,
+    /// `tagHeader`.
     pub tag_header: String,
+    /// `hitForMiss`, seconds.
     pub hit_for_miss: f64,
+    /// `revalidateKeep`, seconds.
     pub revalidate_keep: f64,
+    /// Seconds a fill's marker lives.
     pub marker_ttl: f64,
+    /// The longest a response is stored, seconds.
     pub max_ttl: f64,
+    /// The shortest purge token, characters.
     pub min_purge_token: u32,
+    /// This cache's device token in `Surrogate-Capability`.
     pub surrogate_capability: String,
 }
 

@@ -37,6 +37,13 @@ mod words;
 
 pub use cache::NativeCache;
 pub use front::{forget_reader, read_input_function};
+pub use http::{
+    http_defaults, http_fwd_status, http_invalidated_keys, http_lock_key, http_overrides_method,
+    http_purge_keys, http_purge_mark, http_refresh_lock_key, http_setting_problem, http_url_key,
+    HttpDefaults, HttpRules,
+};
+pub use http_exchange::HttpExchange;
+pub use http_request::HttpRequest;
 pub use rules::{
     check_copy, check_key, degraded_refusal, degraded_warning, duration, incr_overflow,
     metric_families, namespace_parts, rules, size, MetricFamily, MAX_KEY_BYTES,
