@@ -16,3 +16,8 @@ void [title, posts, s, store, e]
 cache.set('k', new Map())
 // @ts-expect-error a key is a string or bytes
 cache.get(42)
+
+// ziggurat/http as CommonJS.
+import { HttpCache } from 'ziggurat/http'
+const pagesCjs = new HttpCache(new Cache('pages-cjs'), { allowedHosts: ['example.com'] })
+void pagesCjs.express()

@@ -137,3 +137,20 @@ function scoped(): void {
 void scoped
 // @ts-expect-error onWarning takes a function
 new Cache('jobs', { onWarning: 'log' })
+
+// ziggurat/http: the HTTP response cache on a Cache, with its adapters.
+import http from 'node:http'
+import { HttpCache, type HttpCacheOptions } from 'ziggurat/http'
+import DefaultHttpCache from 'ziggurat/http'
+const hosts: readonly string[] = ['example.com']
+const httpOptions: HttpCacheOptions = { allowedHosts: hosts, maxBody: 65536, purgeToken: null, appTimeout: 2 }
+const pages = new HttpCache(cache, httpOptions)
+http.createServer(pages.handler((req, res) => res.end(req.url)))
+const edge: (r: Request) => Promise<Response> = pages.fetch(async (r: Request) => new Response(r.url))
+void edge
+const purged: boolean = pages.purge('https://example.com/')
+pages.invalidateTags('posts', ['a', 'b'])
+void purged
+void new DefaultHttpCache(cache)
+// @ts-expect-error maxBody is a number of bytes
+new HttpCache(cache, { maxBody: '1MiB' })
