@@ -37,7 +37,11 @@ test('every js example of docs/node.md and the README runs, twice', () => {
           `}\n`,
       )
       const file = join(dir, `example${i}.mjs`)
-      writeFileSync(file, code.replaceAll("from 'ziggurat'", `from ${JSON.stringify(pathToFileURL(shim).href)}`))
+      const http = pathToFileURL(join(root, 'node', 'http.js')).href
+      const source = code
+        .replaceAll("from 'ziggurat'", `from ${JSON.stringify(pathToFileURL(shim).href)}`)
+        .replaceAll("from 'ziggurat/http'", `from ${JSON.stringify(http)}`)
+      writeFileSync(file, source)
       for (const run of ['first', 'second']) {
         const r = spawnSync(process.execPath, [file], { encoding: 'utf8', cwd: dir })
         assert.equal(r.status, 0, `example ${i}, ${run} run:\n${code}\n${r.stdout}${r.stderr}`)

@@ -400,6 +400,45 @@ def http_url_key(url: str) -> bytes | None: ...
 def http_invalidated_keys(scheme: str, host: str, target: bytes, headers: Lines) -> list[bytes]: ...
 def http_host_allowed(host: str, allowed: Sequence[str]) -> bool: ...
 def http_overrides_method(target: bytes) -> bool: ...
+
+HTTP_DEFAULTS: dict[str, Any]
+
+def http_save_writes(
+    base: bytes,
+    value: bytes,
+    ttl: float,
+    now: float,
+    record: bytes | None,
+    fresh: bytes,
+    guarded: bool,
+) -> list[tuple[bytes, bytes, float, list[str]]]: ...
+def http_purge_request(
+    token: bytes,
+    tag_header: bytes,
+    client_allowed: bool,
+    scheme: str,
+    host_raw: bytes | None,
+    target: bytes,
+    headers: Lines,
+) -> tuple[Any, ...]: ...
+def http_purge_answer(
+    what: int, found: bool, cache_status: bool
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]: ...
+def http_gateway_timeout(cache_status: bool) -> tuple[int, list[tuple[bytes, bytes]], bytes]: ...
+def http_client_headers(
+    headers: Lines,
+    strip: Sequence[bytes],
+    how: int,
+    cs: bytes | None,
+    status: int = 200,
+    initial_age: float = 0.0,
+    body_len: int = 0,
+) -> list[tuple[bytes, bytes]]: ...
+def http_fresh_hit(
+    value: bytes, now: float, hidden: Sequence[bytes], cache_status: bool
+) -> tuple[list[tuple[bytes, bytes]], float, float] | None: ...
+def http_refresh_lock_key(key: bytes) -> bytes: ...
+def http_setting_problem(setting: str, value: str) -> str | None: ...
 def http_decide(
     opts: HttpOptions, req: Any, status_code: int, headers: Lines, now: float
 ) -> tuple[Any, ...]: ...
@@ -484,3 +523,4 @@ class HttpOptions:
     def classify(
         self, method: str, scheme: str, host_raw: bytes | None, target: bytes, headers: Lines
     ) -> tuple[Any, ...]: ...
+    def blockers(self) -> list[bytes]: ...

@@ -4,8 +4,10 @@
 //! as `dict[str, str | None]`; a stored response crosses as its value bytes, which the
 //! crate decodes in place. One file per part: the conversions (`convert`), the rules that
 //! need no options (`fields`), the options (`options`), the stored format and keys
-//! (`stored`), and one request's fill (`exchange`).
+//! (`stored`), one request's fill (`exchange`), and what a fill writes, a purge asks
+//! and a response sends (`answers`).
 
+mod answers;
 mod convert;
 mod exchange;
 mod fields;
@@ -15,6 +17,7 @@ mod stored;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
+use answers::*;
 use exchange::*;
 use fields::*;
 use options::HttpOptions;
@@ -31,11 +34,14 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         http_split_tags, http_connection_listed, http_cache_status, http_decode, http_encode,
         http_encode_variants, http_base_key, http_variant_key, http_lock_key, http_url_key,
         http_invalidated_keys, http_host_allowed, http_decide, http_purge_mark, http_purge_keys,
-        http_overrides_method
+        http_overrides_method, http_save_writes, http_purge_request, http_purge_answer,
+        http_gateway_timeout, http_client_headers, http_fresh_hit, http_refresh_lock_key,
+        http_setting_problem
     );
     m.add_class::<HttpOptions>()?;
     m.add_class::<HttpExchange>()?;
     let py = m.py();
+    m.add("HTTP_DEFAULTS", defaults(py)?)?;
     let names = |n: &[&[u8]]| PyTuple::new(py, n.iter().map(|n| PyBytes::new(py, n)));
     m.add("HTTP_HOP_BY_HOP", names(&ziggurat_http::HOP_BY_HOP)?)?;
     m.add(

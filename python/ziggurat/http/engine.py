@@ -16,7 +16,6 @@ None, and ``classify`` then applies the full rules. Both give the same answer.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -28,16 +27,15 @@ from ziggurat.http.fill import Fill
 from ziggurat.http.hit import Hit
 from ziggurat.http.options import Options
 from ziggurat.http.outcome import (
-    CLIENT_CONDITIONALS,
     ERROR,
     MARKER_TTL,
+    PASSED,
     PURGE_TOKEN,
     STORED,
     TEE,
     Hdrs,
     Pass,
     Reply,
-    add_status,
     for_app,
     now,
 )
@@ -71,10 +69,8 @@ _HITS_MAX_BYTES = 32 << 20
 # What the crate's classification and lookup answer (the first item of their tuples).
 _LOOKUP, _PURGE, _PASS = range(3)
 _SERVE, _TIMEOUT, _FORWARD, _FILL = range(4)
-
-
-def _status(opts: Options, headers: Hdrs, value: bytes) -> Hdrs:
-    return add_status(opts.cache_status, headers, value)
+# What a purge asks, and the answer to a failed one (the crate's numbers).
+_PURGE_TAGS, _PURGE_URL, _PURGE_FAILED = 2, 3, 4
 
 
 class Engine:
@@ -107,16 +103,12 @@ class Engine:
         # meant for this cache alone (``hidden``, stored for a later 304 to update).
         self.hidden = opts.hidden_fields
         self.strip_out = frozenset({opts.tag_header}) | self.hidden
+        self.strip_list = sorted(self.strip_out)
         self.hidden_list = sorted(self.hidden)
         self._hosts: dict[bytes, str | None] = {}
         # The request headers that can change the answer to a GET of a fresh stored
-        # response (Authorization cannot: it only matters to what is stored).
-        heavy = {b"content-length", b"transfer-encoding", *CLIENT_CONDITIONALS}
-        heavy |= _PASS_CONDITIONALS | opts.bypass_headers
-        if self._cookies:
-            heavy.add(b"cookie")
-        if opts.request_directives:
-            heavy |= {b"cache-control", b"pragma"}
+        # response (the crate's list for these options).
+        heavy = set(opts.native.blockers())
         self.heavy_headers = frozenset(heavy)
         # Their WSGI environ keys (Content-Length under both names a server may use).
         self.heavy_environ = frozenset(
@@ -152,9 +144,7 @@ class Engine:
             log.warning("ziggurat.http: request not cached: %r", e)
             if method == "PURGE" and self.opts.purge_token is not None:
                 # The cache's own method, answered by the cache alone.
-                cs = rules.cache_status("fwd", fwd="method", detail="purge")
-                text = [(b"content-type", b"text/plain")]
-                return Reply(503, _status(self.opts, text, cs), b"purge failed\n")
+                return self._purge_answer(_PURGE_FAILED, False)
             return Pass(rules.cache_status("fwd", fwd="bypass", detail="error"))
 
     def _classify(
@@ -314,29 +304,34 @@ class Engine:
         self._hits_bytes += len(s.body)
         return h
 
+    def _purge_answer(self, what: int, found: bool) -> Reply:
+        status, headers, body = _native.http_purge_answer(what, found, self.opts.cache_status)
+        return Reply(status, headers, body)
+
     def _purge(
         self, scheme: str, host_raw: bytes | None, target: bytes, headers: Hdrs, client: str | None
     ) -> Reply:
         o = self.opts
-        cs = rules.cache_status("fwd", fwd="method", detail="purge")
-        text = [(b"content-type", b"text/plain")]
-        token = rules.field(headers, PURGE_TOKEN) or b""
-        expected = (o.purge_token or "").encode()
-        if client not in o.purge_clients or not hmac.compare_digest(token, expected):
-            return Reply(403, _status(o, [*text], cs), b"purge not allowed\n")
-        tags = rules.split_tags(rules.fields(headers, o.tag_header))
+        ask = _native.http_purge_request(
+            (o.purge_token or "").encode(),
+            o.tag_header,
+            client in o.purge_clients,
+            scheme,
+            host_raw,
+            target,
+            headers,
+        )
         # A cache that fails here is answered by `classify` (503): a purge is the cache's
         # own request, never the app's (nor is its token).
-        if tags:
+        if ask[0] == _PURGE_TAGS:
+            tags = ask[1]
             # invalidate_tags takes at most MAX_TAGS tags a call.
             for i in range(0, len(tags), MAX_TAGS):
                 self.cache.invalidate_tags(*tags[i : i + MAX_TAGS])
-            return Reply(200, _status(o, [*text], cs), b"purged tags\n")
-        host = rules.normalise_host(host_raw)
-        if host is None:
-            return Reply(400, _status(o, [*text], cs), b"bad host\n")
-        found = store.purge_key(self.cache, store.base_key(scheme, host, target))
-        return Reply(200 if found else 404, _status(o, [*text], cs), b"purged\n")
+            return self._purge_answer(_PURGE_TAGS, False)
+        if ask[0] == _PURGE_URL:
+            return self._purge_answer(_PURGE_URL, store.purge_key(self.cache, ask[1]))
+        return self._purge_answer(ask[0], False)
 
     # -- responses to requests that pass -------------------------------------------------
 
@@ -351,8 +346,6 @@ class Engine:
     ) -> Hdrs:
         """The headers to send for a forwarded response; unsafe methods invalidate here,
         before the client sees the response."""
-        strip = self.strip_out
-        out = [(k, v) for k, v in headers if k not in strip]
         if p.unsafe and 200 <= status < 400:
             try:
                 self.invalidate(scheme, host_raw, target, headers)
@@ -365,8 +358,30 @@ class Engine:
                 log.warning("ziggurat.http: HEAD response not applied: %r", e)
                 detail = "head"
             cs = rules.cache_status("fwd", fwd="stale", fwd_status=status, detail=detail)
-            return _status(self.opts, out, cs)
-        return _status(self.opts, out, p.status)
+            return self.client_headers(headers, PASSED, cs)
+        return self.client_headers(headers, PASSED, p.status)
+
+    def client_headers(
+        self,
+        headers: Hdrs,
+        how: int,
+        cs: bytes,
+        status: int = 200,
+        initial_age: float = 0.0,
+        body_len: int = 0,
+    ) -> Hdrs:
+        """The app's head ``headers`` as the client gets it (``how``: ``PASSED``,
+        ``STREAMED`` or ``JUST_STORED``; see the crate's ``client_headers``), with the
+        Cache-Status member ``cs`` when the option is on."""
+        return _native.http_client_headers(
+            headers,
+            self.strip_list,
+            how,
+            cs if self.opts.cache_status else None,
+            status,
+            initial_age,
+            body_len,
+        )
 
     def invalidate(self, scheme: str, host_raw: bytes | None, target: bytes, headers: Hdrs) -> None:
         """RFC 9111 §4.4: the target URI, and same-origin ``Location``/``Content-Location``."""

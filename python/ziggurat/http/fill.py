@@ -11,15 +11,17 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ziggurat import _native
-from ziggurat.http import rules, storable, store
+from ziggurat.http import storable, store
 from ziggurat.http.outcome import (
     ERROR,
+    JUST_STORED,
     NOT_FOR_APP,
+    PASSED,
     STORED,
+    STREAMED,
     TEE,
     Hdrs,
     Reply,
-    add_status,
 )
 from ziggurat.http.store import Stored
 
@@ -60,7 +62,7 @@ class Fill:
         self.base = base
         self.x = _native.HttpExchange(method, headers, req_cc, has_auth, base, key, now)
         self.lock = store.lock_key(key)
-        self.refresh_lock = self.lock + b"\x00refresh"
+        self.refresh_lock = _native.http_refresh_lock_key(key)
         # Taken before the app is called: a purge of the URL, a tag invalidation or a
         # clear that returns while the app renders keeps this fill's older page out.
         self.seen = store.snapshot(engine.cache, base)
@@ -107,10 +109,8 @@ class Fill:
 
     def gateway_timeout(self) -> Reply:
         """RFC 9111 §5.2.1.7: ``only-if-cached`` and nothing usable stored."""
-        body = b"not in cache\n"
-        hdrs: Hdrs = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]
-        cs = rules.cache_status("fwd", fwd="miss", detail="only-if-cached")
-        return Reply(504, add_status(self.opts.cache_status, hdrs, cs), body)
+        status, headers, body = _native.http_gateway_timeout(self.opts.cache_status)
+        return Reply(status, headers, body)
 
     def recheck(self, now: float) -> Reply | None:
         """Inside the fill's lease, before calling the app: a response another process
@@ -134,7 +134,7 @@ class Fill:
         # on this request's own variant.
         self._moved = self.x.rekey(key)
         self.lock = store.lock_key(key)
-        self.refresh_lock = self.lock + b"\x00refresh"
+        self.refresh_lock = _native.http_refresh_lock_key(key)
         if stored is None:
             return None
         cs = self.x.collapsed(store.value_of(stored), now)
@@ -222,9 +222,7 @@ class Fill:
             return self._pass(headers, "error", status)
 
     def _pass(self, headers: Hdrs, reason: str, status: int) -> Hdrs:
-        strip = self.engine.strip_out
-        out = [(k, v) for k, v in headers if k not in strip]
-        return add_status(self.opts.cache_status, out, self.x.pass_status(status, reason))
+        return self.engine.client_headers(headers, PASSED, self.x.pass_status(status, reason))
 
     def _head(
         self, status: int, headers: Hdrs, request_time: float, now: float
@@ -255,10 +253,8 @@ class Fill:
 
     def tee_headers(self) -> Hdrs:
         """The client headers of a streaming response that is stored if it ends in time."""
-        drop = self.engine.strip_out | rules.connection_listed(self._headers)
-        out = [(k, v) for k, v in self._headers if k not in drop and k != b"age"]
         cs = self.x.pass_status(self._status, "streamed")
-        return add_status(self.opts.cache_status, out, cs)
+        return self.engine.client_headers(self._headers, STREAMED, cs)
 
     def store_streamed(self, body: bytes, now: float) -> None:
         """Stores a streamed response whose body ended within ``max_body``."""
@@ -273,14 +269,10 @@ class Fill:
             r = self.reply(s, s.age(now), cs)
             if r.status == 304:
                 return r
-        # What the cache serves, already on the miss: hop-by-hop lines named by Connection
-        # (RFC 9110 §7.6.1), the tag header and the hidden targeted fields are not sent.
-        drop = self.engine.strip_out | rules.connection_listed(headers)
-        out = [(k, v) for k, v in headers if k not in drop and k not in (b"content-length", b"age")]
-        out.append((b"age", str(int(s.initial_age)).encode()))
-        if status not in (204, 304):
-            out.append((b"content-length", str(len(body)).encode()))
-        return Reply(status, add_status(self.opts.cache_status, out, cs), body)
+        # What the cache serves, already on the miss (the crate's rule: the lines
+        # Connection names, the tag header and the hidden targeted fields stay here).
+        out = self.engine.client_headers(headers, JUST_STORED, cs, status, s.initial_age, len(body))
+        return Reply(status, out, body)
 
     def _save(self, body: bytes, now: float) -> tuple[Stored, bytes]:
         """Stores the response; the Cache-Status member of what that came to."""

@@ -1,11 +1,10 @@
 """``Hit``: a stored response as one process serves it while it is fresh.
 
 Everything a fresh hit sends is the same on every request but two lines: ``Age`` and the
-``ttl`` of ``Cache-Status``, which move with the age. So the status, the body and the
-stored headers (with ``Content-Length``) are put in the adapter's own form once per stored
-response and process, and the two moving lines once per second of age: between two
-seconds, serving a hit is a comparison of the clock against the bounds of the current
-second and a copy of a finished list.
+``ttl`` of ``Cache-Status``, which move with the age. So the lines are made (by the
+crate's ``fresh_hit``, as every front end makes them) and put in the adapter's own form
+once per second of age: between two seconds, serving a hit is a comparison of the clock
+against the bounds of the current second and a copy of a finished list.
 
 >>> from ziggurat.http.store import Stored
 >>> s = Stored(200, ((b"content-type", b"text/plain"),), b"hi", 99.0, 100.0, 5.0, 60.0,
@@ -24,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ziggurat.http.store import Stored
+from ziggurat import _native
+from ziggurat.http.store import Stored, value_of
 
 __all__ = ["Hit"]
 
 Hdrs = list[tuple[bytes, bytes]]
-_NEVER = float("-inf")
 
 
 class Hit:
@@ -38,9 +37,9 @@ class Hit:
     ``status`` and ``headers`` are in the adapter's form (``emit_status`` and
     ``emit_headers`` convert them; ASGI's form is the stored one); ``raw`` is the same
     header list as bytes pairs. ``headers`` and ``raw`` hold for times in ``[since,
-    until)``; ``tick`` moves them to another time. ``hidden`` names stored lines that are
-    not sent. Adapters send copies: servers and outer
-    middleware may change the list they get.
+    until)``; ``tick`` moves them to another time (the lines and their bounds are the
+    crate's ``fresh_hit``). ``hidden`` names stored lines that are not sent. Adapters send
+    copies: servers and outer middleware may change the list they get.
 
     >>> from ziggurat.http.store import Stored
     >>> s = Stored(204, (), b"", 0.0, 0.0, 0.0, 10.0, 0.0, 0.0, frozenset(), None, None,
@@ -52,10 +51,9 @@ class Hit:
 
     __slots__ = (
         "_emit",
-        "_fixed",
-        "_fixed_raw",
-        "_stale_at",
+        "_hidden",
         "_status_line",
+        "_value",
         "body",
         "headers",
         "raw",
@@ -75,50 +73,31 @@ class Hit:
         emit_status: Callable[[int], Any] | None = None,
     ) -> None:
         s = stored
-        # ``hidden``: stored lines that never leave (the targeted fields for this cache).
-        fixed: Hdrs = [(k, v) for k, v in s.headers if k not in hidden]
-        if s.status not in (204, 304):
-            fixed.append((b"content-length", b"%d" % len(s.body)))
         self.stored = s
+        self._value = value_of(s)
         self.body = s.body
         self.status: Any = s.status if emit_status is None else emit_status(s.status)
-        self._fixed_raw = fixed
-        self._fixed: Any = fixed if emit_headers is None else emit_headers(fixed)
+        # ``hidden``: stored lines that never leave (the targeted fields for this cache).
+        self._hidden = sorted(hidden)
         self._emit = emit_headers
         self._status_line = cache_status
-        # The time the response stops being fresh: past it the full rules decide (they may
-        # still serve it stale). A response the app marked no-cache is never a plain hit.
-        if "no-cache" in s.flags or s.lifetime <= s.initial_age:
-            self._stale_at = _NEVER
-        else:
-            self._stale_at = s.response_time + (s.lifetime - s.initial_age)
-        self.raw: Hdrs = fixed
-        self.headers: Any = self._fixed
+        self.raw: Hdrs = []
+        self.headers: Any = []
         # An empty interval: the first use ticks.
         self.since = self.until = 0.0
 
     def tick(self, now: float) -> bool:
         """Builds the lines for the second of age ``now`` falls in; False once the response
         is no longer fresh at ``now`` (see the module example)."""
-        if not now < self._stale_at:
+        r = _native.http_fresh_hit(self._value, now, self._hidden, self._status_line)
+        if r is None:
             return False
-        s = self.stored
-        age = s.age(now)
-        whole = int(age)
-        moving: Hdrs = [(b"age", b"%d" % whole)]
-        if self._status_line:
-            moving.append((b"cache-status", b"ziggurat; hit; ttl=%d" % (s.lifetime - age)))
-        raw = [*self._fixed_raw, *moving]
+        raw, since, until = r
         emit = self._emit
         # The lists first, then the bounds: a thread that reads the new bounds (under WSGI
         # a refresh thread may run next to the request thread) also finds the new lists.
         self.raw = raw
-        self.headers = raw if emit is None else [*self._fixed, *emit(moving)]
-        # Age is s.initial_age until response_time, then grows with the clock: it reaches
-        # whole + 1 at the same instant on either side.
-        self.until = min(s.response_time + (whole + 1 - s.initial_age), self._stale_at)
-        if now >= s.response_time and whole > s.initial_age:
-            self.since = s.response_time + (whole - s.initial_age)
-        else:
-            self.since = _NEVER
+        self.headers = raw if emit is None else emit(raw)
+        self.until = until
+        self.since = since
         return True

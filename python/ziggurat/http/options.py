@@ -21,24 +21,12 @@ __all__ = [
     "Options",
 ]
 
+# The defaults and limits of the settings, the crate's (every front end reads them).
+_D = _native.HTTP_DEFAULTS
 # Request headers that apps (or their frameworks) reflect into pages and links but that a
 # key on scheme + host + path does not cover: a request carrying one is neither looked up
 # nor stored (see the poisoning notes in docs/http.md).
-DEFAULT_BYPASS_HEADERS = (
-    "x-forwarded-host",
-    "x-forwarded-proto",
-    "x-forwarded-scheme",
-    "x-forwarded-port",
-    "x-forwarded-prefix",
-    "x-host",
-    "x-original-url",
-    "x-rewrite-url",
-    "x-original-host",
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
-    "forwarded",
-)
+DEFAULT_BYPASS_HEADERS: tuple[str, ...] = tuple(_D["bypass_headers"])
 
 _KNOWN = (
     "allowed_hosts",
@@ -66,11 +54,28 @@ _KNOWN = (
 # RFC 9213: the targeted cache-control fields this cache obeys, first match wins. Its own
 # field speaks to it alone and is removed before the response leaves; CDN-Cache-Control
 # is forwarded, for a CDN in front of the app (RFC 9213 §3).
-DEFAULT_TARGETED_FIELDS = ("ziggurat-cache-control", "cdn-cache-control")
-DEFAULT_TARGETED_FORWARD = ("cdn-cache-control",)
+DEFAULT_TARGETED_FIELDS: tuple[str, ...] = tuple(_D["targeted_fields"])
+DEFAULT_TARGETED_FORWARD: tuple[str, ...] = tuple(_D["targeted_forward"])
 # The Edge Architecture note's field for surrogates (reverse proxies and CDNs): with the
 # surrogate_control option, the last targeted field read.
-_SURROGATE = b"surrogate-control"
+_SURROGATE = _D["surrogate_field"].encode()
+
+
+def _refuse(who: str, arg: str, setting: str, value: str) -> None:
+    """Raises ValueError when the crate says ``value`` cannot hold for ``setting``."""
+    why = _native.http_setting_problem(setting, value)
+    if why is None:
+        return
+    say = {
+        "header": f"must be a header name (str), got {value!r}",
+        "short": f"must be None (PURGE off) or a str of at least {_D['min_purge_token']} "
+        "characters",
+        "underscore": f"names a header with '_' ({value!r}); requests with '_' in a header "
+        "name bypass the cache: use the '-' spelling",
+        "cache-control": "names targeted fields (RFC 9213) such as 'CDN-Cache-Control'; "
+        "Cache-Control itself is always read",
+    }[why]
+    raise ValueError(f"{who}(): {arg} {say}")
 
 
 def _names(who: str, arg: str, value: Any) -> tuple[str, ...]:
@@ -104,10 +109,10 @@ class Options:
     b'surrogate-key'
     """
 
-    allowed_hosts: tuple[str, ...] = ("localhost", "127.0.0.1", "[::1]")
-    max_body: int = 1 << 20
+    allowed_hosts: tuple[str, ...] = tuple(_D["allowed_hosts"])
+    max_body: int = _D["max_body"]
     request_directives: bool = True
-    tag_header: bytes = b"cache-tag"
+    tag_header: bytes = _D["tag_header"].encode()
     cache_status: bool = True
     default_ttl: float | None = None
     heuristic: bool = False
@@ -118,10 +123,10 @@ class Options:
     )
     bypass_cookies: tuple[str, ...] = ()
     key_headers: tuple[str, ...] = ()
-    hit_for_miss: float = 10.0
-    revalidate_keep: float = 60.0
+    hit_for_miss: float = _D["hit_for_miss"]
+    revalidate_keep: float = _D["revalidate_keep"]
     purge_token: str | None = None
-    purge_clients: tuple[str, ...] = ("127.0.0.1", "::1")
+    purge_clients: tuple[str, ...] = tuple(_D["purge_clients"])
     targeted_fields: tuple[bytes, ...] = tuple(n.encode() for n in DEFAULT_TARGETED_FIELDS)
     targeted_forward: frozenset[bytes] = frozenset(n.encode() for n in DEFAULT_TARGETED_FORWARD)
     stale_if_error: float | None = None
@@ -165,8 +170,9 @@ class Options:
                 out[flag] = kw[flag]
         if "tag_header" in kw:
             th = kw["tag_header"]
-            if not isinstance(th, str) or not th.strip() or not th.isascii() or " " in th.strip():
+            if not isinstance(th, str):
                 raise ValueError(f"{who}(): tag_header must be a header name (str), got {th!r}")
+            _refuse(who, "tag_header", "tag_header", th)
             out["tag_header"] = th.strip().lower().encode()
         for arg in ("default_ttl", "stale_if_error", "app_timeout"):
             if arg in kw:
@@ -185,32 +191,24 @@ class Options:
         if "key_headers" in kw:
             keyed = _names(who, "key_headers", kw["key_headers"])
             for name in keyed:
-                if "_" in name:
-                    # A request carrying such a header is never looked up nor stored, so
-                    # the header could never be part of a key.
-                    raise ValueError(
-                        f"{who}(): key_headers names a header with '_' ({name!r}); requests "
-                        "with '_' in a header name bypass the cache: use the '-' spelling"
-                    )
+                # A request carrying a header with '_' is never looked up nor stored, so
+                # such a header could never be part of a key.
+                _refuse(who, "key_headers", "key_headers", name)
             out["key_headers"] = keyed
         if "purge_token" in kw:
             tok = kw["purge_token"]
-            if tok is not None and (not isinstance(tok, str) or len(tok) < 16):
-                raise ValueError(
-                    f"{who}(): purge_token must be None (PURGE off) or a str of at least 16 "
-                    "characters"
-                )
+            if tok is not None and not isinstance(tok, str):
+                raise ValueError(f"{who}(): purge_token must be None (PURGE off) or a str")
+            if tok is not None:
+                _refuse(who, "purge_token", "purge_token", tok)
             out["purge_token"] = tok
         if "purge_clients" in kw:
             out["purge_clients"] = _names(who, "purge_clients", kw["purge_clients"])
         for arg in ("targeted_fields", "targeted_forward"):
             if arg in kw:
                 names = _names(who, arg, kw[arg])
-                if b"cache-control" in (n.encode() for n in names):
-                    raise ValueError(
-                        f"{who}(): {arg} names targeted fields (RFC 9213) such as "
-                        "'CDN-Cache-Control'; Cache-Control itself is always read"
-                    )
+                for n in names:
+                    _refuse(who, arg, "targeted", n)
                 out[arg] = tuple(n.encode() for n in names)
         if "targeted_forward" in out:
             out["targeted_forward"] = frozenset(out["targeted_forward"])

@@ -21,10 +21,13 @@ if TYPE_CHECKING:
 __all__ = [
     "CLIENT_CONDITIONALS",
     "ERROR",
+    "JUST_STORED",
     "MARKER_TTL",
     "NOT_FOR_APP",
+    "PASSED",
     "PURGE_TOKEN",
     "STORED",
+    "STREAMED",
     "TEE",
     "Hdrs",
     "Pass",
@@ -46,6 +49,9 @@ NOT_FOR_APP = (PURGE_TOKEN, PURGE_TOKEN.replace(b"-", b"_"))
 # Waiters read the fill's result right after it lands: the marker only needs to outlive that.
 MARKER_TTL = 0.5
 STORED, ERROR, TEE = "S", "E", "T"
+# How the app's response leaves (the crate's numbers, see ``Engine.client_headers``):
+# passed, streamed (stored at its end if it fits), just stored.
+PASSED, STREAMED, JUST_STORED = range(3)
 # The clock of stored times: the wall clock, as Date and Expires are wall-clock times. The
 # C function itself, not a wrapper: the hit path reads it on every request.
 now: Callable[[], float] = time.time

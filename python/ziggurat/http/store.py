@@ -302,34 +302,25 @@ def save(
         seen = snapshot(cache, base)
     assert seen is None or isinstance(seen, (tuple, Unguarded))
     value = encode(s)
-    tags = s.tags
-    if not s.vary:
-        return s._replace(value=value), _put(cache, base, base, value, ttl, tags, seen)
-    rec = decode(cache.get(base))
-    if rec is not None and not isinstance(rec, Stored) and tuple(rec[0]) == s.vary:
-        generation, until = rec[1], rec[2]
-    else:
-        generation, until = os.urandom(6).hex(), 0.0
-    vk = variant_key(base, generation, _variant_digest(s))
-    # The variant first, then the record that makes it reachable, both against the
-    # URL's purge mark: a purge between them leaves the variant under a generation no
-    # record names.
-    stored = _put(cache, base, vk, value, ttl, tags, seen)
-    if stored and (until < now + ttl or rec is None or not isinstance(seen, Unguarded)):
-        # Guarded, the record is written again even when current: a purge may have
-        # deleted it since it was read.
-        record = _native.http_encode_variants(list(s.vary), generation, now + ttl)
-        stored = _put(cache, base, base, record, ttl, (), seen)
+    # The crate says what to write: the response, or its variant then the record that
+    # makes it reachable (both against the URL's purge mark: a purge between them leaves
+    # the variant under a generation no record names).
+    record = cache.get(base) if s.vary else None
+    writes = _native.http_save_writes(
+        base,
+        value,
+        ttl,
+        now,
+        record if isinstance(record, bytes) else None,
+        os.urandom(6),
+        not isinstance(seen, Unguarded),
+    )
+    stored = True
+    for key, v, t, tags in writes:
+        if not _put(cache, base, key, v, t, tuple(tags), seen):
+            stored = False
+            break
     return s._replace(value=value), stored
-
-
-def _variant_digest(s: Stored) -> str:
-    pseudo: list[tuple[bytes, bytes]] = []
-    for name, value in zip(s.vary, s.vary_values, strict=True):
-        if value is not None:
-            pseudo.append((name.encode("latin-1"), value))
-    digest, _ = rules.vary_digest(s.vary, pseudo)
-    return digest.decode("ascii")
 
 
 def replace(

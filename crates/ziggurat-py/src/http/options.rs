@@ -48,6 +48,23 @@ options! {
     store_auth_must_revalidate: bool,
     key_headers: Vec<String>,
     ;
+    /// The request fields that keep a request off the plain-hit path.
+    fn blockers<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        let bh: Vec<&[u8]> = self.bypass_headers.iter().map(|v| &v[..]).collect();
+        let bc: Vec<&[u8]> = self.bypass_cookies.iter().map(|v| &v[..]).collect();
+        let o = ClassifyOptions {
+            bypass_headers: &bh,
+            bypass_cookies: &bc,
+            request_directives: self.request_directives,
+            purge: self.purge,
+            allowed_hosts: &[],
+        };
+        ziggurat_http::plain_hit_blockers(&o)
+            .iter()
+            .map(|b| PyBytes::new(py, b))
+            .collect()
+    }
+
     /// `(0, host, base, directives, has_auth, conditional)` to look up, `(1,)` a purge,
     /// `(2, cache_status, invalidates)` to pass.
     fn classify<'py>(
