@@ -12,6 +12,11 @@ the way it wraps any app. Run::
 
     .venv/bin/python bench/conformance.py            # writes bench/conformance.json and .md
     .venv/bin/python bench/conformance.py --id freshness-max-age   # one test, verbose
+    .venv/bin/python bench/conformance.py --front node --id vary-match   # through Node.js
+
+Each run measures both front ends: the Python middleware (WSGI, under gunicorn) and
+Node.js's ``ziggurat/http`` (``bench/node/conformance-proxy.mjs``, a node:http reverse
+proxy on two cluster workers), each in front of the same reverse proxy's job.
 
 Needs Node.js and npm (the suite is installed into ``target/cache-tests``). The score counts
 the tests the suite marks as required of a shared cache (``kind`` required or unset, not
@@ -161,8 +166,9 @@ def test_kinds(pkg: Path) -> dict[str, dict[str, Any]]:
     return kinds
 
 
-def run_suite(pkg: Path, test_id: str = "") -> dict[str, Any]:
-    """Runs the suite through the cache; returns its results ({test id: true | [kind, why]})."""
+def run_suite(pkg: Path, test_id: str = "", front: str = "python") -> dict[str, Any]:
+    """Runs the suite through the cache of ``front`` ('python' or 'node'); returns its
+    results ({test id: true | [kind, why]})."""
     origin_port, proxy_port = _free_port(), _free_port()
     work = Path(tempfile.mkdtemp(prefix="zg-conf-"))
     env = dict(
@@ -182,8 +188,17 @@ def run_suite(pkg: Path, test_id: str = "") -> dict[str, Any]:
     origin = subprocess.Popen(
         ["node", "server/server.mjs"], cwd=pkg, env=env, stdout=subprocess.DEVNULL
     )
+    node_proxy = [
+        "node",
+        str(ROOT / "bench" / "node" / "conformance-proxy.mjs"),
+        str(proxy_port),
+        env[ORIGIN_ENV],
+        env["ZIGGURAT_CONFORMANCE_CACHE"],
+    ]
     proxy = subprocess.Popen(
-        [
+        node_proxy
+        if front == "node"
+        else [
             str(Path(sys.executable).with_name("gunicorn")),
             "-w",
             "2",
@@ -200,7 +215,7 @@ def run_suite(pkg: Path, test_id: str = "") -> dict[str, Any]:
     )
     try:
         _wait_port(origin_port, origin, "the suite's origin server")
-        _wait_port(proxy_port, proxy, "gunicorn")
+        _wait_port(proxy_port, proxy, "the proxy")
         out = subprocess.run(
             ["node", "--no-warnings", "cli.mjs"],
             cwd=pkg,
@@ -251,14 +266,16 @@ def score(kinds: dict[str, dict[str, Any]], results: dict[str, Any]) -> dict[str
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--id", default="", help="run one test by id and print its details")
+    ap.add_argument("--front", default="python", choices=["python", "node"])
     args = ap.parse_args()
     pkg = install_suite()
     if args.id:
-        run_suite(pkg, args.id)
+        run_suite(pkg, args.id, args.front)
         return
     kinds = test_kinds(pkg)
     ours = run_suite(pkg)
-    table = {"ziggurat": score(kinds, ours)}
+    node = run_suite(pkg, front="node")
+    table = {"ziggurat": score(kinds, ours), "ziggurat (Node.js)": score(kinds, node)}
     peers = {}
     for name in PEERS:
         f = pkg / "results" / f"{name}.json"
@@ -267,8 +284,13 @@ def main() -> None:
             table[name] = score(kinds, peers[name])
     required = [t for t, k in kinds.items() if k["kind"] == "required" and not k["browser_only"]]
     failing = sorted(t for t in required if verdict(t, kinds, ours) != "pass")
+    node_failing = sorted(t for t in required if verdict(t, kinds, node) != "pass")
     (ROOT / "bench" / "conformance.json").write_text(
-        json.dumps({"suite": SUITE_VERSION, "ziggurat": ours, "score": table}, indent=1) + "\n"
+        json.dumps(
+            {"suite": SUITE_VERSION, "ziggurat": ours, "ziggurat-node": node, "score": table},
+            indent=1,
+        )
+        + "\n"
     )
     lines = [
         f"cache-tests {SUITE_VERSION}: tests required of a shared cache ({len(required)}), "
@@ -290,6 +312,15 @@ def main() -> None:
         lines.append(
             f"- `{t}` ({kinds[t]['name']}): {why}; passed by: {', '.join(peers_passing) or 'none'}"
         )
+    differ = sorted(set(failing) ^ set(node_failing))
+    lines += ["", "Required tests where the two front ends differ:", ""]
+    for t in differ:
+        who = "Python" if t in node_failing else "Node.js"
+        r = (node if who == "Python" else ours).get(t)
+        why = r[1] if isinstance(r, list) and len(r) > 1 else ""
+        lines.append(f"- `{t}` ({kinds[t]['name']}): passed by {who} only; {why}")
+    if not differ:
+        lines.append("- none: both pass and fail the same tests.")
     (ROOT / "bench" / "conformance.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
