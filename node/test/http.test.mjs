@@ -226,3 +226,17 @@ test('settings that cannot hold are refused, naming the setting', () => {
   assert.equal(pages.options.tagHeader, 'surrogate-key')
   assert.equal(pages.options.maxBody, 1048576)
 })
+
+test('repeated header lines leave as they came, on a miss and on a hit', async () => {
+  const s = await site((req, res, n) => {
+    res.setHeader('x-before', 'set first') // a header set before writeHead, as frameworks do
+    res.writeHead(200, ['Cache-Control', 'max-age=60', 'Link', '</a.css>; rel=preload', 'Link', '</b.js>; rel=preload'])
+    res.end(`page ${n}`)
+  })
+  for (let i = 0; i < 2; i++) {
+    const r = await request(s.port, '/links')
+    assert.equal(r.headers.link, '</a.css>; rel=preload, </b.js>; rel=preload')
+    assert.equal(r.headers['x-before'], 'set first')
+  }
+  assert.equal(s.calls.length, 1)
+})

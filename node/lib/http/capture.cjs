@@ -7,6 +7,7 @@
 // otherwise: a freshened or stale stored response, or the app took too long).
 
 const { nextTick } = require('node:process')
+const { writeLines } = require('./lines.cjs')
 
 /** The header lines the app set on `res`, as a flat array of names and values. */
 function outLines(res) {
@@ -64,7 +65,7 @@ class Capture {
   sendHead(status, lines) {
     const res = this.res
     for (const name of res.getHeaderNames()) res.removeHeader(name)
-    this.orig.writeHead.call(res, status, lines)
+    writeLines(res, this.orig.writeHead, status, lines)
   }
 
   /** Answers the client with `r` now; whatever the app writes from now on is dropped. */

@@ -14,6 +14,7 @@ const native = require('../native.cjs')
 const { rules } = require('./options.cjs')
 const { Store } = require('./store.cjs')
 const { Fill, reply } = require('./fill.cjs')
+const { repeats } = require('./lines.cjs')
 
 // The table of Hits is let go past this many entries: it keeps stored
 // responses alive after the cache dropped them.
@@ -32,6 +33,7 @@ class Hit {
 
   set(h) {
     this.headers = h.headers
+    this.repeats = repeats(h.headers)
     this.since = h.since
     this.until = h.until
   }

@@ -7,6 +7,7 @@
 
 const { ServerResponse } = require('node:http')
 const { Capture } = require('./capture.cjs')
+const { writeLines } = require('./lines.cjs')
 const { coalesced, now } = require('./coalesce.cjs')
 const { DEFAULTS } = require('./options.cjs')
 
@@ -23,8 +24,15 @@ function targetOf(req) {
 
 function send(res, r, method) {
   for (const name of res.getHeaderNames()) res.removeHeader(name)
-  res.writeHead(r.status, r.headers)
+  writeLines(res, res.writeHead, r.status, r.headers)
   res.end(method === 'HEAD' ? undefined : r.body)
+}
+
+/** Sends a plain hit (its lines made once per second: `repeats` said whether they name a field twice). */
+function sendHit(res, h, method) {
+  if (h.repeats) writeLines(res, res.writeHead, h.status, h.headers)
+  else res.writeHead(h.status, h.headers)
+  res.end(method === 'HEAD' ? undefined : h.body)
 }
 
 /** Sets the request lines the app reads (`lines` flat, names lower-case). */
@@ -85,8 +93,7 @@ class NodeAdapter {
     if (method === 'GET' || method === 'HEAD') {
       const h = this.engine.fresh(scheme, req.headers.host, targetOf(req), req.headers, t)
       if (h !== null) {
-        res.writeHead(h.status, h.headers)
-        res.end(method === 'HEAD' ? undefined : h.body)
+        sendHit(res, h, method)
         return undefined
       }
     }
@@ -99,8 +106,7 @@ class NodeAdapter {
     const target = targetOf(req)
     const d = e.decide(method, scheme, host, target, req.rawHeaders, clientOf(req), t)
     if (d.hit !== undefined) {
-      res.writeHead(d.hit.status, d.hit.headers)
-      res.end(method === 'HEAD' ? undefined : d.hit.body)
+      sendHit(res, d.hit, method)
       return
     }
     if (d.reply !== undefined) {
