@@ -154,8 +154,15 @@ $(SHORTENER_NODE)/node_modules/.installed: $(SHORTENER_NODE)/package.json $(SHOR
 	cd $(SHORTENER_NODE) && npm ci --no-audit --no-fund
 	touch $@
 
-demo: build $(VENV)/.demo $(SHORTENER_NODE)/node_modules/.installed node-build
+# The blog in Node.js (examples/blog/node/): node:http, mustache, PostgreSQL, under cluster.
+BLOG_NODE := examples/blog/node
+$(BLOG_NODE)/node_modules/.installed: $(BLOG_NODE)/package.json $(BLOG_NODE)/package-lock.json
+	cd $(BLOG_NODE) && npm ci --no-audit --no-fund
+	touch $@
+
+demo: build $(VENV)/.demo $(SHORTENER_NODE)/node_modules/.installed $(BLOG_NODE)/node_modules/.installed node-build
 	$(PY) -m examples.blog.demo
+	$(PY) -m examples.blog.node_demo
 	$(PY) -m examples.shortener.demo
 	$(PY) -m examples.shortener.polyglot_demo
 

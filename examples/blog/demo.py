@@ -510,6 +510,13 @@ class ModeResult:
 
 
 class Demo:
+    """The modes of one blog server, each on a fresh database. ``modes`` and ``titles`` name
+    them; ``server`` makes the server of a mode (``BlogServer``'s arguments); ``checks`` runs
+    the coherence checks of a mode."""
+
+    modes: Sequence[str] = MODES
+    titles: dict[str, str] = TITLES
+
     def __init__(self, settings: Settings, console: Console, database: str = "postgresql") -> None:
         self.settings = settings
         self.console = console
@@ -537,7 +544,17 @@ class Demo:
     def run(self) -> list[ModeResult]:
         self.database.start()
         self.log(f"Database: {self.database.describe()}")
-        return [self.run_mode(mode) for mode in MODES]
+        return [self.run_mode(mode) for mode in self.modes]
+
+    def server(
+        self, mode: str, workers: int, workdir: Path, shm: Path, db_url: str, redis_url: str
+    ) -> BlogServer:
+        """The server of ``mode``."""
+        return BlogServer(mode, workers, workdir, shm, db_url, redis_url)
+
+    def checks(self, server: BlogServer, site: Site, mode: str) -> list[Check]:
+        """The coherence checks of ``mode``, made on its running ``server``."""
+        return check_coherence(server, site, mode)
 
     def load(self, server: BlogServer, paths: Sequence[str], seconds: float) -> LoadResult:
         s = self.settings
@@ -549,14 +566,14 @@ class Demo:
 
     def run_mode(self, mode: str) -> ModeResult:
         s = self.settings
-        title = TITLES[mode]
+        title = self.titles[mode]
         redis_url = ""
         if mode == "redis":
             self.valkey = Valkey(self.workdir)
             self.valkey.start()
             redis_url = self.valkey.url
         db_url = self.database.fresh(f"blog_{mode}")
-        server = BlogServer(mode, s.workers, self.workdir, self.shm, db_url, redis_url)
+        server = self.server(mode, s.workers, self.workdir, self.shm, db_url, redis_url)
         self.servers.append(server)
         try:
             server.start()
@@ -576,7 +593,7 @@ class Demo:
             load = self.load(server, paths, s.seconds)
             cpu = sum(cpu_seconds(p) for p in pids) - cpu0
             app = server.app_requests() - app0
-            checks = check_coherence(server, site, mode)
+            checks = self.checks(server, site, mode)
         finally:
             server.stop()
             self.servers.remove(server)
@@ -594,12 +611,20 @@ class Demo:
 
 
 def report(
-    console: Console, settings: Settings, results: Sequence[ModeResult], database: str
+    console: Console,
+    settings: Settings,
+    results: Sequence[ModeResult],
+    database: str,
+    titles: dict[str, str] = TITLES,
+    server: str = "gunicorn",
+    expect_stale: Sequence[str] = (),
 ) -> bool:
+    """Prints the tables; whether every mode passed its checks (a mode of ``expect_stale``
+    is expected to serve stale pages: its checks are shown, counted, and not required)."""
     generator = results[0].load.generator if results else "-"
     table = Table(
         title=(
-            f"Blog, gunicorn with {settings.workers} workers, {database}, {settings.connections} "
+            f"Blog, {server} with {settings.workers} workers, {database}, {settings.connections} "
             f"connections, {settings.seconds:g} s per mode ({generator})"
         ),
         title_justify="left",
@@ -617,22 +642,24 @@ def report(
     for r in results:
         share = r.app_requests / r.load.requests if r.load.requests else 0.0
         table.add_row(
-            TITLES[r.mode],
+            titles[r.mode],
             f"{r.load.rps:,.0f}",
             f"{r.load.p50:.1f}",
             f"{r.load.p99:.1f}",
             f"{r.cpu_per_1000:.2f}",
             f"{r.app_requests:,} ({share:.1%})",
-            "[green]PASS[/]" if r.passed else "[red]FAIL[/]",
+            "[green]PASS[/]"
+            if r.passed
+            else ("[yellow]stale[/]" if r.mode in expect_stale else "[red]FAIL[/]"),
         )
     console.print(table)
     console.print(
-        "CPU s / 1k req: user + system CPU of gunicorn's master and workers, of the demo's "
-        "PostgreSQL server (not of a server at DATABASE_URL) and of valkey-server in the Redis "
-        "mode, per 1,000 requests, from /proc. Reached the app: requests that got past the "
-        "cache to the blog (SQL queries, Jinja2, pygments); it can pass 100% by the requests "
-        f"still in flight when the load stopped. The database is {database}, fresh for each "
-        "mode."
+        f"CPU s / 1k req: user + system CPU of the {server}'s processes (its primary and "
+        "workers), of the demo's PostgreSQL server (not of a server at DATABASE_URL) and of "
+        "valkey-server in the Redis mode, per 1,000 requests, from /proc. Reached the app: "
+        "requests that got past the cache to the blog (SQL queries, templates); it can pass "
+        "100% by the requests still in flight when the load stopped. The database is "
+        f"{database}, fresh for each mode."
     )
     checks = Table(
         title="Coherence: a comment through one worker, then reads at once through every worker",
@@ -645,11 +672,13 @@ def report(
     checks.add_column("right, not from\nthe writer", justify="right")
     passed = True
     for r in results:
-        passed &= r.passed
+        expected = r.mode in expect_stale
+        passed &= r.passed or expected
         for i, c in enumerate(r.checks):
-            mark = "[green]ok[/]" if c.passed else "[bold red]BAD[/]"
+            bad = "[yellow]stale[/]" if expected else "[bold red]BAD[/]"
+            mark = "[green]ok[/]" if c.passed else bad
             checks.add_row(
-                TITLES[r.mode] if i == 0 else "",
+                titles[r.mode] if i == 0 else "",
                 c.what + (f" ({c.note})" if c.note else ""),
                 f"{mark} {c.good}/{c.total}",
                 str(len(c.workers)),
@@ -660,7 +689,10 @@ def report(
     console.print(checks)
     for r in results:
         verdict = "[green]PASS[/]" if r.passed else "[bold red]FAIL[/]"
-        console.print(f"Coherence, {TITLES[r.mode]}: {verdict}")
+        if r.mode in expect_stale and not r.passed:
+            stale = sum(c.total - c.good for c in r.checks)
+            verdict = f"[yellow]{stale} stale or unshared replies, as this design does[/]"
+        console.print(f"Coherence, {titles[r.mode]}: {verdict}")
     errors = sum(r.load.error_count for r in results)
     if errors:
         console.print(f"[red]{errors:,} requests failed under load[/]")
