@@ -1,6 +1,6 @@
 //! ziggurat-http: ziggurat's shared HTTP response cache (RFC 9111, RFC 9213, RFC 9211)
 //! with no language runtime and no I/O, so that every front end (the Python ASGI and
-//! WSGI middleware today, a Node.js one next) caches by the same rules and reads the
+//! WSGI middleware, Node.js's `ziggurat/http`) caches by the same rules and reads the
 //! responses another stored.
 //!
 //! A header list is `(name, value)` pairs of bytes with lower-case names ([`Headers`]).
@@ -14,17 +14,19 @@
 //! The front end does the I/O, its framework's glue, its per-process table of ready
 //! answers and its language's coalescing; the crate decides every step.
 //!
-//! 1. [`classify`] with its [`ClassifyOptions`]: [`Action::Pass`] (forward; add the
-//!    `Cache-Status` member; when it `invalidates` and the app answers 2xx/3xx, delete
-//!    every key of [`invalidated_keys`] first), [`Action::Purge`] (check the token;
-//!    invalidate the [`split_tags`] of the tag header, or delete [`purge_keys`] in their
-//!    order), or [`Action::Lookup`]. A request without any of [`CLIENT_CONDITIONALS`],
-//!    [`PASS_CONDITIONALS`] and the bypass fields, whose target does not
+//! 1. [`classify`] with its [`ClassifyOptions`]: [`Action::Pass`] (forward; the head
+//!    leaves as [`client_headers`] says; when it `invalidates` and the app answers 2xx/3xx,
+//!    delete every key of [`invalidated_keys`] first), [`Action::Purge`]
+//!    ([`purge_request`]: the sender checked, then tags to invalidate or a URL's
+//!    [`purge_keys`] to delete in their order; [`purge_answer`]), or [`Action::Lookup`].
+//!    The settings' defaults are the `DEFAULT_*` constants, their rules [`problem`]. A
+//!    request with none of [`plain_hit_blockers`], whose target does not
 //!    [`overrides_method`], may first be answered from the front end's own table of
 //!    fresh responses.
-//! 2. Read the value under [`Lookup::base`] and [`decode`] it. [`Entry::Variants`]:
-//!    [`vary_values`] of the request for its names, [`vary_digest`], read
-//!    [`variant_key`] and keep the response only if its `vary_values` are the request's.
+//! 2. Read the value under [`Lookup::base`]: [`find`] says whether it is the response,
+//!    or a record naming the variant to read ([`answers`] confirms it), or nothing. A
+//!    plain request of a fresh response is answered with [`fresh_hit`]'s lines, made
+//!    once per second of age.
 //! 3. Make the request's [`Exchange`] ([`ExchangeRequest`]: the method, header lines,
 //!    directives and keys) and feed it the value found: [`Exchange::lookup`] says
 //!    [`LookupStep::Serve`] (answer with [`Exchange::reply`]; with `refresh`, revalidate
@@ -45,9 +47,10 @@
 //!    [`HeadStep::Pass`] (with [`Exchange::pass_status`]), or [`HeadStep::Store`]:
 //!    buffer the body up to `max_body` (or relay it as it comes when [`Exchange::tee`]),
 //!    then store [`Entry::encode`] of a [`Stored`] made of the status, the [`Meta`], the
-//!    body and the times, for [`Meta::ttl`] with [`Meta::tags`] (a varying response under
-//!    [`variant_key`], a [`Variants`] record under the URL's key), unless the URL's
-//!    [`purge_mark`] moved since the fill began; tell [`Exchange::saved`] what came of
+//!    body and the times, for [`Meta::ttl`] with [`Meta::tags`]: the writes of
+//!    [`save_writes`] in order (a varying response under [`variant_key`], then its
+//!    [`Variants`] record under the URL's key), unless the URL's [`purge_mark`] moved
+//!    since the fill began; the client gets [`client_headers`]; tell [`Exchange::saved`] what came of
 //!    it ([`Saved`]): [`Exchange::stored_status`] is the answer's `Cache-Status`, and a
 //!    client's validators are answered from it when [`Exchange::answers_validators`].
 //! 7. The requests that waited on the fill do what [`Exchange::marker`] says.
