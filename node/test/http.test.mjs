@@ -240,3 +240,29 @@ test('repeated header lines leave as they came, on a miss and on a hit', async (
   }
   assert.equal(s.calls.length, 1)
 })
+
+test('appTimeout: a slow app is answered stale at once, and its call is not stacked', async () => {
+  const s = await site(
+    (req, res, n) => {
+      const answer = () => page(res, n, { 'cache-control': 'max-age=1', 'content-length': String(`page ${n}`.length) })
+      if (n === 1) return answer()
+      setTimeout(answer, 1500)
+    },
+    { appTimeout: 0.2, staleIfError: 60 },
+  )
+  await request(s.port, '/slow')
+  await new Promise((r) => setTimeout(r, 1100))
+  for (let i = 0; i < 5; i++) {
+    const t0 = Date.now()
+    const r = await request(s.port, '/slow')
+    assert.equal(r.body, 'page 1')
+    assert.ok(Date.now() - t0 < 1000, 'answered before the app')
+    assert.match(r.headers['cache-status'], /stale-if-error/)
+  }
+  // One call of the app ran on behind the stale answers, not five.
+  assert.equal(s.calls.length, 2)
+  await new Promise((r) => setTimeout(r, 1600))
+  // The call ended (what it wrote went nowhere): the next request calls the app again.
+  assert.equal((await request(s.port, '/slow')).body, 'page 1')
+  assert.equal(s.calls.length, 3)
+})

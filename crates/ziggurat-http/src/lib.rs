@@ -132,10 +132,10 @@ pub use purge::{purge_answer, purge_request, Purge, Purged, MIN_PURGE_TOKEN, PUR
 pub use responses::{answers, find, save_writes, variant_of, Found, Write};
 pub use sent::{client_headers, fresh_hit, fresh_until, gateway_timeout, FreshHit, Lines, Sent};
 pub use settings::{
-    problem, tag_header_name, Setting, SettingProblem, DEFAULT_ALLOWED_HOSTS,
+    problem, tag_header_name, Setting, SettingProblem, ABANDONED_HOLD, DEFAULT_ALLOWED_HOSTS,
     DEFAULT_BYPASS_HEADERS, DEFAULT_HIT_FOR_MISS, DEFAULT_MAX_BODY, DEFAULT_PURGE_CLIENTS,
     DEFAULT_REVALIDATE_KEEP, DEFAULT_TAG_HEADER, DEFAULT_TARGETED_FIELDS, DEFAULT_TARGETED_FORWARD,
-    MARKER_TTL, SURROGATE_FIELD,
+    MARKER_TTL, MAX_ABANDONED, SURROGATE_FIELD,
 };
 pub use status::{
     ignores_no_store, is_heuristic_status, is_storable_status, is_understood_status,

@@ -48,6 +48,14 @@ pub const DEFAULT_REVALIDATE_KEEP: f64 = 60.0;
 /// after it lands.
 pub const MARKER_TTL: f64 = 0.5;
 
+/// App calls one process stops waiting for (`app_timeout`) and lets run on at once; past
+/// it, the process waits for the app as if there were no `app_timeout`.
+pub const MAX_ABANDONED: usize = 8;
+/// Seconds the fill lock of a URL whose app call was abandoned holds the failed marker
+/// (every process answers the URL stale, without calling the app) if the process dies
+/// before the call ends.
+pub const ABANDONED_HOLD: f64 = 120.0;
+
 /// A setting whose value cannot hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SettingProblem {

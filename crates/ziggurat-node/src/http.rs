@@ -462,6 +462,10 @@ pub struct HttpDefaults {
     pub revalidate_keep: f64,
     /// Seconds a fill's marker lives.
     pub marker_ttl: f64,
+    /// App calls one process lets run on past `appTimeout` at once.
+    pub max_abandoned: u32,
+    /// Seconds an abandoned call's URL is held for stale answers at most.
+    pub abandoned_hold: f64,
     /// The longest a response is stored, seconds.
     pub max_ttl: f64,
     /// The shortest purge token, characters.
@@ -485,6 +489,8 @@ pub fn http_defaults() -> HttpDefaults {
         hit_for_miss: DEFAULT_HIT_FOR_MISS,
         revalidate_keep: DEFAULT_REVALIDATE_KEEP,
         marker_ttl: MARKER_TTL,
+        max_abandoned: ziggurat_http::MAX_ABANDONED as u32,
+        abandoned_hold: ziggurat_http::ABANDONED_HOLD,
         max_ttl: MAX_HTTP_TTL,
         min_purge_token: MIN_PURGE_TOKEN as u32,
         surrogate_capability: SURROGATE_CAPABILITY.to_owned(),

@@ -52,6 +52,16 @@ class Capture {
     res.flushHeaders = () => this.decide()
   }
 
+  /**
+   * The cache answered without the app, which runs on: what it writes goes
+   * nowhere, and `ended` is called once it ends its response (or fails).
+   */
+  abandoned(ended) {
+    this.mode = 'drop'
+    this.ended = false
+    this.onEnd = ended
+  }
+
   /** Gives the response back to the app: its methods reach the socket again. */
   restore() {
     const res = this.res
@@ -197,6 +207,8 @@ class Capture {
         return this.orig.end.call(res, chunk, encoding, cb)
       default:
         this.ended = true
+        if (this.onEnd) this.onEnd()
+        this.onEnd = null
         if (cb) nextTick(cb)
     }
     return res

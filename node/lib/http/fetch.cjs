@@ -4,6 +4,8 @@
 // ServerResponse.
 
 const { coalesced, now } = require('./coalesce.cjs')
+const { DEFAULTS } = require('./options.cjs')
+const abandoned = require('./abandoned.cjs')
 
 /** Flat lines from a Headers object (names lower-case, Set-Cookie one line each). */
 function linesOf(headers) {
@@ -111,14 +113,16 @@ async function run(engine, app, request, fill, rest) {
     })
     res = await Promise.race([called, late])
     clearTimeout(timer)
-    if (res === null) {
-      const r = fill.staleIfError(0, now(), 'stale-if-error-timeout')
-      if (r !== null) {
-        called.then((late) => late.body?.cancel(), () => {})
-        return { reply: r }
-      }
-      res = await called
+    const r = res === null && abandoned.calls.admit() ? fill.staleIfError(0, now(), 'stale-if-error-timeout') : null
+    if (r !== null) {
+      // The app runs on to its end; until then the URL is answered without it.
+      const lock = fill.lock
+      abandoned.calls.start(engine.cache, lock, engine.warn)
+      const end = () => abandoned.calls.end(engine.cache, lock, engine.warn)
+      called.then((late) => late.body?.cancel()).then(end, end)
+      return { reply: r }
     }
+    if (res === null) res = await called
   }
   const d = fill.head(res.status, linesOf(res.headers), t0, now())
   if (d.reply !== undefined) {
@@ -152,7 +156,7 @@ function refresh(engine, app, request, fill, rest) {
     return fill.marker()
   }
   engine.cache
-    .getOrSet(fill.refreshLock, load, { ttl: 0.5, negTtl: engine.o.hitForMiss })
+    .getOrSet(fill.refreshLock, load, { ttl: DEFAULTS.markerTtl, negTtl: engine.o.hitForMiss })
     .catch((err) => engine.warn('background refresh failed', err))
 }
 

@@ -10,6 +10,7 @@ const { Capture } = require('./capture.cjs')
 const { writeLines } = require('./lines.cjs')
 const { coalesced, now } = require('./coalesce.cjs')
 const { DEFAULTS } = require('./options.cjs')
+const abandoned = require('./abandoned.cjs')
 
 /** The address a PURGE came from, as an allow-list names it. */
 function clientOf(req) {
@@ -191,17 +192,24 @@ class NodeAdapter {
       if (limit !== null) {
         timer = setTimeout(() => {
           timer = null
-          if (capture.mode !== 'head') return
+          if (capture.mode !== 'head' || !abandoned.calls.admit()) return
           const r = fill.staleIfError(0, now(), 'stale-if-error-timeout')
           if (r === null) return
-          // The app runs on to its end; what it writes goes nowhere.
-          capture.mode = 'drop'
+          // The app runs on to its end, what it writes going nowhere; until then the URL
+          // is answered without it (see abandoned.cjs).
+          const e = this.engine
+          const lock = fill.lock
+          abandoned.calls.start(e.cache, lock, e.warn)
+          capture.abandoned(() => abandoned.calls.end(e.cache, lock, e.warn))
           done({ reply: r })
         }, limit * 1000)
         timer.unref?.()
       }
       call(app, req, res, (err) => {
         if (settled) {
+          // An abandoned call that failed has ended too.
+          capture.onEnd?.()
+          capture.onEnd = null
           this.engine.warn('the app failed after its response head', err)
           return
         }

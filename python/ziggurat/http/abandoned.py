@@ -21,16 +21,17 @@ import logging
 import threading
 from typing import Any
 
+from ziggurat import _native
 from ziggurat.http.outcome import ERROR
 
 __all__ = ["HOLD_TTL", "MAX_ABANDONED", "Abandoned", "calls"]
 
 log = logging.getLogger("ziggurat.http")
 
-# Abandoned calls one process lets run at once.
-MAX_ABANDONED = 8
+# Abandoned calls one process lets run at once (the crate's figure, as every front end's).
+MAX_ABANDONED: int = _native.HTTP_DEFAULTS["max_abandoned"]
 # How long the marker holds the URL if the process dies before its call ends (seconds).
-HOLD_TTL = 120.0
+HOLD_TTL: float = _native.HTTP_DEFAULTS["abandoned_hold"]
 
 
 class Abandoned:

@@ -194,6 +194,8 @@ pub(super) fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("hit_for_miss", h::DEFAULT_HIT_FOR_MISS)?;
     d.set_item("revalidate_keep", h::DEFAULT_REVALIDATE_KEEP)?;
     d.set_item("marker_ttl", h::MARKER_TTL)?;
+    d.set_item("max_abandoned", h::MAX_ABANDONED)?;
+    d.set_item("abandoned_hold", h::ABANDONED_HOLD)?;
     d.set_item("min_purge_token", h::MIN_PURGE_TOKEN)?;
     d.set_item("purge_token_header", PyBytes::new(py, h::PURGE_TOKEN))?;
     Ok(d)
