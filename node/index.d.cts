@@ -191,6 +191,12 @@ export interface Memoized<A extends unknown[], R> {
 export interface LoaderContext {
   /** Aborts when the load takes longer than the cache's loaderTimeout. */
   signal: AbortSignal
+  /** Stores this load's value for `ttl` (seconds or a string such as '5m'), as given, instead of the call's. */
+  setTtl(ttl: number | string): void
+  /** Stores this load's value (or cached miss) with these tags instead of the call's, e.g. its author's. */
+  setTags(tags: Tags): void
+  /** Returns this load's value without storing it (counted as a load; the next call loads again). */
+  skip(): void
 }
 
 export type Loader<T> = (context: LoaderContext) => T | undefined | null | Promise<T | undefined | null>

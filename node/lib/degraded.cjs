@@ -10,7 +10,7 @@ const native = require('./native.cjs')
 const { MODES: ALL_MODES } = require('./rules.cjs')
 const args = require('./args.cjs')
 const { encode, stored } = require('./values.cjs')
-const { Flights } = require('./load.cjs')
+const { Flights, loaderContext } = require('./load.cjs')
 const { degradedStats } = require('./stats.cjs')
 
 const MODES = ALL_MODES.degraded
@@ -216,8 +216,9 @@ class Degraded {
     this.loads++
     const t0 = performance.now()
     let value
+    const { ctx, said } = loaderContext(AbortSignal.timeout(c.loaderTimeout * 1000))
     try {
-      value = await loader({ signal: AbortSignal.timeout(c.loaderTimeout * 1000) })
+      value = await loader(ctx)
     } catch (e) {
       this.loadErrors++
       throw e
@@ -227,10 +228,10 @@ class Degraded {
       this.loadMaxSeconds = Math.max(this.loadMaxSeconds, seconds)
     }
     if (value === undefined || value === null) return undefined
-    if (this.local && !c.closed()) {
+    if (this.local && !c.closed() && !said.skip) {
       try {
         value = stored(encode(value, M, c.serializer), value)
-        this.#put(mk, value, plan.ttl ?? c.ttl, plan.tags)
+        this.#put(mk, value, said.ttl ?? plan.ttl ?? c.ttl, said.tags ?? plan.tags)
       } catch (e) {
         c.notes.notStored(key, e)
       }

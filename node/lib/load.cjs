@@ -8,11 +8,43 @@ const { encode, stored, decode, FOREIGN } = require('./values.cjs')
 const { meta } = require('./l1.cjs')
 const { ZigguratError, LoadTimeoutError, translate } = require('./errors.cjs')
 const { STEPS, CODES } = require('./rules.cjs')
+const args = require('./args.cjs')
 
 const M = 'Cache.getOrSet()'
 
 const { HIT, LOAD, LOCAL, WAIT } = STEPS
 const { NEGATIVE } = CODES
+
+/**
+ * What a loader receives, `ctx`: its `signal`, and what it may say of its
+ * own result, kept in `said`: `ctx.setTtl(ttl)` (stored for that long, as
+ * given), `ctx.setTags(tags)` (tags that depend on the value, such as its
+ * author's, instead of the call's; a cached miss takes them too) and
+ * `ctx.skip()` (the value is returned but not stored). A bad argument throws
+ * at once, in the loader.
+ *
+ * @example
+ * const { ctx, said } = loaderContext(signal)
+ * await loader(ctx) // the loader calls ctx.setTags(`author:${row.authorId}`)
+ */
+function loaderContext(signal) {
+  const said = { ttl: undefined, tags: undefined, skip: false }
+  const ctx = {
+    signal,
+    setTtl(ttl) {
+      said.ttl = args.duration(ttl, 'ctx.setTtl()', 'ttl')
+    },
+    setTags(tags) {
+      const list = args.tags(tags, 'ctx.setTags()')
+      if (list === undefined) throw new TypeError('ctx.setTags(): give the tags, as an array of strings or one string')
+      said.tags = list
+    },
+    skip() {
+      said.skip = true
+    },
+  }
+  return { ctx, said }
+}
 
 /**
  * This process's loads in flight, one per key: a second getOrSet of a key
@@ -198,7 +230,7 @@ class Loads {
 
   /** A value that landed but that this process cannot read: load without the lease. */
   async #load(key, loader, plan) {
-    const value = await loader({ signal: AbortSignal.timeout(this.#c.loaderTimeout * 1000) })
+    const value = await loader(loaderContext(AbortSignal.timeout(this.#c.loaderTimeout * 1000)).ctx)
     return value === null ? undefined : value
   }
 
@@ -217,9 +249,10 @@ class Loads {
       Math.min(c.loaderTimeout * 1000, 2 ** 31 - 1),
     )
     const t0 = performance.now()
+    const { ctx, said } = loaderContext(ac.signal)
     let value
     try {
-      value = await loader({ signal: ac.signal })
+      value = await loader(ctx)
     } catch (e) {
       clearTimeout(timer)
       const seconds = (performance.now() - t0) / 1000
@@ -239,9 +272,14 @@ class Loads {
       m.giveBack()
       return value ?? undefined
     }
+    if (said.skip) {
+      // The loader said not to store it: counted as a load, the lease given back.
+      c.native.landUnstored(m, seconds)
+      return value ?? undefined
+    }
     if (value === undefined || value === null) {
       try {
-        c.native.landNegative(m, seconds)
+        c.native.landNegative(m, seconds, said.tags)
       } catch (e) {
         this.#c.notes.notStored(key, translate(e, M))
       }
@@ -258,7 +296,7 @@ class Loads {
     // What every process reads from now on: the caller too gets that form.
     const read = stored(enc, value)
     try {
-      c.native.land(m, enc[0], enc[1], enc[2], enc[3], enc[4], seconds)
+      c.native.land(m, enc[0], enc[1], enc[2], enc[3], enc[4], seconds, said.ttl, said.tags)
       c.l1.keep(key, read, enc[0], enc[1] ?? enc[2])
     } catch (e) {
       this.#c.notes.notStored(key, translate(e, M))
@@ -267,4 +305,4 @@ class Loads {
   }
 }
 
-module.exports = { Loads, Flights, KeyNotes }
+module.exports = { Loads, Flights, KeyNotes, loaderContext }

@@ -15,11 +15,13 @@ underneath (``Cache.fetch``).
 from ziggurat._native import LockTimeout, SegmentError, ZigguratError
 from ziggurat._native import Segment as Segment
 from ziggurat.cache import Cache, MutationError, Namespace
+from ziggurat.load_context import LoadContext, load_context
 from ziggurat.loader import LoadTimeout
 from ziggurat.serializers import Serializer
 
 __all__ = [
     "Cache",
+    "LoadContext",
     "LoadTimeout",
     "LockTimeout",
     "MutationError",
@@ -28,5 +30,6 @@ __all__ = [
     "SegmentError",
     "Serializer",
     "ZigguratError",
+    "load_context",
 ]
 __version__ = "0.1.0"

@@ -250,7 +250,12 @@ class Cache:
     def fetch_next(self, step: Step) -> Step: ...
     def fetch_run(self, step: Step, loader: Callable[[], Any]) -> Any: ...
     def fetch_end(
-        self, step: Step, value: Any, error: BaseException | None, seconds: float
+        self,
+        step: Step,
+        value: Any,
+        error: BaseException | None,
+        seconds: float,
+        ctx: Any = None,
     ) -> Any: ...
     def fetch_abandon(self, step: Step) -> None: ...
     def set(

@@ -29,6 +29,7 @@ from typing import Any
 from ziggurat import _native
 from ziggurat._native import Cache as CacheCore
 from ziggurat._native import LoadTimeout, Step
+from ziggurat.load_context import CURRENT, LoadContext
 
 __all__ = ["Found", "LoadTimeout", "LoaderStats", "Loads", "StepKind", "in_thread"]
 
@@ -270,6 +271,9 @@ class Loads:
         core = self._core()
         t0 = time.perf_counter()
         value, error = None, None
+        # The loader's context (load_context()), this task's while the loader runs.
+        ctx = LoadContext()
+        token = CURRENT.set(ctx)
         try:
             value = loader()
             if inspect.isawaitable(value):
@@ -279,10 +283,12 @@ class Loads:
         except BaseException:
             core.fetch_abandon(step)
             raise
+        finally:
+            CURRENT.reset(token)
         seconds = time.perf_counter() - t0
         if self.off_loop:
-            return await in_thread(core.fetch_end, step, value, error, seconds)
-        return core.fetch_end(step, value, error, seconds)
+            return await in_thread(core.fetch_end, step, value, error, seconds, ctx)
+        return core.fetch_end(step, value, error, seconds, ctx)
 
     async def _arefresh(self, step: Step, loader: Callable[[], Any]) -> None:
         try:

@@ -97,6 +97,36 @@ impl<V> Miss<V> {
         self.ttl
     }
 
+    /// What the loader said of its own result (the loader context's `set_ttl` and
+    /// `set_tags`): it is stored for `ttl` seconds, as given (no jitter), and with `tags`
+    /// instead of the plan's, a cached miss too. Each is checked as a write's argument;
+    /// a refused one changes nothing. Tags chosen after the load are safe to land: the
+    /// landing is refused when any tag invalidation came since the lease was taken.
+    pub fn override_with(
+        &mut self,
+        ttl: Option<f64>,
+        tags: Option<Vec<Vec<u8>>>,
+    ) -> Result<(), Error> {
+        let ttl = ttl.map(|t| check_ttl(t, Arg::Ttl)).transpose()?;
+        if let Some(tags) = &tags {
+            check_tags(tags)?;
+        }
+        if let Some(t) = ttl {
+            self.ttl = t;
+        }
+        if let Some(tags) = tags {
+            self.plan.tags = tags;
+            // The snapshots knew the plan's tags: now any invalidation since counts.
+            for s in [&mut self.landing, &mut self.landing_negative]
+                .into_iter()
+                .flatten()
+            {
+                s.forget_tags();
+            }
+        }
+        Ok(())
+    }
+
     /// Whether this load is an early refresh (which reloads from the source
     /// and never asks the tier below).
     pub fn is_refresh(&self) -> bool {
@@ -497,4 +527,34 @@ fn deadline(seconds: f64) -> Option<Instant> {
     Duration::try_from_secs_f64(seconds)
         .ok()
         .and_then(|d| Instant::now().checked_add(d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loader_overrides_its_ttl_and_tags_checked_as_a_write() {
+        let plan = Plan {
+            ttl: 60.0,
+            neg_ttl: None,
+            stale_ttl: None,
+            tags: vec![b"posts".to_vec()],
+        };
+        let mut m: Miss<()> = Miss::new(plan);
+        m.ttl = 57.0;
+        m.override_with(None, None).unwrap();
+        assert_eq!(m.ttl(), 57.0);
+        m.override_with(Some(30.0), Some(vec![b"author:7".to_vec()]))
+            .unwrap();
+        assert_eq!(
+            (m.ttl(), &m.plan().tags[..]),
+            (30.0, &[b"author:7".to_vec()][..])
+        );
+        // A refused value changes nothing, the other one given with it included.
+        assert!(m.override_with(Some(-1.0), Some(vec![])).is_err());
+        assert!(m.override_with(Some(5.0), Some(vec![Vec::new()])).is_err());
+        assert!(m.override_with(None, Some(vec![b"t".to_vec(); 9])).is_err());
+        assert_eq!((m.ttl(), m.plan().tags.len()), (30.0, 1));
+    }
 }

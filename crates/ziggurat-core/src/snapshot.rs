@@ -50,6 +50,13 @@ impl Snapshot {
         (self.stamp, self.epoch, self.invalidations)
     }
 
+    /// Makes this snapshot one of a store whose tags are known only from its result (a
+    /// loader chose them): they are checked against any tag invalidation since it was
+    /// taken, not one by one.
+    pub fn forget_tags(&mut self) {
+        self.tags = None;
+    }
+
     /// The references of the tags it was taken with, at their versions then:
     /// what a landing against it stores (None: tags not known when taken).
     pub fn tag_refs(&self) -> Option<&[u64]> {

@@ -124,6 +124,19 @@ impl MissState {
             .as_ref()
             .ok_or_else(|| invalid("this miss has ended"))
     }
+
+    /// Takes what the loader said of its result (`ctx.setTtl`, `ctx.setTags`).
+    fn overridden(&mut self, ttl: Option<f64>, tags: Option<Vec<String>>) -> Result<()> {
+        let miss = self
+            .miss
+            .as_mut()
+            .ok_or_else(|| invalid("this miss has ended"))?;
+        if ttl.is_none() && tags.is_none() {
+            return Ok(());
+        }
+        let tags = tags.map(|t| tag_bytes(Some(t)));
+        miss.override_with(ttl, tags).map_err(to_napi)
+    }
 }
 
 /// A step as the state JavaScript holds.
@@ -477,8 +490,9 @@ impl NativeCache {
     }
 
     /// The loader returned a value after `seconds`: stores it (JSON text,
-    /// bytes or a counter, as `store` takes them) unless a write came since
-    /// the lease was taken, and gives the lease back. The meta words say
+    /// bytes or a counter, as `store` takes them; for `ttl` seconds and with
+    /// `tags` when the loader chose them) unless a write came since the lease
+    /// was taken, and gives the lease back. The meta words say
     /// whether JavaScript may keep it in L1 (see `store`).
     #[napi]
     #[allow(clippy::too_many_arguments)]
@@ -491,8 +505,11 @@ impl NativeCache {
         num: Option<f64>,
         big: Option<BigInt>,
         seconds: f64,
+        ttl: Option<f64>,
+        tags: Option<Vec<String>>,
     ) -> Result<()> {
         let c = self.cache()?;
+        m.overridden(ttl, tags)?;
         let miss = m.held()?;
         // A value that cannot be encoded is refused before the load is counted.
         let (body, kind) = payload(code, text, bytes, num, big)?;
@@ -509,9 +526,16 @@ impl NativeCache {
     }
 
     /// The loader found nothing (undefined or null) after `seconds`: a
-    /// cached miss, if the plan caches misses; the lease is given back.
+    /// cached miss, if the plan caches misses (with `tags`, when the loader
+    /// chose them); the lease is given back.
     #[napi]
-    pub fn land_negative(&self, m: &mut MissState, seconds: f64) -> Result<()> {
+    pub fn land_negative(
+        &self,
+        m: &mut MissState,
+        seconds: f64,
+        tags: Option<Vec<String>>,
+    ) -> Result<()> {
+        m.overridden(None, tags)?;
         self.land_nothing(m, seconds, Loaded::Null)
     }
 

@@ -7,7 +7,8 @@
 use pyo3::prelude::*;
 use ziggurat_cache::{Arg, Error, Handoff, Loaded, Miss, Plan, Step as Next, StepKind, Took};
 
-use crate::args::{check_key, check_ttls, key_bytes, key_hash, named, refuse_awaitable};
+use crate::args::{check_key, check_ttls, key_bytes, key_hash, named};
+use crate::context::{call_loader, said, Said};
 use crate::convert::{cache_err, fetch_err, tags_arg, ttl_arg, ZigguratError};
 use crate::core::CacheCore;
 use crate::read::PyFront;
@@ -67,14 +68,6 @@ impl Step {
     ) -> PyResult<Py<Step>> {
         Py::new(py, Step { step, key, hash })
     }
-}
-
-/// Calls a sync loader, timed: its value, or its error (an awaitable
-/// refused: see `refuse_awaitable`).
-fn call_loader<'py>(loader: &Bound<'py, PyAny>) -> (PyResult<Bound<'py, PyAny>>, Took) {
-    let t0 = ziggurat_core::ticks();
-    let r = loader.call0().and_then(refuse_awaitable);
-    (r, Took::Ticks(ziggurat_core::ticks().saturating_sub(t0)))
 }
 
 /// A fetch's options as the caller gave them (None: the cache's own).
@@ -194,8 +187,8 @@ impl CacheCore {
                             "loader must be callable",
                         ));
                     }
-                    let (r, took) = call_loader(loader);
-                    return self.loaded(py, key, kb, hash, &miss, r, took);
+                    let (r, took, ctx) = call_loader(loader)?;
+                    return self.loaded(py, key, kb, hash, &miss, r, took, Some(&ctx));
                 }
                 Next::Wait(miss) => {
                     let sleep = self.cache.sleep(kb, &miss).map_err(|e| fetch_err(key, e))?;
@@ -227,9 +220,28 @@ impl CacheCore {
         miss: &PyMiss,
         r: PyResult<Bound<'_, PyAny>>,
         took: Took,
+        ctx: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         match r {
-            Ok(v) => self.done(py, key, kb, hash, miss, v, took),
+            Ok(v) => match said(ctx)? {
+                Said::Nothing => self.done(py, key, kb, hash, miss, v, took),
+                Said::Skip => {
+                    // Counted as a load; nothing stored, the lease given back.
+                    let l = self.cache.land(kb, miss, took, Loaded::Unstored);
+                    if l.held {
+                        self.cache.give_back(kb, miss);
+                    }
+                    Ok(v.unbind())
+                }
+                Said::Override(ttl, tags) => {
+                    let mut m = miss.successor(|v| v.clone_ref(py));
+                    if let Err(e) = m.override_with(ttl, tags) {
+                        self.cache.give_back(kb, miss);
+                        return Err(cache_err(e));
+                    }
+                    self.done(py, key, kb, hash, &m, v, took)
+                }
+            },
             Err(e) => match self.failed(py, key, kb, miss, took) {
                 Some(stale) => {
                     self.write_failed(py, "stale", key, e);
@@ -486,14 +498,14 @@ impl CacheCore {
             ));
         };
         let key = s.key.bind(py);
-        let (r, took) = call_loader(loader);
-        self.loaded(py, key, key_bytes(key)?, s.hash, miss, r, took)
+        let (r, took, ctx) = call_loader(loader)?;
+        self.loaded(py, key, key_bytes(key)?, s.hash, miss, r, took, Some(&ctx))
     }
 
     /// LOAD, LOCAL or a refresh whose loader the Python side awaited: it
     /// returned `value`, or raised `error`, after `seconds`. Ends the step as
     /// `fetch_run` does.
-    #[pyo3(signature = (step, value, error, seconds))]
+    #[pyo3(signature = (step, value, error, seconds, ctx=None))]
     fn fetch_end(
         &self,
         py: Python<'_>,
@@ -501,6 +513,7 @@ impl CacheCore {
         value: &Bound<'_, PyAny>,
         error: Option<&Bound<'_, pyo3::exceptions::PyBaseException>>,
         seconds: f64,
+        ctx: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let s = step.get();
         let r = match error {
@@ -512,7 +525,7 @@ impl CacheCore {
         };
         let key = s.key.bind(py);
         let took = Took::seconds(seconds);
-        self.loaded(py, key, key_bytes(key)?, s.hash, miss, r, took)
+        self.loaded(py, key, key_bytes(key)?, s.hash, miss, r, took, ctx)
     }
 
     /// `fetch`'s LOAD step answered from the tier below: `(value,)`, with the

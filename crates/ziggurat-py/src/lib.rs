@@ -11,6 +11,7 @@ mod args;
 mod below;
 mod call;
 mod codec;
+mod context;
 mod convert;
 mod core;
 mod fetch;
