@@ -57,7 +57,7 @@ async function fetch(cmd) {
   if (cmd.tags !== undefined) options.tags = cmd.tags
   const v = await c().getOrSet(
     cmd.key,
-    async () => {
+    async (ctx) => {
       loaded = true
       loads += 1
       if (cmd.gate !== undefined) {
@@ -69,6 +69,10 @@ async function fetch(cmd) {
       }
       if (cmd.ms) await sleep(cmd.ms)
       if (cmd.fail) throw new Error('the loader failed')
+      // What the loader says of its result once it knows it (its context).
+      if (cmd.said_tags !== undefined) ctx.setTags(cmd.said_tags)
+      if (cmd.said_ttl !== undefined) ctx.setTtl(cmd.said_ttl)
+      if (cmd.skip) ctx.skip()
       return cmd.value ?? null
     },
     options,

@@ -18,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ziggurat import Cache
+from ziggurat import Cache, load_context
 
 _out = threading.Lock()
 _gates: dict[str, threading.Event] = {}
@@ -80,6 +80,13 @@ def fetch(cmd: dict[str, Any]) -> dict[str, Any]:
             time.sleep(cmd["ms"] / 1000)
         if cmd.get("fail"):
             raise RuntimeError("the loader failed")
+        # What the loader says of its result once it knows it (load_context()).
+        if "said_tags" in cmd:
+            load_context().set_tags(*cmd["said_tags"])
+        if "said_ttl" in cmd:
+            load_context().set_ttl(cmd["said_ttl"])
+        if cmd.get("skip"):
+            load_context().skip()
         return cmd.get("value")
 
     kw: dict[str, Any] = {}

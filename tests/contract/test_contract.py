@@ -303,6 +303,38 @@ def test_degraded_modes_keep_every_call_working(language: str) -> None:
         assert local.call("fetch", key="f", value="y") == {"value": "x", "loaded": False}
 
 
+def test_a_loader_chooses_the_tags_and_ttl_of_its_result_for_every_process(
+    pair: Deployment,
+) -> None:
+    """What a loader says of its result (the loader context: tags, a TTL, or not to
+    store it) holds in the other process; tags it chose land only if no tag was
+    invalidated during its load."""
+    a, b = pair.drivers
+    for r in range(rounds(10)):
+        k = f"ctx{r}"
+        got = a.call("fetch", key=k, value=f"v{r}", tags=["call"], said_tags=[f"author:{r}"])
+        assert got == {"value": f"v{r}", "loaded": True}
+        assert b.call("get", key=k) == f"v{r}"
+        b.call("invalidate", tags=["call"])  # the call's tags were replaced
+        assert b.call("get", key=k) == f"v{r}"
+        b.call("invalidate", tags=[f"author:{r}"])
+        assert a.call("get", key=k) is None and b.call("get", key=k) is None
+        assert a.call("fetch", key=k, value="partial", skip=True)["value"] == "partial"
+        assert b.call("get", key=k) is None
+    a.call("fetch", key="brief", value="b", ttl=600, said_ttl=0.3)
+    assert b.call("get", key="brief") == "b"
+    time.sleep(0.45)
+    assert b.call("get", key="brief") is None
+    # A tag invalidated by the other process while the load ran: the result is the
+    # caller's, never stored under a tag chosen after the invalidation.
+    load = a.start("fetch", key="late", value="old", gate="gl", said_tags=["author:x"])
+    a.event()
+    b.call("invalidate", tags=["author:x"])
+    a.call("release", gate="gl")
+    assert load.result() == {"value": "old", "loaded": True}
+    assert b.call("get", key="late") is None and a.call("get2", key="late") is None
+
+
 # -- G2, G3: a writer killed mid-write ----------------------------------------------------
 
 
