@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 
-.PHONY: all build test lint pytest contract rust-test node-build node-test node-pack bench bench-node bench-http bench-scale stress demo demo-cluster blog clean wheel sdist
+.PHONY: all build test lint pytest contract rust-test node-build node-test node-pack bench bench-node bench-http bench-scale stress demo demo-cluster demo-next blog clean wheel sdist
 
 all: test
 
@@ -165,6 +165,20 @@ demo: build $(VENV)/.demo $(SHORTENER_NODE)/node_modules/.installed $(BLOG_NODE)
 	$(PY) -m examples.blog.node_demo
 	$(PY) -m examples.shortener.demo
 	$(PY) -m examples.shortener.polyglot_demo
+
+# The Next.js example (examples/next/): its packages from the lockfile, one build, then four
+# `next start` instances per cache mode (Next.js's own, ziggurat): renders per page when all
+# miss at once, stale answers right after a revalidateTag, requests per second under wrk.
+NEXT_APP := examples/next
+$(NEXT_APP)/node_modules/.installed: $(NEXT_APP)/package.json $(NEXT_APP)/package-lock.json
+	cd $(NEXT_APP) && npm ci --no-audit --no-fund
+	touch $@
+
+$(NEXT_APP)/.next/BUILD_ID: $(NEXT_APP)/node_modules/.installed node/.built $(wildcard $(NEXT_APP)/app/*.js $(NEXT_APP)/app/*/*.js $(NEXT_APP)/app/*/*/*.js) $(NEXT_APP)/next.config.mjs node/next.cjs
+	cd $(NEXT_APP) && NEXT_TELEMETRY_DISABLED=1 node_modules/.bin/next build
+
+demo-next: node-build $(NEXT_APP)/.next/BUILD_ID
+	cd $(NEXT_APP) && node demo.mjs
 
 # The shortener on two hosts (two cache directories, two uvicorn servers) sharing one cache
 # through a private Valkey: a link changed through one host, read at once through the other.

@@ -154,3 +154,11 @@ void purged
 void new DefaultHttpCache(cache)
 // @ts-expect-error maxBody is a number of bytes
 new HttpCache(cache, { maxBody: '1MiB' })
+
+// ziggurat/next: one entry in next.config.
+import { withZiggurat } from 'ziggurat/next'
+const nextConfig = withZiggurat({ reactStrictMode: true }, { name: 'site', size: '512MiB' })
+const strict: boolean = nextConfig.reactStrictMode
+void strict
+// @ts-expect-error the cache's name is a string
+withZiggurat({}, { name: 7 })

@@ -1,0 +1,69 @@
+// ziggurat/next's handlers as Next.js calls them: the cacheHandler (ISR, fetch cache)
+// and the 'use cache' handler, read by another process of the host.
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { test } from 'node:test'
+import { cacheName, removedAfter } from './agents.mjs'
+
+const names = removedAfter()
+const name = cacheName('next')
+names.push(name)
+process.env.ZIGGURAT_NEXT = JSON.stringify({ name, size: '16MiB' })
+const { ZigguratCacheHandler, createUseCacheHandler, withZiggurat } = await import('ziggurat/next')
+
+/** What another process's handler reads for `key` (JSON of the result's value). */
+function readElsewhere(code) {
+  const script = `const { ZigguratCacheHandler, createUseCacheHandler } = require('ziggurat/next');(async () => { ${code} })().then((v) => process.stdout.write(JSON.stringify(v ?? null)))`
+  return JSON.parse(execFileSync(process.execPath, ['-e', script], { env: { ...process.env }, encoding: 'utf8' }))
+}
+
+test('cacheHandler: a page set by one process is read by another; revalidateTag voids it for both', async () => {
+  const h = new ZigguratCacheHandler({})
+  const page = { kind: 'APP_PAGE', html: '<h1>v1</h1>', rscData: Buffer.from('rsc'), headers: { 'x-next-cache-tags': 'post:1,_N_T_/posts/1' }, status: 200, segmentData: new Map([['/a', Buffer.from('s')]]) }
+  await h.set('/posts/1', page, { cacheControl: { revalidate: 3600, expire: 7200 } })
+  const got = await h.get('/posts/1', { kind: 'APP_PAGE' })
+  assert.equal(got.value.html, '<h1>v1</h1>')
+  assert.ok(Buffer.isBuffer(got.value.rscData) && got.value.segmentData.get('/a').toString() === 's')
+  assert.equal(readElsewhere(`return (await new ZigguratCacheHandler({}).get('/posts/1', { kind: 'APP_PAGE' })).value.html`), '<h1>v1</h1>')
+  readElsewhere(`await new ZigguratCacheHandler({}).revalidateTag(['post:1'])`)
+  assert.equal(await h.get('/posts/1', { kind: 'APP_PAGE' }), null)
+})
+
+test('cacheHandler: fetch entries honour their tags and the soft tags of the request', async () => {
+  const h = new ZigguratCacheHandler({})
+  const data = { kind: 'FETCH', data: { headers: {}, body: 'e30=', status: 200, url: 'http://x/' }, revalidate: 60 }
+  await h.set('f1', data, { fetchCache: true, tags: ['posts'] })
+  assert.ok(await h.get('f1', { kind: 'FETCH', tags: ['posts'], softTags: ['_N_T_/x'] }))
+  await h.revalidateTag('_N_T_/x')
+  assert.equal(await h.get('f1', { kind: 'FETCH', tags: ['posts'], softTags: ['_N_T_/x'] }), null)
+})
+
+test("'use cache': a set another process waits for, tags updated everywhere", async () => {
+  const u = createUseCacheHandler()
+  const bytes = new TextEncoder().encode('rendered')
+  const entry = {
+    value: new ReadableStream({ start: (c) => (c.enqueue(bytes), c.close()) }),
+    tags: ['products'],
+    stale: 60,
+    timestamp: Date.now(),
+    expire: 3600,
+    revalidate: 900,
+  }
+  await u.set('k1', Promise.resolve(entry))
+  const text = readElsewhere(`const e = await createUseCacheHandler().get('k1', []); return e && (await new Response(e.value).text())`)
+  assert.equal(text, 'rendered')
+  assert.equal(await u.getExpiration(['products']), 0)
+  readElsewhere(`await createUseCacheHandler().updateTags(['products'])`)
+  assert.equal(await u.get('k1', []), undefined)
+  assert.ok((await u.getExpiration(['products'])) > 0)
+})
+
+test('withZiggurat sets both handlers and turns the per-instance memory cache off', () => {
+  const c = withZiggurat({ reactStrictMode: true }, { name: 'site' })
+  assert.equal(c.reactStrictMode, true)
+  assert.match(c.cacheHandler, /next-handler\.cjs$/)
+  assert.match(c.cacheHandlers.default, /next-use-cache\.cjs$/)
+  assert.equal(c.cacheMaxMemorySize, 0)
+  assert.throws(() => withZiggurat({}, { name: 7 }), /withZiggurat\(\): options.name must be a string/)
+  process.env.ZIGGURAT_NEXT = JSON.stringify({ name, size: '16MiB' })
+})
