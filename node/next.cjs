@@ -37,8 +37,15 @@ function open() {
   }
   const { name = 'next', ...options } = o
   const warn = (w) => process.emitWarning(w.message ?? String(w), 'ZigguratWarning')
-  const cache = new Cache(name, { size: '256MiB', onWarning: warn, ...options })
-  shared = { cache, manifest: new Manifest(cache), warned: new Set() }
+  try {
+    const cache = new Cache(name, { size: '256MiB', onWarning: warn, ...options })
+    shared = { cache, manifest: new Manifest(cache), warned: new Set() }
+  } catch (e) {
+    // Options the cache refuses never fail a request: every lookup misses, and this says why.
+    process.emitWarning(`ziggurat/next: the cache ${JSON.stringify(name)} could not open (${e.message}); Next.js runs without a cache`, 'ZigguratWarning')
+    const none = { get: () => undefined, set() {}, add: () => true, delete: () => false }
+    shared = { cache: none, manifest: new Manifest(none), warned: new Set() }
+  }
   return shared
 }
 

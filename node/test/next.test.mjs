@@ -67,3 +67,21 @@ test('withZiggurat sets both handlers and turns the per-instance memory cache of
   assert.throws(() => withZiggurat({}, { name: 7 }), /withZiggurat\(\): options.name must be a string/)
   process.env.ZIGGURAT_NEXT = JSON.stringify({ name, size: '16MiB' })
 })
+
+test('options the cache refuses never fail a request: every lookup misses, with one warning', () => {
+  const script = `
+    process.env.ZIGGURAT_NEXT = JSON.stringify({ name: 'bad', size: 100 })
+    const warnings = []
+    process.on('warning', (w) => warnings.push(w.message))
+    const { ZigguratCacheHandler } = require('ziggurat/next')
+    const h = new ZigguratCacheHandler({})
+    ;(async () => {
+      await h.set('/p', { kind: 'APP_PAGE', html: 'x' }, {})
+      const got = await h.get('/p', { kind: 'APP_PAGE' })
+      await new Promise((r) => setImmediate(r))
+      process.stdout.write(JSON.stringify({ got, warnings }))
+    })()`
+  const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }))
+  assert.equal(out.got, null)
+  assert.ok(out.warnings.some((w) => /could not open/.test(w)), out.warnings)
+})
