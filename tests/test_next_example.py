@@ -34,7 +34,7 @@ def test_next_instances_share_one_cache_and_revalidate_together() -> None:
     )
     assert built.returncode == 0, (built.stdout + built.stderr)[-5000:]
     run = subprocess.run(
-        ["node", "demo.mjs", "--seconds", "1", "--rounds", "3"],
+        ["node", "demo.mjs", "--seconds", "1", "--rounds", "3", "--modes", "default,ziggurat"],
         cwd=os.path.join(ROOT, "examples", "next"),
         stdin=subprocess.DEVNULL,
         capture_output=True,

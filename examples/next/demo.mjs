@@ -1,26 +1,29 @@
 // The Next.js example as 4 `next start` instances on one host, once per cache mode:
 //
 // - default: Next.js's own cache, per instance (memory, and files under .next);
+// - redis: @fortedigital/nextjs-cache-handler on a private redis-server;
 // - ziggurat: `withZiggurat` in next.config.mjs, one cache for the host.
 //
 // For each: the renders of a page that every instance misses at once, the stale
 // answers right after a revalidateTag() through one instance (each instance read at
 // once), and requests per second and p99 of a cached page under wrk (when wrk is
-// installed). `node demo.mjs [--seconds 5] [--modes default,ziggurat]`; `make demo-next`
+// installed). `node demo.mjs [--seconds 5] [--modes default,redis,ziggurat]`; `make demo-next`
 // builds the app first. It prints a table, and one JSON line for the tests.
 import { spawn, execFileSync } from 'node:child_process'
+import { createRequire } from 'node:module'
 import http from 'node:http'
-import { readFileSync, readdirSync, rmSync, existsSync } from 'node:fs'
+import { readFileSync, rmSync, existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
+const require = createRequire(import.meta.url)
 const arg = (name, d) => {
   const i = process.argv.indexOf(name)
   return i < 0 ? d : process.argv[i + 1]
 }
 const SECONDS = Number(arg('--seconds', 5))
-const MODES = arg('--modes', 'default,ziggurat').split(',')
+const MODES = arg('--modes', 'default,redis,ziggurat').split(',')
 const INSTANCES = 4
 const ROUNDS = Number(arg('--rounds', 5))
 
@@ -60,7 +63,33 @@ function wrk(port, path, seconds) {
   }
 }
 
+/** A private redis-server for the 'redis' mode: { url, stop }, or null without one. */
+async function startRedis() {
+  const port = await freePort()
+  let p
+  try {
+    p = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  } catch {
+    return null
+  }
+  const failed = new Promise((r) => p.once('error', () => r(true)))
+  for (let i = 0; i < 50; i++) {
+    if (await Promise.race([failed, sleep(50).then(() => false)])) return null
+    try {
+      await new Promise((resolve, reject) => {
+        const s = require('node:net').connect(port, '127.0.0.1', () => (s.end(), resolve()))
+        s.once('error', reject)
+      })
+      return { url: `redis://127.0.0.1:${port}`, stop: () => p.kill() }
+    } catch {}
+  }
+  p.kill()
+  return null
+}
+
 async function runMode(mode) {
+  const redis = mode === 'redis' ? await startRedis() : null
+  if (mode === 'redis' && redis === null) return { mode, skipped: 'redis-server is not installed' }
   // The data service the pages fetch from: each post has a version the demo moves on.
   const versions = new Map()
   const data = http
@@ -73,18 +102,17 @@ async function runMode(mode) {
   await new Promise((r) => data.once('listening', r))
   const log = join(HERE, `.renders-${process.pid}.log`)
   rmSync(log, { force: true })
-  // Next.js's own cache keeps the pages it renders under .next (posts/<id>.html, .rsc,
-  // .meta, .segments): start each run from the build's.
-  const rendered = join(HERE, '.next', 'server', 'app', 'posts')
-  if (existsSync(rendered)) {
-    for (const f of readdirSync(rendered)) if (/^\d+\./.test(f)) rmSync(join(rendered, f), { recursive: true, force: true })
-  }
+  // Next.js's own cache keeps the pages it renders and its fetch results under .next
+  // (server/route-cache, cache/fetch-cache): start each run from the build's.
+  rmSync(join(HERE, '.next', 'server', 'route-cache'), { recursive: true, force: true })
+  rmSync(join(HERE, '.next', 'cache', 'fetch-cache'), { recursive: true, force: true })
   const cacheName = `next-demo-${process.pid}-${Date.now()}`
   const env = {
     ...process.env,
     DATA_URL: `http://127.0.0.1:${data.address().port}`,
     RENDER_LOG: log,
     NEXT_CACHE: mode,
+    REDIS_URL: redis?.url ?? '',
     ZIGGURAT_NEXT_CACHE: cacheName,
     NEXT_TELEMETRY_DISABLED: '1',
   }
@@ -130,6 +158,7 @@ async function runMode(mode) {
     return result
   } finally {
     for (const p of procs) p.kill()
+    redis?.stop()
     data.close()
     rmSync(log, { force: true })
     if (mode === 'ziggurat') {
@@ -141,11 +170,15 @@ async function runMode(mode) {
 
 const results = []
 for (const mode of MODES) results.push(await runMode(mode))
-const title = { default: "Next.js's own cache", ziggurat: 'ziggurat' }
+const title = { default: "Next.js's own cache", redis: '@fortedigital/nextjs-cache-handler, Redis', ziggurat: 'ziggurat' }
 console.log(`Next.js example, ${INSTANCES} next start instances on one host, ${ROUNDS} pages:`)
 console.log('| mode | renders per page, all instances missing at once | stale right after revalidateTag | req/s (cached page) | p99 ms |')
 console.log('|---|---|---:|---:|---:|')
 for (const r of results) {
+  if (r.skipped) {
+    console.log(`| ${title[r.mode]} | ${r.skipped} | | | |`)
+    continue
+  }
   const rps = r.rps === null ? 'no wrk' : Math.round(r.rps)
   const p99 = r.p99 === null ? '-' : r.p99.toFixed(1)
   console.log(`| ${title[r.mode]} | ${r.missRenders.join(', ')} | ${r.stale} of ${r.reads} | ${rps} | ${p99} |`)

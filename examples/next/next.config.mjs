@@ -1,12 +1,14 @@
-// Next.js's caches on ziggurat: one entry. NEXT_CACHE=default keeps Next.js's own
-// per-instance cache, for comparison (the demo runs both).
+// Next.js's caches on ziggurat: one entry. For the demo's comparison, NEXT_CACHE=default
+// keeps Next.js's own per-instance cache, and NEXT_CACHE=redis puts it on Redis through
+// @fortedigital/nextjs-cache-handler (cache-handler-redis.mjs).
+import { fileURLToPath } from 'node:url'
 import { withZiggurat } from 'ziggurat/next'
 
-const config = {
-  // Each instance of the demo builds nothing of its own: one build, several `next start`.
-  output: undefined,
-}
+const config = {}
+const mode = process.env.NEXT_CACHE ?? 'ziggurat'
 
-export default process.env.NEXT_CACHE === 'default'
+export default mode === 'default'
   ? config
-  : withZiggurat(config, { name: process.env.ZIGGURAT_NEXT_CACHE ?? 'next-example', size: '128MiB' })
+  : mode === 'redis'
+    ? { ...config, cacheHandler: fileURLToPath(new URL('./cache-handler-redis.mjs', import.meta.url)), cacheMaxMemorySize: 0 }
+    : withZiggurat(config, { name: process.env.ZIGGURAT_NEXT_CACHE ?? 'next-example', size: '128MiB' })
