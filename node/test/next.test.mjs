@@ -85,3 +85,21 @@ test('options the cache refuses never fail a request: every lookup misses, with 
   assert.equal(out.got, null)
   assert.ok(out.warnings.some((w) => /could not open/.test(w)), out.warnings)
 })
+
+test('a page of several MB is stored and read back whole (a 64 MiB segment takes 8 MiB)', () => {
+  const big = cacheName('next-big')
+  names.push(big)
+  const script = `
+    process.env.ZIGGURAT_NEXT = JSON.stringify({ name: ${JSON.stringify(big)}, size: '64MiB' })
+    const { ZigguratCacheHandler } = require('ziggurat/next')
+    const h = new ZigguratCacheHandler({})
+    const html = 'x'.repeat(3 << 20)
+    const rsc = Buffer.alloc(2 << 20, 7)
+    ;(async () => {
+      await h.set('/big', { kind: 'APP_PAGE', html, rscData: rsc, headers: {}, status: 200 }, {})
+      const got = await h.get('/big', { kind: 'APP_PAGE' })
+      process.stdout.write(JSON.stringify({ html: got.value.html.length, rsc: got.value.rscData.equals(rsc) }))
+    })()`
+  const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }))
+  assert.deepEqual(out, { html: 3 << 20, rsc: true })
+})
