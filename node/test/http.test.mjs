@@ -266,3 +266,30 @@ test('appTimeout: a slow app is answered stale at once, and its call is not stac
   assert.equal((await request(s.port, '/slow')).body, 'page 1')
   assert.equal(s.calls.length, 3)
 })
+
+test('on a degraded cache (no segment), responses are cached in this process and purges work', async () => {
+  const c = cache('http-degraded', { directory: '/nonexistent/ziggurat', degraded: 'local', degradedTtl: 60, onWarning: () => {} })
+  assert.equal(c.degraded, true)
+  const pages = new HttpCache(c, { purgeToken: TOKEN })
+  let n = 0
+  const s = await serve(pages.handler((req, res) => page(res, ++n, { 'content-length': String(`page ${n}`.length) })))
+  servers.push(s)
+  assert.equal((await request(s.port, '/d')).body, 'page 1')
+  assert.equal((await request(s.port, '/d')).body, 'page 1')
+  // A degraded delete never says an entry was gone (other processes' are unknown): 404.
+  assert.equal((await request(s.port, '/d', { method: 'PURGE', headers: { 'purge-token': TOKEN } })).status, 404)
+  assert.equal((await request(s.port, '/d')).body, 'page 2')
+})
+
+test('a closed cache never fails a request: the app answers, uncached', async () => {
+  const c = cache('http-closed')
+  const pages = new HttpCache(c, { onWarning: () => {} })
+  let n = 0
+  const s = await serve(pages.handler((req, res) => page(res, ++n)))
+  servers.push(s)
+  c.close()
+  const r = await request(s.port, '/x')
+  assert.equal(r.status, 200)
+  assert.equal(r.body, 'page 1')
+  assert.equal((await request(s.port, '/x')).body, 'page 2')
+})
