@@ -104,7 +104,16 @@ class HttpCache {
     const node = this.#node
     const plugin = (fastify, _opts, done) => {
       fastify.addHook('onRequest', (request, reply, next) => {
-        const p = node.handle(() => next(), request.raw, reply.raw, undefined)
+        if (request.raw[REFRESH]) return next()
+        // stale-while-revalidate: the background call runs through Fastify's router again.
+        const again = () => ({
+          req: request.raw,
+          app: (rq, rs) => {
+            rq[REFRESH] = true
+            fastify.routing(rq, rs)
+          },
+        })
+        const p = node.handle(() => next(), request.raw, reply.raw, again)
         if (p !== undefined) p.catch(next)
       })
       done()

@@ -123,3 +123,25 @@ test('fetch handlers: Request in, Response out, the same rules', async () => {
   assert.equal(purge.status, 200)
   assert.equal(await (await get('/f')).text(), 'fetch 3')
 })
+
+test('Fastify: stale-while-revalidate refreshes through Fastify\'s router in the background', async () => {
+  const pages = new HttpCache(cache('fastify-swr'))
+  const app = Fastify()
+  let calls = 0
+  await app.register(pages.fastify())
+  app.get('/', async (req, reply) => {
+    calls++
+    reply.header('cache-control', 'max-age=1, stale-while-revalidate=30')
+    return `home #${calls}`
+  })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  closing.push(() => app.close())
+  const port = app.server.address().port
+  await request(port, '/')
+  await new Promise((r) => setTimeout(r, 1100))
+  assert.equal((await request(port, '/')).body, 'home #1')
+  for (let i = 0; i < 50 && calls < 2; i++) await new Promise((r) => setTimeout(r, 20))
+  assert.equal(calls, 2)
+  await new Promise((r) => setTimeout(r, 50))
+  assert.equal((await request(port, '/')).body, 'home #2')
+})
