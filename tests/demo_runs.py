@@ -28,3 +28,17 @@ def run_demo(module: str, *args: str, **env_vars: str) -> subprocess.CompletedPr
         text=True,
         timeout=150,
     )
+
+
+def make(*targets: str) -> None:
+    """Builds ``targets`` with the Makefile, as ``make demo`` would before a demo (the
+    Node.js addon, an app's packages from its lockfile); fails the test with make's output."""
+    proc = subprocess.run(
+        ["make", *targets],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from demo_runs import run_demo
+from demo_runs import make, run_demo
 from http_servers import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,15 +38,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def node_blog() -> None:
     """The Node.js package built and the blog's packages installed, as `make demo` does."""
-    proc = subprocess.run(
-        ["make", "node-build", "examples/blog/node/node_modules/.installed"],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    make("node-build", "examples/blog/node/node_modules/.installed")
 
 
 def test_short_node_demo_ziggurat_is_coherent_and_per_worker_stores_are_not(

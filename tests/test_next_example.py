@@ -14,6 +14,7 @@ import shutil
 import subprocess
 
 import pytest
+from demo_runs import make
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,15 +25,7 @@ pytestmark = [
 
 
 def test_next_instances_share_one_cache_and_revalidate_together() -> None:
-    built = subprocess.run(
-        ["make", "node-build", "examples/next/.next/BUILD_ID"],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert built.returncode == 0, (built.stdout + built.stderr)[-5000:]
+    make("node-build", "examples/next/.next/BUILD_ID")
     run = subprocess.run(
         ["node", "demo.mjs", "--seconds", "1", "--rounds", "3", "--modes", "default,ziggurat"],
         cwd=os.path.join(ROOT, "examples", "next"),

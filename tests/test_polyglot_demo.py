@@ -18,10 +18,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 
 import pytest
-from demo_runs import run_demo
+from demo_runs import make, run_demo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUNDS = 300
@@ -40,15 +39,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def node_app() -> None:
     """The Node.js package built and the demo app's packages installed, as `make demo` does."""
-    proc = subprocess.run(
-        ["make", "node-build", "examples/shortener/node/node_modules/.installed"],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    make("node-build", "examples/shortener/node/node_modules/.installed")
 
 
 def test_short_polyglot_demo_serves_each_write_at_once_through_the_other_language(
