@@ -472,6 +472,8 @@ pub struct HttpDefaults {
     pub min_purge_token: u32,
     /// This cache's device token in `Surrogate-Capability`.
     pub surrogate_capability: String,
+    /// The header a `PURGE` carries its token in (never passed to the app, nor its `_` spelling).
+    pub purge_token_header: String,
 }
 
 /// The defaults table.
@@ -494,6 +496,7 @@ pub fn http_defaults() -> HttpDefaults {
         max_ttl: MAX_HTTP_TTL,
         min_purge_token: MIN_PURGE_TOKEN as u32,
         surrogate_capability: SURROGATE_CAPABILITY.to_owned(),
+        purge_token_header: text(ziggurat_http::PURGE_TOKEN),
     }
 }
 

@@ -85,7 +85,7 @@ function fetchHandler(engine, app) {
     }
     if (d.pass !== undefined) {
       const headers = new Headers(request.headers)
-      headers.delete('purge-token')
+      headers.delete(DEFAULTS.purgeTokenHeader)
       const res = await app(new Request(request, { headers }), ...rest)
       const lines = engine.passedHead(d, res.status, linesOf(res.headers), scheme, host, target)
       return relayed(res, lines, res.body)

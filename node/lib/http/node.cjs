@@ -50,20 +50,21 @@ function setHeaders(req, lines) {
   req.rawHeaders = lines
 }
 
+/** The cache's own request header (the purge token), under both spellings a server may give it. */
+const PURGE_TOKEN = new Set([DEFAULTS.purgeTokenHeader, DEFAULTS.purgeTokenHeader.replaceAll('-', '_')])
+
 /** The request lines without the cache's own (its purge token), for a request passed to the app. */
 function forApp(req) {
   const raw = req.rawHeaders
   for (let i = 0; i < raw.length; i += 2) {
-    const k = raw[i].toLowerCase()
-    if (k === 'purge-token' || k === 'purge_token') {
-      const kept = []
-      for (let j = 0; j < raw.length; j += 2) {
-        const n = raw[j].toLowerCase()
-        if (n !== 'purge-token' && n !== 'purge_token') kept.push(n, raw[j + 1])
-      }
-      setHeaders(req, kept)
-      return
+    if (!PURGE_TOKEN.has(raw[i].toLowerCase())) continue
+    const kept = []
+    for (let j = 0; j < raw.length; j += 2) {
+      const n = raw[j].toLowerCase()
+      if (!PURGE_TOKEN.has(n)) kept.push(n, raw[j + 1])
     }
+    setHeaders(req, kept)
+    return
   }
 }
 

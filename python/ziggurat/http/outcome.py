@@ -44,10 +44,10 @@ Hdrs = list[tuple[bytes, bytes]]
 CLIENT_CONDITIONALS = frozenset(_native.HTTP_CLIENT_CONDITIONALS)
 # The header that authorises a PURGE. It is the cache's secret: never passed to the app,
 # under either spelling (a WSGI bridge maps "purge_token" to the same environ key).
-PURGE_TOKEN = b"purge-token"
+PURGE_TOKEN: bytes = _native.HTTP_DEFAULTS["purge_token_header"]
 NOT_FOR_APP = (PURGE_TOKEN, PURGE_TOKEN.replace(b"-", b"_"))
 # Waiters read the fill's result right after it lands: the marker only needs to outlive that.
-MARKER_TTL = 0.5
+MARKER_TTL: float = _native.HTTP_DEFAULTS["marker_ttl"]
 STORED, ERROR, TEE = "S", "E", "T"
 # How the app's response leaves (the crate's numbers, see ``Engine.client_headers``):
 # passed, streamed (stored at its end if it fits), just stored.
