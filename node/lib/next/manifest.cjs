@@ -3,9 +3,13 @@
 // when it went stale and when it expired (ms since the epoch), as Next.js's own
 // in-process manifest keeps them, but in the host's cache: a revalidateTag() in
 // any instance is read by every other at its next lookup, with no call to a
-// tags service. Each tag's record lives under `next:tag:<tag>`.
+// tags service. The two times of a tag live under keys of their own
+// (`next:tag:s:<tag>`, `next:tag:e:<tag>`), each written whole: two instances
+// revalidating one tag at once never lose one time to the other's
+// read-modify-write of a shared record.
 
-const KEY = 'next:tag:'
+const STALE = 'next:tag:s:'
+const EXPIRED = 'next:tag:e:'
 // A record outlives any entry it could void (entries live at most a year).
 const RECORD_TTL = 366 * 24 * 3600
 
@@ -16,8 +20,9 @@ class Manifest {
 
   /** The record of `tag`: { stale, expired } (either may be missing). */
   of(tag) {
-    const r = this.cache.get(KEY + tag)
-    return r === undefined || r === null ? {} : r
+    const stale = this.cache.get(STALE + tag)
+    const expired = this.cache.get(EXPIRED + tag)
+    return { stale: typeof stale === 'number' ? stale : undefined, expired: typeof expired === 'number' ? expired : undefined }
   }
 
   /**
@@ -28,10 +33,9 @@ class Manifest {
   update(tags, durations) {
     const now = Date.now()
     for (const tag of typeof tags === 'string' ? [tags] : tags) {
-      const old = this.of(tag)
-      const r = durations ? { ...old, stale: now } : { ...old, expired: now }
-      if (durations && durations.expire !== undefined) r.expired = now + durations.expire * 1000
-      this.cache.set(KEY + tag, r, { ttl: RECORD_TTL })
+      if (durations) this.cache.set(STALE + tag, now, { ttl: RECORD_TTL })
+      if (!durations) this.cache.set(EXPIRED + tag, now, { ttl: RECORD_TTL })
+      else if (durations.expire !== undefined) this.cache.set(EXPIRED + tag, now + durations.expire * 1000, { ttl: RECORD_TTL })
     }
   }
 
