@@ -39,14 +39,34 @@ function open() {
   const warn = (w) => process.emitWarning(w.message ?? String(w), 'ZigguratWarning')
   try {
     const cache = new Cache(name, { size: '256MiB', onWarning: warn, ...options })
-    shared = { cache, manifest: new Manifest(cache), warned: new Set() }
+    shared = { cache, manifest: new Manifest(cache), warned: new Set(), decoded: new WeakMap() }
   } catch (e) {
     // Options the cache refuses never fail a request: every lookup misses, and this says why.
     process.emitWarning(`ziggurat/next: the cache ${JSON.stringify(name)} could not open (${e.message}); Next.js runs without a cache`, 'ZigguratWarning')
     const none = { get: () => undefined, set() {}, add: () => true, delete: () => false }
-    shared = { cache: none, manifest: new Manifest(none), warned: new Set() }
+    shared = { cache: none, manifest: new Manifest(none), warned: new Set(), decoded: new WeakMap() }
   }
   return shared
+}
+
+/**
+ * The entry stored under `key`, or null. The L1 hands out one Buffer per stored
+ * value until a write in any instance replaces it, so each Buffer is decoded
+ * once per process, as Next.js's own in-memory cache hands out one object.
+ */
+function decoded(s, key) {
+  const raw = s.cache.get(key)
+  if (!Buffer.isBuffer(raw)) return null
+  let entry = s.decoded.get(raw)
+  if (entry === undefined) {
+    try {
+      entry = v8.deserialize(raw)
+    } catch {
+      entry = null
+    }
+    s.decoded.set(raw, entry)
+  }
+  return entry
 }
 
 /** Warns once per kind: a cache that fails never fails a request. */
@@ -74,16 +94,6 @@ class ZigguratCacheHandler {
 
   static key(cacheKey) {
     return `next:r:${cacheKey}`
-  }
-
-  #read(key) {
-    const raw = this.s.cache.get(key)
-    if (!Buffer.isBuffer(raw)) return null
-    try {
-      return v8.deserialize(raw)
-    } catch {
-      return null
-    }
   }
 
   /** The stored entry of `cacheKey` as Next.js takes it, or null (a miss: render). */
@@ -114,7 +124,7 @@ class ZigguratCacheHandler {
 
   /** The entry under `key` unless a revalidation of its tags (or `soft`) expired it. */
   #usable(key, soft) {
-    const entry = this.#read(key)
+    const entry = decoded(this.s, key)
     if (entry === null) return null
     const state = this.s.manifest.state([...entry.tags, ...soft], entry.lastModified)
     if (state === 'expired') {
@@ -191,15 +201,7 @@ function createUseCacheHandler() {
   const s = open()
   const pending = new Map()
   const key = (k) => `next:u:${k}`
-  const read = (k) => {
-    const raw = s.cache.get(key(k))
-    if (!Buffer.isBuffer(raw)) return null
-    try {
-      return v8.deserialize(raw)
-    } catch {
-      return null
-    }
-  }
+  const read = (k) => decoded(s, key(k))
   return {
     async get(cacheKey, softTags = []) {
       try {
