@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 
-.PHONY: all build test lint pytest contract rust-test node-build node-test node-pack bench bench-node bench-http bench-scale stress demo demo-cluster demo-next blog clean wheel sdist
+.PHONY: all build test lint pytest contract rust-test node-build node-wasm node-arm64 node-test node-pack bench bench-node bench-http bench-scale stress demo demo-cluster demo-next blog clean wheel sdist
 
 all: test
 
@@ -83,13 +83,32 @@ node/.built: $(NODE_SRC) node/node_modules/.installed
 
 node-build: node/.built
 
-node-test: node-build build
+# The same addon built for WebAssembly (node/wasm/), which the package loads off Linux
+# (macOS, Windows): the rules run there, each cache in its own process. Its Rust target
+# comes from rustup.
+node/wasm/.built: $(NODE_SRC) node/node_modules/.installed
+	rustup target add wasm32-wasip1-threads
+	cd node && npm run build:wasm
+	touch $@
+
+node-wasm: node/wasm/.built
+
+node-test: node-build node-wasm build
 	cd node && ZIGGURAT_PYTHON=$(abspath $(PY)) npm test
 
+# The addon for Linux arm64, cross-built: needs aarch64-linux-gnu-gcc (Debian's
+# gcc-aarch64-linux-gnu) and rustup's aarch64-unknown-linux-gnu target.
+node/ziggurat.linux-arm64-gnu.node: $(NODE_SRC) node/node_modules/.installed
+	rustup target add aarch64-unknown-linux-gnu
+	cd node && CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc npx napi build --platform --release --target aarch64-unknown-linux-gnu --manifest-path ../crates/ziggurat-node/Cargo.toml --output-dir . --no-js --dts lib/native.d.ts
+
+node-arm64: node/ziggurat.linux-arm64-gnu.node
+
 # What a user installs, without Rust: node/dist/ziggurat-<version>.tgz (JavaScript and
-# types) and node/dist/ziggurat-linux-x64-gnu-<version>.tgz (the prebuilt addon), the
-# napi-rs layout: `npm install` both, or publish both with npm publish.
-node-pack: node-build
+# types) and one tarball per platform package (the prebuilt addons for Linux x64 and, where
+# the cross linker is installed, arm64; the WebAssembly build for other systems), the
+# napi-rs layout: `npm install` them, or publish them with npm publish.
+node-pack: node-build node-wasm $(if $(shell command -v aarch64-linux-gnu-gcc),node-arm64)
 	cd node && npm run package
 
 test: lint rust-test pytest node-test contract

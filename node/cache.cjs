@@ -71,11 +71,12 @@ class Cache {
     } catch (e) {
       throw translate(e, M)
     }
-    const { mode, ttl, refreshAhead, degradedTtl, l1Items, l1NegativeItems, copy, loaderTimeout, serializer } = o
+    const { ttl, refreshAhead, degradedTtl, l1Items, l1NegativeItems, copy, loaderTimeout, serializer } = o
+    const failure = this.#native.failure
+    const mode = failure && !o.modeChosen ? native.unsetDegradedMode(failure.cause, o.mode) : o.mode
     this.#mode = mode
     this.#refreshAhead = refreshAhead
     const warn = o.warn
-    const failure = this.#native.failure
     if (failure && mode === 'raise') throw refusal(name, failure)
     if (this.#native.notice) warn(this.#native.notice)
     const resized = this.#native.resized
@@ -148,7 +149,7 @@ class Cache {
 
   /**
    * The same as a short stable name (missing_directory, not_writable, other_owner,
-   * no_space, damaged, incompatible, locked, no_huge_pages, io), or null.
+   * no_space, damaged, incompatible, locked, no_huge_pages, unsupported_platform, io), or null.
    *
    * @example
    * cache.degradedCause // 'missing_directory' or null

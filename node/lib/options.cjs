@@ -99,6 +99,8 @@ function cacheOptions(options) {
     copy,
     debug: o.debug === true,
     mode,
+    // Unset, the mode may depend on why the segment cannot open (lib/degraded.cjs).
+    modeChosen: o.degraded !== undefined,
     degradedTtl,
     serializer,
     refreshAhead,

@@ -1,8 +1,10 @@
 // Packs what a user installs, in the layout of napi-rs packages: the `ziggurat` tarball
-// (JavaScript and types, the platform package listed as an optional dependency, as
-// `napi prepublish` lists it) and one tarball per platform with its prebuilt addon
-// (`ziggurat-linux-x64-gnu`, from npm/linux-x64-gnu/). The addon must be built first
-// (`make node-build`). Usage: node scripts/pack.mjs [--out DIR] (default: dist/).
+// (JavaScript and types, the platform packages listed as optional dependencies, as
+// `napi prepublish` lists them) and one tarball per platform built here, from npm/<platform>/:
+// `ziggurat-linux-x64-gnu` and `ziggurat-linux-arm64-gnu` with their prebuilt addons, and
+// `ziggurat-wasm32-wasi` with the WebAssembly build that runs off Linux. The addon must be
+// built first (`make node-build`; `make node-pack` builds the others it can).
+// Usage: node scripts/pack.mjs [--out DIR] (default: dist/).
 
 import { execFileSync } from 'node:child_process'
 import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
@@ -33,20 +35,41 @@ function pack(dir) {
   packed.push(join(out, info.filename))
 }
 
+// What each platform package ships from the build: the addon (`make node-build`, and for
+// arm64 `make node-arm64`, which needs a cross linker), or its WebAssembly build with the
+// loader napi-rs generates beside it (`make node-wasm`). A platform not built here is left
+// out, and said so; the host's own is required.
+function built(platform) {
+  if (platform === 'wasm32-wasi') {
+    const dir = join(root, 'wasm')
+    return ['ziggurat.wasi.cjs', 'wasi-worker.mjs', `${main.napi.binaryName}.wasm32-wasi.wasm`].map((f) => join(dir, f))
+  }
+  return [join(root, `${main.napi.binaryName}.${platform}.node`)]
+}
+const host = `${process.platform}-${process.arch}-gnu`
+
 for (const platform of platforms) {
   const dir = join(root, 'npm', platform)
   const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
-  const binary = `${main.napi.binaryName}.${platform}.node`
   if (pkg.version !== main.version) {
     throw new Error(`npm/${platform}/package.json: version ${pkg.version} differs from the package's ${main.version}`)
   }
-  if (!existsSync(join(root, binary))) {
-    throw new Error(`${binary} is not built: run \`make node-build\` (or \`npm run build\` in node/) first`)
+  const files = built(platform)
+  const missing = files.filter((f) => !existsSync(f))
+  if (missing.length > 0) {
+    if (platform === host) {
+      throw new Error(`${missing.join(', ')} is not built: run \`make node-build\` (or \`npm run build\` in node/) first`)
+    }
+    console.error(`${pkg.name}: not built here (${missing.join(', ')} missing), left out`)
+    continue
   }
-  copyFileSync(join(root, binary), join(dir, binary))
-  // The build keeps debug information for profiling; users get the addon without it
-  // (about a fifth of the size), symbols kept so that a crash report still names functions.
-  execFileSync('strip', ['--strip-debug', join(dir, binary)])
+  for (const f of files) {
+    const to = join(dir, f.split('/').pop())
+    copyFileSync(f, to)
+    // The build keeps debug information for profiling; users get the addon without it
+    // (about a fifth of the size), symbols kept so that a crash report still names functions.
+    if (to.endsWith('.node')) execFileSync(platform.includes('arm64') ? 'aarch64-linux-gnu-strip' : 'strip', ['--strip-debug', to])
+  }
   copyLicences(dir)
   pack(dir)
   optional[pkg.name] = pkg.version

@@ -4,7 +4,7 @@
 //! (it names the file and the remedy); each front end spells the cache's name
 //! (quoted as its language quotes strings) and its options (its `Words`).
 
-use ziggurat_core::{Arg, Words};
+use ziggurat_core::{Arg, OpenCause, Words};
 
 /// The message of the error a cache opened with `degraded="raise"` raises:
 /// `call` is the constructor's call as the front end writes it.
@@ -52,4 +52,25 @@ pub fn degraded_warning(
         ),
     };
     format!("ziggurat cache {name} runs without its shared segment ({reason}); {mode}")
+}
+
+/// The mode of a cache whose options leave `degraded` unset, once its open
+/// failed with `cause` (the segment error's short name): `default`, the
+/// options' own, except where no segment can ever run (`unsupported_platform`:
+/// a system other than Linux, such as a developer's laptop). There each
+/// process caches alone ("local"), so the app runs as it will on its servers,
+/// short of the sharing; elsewhere a failed open is a fault to fix, and the
+/// default keeps it from passing for a working cache.
+///
+/// ```
+/// use ziggurat_cache::unset_degraded_mode;
+/// assert_eq!(unset_degraded_mode("unsupported_platform", "passthrough"), "local");
+/// assert_eq!(unset_degraded_mode("no_space", "passthrough"), "passthrough");
+/// ```
+pub fn unset_degraded_mode<'a>(cause: &str, default: &'a str) -> &'a str {
+    if cause == OpenCause::Unsupported.name() {
+        "local"
+    } else {
+        default
+    }
 }

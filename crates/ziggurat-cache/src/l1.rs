@@ -52,8 +52,8 @@ pub struct Entry<K, V> {
 }
 
 // An absent word costs no tag: the handles are non-null pointers.
-const _: () = assert!(std::mem::size_of::<Option<Word32>>() == 8);
-const _: () = assert!(std::mem::size_of::<Option<Word64>>() == 8);
+const _: () = assert!(std::mem::size_of::<Option<Word32>>() == std::mem::size_of::<usize>());
+const _: () = assert!(std::mem::size_of::<Option<Word64>>() == std::mem::size_of::<usize>());
 
 impl<K, V> Entry<K, V> {
     /// Whether the fields a hit reads fill exactly the entry's first 64-byte

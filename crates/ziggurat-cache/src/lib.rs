@@ -112,7 +112,7 @@ pub use cache::{ttl_or_default, Cache};
 pub use cluster::{cluster_joined, CLUSTER_WORDS, JOINED_WORD};
 pub use counts::{Counter, Counts, Took};
 pub use defaults::l1_negative_items;
-pub use degraded::{degraded_refusal, degraded_warning};
+pub use degraded::{degraded_refusal, degraded_warning, unset_degraded_mode};
 pub use duration::{duration_text, parse_duration};
 pub use encoding::ValueCode;
 pub use entry::{

@@ -34,6 +34,8 @@ pub enum OpenCause {
     Locked,
     /// An open with huge pages required found none backing the mapping.
     NoHugePages,
+    /// The system is not one the segment runs on (it needs Linux).
+    Unsupported,
 }
 
 impl OpenCause {
@@ -54,6 +56,7 @@ impl OpenCause {
             OpenCause::NotReadable => "not_readable",
             OpenCause::Locked => "locked",
             OpenCause::NoHugePages => "no_huge_pages",
+            OpenCause::Unsupported => "unsupported_platform",
         }
     }
 }

@@ -5,15 +5,22 @@
 //! rule in `access`, creation aside and linking in `create`, the header
 //! checks in `attach`, the lock a replacement takes in `replace`.
 
+#[cfg(target_os = "linux")]
 use std::fs::OpenOptions;
 use std::io;
+#[cfg(target_os = "linux")]
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(target_os = "linux")]
+use std::time::Instant;
 
+#[cfg(target_os = "linux")]
 use crate::access::{judge_access, me, Access};
+#[cfg(target_os = "linux")]
 use crate::attach::small_pages;
+#[cfg(target_os = "linux")]
 use crate::create::create_failure;
 use crate::error::{Error, OpenCause, Result};
 use crate::failure::panic_message;
@@ -22,6 +29,7 @@ use crate::huge::HugePages;
 use crate::invalid::{remove_mark, setting_mark, Arg, Problem};
 use crate::name::{check_segment_name, file_name};
 use crate::options::Options;
+#[cfg(target_os = "linux")]
 use crate::replace::lock_to_replace;
 use crate::segment::Segment;
 use crate::sys;
@@ -31,6 +39,7 @@ fn io_err(what: String) -> impl FnOnce(io::Error) -> Error {
 }
 
 /// The warning of [`Segment::directory_notice`] for `dir`, if it deserves one.
+#[cfg(target_os = "linux")]
 fn directory_notice(dir: &Path) -> Option<String> {
     let mode = std::fs::metadata(dir).ok()?.permissions().mode();
     if mode & 0o002 == 0 || mode & 0o1000 != 0 {
@@ -46,7 +55,13 @@ fn directory_notice(dir: &Path) -> Option<String> {
     ))
 }
 
+#[cfg(not(target_os = "linux"))]
+fn directory_notice(_dir: &Path) -> Option<String> {
+    None
+}
+
 /// Whether a file appears at `path` within `timeout`.
+#[cfg(target_os = "linux")]
 fn appears(path: &Path, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_millis(1);
@@ -164,6 +179,7 @@ impl Segment {
     ///     seg.unlink_own().unwrap();
     /// }
     /// ```
+    #[cfg(target_os = "linux")]
     pub fn unlink_own(&self) -> Result<bool> {
         let mine = self.file_meta()?;
         match std::fs::symlink_metadata(self.path()) {
@@ -199,6 +215,7 @@ impl Segment {
     /// The group the file is shared with: its gid when its mode is 660 (the
     /// `group` to pass to a read-write open of it), else `None`. Read from
     /// the attached file, not its path.
+    #[cfg(target_os = "linux")]
     pub fn shared_group(&self) -> Result<Option<u32>> {
         let m = self.file_meta()?;
         Ok((m.mode() & 0o7777 == 0o660).then_some(m.gid()))
@@ -206,11 +223,13 @@ impl Segment {
 
     /// `(device, inode)` of the attached file: two handles with the same
     /// identity map the same file, whatever its path refers to now.
+    #[cfg(target_os = "linux")]
     pub fn file_id(&self) -> Result<(u64, u64)> {
         let m = self.file_meta()?;
         Ok((m.dev(), m.ino()))
     }
 
+    #[cfg(target_os = "linux")]
     fn file_meta(&self) -> Result<std::fs::Metadata> {
         self.file
             .metadata()
@@ -249,6 +268,26 @@ impl Segment {
         }
         let geom = Geometry::compute(opts.size, opts.avg_item_size, opts.shards)?;
         let path = opts.directory.join(file_name(name));
+        Self::open_path(path, geom, opts)
+    }
+
+    /// Where no segment can run: the settings were checked as everywhere,
+    /// and the open is refused with the cause a front end degrades on.
+    #[cfg(not(target_os = "linux"))]
+    fn open_path(path: PathBuf, _geom: Geometry, _opts: &Options) -> Result<Segment> {
+        Err(Error::open(
+            OpenCause::Unsupported,
+            format!(
+                "segment file {} cannot be opened: {}",
+                path.display(),
+                sys::unsupported()
+            ),
+        ))
+    }
+
+    /// Opens, creates or replaces the checked segment file `path`.
+    #[cfg(target_os = "linux")]
+    fn open_path(path: PathBuf, geom: Geometry, opts: &Options) -> Result<Segment> {
         if opts.read_only {
             return Self::open_read_only(path, opts);
         }
@@ -363,6 +402,7 @@ impl Segment {
     }
 
     /// Classifies a failure to open the existing name `path`.
+    #[cfg(target_os = "linux")]
     fn open_failure(path: &Path, opts: &Options, e: io::Error) -> Error {
         let p = path.display();
         match e.raw_os_error() {
@@ -399,6 +439,7 @@ impl Segment {
     }
 
     /// Attaches read-only to the existing file `path` (see [`Options::read_only`]).
+    #[cfg(target_os = "linux")]
     fn open_read_only(path: PathBuf, opts: &Options) -> Result<Segment> {
         let p = path.display().to_string();
         // O_NONBLOCK: opening a FIFO put at the name for reading would wait for
@@ -481,5 +522,32 @@ impl Segment {
             )),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Off Linux no `Segment` is ever made (`open_path` refuses): what a handle
+/// tells of its file is asked of none, and says so.
+#[cfg(not(target_os = "linux"))]
+impl Segment {
+    fn no_file(&self) -> Error {
+        Error::Io(
+            format!("cannot use {}", self.path().display()),
+            sys::unsupported(),
+        )
+    }
+
+    /// Refused: no file (see the Linux build's doc of this method).
+    pub fn unlink_own(&self) -> Result<bool> {
+        Err(self.no_file())
+    }
+
+    /// Refused: no file.
+    pub fn shared_group(&self) -> Result<Option<u32>> {
+        Err(self.no_file())
+    }
+
+    /// Refused: no file.
+    pub fn file_id(&self) -> Result<(u64, u64)> {
+        Err(self.no_file())
     }
 }

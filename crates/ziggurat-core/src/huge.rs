@@ -11,6 +11,7 @@
 //! refuses them everywhere. `/dev/shm` is mounted without `huge=` on most
 //! systems, so it has none.
 
+#[cfg(target_os = "linux")]
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -167,6 +168,7 @@ impl Policy {
 /// The file system type and super-block options of the mount holding `dir`,
 /// found in `/proc/self/mountinfo` by device number (the last mount of that
 /// device wins: it is the one that covers the path).
+#[cfg(target_os = "linux")]
 fn mount_of(dir: &Path) -> Option<(String, String)> {
     let dev = std::fs::metadata(dir).ok()?.dev();
     let want = format!("{}:{}", libc::major(dev), libc::minor(dev));
@@ -183,6 +185,11 @@ fn mount_of(dir: &Path) -> Option<(String, String)> {
             })
         })
         .next_back()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn mount_of(_dir: &Path) -> Option<(String, String)> {
+    None
 }
 
 /// Whether huge pages back a segment's mapping in this process.

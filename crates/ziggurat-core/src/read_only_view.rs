@@ -8,6 +8,7 @@ use std::io;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+#[cfg(target_os = "linux")]
 use crate::shm::map_off_grid;
 
 /// A second mapping of the first bytes of a segment file, read-only: for a
@@ -35,6 +36,12 @@ impl ReadOnlyView {
     /// Maps the first `len` bytes of `file` (a multiple of the page size)
     /// shared and read-only; off the huge-page grid with `small_pages`, as
     /// [`Shm::map_small_pages`] does.
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) fn map(_file: &File, _len: usize, _small_pages: bool) -> io::Result<Self> {
+        Err(crate::sys::unsupported())
+    }
+
+    #[cfg(target_os = "linux")]
     pub(crate) fn map(file: &File, len: usize, small_pages: bool) -> io::Result<Self> {
         use std::os::unix::io::AsRawFd;
         if len == 0 || len % 4096 != 0 {
@@ -89,6 +96,7 @@ impl ReadOnlyView {
         if self.retired.swap(true, Ordering::AcqRel) {
             return;
         }
+        #[cfg(target_os = "linux")]
         // SAFETY: MAP_FIXED over exactly the range this view mapped and owns;
         // Rust code never holds a reference into it, and what runtimes do
         // through its addresses (loads, stray stores) the new pages allow.
@@ -107,9 +115,12 @@ impl ReadOnlyView {
 
 impl Drop for ReadOnlyView {
     fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
         // SAFETY: the range this view mapped and owns; its owner drops it only
         // once nothing can use an address in it (see the type's doc).
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
     }
 }
 

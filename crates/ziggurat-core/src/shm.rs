@@ -29,6 +29,7 @@ fn whole_words(len: usize) -> io::Result<()> {
 
 /// Maps `len` bytes of `file` from its start, shared, with `prot`, at an
 /// address one page past a 2 MiB boundary (see [`Shm::map_small_pages`]).
+#[cfg(target_os = "linux")]
 pub(crate) fn map_off_grid(file: &File, len: usize, prot: libc::c_int) -> io::Result<*mut u8> {
     use std::os::unix::io::AsRawFd;
     const HUGE: usize = 2 << 20;
@@ -205,6 +206,7 @@ impl Shm {
     /// any of this one, whatever pages back the file: the way to refuse them
     /// that holds even where the kernel ignores `MADV_NOHUGEPAGE` for pages the
     /// file already has.
+    #[cfg(target_os = "linux")]
     pub fn map_small_pages(file: &File, len: usize, read_only: bool) -> io::Result<Self> {
         whole_words(len)?;
         let prot = if read_only {
@@ -219,6 +221,22 @@ impl Shm {
             len,
             pinned: AtomicBool::new(false),
         })
+    }
+
+    /// Off Linux no segment is mapped (see `sys_elsewhere.rs`).
+    #[cfg(not(target_os = "linux"))]
+    pub fn map_small_pages(_file: &File, _len: usize, _read_only: bool) -> io::Result<Self> {
+        Err(crate::sys::unsupported())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn advise_huge(&self, _huge: bool) -> io::Result<()> {
+        Err(crate::sys::unsupported())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn populate(&self) -> io::Result<()> {
+        Err(crate::sys::unsupported())
     }
 
     /// Whether this mapping refuses huge pages ([`Shm::map_small_pages`]).
@@ -240,6 +258,7 @@ impl Shm {
     /// Asks the kernel for huge pages on this mapping (`MADV_HUGEPAGE`), or
     /// for small pages only (`MADV_NOHUGEPAGE`). Advice: it changes which pages
     /// back the range, never its contents.
+    #[cfg(target_os = "linux")]
     pub fn advise_huge(&self, huge: bool) -> io::Result<()> {
         let advice = if huge {
             libc::MADV_HUGEPAGE
@@ -261,6 +280,7 @@ impl Shm {
     /// `huge=advise`, only pages allocated through an advised mapping are huge.
     /// Fails (EFAULT, ENOMEM) when the file system has no room; the pages then
     /// stay as far as they got.
+    #[cfg(target_os = "linux")]
     pub fn populate(&self) -> io::Result<()> {
         // SAFETY: the range is exactly this handle's writable mapping; the call
         // faults its pages in as writes of zero bytes would, which nothing reads
@@ -443,6 +463,8 @@ impl Shm {
     }
 }
 
+// Off Linux no segment is mapped (see `sys_elsewhere.rs`).
+#[cfg(target_os = "linux")]
 impl Drop for Shm {
     fn drop(&mut self) {
         // `&mut self`: every thread that used this handle has synchronised with

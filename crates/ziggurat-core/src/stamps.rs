@@ -12,6 +12,7 @@ use std::time::Duration;
 
 /// Sleeps while `*word == expected`, at most `timeout`. Returns early on a wake,
 /// a change of the word, or a signal; callers re-check the word.
+#[cfg(target_os = "linux")]
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
@@ -34,6 +35,7 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
 }
 
 /// Wakes every process sleeping in [`futex_wait`] on `word`.
+#[cfg(target_os = "linux")]
 pub fn futex_wake(word: &AtomicU32) {
     // SAFETY: as in `futex_wait`; FUTEX_WAKE does not access user memory beyond
     // using the address as a key.
@@ -49,6 +51,16 @@ pub fn futex_wake(word: &AtomicU32) {
         );
     }
 }
+
+/// Off Linux no segment opens (see `sys_elsewhere.rs`), so no word of one is
+/// waited on; a caller that waits re-checks its word after a short sleep.
+#[cfg(not(target_os = "linux"))]
+pub fn futex_wait(_word: &AtomicU32, _expected: u32, timeout: Duration) {
+    std::thread::sleep(timeout.min(Duration::from_millis(1)));
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn futex_wake(_word: &AtomicU32) {}
 
 /// Whether a stamp value says a write is being published.
 #[inline]

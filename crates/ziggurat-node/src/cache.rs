@@ -75,7 +75,7 @@ pub struct Seen((u32, u64, u64));
 #[napi(object)]
 pub struct OpenFailure {
     /// The stable short name (missing_directory, not_writable, other_owner,
-    /// no_space, damaged, incompatible, locked, no_huge_pages, io).
+    /// no_space, damaged, incompatible, locked, no_huge_pages, unsupported_platform, io).
     pub cause: String,
     /// What happened and what to do, naming the file.
     pub reason: String,

@@ -46,6 +46,7 @@ pub use http_exchange::HttpExchange;
 pub use http_request::HttpRequest;
 pub use rules::{
     check_copy, check_key, degraded_refusal, degraded_warning, duration, incr_overflow,
-    metric_families, namespace_parts, rules, size, MetricFamily, MAX_KEY_BYTES,
+    metric_families, namespace_parts, rules, size, unset_degraded_mode, MetricFamily,
+    MAX_KEY_BYTES,
 };
 pub use words::{clock_buffer, input_buffer, meta_buffer};

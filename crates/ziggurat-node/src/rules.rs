@@ -61,6 +61,14 @@ pub fn degraded_warning(name: String, reason: String, local_ttl: Option<f64>) ->
     ziggurat_cache::degraded_warning(&name, &reason, local_ttl, &crate::errors::NodeWords)
 }
 
+/// The `degraded` mode of a cache whose options leave it unset, once its
+/// open failed with `cause` (the rule every front end shares): 'local' on a
+/// system the segment never runs on, else `fallback` (the options' default).
+#[napi]
+pub fn unset_degraded_mode(cause: String, fallback: String) -> String {
+    ziggurat_cache::unset_degraded_mode(&cause, &fallback).to_owned()
+}
+
 /// Checks a key by the Cache's rule (1 to 4096 bytes), for a cache that
 /// runs without its segment and so reaches no other call that checks it.
 #[napi]
