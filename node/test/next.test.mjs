@@ -103,3 +103,46 @@ test('a page of several MB is stored and read back whole (a 64 MiB segment takes
   const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }))
   assert.deepEqual(out, { html: 3 << 20, rsc: true })
 })
+
+test('an entry past the largest value, or a cache without its directory, never fails a request: one warning each', () => {
+  const big = cacheName('next-over')
+  names.push(big)
+  const script = `
+    const warnings = []
+    process.on('warning', (w) => warnings.push(w.message))
+    const { ZigguratCacheHandler } = require('ziggurat/next')
+    ;(async () => {
+      process.env.ZIGGURAT_NEXT = JSON.stringify({ name: ${JSON.stringify(big)}, size: '64MiB' })
+      let h = new ZigguratCacheHandler({})
+      const html = 'x'.repeat(12 << 20)
+      await h.set('/huge', { kind: 'APP_PAGE', html, headers: {}, status: 200 }, {})
+      await h.set('/huge2', { kind: 'APP_PAGE', html, headers: {}, status: 200 }, {})
+      const huge = await h.get('/huge', { kind: 'APP_PAGE' })
+      await h.set('/small', { kind: 'APP_PAGE', html: 'ok', headers: {}, status: 200 }, {})
+      const small = await h.get('/small', { kind: 'APP_PAGE' })
+      await new Promise((r) => setImmediate(r))
+      process.stdout.write(JSON.stringify({ huge, small: small?.value?.html ?? null, warnings }))
+    })()`
+  const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }))
+  assert.equal(out.huge, null, 'a 12 MB entry in a 64 MiB segment is not stored: Next.js renders it')
+  assert.equal(out.small, 'ok', 'the cache goes on storing what fits')
+  assert.equal(out.warnings.filter((w) => /not stored/.test(w)).length, 1, out.warnings)
+
+  const script2 = `
+    process.env.ZIGGURAT_NEXT = JSON.stringify({ name: 'nodir', directory: '/nonexistent-ziggurat-dir' })
+    const warnings = []
+    process.on('warning', (w) => warnings.push(w.message))
+    const { ZigguratCacheHandler } = require('ziggurat/next')
+    const h = new ZigguratCacheHandler({})
+    ;(async () => {
+      await h.set('/p', { kind: 'APP_PAGE', html: 'x', headers: {}, status: 200 }, {})
+      const got = await h.get('/p', { kind: 'APP_PAGE' })
+      await h.revalidateTag(['t'])
+      await new Promise((r) => setImmediate(r))
+      process.stdout.write(JSON.stringify({ got, warnings }))
+    })()`
+  const out2 = JSON.parse(execFileSync(process.execPath, ['-e', script2], { encoding: 'utf8' }))
+  assert.equal(out2.got, null)
+  assert.equal(out2.warnings.length, 1, out2.warnings)
+  assert.match(out2.warnings[0], /nonexistent-ziggurat-dir/)
+})
