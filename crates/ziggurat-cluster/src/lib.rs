@@ -1,0 +1,29 @@
+//! ziggurat-cluster: the cluster tier's rules, with no language runtime and no
+//! I/O: what the tier stores in Redis or Valkey and how a host reads it back.
+//!
+//! - [`Signer`]: the MACs of values, counters and events (keyed BLAKE2b),
+//!   with rotation of secrets;
+//! - [`encode_value`], [`counter_head`], [`decode`], [`strip_prefix`]: the
+//!   bodies, and the checks a body passes before a front end decodes it;
+//! - [`signed_body`], [`parse`], [`place`], [`follow`]: the events of the
+//!   invalidation stream and the order a host follows them in;
+//! - [`Keys`], [`note_key`]: the names of the keys;
+//! - [`READ`], [`WRITE`], [`RELEASE`]: the server-side scripts.
+//!
+//! The wire format is described in docs/format.md; front ends (the Python
+//! package, the Node.js addon) drive these functions and word their errors.
+
+mod body;
+mod event;
+mod keys;
+mod mac;
+mod scripts;
+
+pub use body::{
+    counter_head, decode, encode_value, strip_prefix, Data, Decoded, Found, Refused, ALL,
+    MAX_AGE_US, MAX_SKEW_US,
+};
+pub use event::{follow, parse, place, signed_body, tags_field, About, Event, Next};
+pub use keys::{note_key, Keys};
+pub use mac::{SecretProblem, Signer, MAC_LEN, MIN_SECRET};
+pub use scripts::{READ, RELEASE, WRITE};
