@@ -123,10 +123,11 @@ pub enum Refused {
     /// Its MAC does not check, or it does not parse: tampered, written with
     /// another secret, or junk. Never decoded further.
     Bad,
-    /// Past its expiry or its write time plus [`MAX_AGE_US`].
-    Expired,
-    /// Stamped more than [`MAX_SKEW_US`] ahead of this host's clock.
-    Ahead,
+    /// Past its expiry or its write time plus [`MAX_AGE_US`] (its write time).
+    Expired(u64),
+    /// Stamped more than [`MAX_SKEW_US`] ahead of this host's clock (its write
+    /// time, which the host's warning gives).
+    Ahead(u64),
 }
 
 /// The body stored under `key`, checked and read, at `now_us` (the wall
@@ -208,10 +209,10 @@ fn seconds_left(written: u64, now_us: u64) -> f64 {
 
 fn judge(left: f64, written: u64, now_us: u64) -> Result<(), Refused> {
     if left <= 0.0 {
-        return Err(Refused::Expired);
+        return Err(Refused::Expired(written));
     }
     if written > now_us.saturating_add(MAX_SKEW_US) {
-        return Err(Refused::Ahead);
+        return Err(Refused::Ahead(written));
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 mod args;
 mod below;
 mod call;
+mod cluster;
 mod codec;
 mod context;
 mod convert;
@@ -68,6 +69,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_NAME", ziggurat_cache::MAX_NAME)?;
     m.add("MAX_VERSION", ziggurat_cache::MAX_VERSION)?;
     http::register(m)?;
+    cluster::register(m)?;
     // How this extension was optimized ("pgo": the profile-guided build of
     // bench/pgo.py; "release" otherwise), so that a benchmark says what it measured.
     m.add("BUILD", option_env!("ZIGGURAT_BUILD").unwrap_or("release"))?;

@@ -11,7 +11,7 @@ cannot know what changed, and clears.
 Each event also carries its write's time ``w`` (µs, from the writing host's clock; see
 ``ClusterTier.clock``), signed with the rest: a host that applies the event refuses, from
 then on, any value of the key written before it, so an older signed value put back into
-Redis is not served again.
+Redis is not served again. The fields, their check and the rule are ziggurat-cluster's.
 
 >>> follow(41, 42), follow(41, 45), follow(41, 3), follow(0, 1)
 (<Next.APPLY: 1>, <Next.GAP: 2>, <Next.BACK: 3>, <Next.APPLY: 1>)
@@ -22,8 +22,13 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-import orjson
-
+from ziggurat._native import (
+    cluster_follow,
+    cluster_parse,
+    cluster_place,
+    cluster_signed_body,
+    cluster_tags_field,
+)
 from ziggurat.cluster.signing import Signer
 
 __all__ = ["Event", "Next", "follow", "key_field", "parse", "place", "tags_field"]
@@ -45,9 +50,7 @@ def follow(last: int, seq: int) -> Next:
     >>> follow(5, 5), follow(0, 7)
     (<Next.BACK: 3>, <Next.GAP: 2>)
     """
-    if seq == last + 1:
-        return Next.APPLY
-    return Next.GAP if seq > last + 1 else Next.BACK
+    return Next(cluster_follow(last, seq))
 
 
 class Event(NamedTuple):
@@ -78,7 +81,7 @@ def tags_field(tags: tuple[str, ...]) -> bytes:
     >>> tags_field(("a", "\\x00ns:x"))
     b'["a","\\\\u0000ns:x"]'
     """
-    return orjson.dumps(list(tags))
+    return cluster_tags_field(list(tags))
 
 
 def signed_body(host: str, op: str, k: bytes, w: int) -> bytes:
@@ -90,8 +93,7 @@ def signed_body(host: str, op: str, k: bytes, w: int) -> bytes:
     >>> signed_body("h1", "del", b"k", 7) == signed_body("h1\\x00\\x00\\x00\\x03del", "", b"k", 7)
     False
     """
-    fields = (host.encode(), op.encode(), k)
-    return b"".join(len(f).to_bytes(4, "big") + f for f in fields) + w.to_bytes(8, "big")
+    return cluster_signed_body(host, op, k, w)
 
 
 def place(fields: dict[bytes, bytes]) -> tuple[int, int] | None:
@@ -104,10 +106,7 @@ def place(fields: dict[bytes, bytes]) -> tuple[int, int] | None:
     >>> place({b"s": b"7", b"h": b"h1", b"g": b"12"}), place({b"s": b"x"})
     ((7, 12), None)
     """
-    try:
-        return int(fields[b"s"]), int(fields.get(b"g", b"0"))
-    except (KeyError, ValueError):
-        return None
+    return cluster_place(fields)
 
 
 def parse(fields: dict[bytes, bytes], signer: Signer) -> Event | None:
@@ -122,25 +121,8 @@ def parse(fields: dict[bytes, bytes], signer: Signer) -> Event | None:
     >>> parse({**f, b"k": b"y"}, s) is None
     True
     """
-    try:
-        seq = int(fields[b"s"])
-        host = fields[b"h"].decode()
-        op = fields[b"o"].decode()
-        k = fields[b"k"]
-        mac = fields[b"m"]
-        gen = int(fields.get(b"g", b"0"))
-        w = int(fields[b"w"])
-        body = signed_body(host, op, k, w)
-    except (KeyError, ValueError, UnicodeDecodeError, OverflowError):
+    got = cluster_parse(fields, signer)
+    if got is None:
         return None
-    if not signer.event_ok(body, mac):
-        return None
-    if op in ("tags", "clear", "recover"):
-        try:
-            tags = orjson.loads(k)
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            return None
-        return Event(seq, host, op, tuple(tags), gen, w)
-    return Event(seq, host, op, (k,), gen, w)
+    seq, host, op, keys, gen, w = got
+    return Event(seq, host, op, keys, gen, w)

@@ -19,11 +19,11 @@ every body would outlive ``MAX_AGE`` by as much.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from typing import Any
 
+from ziggurat._native import CLUSTER_ALL, CLUSTER_MAX_AGE_US, CLUSTER_MAX_SKEW_US, cluster_note_key
 from ziggurat.cluster.words import W
 
 __all__ = ["ALL", "MAX_AGE", "MAX_SKEW", "WriteTimes"]
@@ -31,19 +31,19 @@ __all__ = ["ALL", "MAX_AGE", "MAX_SKEW", "WriteTimes"]
 log = logging.getLogger("ziggurat")
 
 #: The tag every value in Redis carries: a cluster-wide clear moves its version.
-ALL = "\x00all"
+ALL: str = CLUSTER_ALL
 
 #: The longest a value stays in Redis, in seconds, whatever its ttl (``math.inf``
 #: included): past its signed write time plus this, every host refuses it and Redis drops
 #: it. It bounds how long an older signed value put back into Redis can be served by a host
 #: that knows no later write of its key.
-MAX_AGE = 86400.0
+MAX_AGE: float = CLUSTER_MAX_AGE_US / 1_000_000
 
 #: How far ahead of this host's wall clock a write time may be, in seconds: hosts' clocks
 #: are expected within seconds of each other, and five minutes leaves room for a host whose
 #: clock steps back while its last write times still stand.
-MAX_SKEW = 300.0
-_MAX_SKEW_US = int(MAX_SKEW * 1_000_000)
+MAX_SKEW: float = CLUSTER_MAX_SKEW_US / 1_000_000
+_MAX_SKEW_US: int = CLUSTER_MAX_SKEW_US
 
 
 class WriteTimes:
@@ -151,7 +151,7 @@ class WriteTimes:
 def _note_key(what: bytes) -> bytes:
     """The segment key of the note about a key or tag (see ``ClusterTier.note``): fixed
     size whatever the key's, in a space of keys an application is unlikely to use."""
-    return b"\x00zg-note:" + hashlib.blake2b(what, digest_size=16).digest()
+    return cluster_note_key(what)
 
 
 def _raise_word(core: Any, word: int, v: int) -> None:
