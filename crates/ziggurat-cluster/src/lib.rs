@@ -7,6 +7,10 @@
 //!   bodies, and the checks a body passes before a front end decodes it;
 //! - [`signed_body`], [`parse`], [`place`], [`follow`]: the events of the
 //!   invalidation stream and the order a host follows them in;
+//! - [`start`], [`Follower`]: what a host's stream reader decides, as it
+//!   (re)connects and for each entry;
+//! - [`next_write_time`], [`believable`], [`bounded`], [`fresh`]: the write
+//!   times, and the refusal of a body older than a write the host knows of;
 //! - [`Keys`], [`note_key`]: the names of the keys;
 //! - [`READ`], [`WRITE`], [`RELEASE`]: the server-side scripts.
 //!
@@ -15,15 +19,19 @@
 
 mod body;
 mod event;
+mod follower;
 mod keys;
 mod mac;
 mod scripts;
+mod times;
 
 pub use body::{
     counter_head, decode, encode_value, strip_prefix, Data, Decoded, Found, Refused, ALL,
     MAX_AGE_US, MAX_SKEW_US,
 };
 pub use event::{follow, parse, place, signed_body, tags_field, About, Event, Next};
+pub use follower::{start, Clear, Entry, Follower, Start};
 pub use keys::{note_key, Keys};
 pub use mac::{SecretProblem, Signer, MAC_LEN, MIN_SECRET};
 pub use scripts::{READ, RELEASE, WRITE};
+pub use times::{believable, bounded, fresh, next_write_time};

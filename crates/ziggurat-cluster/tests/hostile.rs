@@ -70,11 +70,20 @@ proptest! {
 fn expired_and_ahead_bodies_are_refused_as_such() {
     let s = signer();
     let old = encode_value(&s, b"k", Data::Int(1), 0, NOW - 86_400_000_001, &[]);
-    assert_eq!(decode(&s, b"k", &old, -1, NOW), Err(Refused::Expired(NOW - 86_400_000_001)));
+    assert_eq!(
+        decode(&s, b"k", &old, -1, NOW),
+        Err(Refused::Expired(NOW - 86_400_000_001))
+    );
     let past = encode_value(&s, b"k", Data::Int(1), NOW / 1000 - 1, NOW - 10, &[]);
-    assert_eq!(decode(&s, b"k", &past, -1, NOW), Err(Refused::Expired(NOW - 10)));
+    assert_eq!(
+        decode(&s, b"k", &past, -1, NOW),
+        Err(Refused::Expired(NOW - 10))
+    );
     let ahead = encode_value(&s, b"k", Data::Int(1), 0, NOW + 300_000_001, &[]);
-    assert_eq!(decode(&s, b"k", &ahead, -1, NOW), Err(Refused::Ahead(NOW + 300_000_001)));
+    assert_eq!(
+        decode(&s, b"k", &ahead, -1, NOW),
+        Err(Refused::Ahead(NOW + 300_000_001))
+    );
     let within = encode_value(&s, b"k", Data::Int(1), 0, NOW + 299_000_000, &[]);
     assert!(decode(&s, b"k", &within, -1, NOW).is_ok());
 }
