@@ -4,7 +4,7 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyTuple};
 use ziggurat_cluster as zc;
 
 /// Signs and checks the values, counters and events of the cache `name` (its
@@ -266,11 +266,16 @@ pub fn cluster_parse<'py>(
     let Some(e) = zc::parse(&slices(&owned), &signer.0) else {
         return Ok(None);
     };
+    Ok(Some(event_tuple(py, e)?))
+}
+
+/// An event as `(seq, host, op, keys, gen, w)`; `keys` the key, or the tags.
+fn event_tuple(py: Python<'_>, e: zc::Event) -> PyResult<Bound<'_, PyTuple>> {
     let keys = match e.about {
         zc::About::Key(k) => PyTuple::new(py, [PyBytes::new(py, &k)])?,
         zc::About::Tags(t) => PyTuple::new(py, t)?,
     };
-    Ok(Some(PyTuple::new(
+    PyTuple::new(
         py,
         [
             e.seq.into_pyobject(py)?.into_any(),
@@ -280,7 +285,7 @@ pub fn cluster_parse<'py>(
             e.gen.into_pyobject(py)?.into_any(),
             e.w.into_pyobject(py)?.into_any(),
         ],
-    )?))
+    )
 }
 
 /// The segment key of a host's note about a key (`b"k" + key`) or a tag
@@ -291,6 +296,138 @@ pub fn cluster_parse<'py>(
 #[pyfunction]
 pub fn cluster_note_key<'py>(py: Python<'py>, what: &[u8]) -> Bound<'py, PyBytes> {
     PyBytes::new(py, &zc::note_key(what))
+}
+
+/// Where a stream reader starts as it (re)connects, from the host's position
+/// (`positioned`, `seq`, `gen`) and the server's sequence and generation:
+/// `("resume", None, None)`, `("take_generation", gen, None)`,
+/// `("adopt_end", None, None)` or `("clear_and_adopt_end", None, reason)`.
+///
+/// >>> cluster_start(False, 0, 0, 9, 1), cluster_start(True, 9, 1, 12, 1)
+/// (('adopt_end', None, None), ('resume', None, None))
+#[pyfunction]
+pub fn cluster_start(
+    positioned: bool,
+    seq: u64,
+    gen: u64,
+    server_seq: u64,
+    server_gen: u64,
+) -> (&'static str, Option<u64>, Option<String>) {
+    match zc::start(positioned, seq, gen, server_seq, server_gen) {
+        zc::Start::Resume => ("resume", None, None),
+        zc::Start::TakeGeneration(g) => ("take_generation", Some(g), None),
+        zc::Start::AdoptEnd => ("adopt_end", None, None),
+        zc::Start::ClearAndAdoptEnd(c) => ("clear_and_adopt_end", None, Some(c.reason())),
+    }
+}
+
+/// The stream reader's rule for the entries of the host `me` (its id in
+/// events): see `entry`.
+#[pyclass(frozen, module = "ziggurat._native")]
+pub struct ClusterFollower(zc::Follower);
+
+#[pymethods]
+impl ClusterFollower {
+    #[new]
+    fn new(me: &str) -> Self {
+        ClusterFollower(zc::Follower::new(me))
+    }
+
+    /// Whether an entry's fields name this host.
+    fn own(&self, fields: &Bound<'_, PyDict>) -> bool {
+        let owned = entry_fields(fields);
+        self.0.own(&slices(&owned))
+    }
+
+    /// What the reader does with an entry read after `last` in generation
+    /// `gen` (0: not known yet): `(seq, clears, generation, event, lag_sample)`:
+    /// its number (None: refused, a bad signature), the reasons to clear the
+    /// host first (in order), the generation followed from now on (None: the
+    /// same), another host's event to apply as `cluster_parse` gives it (or
+    /// None), and whether its age is a sample of the invalidation lag.
+    ///
+    /// >>> f = ClusterFollower("a1")
+    /// >>> f.entry({b"s": b"8", b"h": b"a1", b"g": b"3"}, 7, 3, ClusterSigner("c", [b"0123456789abcdef"]))
+    /// (8, [], None, None, False)
+    fn entry<'py>(
+        &self,
+        py: Python<'py>,
+        fields: &Bound<'py, PyDict>,
+        last: u64,
+        gen: u64,
+        signer: &ClusterSigner,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let owned = entry_fields(fields);
+        let e = self.0.entry(&slices(&owned), last, gen, &signer.0);
+        let clears: Vec<String> = e.clears.iter().map(zc::Clear::reason).collect();
+        let event = match e.apply {
+            Some(ev) => Some(event_tuple(py, ev)?),
+            None => None,
+        };
+        PyTuple::new(
+            py,
+            [
+                e.seq.into_pyobject(py)?.into_any(),
+                clears.into_pyobject(py)?.into_any(),
+                e.generation.into_pyobject(py)?.into_any(),
+                event.into_pyobject(py)?.into_any(),
+                PyBool::new(py, e.lag_sample).to_owned().into_any(),
+            ],
+        )
+    }
+}
+
+/// The time of a write made now (`now_us`, µs since the epoch) after the
+/// latest write time the host gave or saw, `latest`: `(w, ignored)`, where
+/// `ignored` says `latest` was too far ahead of the clock and was dropped.
+///
+/// >>> cluster_next_write_time(1000, 5000), cluster_next_write_time(1000, 10**12)
+/// ((5001, False), (1000, True))
+#[pyfunction]
+pub fn cluster_next_write_time(now_us: u64, latest: u64) -> (u64, bool) {
+    match zc::next_write_time(now_us, latest) {
+        Ok(w) => (w, false),
+        Err(w) => (w, true),
+    }
+}
+
+/// Whether a write time `w` learnt from elsewhere is within the allowed skew
+/// of the wall clock `now_us`.
+///
+/// >>> cluster_believable(1000, 1000), cluster_believable(10**12, 1000)
+/// (True, False)
+#[pyfunction]
+pub fn cluster_believable(w: u64, now_us: u64) -> bool {
+    zc::believable(w, now_us)
+}
+
+/// `w`, cut to the allowed skew ahead of the wall clock `now_us`.
+///
+/// >>> cluster_bounded(10**12, 1000) < 10**12
+/// True
+#[pyfunction]
+pub fn cluster_bounded(w: u64, now_us: u64) -> u64 {
+    zc::bounded(w, now_us)
+}
+
+/// Whether a body written at `written` with `tags` is not older than the
+/// latest clear (`cleared`), its key's note and its tags' notes (`tag_notes`,
+/// one per tag, 0: none).
+///
+/// >>> cluster_fresh(60, 10, 20, ("a",), [50]), cluster_fresh(40, 10, 20, ("a",), [50])
+/// (True, False)
+#[pyfunction]
+pub fn cluster_fresh(
+    written: u64,
+    cleared: u64,
+    key_note: u64,
+    tags: Vec<String>,
+    tag_notes: Vec<u64>,
+) -> bool {
+    let mut notes = tag_notes.into_iter();
+    zc::fresh(written, cleared, key_note, &tags, |_| {
+        notes.next().unwrap_or(0)
+    })
 }
 
 /// Adds the class, functions and constants to `_native`.
@@ -308,9 +445,15 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         cluster_follow,
         cluster_place,
         cluster_parse,
-        cluster_note_key
+        cluster_note_key,
+        cluster_start,
+        cluster_next_write_time,
+        cluster_believable,
+        cluster_bounded,
+        cluster_fresh
     );
     m.add_class::<ClusterSigner>()?;
+    m.add_class::<ClusterFollower>()?;
     m.add("CLUSTER_READ", zc::READ)?;
     m.add("CLUSTER_WRITE", zc::WRITE)?;
     m.add("CLUSTER_RELEASE", zc::RELEASE)?;

@@ -34,6 +34,7 @@ import time
 import weakref
 from typing import Any
 
+from ziggurat._native import ClusterFollower, cluster_start
 from ziggurat.cluster import events
 from ziggurat.cluster.link import Down
 from ziggurat.cluster.tail import Tail
@@ -241,26 +242,19 @@ class Reader:
                 )
             except Down:
                 return
-            gen = self.core.app_load(W.GEN)
-            if not self.core.app_load(W.POSITIONED):
-                # Nothing from Redis was kept before this (see ClusterTier.positioned):
-                # the host has nothing to catch up with.
+            # Where to start: the rule is ziggurat-cluster's (a host with no position has
+            # kept nothing from Redis, see ClusterTier.positioned).
+            positioned = bool(self.core.app_load(W.POSITIONED))
+            action, gen, why = cluster_start(
+                positioned, seq, self.core.app_load(W.GEN), server_seq, server_gen
+            )
+            if why is not None:
+                self._clear(why)
+            if action in ("adopt_end", "clear_and_adopt_end"):
                 self._adopt_end(client, server_seq, server_gen)
-            elif gen and server_gen != gen:
-                self._clear(
-                    "the server's event stream is not the one this host followed (it "
-                    "restarted without its data, or failed over to a replica that lacked it)"
-                )
-                self._adopt_end(client, server_seq, server_gen)
-            elif server_seq < seq:
-                self._clear(
-                    f"the server's event sequence went back from {seq} to {server_seq} "
-                    "(it lost its latest events: a failover to a replica that lacked them)"
-                )
-                self._adopt_end(client, server_seq, server_gen)
-            elif not gen and server_gen:
-                self._set_word(W.GEN, server_gen)
-            me = tier.host_id().encode()
+            elif gen is not None:
+                self._set_word(W.GEN, gen)
+            follower = ClusterFollower(tier.host_id())
             # Events already in the stream when the reader (re)connects are a replay of
             # what the host missed while no process followed (or Redis was away).
             try:
@@ -298,17 +292,17 @@ class Reader:
                     got = link.call(reads.read, sid)
                 except Down:
                     return
-                last, others = self._batch(got, last, me)
+                last, others = self._batch(got, last, follower)
                 mine = bool(got) and not others
                 self._flush_lags()
         finally:
             reads.close()
 
     def _batch(
-        self, got: list[tuple[bytes, dict[bytes, bytes]]], last: int, me: bytes
+        self, got: list[tuple[bytes, dict[bytes, bytes]]], last: int, follower: ClusterFollower
     ) -> tuple[int, bool]:
-        """Applies one read's entries in order: the last sequence number passed, and
-        whether any entry was another host's.
+        """Applies one read's entries in order, as ziggurat-cluster's follower says: the
+        last sequence number passed, and whether any entry was another host's.
 
         The host's position (the last entry passed and its sequence number) is written
         once, after the entries it passed (also when one of them raised), and only while
@@ -318,22 +312,30 @@ class Reader:
         host's own events that follow one another in the current generation (most of them,
         in a host that writes) are passed by reading each one's place only."""
         gen = self.core.app_load(W.GEN)
+        tier = self.tier
         applied = replays = 0
         others = False
         passed = b""
         try:
             for eid, fields in got:
-                own = fields.get(b"h") == me
-                others = others or not own
-                at = events.place(fields) if own else None
-                seq: int | None
-                if gen and at == (last + 1, gen):
-                    seq = last + 1
-                else:
-                    seq, gen = self._one(_id(eid.decode()), fields, last, at, gen)
-                passed = eid
+                seq, clears, new_gen, ev, lag = follower.entry(fields, last, gen, tier.signer)
+                others = others or not follower.own(fields)
                 if seq is None:
+                    tier.bad_signatures += 1
+                    passed = eid
                     continue  # refused: passed, not applied
+                for why in clears:
+                    self._clear(why)
+                if new_gen is not None:
+                    self._set_word(W.GEN, new_gen)
+                    gen = new_gen
+                if ev is not None:
+                    self._apply(events.Event(*ev))
+                if lag:
+                    # The lag of an invalidation: an own event invalidates nothing here.
+                    self._lags.append(time.time() * 1000 - _id(eid.decode())[0])
+                # Passed only once applied: an entry whose application raised is read again.
+                passed = eid
                 last = seq
                 applied += 1
                 if self._replaying:
@@ -349,52 +351,6 @@ class Reader:
                 if replays:
                     self.tier._bump(W.REPLAYS, replays)
         return last, others
-
-    def _one(
-        self,
-        sid: tuple[int, int],
-        fields: dict[bytes, bytes],
-        last: int,
-        at: tuple[int, int] | None,
-        gen: int,
-    ) -> tuple[int | None, int]:
-        """One entry that is not the next of a run of own events: its sequence number (None
-        when refused: forged or malformed) and the generation after it. ``at``: the place
-        of an entry of the host's own (which is skipped: its MAC and the rest are not
-        read), None for another host's."""
-        tier = self.tier
-        own = at is not None
-        ev: events.Event | None = None
-        if at is None:
-            ev = events.parse(fields, tier.signer)
-            if ev is None:
-                tier.bad_signatures += 1
-                return None, gen
-            at = ev.seq, ev.gen
-        seq, ev_gen = at
-        if ev_gen and gen and ev_gen != gen:
-            self._clear(
-                "the server's event stream changed generation (it restarted without its "
-                "data while this host followed it)"
-            )
-            last = seq - 1
-        if ev_gen and ev_gen != gen:
-            self._set_word(W.GEN, ev_gen)
-            gen = ev_gen
-        step = events.follow(last, seq)
-        if step is events.Next.GAP:
-            self._clear(
-                f"events {last + 1} to {seq - 1} are no longer in the stream "
-                "(trimmed, or lost by the server) and cannot be applied"
-            )
-        elif step is events.Next.BACK:
-            self._clear(f"the event sequence went back from {last} to {seq}")
-        elif ev is not None:  # another host's (an own entry never gets this far)
-            self._apply(ev)
-        if not own:
-            # The lag of an invalidation: an own event invalidates nothing on this host.
-            self._lags.append(time.time() * 1000 - sid[0])
-        return seq, gen
 
     def _apply(self, ev: events.Event) -> None:
         # The host notes the event's write time first, so a process that misses after the

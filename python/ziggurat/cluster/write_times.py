@@ -23,7 +23,16 @@ import logging
 import time
 from typing import Any
 
-from ziggurat._native import CLUSTER_ALL, CLUSTER_MAX_AGE_US, CLUSTER_MAX_SKEW_US, cluster_note_key
+from ziggurat._native import (
+    CLUSTER_ALL,
+    CLUSTER_MAX_AGE_US,
+    CLUSTER_MAX_SKEW_US,
+    cluster_believable,
+    cluster_bounded,
+    cluster_fresh,
+    cluster_next_write_time,
+    cluster_note_key,
+)
 from ziggurat.cluster.words import W
 
 __all__ = ["ALL", "MAX_AGE", "MAX_SKEW", "WriteTimes"]
@@ -43,7 +52,6 @@ MAX_AGE: float = CLUSTER_MAX_AGE_US / 1_000_000
 #: are expected within seconds of each other, and five minutes leaves room for a host whose
 #: clock steps back while its last write times still stand.
 MAX_SKEW: float = CLUSTER_MAX_SKEW_US / 1_000_000
-_MAX_SKEW_US: int = CLUSTER_MAX_SKEW_US
 
 
 class WriteTimes:
@@ -70,17 +78,16 @@ class WriteTimes:
         now = time.time_ns() // 1000
         while True:
             cur = int(self.core.app_load(W.CLOCK))
-            w = max(now, cur + 1)
-            if w > now + _MAX_SKEW_US:
+            w, ignored = cluster_next_write_time(now, cur)
+            if ignored:
                 self._ahead("the host's own write clock", cur)
-                w = now
             if self.core.app_cas(W.CLOCK, cur, w):
                 return w
 
     def saw(self, w: int) -> None:
         """The host learnt of a write made at ``w`` (another host's event); a time more
         than ``MAX_SKEW`` ahead of this host's clock is ignored."""
-        if w > time.time_ns() // 1000 + _MAX_SKEW_US:
+        if not cluster_believable(w, time.time_ns() // 1000):
             self._ahead("an event", w)
             return
         _raise_word(self.core, W.CLOCK, w)
@@ -95,12 +102,12 @@ class WriteTimes:
         >>> t.bounded(now) == now, t.bounded(now + 10**12) < now + 10**12
         (True, True)
         """
-        return min(w, time.time_ns() // 1000 + _MAX_SKEW_US)
+        return cluster_bounded(w, time.time_ns() // 1000)
 
     def ahead(self, written: int) -> bool:
         """Whether a body written at ``written`` is stamped more than ``MAX_SKEW`` ahead of
         this host's clock (it is then refused)."""
-        if written <= time.time_ns() // 1000 + _MAX_SKEW_US:
+        if cluster_believable(written, time.time_ns() // 1000):
             return False
         self._ahead("a value in Redis", written)
         return True
@@ -143,9 +150,10 @@ class WriteTimes:
     def fresh(self, kb: bytes, written: int, tags: tuple[str, ...]) -> bool:
         """Whether a body of ``kb`` written at ``written`` with ``tags`` is not older than a
         write, tag invalidation or clear this host knows of."""
-        if written < self.core.app_load(W.CLEARED) or written < self._known(b"k" + kb):
-            return False
-        return all(t == ALL or written >= self._known(b"t" + t.encode()) for t in tags)
+        notes = [0 if t == ALL else self._known(b"t" + t.encode()) for t in tags]
+        return cluster_fresh(
+            written, self.core.app_load(W.CLEARED), self._known(b"k" + kb), list(tags), notes
+        )
 
 
 def _note_key(what: bytes) -> bytes:
