@@ -588,3 +588,26 @@ def cluster_bounded(w: int, now_us: int) -> int: ...
 def cluster_fresh(
     written: int, cleared: int, key_note: int, tags: list[str], tag_notes: list[int]
 ) -> bool: ...
+
+CLUSTER_STALE_MS: int
+CLUSTER_CHECK_MS: int
+CLUSTER_WORDS: dict[str, int]
+
+def cluster_take(
+    me: int,
+    dedicated: bool,
+    holder: int,
+    beat_ms: int,
+    follower: int,
+    follower_at_ms: int,
+    now_ms: int,
+) -> str: ...
+def cluster_standing_aside(
+    me: int,
+    dedicated: bool,
+    holder: int,
+    beat_ms: int,
+    follower: int,
+    follower_at_ms: int,
+    now_ms: int,
+) -> bool: ...

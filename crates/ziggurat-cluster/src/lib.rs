@@ -11,6 +11,8 @@
 //!   (re)connects and for each entry;
 //! - [`next_write_time`], [`believable`], [`bounded`], [`fresh`]: the write
 //!   times, and the refusal of a body older than a write the host knows of;
+//! - [`take`], [`standing_aside`]: which process of a host reads the stream;
+//! - [`words`]: the words the tier keeps in the host's segment;
 //! - [`Keys`], [`note_key`]: the names of the keys;
 //! - [`READ`], [`WRITE`], [`RELEASE`]: the server-side scripts.
 //!
@@ -18,17 +20,20 @@
 //! package, the Node.js addon) drive these functions and word their errors.
 
 mod body;
+mod election;
 mod event;
 mod follower;
 mod keys;
 mod mac;
 mod scripts;
 mod times;
+pub mod words;
 
 pub use body::{
     counter_head, decode, encode_value, strip_prefix, Data, Decoded, Found, Refused, ALL,
     MAX_AGE_US, MAX_SKEW_US,
 };
+pub use election::{standing_aside, take, Lease, Take, CHECK_MS, STALE_MS};
 pub use event::{follow, parse, place, signed_body, tags_field, About, Event, Next};
 pub use follower::{start, Clear, Entry, Follower, Start};
 pub use keys::{note_key, Keys};

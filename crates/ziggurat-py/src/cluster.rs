@@ -430,6 +430,62 @@ pub fn cluster_fresh(
     })
 }
 
+fn lease(holder: u64, beat_ms: u64, follower: u64, follower_at_ms: u64, now_ms: u64) -> zc::Lease {
+    zc::Lease {
+        holder,
+        beat_ms,
+        follower,
+        follower_at_ms,
+        now_ms,
+    }
+}
+
+/// What process `me` (a dedicated reader when `dedicated`) does about the
+/// host's stream-reader lease, from its words and the monotonic clock (ms):
+/// `"hold"`, `"hand_back"`, `"wait"`, `"ask"` or `"claim"`.
+///
+/// >>> import os
+/// >>> cluster_take(os.getpid(), False, 0, 0, 0, 0, 10_000)
+/// 'claim'
+#[pyfunction]
+pub fn cluster_take(
+    me: u64,
+    dedicated: bool,
+    holder: u64,
+    beat_ms: u64,
+    follower: u64,
+    follower_at_ms: u64,
+    now_ms: u64,
+) -> &'static str {
+    let l = lease(holder, beat_ms, follower, follower_at_ms, now_ms);
+    match zc::take(me, dedicated, &l) {
+        zc::Take::Hold => "hold",
+        zc::Take::HandBack => "hand_back",
+        zc::Take::Wait => "wait",
+        zc::Take::Ask => "ask",
+        zc::Take::Claim => "claim",
+    }
+}
+
+/// Whether worker `me` stands aside for a dedicated reader (see `cluster_take`).
+///
+/// >>> import os
+/// >>> cluster_standing_aside(os.getpid(), False, 0, 0, 0, 0, 10_000)
+/// False
+#[pyfunction]
+pub fn cluster_standing_aside(
+    me: u64,
+    dedicated: bool,
+    holder: u64,
+    beat_ms: u64,
+    follower: u64,
+    follower_at_ms: u64,
+    now_ms: u64,
+) -> bool {
+    let l = lease(holder, beat_ms, follower, follower_at_ms, now_ms);
+    zc::standing_aside(me, dedicated, &l)
+}
+
 /// Adds the class, functions and constants to `_native`.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     macro_rules! add {
@@ -450,7 +506,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         cluster_next_write_time,
         cluster_believable,
         cluster_bounded,
-        cluster_fresh
+        cluster_fresh,
+        cluster_take,
+        cluster_standing_aside
     );
     m.add_class::<ClusterSigner>()?;
     m.add_class::<ClusterFollower>()?;
@@ -462,5 +520,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CLUSTER_MAX_AGE_US", zc::MAX_AGE_US)?;
     m.add("CLUSTER_MAX_SKEW_US", zc::MAX_SKEW_US)?;
     m.add("CLUSTER_ALL", zc::ALL)?;
+    m.add("CLUSTER_STALE_MS", zc::STALE_MS)?;
+    m.add("CLUSTER_CHECK_MS", zc::CHECK_MS)?;
+    let words = PyDict::new(m.py());
+    for (name, i) in zc::words::ALL_WORDS {
+        words.set_item(name, i)?;
+    }
+    m.add("CLUSTER_WORDS", words)?;
     Ok(())
 }

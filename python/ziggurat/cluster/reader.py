@@ -34,7 +34,14 @@ import time
 import weakref
 from typing import Any
 
-from ziggurat._native import ClusterFollower, cluster_start
+from ziggurat._native import (
+    CLUSTER_CHECK_MS,
+    CLUSTER_STALE_MS,
+    ClusterFollower,
+    cluster_standing_aside,
+    cluster_start,
+    cluster_take,
+)
 from ziggurat.cluster import events
 from ziggurat.cluster.link import Down
 from ziggurat.cluster.tail import Tail
@@ -45,9 +52,9 @@ __all__ = ["Reader"]
 log = logging.getLogger("ziggurat")
 
 #: How often a process that does not hold the lease looks at it, in seconds.
-CHECK_S = 0.25
+CHECK_S = CLUSTER_CHECK_MS / 1000
 #: A holder whose heartbeat is older than this is taken over, in ms.
-STALE_MS = 3000
+STALE_MS = CLUSTER_STALE_MS
 #: How long the reader lets events gather after a read that brought only its host's own
 #: events, in seconds (see ``Reader._follow``).
 OWN_PAUSE_S = 0.001
@@ -137,37 +144,34 @@ class Reader:
 
     # -- election -------------------------------------------------------------------------
 
+    def _lease(self) -> tuple[int, int, int, int, int]:
+        """The lease's words (holder, beat, dedicated reader, when it asked) and the
+        monotonic clock, as ziggurat-cluster's election reads them."""
+        w = self.core.app_load
+        return w(W.LEASE), w(W.BEAT), w(W.FOLLOWER), w(W.FOLLOWER_AT), _mono_ms()
+
     def _standing_aside(self) -> bool:
         """Whether a dedicated reader (another live process) follows for this host: it
         holds the lease and beats, or asked for it within ``STALE_MS`` (a pid alone could
         be another process's by now)."""
-        if self.dedicated:
-            return False
-        w = self.core.app_load
-        f = w(W.FOLLOWER)
-        if f == 0 or f == os.getpid() or not _alive(f):
-            return False
-        since = w(W.BEAT) if w(W.LEASE) == f else w(W.FOLLOWER_AT)
-        return bool(_mono_ms() - since < STALE_MS)
+        return cluster_standing_aside(os.getpid(), self.dedicated, *self._lease())
 
     def _take(self) -> bool:
         pid = os.getpid()
-        cur = self.core.app_load(W.LEASE)
-        if self._standing_aside():
-            if cur == pid:
-                self.core.app_cas(W.LEASE, pid, 0)  # hand over at once
+        lease = self._lease()
+        what = cluster_take(pid, self.dedicated, *lease)
+        if what == "hand_back":
+            self.core.app_cas(W.LEASE, pid, 0)  # hand over at once
             return False
-        if cur == pid:
+        if what == "ask":
+            self._stamp(W.FOLLOWER_AT)  # still asking: the holder stands aside
+            return False
+        if what == "claim":
+            if not self.core.app_cas(W.LEASE, lease[0], pid):
+                return False
+            self._beat()
             return True
-        beat = self.core.app_load(W.BEAT)
-        if cur != 0 and _alive(cur) and _mono_ms() - beat < STALE_MS:
-            if self.dedicated:
-                self._stamp(W.FOLLOWER_AT)  # still asking: the holder stands aside
-            return False
-        if not self.core.app_cas(W.LEASE, cur, pid):
-            return False
-        self._beat()
-        return True
+        return what == "hold"
 
     def _beat(self) -> None:
         self._stamp(W.BEAT)

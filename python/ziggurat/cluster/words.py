@@ -8,36 +8,42 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ziggurat._native import CLUSTER_WORDS as _WORDS
+
 __all__ = ["W", "host_figures"]
 
 
 class W:
-    """Indices of the words the tier keeps in the segment (zero in a new file)."""
+    """Indices of the words the tier keeps in the segment (zero in a new file): the
+    table of ziggurat-cluster (its ``words`` module, which says what each holds; see
+    docs/format.md), by name.
 
-    LEASE = 0  # pid of the process reading the stream
-    BEAT = 1  # its last sign of life, ms of CLOCK_MONOTONIC
-    SEQ = 2  # sequence number of the last event applied (0: no position)
-    ID_MS = 3  # stream id of that event, first part
-    ID_SEQ = 4  # and second part
-    HOST = 5  # this host's id in events (random, set once)
-    DIRTY = 6  # writes kept local while Redis was unreachable
-    APPLIED = 7  # events applied (host-wide count)
-    GAP_CLEARS = 8  # clears after a gap, a rewind or a dirty host
-    LAG_P50 = 9  # invalidation lag observed by the reader, µs
-    LAG_P99 = 10
-    PUBLISHED = 11  # events published by the host
-    POSITIONED = 12  # 1 once SEQ and ID_* hold a position (SEQ 0 is a valid one)
-    GEN = 13  # the stream's generation that position is in (0: not known yet)
-    FENCE = 14  # the host's fence: raised before each recovery from a cut-off
-    REPLAYS = 15  # events applied that were in the stream before the reader connected
-    FOLLOWER = 16  # pid of a process that only follows the stream (``ziggurat follow``)
-    FOLLOWER_AT = 17  # when it last asked for the lease, ms of CLOCK_MONOTONIC
-    CLEARED = 18  # write time (µs) of the latest whole-cache clear the host made or applied
-    CLOCK = 19  # the latest write time (µs) the host gave or saw (see ClusterTier.clock)
-    # 1 once a process joined the tier: set before any write or connection, so that a front
-    # end that cannot join the tier (Node.js) refuses the cache from then on (the rule of
-    # ziggurat-cache's cluster_joined, which reads it as JOINED_WORD)
-    JOINED = 20
+    >>> W.LEASE, W.JOINED
+    (0, 20)
+    """
+
+    LEASE: int = _WORDS["LEASE"]
+    BEAT: int = _WORDS["BEAT"]
+    SEQ: int = _WORDS["SEQ"]
+    ID_MS: int = _WORDS["ID_MS"]
+    ID_SEQ: int = _WORDS["ID_SEQ"]
+    HOST: int = _WORDS["HOST"]
+    DIRTY: int = _WORDS["DIRTY"]
+    APPLIED: int = _WORDS["APPLIED"]
+    GAP_CLEARS: int = _WORDS["GAP_CLEARS"]
+    LAG_P50: int = _WORDS["LAG_P50"]
+    LAG_P99: int = _WORDS["LAG_P99"]
+    PUBLISHED: int = _WORDS["PUBLISHED"]
+    POSITIONED: int = _WORDS["POSITIONED"]
+    GEN: int = _WORDS["GEN"]
+    FENCE: int = _WORDS["FENCE"]
+    REPLAYS: int = _WORDS["REPLAYS"]
+    FOLLOWER: int = _WORDS["FOLLOWER"]
+    FOLLOWER_AT: int = _WORDS["FOLLOWER_AT"]
+    CLEARED: int = _WORDS["CLEARED"]
+    CLOCK: int = _WORDS["CLOCK"]
+    JOINED: int = _WORDS["JOINED"]
+
 
 
 def host_figures(load: Callable[[int], int]) -> dict[str, Any]:
