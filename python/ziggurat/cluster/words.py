@@ -45,7 +45,6 @@ class W:
     JOINED: int = _WORDS["JOINED"]
 
 
-
 def host_figures(load: Callable[[int], int]) -> dict[str, Any]:
     """The host-wide figures of the tier, from the words it keeps in the segment (``load``
     reads word ``i``: a ``Cache``'s core, or a read-only attach of the segment).
