@@ -14,7 +14,8 @@
 //! - [`take`], [`standing_aside`]: which process of a host reads the stream;
 //! - [`words`]: the words the tier keeps in the host's segment;
 //! - [`Keys`], [`note_key`]: the names of the keys;
-//! - [`READ`], [`WRITE`], [`RELEASE`]: the server-side scripts.
+//! - [`READ`], [`WRITE`], [`RELEASE`]: the server-side scripts;
+//! - [`redacted`], [`scrubbed`]: a Redis URL's passwords kept out of messages.
 //!
 //! The wire format is described in docs/format.md; front ends (the Python
 //! package, the Node.js addon) drive these functions and word their errors.
@@ -27,6 +28,7 @@ mod keys;
 mod mac;
 mod scripts;
 mod times;
+mod url;
 pub mod words;
 
 pub use body::{
@@ -40,3 +42,4 @@ pub use keys::{note_key, Keys};
 pub use mac::{SecretProblem, Signer, MAC_LEN, MIN_SECRET};
 pub use scripts::{READ, RELEASE, WRITE};
 pub use times::{believable, bounded, fresh, next_write_time};
+pub use url::{redacted, scrubbed, SCHEMES};

@@ -486,6 +486,26 @@ pub fn cluster_standing_aside(
     zc::standing_aside(me, dedicated, &l)
 }
 
+/// `url` with its passwords hidden (its user information's, any `password=`
+/// query parameter's), for messages and logs. Never raises.
+///
+/// >>> cluster_redacted("redis://app:hunter2@10.0.0.5:6379/0")
+/// 'redis://app:***@10.0.0.5:6379/0'
+#[pyfunction]
+pub fn cluster_redacted(url: &str) -> String {
+    zc::redacted(url)
+}
+
+/// `text` with every password of `url` replaced by `***`, as written in the
+/// URL and decoded.
+///
+/// >>> cluster_scrubbed("AUTH hunter2 refused", "redis://:hunter2@h/0")
+/// 'AUTH *** refused'
+#[pyfunction]
+pub fn cluster_scrubbed(text: &str, url: &str) -> String {
+    zc::scrubbed(text, url)
+}
+
 /// Adds the class, functions and constants to `_native`.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     macro_rules! add {
@@ -508,7 +528,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         cluster_bounded,
         cluster_fresh,
         cluster_take,
-        cluster_standing_aside
+        cluster_standing_aside,
+        cluster_redacted,
+        cluster_scrubbed
     );
     m.add_class::<ClusterSigner>()?;
     m.add_class::<ClusterFollower>()?;
@@ -521,6 +543,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CLUSTER_MAX_SKEW_US", zc::MAX_SKEW_US)?;
     m.add("CLUSTER_ALL", zc::ALL)?;
     m.add("CLUSTER_STALE_MS", zc::STALE_MS)?;
+    m.add("CLUSTER_SCHEMES", PyTuple::new(m.py(), zc::SCHEMES)?)?;
     m.add("CLUSTER_CHECK_MS", zc::CHECK_MS)?;
     let words = PyDict::new(m.py());
     for (name, i) in zc::words::ALL_WORDS {

@@ -17,51 +17,31 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import threading
 import time
 import weakref
 from typing import Any
-from urllib.parse import unquote, unquote_plus, urlsplit
+from urllib.parse import urlsplit
+
+from ziggurat._native import CLUSTER_SCHEMES, cluster_redacted, cluster_scrubbed
 
 __all__ = ["Down", "Link", "own_pool", "redacted", "scrubbed"]
 
-_SCHEMES = ("redis", "rediss", "unix", "valkey", "valkeys")
-
-
-# A URL's scheme and authority, the rest (path, query, fragment) kept as it is.
-_AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)(.*)$", re.DOTALL)
-# The query parameters redis-py reads a password from.
-_SECRET_PARAMETERS = ("password",)
+_SCHEMES: tuple[str, ...] = CLUSTER_SCHEMES
 
 
 def redacted(url: str) -> str:
     """``url`` with its passwords hidden, for messages and logs: the one in its user
     information and any ``password=`` query parameter (redis-py reads both; a ``unix://``
-    URL can carry one only in the query). Never raises, whatever the URL.
+    URL can carry one only in the query). Never raises, whatever the URL (the rule is
+    ziggurat-cluster's).
 
     >>> redacted("redis://app:hunter2@10.0.0.5:6379/0")
     'redis://app:***@10.0.0.5:6379/0'
     >>> redacted("unix:///run/redis.sock?db=0&password=hunter2")
     'unix:///run/redis.sock?db=0&password=***'
     """
-    m = _AUTHORITY.match(url)
-    if m is None:
-        return url
-    scheme, authority, rest = m.groups()
-    userinfo, at, host = authority.rpartition("@")
-    if at and ":" in userinfo:
-        authority = f"{userinfo.partition(':')[0]}:***@{host}"
-    path, q, query = rest.partition("?")
-    if q:
-        query, hash_, fragment = query.partition("#")
-        pairs = []
-        for pair in query.split("&"):
-            name, eq, _ = pair.partition("=")
-            hidden = eq and unquote_plus(name).lower() in _SECRET_PARAMETERS
-            pairs.append(f"{name}=***" if hidden else pair)
-        rest = f"{path}?{'&'.join(pairs)}{hash_}{fragment}"
-    return scheme + authority + rest
+    return cluster_redacted(url)
 
 
 def scrubbed(text: str, url: str) -> str:
@@ -71,21 +51,7 @@ def scrubbed(text: str, url: str) -> str:
     >>> scrubbed("AUTH hunter2 refused", "redis://:hunter2@h/0")
     'AUTH *** refused'
     """
-    found = []
-    m = _AUTHORITY.match(url)
-    if m is not None:
-        userinfo, at, _ = m.group(2).rpartition("@")
-        if at and ":" in userinfo:
-            found.append(userinfo.partition(":")[2])
-        query = m.group(3).partition("?")[2].partition("#")[0]
-        for pair in query.split("&"):
-            name, eq, value = pair.partition("=")
-            if eq and unquote_plus(name).lower() in _SECRET_PARAMETERS:
-                found.append(value)
-    secrets = {v for raw in found for v in (raw, unquote(raw), unquote_plus(raw)) if v}
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
+    return cluster_scrubbed(text, url)
 
 
 class Down(Exception):
