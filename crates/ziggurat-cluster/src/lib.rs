@@ -14,7 +14,8 @@
 //! - [`take`], [`standing_aside`]: which process of a host reads the stream;
 //! - [`words`]: the words the tier keeps in the host's segment;
 //! - [`Keys`], [`note_key`]: the names of the keys;
-//! - [`READ`], [`WRITE`], [`RELEASE`]: the server-side scripts;
+//! - [`READ`], [`WRITE`], [`RELEASE`]: the server-side scripts, and
+//!   [`write_args`], [`px_value`], [`refusal`]: what a write sends and answers;
 //! - [`redacted`], [`scrubbed`]: a Redis URL's passwords kept out of messages.
 //!
 //! The wire format is described in docs/format.md; front ends (the Python
@@ -30,6 +31,7 @@ mod scripts;
 mod times;
 mod url;
 pub mod words;
+mod writes;
 
 pub use body::{
     counter_head, decode, encode_value, strip_prefix, Data, Decoded, Found, Refused, ALL,
@@ -43,3 +45,4 @@ pub use mac::{SecretProblem, Signer, MAC_LEN, MIN_SECRET};
 pub use scripts::{READ, RELEASE, WRITE};
 pub use times::{believable, bounded, fresh, next_write_time};
 pub use url::{redacted, scrubbed, SCHEMES};
+pub use writes::{px, px_since, px_value, refusal, write_args, Refusal};

@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from ziggurat._native import (
+    cluster_px_since,
+    cluster_px_value,
+    cluster_refusal,
+    cluster_write_args,
+)
 from ziggurat.cluster import events, scripts
 from ziggurat.cluster.bodies import Bodies, _body
 from ziggurat.cluster.link import Down, Link
@@ -233,20 +238,18 @@ class ClusterTier(WriteTimes, Bodies):
     # -- writes -------------------------------------------------------------------------------
 
     def _run(self, op: str, kb: bytes, k: bytes, extra: list[Any], w: int) -> list[Any]:
-        host = self.host_id()
-        mac = self.signer.event_mac(events.signed_body(host, op, k, w))
-        fenced = f"{host}:{self.core.app_load(W.FENCE)}"
-        args = [op, fenced, self.stream_length, k, mac, w, *extra]
+        fence = self.core.app_load(W.FENCE)
+        head = cluster_write_args(self.signer, self.host_id(), fence, self.stream_length, op, k, w)
         keys = self._keys(kb)
         try:
-            r = self._write(keys, args)
+            r = self._write(keys, [*head, *extra])
         except Down:
             raise
         except Exception as e:
-            msg = str(e)
-            if op == "incr" and any(m in msg for m in _INCR_REFUSALS):
+            why = cluster_refusal(str(e))
+            if op == "incr" and why in ("missing", "not_int", "overflow"):
                 raise  # the caller's mistake, answered as Cache.incr answers it
-            if "FENCED" not in msg:
+            if why != "fenced":
                 # The server refused the write (out of memory, read-only replica, ...): the
                 # app must not fail for it; the write stays on the host, as when cut off.
                 self.link.errors += 1
@@ -465,20 +468,16 @@ def _kb(key: str | bytes) -> bytes:
     return key.encode() if isinstance(key, str) else key
 
 
-#: What the write script answers an ``incr`` it refuses with.
-_INCR_REFUSALS = ("MISSING", "NOTINT", "OVERFLOW")
-
-
 def _incr_error(kb: bytes, e: Exception) -> Exception:
-    msg = str(e)
-    if "MISSING" in msg:
+    why = cluster_refusal(str(e))
+    if why == "missing":
         return KeyError(kb)
-    if "NOTINT" in msg:
+    if why == "not_int":
         return TypeError(
             f"Cache.incr(): the value of {kb!r} is not an integer; only values stored as an "
             "int (or created by incr) can be incremented"
         )
-    if "OVERFLOW" in msg:
+    if why == "overflow":
         return OverflowError(
             f"Cache.incr(): the counter {kb!r} would leave the range Redis scripts count "
             "exactly (±2**53)"
@@ -486,16 +485,12 @@ def _incr_error(kb: bytes, e: Exception) -> Exception:
     return e
 
 
-def _px(ttl: float) -> int:
-    return 0 if math.isinf(ttl) else max(1, int(ttl * 1000))
-
-
 def _px_value(ttl: float) -> int:
     """A signed value's time to live in Redis: its ttl, at most ``MAX_AGE``."""
-    return _px(min(ttl, MAX_AGE))
+    return cluster_px_value(ttl)
 
 
 def _px_since(ttl: float, written: int) -> int:
     """The time to live in Redis of a value written at ``written`` (µs) that gets ``ttl``
     from now: at most until ``MAX_AGE`` after its write."""
-    return _px(max(0.001, min(ttl, written / 1_000_000 + MAX_AGE - time.time())))
+    return cluster_px_since(ttl, written, time.time_ns() // 1000)
