@@ -131,8 +131,11 @@ class ZigguratCacheHandler {
       this.s.cache.delete(key)
       return null
     }
-    // A stale entry is served once while Next.js makes it anew in the background.
-    return { lastModified: state === 'stale' ? -1 : entry.lastModified, value: entry.value }
+    // A stale entry is served while Next.js makes it anew in the background, by one
+    // instance of the host: the one that takes the key's refresh lock. The others serve
+    // it as it is until the new one lands (or the lock lapses with a renderer that died).
+    const refresh = state === 'stale' && this.s.cache.add(`${key}\u0000refresh`, process.pid, { ttl: RENDER_WAIT })
+    return { lastModified: refresh ? -1 : entry.lastModified, value: entry.value }
   }
 
   /** Stores `data` for `cacheKey` (null: removes it), with its tags. */
@@ -156,6 +159,7 @@ class ZigguratCacheHandler {
     } finally {
       try {
         s.cache.delete(`${key}\u0000render`)
+        s.cache.delete(`${key}\u0000refresh`)
       } catch {}
     }
   }

@@ -146,3 +146,21 @@ test('an entry past the largest value, or a cache without its directory, never f
   assert.equal(out2.warnings.length, 1, out2.warnings)
   assert.match(out2.warnings[0], /nonexistent-ziggurat-dir/)
 })
+
+test('a stale entry is made anew by one instance of the host: the others serve it until then', async () => {
+  const h = new ZigguratCacheHandler({})
+  const page = { kind: 'APP_PAGE', html: '<h1>v1</h1>', headers: {}, status: 200 }
+  await h.set('/stale', page, { tags: ['s:1'], cacheControl: { revalidate: 3600, expire: 7200 } })
+  await new Promise((r) => setTimeout(r, 5))
+  // Next.js 16's profile: stale at once, expired an hour later.
+  await h.revalidateTag(['s:1'], { expire: 3600 })
+  const mine = await h.get('/stale', { kind: 'APP_PAGE' })
+  const elsewhere = readElsewhere(`return (await new ZigguratCacheHandler({}).get('/stale', { kind: 'APP_PAGE' })).lastModified`)
+  assert.equal(mine.lastModified, -1, 'this instance makes it anew')
+  assert.ok(elsewhere > 0, 'another serves it as it is meanwhile')
+  assert.equal(mine.value.html, '<h1>v1</h1>')
+  // The new render lands: every instance reads it as fresh.
+  await h.set('/stale', { ...page, html: '<h1>v2</h1>' }, { tags: ['s:1'], cacheControl: { revalidate: 3600, expire: 7200 } })
+  const after = readElsewhere(`const e = await new ZigguratCacheHandler({}).get('/stale', { kind: 'APP_PAGE' }); return [e.lastModified > 0, e.value.html]`)
+  assert.deepEqual(after, [true, '<h1>v2</h1>'])
+})
