@@ -60,6 +60,11 @@ fn directory_notice(_dir: &Path) -> Option<String> {
     None
 }
 
+/// How long a process that found no room for a new segment waits for another
+/// process, which took the room first, to name its file (see `open_path`).
+#[cfg(target_os = "linux")]
+const BUILD_WAIT: Duration = Duration::from_secs(3);
+
 /// Whether a file appears at `path` within `timeout`.
 #[cfg(target_os = "linux")]
 fn appears(path: &Path, timeout: Duration) -> bool {
@@ -307,14 +312,17 @@ impl Segment {
                         // Processes that open a new name at once each build a file aside:
                         // on a full file system the ones that lose the race for the room
                         // find no space, while the winner is about to name its file. They
-                        // wait for that name and attach to it.
+                        // wait for that name and attach to it: as long as the winner may
+                        // take to build and zero its segment on a busy host (seconds for
+                        // tens of MiB when the CPUs are shared), and never less than a lock
+                        // wait. A process alone on a full file system waits that long once.
                         Err(
                             e @ Error::Open {
                                 cause: OpenCause::NoSpace,
                                 ..
                             },
                         ) => {
-                            if appears(&path, opts.lock_timeout) {
+                            if appears(&path, opts.lock_timeout.max(BUILD_WAIT)) {
                                 continue;
                             }
                             return Err(e);
