@@ -65,21 +65,40 @@ fn directory_notice(_dir: &Path) -> Option<String> {
 #[cfg(target_os = "linux")]
 const BUILD_WAIT: Duration = Duration::from_secs(3);
 
-/// Whether a file appears at `path` within `timeout`.
+/// What a process that found no room for its new segment saw while it waited.
 #[cfg(target_os = "linux")]
-fn appears(path: &Path, timeout: Duration) -> bool {
+enum Waited {
+    /// Another process named its file: attach to it.
+    Named,
+    /// The room is back (the processes that built files aside at once all
+    /// gave theirs up): build again.
+    Room,
+    /// Neither, within the wait.
+    Neither,
+}
+
+/// Waits at most `timeout` for a file at `path`, or for `need` bytes free in
+/// `dir`. Each process polls at a pace of its own, so that processes that all
+/// gave up at once do not all build again at the same moment.
+#[cfg(target_os = "linux")]
+fn wait_for_name_or_room(path: &Path, dir: &Path, need: u64, timeout: Duration) -> Waited {
     let deadline = Instant::now() + timeout;
-    let mut pause = Duration::from_millis(1);
+    let mut pause = Duration::from_millis(1 + u64::from(std::process::id() % 13));
     loop {
         if std::fs::symlink_metadata(path).is_ok() {
-            return true;
+            return Waited::Named;
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return false;
+            return Waited::Neither;
         }
         std::thread::sleep(pause.min(left));
-        pause = (pause * 2).min(Duration::from_millis(20));
+        pause = (pause * 2).min(Duration::from_millis(40));
+        if std::fs::symlink_metadata(path).is_err()
+            && sys::free_bytes(dir).is_some_and(|free| free >= need)
+        {
+            return Waited::Room;
+        }
     }
 }
 
@@ -315,17 +334,26 @@ impl Segment {
                         // wait for that name and attach to it: as long as the winner may
                         // take to build and zero its segment on a busy host (seconds for
                         // tens of MiB when the CPUs are shared), and never less than a lock
-                        // wait. A process alone on a full file system waits that long once.
+                        // wait. When all of them lost (their files aside, each sized to the
+                        // room it saw, did not fit together), the room comes back as they
+                        // give up, and they build again. A process alone on a full file
+                        // system waits that long once.
                         Err(
                             e @ Error::Open {
                                 cause: OpenCause::NoSpace,
                                 ..
                             },
                         ) => {
-                            if appears(&path, opts.lock_timeout.max(BUILD_WAIT)) {
-                                continue;
+                            let wait = opts.lock_timeout.max(BUILD_WAIT);
+                            match wait_for_name_or_room(
+                                &path,
+                                &opts.directory,
+                                geom.file_size(),
+                                wait,
+                            ) {
+                                Waited::Named | Waited::Room => continue,
+                                Waited::Neither => return Err(e),
                             }
-                            return Err(e);
                         }
                         Err(e) => return Err(e),
                     }
