@@ -111,9 +111,12 @@ class ZigguratCacheHandler {
       const until = Date.now() + RENDER_WAIT * 1000
       while (Date.now() < until) {
         await sleep(20)
+        // The lock is read before the entry: a renderer stores the entry, then drops
+        // the lock, so a lock seen gone means its entry, if any, is there to read.
+        const held = s.cache.get(lock) !== undefined
         entry = this.#usable(key, soft)
         if (entry !== null) return entry
-        if (s.cache.get(lock) === undefined) return null
+        if (!held) return null
       }
       return null
     } catch (e) {
@@ -214,8 +217,11 @@ function createUseCacheHandler() {
         let e = read(cacheKey)
         if (e === null && s.cache.get(`${key(cacheKey)}\u0000set`) !== undefined) {
           const until = Date.now() + RENDER_WAIT * 1000
-          while (e === null && Date.now() < until && s.cache.get(`${key(cacheKey)}\u0000set`) !== undefined) {
+          // The marker is read before the entry: a setter stores the entry, then drops
+          // the marker, so a marker seen gone means its entry, if any, is there to read.
+          for (let held = true; e === null && held && Date.now() < until; ) {
             await sleep(20)
+            held = s.cache.get(`${key(cacheKey)}\u0000set`) !== undefined
             e = read(cacheKey)
           }
         }
