@@ -20,7 +20,10 @@
 //!   [`write_args`], [`px_value`], [`refusal`]: what a write sends and answers;
 //! - [`redacted`], [`scrubbed`]: a Redis URL's passwords kept out of messages;
 //! - [`Endpoint`], [`Server`]: where the server is and the login;
-//! - [`Link`]: the connection, bounded by a timeout, with a breaker.
+//! - [`Link`]: the connection, bounded by a timeout, with a breaker;
+//! - [`Tier`]: the reads and writes of one cache, and [`Host`], what they
+//!   keep in the host's segment (its words, its write clock, its notes);
+//! - [`Reader`]: the thread that follows the stream for the host.
 //!
 //! The wire format is described in docs/format.md; front ends (the Python
 //! package, the Node.js addon) drive these functions and word their errors.
@@ -29,11 +32,15 @@ mod body;
 mod election;
 mod event;
 mod follower;
+mod host;
 mod keys;
 mod link;
 mod mac;
+mod publish;
+mod reader;
 mod scripts;
 mod server;
+mod tier;
 mod times;
 mod url;
 pub mod words;
@@ -46,11 +53,14 @@ pub use body::{
 pub use election::{standing_aside, take, Lease, Take, CHECK_MS, STALE_MS};
 pub use event::{follow, parse, place, signed_body, tags_field, About, Event, Next};
 pub use follower::{start, Clear, Entry, Follower, Start};
+pub use host::{now_us, Ahead, Host};
 pub use keys::{note_key, Keys};
 pub use link::{Dedicated, Fault, Link};
 pub use mac::{SecretProblem, Signer, MAC_LEN, MIN_SECRET};
+pub use reader::{HostCache, Reader, OWN_PAUSE};
 pub use scripts::{READ, RELEASE, WRITE};
 pub use server::{Address, Endpoint, Server};
+pub use tier::{Counts, Held, NotDone, Settings, Stored, Tier, Warning};
 pub use times::{believable, bounded, fresh, next_write_time};
 pub use url::{redacted, scrubbed, SCHEMES};
 pub use writes::{px, px_since, px_value, refusal, write_args, Refusal};

@@ -218,6 +218,12 @@ impl Link {
     /// bounded by the link's timeout; failures count and open the breaker as
     /// the data path's do.
     pub fn dedicated(&self, read_timeout: Duration) -> Result<Dedicated<'_>, Fault> {
+        if self.resting() {
+            return Err(Fault::Down {
+                timed_out: false,
+                why: "the server failed less than retry_after ago".into(),
+            });
+        }
         let conn = match &self.cluster {
             Some(_) => redis::cluster::ClusterClientBuilder::new(self.infos.clone())
                 .connection_timeout(self.timeout)

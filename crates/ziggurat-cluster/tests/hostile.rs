@@ -97,3 +97,29 @@ fn secrets_are_checked() {
         Some(SecretProblem::Short(1))
     );
 }
+
+#[test]
+fn event_fields_cannot_be_regrouped_into_another_valid_event() {
+    let s = signer();
+    let key = b"z\x00clear\x00[]";
+    let mac = s.event_mac(&signed_body("h1", "set", key, 5));
+    let genuine: Vec<(&[u8], &[u8])> = vec![
+        (b"s", b"7"),
+        (b"h", b"h1"),
+        (b"o", b"set"),
+        (b"k", key),
+        (b"w", b"5"),
+        (b"m", &mac),
+    ];
+    assert!(parse(&genuine, &s).is_some());
+    // The same bytes split another way: another host, a clear, no key.
+    let forged: Vec<(&[u8], &[u8])> = vec![
+        (b"s", b"7"),
+        (b"h", b"h1\x00set\x00z"),
+        (b"o", b"clear"),
+        (b"k", b"[]"),
+        (b"w", b"5"),
+        (b"m", &mac),
+    ];
+    assert!(parse(&forged, &s).is_none());
+}

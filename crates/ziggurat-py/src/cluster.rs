@@ -1,15 +1,14 @@
-//! The cluster tier's rules (ziggurat-cluster) for `ziggurat.cluster`: the
-//! signer, the bodies, the events, the reader's decisions, the write times and
-//! what a write sends, and the connection (its calls release the GIL). Python
-//! keeps its serializer and the stream reader's loop; each function here
-//! converts and calls the crate. One file per part.
+//! The cluster tier (ziggurat-cluster) for `ziggurat.cluster`: the
+//! connection, the tier's reads and writes, the stream reader's thread, and
+//! the signer and bodies for tools that look at what Redis holds. Each call
+//! that waits on Redis releases the GIL. Python keeps its serializer and the
+//! wording of errors and warnings. One file per part.
 
 mod bodies;
-mod events;
 mod link;
 mod reader;
 mod signer;
-mod times;
+mod tier;
 mod writes;
 
 use pyo3::prelude::*;
@@ -17,11 +16,10 @@ use pyo3::types::{PyDict, PyTuple};
 use ziggurat_cluster as zc;
 
 use bodies::*;
-use events::*;
 use link::{ClusterDown, ClusterLink, ClusterReply};
-use reader::*;
+use reader::ClusterReader;
 use signer::ClusterSigner;
-use times::*;
+use tier::ClusterTier;
 use writes::*;
 
 /// Adds the class, functions and constants to `_native`.
@@ -34,29 +32,14 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         cluster_counter_head,
         cluster_decode,
         cluster_body_start,
-        cluster_signed_body,
-        cluster_tags_field,
-        cluster_follow,
-        cluster_place,
-        cluster_parse,
-        cluster_note_key,
-        cluster_start,
-        cluster_next_write_time,
-        cluster_believable,
-        cluster_bounded,
-        cluster_fresh,
-        cluster_take,
-        cluster_standing_aside,
         cluster_redacted,
         cluster_scrubbed,
-        cluster_write_args,
-        cluster_px_value,
-        cluster_px_since,
         cluster_refusal
     );
     m.add_class::<ClusterSigner>()?;
-    m.add_class::<ClusterFollower>()?;
+    m.add_class::<ClusterReader>()?;
     m.add_class::<ClusterLink>()?;
+    m.add_class::<ClusterTier>()?;
     m.add("ClusterDown", m.py().get_type::<ClusterDown>())?;
     m.add("ClusterReply", m.py().get_type::<ClusterReply>())?;
     m.add("CLUSTER_READ", zc::READ)?;
@@ -70,6 +53,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CLUSTER_STALE_MS", zc::STALE_MS)?;
     m.add("CLUSTER_SCHEMES", PyTuple::new(m.py(), zc::SCHEMES)?)?;
     m.add("CLUSTER_CHECK_MS", zc::CHECK_MS)?;
+    m.add("CLUSTER_OWN_PAUSE_US", zc::OWN_PAUSE.as_micros() as u64)?;
     let words = PyDict::new(m.py());
     for (name, i) in zc::words::ALL_WORDS {
         words.set_item(name, i)?;

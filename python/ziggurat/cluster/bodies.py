@@ -1,7 +1,6 @@
 """Stored bodies: a value signed for Redis and read back (``Bodies``, a part of
 ``ClusterTier``), and the prefix the scripts keep before a body (``_body``). The format
-and its checks are ziggurat-cluster's; this module runs the serializer, counts what is
-refused and says so once.
+and its checks are ziggurat-cluster's; this module runs the serializer on them.
 
 A stored body is ``b"Z2" + MAC + expiry (ms since the epoch, 0: none) + write time (µs) +
 tags + kind + data``, the kind ``P`` for the serializer's bytes or ``I`` for an int in
@@ -30,7 +29,6 @@ from ziggurat._native import (
     cluster_encode,
 )
 from ziggurat.cluster.signing import Signer
-from ziggurat.cluster.write_times import WriteTimes
 
 __all__ = ["Bodies"]
 
@@ -38,8 +36,9 @@ log = logging.getLogger("ziggurat")
 
 
 class Bodies:
-    """The body format of a ``ClusterTier`` (see the module's description); the tier sets
-    the attributes below and counts what it refuses.
+    """The body format of a ``ClusterTier`` (see the module's description): for the tests
+    and tools that look at what Redis holds; the tier's own reads and writes run in
+    ziggurat-cluster. The tier sets the attributes below.
 
     >>> import pickle, time
     >>> b = Bodies()
@@ -55,18 +54,13 @@ class Bodies:
     signer: Signer
     loads: Callable[[bytes], Any]
     dumps: Callable[[Any], bytes]
-    bad_signatures: int
-    refused_older: int
-    refused_ahead: int = 0
-    _logged_bad: bool
-    _logged_older: bool
+    _logged_bad: bool = False
 
     def encode(
         self, kb: bytes, value: Any, ttl: float, tags: tuple[str, ...], w: int
     ) -> tuple[bytes, bytes | None]:
-        """The signed body of ``value`` written at ``w`` (see ``clock``), and the value as
-        the serializer encoded it (None for an exact int), which the host's segment can
-        take as it is."""
+        """The signed body of ``value`` written at ``w`` (µs since the epoch), and the
+        value as the serializer encoded it (None for an exact int)."""
         payload: bytes | None
         data: bytes | int
         if type(value) is int and -(2**53) < value < 2**53:
@@ -96,12 +90,6 @@ class Bodies:
         (-1: no expiry), which its body does not hold."""
         got = cluster_decode(self.signer, kb, bytes(body), pttl, time.time_ns() // 1000, False)
         if len(got) == 2:
-            why, written = got
-            if why == "bad":
-                self._bad(kb)
-            elif why == "ahead":
-                self.refused_ahead += 1
-                WriteTimes._ahead(self, "a value in Redis", written)  # type: ignore[arg-type]
             return None
         kind, data, left, tags, written = got
         if kind != "P":
@@ -110,23 +98,9 @@ class Bodies:
         try:
             return self.loads(data), left, tags, data, written
         except (ValueError, IndexError, UnicodeDecodeError):
-            self._bad(kb)
             return None
 
-    def _older(self, kb: bytes) -> None:
-        self.refused_older += 1
-        if not self._logged_older:
-            self._logged_older = True
-            log.warning(
-                "ziggurat cache %r: a value in Redis under %r is older than a write of it "
-                "this host knows of (put back by something that writes to Redis, or written "
-                "at the same time by a host whose clock is behind); it is treated as a miss",
-                self.name,
-                kb,
-            )
-
-    def _bad(self, kb: bytes) -> None:
-        self.bad_signatures += 1
+    def _bad_logged(self, kb: bytes) -> None:
         if not self._logged_bad:
             self._logged_bad = True
             log.warning(
@@ -135,7 +109,6 @@ class Bodies:
                 self.name,
                 kb,
             )
-        return None
 
 
 def _body(stored: bytes | None) -> memoryview | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from ziggurat._native import (
     CLUSTER_SCHEMES,
@@ -113,7 +113,7 @@ class Link:
             import redis as redis_py
 
             try:
-                native = ClusterLink.from_url(redis, timeout, _RETRY_AFTER)
+                native = ClusterLink([redis], False, timeout, _RETRY_AFTER)
                 client = redis_py.Redis.from_url(redis, **_bounded(timeout))
             except ValueError as e:
                 # Not chained: the cause's own text and frames may hold the URL.
@@ -230,16 +230,7 @@ def _native_of(client: Any, timeout: float) -> ClusterLink:
     """The crate's link to the server of a redis-py or valkey-py client, with its
     credentials, database and TLS (a Redis Cluster client: its nodes)."""
     pool = own_pool(client)
-    if pool is None:
-        kw = dict(client.get_connection_kwargs())
-        nodes = [(n.host, int(n.port)) for n in client.get_nodes()]
-        cluster = True
-    else:
-        kw = dict(pool.connection_kwargs)
-        path = kw.get("path")
-        host, port = kw.get("host") or "localhost", int(kw.get("port") or 6379)
-        nodes = [(path, 0)] if path else [(host, port)]
-        cluster = False
+    kw = dict(client.get_connection_kwargs() if pool is None else pool.connection_kwargs)
     conn_class = getattr(pool, "connection_class", None)
     tls = bool(kw.get("ssl")) or (conn_class is not None and "SSL" in conn_class.__name__)
     username, password = kw.get("username"), kw.get("password")
@@ -247,16 +238,23 @@ def _native_of(client: Any, timeout: float) -> ClusterLink:
     if provider is not None:
         got = provider.get_credentials()
         username, password = (got[0], got[1]) if len(got) == 2 else (None, got[0])
-    return ClusterLink.from_parts(
-        nodes,
-        int(kw.get("db") or 0),
-        username,
-        password,
-        tls,
-        cluster,
-        timeout,
-        _RETRY_AFTER,
-    )
+    login = [("username", username), ("password", password), ("db", kw.get("db") or 0)]
+    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in login if v)
+    if pool is None:
+        nodes = [(n.host, int(n.port)) for n in client.get_nodes()]
+    elif kw.get("path"):
+        urls = [f"unix://{quote(kw['path'])}?{query}"]
+        return ClusterLink(urls, False, timeout, _RETRY_AFTER)
+    else:
+        nodes = [(kw.get("host") or "localhost", int(kw.get("port") or 6379))]
+    scheme = "rediss" if tls else "redis"
+    urls = [f"{scheme}://{_host(h)}:{p}?{query}" for h, p in nodes]
+    return ClusterLink(urls, pool is None, timeout, _RETRY_AFTER)
+
+
+def _host(host: str) -> str:
+    """A host as a URL writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _bounded(timeout: float) -> dict[str, Any]:

@@ -27,10 +27,9 @@ __all__ = ["MAC_LEN", "Signer", "secrets_of"]
 MAC_LEN: int = CLUSTER_MAC_LEN
 _MIN_SECRET: int = CLUSTER_MIN_SECRET
 
-#: Signs and checks values, counters and events of one cache: ``Signer(name, secrets)``
-#: (see the module's example); ``value_mac``/``value_ok``, ``counter_mac``/``counter_ok``
-#: (a counter's mark, signing its key with the write time of its last ``incr``) and
-#: ``event_mac``/``event_ok``.
+#: Signs and checks values of one cache: ``Signer(name, secrets)`` (see the module's
+#: example); ``value_mac``/``value_ok`` and ``counter_ok`` (a counter's mark, signing its
+#: key with the write time of its last ``incr``), for tools that look at what Redis holds.
 Signer = ClusterSigner
 
 

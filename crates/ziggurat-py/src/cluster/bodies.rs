@@ -113,13 +113,3 @@ pub fn cluster_decode(
 pub fn cluster_body_start(stored: &[u8]) -> Option<usize> {
     zc::strip_prefix(stored).map(|b| stored.len() - b.len())
 }
-
-/// The segment key of a host's note about a key (`b"k" + key`) or a tag
-/// (`b"t" + tag`).
-///
-/// >>> cluster_note_key(b"kuser:1")[:9]
-/// b'\x00zg-note:'
-#[pyfunction]
-pub fn cluster_note_key<'py>(py: Python<'py>, what: &[u8]) -> Bound<'py, PyBytes> {
-    PyBytes::new(py, &zc::note_key(what))
-}

@@ -1,12 +1,13 @@
 //! The connection to Redis or Valkey (`ziggurat.cluster.link`): the crate's
 //! link, its calls made with the GIL released, its replies as Python values.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyFloat, PyInt, PyList, PyString, PyTuple};
 use redis::Value;
 use ziggurat_cluster as zc;
 
@@ -25,17 +26,16 @@ create_exception!(
 
 /// The connection of one cache to its server: each call bounded by
 /// `timeout` seconds, the server left alone `retry_after` seconds after a
-/// failure, a connection per thread and process. Made with `from_url` or
-/// `from_parts`.
+/// failure, a connection per thread and process.
 ///
-/// >>> link = ClusterLink.from_url("redis://127.0.0.1:1/0", 0.05, 1.0)
+/// >>> link = ClusterLink(["redis://127.0.0.1:1/0"], False, 0.05, 1.0)
 /// >>> link.command("PING")
 /// Traceback (most recent call last):
 /// ...
 /// ziggurat._native.ClusterDown: unreachable: Connection refused (os error 111)
 #[pyclass(frozen, module = "ziggurat._native")]
 pub struct ClusterLink {
-    link: zc::Link,
+    pub(super) link: Arc<zc::Link>,
 }
 
 fn seconds(s: f64, what: &str) -> PyResult<Duration> {
@@ -43,7 +43,7 @@ fn seconds(s: f64, what: &str) -> PyResult<Duration> {
         .map_err(|_| PyValueError::new_err(format!("{what} must be seconds >= 0, got {s}")))
 }
 
-fn fault(f: zc::Fault) -> PyErr {
+pub(super) fn fault(f: zc::Fault) -> PyErr {
     match f {
         zc::Fault::Down { why, .. } => ClusterDown::new_err(why),
         zc::Fault::Reply(text) => ClusterReply::new_err(text),
@@ -75,95 +75,65 @@ fn args(items: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
     items.try_iter()?.map(|a| arg(&a?)).collect()
 }
 
-/// A reply as redis-py gives it with `decode_responses` off: bulk and simple
-/// strings as bytes, integers, lists, None for nil.
+/// A reply as redis-py gives it with `decode_responses` off (the link speaks
+/// RESP2): bulk and simple strings as bytes, integers, lists, None for nil.
 fn reply(py: Python<'_>, v: Value) -> PyResult<Py<PyAny>> {
     Ok(match v {
-        Value::Nil => py.None(),
         Value::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
         Value::BulkString(b) => PyBytes::new(py, &b).into_any().unbind(),
         Value::SimpleString(s) => PyBytes::new(py, s.as_bytes()).into_any().unbind(),
         Value::Okay => PyBytes::new(py, b"OK").into_any().unbind(),
-        Value::Array(items) | Value::Set(items) => {
-            let out = PyList::empty(py);
-            for i in items {
-                out.append(reply(py, i)?)?;
-            }
-            out.into_any().unbind()
+        Value::Array(items) => {
+            let items = items
+                .into_iter()
+                .map(|i| reply(py, i))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_any().unbind()
         }
-        Value::Map(pairs) => {
-            let out = PyDict::new(py);
-            for (k, v) in pairs {
-                out.set_item(reply(py, k)?, reply(py, v)?)?;
-            }
-            out.into_any().unbind()
-        }
-        Value::Double(d) => d.into_pyobject(py)?.into_any().unbind(),
-        Value::Boolean(b) => b.into_pyobject(py)?.to_owned().into_any().unbind(),
-        Value::VerbatimString { text, .. } => PyBytes::new(py, text.as_bytes()).into_any().unbind(),
-        Value::Attribute { data, .. } => reply(py, *data)?,
-        Value::ServerError(e) => return Err(fault(zc::Fault::Reply(format!("{e:?}")))),
-        Value::Push { .. } => py.None(),
         _ => py.None(),
     })
 }
 
 #[pymethods]
 impl ClusterLink {
-    /// A link to the server of a `redis://`, `rediss://` or `unix://` URL;
-    /// raises ValueError naming what is wrong (never the password).
+    /// A link to the server of a `redis://`, `rediss://` or `unix://` URL,
+    /// or (`cluster`) to the Redis Cluster of the nodes of several; raises
+    /// ValueError naming what is wrong (never the password).
     ///
-    /// >>> ClusterLink.from_url("redis://:pw@h:99999/0", 0.1, 1.0)
+    /// >>> ClusterLink(["redis://:pw@h:99999/0"], False, 0.1, 1.0)
     /// Traceback (most recent call last):
     /// ...
     /// ValueError: redis URL 'redis://:***@h:99999/0' is not valid: its port must be a number from 1 to 65535
-    #[staticmethod]
-    fn from_url(url: &str, timeout: f64, retry_after: f64) -> PyResult<ClusterLink> {
-        let e = zc::Endpoint::parse(url).map_err(PyValueError::new_err)?;
-        ClusterLink::made(zc::Server::One(e), timeout, retry_after)
-    }
-
-    /// A link from an application client's settings: `nodes` as
-    /// `(host, port)` pairs (several: a Redis Cluster) or one `(path, 0)`
-    /// for a Unix socket, with its database, login and TLS.
-    ///
-    /// >>> ClusterLink.from_parts([("127.0.0.1", 6379)], 0, None, None, False, False, 0.1, 1.0).server
-    /// '127.0.0.1:6379'
-    #[staticmethod]
-    #[allow(clippy::too_many_arguments)] // the client's settings, one by one
-    fn from_parts(
-        nodes: Vec<(String, u16)>,
-        db: i64,
-        username: Option<String>,
-        password: Option<String>,
-        tls: bool,
+    #[new]
+    fn new(
+        urls: Vec<String>,
         cluster: bool,
         timeout: f64,
         retry_after: f64,
     ) -> PyResult<ClusterLink> {
-        let endpoints: Vec<zc::Endpoint> = nodes
-            .into_iter()
-            .map(|(host, port)| zc::Endpoint {
-                address: if port == 0 {
-                    zc::Address::Unix(host.into())
-                } else {
-                    zc::Address::Tcp { host, port, tls }
-                },
-                db,
-                username: username.clone(),
-                password: password.clone(),
-            })
-            .collect();
-        let server = match (cluster, endpoints.len()) {
-            (false, 1) => zc::Server::One(endpoints.into_iter().next().expect("one endpoint")),
+        let mut nodes = urls
+            .iter()
+            .map(|u| zc::Endpoint::parse(u))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(PyValueError::new_err)?;
+        let server = match (cluster, nodes.len()) {
+            (true, _) => zc::Server::Cluster(nodes),
+            (false, 1) => zc::Server::One(nodes.remove(0)),
             (false, n) => {
                 return Err(PyValueError::new_err(format!(
                     "one server expected, got {n}"
                 )))
             }
-            (true, _) => zc::Server::Cluster(endpoints),
         };
-        ClusterLink::made(server, timeout, retry_after)
+        let link = zc::Link::new(
+            server,
+            seconds(timeout, "redis_timeout")?,
+            seconds(retry_after, "retry_after")?,
+        )
+        .map_err(PyValueError::new_err)?;
+        Ok(ClusterLink {
+            link: Arc::new(link),
+        })
     }
 
     /// The server's raw reply to one command (the GIL released meanwhile);
@@ -240,17 +210,5 @@ impl ClusterLink {
     #[getter]
     fn server(&self) -> String {
         self.link.server().shown()
-    }
-}
-
-impl ClusterLink {
-    fn made(server: zc::Server, timeout: f64, retry_after: f64) -> PyResult<ClusterLink> {
-        let link = zc::Link::new(
-            server,
-            seconds(timeout, "redis_timeout")?,
-            seconds(retry_after, "retry_after")?,
-        )
-        .map_err(PyValueError::new_err)?;
-        Ok(ClusterLink { link })
     }
 }

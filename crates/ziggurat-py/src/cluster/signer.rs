@@ -1,4 +1,6 @@
-//! The signer of a cache's values, counters and events (`ziggurat.cluster.signing`).
+//! The signer of a cache's values, counters and events (`ziggurat.cluster.signing`):
+//! the tier's own signing is the crate's; these checks serve the tools that
+//! look at what Redis holds (`ziggurat doctor`).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -42,23 +44,8 @@ impl ClusterSigner {
         self.0.value_ok(key, body, mac)
     }
 
-    /// The mark that lets `key` hold a counter, with `written` (8 bytes).
-    fn counter_mac<'py>(&self, py: Python<'py>, key: &[u8], written: &[u8]) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.0.counter_mac(key, written))
-    }
-
     /// Whether `mac` is the counter mark of `key` and `written` for any secret.
     fn counter_ok(&self, key: &[u8], written: &[u8], mac: &[u8]) -> bool {
         self.0.counter_ok(key, written, mac)
-    }
-
-    /// The MAC of an event's signed fields (`cluster_signed_body`).
-    fn event_mac<'py>(&self, py: Python<'py>, body: &[u8]) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.0.event_mac(body))
-    }
-
-    /// Whether `mac` is the MAC of an event's signed fields for any secret.
-    fn event_ok(&self, body: &[u8], mac: &[u8]) -> bool {
-        self.0.event_ok(body, mac)
     }
 }
