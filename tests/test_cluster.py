@@ -616,6 +616,40 @@ def test_async_calls_leave_the_event_loop_free_while_redis_stalls(
     assert b.get("k2") == "w"
 
 
+def test_closed_caches_are_collected_and_keep_no_connection_open(
+    server: Server, shm_dir: str
+) -> None:
+    """The native tier and reader hold the host's segment, not the Python cache: a closed
+    cache is collected, and its connections to Redis close with it."""
+    import gc
+    import weakref
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    def one(i: int) -> weakref.ref[Cache]:
+        c = Cache(
+            f"gc{uuid.uuid4().hex[:8]}",
+            size="8MiB",
+            directory=shm_dir,
+            redis=server.url,
+            secret=SECRET,
+        )
+        c.set("k", i)
+        assert c.get("k") == i
+        c.close()
+        return weakref.ref(c)
+
+    for i in range(3):
+        one(i)
+    gc.collect()
+    base = fds()
+    refs = [one(i) for i in range(20)]
+    gc.collect()
+    assert [r() for r in refs] == [None] * 20
+    assert fds() <= base + 4, (base, fds())
+
+
 def test_a_call_waiting_on_redis_leaves_other_threads_running(
     server: Server, hosts: Callable[..., Cache]
 ) -> None:

@@ -57,7 +57,7 @@ pub use host::{now_us, Ahead, Host};
 pub use keys::{note_key, Keys};
 pub use link::{Dedicated, Fault, Link};
 pub use mac::{SecretProblem, Signer, MAC_LEN, MIN_SECRET};
-pub use reader::{HostCache, Reader, OWN_PAUSE};
+pub use reader::{Reader, OWN_PAUSE};
 pub use scripts::{READ, RELEASE, WRITE};
 pub use server::{Address, Endpoint, Server};
 pub use tier::{Counts, Held, NotDone, Settings, Stored, Tier, Warning};

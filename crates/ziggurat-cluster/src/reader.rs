@@ -51,20 +51,13 @@ pub const OWN_PAUSE: Duration = Duration::from_millis(1);
 /// Entries one read takes at most.
 const BATCH: usize = 1000;
 
-/// The host's cache, as the reader's thread holds it (a front end's handle
-/// that outlives the thread).
-pub trait HostCache: Send + Sync + 'static {
-    /// The cache.
-    fn cache(&self) -> &Cache;
-}
-
 /// One entry of the stream: its id and its fields.
 type StreamEntry = (Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
 
 /// The stream reader of one process (see the module).
 pub struct Reader {
     tier: Arc<Tier>,
-    host: Arc<dyn HostCache>,
+    host: Arc<Cache>,
     dedicated: bool,
     block: Duration,
     stop: AtomicBool,
@@ -126,12 +119,7 @@ struct Following {
 impl Reader {
     /// The reader of `tier` on the host's cache; `block`: how long one read
     /// of the stream waits for an entry. Not started.
-    pub fn new(
-        tier: Arc<Tier>,
-        host: Arc<dyn HostCache>,
-        dedicated: bool,
-        block: Duration,
-    ) -> Arc<Reader> {
+    pub fn new(tier: Arc<Tier>, host: Arc<Cache>, dedicated: bool, block: Duration) -> Arc<Reader> {
         Arc::new(Reader {
             tier,
             host,
@@ -144,9 +132,7 @@ impl Reader {
     }
 
     fn h(&self) -> Host<'_> {
-        Host {
-            cache: self.host.cache(),
-        }
+        Host { cache: &self.host }
     }
 
     /// Starts the thread (again, in a child after `fork`: threads do not
@@ -200,7 +186,7 @@ impl Reader {
             }
         }
         let pid = u64::from(current_pid());
-        let c = self.host.cache();
+        let c = &self.host;
         if self.h().load(words::LEASE) == pid {
             let _ = c.app_cas(words::LEASE, pid, 0);
         }
@@ -219,7 +205,7 @@ impl Reader {
             if cur != 0 && cur != pid && u32::try_from(cur).is_ok_and(process_alive) {
                 return cur;
             }
-            match self.host.cache().app_cas(words::FOLLOWER, cur, pid) {
+            match self.host.app_cas(words::FOLLOWER, cur, pid) {
                 Ok(true) | Err(_) => {
                     self.stamp(words::FOLLOWER_AT);
                     return 0;
@@ -261,7 +247,7 @@ impl Reader {
     fn take(&self) -> bool {
         let pid = u64::from(current_pid());
         let l = self.lease();
-        let c = self.host.cache();
+        let c = &self.host;
         match take(pid, self.dedicated, &l) {
             Take::HandBack => {
                 let _ = c.app_cas(words::LEASE, pid, 0);
@@ -290,7 +276,7 @@ impl Reader {
     fn set_word(&self, word: usize, v: u64) {
         let cur = self.h().load(word);
         if cur != v {
-            let _ = self.host.cache().app_cas(word, cur, v);
+            let _ = self.host.app_cas(word, cur, v);
         }
     }
 
@@ -314,7 +300,7 @@ impl Reader {
 
     fn clear(&self, why: String) {
         self.tier.say(Warning::Cleared(why));
-        let _ = self.host.cache().clear();
+        let _ = self.host.clear();
         self.h().bump(words::GAP_CLEARS, 1);
     }
 

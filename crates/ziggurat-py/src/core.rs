@@ -46,7 +46,9 @@ pub(crate) struct InL1 {
 #[pyclass(name = "Cache", module = "ziggurat._native", frozen, subclass)]
 pub struct CacheCore {
     /// The behaviour: segments, options, counters, the miss path.
-    pub(crate) cache: Cache,
+    /// Shared with the cluster tier's reader thread (an `Arc`, not the
+    /// Python object: no reference cycle the garbage collector cannot see).
+    pub(crate) cache: Arc<Cache>,
     pub(crate) l1: Shared,
     pub(crate) l1_enabled: bool,
     pub(crate) loads: Py<PyAny>,
@@ -296,7 +298,8 @@ impl CacheCore {
         let opts = cache_options(fetch_defaults, refresh_ahead, degraded_ttl);
         let mode = CopyMode::parse(copy).map_err(cache_err)?;
         let seg = |s: Option<&Bound<'_, PySegment>>| s.map(|s| Arc::clone(s.get().inner()));
-        let cache = Cache::new(seg(main), seg(neg), opts, l1_items > 0).map_err(cache_err)?;
+        let cache =
+            Arc::new(Cache::new(seg(main), seg(neg), opts, l1_items > 0).map_err(cache_err)?);
         Ok(CacheCore {
             cache,
             l1: Shared::new(L1::new(l1_items, l1_neg_items)),

@@ -16,6 +16,7 @@ since the other hosts and Redis may hold values older than what was written here
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -85,59 +86,11 @@ class ClusterTier(Bodies):
             tombstone_ttl,
             single_flight,
             loader_timeout,
-            self._warn,
+            # Not a bound method: the native tier would hold this object through it, a
+            # cycle the garbage collector cannot see.
+            functools.partial(_say, name),
         )
-        self._logged_ahead = False
         core.app_cas(W.JOINED, 0, 1)
-
-    # -- what the crate reports -----------------------------------------------------------
-
-    def _warn(self, kind: str, detail: Any) -> None:
-        if kind == "bad":
-            self._bad_logged(detail)
-        elif kind == "older":
-            log.warning(
-                "ziggurat cache %r: a value in Redis under %r is older than a write of it "
-                "this host knows of (put back by something that writes to Redis, or written "
-                "at the same time by a host whose clock is behind); it is treated as a miss",
-                self.name,
-                detail,
-            )
-        elif kind == "ahead":
-            what, seconds = detail
-            self._ahead_logged(what, seconds)
-        elif kind == "read_error":
-            log.warning("ziggurat cache %r: Redis answered a read with %s", self.name, detail)
-        elif kind == "cleared":
-            log.warning("ziggurat cache %r: clearing this host's cache: %s", self.name, detail)
-        elif kind == "recovered":
-            log.warning(
-                "ziggurat cache %r: %d writes were kept on this host while Redis was "
-                "unreachable; published a clear of the cache to every host",
-                self.name,
-                detail,
-            )
-        elif kind == "reader":
-            log.warning("ziggurat cache %r: stream reader: %s", self.name, detail)
-        elif kind == "refused":
-            log.warning(
-                "ziggurat cache %r: Redis refused a write (%s); writes stay on this "
-                "host until it accepts them again",
-                self.name,
-                detail,
-            )
-
-    def _ahead_logged(self, what: str, seconds: float) -> None:
-        if not self._logged_ahead:
-            self._logged_ahead = True
-            log.warning(
-                "ziggurat cache %r: %s is stamped %.0f s ahead of this host's clock, more "
-                "than the %.0f s allowed; it is ignored (check the hosts' clocks)",
-                self.name,
-                what,
-                seconds,
-                MAX_SKEW,
-            )
 
     # -- identity and the host's words ----------------------------------------------------
 
@@ -336,6 +289,56 @@ class ClusterTier(Bodies):
             "connected": self.link.up,
             **host_figures(self.core.app_load),
         }
+
+
+def _say(name: str, kind: str, detail: Any) -> None:
+    """Logs what the crate's tier of cache ``name`` reports (each of its first kinds once
+    per process: the crate decides)."""
+    if kind == "bad":
+        log.warning(
+            "ziggurat cache %r: a value in Redis under %r failed its check (tampered, "
+            "or written with another secret); it is treated as a miss and never decoded",
+            name,
+            detail,
+        )
+    elif kind == "older":
+        log.warning(
+            "ziggurat cache %r: a value in Redis under %r is older than a write of it "
+            "this host knows of (put back by something that writes to Redis, or written "
+            "at the same time by a host whose clock is behind); it is treated as a miss",
+            name,
+            detail,
+        )
+    elif kind == "ahead":
+        what, seconds = detail
+        log.warning(
+            "ziggurat cache %r: %s is stamped %.0f s ahead of this host's clock, more "
+            "than the %.0f s allowed; it is ignored (check the hosts' clocks)",
+            name,
+            what,
+            seconds,
+            MAX_SKEW,
+        )
+    elif kind == "read_error":
+        log.warning("ziggurat cache %r: Redis answered a read with %s", name, detail)
+    elif kind == "cleared":
+        log.warning("ziggurat cache %r: clearing this host's cache: %s", name, detail)
+    elif kind == "recovered":
+        log.warning(
+            "ziggurat cache %r: %d writes were kept on this host while Redis was "
+            "unreachable; published a clear of the cache to every host",
+            name,
+            detail,
+        )
+    elif kind == "reader":
+        log.warning("ziggurat cache %r: stream reader: %s", name, detail)
+    elif kind == "refused":
+        log.warning(
+            "ziggurat cache %r: Redis refused a write (%s); writes stay on this "
+            "host until it accepts them again",
+            name,
+            detail,
+        )
 
 
 def _kb(key: str | bytes) -> bytes:

@@ -5,20 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use ziggurat_cache::Cache;
 use ziggurat_cluster as zc;
 
 use super::tier::ClusterTier;
-use crate::core::CacheCore;
-
-/// The cache of a Python `Cache`, held by the reader's thread.
-struct PyHost(Py<CacheCore>);
-
-impl zc::HostCache for PyHost {
-    fn cache(&self) -> &Cache {
-        &self.0.get().cache
-    }
-}
 
 /// The stream reader of one process for `tier` on `cache` (see the crate):
 /// `start` runs it in a thread of its own, `stop` ends it and gives the lease
@@ -28,14 +17,21 @@ pub struct ClusterReader {
     reader: Arc<zc::Reader>,
 }
 
+impl Drop for ClusterReader {
+    /// A reader dropped without `stop` (its cache collected unclosed) lets its
+    /// thread end: the thread holds the segment and a connection.
+    fn drop(&mut self) {
+        self.reader.halt();
+    }
+}
+
 #[pymethods]
 impl ClusterReader {
     #[new]
-    fn new(py: Python<'_>, tier: &ClusterTier, dedicated: bool, block: f64) -> ClusterReader {
+    fn new(tier: &ClusterTier, dedicated: bool, block: f64) -> ClusterReader {
         let block = Duration::from_secs_f64(block.clamp(0.01, 60.0));
-        let host: Arc<dyn zc::HostCache> = Arc::new(PyHost(tier.cache.clone_ref(py)));
         ClusterReader {
-            reader: zc::Reader::new(tier.tier.clone(), host, dedicated, block),
+            reader: zc::Reader::new(tier.tier.clone(), tier.cache.clone(), dedicated, block),
         }
     }
 

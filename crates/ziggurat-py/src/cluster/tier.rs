@@ -21,7 +21,7 @@ use crate::core::CacheCore;
 #[pyclass(frozen, module = "ziggurat._native")]
 pub struct ClusterTier {
     pub(super) tier: Arc<zc::Tier>,
-    pub(super) cache: Py<CacheCore>,
+    pub(super) cache: Arc<ziggurat_cache::Cache>,
 }
 
 enum Value<'a> {
@@ -83,9 +83,7 @@ fn stored(py: Python<'_>, s: Option<zc::Stored>) -> PyResult<Py<PyAny>> {
 
 impl ClusterTier {
     fn host(&self) -> zc::Host<'_> {
-        zc::Host {
-            cache: &self.cache.get().cache,
-        }
+        zc::Host { cache: &self.cache }
     }
 }
 
@@ -97,7 +95,7 @@ impl ClusterTier {
     fn new(
         link: &ClusterLink,
         signer: &ClusterSigner,
-        cache: Py<CacheCore>,
+        cache: PyRef<'_, CacheCore>,
         name: String,
         stream_length: u64,
         tombstone: f64,
@@ -138,7 +136,7 @@ impl ClusterTier {
                 settings,
                 Box::new(say),
             )),
-            cache,
+            cache: cache.cache.clone(),
         })
     }
 
