@@ -29,6 +29,11 @@ pub const MAX_AGE_US: u64 = 86_400_000_000;
 /// minutes): hosts' clocks are expected within seconds of each other.
 pub const MAX_SKEW_US: u64 = 300_000_000;
 
+/// Integers within ±this are stored as such (kind `I`, which `incr` adds to,
+/// and every language reads): the range Redis's Lua counts exactly. A front
+/// end encodes any other integer with its serializer.
+pub const EXACT_INT: i64 = 1 << 53;
+
 /// The tag every value in Redis carries: a cluster-wide clear moves its version.
 pub const ALL: &str = "\u{0}all";
 
@@ -40,7 +45,7 @@ const COUNTER: u8 = b'N';
 pub enum Data<'a> {
     /// The front end's serialized bytes (kind `P`).
     Encoded(&'a [u8]),
-    /// An integer within ±2^53 (kind `I`), which `incr` may add to.
+    /// An integer within ±[`EXACT_INT`] (kind `I`), which `incr` may add to.
     Int(i64),
 }
 

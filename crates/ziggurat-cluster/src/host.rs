@@ -24,6 +24,26 @@ pub fn now_us() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
+/// What a note of the host is about.
+#[derive(Clone, Copy, Debug)]
+pub enum Noted<'a> {
+    /// A key written (set, add, delete, incr, touch).
+    Key(&'a [u8]),
+    /// A tag invalidated.
+    Tag(&'a str),
+}
+
+impl Noted<'_> {
+    /// The segment key the note lives under ([`note_key`] of `b"k" + key` or
+    /// `b"t" + tag`).
+    fn key(self) -> Vec<u8> {
+        match self {
+            Noted::Key(k) => note_key(&[b"k".as_slice(), k].concat()),
+            Noted::Tag(t) => note_key(&[b"t".as_slice(), t.as_bytes()].concat()),
+        }
+    }
+}
+
 /// The segment of one host as the tier uses it.
 #[derive(Clone, Copy)]
 pub struct Host<'a> {
@@ -134,24 +154,32 @@ impl<'a> Host<'a> {
         None
     }
 
-    /// The latest write this host knows of the key (`b"k" + key`) or tag
-    /// (`b"t" + tag`) `what` was made at `w` (cut to the skew bound).
-    pub fn note(&self, what: &[u8], w: u64) {
+    /// The latest write this host knows of `what` was made at `w` (cut to
+    /// the skew bound). Notes only rise: the write is a compare-and-set on
+    /// the note's stamp, so a later note another process stores meanwhile is
+    /// never replaced by this earlier one.
+    pub fn note(&self, what: Noted<'_>, w: u64) {
         let w = bounded(w, now_us());
-        let fk = note_key(what);
-        if self.known_at(&fk) >= w {
-            return;
+        let fk = what.key();
+        let ttl = MAX_AGE_US as f64 / 1e6;
+        for _ in 0..16 {
+            // Taken before the read: a store between the two moves the stamp.
+            let Some(seen) = self.cache.seen(&fk) else {
+                std::hint::spin_loop();
+                continue;
+            };
+            if self.known_at(&fk) >= w {
+                return;
+            }
+            let payload = (w as i64).to_le_bytes();
+            if !matches!(
+                self.cache
+                    .fill(&fk, &payload, Kind::Counter, ttl, &[], &seen),
+                Ok(false)
+            ) {
+                return;
+            }
         }
-        let _ = self.cache.store(
-            &fk,
-            None,
-            ziggurat_cache::Body::Bytes(&(w as i64).to_le_bytes()),
-            Kind::Counter,
-            MAX_AGE_US as f64 / 1e6,
-            0.0,
-            &[],
-            || {},
-        );
     }
 
     /// The whole cache was cleared at `w`: every body written before is refused.
@@ -175,19 +203,19 @@ impl<'a> Host<'a> {
     }
 
     /// The note of a key or tag (0: none).
-    pub fn known(&self, what: &[u8]) -> u64 {
-        self.known_at(&note_key(what))
+    pub fn known(&self, what: Noted<'_>) -> u64 {
+        self.known_at(&what.key())
     }
 
     /// Whether a body of `key` written at `written` with `tags` is not older
     /// than a write, tag invalidation or clear this host knows of.
     pub fn fresh(&self, key: &[u8], written: u64, tags: &[String]) -> bool {
-        let key_note = self.known(&[b"k".as_slice(), key].concat());
+        let key_note = self.known(Noted::Key(key));
         fresh(written, self.load(words::CLEARED), key_note, tags, |t| {
             if t == ALL {
                 0
             } else {
-                self.known(&[b"t".as_slice(), t.as_bytes()].concat())
+                self.known(Noted::Tag(t))
             }
         })
     }

@@ -48,12 +48,12 @@ mod writes;
 
 pub use body::{
     counter_head, decode, encode_value, strip_prefix, Data, Decoded, Found, Refused, ALL,
-    MAX_AGE_US, MAX_SKEW_US,
+    EXACT_INT, MAX_AGE_US, MAX_SKEW_US,
 };
 pub use election::{standing_aside, take, Lease, Take, CHECK_MS, STALE_MS};
 pub use event::{follow, parse, place, signed_body, tags_field, About, Event, Next};
 pub use follower::{start, Clear, Entry, Follower, Start};
-pub use host::{now_us, Ahead, Host};
+pub use host::{now_us, Ahead, Host, Noted};
 pub use keys::{note_key, Keys};
 pub use link::{Dedicated, Fault, Link};
 pub use mac::{SecretProblem, Signer, MAC_LEN, MIN_SECRET};

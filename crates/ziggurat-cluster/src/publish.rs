@@ -10,7 +10,7 @@ use ziggurat_cache::{Cache, Kind};
 
 use crate::body::{counter_head, encode_value, strip_prefix, Data, ALL};
 use crate::event::tags_field;
-use crate::host::{now_us, Host};
+use crate::host::{now_us, Host, Noted};
 use crate::link::Fault;
 use crate::scripts::WRITE;
 use crate::tier::{int_of, Held, NotDone, Tier, Warning};
@@ -156,13 +156,17 @@ impl Tier {
             None
         };
         let px = px.to_string();
-        let mut extra: Vec<&[u8]> = vec![&body, px.as_bytes()];
-        extra.extend(tags.iter().map(|t| t.as_bytes()));
-        extra.push(ALL.as_bytes());
-        let r = self.run_or_dirty(host, op, key, key, &extra, w)?;
+        let r = self.run_or_dirty(
+            host,
+            op,
+            key,
+            key,
+            &with_tags(vec![&body, px.as_bytes()], tags),
+            w,
+        )?;
         let stored = op == "set" || r.get(1).map_or(0, int_of) != 0;
         if stored {
-            host.note(&[b"k".as_slice(), key].concat(), w);
+            host.note(Noted::Key(key), w);
             self.local(host.cache, key, seen, data, ttl_s, tags);
         }
         Ok(stored)
@@ -201,7 +205,7 @@ impl Tier {
         let ms = (self.settings.tombstone.as_millis().max(1) as u64).to_string();
         match self.run_or_dirty(host, "del", key, key, &[ms.as_bytes()], w) {
             Ok(r) => {
-                host.note(&[b"k".as_slice(), key].concat(), w);
+                host.note(Noted::Key(key), w);
                 r.get(1).map_or(0, int_of) != 0
             }
             Err(_) => false,
@@ -226,12 +230,9 @@ impl Tier {
             default.map_or(String::new(), |d| d.to_string()),
             px_value(ttl_s).to_string(),
         );
-        let mut extra: Vec<&[u8]> =
-            vec![delta.as_bytes(), default.as_bytes(), px.as_bytes(), &head];
-        extra.extend(tags.iter().map(|t| t.as_bytes()));
-        extra.push(ALL.as_bytes());
-        let r = self.run_or_dirty(host, "incr", key, key, &extra, w)?;
-        host.note(&[b"k".as_slice(), key].concat(), w);
+        let head = vec![delta.as_bytes(), default.as_bytes(), px.as_bytes(), &head];
+        let r = self.run_or_dirty(host, "incr", key, key, &with_tags(head, tags), w)?;
+        host.note(Noted::Key(key), w);
         let _ = host.cache.delete(key);
         Ok(r.get(1).map_or(0, int_of))
     }
@@ -278,7 +279,7 @@ impl Tier {
         };
         let done = r.get(1).map_or(0, int_of) != 0;
         if done {
-            host.note(&[b"k".as_slice(), key].concat(), written);
+            host.note(Noted::Key(key), written);
         }
         let _ = host.cache.delete(key);
         Ok(done)
@@ -290,11 +291,11 @@ impl Tier {
         let field = tags_field(tags);
         let extra: Vec<&[u8]> = tags.iter().map(|t| t.as_bytes()).collect();
         if self
-            .run_or_dirty(host, "tags", &self.keys.tags.clone(), &field, &extra, w)
+            .run_or_dirty(host, "tags", &self.keys.tags, &field, &extra, w)
             .is_ok()
         {
             for t in tags {
-                host.note(&[b"t".as_slice(), t.as_bytes()].concat(), w);
+                host.note(Noted::Tag(t), w);
             }
         }
         let tags: Vec<Vec<u8>> = tags.iter().map(|t| t.as_bytes().to_vec()).collect();
@@ -303,17 +304,7 @@ impl Tier {
 
     /// Voids every value in Redis and tells every host to clear.
     pub fn publish_clear(&self, host: Host<'_>) -> Result<(), NotDone> {
-        let w = self.clock(host);
-        self.run(
-            host,
-            "clear",
-            &self.keys.tags.clone(),
-            &tags_field(&[ALL]),
-            &[ALL.as_bytes()],
-            w,
-        )?;
-        host.cleared(w);
-        Ok(())
+        self.clear_everywhere(host, "clear").map(|_| ())
     }
 
     /// After writes were kept on this host: raises the host's fence (writes
@@ -322,18 +313,25 @@ impl Tier {
     /// clear, this one included.
     pub fn recover(&self, host: Host<'_>) -> Result<(), NotDone> {
         host.bump(words::FENCE, 1);
+        self.clear_everywhere(host, "recover")?;
+        let _ = host.cache.clear();
+        host.bump(words::GAP_CLEARS, 1);
+        Ok(())
+    }
+
+    /// The clear of every value in Redis, `op` "clear" or "recover"; its
+    /// write time is noted as the host's latest clear.
+    fn clear_everywhere(&self, host: Host<'_>, op: &str) -> Result<(), NotDone> {
         let w = self.clock(host);
         self.run(
             host,
-            "recover",
-            &self.keys.tags.clone(),
+            op,
+            &self.keys.tags,
             &tags_field(&[ALL]),
             &[ALL.as_bytes()],
             w,
         )?;
-        let _ = host.cache.clear();
         host.cleared(w);
-        host.bump(words::GAP_CLEARS, 1);
         Ok(())
     }
 
@@ -344,4 +342,12 @@ impl Tier {
         }
         let _ = host.cache.clear();
     }
+}
+
+/// A write's own arguments followed by its tags and the tag every value
+/// carries, as the write script reads them.
+pub(crate) fn with_tags<'a>(mut head: Vec<&'a [u8]>, tags: &[&'a str]) -> Vec<&'a [u8]> {
+    head.extend(tags.iter().map(|t| t.as_bytes()));
+    head.push(ALL.as_bytes());
+    head
 }

@@ -38,7 +38,7 @@ use crate::body::ALL;
 use crate::election::{standing_aside, take, Lease, Take, CHECK_MS};
 use crate::event::{parse, About, Event};
 use crate::follower::{start, Follower, Start};
-use crate::host::{now_us, Host};
+use crate::host::{now_us, Host, Noted};
 use crate::link::{Dedicated, Fault};
 use crate::tier::{int_of, Tier, Warning};
 use crate::times::bounded;
@@ -52,7 +52,7 @@ pub const OWN_PAUSE: Duration = Duration::from_millis(1);
 const BATCH: usize = 1000;
 
 /// One entry of the stream: its id and its fields.
-type StreamEntry = (Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
+type StreamEntry<'a> = (&'a [u8], Vec<(&'a [u8], &'a [u8])>);
 
 /// The stream reader of one process (see the module).
 pub struct Reader {
@@ -81,8 +81,9 @@ fn bulk(v: &Value) -> Option<&[u8]> {
     }
 }
 
-/// The entries of an `XRANGE`/`XREVRANGE` reply, or of one stream of an `XREAD` reply.
-fn entries(v: &Value) -> Vec<StreamEntry> {
+/// The entries of an `XRANGE`/`XREVRANGE` reply, or of one stream of an
+/// `XREAD` reply, read in place (no field is copied).
+fn entries(v: &Value) -> Vec<StreamEntry<'_>> {
     let Value::Array(items) = v else {
         return Vec::new();
     };
@@ -90,21 +91,24 @@ fn entries(v: &Value) -> Vec<StreamEntry> {
         .iter()
         .filter_map(|e| {
             let Value::Array(pair) = e else { return None };
-            let id = bulk(pair.first()?)?.to_vec();
+            let id = bulk(pair.first()?)?;
             let fields = match pair.get(1)? {
                 Value::Array(flat) => flat
                     .chunks(2)
-                    .filter_map(|kv| Some((bulk(&kv[0])?.to_vec(), bulk(kv.get(1)?)?.to_vec())))
-                    .collect(),
-                Value::Map(m) => m
-                    .iter()
-                    .filter_map(|(k, v)| Some((bulk(k)?.to_vec(), bulk(v)?.to_vec())))
+                    .filter_map(|kv| Some((bulk(&kv[0])?, bulk(kv.get(1)?)?)))
                     .collect(),
                 _ => Vec::new(),
             };
             Some((id, fields))
         })
         .collect()
+}
+
+/// The `XREVRANGE` of the stream's last entry.
+fn last_entry(stream: &[u8]) -> redis::Cmd {
+    let mut cmd = redis::cmd("XREVRANGE");
+    cmd.arg(stream).arg("+").arg("-").arg("COUNT").arg(1);
+    cmd
 }
 
 /// What one read of the stream does to the reader's state.
@@ -318,24 +322,11 @@ impl Reader {
             conn.query(redis::cmd("SET").arg(&keys.gen).arg(now_us()).arg("NX"))?;
             server_gen = int_of(&conn.query(redis::cmd("GET").arg(&keys.gen))?) as u64;
         }
-        let last = entries(
-            &conn.query(
-                redis::cmd("XREVRANGE")
-                    .arg(&keys.stream)
-                    .arg("+")
-                    .arg("-")
-                    .arg("COUNT")
-                    .arg(1),
-            )?,
-        );
-        match last.first() {
+        let reply = conn.query(&last_entry(&keys.stream))?;
+        match entries(&reply).first() {
             Some((eid, fields)) => {
-                let f: Vec<(&[u8], &[u8])> = fields
-                    .iter()
-                    .map(|(k, v)| (k.as_slice(), v.as_slice()))
-                    .collect();
                 // A forged last entry: the sequence says where the stream is.
-                let seq = parse(&f, self.tier.signer()).map_or(server_seq, |e| e.seq);
+                let seq = parse(fields, self.tier.signer()).map_or(server_seq, |e| e.seq);
                 self.place(seq, id_of(eid));
             }
             None => self.place(server_seq, (0, 0)),
@@ -386,18 +377,8 @@ impl Reader {
         }
         // Events already in the stream when the reader (re)connects are a replay of what
         // the host missed while no process followed (or Redis was away).
-        let tail = entries(
-            &conn
-                .query(
-                    redis::cmd("XREVRANGE")
-                        .arg(&keys.stream)
-                        .arg("+")
-                        .arg("-")
-                        .arg("COUNT")
-                        .arg(1),
-                )
-                .map_err(down)?,
-        );
+        let reply = conn.query(&last_entry(&keys.stream)).map_err(down)?;
+        let tail = entries(&reply);
         let mut st = Following {
             follower: Follower::new(&h.id()),
             replay_until: tail.first().map_or((0, 0), |(eid, _)| id_of(eid)),
@@ -432,15 +413,13 @@ impl Reader {
                 .arg("STREAMS")
                 .arg(&keys.stream)
                 .arg(&sid);
-            let got = match conn.query(&xread).map_err(down)? {
-                Value::Array(streams) => streams
-                    .first()
-                    .and_then(|s| match s {
-                        Value::Array(pair) => pair.get(1).map(entries),
-                        _ => None,
-                    })
-                    .unwrap_or_default(),
-                Value::Map(m) => m.first().map(|(_, v)| entries(v)).unwrap_or_default(),
+            // RESP2: [[stream, entries]], or nil when none came within the block.
+            let reply = conn.query(&xread).map_err(down)?;
+            let got = match &reply {
+                Value::Array(streams) => match streams.first() {
+                    Some(Value::Array(pair)) => pair.get(1).map(entries).unwrap_or_default(),
+                    _ => Vec::new(),
+                },
                 _ => Vec::new(),
             };
             let others = self.batch(&got, last, &mut st)?;
@@ -470,12 +449,8 @@ impl Reader {
         let (mut applied, mut replays, mut others) = (0u64, 0u64, false);
         let mut passed: Option<&[u8]> = None;
         for (eid, fields) in got {
-            let f: Vec<(&[u8], &[u8])> = fields
-                .iter()
-                .map(|(k, v)| (k.as_slice(), v.as_slice()))
-                .collect();
-            let e = st.follower.entry(&f, last, gen, self.tier.signer());
-            others = others || !st.follower.own(&f);
+            let e = st.follower.entry(fields, last, gen, self.tier.signer());
+            others = others || !st.follower.own(fields);
             let Some(seq) = e.seq else {
                 self.tier
                     .counts
@@ -555,13 +530,13 @@ impl Reader {
             }
             (About::Tags(tags), _) => {
                 for t in tags {
-                    h.note(&[b"t".as_slice(), t.as_bytes()].concat(), w);
+                    h.note(Noted::Tag(t), w);
                 }
                 let tags: Vec<Vec<u8>> = tags.iter().map(|t| t.as_bytes().to_vec()).collect();
                 cache.invalidate_tags(&tags)
             }
             (About::Key(k), _) => {
-                h.note(&[b"k".as_slice(), k].concat(), w);
+                h.note(Noted::Key(k), w);
                 cache.delete(k).map(|_| ())
             }
         };

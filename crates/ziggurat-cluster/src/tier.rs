@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 use redis::Value;
 use ziggurat_cache::{Cache, Kind};
 
-use crate::body::{decode, strip_prefix, Data, Found, Refused, ALL};
+use crate::body::{decode, strip_prefix, Data, Found, Refused, ALL, MAX_SKEW_US};
 use crate::host::{now_us, random, Ahead, Host};
 use crate::keys::Keys;
 use crate::link::{Fault, Link};
 use crate::mac::Signer;
+use crate::publish::with_tags;
 use crate::scripts::{READ, RELEASE, WRITE};
 use crate::words;
 use crate::writes::Refusal;
@@ -77,6 +78,53 @@ pub enum Warning {
     Recovered(u64),
     /// The reader's thread met an error and stands again (each time).
     Reader(String),
+}
+
+impl Warning {
+    /// What a front end logs for this warning of the cache `name` (its
+    /// segment's name): the words are the same in every language.
+    ///
+    /// ```
+    /// use ziggurat_cluster::Warning;
+    /// assert_eq!(
+    ///     Warning::Recovered(3).message("shop"),
+    ///     "ziggurat cache \"shop\": 3 writes were kept on this host while Redis was unreachable; published a clear of the cache to every host"
+    /// );
+    /// ```
+    pub fn message(&self, name: &str) -> String {
+        let key = |k: &[u8]| format!("{:?}", String::from_utf8_lossy(k));
+        let what = match self {
+            Warning::Bad(k) => format!(
+                "a value in Redis under {} failed its check (tampered, or written with another \
+                 secret); it is treated as a miss and never decoded",
+                key(k)
+            ),
+            Warning::Older(k) => format!(
+                "a value in Redis under {} is older than a write of it this host knows of (put \
+                 back by something that writes to Redis, or written at the same time by a host \
+                 whose clock is behind); it is treated as a miss",
+                key(k)
+            ),
+            Warning::Ahead(a) => format!(
+                "{} is stamped {:.0} s ahead of this host's clock, more than the {:.0} s allowed; \
+                 it is ignored (check the hosts' clocks)",
+                a.what,
+                a.by_us as f64 / 1e6,
+                MAX_SKEW_US as f64 / 1e6
+            ),
+            Warning::ReadError(e) => format!("Redis answered a read with {e}"),
+            Warning::Refused(e) => format!(
+                "Redis refused a write ({e}); writes stay on this host until it accepts them again"
+            ),
+            Warning::Cleared(why) => format!("clearing this host's cache: {why}"),
+            Warning::Recovered(n) => format!(
+                "{n} writes were kept on this host while Redis was unreachable; published a \
+                 clear of the cache to every host"
+            ),
+            Warning::Reader(e) => format!("stream reader: {e}"),
+        };
+        format!("ziggurat cache {name:?}: {what}")
+    }
 }
 
 /// The tier's counters of this process.
@@ -404,10 +452,8 @@ impl Tier {
             let w = self.clock(host);
             let (body, px) = self.body(key, data, ttl_s, tags, w);
             let px = px.to_string();
-            let mut extra: Vec<&[u8]> = vec![&body, px.as_bytes()];
-            extra.extend(tags.iter().map(|t| t.as_bytes()));
-            extra.push(ALL.as_bytes());
-            let _ = self.run(host, "fill", key, b"", &extra, 0);
+            let args = with_tags(vec![&body, px.as_bytes()], tags);
+            let _ = self.run(host, "fill", key, b"", &args, 0);
         }
         let held = self
             .leases

@@ -50,6 +50,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CLUSTER_MAX_AGE_US", zc::MAX_AGE_US)?;
     m.add("CLUSTER_MAX_SKEW_US", zc::MAX_SKEW_US)?;
     m.add("CLUSTER_ALL", zc::ALL)?;
+    m.add("CLUSTER_EXACT_INT", zc::EXACT_INT)?;
     m.add("CLUSTER_STALE_MS", zc::STALE_MS)?;
     m.add("CLUSTER_SCHEMES", PyTuple::new(m.py(), zc::SCHEMES)?)?;
     m.add("CLUSTER_CHECK_MS", zc::CHECK_MS)?;

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ziggurat._native import (
+    CLUSTER_EXACT_INT,
     cluster_body_start,
     cluster_counter_head,
     cluster_decode,
@@ -61,12 +62,8 @@ class Bodies:
     ) -> tuple[bytes, bytes | None]:
         """The signed body of ``value`` written at ``w`` (µs since the epoch), and the
         value as the serializer encoded it (None for an exact int)."""
-        payload: bytes | None
-        data: bytes | int
-        if type(value) is int and -(2**53) < value < 2**53:
-            payload, data = None, value
-        else:
-            payload = data = self.dumps(value)
+        data = data_of(value, self.dumps)
+        payload = data if isinstance(data, bytes) else None
         expiry = 0 if ttl == math.inf else int((time.time() + ttl) * 1000)
         return cluster_encode(self.signer, kb, data, expiry, w, list(tags)), payload
 
@@ -104,11 +101,25 @@ class Bodies:
         if not self._logged_bad:
             self._logged_bad = True
             log.warning(
-                "ziggurat cache %r: a value in Redis under %r failed its check (tampered, "
-                "or written with another secret); it is treated as a miss and never decoded",
+                "ziggurat cache %r: a value in Redis under %r passed its check but this "
+                "cache's serializer cannot decode it (written by a host with another "
+                "serializer?); it is treated as a miss",
                 self.name,
                 kb,
             )
+
+
+def data_of(value: Any, dumps: Callable[[Any], bytes]) -> bytes | int:
+    """What a body holds for ``value``: an int the crate stores as such (within
+    ±``CLUSTER_EXACT_INT``, which ``incr`` can add to), anything else as ``dumps`` encodes it.
+
+    >>> import pickle
+    >>> data_of(41, pickle.dumps), data_of(2**60, pickle.dumps) == pickle.dumps(2**60)
+    (41, True)
+    """
+    if type(value) is int and -CLUSTER_EXACT_INT < value < CLUSTER_EXACT_INT:
+        return value
+    return dumps(value)
 
 
 def _body(stored: bytes | None) -> memoryview | None:

@@ -21,21 +21,18 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ziggurat._native import CLUSTER_EXACT_INT, cluster_refusal
 from ziggurat._native import ClusterTier as _Native
-from ziggurat._native import cluster_refusal
 from ziggurat.cluster import scripts
-from ziggurat.cluster.bodies import Bodies, _body
-from ziggurat.cluster.link import ClusterReply, Down, Link
+from ziggurat.cluster.bodies import Bodies, _body, data_of
+from ziggurat.cluster.link import ClusterReply, Link
 from ziggurat.cluster.signing import Signer
 from ziggurat.cluster.words import W, host_figures
-from ziggurat.cluster.write_times import ALL, MAX_AGE, MAX_SKEW
+from ziggurat.cluster.write_times import ALL, MAX_AGE
 
 __all__ = ["ALL", "MAX_AGE", "ClusterTier", "W", "host_figures"]
 
 log = logging.getLogger("ziggurat")
-
-#: Ints the tier stores as such (``I``), which ``incr`` can turn into a counter.
-_EXACT = 2**53
 
 
 class ClusterTier(Bodies):
@@ -86,9 +83,9 @@ class ClusterTier(Bodies):
             tombstone_ttl,
             single_flight,
             loader_timeout,
-            # Not a bound method: the native tier would hold this object through it, a
-            # cycle the garbage collector cannot see.
-            functools.partial(_say, name),
+            # The crate words what it reports. Not a bound method: the native tier would
+            # hold this object through it, a cycle the garbage collector cannot see.
+            functools.partial(log.warning, "%s"),
         )
         core.app_cas(W.JOINED, 0, 1)
 
@@ -105,16 +102,6 @@ class ClusterTier(Bodies):
         it might come before the position and never be applied."""
         return bool(self.core.app_load(W.POSITIONED))
 
-    def _bump(self, word: int, n: int = 1) -> None:
-        while True:
-            cur = self.core.app_load(word)
-            if self.core.app_cas(word, cur, cur + n):
-                return
-
-    def dirty(self) -> None:
-        """A write was kept on this host alone: the reader will publish a clear."""
-        self._bump(W.DIRTY)
-
     # -- write times (the rules and the notes are the crate's) ----------------------------
 
     def clock(self) -> int:
@@ -126,21 +113,6 @@ class ClusterTier(Bodies):
         """The host learnt of a write made at ``w`` (another host's event); a time more
         than ``MAX_SKEW`` ahead of this host's clock is ignored."""
         self.native.saw(w)
-
-    def note(self, what: bytes, w: int) -> None:
-        """The latest write this host knows of the key (``b"k" + key``) or tag
-        (``b"t" + tag``) ``what`` was made at ``w``: a body written before it is refused
-        from now on. Kept in the host's segment for ``MAX_AGE``."""
-        self.native.note(what, w)
-
-    def cleared(self, w: int) -> None:
-        """The whole cache was cleared at ``w``: every body written before is refused."""
-        self.native.cleared(w)
-
-    def fresh(self, kb: bytes, written: int, tags: tuple[str, ...]) -> bool:
-        """Whether a body of ``kb`` written at ``written`` with ``tags`` is not older than a
-        write, tag invalidation or clear this host knows of."""
-        return self.native.fresh(kb, written, list(tags))
 
     # -- the miss path's hooks ------------------------------------------------------------
 
@@ -155,11 +127,8 @@ class ClusterTier(Bodies):
         return _body(stored), pttl
 
     def _value(self, value: Any) -> bytes | int:
-        """What the crate stores for ``value``: an exact int as it is, anything else as the
-        serializer's bytes."""
-        if type(value) is int and -_EXACT < value < _EXACT:
-            return value
-        return self.dumps(value)
+        """What the crate stores for ``value`` (see ``bodies.data_of``)."""
+        return data_of(value, self.dumps)
 
     def ask(self, key: str | bytes, loading: bool = False) -> tuple[Any] | None:
         """The value of ``key`` in Redis as ``(value,)``, copied into the host's segment,
@@ -243,102 +212,22 @@ class ClusterTier(Bodies):
         """``Cache.invalidate_tags`` for the whole cluster, Redis's values included."""
         self.native.invalidate_tags(list(tags))
 
-    def publish_clear(self) -> None:
-        """Voids every value in Redis and tells every host to clear (raises ``Down``)."""
-        if not self.native.publish_clear():
-            raise Down("Redis did not take the clear")
-
-    def recover(self) -> None:
-        """After writes were kept on this host: raises the host's fence (writes it sent
-        before, which may still run on the server, are refused from now on), then voids
-        every value in Redis and tells every host to clear (raises ``Down``), this one
-        included: until then, a process of this host may have read from Redis a value that
-        one of the writes kept here had replaced (its reader skips the host's own event)."""
-        if not self.native.recover():
-            raise Down("Redis did not take the recovery's clear")
-
     def clear(self) -> None:
         """``Cache.clear`` for the whole cluster: every value in Redis is voided too."""
         self.native.clear()
 
     # -- stats ----------------------------------------------------------------------------
 
-    def count_bad(self) -> None:
-        """Counts a value or event that failed its check (a tampered stream entry)."""
-        self.native.count_bad()
-
-    @property
-    def bad_signatures(self) -> int:
-        """Values and events that failed their check, in this process."""
-        return int(self.native.counts()["bad_signatures"])
-
     def stats(self) -> dict[str, Any]:
-        """The tier's counters: this process's reads, the host's stream figures."""
-        c = self.native.counts()
+        """The tier's counters: this process's reads (the crate's), its connection's, the
+        host's stream figures."""
         return {
-            "hits": c["hits"],
-            "misses": c["misses"],
-            "fills": c["fills"],
-            "lease_waits": c["lease_waits"],
-            "lease_timeouts": c["lease_timeouts"],
+            **self.native.counts(),
             "errors": self.link.errors,
             "timeouts": self.link.timeouts,
-            "bad_signatures": c["bad_signatures"],
-            "refused_older": c["refused_older"],
-            "refused_ahead": c["refused_ahead"],
             "connected": self.link.up,
             **host_figures(self.core.app_load),
         }
-
-
-def _say(name: str, kind: str, detail: Any) -> None:
-    """Logs what the crate's tier of cache ``name`` reports (each of its first kinds once
-    per process: the crate decides)."""
-    if kind == "bad":
-        log.warning(
-            "ziggurat cache %r: a value in Redis under %r failed its check (tampered, "
-            "or written with another secret); it is treated as a miss and never decoded",
-            name,
-            detail,
-        )
-    elif kind == "older":
-        log.warning(
-            "ziggurat cache %r: a value in Redis under %r is older than a write of it "
-            "this host knows of (put back by something that writes to Redis, or written "
-            "at the same time by a host whose clock is behind); it is treated as a miss",
-            name,
-            detail,
-        )
-    elif kind == "ahead":
-        what, seconds = detail
-        log.warning(
-            "ziggurat cache %r: %s is stamped %.0f s ahead of this host's clock, more "
-            "than the %.0f s allowed; it is ignored (check the hosts' clocks)",
-            name,
-            what,
-            seconds,
-            MAX_SKEW,
-        )
-    elif kind == "read_error":
-        log.warning("ziggurat cache %r: Redis answered a read with %s", name, detail)
-    elif kind == "cleared":
-        log.warning("ziggurat cache %r: clearing this host's cache: %s", name, detail)
-    elif kind == "recovered":
-        log.warning(
-            "ziggurat cache %r: %d writes were kept on this host while Redis was "
-            "unreachable; published a clear of the cache to every host",
-            name,
-            detail,
-        )
-    elif kind == "reader":
-        log.warning("ziggurat cache %r: stream reader: %s", name, detail)
-    elif kind == "refused":
-        log.warning(
-            "ziggurat cache %r: Redis refused a write (%s); writes stay on this "
-            "host until it accepts them again",
-            name,
-            detail,
-        )
 
 
 def _kb(key: str | bytes) -> bytes:
@@ -357,6 +246,6 @@ def _incr_error(kb: bytes, e: Exception) -> Exception:
     if why == "overflow":
         return OverflowError(
             f"Cache.incr(): the counter {kb!r} would leave the range Redis scripts count "
-            "exactly (±2**53)"
+            f"exactly (±{CLUSTER_EXACT_INT})"
         )
     return e

@@ -15,9 +15,8 @@ use super::signer::ClusterSigner;
 use crate::args::check_key;
 use crate::core::CacheCore;
 
-/// The tier of one cache (see `ziggurat.cluster.tier`). `warn(kind, detail)`
-/// is called once per kind: "bad", "older" (the key), "ahead" (what, seconds
-/// ahead), "read_error", "refused" (the server's error).
+/// The tier of one cache (see `ziggurat.cluster.tier`). `warn(message)` is
+/// called with what the crate reports, worded by the crate.
 #[pyclass(frozen, module = "ziggurat._native")]
 pub struct ClusterTier {
     pub(super) tier: Arc<zc::Tier>,
@@ -81,7 +80,25 @@ fn stored(py: Python<'_>, s: Option<zc::Stored>) -> PyResult<Py<PyAny>> {
         .unbind())
 }
 
+type ValueWrite<T> =
+    fn(&zc::Tier, zc::Host<'_>, &[u8], zc::Data<'_>, f64, &[&str]) -> Result<T, zc::NotDone>;
+
 impl ClusterTier {
+    /// `set` or `add` of `value` with the GIL released.
+    fn value_write<T: Send>(
+        &self,
+        py: Python<'_>,
+        write: ValueWrite<T>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        ttl: f64,
+        tags: Vec<String>,
+    ) -> PyResult<Option<T>> {
+        let (k, v) = (check_key(key)?, self::value(value)?);
+        let t = tags_of(&tags);
+        local(py.detach(|| write(&self.tier, self.host(), k, v.data(), ttl, &t)))
+    }
+
     fn host(&self) -> zc::Host<'_> {
         zc::Host { cache: &self.cache }
     }
@@ -110,21 +127,10 @@ impl ClusterTier {
             single_flight,
             loader_timeout: Duration::from_secs_f64(loader_timeout.max(0.001)),
         };
+        let name_said = settings.name.clone();
         let say = move |w: zc::Warning| {
             Python::attach(|py| {
-                let r = match w {
-                    zc::Warning::Bad(k) => warn.call1(py, ("bad", PyBytes::new(py, &k))),
-                    zc::Warning::Older(k) => warn.call1(py, ("older", PyBytes::new(py, &k))),
-                    zc::Warning::Ahead(a) => {
-                        warn.call1(py, ("ahead", (a.what, a.by_us as f64 / 1e6)))
-                    }
-                    zc::Warning::ReadError(e) => warn.call1(py, ("read_error", e)),
-                    zc::Warning::Refused(e) => warn.call1(py, ("refused", e)),
-                    zc::Warning::Cleared(e) => warn.call1(py, ("cleared", e)),
-                    zc::Warning::Reader(e) => warn.call1(py, ("reader", e)),
-                    zc::Warning::Recovered(n) => warn.call1(py, ("recovered", n)),
-                };
-                if let Err(e) = r {
+                if let Err(e) = warn.call1(py, (w.message(&name_said),)) {
                     e.write_unraisable(py, None);
                 }
             })
@@ -179,9 +185,9 @@ impl ClusterTier {
         ttl: f64,
         tags: Vec<String>,
     ) -> PyResult<bool> {
-        let (k, v) = (check_key(key)?, self::value(value)?);
-        let t = tags_of(&tags);
-        Ok(local(py.detach(|| self.tier.set(self.host(), k, v.data(), ttl, &t)))?.is_some())
+        Ok(self
+            .value_write(py, zc::Tier::set, key, value, ttl, tags)?
+            .is_some())
     }
 
     /// `add` across the cluster: whether it stored; None: write the host alone.
@@ -193,9 +199,7 @@ impl ClusterTier {
         ttl: f64,
         tags: Vec<String>,
     ) -> PyResult<Option<bool>> {
-        let (k, v) = (check_key(key)?, self::value(value)?);
-        let t = tags_of(&tags);
-        local(py.detach(|| self.tier.add(self.host(), k, v.data(), ttl, &t)))
+        self.value_write(py, zc::Tier::add, key, value, ttl, tags)
     }
 
     /// `delete` in Redis: whether Redis held a value (the host's own copy is
@@ -239,16 +243,6 @@ impl ClusterTier {
         py.detach(|| self.tier.clear(self.host()));
     }
 
-    /// Voids every value in Redis and tells every host to clear; whether Redis took it.
-    fn publish_clear(&self, py: Python<'_>) -> bool {
-        py.detach(|| self.tier.publish_clear(self.host())).is_ok()
-    }
-
-    /// The recovery of a host that kept writes (see the crate); whether Redis took it.
-    fn recover(&self, py: Python<'_>) -> bool {
-        py.detach(|| self.tier.recover(self.host())).is_ok()
-    }
-
     /// A write time for a write made now (µs).
     fn clock(&self) -> u64 {
         self.tier.clock(self.host())
@@ -259,29 +253,13 @@ impl ClusterTier {
         self.tier.saw(self.host(), w);
     }
 
-    /// The latest write this host knows of `what` (`b"k" + key` or
-    /// `b"t" + tag`) was made at `w` (µs).
-    fn note(&self, what: &[u8], w: u64) {
-        self.host().note(what, w);
-    }
-
-    /// The whole cache was cleared at `w` (µs).
-    fn cleared(&self, w: u64) {
-        self.host().cleared(w);
-    }
-
-    /// Whether a body of `key` written at `written` with `tags` is not older
-    /// than a write this host knows of.
-    fn fresh(&self, key: &[u8], written: u64, tags: Vec<String>) -> bool {
-        self.host().fresh(key, written, &tags)
-    }
-
     /// This host's id in events.
     fn host_id(&self) -> String {
         self.host().id()
     }
 
-    /// Counts an event that failed its MAC (the reader's).
+    /// Counts a value from Redis the serializer could not decode, as one
+    /// that failed its check.
     fn count_bad(&self) {
         self.tier
             .counts
