@@ -60,8 +60,8 @@ class Clustered(_Base):
         self._reader.start()
 
     def _detach(self) -> None:
+        # The tier's connections close with their threads and with the tier.
         self._reader.stop()
-        self._tier.link.close()
 
     def set(
         self,

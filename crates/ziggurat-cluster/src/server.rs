@@ -144,7 +144,19 @@ impl Endpoint {
                 "db" => db = Some(number(&value, "db")?),
                 "password" => password = Some(value),
                 "username" => username = Some(value),
-                _ => {}
+                // redis-py's timings: checked as it checks them, then left to the
+                // cache's own timeout (every call is bounded by it).
+                t @ ("socket_timeout" | "socket_connect_timeout" | "health_check_interval") => {
+                    if !value.parse::<f64>().is_ok_and(|v| v >= 0.0) {
+                        return Err(bad(&format!("{t} must be a number of seconds")));
+                    }
+                }
+                other => {
+                    return Err(bad(&format!(
+                        "the cache does not read the parameter {other:?} (it reads db, \
+                         username and password; its timeout is its own)"
+                    )))
+                }
             }
         }
         Ok(Endpoint {

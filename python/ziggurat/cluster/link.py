@@ -2,11 +2,12 @@
 short timeouts and no retries, and a breaker that skips the server for a moment after it
 failed, so no request waits on a server that is down or hung.
 
-redis-py's defaults retry ten times with a 5-second socket timeout (one ``GET`` against a
-stopped server took about a minute); valkey-py's have no timeout at all. A cache must
-answer from the tiers it has instead, so every call here is bounded by ``timeout``, and
-after a failure the link stays open (reporting a miss, or a write kept local) for
-``retry_after`` seconds before it tries the server again.
+The connection is ziggurat-cluster's (Rust). redis-py's defaults retry ten times with a
+5-second socket timeout (one ``GET`` against a stopped server took about a minute);
+valkey-py's have no timeout at all. A cache must answer from the tiers it has instead, so
+every call is bounded by ``timeout``, and after a failure the link stays open (reporting a
+miss, or a write kept local) for ``retry_after`` seconds before it tries the server again.
+A URL needs no Redis client library; an application's client is read for its settings.
 
 >>> link = Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="Cache")
 >>> link.up
@@ -15,7 +16,6 @@ False
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -66,17 +66,16 @@ Down = ClusterDown
 
 
 class Link:
-    """The connection of one cache to its server: the data path's calls go through
-    ziggurat-cluster's link (a connection per thread and process, the GIL released while
-    it waits, a breaker), and ``client``, a redis-py or valkey-py client on the same server
-    and credentials, serves the stream reader (see ``reader_client``).
+    """The connection of one cache to its server: ziggurat-cluster's link (a connection
+    per thread and process, the GIL released while it waits, a breaker). A redis-py or
+    valkey-py client given as ``redis=`` lends its server, database, credentials and TLS;
+    its own connections are not used.
 
     ``up`` tells whether the last call reached the server.
     """
 
-    def __init__(self, native: ClusterLink, client: Any, timeout: float) -> None:
+    def __init__(self, native: ClusterLink, timeout: float) -> None:
         self.native = native
-        self.client = client
         self.timeout = timeout
 
     @property
@@ -110,18 +109,12 @@ class Link:
                     f"{method}(): redis must be a redis://, rediss:// or unix:// URL, "
                     f"got {redacted(redis)!r}"
                 )
-            import redis as redis_py
-
             try:
                 native = ClusterLink([redis], False, timeout, _RETRY_AFTER)
-                client = redis_py.Redis.from_url(redis, **_bounded(timeout))
             except ValueError as e:
-                # Not chained: the cause's own text and frames may hold the URL.
-                raise ValueError(
-                    f"{method}(): redis URL {redacted(redis)!r} is not valid: "
-                    f"{scrubbed(str(e), redis).split(' is not valid: ')[-1]}"
-                ) from None
-            return cls(native, client, timeout)
+                # The crate's message names the URL with its passwords hidden.
+                raise ValueError(f"{method}(): {e}") from None
+            return cls(native, timeout)
         if callable(getattr(redis, "execute_command", None)) and callable(
             getattr(redis, "register_script", None)
         ):
@@ -132,39 +125,11 @@ class Link:
                     f"{method}(): redis must be a URL or a synchronous redis-py or valkey-py "
                     f"client, not {type(redis).__module__}.{type(redis).__name__}"
                 )
-            return cls(_native_of(redis, timeout), _rebound(redis, timeout, timeout), timeout)
+            return cls(_native_of(redis, timeout), timeout)
         raise TypeError(
             f"{method}(): redis must be a URL or a redis-py or valkey-py client, "
             f"not {type(redis).__name__}"
         )
-
-    def reader_client(self, block_s: float) -> Any:
-        """A client of its own for blocking stream reads: its socket timeout must outlast
-        the block, which the data path's short timeout would cut.
-
-        >>> c = Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="C").reader_client(1.0)
-        >>> c.connection_pool.connection_kwargs["socket_timeout"]
-        2.0
-        """
-        return _rebound(self.client, block_s + 1.0, self.timeout)
-
-    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """``fn(*args, **kwargs)``, a call of the application's kind of client, against the
-        server; raises ``Down`` when it cannot be reached now. Errors the server answers
-        with (a script's ``error_reply``) pass. The link's breaker and counters cover it."""
-        if self.native.resting:
-            raise Down("the server failed less than retry_after seconds ago")
-        errors = _errors()
-        try:
-            r = fn(*args, **kwargs)
-        except errors[1] as e:
-            self.native.record(True)
-            raise Down(f"timed out: {e}") from e
-        except errors[0] as e:
-            self.native.record(False)
-            raise Down(f"unreachable: {e}") from e
-        self.native.record(None)
-        return r
 
     def command(self, *args: Any) -> Any:
         """The server's raw reply to one command, on this thread's own connection (a
@@ -181,15 +146,6 @@ class Link:
     def script(self, source: str) -> Script:
         """A server-side script called through this link (see ``Script``)."""
         return Script(self, source)
-
-    def close(self) -> None:
-        """Closes the stream reader's client (the data path's connections close with
-        their threads).
-
-        >>> Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="C").close()
-        """
-        with contextlib.suppress(Exception):
-            self.client.close()
 
 
 class Script:
@@ -217,7 +173,8 @@ def own_pool(client: Any) -> Any:
     """The pool whose settings a connection of our own takes (one server's client), or
     None for a Redis Cluster client, which routes each command to its slot's node.
 
-    >>> own_pool(Link.of("redis://127.0.0.1:1/0", timeout=0.05, method="C").client) is None
+    >>> import redis
+    >>> own_pool(redis.Redis(port=1)) is None
     False
     """
     pool = getattr(client, "connection_pool", None)
@@ -255,60 +212,3 @@ def _native_of(client: Any, timeout: float) -> ClusterLink:
 def _host(host: str) -> str:
     """A host as a URL writes it (an IPv6 address in brackets)."""
     return f"[{host}]" if ":" in host else host
-
-
-def _bounded(timeout: float) -> dict[str, Any]:
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
-    return {
-        "socket_timeout": timeout,
-        "socket_connect_timeout": timeout,
-        "retry": Retry(NoBackoff(), 0),
-        "protocol": 2,
-        "health_check_interval": 0,
-    }
-
-
-def _rebound(client: Any, timeout: float, connect_timeout: float) -> Any:
-    """A client on the same server and credentials as ``client`` with our timeouts."""
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
-    if own_pool(client) is None:
-        # A Redis Cluster client: the same nodes and credentials, our timeouts.
-        kwargs = dict(client.get_connection_kwargs())
-        for k in ("host", "port", "retry", "connection_pool", "redis_connect_func"):
-            kwargs.pop(k, None)
-        kwargs.update(_bounded(timeout))
-        kwargs["socket_connect_timeout"] = connect_timeout
-        nodes = [type(n)(n.host, n.port) for n in client.get_nodes()]
-        return type(client)(startup_nodes=nodes, **kwargs)
-    pool = client.connection_pool
-    kwargs = dict(pool.connection_kwargs)
-    kwargs.update(_bounded(timeout))
-    kwargs["socket_connect_timeout"] = connect_timeout
-    kwargs.pop("retry", None)
-    new_pool = type(pool)(connection_class=pool.connection_class, **kwargs)
-    return type(client)(connection_pool=new_pool, retry=Retry(NoBackoff(), 0))
-
-
-_ERRORS: tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]] | None = None
-
-
-def _errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    global _ERRORS
-    if _ERRORS is None:
-        import redis
-
-        conn: list[type[BaseException]] = [redis.exceptions.ConnectionError, OSError]
-        tmo: list[type[BaseException]] = [redis.exceptions.TimeoutError, TimeoutError]
-        try:
-            import valkey
-
-            conn.append(valkey.exceptions.ConnectionError)
-            tmo.append(valkey.exceptions.TimeoutError)
-        except ImportError:
-            pass
-        _ERRORS = (tuple(conn), tuple(tmo))
-    return _ERRORS
