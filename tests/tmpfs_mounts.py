@@ -24,9 +24,8 @@ def tmpfs(size: str = "64m", huge: str | None = None) -> Iterator[str]:
         # The huge pages such a mount hands out are free 2 MiB runs of memory, which a
         # busy machine (a build beside the tests) may have none of: compact first, as an
         # operator would before relying on them.
-        with contextlib.suppress(OSError):
-            with open("/proc/sys/vm/compact_memory", "w") as f:
-                f.write("1")
+        with contextlib.suppress(OSError), open("/proc/sys/vm/compact_memory", "w") as f:
+            f.write("1")
     path = tempfile.mkdtemp(prefix="zig-tmpfs-")
     options = f"size={size}" + (f",huge={huge}" if huge else "")
     r = subprocess.run(
