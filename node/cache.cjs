@@ -18,6 +18,7 @@ const { L1 } = require('./lib/l1.cjs')
 const { ZigguratError, LoadTimeoutError, WriteErrors, translate } = require('./lib/errors.cjs')
 const { Degraded, SegmentError, refusal, notice } = require('./lib/degraded.cjs')
 const { Segment } = require('./lib/segment.cjs')
+const { Joined } = require('./lib/joined.cjs')
 const { cacheOptions } = require('./lib/options.cjs')
 const { KeyNotes } = require('./lib/load.cjs')
 const { Namespace } = require('./lib/namespace.cjs')
@@ -52,6 +53,8 @@ class Cache {
   #serializer
   /** The refreshAhead option (0: getOrSet never refreshes early). */
   #refreshAhead
+  /** @type {Joined | null} the cluster tier, with the `redis` option (its methods return promises) */
+  #tier = null
 
   /**
    * Opens (or creates) the cache `name` in `directory` (default /dev/shm).
@@ -107,6 +110,7 @@ class Cache {
       plan: (options) => this.#plan(options),
       closed: () => this.#closed,
       open: () => this.#open('getOrSet'),
+      tier: () => this.#tier,
     }
     if (failure) {
       // A process stays degraded until it opens the cache again (in practice, restarts).
@@ -115,12 +119,23 @@ class Cache {
       warn(notice(name, failure, mode, degradedTtl))
     } else {
       this.#store = new Segment(c)
+      if (o.tier !== null) {
+        const t = { native: this.#native, l1: this.#l1, store: this.#store, miss: MISS, read: (k, m) => this.#get(k, m) }
+        try {
+          this.#tier = new Joined(t, o.tier, warn)
+        } catch (e) {
+          this.#store.close()
+          this.#native.close()
+          throw e
+        }
+      }
     }
     this.#many = new Many({
       store: this.#store,
       serializer,
       miss: MISS,
       get: (k, method) => this.#get(k, method),
+      tier: () => this.#tier,
     })
     /** The cache's name. */
     this.name = name
@@ -158,6 +173,11 @@ class Cache {
     return this.#store.failure?.cause ?? null
   }
 
+  /** Where writes go: the cluster tier (promises), else the cache's store. */
+  get #writer() {
+    return this.#tier ?? this.#store
+  }
+
   #open(method) {
     if (this.#closed) {
       throw new ZigguratError(`Cache.${method}(): cache ${JSON.stringify(this.name)} is closed`)
@@ -175,6 +195,7 @@ class Cache {
     // The L1 hit is the common case: checked here, with no call but the L1's
     // (none for a cache without L1).
     if (this.#closed) this.#open('get')
+    if (this.#tier !== null) return this.#tier.get(key, 'get')
     if (typeof key === 'string' && this.#l1.max !== 0) {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) return v
@@ -212,7 +233,7 @@ class Cache {
   set(key, value, options) {
     const M = 'Cache.set()'
     const { k, ttl, tags, enc } = this.#written('set', key, value, options)
-    this.#store.set(k, stored(enc, value), ttl, tags, enc, M)
+    return this.#writer.set(k, stored(enc, value), ttl, tags, enc, M)
   }
 
   /**
@@ -225,7 +246,7 @@ class Cache {
   add(key, value, options) {
     const M = 'Cache.add()'
     const { k, ttl, tags, enc } = this.#written('add', key, value, options)
-    return this.#store.add(k, stored(enc, value), ttl, tags, enc, M)
+    return this.#writer.add(k, stored(enc, value), ttl, tags, enc, M)
   }
 
   /** For ziggurat/http: the snapshot a guarded write of `key` compares against, or null. */
@@ -277,7 +298,7 @@ class Cache {
     const o = args.options(options, M, INCR_OPTIONS)
     const start = o.default === undefined ? 0n : int64(o.default, M, 'default')
     const tags = args.tags(o.tags, M)
-    return this.#store.incr(k, d, start, tags, key, M)
+    return this.#writer.incr(k, d, start, tags, key, M)
   }
 
   /**
@@ -293,7 +314,7 @@ class Cache {
     const k = args.key(key, M)
     const o = args.options(options, M, TOUCH_OPTIONS)
     const ttl = args.optionalDuration(o.ttl, M, 'ttl')
-    return this.#store.touch(k, ttl, M)
+    return this.#writer.touch(k, ttl, M)
   }
 
   /**
@@ -305,7 +326,7 @@ class Cache {
   delete(key) {
     const M = 'Cache.delete()'
     this.#open('delete')
-    return this.#store.delete(args.key(key, M), M)
+    return this.#writer.delete(args.key(key, M), M)
   }
 
   /**
@@ -321,7 +342,7 @@ class Cache {
     if (list.length === 0) throw new TypeError(`${M}: give at least one tag`)
     // Any number of tags may be invalidated at once (the limit of MAX_TAGS is per entry).
     for (let i = 0; i < list.length; i += MAX_TAGS) args.tags(list.slice(i, i + MAX_TAGS), M)
-    this.#store.invalidateTags(list, M)
+    return this.#writer.invalidateTags(list, M)
   }
 
   /**
@@ -333,6 +354,7 @@ class Cache {
   clear() {
     const M = 'Cache.clear()'
     this.#open('clear')
+    if (this.#tier !== null) return this.#tier.clear(M)
     this.#l1.clear()
     this.#store.clear(M)
   }
@@ -475,7 +497,9 @@ class Cache {
    */
   stats() {
     this.#open('stats')
-    return this.#store.stats(this.name, this.#mode)
+    const s = this.#store.stats(this.name, this.#mode)
+    if (this.#tier !== null) s.l3 = this.#tier.stats()
+    return s
   }
   /**
    * Detaches this process; the data stays for the others. Every later call throws.
@@ -487,6 +511,7 @@ class Cache {
     if (this.#closed) return
     this.#closed = true
     this.#l1.clear()
+    this.#tier?.close()
     this.#store.close()
     this.#native.close()
   }

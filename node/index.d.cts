@@ -67,7 +67,13 @@ export type StorableValue<T, S extends Serializer = 'auto'> = T extends undefine
 /** Tags: one tag, or a list of at most 8. */
 export type Tags = string | readonly string[]
 
-export interface CacheOptions<S extends Serializer = Serializer> {
+/** Where a cache's cluster tier is: a URL, or an array of the URLs of a Redis Cluster's seed nodes. */
+export type Redis = string | readonly string[]
+
+/** A method's result: `T` itself, or a promise of it in a cache joined to Redis (`R` not undefined). */
+export type Joined<R extends Redis | undefined, T> = [R] extends [undefined] ? T : Promise<T>
+
+export interface CacheOptions<S extends Serializer = Serializer, R extends Redis | undefined = Redis | undefined> {
   /** Bytes of entries in the shared segment (default: 64 MiB, fitted to the directory's free space). */
   size?: Size
   /** Bytes of cached misses (default: a sixteenth of `size`, at least 1 MiB). */
@@ -137,6 +143,23 @@ export interface CacheOptions<S extends Serializer = Serializer> {
    * const cache = new Cache('blog', { onWarning: (w) => logger.warn({ err: w }, w.message) })
    */
   onWarning?: (warning: Error) => void
+  /**
+   * Joins the cache to the cluster tier: Redis or Valkey under every host (see
+   * docs/cluster.md). `get`, the writes and the many-key methods then return promises.
+   *
+   * @example
+   * const cache = new Cache('shop', { redis: 'redis://10.0.0.5:6379/0', secret: process.env.CACHE_SECRET })
+   * await cache.set('product:7', { price: 12.5 })
+   */
+  redis?: R
+  /** With `redis`: the secret values and events in Redis are signed with (at least 16 bytes; an array: the first signs, all verify). */
+  secret?: string | Uint8Array | readonly (string | Uint8Array)[]
+  /** With `redis`: how long a call to Redis may take (default 0.1 s, at most 60 s). */
+  redisTimeout?: Duration
+  /** With `redis`: entries the invalidation stream keeps (default 100000, at least 100). */
+  streamLength?: number
+  /** With `redis`: one load per key for the whole cluster, not per host (default false). */
+  clusterSingleFlight?: boolean
 }
 
 export interface SetOptions {
@@ -252,45 +275,45 @@ export interface Stats {
  * The methods of a cache's keys, which a `Cache` and each of its `Namespace`s have (a
  * namespace's keys are the cache's keys under `prefix + ':'`).
  */
-export interface Keys<S extends Serializer = 'auto'> {
-  /** The value of `key` (this process's L1, else the host's segment), or undefined. */
-  get<T = ValueOf<S>>(key: Key): T | undefined
-  /** Whether `key` holds a value. */
+export interface Keys<S extends Serializer = 'auto', R extends Redis | undefined = undefined> {
+  /** The value of `key` (this process's L1, else the host's segment, else Redis), or undefined. */
+  get<T = ValueOf<S>>(key: Key): Joined<R, T | undefined>
+  /** Whether `key` holds a value in this host's tiers. */
   has(key: Key): boolean
   /** Stores `value` under `key`; once it returns, no process of the host returns the old value. */
-  set<T>(key: Key, value: T & StorableValue<T, S>, options?: SetOptions): void
+  set<T>(key: Key, value: T & StorableValue<T, S>, options?: SetOptions): Joined<R, void>
   /** Stores `value` only if `key` holds no fresh value; whether it did. */
-  add<T>(key: Key, value: T & StorableValue<T, S>, options?: SetOptions): boolean
+  add<T>(key: Key, value: T & StorableValue<T, S>, options?: SetOptions): Joined<R, boolean>
   /** Adds `delta` to the counter under `key` for every process of the host; the result. */
-  incr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
+  incr(key: Key, delta?: number | bigint, options?: IncrOptions): Joined<R, number | bigint>
   /** Takes `delta` (default 1) off the counter under `key` for every process of the host; the result. */
-  decr(key: Key, delta?: number | bigint, options?: IncrOptions): number | bigint
+  decr(key: Key, delta?: number | bigint, options?: IncrOptions): Joined<R, number | bigint>
   /** Gives the value under `key` a new TTL from now; whether it held one. */
-  touch(key: Key, options?: { ttl?: Duration }): boolean
+  touch(key: Key, options?: { ttl?: Duration }): Joined<R, boolean>
   /** Removes `key`'s value; whether there was one. */
-  delete(key: Key): boolean
+  delete(key: Key): Joined<R, boolean>
   /** The value of `key`, loading it once per key per host on a miss. */
   getOrSet<T>(key: Key, loader: Loader<T & StorableValue<T, S>>, options?: GetOrSetOptions): Promise<T | undefined>
   // -- Many keys at once, memoize (Python's get_many, set_many, delete_many, cached)
   /** The values of the keys that are present, by key as given; absent keys are left out. */
-  getMany<T = ValueOf<S>>(keys: Iterable<Key>): Map<Key, T>
+  getMany<T = ValueOf<S>>(keys: Iterable<Key>): Joined<R, Map<Key, T>>
   /** Stores every entry; bad input anywhere writes nothing. */
-  setMany<V>(entries: Entries<V & StorableValue<V, S>>, options?: SetOptions): void
+  setMany<V>(entries: Entries<V & StorableValue<V, S>>, options?: SetOptions): Joined<R, void>
   /** Removes every key for every process; how many held a value. */
-  deleteMany(keys: Iterable<Key>): number
+  deleteMany(keys: Iterable<Key>): Joined<R, number>
   /** `fn` with its results cached, keyed by its name and arguments (Python's `cached`). */
   memoize<A extends unknown[], R>(
     fn: (...args: A) => (R & StorableValue<R, S>) | undefined | null | Promise<(R & StorableValue<R, S>) | undefined | null>,
     options?: MemoizeOptions<A>,
   ): Memoized<A, R>
   /** Empties the cache (a namespace: voids its entries), for every process of the host. */
-  clear(): void
+  clear(): Joined<R, void>
 }
 
 /** A cache shared by every process of the host (Node.js or Python) that opens the same name. */
-export interface Cache<S extends Serializer = 'auto'> extends Keys<S> {}
-export declare class Cache<S extends Serializer = 'auto'> {
-  constructor(name: string, options?: CacheOptions<S>)
+export interface Cache<S extends Serializer = 'auto', R extends Redis | undefined = undefined> extends Keys<S, R> {}
+export declare class Cache<S extends Serializer = 'auto', R extends Redis | undefined = undefined> {
+  constructor(name: string, options?: CacheOptions<S, R>)
   /** The cache's name. */
   readonly name: string
   /** Whether the cache runs without its shared segment. */
@@ -300,9 +323,9 @@ export declare class Cache<S extends Serializer = 'auto'> {
   /** The same as a short name (missing_directory, not_writable, no_space, ...), or null. */
   readonly degradedCause: string | null
   /** Voids every entry carrying any of the tags. */
-  invalidateTags(...tags: string[] | [readonly string[]]): void
+  invalidateTags(...tags: string[] | [readonly string[]]): Joined<R, void>
   /** Keys under `prefix + ':'`, cleared together. */
-  namespace(prefix: string): Namespace<S>
+  namespace(prefix: string): Namespace<S, R>
   /** This process's counters and the host segment's figures. */
   stats(): Stats
   /** Detaches this process; every later call throws. */
@@ -319,8 +342,8 @@ export declare class Cache<S extends Serializer = 'auto'> {
 }
 
 /** Keys under a prefix of one cache, cleared together. */
-export interface Namespace<S extends Serializer = 'auto'> extends Keys<S> {}
-export declare class Namespace<S extends Serializer = 'auto'> {
+export interface Namespace<S extends Serializer = 'auto', R extends Redis | undefined = undefined> extends Keys<S, R> {}
+export declare class Namespace<S extends Serializer = 'auto', R extends Redis | undefined = undefined> {
   /** The namespace's name. */
   readonly prefix: string
 }

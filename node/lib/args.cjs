@@ -186,6 +186,11 @@ const CACHE_OPTIONS = [
   'recreate',
   'group',
   'version',
+  'redis',
+  'secret',
+  'redisTimeout',
+  'streamLength',
+  'clusterSingleFlight',
 ]
 const SET_OPTIONS = ['ttl', 'tags']
 const GET_OR_SET_OPTIONS = ['ttl', 'tags', 'negTtl', 'staleTtl']

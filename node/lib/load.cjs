@@ -116,7 +116,9 @@ class KeyNotes {
  * addon, L1, loaderTimeout in seconds, serializer ('auto' or 'msgpack'),
  * `notes` (a KeyNotes), `miss` (the sentinel of `take`), `take(key, out)` (an
  * addon result as a value kept in L1, or `miss`), `plan(options)`
- * (getOrSet's options checked), `closed()` and `open()` (throws once closed).
+ * (getOrSet's options checked), `closed()`, `open()` (throws once closed)
+ * and `tier()`: the cluster tier (lib/joined.cjs), or null. With a tier, a
+ * load asks Redis before its loader runs, and offers Redis what it loaded.
  *
  * @example
  * const loads = new Loads({ native, l1, loaderTimeout: 10, serializer: 'auto', notes, miss, take, plan, closed, open })
@@ -175,8 +177,14 @@ class Loads {
           }
           break
         case LOAD:
-        case LOCAL:
+        case LOCAL: {
+          const found = await this.#asked(m)
+          if (found !== undefined) {
+            m.giveBack()
+            return found
+          }
           return this.#run(m, key, loader)
+        }
         default:
           throw new ZigguratError(`${M}: unknown step ${m.step}`)
       }
@@ -228,6 +236,37 @@ class Loads {
     return this.#run(m, key, loader).catch(() => {})
   }
 
+  /**
+   * With a cluster tier, the value Redis holds for a load step's key (with
+   * clusterSingleFlight, once another host's load of it ended), or
+   * undefined; a failed read is a miss.
+   */
+  async #asked(m) {
+    const tier = this.#c.tier()
+    const asked = tier?.tier.ask(m) ?? null
+    if (asked === null) return undefined
+    try {
+      return tier.value(await asked)
+    } catch {
+      return undefined
+    }
+  }
+
+  /**
+   * With a cluster tier, once a load step ended: the value it stored is
+   * offered to Redis, and the leases it held are given back (the host's
+   * after Redis's, so that the host's other callers then find the value).
+   */
+  async #told(m) {
+    const tier = this.#c.tier()
+    if (tier === null) return
+    try {
+      await tier.tier.tell(m)
+    } catch {
+      m.giveBack()
+    }
+  }
+
   /** A value that landed but that this process cannot read: load without the lease. */
   async #load(key, loader, plan) {
     const value = await loader(loaderContext(AbortSignal.timeout(this.#c.loaderTimeout * 1000)).ctx)
@@ -261,6 +300,7 @@ class Loads {
       } else {
         const stale = c.native.failed(m, seconds)
         const v = decode(stale, meta[0])
+        await this.#told(m)
         if (v !== undefined && v !== FOREIGN) return v
       }
       throw e
@@ -275,6 +315,7 @@ class Loads {
     if (said.skip) {
       // The loader said not to store it: counted as a load, the lease given back.
       c.native.landUnstored(m, seconds)
+      await this.#told(m)
       return value ?? undefined
     }
     if (value === undefined || value === null) {
@@ -283,6 +324,7 @@ class Loads {
       } catch (e) {
         this.#c.notes.notStored(key, translate(e, M))
       }
+      await this.#told(m)
       return undefined
     }
     let enc
@@ -290,6 +332,7 @@ class Loads {
       enc = encode(value, M, c.serializer)
     } catch (e) {
       c.native.landUnstored(m, seconds)
+      await this.#told(m)
       this.#c.notes.notStored(key, e)
       return value
     }
@@ -301,6 +344,7 @@ class Loads {
     } catch (e) {
       this.#c.notes.notStored(key, translate(e, M))
     }
+    await this.#told(m)
     return read
   }
 }

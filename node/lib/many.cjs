@@ -79,7 +79,9 @@ function entryList(entries, M) {
 /**
  * The methods taking many keys of one Cache. `cache` gives what they need of
  * it: its store (lib/segment.cjs or lib/degraded.cjs), serializer, `miss`
- * (the sentinel of `get`) and `get(key, method)` (a read through L1, or `miss`).
+ * (the sentinel of `get`), `get(key, method)` (a read through L1, or `miss`)
+ * and `tier()`: its cluster tier (lib/joined.cjs), or null. With a tier, each
+ * method returns a promise, its keys' calls made one after the other.
  *
  * @example
  * const many = new Many({ store, serializer: 'auto', miss, get })
@@ -96,6 +98,8 @@ class Many {
     const M = 'Cache.getMany()'
     const c = this.#c
     const list = keyList(keys, M)
+    const tier = c.tier()
+    if (tier !== null) return this.#joinedGet(tier, list)
     const out = new Map()
     for (const k of list) {
       const v = c.get(k, 'getMany')
@@ -120,15 +124,40 @@ class Many {
         throw e
       }
     })
+    const tier = c.tier()
+    if (tier !== null) return this.#joinedSet(tier, pairs, encoded, ttl, tags, M)
     for (let i = 0; i < pairs.length; i++) {
       c.store.set(pairs[i][0], stored(encoded[i], pairs[i][1]), ttl, tags, encoded[i], M)
     }
+  }
+
+  async #joinedGet(tier, list) {
+    const out = new Map()
+    for (const k of list) {
+      const v = await tier.get(k, 'getMany')
+      if (v !== undefined) out.set(k, v)
+    }
+    return out
+  }
+
+  async #joinedSet(tier, pairs, encoded, ttl, tags, M) {
+    for (let i = 0; i < pairs.length; i++) {
+      await tier.set(pairs[i][0], stored(encoded[i], pairs[i][1]), ttl, tags, encoded[i], M)
+    }
+  }
+
+  async #joinedDelete(tier, list, M) {
+    let n = 0
+    for (const k of list) if (await tier.delete(k, M)) n++
+    return n
   }
 
   deleteMany(keys) {
     const M = 'Cache.deleteMany()'
     const c = this.#c
     const list = keyList(keys, M)
+    const tier = c.tier()
+    if (tier !== null) return this.#joinedDelete(tier, list, M)
     let n = 0
     for (const k of list) if (c.store.delete(k, M)) n++
     return n

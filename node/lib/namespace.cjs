@@ -51,7 +51,7 @@ class Namespace {
 
   /** @example ns.set('1', { a: 1 }, { ttl: 60 }) */
   set(key, value, options) {
-    this.#cache.set(this.#k(key, 'set'), value, this.#o(options, 'set', args.SET_OPTIONS))
+    return this.#cache.set(this.#k(key, 'set'), value, this.#o(options, 'set', args.SET_OPTIONS))
   }
 
   /** @example ns.add('1', 1) */
@@ -93,6 +93,13 @@ class Namespace {
     const list = keyList(keys, 'Namespace.getMany()')
     const full = list.map((k) => this.#k(k, 'getMany'))
     const found = this.#cache.getMany(full)
+    // A cache joined to Redis answers with a promise.
+    if (found instanceof Promise) return found.then((f) => this.#byKey(list, full, f))
+    return this.#byKey(list, full, found)
+  }
+
+  /** The values `found` under the full keys, by the namespace's keys. */
+  #byKey(list, full, found) {
     const out = new Map()
     for (let i = 0; i < list.length; i++) {
       if (found.has(full[i])) out.set(list[i], found.get(full[i]))
@@ -103,7 +110,7 @@ class Namespace {
   /** @example ns.setMany({ 1: 'a', 2: 'b' }, { ttl: 60 }) */
   setMany(entries, options) {
     const pairs = entryList(entries, 'Namespace.setMany()')
-    this.#cache.setMany(
+    return this.#cache.setMany(
       pairs.map(([k, v]) => [this.#k(k, 'setMany'), v]),
       this.#o(options, 'setMany', args.SET_OPTIONS),
     )
@@ -127,7 +134,7 @@ class Namespace {
 
   /** Voids every entry of the namespace, in every process. @example ns.clear() */
   clear() {
-    this.#cache.invalidateTags(this.#tag)
+    return this.#cache.invalidateTags(this.#tag)
   }
 }
 

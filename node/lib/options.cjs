@@ -69,6 +69,7 @@ function cacheOptions(options) {
   if (o.version !== undefined && typeof o.version !== 'string' && typeof o.version !== 'number') {
     throw new TypeError(`${M}: version must be a whole number or a string, not ${args.typeName(o.version)}`)
   }
+  const tier = tierOptions(o)
   if (o.onWarning !== undefined && typeof o.onWarning !== 'function') {
     throw new TypeError(`${M}: onWarning must be a function, not ${args.typeName(o.onWarning)}`)
   }
@@ -91,7 +92,9 @@ function cacheOptions(options) {
       recreate: o.recreate,
       group: o.group,
       version: o.version,
+      joining: tier !== null,
     },
+    tier,
     l1Items,
     l1NegativeItems,
     ttl,
@@ -105,6 +108,58 @@ function cacheOptions(options) {
     serializer,
     refreshAhead,
     warn: warner(o.onWarning),
+  }
+}
+
+/**
+ * The cluster tier's options (`redis` and the ones that go with it),
+ * checked for their types here and for their ranges by the tier's rules
+ * (ziggurat-cluster) as the cache joins; null without `redis`.
+ *
+ * @example
+ * tierOptions({ redis: 'redis://10.0.0.5:6379/0', secret: process.env.CACHE_SECRET }).timeout // 0.1
+ */
+function tierOptions(o) {
+  if (o.redis === undefined) {
+    for (const name of ['secret', 'redisTimeout', 'streamLength', 'clusterSingleFlight']) {
+      if (o[name] !== undefined) throw new TypeError(`${M}: ${name} is only used with redis; give both or neither`)
+    }
+    return null
+  }
+  const urls = typeof o.redis === 'string' ? [o.redis] : o.redis
+  if (!Array.isArray(urls) || urls.length === 0 || urls.some((u) => typeof u !== 'string')) {
+    throw new TypeError(
+      `${M}: redis must be a redis://, rediss:// or unix:// URL, or an array of the URLs of a Redis Cluster's nodes, ` +
+        `not ${args.typeName(o.redis)}`,
+    )
+  }
+  if (o.secret === undefined) {
+    throw new TypeError(
+      `${M}: secret is required with redis: every value and event in Redis is authenticated with it ` +
+        '(give the same secret, at least 16 bytes, on every host)',
+    )
+  }
+  const list = Array.isArray(o.secret) ? o.secret : [o.secret]
+  if (list.length === 0 || list.some((s) => typeof s !== 'string' && !(s instanceof Uint8Array))) {
+    throw new TypeError(
+      `${M}: secret must be a string, a Buffer or a non-empty array of them (the first signs, all verify), ` +
+        `not ${args.typeName(o.secret)}`,
+    )
+  }
+  if (o.clusterSingleFlight !== undefined && typeof o.clusterSingleFlight !== 'boolean') {
+    throw new TypeError(`${M}: clusterSingleFlight must be true or false, not ${args.typeName(o.clusterSingleFlight)}`)
+  }
+  if (o.streamLength !== undefined && typeof o.streamLength !== 'number') {
+    throw new TypeError(`${M}: streamLength must be a number of entries, not ${args.typeName(o.streamLength)}`)
+  }
+  return {
+    urls,
+    // An array names the seed nodes of a Redis Cluster (one URL in an array too).
+    cluster: Array.isArray(o.redis),
+    secrets: list.map((s) => Buffer.from(s)),
+    timeout: o.redisTimeout === undefined ? D.redis_timeout : args.duration(o.redisTimeout, M, 'redisTimeout'),
+    streamLength: o.streamLength ?? D.stream_length,
+    singleFlight: o.clusterSingleFlight === true,
   }
 }
 

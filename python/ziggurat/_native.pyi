@@ -589,7 +589,6 @@ class ClusterTier:
         cache: Any,
         name: str,
         stream_length: int,
-        tombstone: float,
         single_flight: bool,
         loader_timeout: float,
         warn: Any,

@@ -49,7 +49,6 @@ class Clustered(_Base):
             o.serializer.loads,
             o.serializer.dumps,
             stream_length=o.stream_length,
-            tombstone_ttl=min(max(o.loader_timeout, 1.0), 60.0),
             loader_timeout=o.loader_timeout,
             single_flight=o.cluster_single_flight,
         )

@@ -20,6 +20,7 @@
 //!   [`write_args`], [`px_value`], [`refusal`]: what a write sends and answers;
 //! - [`redacted`], [`scrubbed`]: a Redis URL's passwords kept out of messages;
 //! - [`Endpoint`], [`Server`]: where the server is and the login;
+//! - [`timeout_ok`], [`stream_length_ok`]: the bounds of a tier's settings;
 //! - [`Link`]: the connection, bounded by a timeout, with a breaker;
 //! - [`Tier`]: the reads and writes of one cache, and [`Host`], what they
 //!   keep in the host's segment (its words, its write clock, its notes);
@@ -34,6 +35,7 @@ mod event;
 mod follower;
 mod host;
 mod keys;
+mod limits;
 mod link;
 mod mac;
 mod publish;
@@ -55,6 +57,9 @@ pub use event::{follow, parse, place, signed_body, tags_field, About, Event, Nex
 pub use follower::{start, Clear, Entry, Follower, Start};
 pub use host::{now_us, Ahead, Host, Noted};
 pub use keys::{note_key, Keys};
+pub use limits::{
+    stream_length_ok, timeout_ok, tombstone_for, MAX_TIMEOUT_S, MIN_STREAM_LENGTH, RETRY_AFTER,
+};
 pub use link::{Dedicated, Fault, Link};
 pub use mac::{SecretProblem, Signer, MAC_LEN, MIN_SECRET};
 pub use reader::{Reader, OWN_PAUSE};

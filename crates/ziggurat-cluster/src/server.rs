@@ -231,6 +231,27 @@ pub enum Server {
 }
 
 impl Server {
+    /// The server of `urls`: one, or (`cluster`) the seed nodes of a Redis
+    /// Cluster; Err says what is wrong, naming a URL with its passwords
+    /// hidden.
+    ///
+    /// ```
+    /// use ziggurat_cluster::Server;
+    /// assert!(matches!(Server::of(&["redis://h:6379/0"], false), Ok(Server::One(_))));
+    /// assert_eq!(Server::of(&["redis://a", "redis://b"], false).unwrap_err(), "one server expected, got 2");
+    /// ```
+    pub fn of<S: AsRef<str>>(urls: &[S], cluster: bool) -> Result<Server, String> {
+        let mut nodes = urls
+            .iter()
+            .map(|u| Endpoint::parse(u.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        match (cluster, nodes.len()) {
+            (true, _) => Ok(Server::Cluster(nodes)),
+            (false, 1) => Ok(Server::One(nodes.remove(0))),
+            (false, n) => Err(format!("one server expected, got {n}")),
+        }
+    }
+
     /// How the server is named in messages: its address, never its login.
     ///
     /// ```

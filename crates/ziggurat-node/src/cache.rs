@@ -17,7 +17,7 @@ use ziggurat_core::Geometry;
 
 use crate::args::{int64, key_bytes, payload, tag_bytes, KeyArg};
 use crate::errors::{
-    closed, core_to_napi, incr_err, invalid, js_number, refused, to_napi, NodeWords,
+    closed, clustered, core_to_napi, incr_err, invalid, js_number, refused, to_napi, NodeWords,
 };
 use crate::front::{forget_reader_of, int_out, read_below, register, NodeFront, Out};
 use crate::stats::{counts, Counts};
@@ -64,6 +64,8 @@ pub struct OpenOptions {
     pub group: Option<Either<f64, String>>,
     /// The cache's version: a segment of its own (`<name>.ver-<version>`).
     pub version: Option<Either<f64, String>>,
+    /// The cache joins the cluster tier (`NativeTier.join` follows).
+    pub joining: Option<bool>,
 }
 
 /// A snapshot `NativeCache.fill` compares against (from `NativeCache.seen`).
@@ -104,6 +106,11 @@ pub struct NativeCache {
     failure: Option<(String, String)>,
     /// The slot of this cache's reader (see `reader`).
     slot: Option<u32>,
+    /// The main segment's name (the cluster tier names its keys by it).
+    pub(crate) segment: String,
+    /// Whether this cache joins (or joined) the cluster tier: its writes go
+    /// through it, and a segment joined by another process is no refusal.
+    pub(crate) joined: bool,
 }
 
 impl Drop for NativeCache {
@@ -256,10 +263,13 @@ impl NativeCache {
                     resized: None,
                     failure: Some((e.cause().to_owned(), e.message(&NodeWords))),
                     slot: None,
+                    segment,
+                    joined: false,
                 })
             }
         };
-        if cluster_joined(&pair.main) {
+        let joined = o.joining.unwrap_or(false);
+        if !joined && cluster_joined(&pair.main) {
             return Err(clustered(&name));
         }
         let resized = resized(&name, &pair, size, opts.avg_item_size);
@@ -288,6 +298,8 @@ impl NativeCache {
             resized,
             failure: None,
             slot: None,
+            segment,
+            joined,
         })
     }
 
@@ -338,7 +350,7 @@ impl NativeCache {
     /// The cache for a write: refused once a cluster tier joined the segment.
     fn for_write(&self) -> Result<&Arc<Cache>> {
         let c = self.cache()?;
-        if c.main().is_some_and(|m| cluster_joined(m)) {
+        if !self.joined && c.main().is_some_and(|m| cluster_joined(m)) {
             return Err(clustered(&self.name));
         }
         Ok(c)
@@ -568,19 +580,6 @@ impl NativeCache {
         }
         Ok(())
     }
-}
-
-/// The refusal of a cache joined to a cluster tier.
-fn clustered(name: &str) -> napi::Error {
-    napi::Error::new(
-        napi::Status::GenericFailure,
-        format!(
-            "cache {name:?} is joined to a cluster tier (Redis) by Python workers, which \
-             Node.js cannot take part in yet: a write from here would reach this host only \
-             and leave the other hosts stale. Use this cache from Python, or give the Node.js \
-             workers a cache that no Python worker joins to a cluster tier"
-        ),
-    )
 }
 
 impl NativeCache {

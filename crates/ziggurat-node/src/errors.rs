@@ -191,3 +191,15 @@ pub fn incr_err(key: &[u8], e: Error) -> NapiError {
         e => to_napi(e),
     }
 }
+
+/// The refusal of a cache joined to a cluster tier.
+pub fn clustered(name: &str) -> napi::Error {
+    napi::Error::new(
+        napi::Status::GenericFailure,
+        format!(
+            "cache {name:?} is joined to a cluster tier (Redis) by another process: a write \
+             from a cache opened without `redis` would reach this host only and leave the \
+             other hosts stale. Open it with the same `redis` and `secret` as the others"
+        ),
+    )
+}

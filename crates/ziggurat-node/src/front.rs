@@ -27,7 +27,7 @@ use crate::words::{
 pub type Out = Option<Either4<String, Buffer, f64, BigInt>>;
 
 /// A decoded value as JavaScript receives it, and its code (meta word 0).
-fn js(data: Decoded) -> (ValueCode, Either4<String, Buffer, f64, BigInt>) {
+pub(crate) fn js(data: Decoded) -> (ValueCode, Either4<String, Buffer, f64, BigInt>) {
     match data {
         Decoded::Json(s) => (ValueCode::JsonText, Either4::A(s)),
         Decoded::Bytes(b) => (ValueCode::Bytes, Either4::B(b.into())),

@@ -17,12 +17,16 @@
 //!   the input block and the clock, and the Node-API glue of a call with no
 //!   argument (the only `unsafe`). It uses no other module of the addon:
 //!   `cache` uses `front` and `words`, `front` uses `words`.
+//! - `cluster`: `NativeTier`, a cache joined to the cluster tier (ziggurat-cluster), its
+//!   calls run by `pool`'s threads, each settling a promise (not in the WebAssembly build).
 //! - `errors`: the Cache's errors as JavaScript exceptions.
 //! - `http`, `http_request`, `http_exchange`: the HTTP response cache's rules
 //!   (ziggurat-http) for `ziggurat/http`, conversions only.
 
 mod args;
 mod cache;
+#[cfg(not(target_family = "wasm"))]
+mod cluster;
 mod codec;
 mod errors;
 mod front;
@@ -30,12 +34,16 @@ mod http;
 mod http_exchange;
 mod http_request;
 mod miss;
+#[cfg(not(target_family = "wasm"))]
+mod pool;
 mod rules;
 mod stats;
 #[allow(unsafe_code)]
 mod words;
 
 pub use cache::NativeCache;
+#[cfg(not(target_family = "wasm"))]
+pub use cluster::{Found, NativeTier, TierCounts, TierOptions};
 pub use front::{forget_reader, read_input_function};
 pub use http::{
     http_defaults, http_fwd_status, http_invalidated_keys, http_lock_key, http_overrides_method,

@@ -21,7 +21,8 @@ use napi::bindgen_prelude::{BigInt, Buffer, Object, PromiseRaw};
 use napi::{Either, Env, JsDeferred, Result, Task};
 use napi_derive::napi;
 use ziggurat_cache::{
-    Cache, Loaded, Lookup, Miss, Parked, Payload, Reader, Step, StepKind, Took, ValueCode,
+    Body, Cache, Kind, Loaded, Lookup, Miss, Parked, Payload, Reader, Step, StepKind, Took,
+    ValueCode,
 };
 
 use crate::args::{key_bytes, payload, tag_bytes, KeyArg};
@@ -54,7 +55,13 @@ pub struct MissState {
     /// With a value (a HIT), the early refresh this process took the key's
     /// refresh lease for (one per key per host): `takeRefresh()` hands it out.
     refresh: Option<Miss<NodeValue>>,
+    /// In a cache joined to the cluster tier: the value a load stored, which
+    /// `NativeTier.tell` offers to Redis (the host's lease is kept until then).
+    offer: Option<Offer>,
 }
+
+/// A loaded value's body and kind, as the cluster tier is offered it.
+pub(crate) type Offer = (Vec<u8>, Kind);
 
 #[napi]
 impl MissState {
@@ -87,6 +94,7 @@ impl MissState {
             miss: Some(r),
             words: self.words,
             refresh: None,
+            offer: None,
         })
     }
 
@@ -119,6 +127,19 @@ impl Drop for MissState {
 }
 
 impl MissState {
+    /// The key of a load step whose cache asks the tier below before its
+    /// loader runs (not an early refresh); None otherwise.
+    pub(crate) fn asking(&self, c: &Cache) -> Option<Vec<u8>> {
+        let miss = self.miss.as_ref()?;
+        (self.step == LOAD && c.asks_tier_below(miss)).then(|| self.key.clone())
+    }
+
+    /// What the tier is told once a load ended: the key, the host's lease
+    /// if still held, the value stored (taken: told once).
+    pub(crate) fn told(&mut self) -> (Vec<u8>, Option<Miss<NodeValue>>, Option<Offer>) {
+        (self.key.clone(), self.miss.take(), self.offer.take())
+    }
+
     fn held(&self) -> Result<&Miss<NodeValue>> {
         self.miss
             .as_ref()
@@ -155,6 +176,7 @@ fn state(nc: &NativeCache, c: &Arc<Cache>, key: Vec<u8>, step: Step<NodeValue>) 
         miss,
         words: nc.regions,
         refresh,
+        offer: None,
     }
 }
 
@@ -198,6 +220,7 @@ impl Sleeping {
             miss: self.miss.take(),
             words: None,
             refresh: None,
+            offer: None,
         }
     }
 
@@ -418,6 +441,7 @@ impl NativeCache {
                 miss: Some(r),
                 words: self.regions,
                 refresh: None,
+                offer: None,
             }),
             // Another caller refreshes: ask again at the next hit, as the
             // other front ends do.
@@ -513,13 +537,20 @@ impl NativeCache {
         let miss = m.held()?;
         // A value that cannot be encoded is refused before the load is counted.
         let (body, kind) = payload(code, text, bytes, num, big)?;
+        let offer = c.has_tier_below().then(|| match &body {
+            Body::Bytes(b) => (b.to_vec(), kind),
+            Body::Owned(v) => (v.clone(), kind),
+        });
         let landed = c.land(&m.key, miss, took(seconds), Loaded::Value(body, kind));
-        // Node.js never joins a tier below, so the lease is not held past the
-        // store; give it back all the same should that change.
+        // With a tier below, the lease is held until `NativeTier.tell` offered
+        // the value there; a value refused for a write during the load is
+        // older than that write, and is not offered.
         if landed.held {
-            c.give_back(&m.key, miss);
+            let stored = landed.written.as_ref();
+            m.offer = offer.filter(|_| stored.is_ok_and(|w| w.as_ref().is_none_or(|w| w.stored)));
+        } else {
+            m.miss = None;
         }
-        m.miss = None;
         let written = landed.written.map_err(to_napi);
         self.kept(written.as_ref().ok().and_then(Option::as_ref));
         written.map(|_| ())
@@ -550,10 +581,10 @@ impl NativeCache {
         let c = self.cache()?;
         let miss = m.held()?;
         let landed = c.land(&m.key, miss, took(seconds), loaded);
-        if landed.held {
-            c.give_back(&m.key, miss);
+        // With a tier below, `NativeTier.tell` gives the lease back.
+        if !landed.held {
+            m.miss = None;
         }
-        m.miss = None;
         landed.written.map(|_| ()).map_err(to_napi)
     }
 

@@ -48,7 +48,6 @@ class ClusterTier(Bodies):
         dumps: Callable[[Any], bytes],
         *,
         stream_length: int,
-        tombstone_ttl: float,
         loader_timeout: float = 10.0,
         single_flight: bool = False,
     ) -> None:
@@ -80,7 +79,6 @@ class ClusterTier(Bodies):
             self._host,
             name,
             stream_length,
-            tombstone_ttl,
             single_flight,
             loader_timeout,
             # The crate words what it reports. Not a bound method: the native tier would
@@ -154,8 +152,8 @@ class ClusterTier(Bodies):
     def tell(self, key: str | bytes, value: Any, ttl: float, tags: list[str]) -> None:
         """How a load on this host ended: a value is offered to Redis, where it lands only
         if no value and no recent delete is there (a delete leaves a tombstone for
-        ``tombstone_ttl`` so a load that started before it cannot bring the old value
-        back); a cached miss (``value`` None) or a failure (``ttl`` < 0) only gives the
+        ``loader_timeout``, within 1 to 60 seconds, so a load that started before it
+        cannot bring the old value back); a cached miss (``value`` None) or a failure (``ttl`` < 0) only gives the
         cluster-wide lease back, if this host held it."""
         data = None
         if value is not None and ttl > 0:

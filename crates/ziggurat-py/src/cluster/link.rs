@@ -111,20 +111,7 @@ impl ClusterLink {
         timeout: f64,
         retry_after: f64,
     ) -> PyResult<ClusterLink> {
-        let mut nodes = urls
-            .iter()
-            .map(|u| zc::Endpoint::parse(u))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(PyValueError::new_err)?;
-        let server = match (cluster, nodes.len()) {
-            (true, _) => zc::Server::Cluster(nodes),
-            (false, 1) => zc::Server::One(nodes.remove(0)),
-            (false, n) => {
-                return Err(PyValueError::new_err(format!(
-                    "one server expected, got {n}"
-                )))
-            }
-        };
+        let server = zc::Server::of(&urls, cluster).map_err(PyValueError::new_err)?;
         let link = zc::Link::new(
             server,
             seconds(timeout, "redis_timeout")?,

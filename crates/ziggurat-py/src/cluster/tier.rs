@@ -115,17 +115,17 @@ impl ClusterTier {
         cache: PyRef<'_, CacheCore>,
         name: String,
         stream_length: u64,
-        tombstone: f64,
         single_flight: bool,
         loader_timeout: f64,
         warn: Py<PyAny>,
     ) -> PyResult<ClusterTier> {
+        let loader_timeout = Duration::from_secs_f64(loader_timeout.max(0.001));
         let settings = zc::Settings {
             name,
             stream_length,
-            tombstone: Duration::from_secs_f64(tombstone.max(0.001)),
+            tombstone: zc::tombstone_for(loader_timeout),
             single_flight,
-            loader_timeout: Duration::from_secs_f64(loader_timeout.max(0.001)),
+            loader_timeout,
         };
         let name_said = settings.name.clone();
         let say = move |w: zc::Warning| {

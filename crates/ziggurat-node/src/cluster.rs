@@ -1,0 +1,580 @@
+//! `NativeTier`: a cache joined to the cluster tier (Redis or Valkey under
+//! every host), ziggurat-cluster's tier and stream reader on the cache's own
+//! segment, for `new Cache(name, { redis, secret })`. Every call that talks
+//! to Redis runs on the pool's threads (`pool`) and returns a promise; the
+//! crate decides everything, JavaScript keeps its encoding of values, its L1
+//! and the wording of what it throws. When Redis cannot take a write, the
+//! promise says so (false, or null) and JavaScript writes the host alone, as
+//! the crate asks (it marked the host dirty already).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4, Function, Object};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{Env, Result, Status};
+use napi_derive::napi;
+use ziggurat_cache::{Body, Cache, Kind};
+use ziggurat_cluster as zc;
+
+use crate::args::{int64, key_bytes, payload, tag_bytes, KeyArg};
+use crate::cache::NativeCache;
+use crate::codec::{decode, Decoded};
+use crate::errors::{incr_err, invalid, to_napi};
+use crate::front::{int_out, js};
+use crate::miss::MissState;
+use crate::pool::promise;
+
+/// The warnings' function, called from the tier's threads; weak: it keeps
+/// no process alive.
+type Warn = ThreadsafeFunction<String, (), String, Status, false, true, 0>;
+
+/// How a cache joins the tier, checked by the JavaScript `Cache` for types.
+#[napi(object)]
+pub struct TierOptions {
+    /// `redis://`, `rediss://`, `unix://` (or `valkey(s)://`) URLs: one
+    /// server, or the seed nodes of a Redis Cluster.
+    pub urls: Vec<String>,
+    /// Whether the URLs are the nodes of a Redis Cluster.
+    pub cluster: bool,
+    /// The secrets: the first signs, every one verifies.
+    pub secrets: Vec<Buffer>,
+    /// Seconds a call to Redis may take.
+    pub timeout: f64,
+    /// Entries the invalidation stream keeps.
+    pub stream_length: f64,
+    /// Whether a load takes a lease across hosts.
+    pub single_flight: bool,
+}
+
+/// A value read from Redis as JavaScript decodes it: its code (the
+/// `ValueCode` of the rules table) and the value.
+#[napi(object)]
+pub struct Found {
+    /// What the value is (JSON text, bytes, a value JavaScript encoded, a counter).
+    pub code: u32,
+    /// The value, as a read of the segment gives it.
+    pub value: Either4<String, Buffer, f64, BigInt>,
+}
+
+/// A value as the tier stores it, owned (it travels to a pool thread).
+enum Owned {
+    Bytes(Vec<u8>),
+    Int(i64),
+}
+
+impl Owned {
+    fn data(&self) -> zc::Data<'_> {
+        match self {
+            Owned::Bytes(b) => zc::Data::Encoded(b),
+            Owned::Int(i) => zc::Data::Int(*i),
+        }
+    }
+
+    /// A value from JavaScript's encoding (see `args::payload`), an integer
+    /// within what Redis scripts count exactly.
+    fn of(
+        code: u32,
+        text: Option<String>,
+        bytes: Option<Buffer>,
+        num: Option<f64>,
+        big: Option<BigInt>,
+    ) -> Result<Owned> {
+        let (body, kind) = payload(code, text, bytes, num, big)?;
+        let b = match body {
+            Body::Owned(v) => v,
+            Body::Bytes(b) => b.to_vec(),
+        };
+        if kind != Kind::Counter {
+            return Ok(Owned::Bytes(b));
+        }
+        let n = i64::from_le_bytes(b.try_into().unwrap_or_default());
+        if n.unsigned_abs() > zc::EXACT_INT as u64 {
+            return Err(invalid(format!(
+                "an integer in a cache joined to Redis must be within ±{} (what Redis scripts \
+                 count exactly)",
+                zc::EXACT_INT
+            )));
+        }
+        Ok(Owned::Int(n))
+    }
+}
+
+/// What a value read from Redis is for JavaScript; None for a value it
+/// cannot read (a pickle of a Python object), counted as foreign.
+fn found(s: zc::Stored, raw: bool, foreign: &AtomicU64) -> Option<Decoded> {
+    let d = match s.data {
+        zc::Held::Encoded(b) => decode(Kind::Value, b, raw),
+        zc::Held::Int(i) | zc::Held::Counter(i) => Some(Decoded::Int(i)),
+    };
+    if d.is_none() {
+        foreign.fetch_add(1, Ordering::Relaxed);
+    }
+    d
+}
+
+fn js_found(d: Option<Decoded>) -> Option<Found> {
+    d.map(|d| {
+        let (code, value) = js(d);
+        Found {
+            code: code as u32,
+            value,
+        }
+    })
+}
+
+/// One cache's tier (see the module).
+#[napi]
+pub struct NativeTier {
+    tier: Arc<zc::Tier>,
+    reader: Arc<zc::Reader>,
+    cache: Arc<Cache>,
+    foreign: Arc<AtomicU64>,
+    raw: bool,
+}
+
+impl Drop for NativeTier {
+    /// A tier dropped without `close` lets its reader's thread end.
+    fn drop(&mut self) {
+        self.reader.halt();
+    }
+}
+
+/// The tags as the tier takes them, checked as a write's.
+fn tags_of(tags: Option<Vec<String>>) -> Result<Vec<String>> {
+    let tags = tags.unwrap_or_default();
+    let bytes = tag_bytes(Some(tags.clone()));
+    ziggurat_cache::check_tags(&bytes).map_err(to_napi)?;
+    Ok(tags)
+}
+
+fn strs(tags: &[String]) -> Vec<&str> {
+    tags.iter().map(String::as_str).collect()
+}
+
+fn checked_key(key: &KeyArg) -> Result<Vec<u8>> {
+    let k = key_bytes(key);
+    ziggurat_cache::check_key(k).map_err(to_napi)?;
+    Ok(k.to_vec())
+}
+
+#[napi]
+impl NativeTier {
+    /// Joins `native`'s cache to the tier and starts its stream reader;
+    /// `warn(message)` says what the tier reports, worded by the crate.
+    #[napi(factory)]
+    pub fn join(
+        native: &mut NativeCache,
+        o: TierOptions,
+        warn: Function<String, ()>,
+    ) -> Result<NativeTier> {
+        let c = native.cache()?.clone();
+        if !zc::timeout_ok(o.timeout) {
+            return Err(invalid(format!(
+                "redisTimeout must be seconds in (0, {}], got {}",
+                zc::MAX_TIMEOUT_S,
+                o.timeout
+            )));
+        }
+        if !zc::stream_length_ok(o.stream_length) {
+            return Err(invalid(format!(
+                "streamLength must be a whole number >= {}, got {}",
+                zc::MIN_STREAM_LENGTH,
+                o.stream_length
+            )));
+        }
+        let secrets: Vec<Vec<u8>> = o.secrets.iter().map(|s| s.to_vec()).collect();
+        let segment = native.segment.clone();
+        let signer = zc::Signer::new(segment.as_bytes(), &secrets).map_err(|e| match e {
+            zc::SecretProblem::None => invalid("secret is required with redis"),
+            zc::SecretProblem::Short(_) => invalid(format!(
+                "secret must be at least {} bytes (each of them, for an array)",
+                zc::MIN_SECRET
+            )),
+        })?;
+        let server = zc::Server::of(&o.urls, o.cluster).map_err(invalid)?;
+        let link = zc::Link::new(server, Duration::from_secs_f64(o.timeout), zc::RETRY_AFTER)
+            .map_err(invalid)?;
+        let loader_timeout = Duration::from_secs_f64(c.options().loader_timeout.max(0.001));
+        let settings = zc::Settings {
+            name: segment.clone(),
+            stream_length: o.stream_length as u64,
+            tombstone: zc::tombstone_for(loader_timeout),
+            single_flight: o.single_flight,
+            loader_timeout,
+        };
+        let warn: Warn = warn
+            .build_threadsafe_function::<String>()
+            .callee_handled::<false>()
+            .weak::<true>()
+            .build()?;
+        let say = move |w: zc::Warning| {
+            warn.call(w.message(&segment), ThreadsafeFunctionCallMode::NonBlocking);
+        };
+        let tier = Arc::new(zc::Tier::new(
+            Arc::new(link),
+            signer,
+            settings,
+            Box::new(say),
+        ));
+        if !c.join_tier_below() {
+            return Err(invalid("this cache is joined to a tier already"));
+        }
+        let _ = c.app_cas(ziggurat_cache::JOINED_WORD, 0, 1);
+        let reader = zc::Reader::new(tier.clone(), c.clone(), false, Duration::from_millis(500));
+        reader.start();
+        native.joined = true;
+        Ok(NativeTier {
+            tier,
+            reader,
+            cache: c,
+            foreign: native.foreign.clone(),
+            raw: native.raw,
+        })
+    }
+
+    /// The value of `key` in Redis, copied into the host's segment, or null
+    /// (after a miss in the host's tiers).
+    #[napi(ts_return_type = "Promise<Found | null>")]
+    pub fn get<'e>(&self, env: &'e Env, key: KeyArg) -> Result<Object<'e>> {
+        let k = checked_key(&key)?;
+        let (tier, cache, foreign, raw) = self.parts();
+        promise(
+            env,
+            move || {
+                let s = tier.ask(zc::Host { cache: &cache }, &k, false);
+                Ok(s.and_then(|s| found(s, raw, &foreign)))
+            },
+            |_, r| Ok(js_found(r)),
+        )
+    }
+
+    /// For a load step of `getOrSet` (`m`, which keeps the host's lease):
+    /// the value of its key in Redis (with `clusterSingleFlight`, after
+    /// waiting for another host's load), or null; null at once, with no
+    /// promise, when the tier is not asked (an early refresh).
+    #[napi(ts_return_type = "Promise<Found | null> | null")]
+    pub fn ask<'e>(&self, env: &'e Env, m: &MissState) -> Result<Option<Object<'e>>> {
+        let Some(k) = m.asking(&self.cache) else {
+            return Ok(None);
+        };
+        let (tier, cache, foreign, raw) = self.parts();
+        promise(
+            env,
+            move || {
+                let s = tier.ask(zc::Host { cache: &cache }, &k, true);
+                Ok(s.and_then(|s| found(s, raw, &foreign)))
+            },
+            |_, r| Ok(js_found(r)),
+        )
+        .map(Some)
+    }
+
+    /// After a load step ended (`land`, `landNegative`, `landUnstored`,
+    /// `failed`): offers the value landed to Redis (where it lands only if
+    /// no value and no recent delete is there), gives the cluster-wide lease
+    /// back if held, then the host's lease.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn tell<'e>(&self, env: &'e Env, m: &mut MissState) -> Result<Object<'e>> {
+        let (key, miss, offer) = m.told();
+        let tier = self.tier.clone();
+        let cache = self.cache.clone();
+        promise(
+            env,
+            move || {
+                let host = zc::Host { cache: &cache };
+                let (ttl, tags) = miss.as_ref().map_or((0.0, Vec::new()), |m| {
+                    let tags = m.plan().tags.iter();
+                    let tags = tags.map(|t| String::from_utf8_lossy(t).into_owned());
+                    (m.ttl(), tags.collect())
+                });
+                let data = offer.map(|(b, kind)| match kind {
+                    Kind::Counter => {
+                        Owned::Int(i64::from_le_bytes(b.try_into().unwrap_or_default()))
+                    }
+                    _ => Owned::Bytes(b),
+                });
+                tier.tell(
+                    host,
+                    &key,
+                    data.as_ref().map(Owned::data),
+                    ttl,
+                    &strs(&tags),
+                );
+                if let Some(miss) = miss {
+                    cache.give_back(&key, &miss);
+                }
+                Ok(())
+            },
+            |_, ()| Ok(()),
+        )
+    }
+
+    /// `set` in Redis and this host: true; false when Redis could not take
+    /// it (write the host alone).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    #[allow(clippy::too_many_arguments)] // a value's encoding, as `store` takes it
+    pub fn set<'e>(
+        &self,
+        env: &'e Env,
+        key: KeyArg,
+        code: u32,
+        text: Option<String>,
+        bytes: Option<Buffer>,
+        num: Option<f64>,
+        big: Option<BigInt>,
+        ttl: Option<f64>,
+        tags: Option<Vec<String>>,
+    ) -> Result<Object<'e>> {
+        let (k, v, ttl, tags) = self.value_args(key, code, text, bytes, num, big, ttl, tags)?;
+        let (tier, cache, ..) = self.parts();
+        promise(
+            env,
+            move || {
+                let r = tier.set(zc::Host { cache: &cache }, &k, v.data(), ttl, &strs(&tags));
+                Ok(r.is_ok())
+            },
+            |_, done| Ok(done),
+        )
+    }
+
+    /// `add` across the cluster: whether it stored; null when Redis could
+    /// not take it (add on the host alone).
+    #[napi(ts_return_type = "Promise<boolean | null>")]
+    #[allow(clippy::too_many_arguments)] // a value's encoding, as `add` takes it
+    pub fn add<'e>(
+        &self,
+        env: &'e Env,
+        key: KeyArg,
+        code: u32,
+        text: Option<String>,
+        bytes: Option<Buffer>,
+        num: Option<f64>,
+        big: Option<BigInt>,
+        ttl: Option<f64>,
+        tags: Option<Vec<String>>,
+    ) -> Result<Object<'e>> {
+        let (k, v, ttl, tags) = self.value_args(key, code, text, bytes, num, big, ttl, tags)?;
+        let (tier, cache, ..) = self.parts();
+        promise(
+            env,
+            move || {
+                let r = tier.add(zc::Host { cache: &cache }, &k, v.data(), ttl, &strs(&tags));
+                Ok(r.ok())
+            },
+            |_, stored| Ok(stored),
+        )
+    }
+
+    /// `delete` in Redis: whether Redis held a value (the host's own copy is
+    /// the caller's to delete).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn delete<'e>(&self, env: &'e Env, key: KeyArg) -> Result<Object<'e>> {
+        let k = checked_key(&key)?;
+        let (tier, cache, ..) = self.parts();
+        promise(
+            env,
+            move || Ok(tier.delete(zc::Host { cache: &cache }, &k)),
+            |_, held| Ok(held),
+        )
+    }
+
+    /// `incr` in Redis (a missing key starts from `start`, with the cache's
+    /// TTL): the count; null when Redis could not take it (count on the
+    /// host alone).
+    #[napi(ts_return_type = "Promise<number | bigint | null>")]
+    pub fn incr<'e>(
+        &self,
+        env: &'e Env,
+        key: KeyArg,
+        delta: BigInt,
+        start: BigInt,
+        tags: Option<Vec<String>>,
+    ) -> Result<Object<'e>> {
+        let k = checked_key(&key)?;
+        let (delta, start) = (int64(&delta, "delta")?, int64(&start, "default")?);
+        let tags = tags_of(tags)?;
+        let ttl = self.cache.options().ttl;
+        let (tier, cache, ..) = self.parts();
+        promise(
+            env,
+            move || {
+                let host = zc::Host { cache: &cache };
+                match tier.incr(host, &k, delta, Some(start), ttl, &strs(&tags)) {
+                    Ok(n) => Ok(Some(n)),
+                    Err(zc::NotDone::Local) => Ok(None),
+                    Err(zc::NotDone::Incr(why)) => Err(incr_refused(&k, why)),
+                }
+            },
+            |_, n| {
+                Ok(n.map(|n| match int_out(n) {
+                    Either4::D(b) => Either::B(b),
+                    _ => Either::A(n as f64),
+                }))
+            },
+        )
+    }
+
+    /// `touch` in Redis: whether the key held a value; null when Redis could
+    /// not take it (touch the host alone).
+    #[napi(ts_return_type = "Promise<boolean | null>")]
+    pub fn touch<'e>(&self, env: &'e Env, key: KeyArg, ttl: Option<f64>) -> Result<Object<'e>> {
+        let k = checked_key(&key)?;
+        let ttl = self.ttl(ttl)?;
+        let (tier, cache, ..) = self.parts();
+        promise(
+            env,
+            move || Ok(tier.touch(zc::Host { cache: &cache }, &k, ttl).ok()),
+            |_, held| Ok(held),
+        )
+    }
+
+    /// `invalidateTags` in Redis and this host.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn invalidate_tags<'e>(&self, env: &'e Env, tags: Vec<String>) -> Result<Object<'e>> {
+        if tags.iter().any(String::is_empty) {
+            return Err(invalid("a tag must not be empty"));
+        }
+        let (tier, cache, ..) = self.parts();
+        promise(
+            env,
+            move || {
+                tier.invalidate_tags(zc::Host { cache: &cache }, &strs(&tags));
+                Ok(())
+            },
+            |_, ()| Ok(()),
+        )
+    }
+
+    /// `clear` in Redis and this host.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn clear<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        let (tier, cache, ..) = self.parts();
+        promise(
+            env,
+            move || {
+                tier.clear(zc::Host { cache: &cache });
+                Ok(())
+            },
+            |_, ()| Ok(()),
+        )
+    }
+
+    /// This process's counters of the tier and its connection's state.
+    #[napi]
+    pub fn counts(&self) -> TierCounts {
+        let c = &self.tier.counts;
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let link = &self.tier.link;
+        TierCounts {
+            hits: n(&c.hits),
+            misses: n(&c.misses),
+            fills: n(&c.fills),
+            lease_waits: n(&c.lease_waits),
+            lease_timeouts: n(&c.lease_timeouts),
+            bad_signatures: n(&c.bad_signatures),
+            refused_older: n(&c.refused_older),
+            refused_ahead: n(&c.refused_ahead),
+            errors: link.errors() as f64,
+            timeouts: link.timeouts() as f64,
+            connected: link.up(),
+        }
+    }
+
+    /// Stops the stream reader and gives its lease up, on a thread of its
+    /// own: the reader may be inside a read that blocks for up to half a
+    /// second, which the event loop must not wait for.
+    #[napi]
+    pub fn close(&self) {
+        self.reader.halt();
+        let reader = self.reader.clone();
+        let _ = std::thread::Builder::new()
+            .name("ziggurat-stop".into())
+            .spawn(move || reader.stop());
+    }
+}
+
+/// The tier's counters of one process (`stats().l3`).
+#[napi(object)]
+pub struct TierCounts {
+    /// Reads that found a value in Redis.
+    pub hits: f64,
+    /// Reads that found none.
+    pub misses: f64,
+    /// Values read that the host's segment took.
+    pub fills: f64,
+    /// Loads that waited for another host's and got its value.
+    pub lease_waits: f64,
+    /// Loads that waited for another host's in vain, and loaded.
+    pub lease_timeouts: f64,
+    /// Values that failed their MAC.
+    pub bad_signatures: f64,
+    /// Values refused as older than a write the host knows of.
+    pub refused_older: f64,
+    /// Values or events stamped too far ahead of this host's clock.
+    pub refused_ahead: f64,
+    /// Calls that failed for want of the server (timeouts aside).
+    pub errors: f64,
+    /// Calls that timed out.
+    pub timeouts: f64,
+    /// Whether the last call reached the server.
+    pub connected: bool,
+}
+
+impl NativeTier {
+    fn parts(&self) -> (Arc<zc::Tier>, Arc<Cache>, Arc<AtomicU64>, bool) {
+        (
+            self.tier.clone(),
+            self.cache.clone(),
+            self.foreign.clone(),
+            self.raw,
+        )
+    }
+
+    /// A write's TTL: the one given (checked) or the cache's.
+    fn ttl(&self, ttl: Option<f64>) -> Result<f64> {
+        let t = ziggurat_cache::ttl_or_default(ttl, ziggurat_cache::Arg::Ttl).map_err(to_napi)?;
+        Ok(t.unwrap_or(self.cache.options().ttl))
+    }
+
+    /// `set` and `add`'s arguments, checked.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn value_args(
+        &self,
+        key: KeyArg,
+        code: u32,
+        text: Option<String>,
+        bytes: Option<Buffer>,
+        num: Option<f64>,
+        big: Option<BigInt>,
+        ttl: Option<f64>,
+        tags: Option<Vec<String>>,
+    ) -> Result<(Vec<u8>, Owned, f64, Vec<String>)> {
+        let k = checked_key(&key)?;
+        let ttl = self.ttl(ttl)?;
+        let tags = tags_of(tags)?;
+        Ok((k, Owned::of(code, text, bytes, num, big)?, ttl, tags))
+    }
+}
+
+/// The write script's refusal of an `incr`, as the Cache's own refusals are
+/// worded (a counter past what Redis scripts count exactly is a RangeError).
+fn incr_refused(key: &[u8], why: zc::Refusal) -> napi::Error {
+    match why {
+        zc::Refusal::Missing => incr_err(key, ziggurat_cache::Error::Missing),
+        zc::Refusal::NotInt => incr_err(key, ziggurat_cache::Error::NotInteger),
+        zc::Refusal::Overflow => invalid(format!(
+            "the counter {:?} would leave the range Redis scripts count exactly (±{})",
+            String::from_utf8_lossy(key),
+            zc::EXACT_INT
+        )),
+        _ => napi::Error::new(
+            Status::GenericFailure,
+            format!(
+                "Redis refused the increment of {:?}",
+                String::from_utf8_lossy(key)
+            ),
+        ),
+    }
+}
