@@ -114,9 +114,11 @@ class Joined {
     }
   }
 
-  /** stats().l3: this process's counters of the tier and its connection. */
+  /** stats().l3: this process's counters of the tier and its connection, and the host's figures. */
   stats() {
-    return this.tier.counts()
+    const { host, ...counts } = this.tier.counts()
+    for (const [name, v] of Object.entries(host)) counts[name.replace(/_(.)/g, (_, c) => c.toUpperCase())] = v
+    return counts
   }
 
   close() {

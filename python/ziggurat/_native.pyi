@@ -633,6 +633,7 @@ def cluster_body_start(stored: bytes) -> int | None: ...
 CLUSTER_STALE_MS: int
 CLUSTER_CHECK_MS: int
 CLUSTER_WORDS: dict[str, int]
+CLUSTER_FIGURES: list[tuple[str, int, float]]
 
 CLUSTER_SCHEMES: tuple[str, ...]
 

@@ -19,6 +19,11 @@ const OPTIONS = {
   degraded: 'degraded',
   l1_items: 'l1Items',
   lock_timeout: 'lockTimeout',
+  redis: 'redis',
+  secret: 'secret',
+  redis_timeout: 'redisTimeout',
+  stream_length: 'streamLength',
+  cluster_single_flight: 'clusterSingleFlight',
 }
 
 function say(msg) {
@@ -122,21 +127,21 @@ async function mix(cmd) {
     let res = null
     let arg = null
     if (op === 'set') {
-      ca.set(key, val)
+      await ca.set(key, val)
       arg = val
     } else if (op === 'set_tagged') {
       const tag = pick(cmd.tags)
-      ca.set(key, val, { tags: [tag] })
+      await ca.set(key, val, { tags: [tag] })
       arg = [val, tag]
     } else if (op === 'get') {
-      res = orNull(ca.get(key))
+      res = orNull(await ca.get(key))
     } else if (op === 'delete') {
-      res = ca.delete(key)
+      res = await ca.delete(key)
     } else if (op === 'invalidate') {
       key = pick(cmd.tags)
-      ca.invalidateTags(key)
+      await ca.invalidateTags(key)
     } else if (op === 'clear') {
-      ca.clear()
+      await ca.clear()
     } else {
       res = orNull(await ca.getOrSet(key, async () => val))
       arg = val
@@ -158,30 +163,30 @@ async function run(cmd) {
       const options = {}
       if (cmd.ttl !== undefined) options.ttl = cmd.ttl
       if (cmd.tags !== undefined) options.tags = cmd.tags
-      c().set(cmd.key, cmd.value, options)
+      await c().set(cmd.key, cmd.value, options)
       return null
     }
     case 'get':
-      return orNull(c().get(cmd.key))
+      return orNull(await c().get(cmd.key))
     case 'get2':
-      c().get(cmd.key)
-      return orNull(c().get(cmd.key))
+      await c().get(cmd.key)
+      return orNull(await c().get(cmd.key))
     case 'delete':
-      return c().delete(cmd.key)
+      return await c().delete(cmd.key)
     case 'add':
-      return c().add(cmd.key, cmd.value, cmd.ttl === undefined ? undefined : { ttl: cmd.ttl })
+      return await c().add(cmd.key, cmd.value, cmd.ttl === undefined ? undefined : { ttl: cmd.ttl })
     case 'incr':
-      return c().incr(cmd.key, cmd.delta ?? 1, cmd.default === undefined ? undefined : { default: cmd.default })
+      return await c().incr(cmd.key, cmd.delta ?? 1, cmd.default === undefined ? undefined : { default: cmd.default })
     case 'incr_many':
-      for (let i = 0; i < cmd.n; i++) c().incr(cmd.key, 1, { default: 0 })
+      for (let i = 0; i < cmd.n; i++) await c().incr(cmd.key, 1, { default: 0 })
       return null
     case 'touch':
-      return c().touch(cmd.key, { ttl: cmd.ttl })
+      return await c().touch(cmd.key, { ttl: cmd.ttl })
     case 'invalidate':
-      c().invalidateTags(...cmd.tags)
+      await c().invalidateTags(...cmd.tags)
       return null
     case 'clear':
-      c().clear()
+      await c().clear()
       return null
     case 'fetch':
       return await fetch(cmd)
@@ -194,26 +199,32 @@ async function run(cmd) {
       let last = null
       for (let i = 0; i < cmd.n; i++) {
         last = `${cmd.prefix}:${i}`
-        c().set(cmd.key, last)
+        await c().set(cmd.key, last)
       }
       return last
     }
     case 'write_then_read':
-      c().set(cmd.other, cmd.value)
-      c().set(cmd.key, cmd.value)
-      return orNull(c().get(cmd.key))
+      await c().set(cmd.other, cmd.value)
+      await c().set(cmd.key, cmd.value)
+      return orNull(await c().get(cmd.key))
     case 'mix':
       return await mix(cmd)
     case 'sets_forever': {
       // Writes until killed: values that tell their own length, so a torn one shows.
       for (let i = 0; ; i++) {
         const n = 1 + ((i * 7919) % 3000)
-        c().set(cmd.key, { n, pad: 'x'.repeat(n) })
+        await c().set(cmd.key, { n, pad: 'x'.repeat(n) })
         if (i % 64 === 0) await new Promise((r) => setImmediate(r))
       }
     }
     case 'stats':
       return c().stats()
+    case 'l3': {
+      // The tier's figures, in the suite's (snake_case) names.
+      const out = {}
+      for (const [k, v] of Object.entries(c().stats().l3)) out[k.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`)] = v
+      return out
+    }
     default:
       throw new Error(`unknown op ${cmd.op}`)
   }

@@ -38,6 +38,11 @@ _OPTIONS = {
     "degraded": "degraded",
     "l1_items": "l1_items",
     "lock_timeout": "lock_timeout",
+    "redis": "redis",
+    "secret": "secret",
+    "redis_timeout": "redis_timeout",
+    "stream_length": "stream_length",
+    "cluster_single_flight": "cluster_single_flight",
 }
 
 
@@ -207,6 +212,10 @@ def run(cmd: dict[str, Any]) -> Any:
             i += 1
     if op == "stats":
         return c().stats()
+    if op == "l3":
+        tier = c()._tier
+        assert tier is not None, "the cache has no cluster tier"
+        return {**c().stats()["l3"], "positioned": tier.positioned()}
     raise ValueError(f"unknown op {op!r}")
 
 

@@ -74,3 +74,22 @@ pub const ALL_WORDS: [(&str, usize); 21] = [
     ("CLOCK", CLOCK),
     ("JOINED", JOINED),
 ];
+
+/// The host-wide figures of the tier that every front end's `stats()` shows:
+/// each is a word divided by a unit (the lag words hold microseconds, shown
+/// in milliseconds). Front ends read this table; their names may change case.
+///
+/// ```
+/// use ziggurat_cluster::words::{FIGURES, LAG_P99};
+/// assert!(FIGURES.contains(&("lag_p99_ms", LAG_P99, 1000.0)));
+/// ```
+pub const FIGURES: [(&str, usize, f64); 8] = [
+    ("events_published", PUBLISHED, 1.0),
+    ("events_applied", APPLIED, 1.0),
+    ("replays", REPLAYS, 1.0),
+    ("gap_clears", GAP_CLEARS, 1.0),
+    ("dirty_writes", DIRTY, 1.0),
+    ("last_seq", SEQ, 1.0),
+    ("lag_p50_ms", LAG_P50, 1000.0),
+    ("lag_p99_ms", LAG_P99, 1000.0),
+];

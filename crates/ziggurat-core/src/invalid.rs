@@ -61,6 +61,8 @@ pub enum Arg {
     Stamp,
     /// How long to wait, in seconds.
     Timeout,
+    /// How long a call to the cluster tier's server may take.
+    RedisTimeout,
     /// A word kept in the segment for a tier below.
     Word,
     /// Stored bytes to decode.
@@ -69,7 +71,7 @@ pub enum Arg {
 
 impl Arg {
     /// Every argument, for a front end that looks one up by its own name.
-    pub const ALL: [Arg; 29] = [
+    pub const ALL: [Arg; 30] = [
         Arg::Key,
         Arg::Value,
         Arg::Tags,
@@ -97,6 +99,7 @@ impl Arg {
         Arg::SegmentName,
         Arg::Stamp,
         Arg::Timeout,
+        Arg::RedisTimeout,
         Arg::Word,
         Arg::Data,
     ];
@@ -400,6 +403,7 @@ impl Words for RustWords {
             Arg::SegmentName => "segment name",
             Arg::Stamp => "stamp",
             Arg::Timeout => "timeout",
+            Arg::RedisTimeout => "redis_timeout",
             Arg::Word => "word",
             Arg::Data => "data",
         }

@@ -7,6 +7,7 @@
 //! promise says so (false, or null) and JavaScript writes the host alone, as
 //! the crate asks (it marked the host dirty already).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -479,6 +480,13 @@ impl NativeTier {
             errors: link.errors() as f64,
             timeouts: link.timeouts() as f64,
             connected: link.up(),
+            positioned: self.host().positioned(),
+            host: zc::words::FIGURES
+                .iter()
+                .map(|(name, word, unit)| {
+                    ((*name).to_owned(), self.host().load(*word) as f64 / unit)
+                })
+                .collect(),
         }
     }
 
@@ -520,9 +528,18 @@ pub struct TierCounts {
     pub timeouts: f64,
     /// Whether the last call reached the server.
     pub connected: bool,
+    /// Whether the host's stream reader has a place in the stream (until then,
+    /// values read from Redis are returned but not kept on the host).
+    pub positioned: bool,
+    /// The host-wide figures (ziggurat-cluster's table), by their names.
+    pub host: HashMap<String, f64>,
 }
 
 impl NativeTier {
+    fn host(&self) -> zc::Host<'_> {
+        zc::Host { cache: &self.cache }
+    }
+
     fn parts(&self) -> (Arc<zc::Tier>, Arc<Cache>, Arc<AtomicU64>, bool) {
         (
             self.tier.clone(),

@@ -43,6 +43,7 @@ impl Words for NodeWords {
             Arg::StaleTtl => "staleTtl",
             Arg::DegradedTtl => "degradedTtl",
             Arg::LoaderTimeout => "loaderTimeout",
+            Arg::RedisTimeout => "redisTimeout",
             Arg::RefreshAhead => "refreshAhead",
             Arg::NegSize => "negSize",
             Arg::AvgItemSize => "avgItemSize",

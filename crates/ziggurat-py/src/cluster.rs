@@ -60,5 +60,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         words.set_item(name, i)?;
     }
     m.add("CLUSTER_WORDS", words)?;
+    m.add("CLUSTER_FIGURES", zc::words::FIGURES.to_vec())?;
     Ok(())
 }
