@@ -156,7 +156,7 @@ export interface CacheOptions<S extends Serializer = Serializer, R extends Redis
   secret?: string | Uint8Array | readonly (string | Uint8Array)[]
   /** With `redis`: how long a call to Redis may take (default 0.1 s, at most 60 s). */
   redisTimeout?: Duration
-  /** With `redis`: entries the invalidation stream keeps (default 100000, at least 100). */
+  /** With `redis`: entries the invalidation stream keeps (default 100000; at least 100). */
   streamLength?: number
   /** With `redis`: one load per key for the whole cluster, not per host (default false). */
   clusterSingleFlight?: boolean

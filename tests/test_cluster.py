@@ -616,6 +616,58 @@ def test_async_calls_leave_the_event_loop_free_while_redis_stalls(
     assert b.get("k2") == "w"
 
 
+def test_a_slow_redis_leaves_the_event_loop_running(
+    server: Server, hosts: Callable[..., Cache]
+) -> None:
+    """Through a proxy that delays every reply by 100 ms, aset's write, aget's and afetch's
+    reads from Redis each take that long, and the event loop runs other tasks meanwhile."""
+    import subprocess
+    import sys
+
+    proxy = subprocess.Popen(
+        [sys.executable, os.path.join(os.path.dirname(__file__), "delay_proxy.py")]
+        + [str(server.port), "100"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proxy.stdout is not None
+        url = f"redis://127.0.0.1:{proxy.stdout.readline().strip()}/0"
+        a = hosts(url, "a", redis_timeout=2)
+        b = hosts(url, "b", redis_timeout=2)
+
+        async def main() -> tuple[Any, Any, float, float]:
+            gaps: list[float] = []
+            done = asyncio.Event()
+
+            async def ticker() -> None:
+                last = time.monotonic()
+                while not done.is_set():
+                    await asyncio.sleep(0.005)
+                    now = time.monotonic()
+                    gaps.append(now - last)
+                    last = now
+
+            t = asyncio.create_task(ticker())
+            t0 = time.monotonic()
+            await a.aset("k", {"v": 1})
+            got, loaded = await asyncio.gather(b.aget("k"), b.afetch("z", lambda: "z"))
+            took = time.monotonic() - t0
+            done.set()
+            await t
+            return got, loaded, took, max(gaps)
+
+        got, loaded, took, gap = asyncio.run(main())
+        assert got == {"v": 1} and loaded == "z"
+        assert took >= 0.2  # the calls did wait for the slow server ...
+        assert gap < 0.06, gap  # ... off the loop: a blocked loop shows a gap of 100 ms
+    finally:
+        assert proxy.stdin is not None
+        proxy.stdin.close()
+        proxy.wait(5)
+
+
 def test_closed_caches_are_collected_and_keep_no_connection_open(
     server: Server, shm_dir: str
 ) -> None:

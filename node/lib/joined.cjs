@@ -13,7 +13,7 @@ const native = require('./native.cjs')
 const { CODES: { NEGATIVE } } = require('./rules.cjs')
 const { decode, FOREIGN } = require('./values.cjs')
 const { meta } = require('./l1.cjs')
-const { ZigguratError, translate } = require('./errors.cjs')
+const { translate } = require('./errors.cjs')
 
 /**
  * The tier of one cache: `c` gives its addon object (`native`), L1, `store`
@@ -30,12 +30,6 @@ class Joined {
   tier
 
   constructor(c, options, warn) {
-    if (typeof native.NativeTier !== 'function') {
-      throw new ZigguratError(
-        'new Cache(): redis is not available in the WebAssembly build of ziggurat (it has no sockets): ' +
-          'run on Linux, where the native addon is used',
-      )
-    }
     this.#c = c
     try {
       this.tier = native.NativeTier.join(c.native, options, (message) => warn(message))

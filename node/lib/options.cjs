@@ -6,7 +6,7 @@
 
 const args = require('./args.cjs')
 const native = require('./native.cjs')
-const { translate } = require('./errors.cjs')
+const { ZigguratError, translate } = require('./errors.cjs')
 const { serializerOption } = require('./values.cjs')
 const { MODES } = require('./degraded.cjs')
 const { DEFAULTS: D } = require('./rules.cjs')
@@ -152,7 +152,7 @@ function tierOptions(o) {
   if (o.streamLength !== undefined && typeof o.streamLength !== 'number') {
     throw new TypeError(`${M}: streamLength must be a number of entries, not ${args.typeName(o.streamLength)}`)
   }
-  return {
+  const tier = {
     urls,
     // An array names the seed nodes of a Redis Cluster (one URL in an array too).
     cluster: Array.isArray(o.redis),
@@ -161,6 +161,18 @@ function tierOptions(o) {
     streamLength: o.streamLength ?? D.stream_length,
     singleFlight: o.clusterSingleFlight === true,
   }
+  if (typeof native.checkTier !== 'function') {
+    throw new ZigguratError(
+      `${M}: redis is not available in the WebAssembly build of ziggurat (it has no sockets): ` +
+        'run on Linux, where the native addon is used',
+    )
+  }
+  try {
+    native.checkTier(tier)
+  } catch (e) {
+    throw translate(e, M)
+  }
+  return tier
 }
 
 /**

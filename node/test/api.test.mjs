@@ -391,7 +391,7 @@ describe('bad input', () => {
       [() => new Cache(name, { l1Items: -1 }), RangeError, /l1Items must be an integer/],
       [() => new Cache(name, { loaderTimeout: '1 fortnight' }), RangeError, /loaderTimeout/],
       [() => new Cache(name, { hugePages: 'maybe' }), RangeError, /hugePages/],
-      [() => new Cache(name, { redis: 'redis://x' }), TypeError, /unknown option "redis"/],
+      [() => new Cache(name, { redisUrl: 'redis://x' }), TypeError, /unknown option "redisUrl"/],
     ]
     for (const [f, cls, re] of cases) {
       assert.throws(f, (e) => e instanceof cls && re.test(e.message), `${f}`)

@@ -2,11 +2,15 @@
 // process on one private directory (the cache outlives the process: a second run meets
 // what the first left, as a restarted worker does), and the make targets they name exist.
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
+import { createServer } from 'node:net'
+import { createInterface } from 'node:readline'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { test } from 'node:test'
+import { redisServer } from './agents.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..', '..')
@@ -19,9 +23,32 @@ function blocks(lang) {
   return out
 }
 
-test('every js example of docs/node.md and the README runs, twice', () => {
+/** A Redis server for the examples of the cluster tier (REDIS_URL), stopped by `t.after`. */
+async function redisFor(t) {
+  const s = createServer()
+  s.listen(0, '127.0.0.1')
+  await once(s, 'listening')
+  const { port } = s.address()
+  s.close()
+  await once(s, 'close')
+  const dir = mkdtempSync('/tmp/zignodedocs-redis-')
+  const redis = spawn(redisServer(), ['--port', String(port), '--dir', dir, '--save', '', '--appendonly', 'no'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  })
+  t.after(() => {
+    redis.kill()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  for await (const line of createInterface({ input: redis.stdout })) {
+    if (/Ready to accept connections/.test(line)) break
+  }
+  return `redis://127.0.0.1:${port}/0`
+}
+
+test('every js example of docs/node.md and the README runs, twice', async (t) => {
   const examples = blocks('js')
   assert.ok(examples.length >= 4)
+  const env = { ...process.env, REDIS_URL: await redisFor(t), CACHE_SECRET: 'a-secret-for-the-examples' }
   for (const [i, code] of examples.entries()) {
     const dir = mkdtempSync('/dev/shm/zignodedocs-')
     try {
@@ -43,7 +70,7 @@ test('every js example of docs/node.md and the README runs, twice', () => {
         .replaceAll("from 'ziggurat/http'", `from ${JSON.stringify(http)}`)
       writeFileSync(file, source)
       for (const run of ['first', 'second']) {
-        const r = spawnSync(process.execPath, [file], { encoding: 'utf8', cwd: dir })
+        const r = spawnSync(process.execPath, [file], { encoding: 'utf8', cwd: dir, env })
         assert.equal(r.status, 0, `example ${i}, ${run} run:\n${code}\n${r.stdout}${r.stderr}`)
         assert.doesNotMatch(r.stderr, /Assertion failed/, `example ${i}, ${run} run:\n${code}`)
       }

@@ -125,6 +125,46 @@ fn js_found(d: Option<Decoded>) -> Option<Found> {
     })
 }
 
+/// The tier's options checked against the crate's rules, nothing made: the
+/// secrets and the server.
+fn checked(o: &TierOptions) -> Result<(Vec<Vec<u8>>, zc::Server)> {
+    if !zc::timeout_ok(o.timeout) {
+        return Err(invalid(format!(
+            "redisTimeout must be seconds in (0, {}], got {}",
+            zc::MAX_TIMEOUT_S,
+            o.timeout
+        )));
+    }
+    if !zc::stream_length_ok(o.stream_length) {
+        return Err(invalid(format!(
+            "streamLength must be a whole number >= {}, got {}",
+            zc::MIN_STREAM_LENGTH,
+            o.stream_length
+        )));
+    }
+    let secrets: Vec<Vec<u8>> = o.secrets.iter().map(|s| s.to_vec()).collect();
+    zc::Signer::new(b"", &secrets).map_err(secret_problem)?;
+    let server = zc::Server::of(&o.urls, o.cluster).map_err(invalid)?;
+    Ok((secrets, server))
+}
+
+fn secret_problem(e: zc::SecretProblem) -> napi::Error {
+    match e {
+        zc::SecretProblem::None => invalid("secret is required with redis"),
+        zc::SecretProblem::Short(_) => invalid(format!(
+            "secret must be at least {} bytes (each of them, for an array)",
+            zc::MIN_SECRET
+        )),
+    }
+}
+
+/// Checks the cluster tier's options (`new Cache()` does, before it opens
+/// any file): a RangeError says what is wrong, never a password.
+#[napi]
+pub fn check_tier(o: TierOptions) -> Result<()> {
+    checked(&o).map(|_| ())
+}
+
 /// One cache's tier (see the module).
 #[napi]
 pub struct NativeTier {
@@ -171,30 +211,9 @@ impl NativeTier {
         warn: Function<String, ()>,
     ) -> Result<NativeTier> {
         let c = native.cache()?.clone();
-        if !zc::timeout_ok(o.timeout) {
-            return Err(invalid(format!(
-                "redisTimeout must be seconds in (0, {}], got {}",
-                zc::MAX_TIMEOUT_S,
-                o.timeout
-            )));
-        }
-        if !zc::stream_length_ok(o.stream_length) {
-            return Err(invalid(format!(
-                "streamLength must be a whole number >= {}, got {}",
-                zc::MIN_STREAM_LENGTH,
-                o.stream_length
-            )));
-        }
-        let secrets: Vec<Vec<u8>> = o.secrets.iter().map(|s| s.to_vec()).collect();
+        let (secrets, server) = checked(&o)?;
         let segment = native.segment.clone();
-        let signer = zc::Signer::new(segment.as_bytes(), &secrets).map_err(|e| match e {
-            zc::SecretProblem::None => invalid("secret is required with redis"),
-            zc::SecretProblem::Short(_) => invalid(format!(
-                "secret must be at least {} bytes (each of them, for an array)",
-                zc::MIN_SECRET
-            )),
-        })?;
-        let server = zc::Server::of(&o.urls, o.cluster).map_err(invalid)?;
+        let signer = zc::Signer::new(segment.as_bytes(), &secrets).map_err(secret_problem)?;
         let link = zc::Link::new(server, Duration::from_secs_f64(o.timeout), zc::RETRY_AFTER)
             .map_err(invalid)?;
         let loader_timeout = Duration::from_secs_f64(c.options().loader_timeout.max(0.001));

@@ -43,7 +43,7 @@ mod words;
 
 pub use cache::NativeCache;
 #[cfg(not(target_family = "wasm"))]
-pub use cluster::{Found, NativeTier, TierCounts, TierOptions};
+pub use cluster::{check_tier, Found, NativeTier, TierCounts, TierOptions};
 pub use front::{forget_reader, read_input_function};
 pub use http::{
     http_defaults, http_fwd_status, http_invalidated_keys, http_lock_key, http_overrides_method,

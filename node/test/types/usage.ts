@@ -28,6 +28,25 @@ const posts = cache.namespace('posts')
 posts.set('1', Buffer.from('x'))
 const s: Stats = cache.stats()
 cache.close()
+
+// A cache joined to the cluster tier: its reads after L1 and its writes are promises.
+const joined = new Cache('shop', { redis: 'redis://10.0.0.5:6379/0', secret: 'a-secret-of-enough-bytes' })
+async function clustered(): Promise<void> {
+  const price: number | undefined = (await joined.get<{ price: number }>('product:7'))?.price
+  await joined.set('product:7', { price: 12.5 }, { tags: ['products'] })
+  const added: boolean = await joined.add('job:7', 1)
+  const count: number | bigint = await joined.incr('visits')
+  const many: Map<string | Buffer | Uint8Array, number> = await joined.getMany<number>(['a', 'b'])
+  await joined.invalidateTags('products')
+  const nsGot: unknown = await joined.namespace('p').get('1')
+  void price, added, count, many, nsGot
+}
+void clustered
+// @ts-expect-error a joined cache's get is a promise, not the value
+const notAwaited: { price: number } | undefined = joined.get<{ price: number }>('product:7')
+// @ts-expect-error without redis, add returns the boolean itself
+const notAPromise: Promise<boolean> = new Cache('plain').add('k', 1)
+void notAwaited, notAPromise
 void [title, main, s, LoadTimeoutError]
 
 // A Date is stored as JSON.stringify writes it; a Map is not data.
