@@ -16,16 +16,16 @@ use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4, Function, Object};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Result, Status};
 use napi_derive::napi;
-use ziggurat_cache::{Body, Cache, Kind};
+use ziggurat_cache::{Cache, Kind};
 use ziggurat_cluster as zc;
 
-use crate::args::{int64, key_bytes, payload, tag_bytes, KeyArg};
+use crate::args::{int64, key_bytes, tag_bytes, KeyArg};
 use crate::cache::NativeCache;
-use crate::codec::{decode, Decoded};
 use crate::errors::{incr_err, invalid, to_napi};
-use crate::front::{int_out, js};
+use crate::front::int_out;
 use crate::miss::MissState;
 use crate::pool::promise;
+use crate::tier_value::{asking, found, js_found, told, Owned};
 
 /// The warnings' function, called from the tier's threads; weak: it keeps
 /// no process alive.
@@ -47,82 +47,6 @@ pub struct TierOptions {
     pub stream_length: f64,
     /// Whether a load takes a lease across hosts.
     pub single_flight: bool,
-}
-
-/// A value read from Redis as JavaScript decodes it: its code (the
-/// `ValueCode` of the rules table) and the value.
-#[napi(object)]
-pub struct Found {
-    /// What the value is (JSON text, bytes, a value JavaScript encoded, a counter).
-    pub code: u32,
-    /// The value, as a read of the segment gives it.
-    pub value: Either4<String, Buffer, f64, BigInt>,
-}
-
-/// A value as the tier stores it, owned (it travels to a pool thread).
-enum Owned {
-    Bytes(Vec<u8>),
-    Int(i64),
-}
-
-impl Owned {
-    fn data(&self) -> zc::Data<'_> {
-        match self {
-            Owned::Bytes(b) => zc::Data::Encoded(b),
-            Owned::Int(i) => zc::Data::Int(*i),
-        }
-    }
-
-    /// A value from JavaScript's encoding (see `args::payload`), an integer
-    /// within what Redis scripts count exactly.
-    fn of(
-        code: u32,
-        text: Option<String>,
-        bytes: Option<Buffer>,
-        num: Option<f64>,
-        big: Option<BigInt>,
-    ) -> Result<Owned> {
-        let (body, kind) = payload(code, text, bytes, num, big)?;
-        let b = match body {
-            Body::Owned(v) => v,
-            Body::Bytes(b) => b.to_vec(),
-        };
-        if kind != Kind::Counter {
-            return Ok(Owned::Bytes(b));
-        }
-        let n = i64::from_le_bytes(b.try_into().unwrap_or_default());
-        if n.unsigned_abs() > zc::EXACT_INT as u64 {
-            return Err(invalid(format!(
-                "an integer in a cache joined to Redis must be within ±{} (what Redis scripts \
-                 count exactly)",
-                zc::EXACT_INT
-            )));
-        }
-        Ok(Owned::Int(n))
-    }
-}
-
-/// What a value read from Redis is for JavaScript; None for a value it
-/// cannot read (a pickle of a Python object), counted as foreign.
-fn found(s: zc::Stored, raw: bool, foreign: &AtomicU64) -> Option<Decoded> {
-    let d = match s.data {
-        zc::Held::Encoded(b) => decode(Kind::Value, b, raw),
-        zc::Held::Int(i) | zc::Held::Counter(i) => Some(Decoded::Int(i)),
-    };
-    if d.is_none() {
-        foreign.fetch_add(1, Ordering::Relaxed);
-    }
-    d
-}
-
-fn js_found(d: Option<Decoded>) -> Option<Found> {
-    d.map(|d| {
-        let (code, value) = js(d);
-        Found {
-            code: code as u32,
-            value,
-        }
-    })
 }
 
 /// The tier's options checked against the crate's rules, nothing made: the
@@ -276,7 +200,7 @@ impl NativeTier {
     /// promise, when the tier is not asked (an early refresh).
     #[napi(ts_return_type = "Promise<Found | null> | null")]
     pub fn ask<'e>(&self, env: &'e Env, m: &MissState) -> Result<Option<Object<'e>>> {
-        let Some(k) = m.asking(&self.cache) else {
+        let Some(k) = asking(m, &self.cache) else {
             return Ok(None);
         };
         let (tier, cache, foreign, raw) = self.parts();
@@ -297,7 +221,7 @@ impl NativeTier {
     /// back if held, then the host's lease.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn tell<'e>(&self, env: &'e Env, m: &mut MissState) -> Result<Object<'e>> {
-        let (key, miss, offer) = m.told();
+        let (key, miss, offer) = told(m);
         let tier = self.tier.clone();
         let cache = self.cache.clone();
         promise(

@@ -18,7 +18,8 @@
 //!   argument (the only `unsafe`). It uses no other module of the addon:
 //!   `cache` uses `front` and `words`, `front` uses `words`.
 //! - `cluster`: `NativeTier`, a cache joined to the cluster tier (ziggurat-cluster), its
-//!   calls run by `pool`'s threads, each settling a promise (not in the WebAssembly build).
+//!   calls run by `pool`'s threads, each settling a promise, the values crossing in
+//!   `tier_value` (none of the three in the WebAssembly build).
 //! - `errors`: the Cache's errors as JavaScript exceptions.
 //! - `http`, `http_request`, `http_exchange`: the HTTP response cache's rules
 //!   (ziggurat-http) for `ziggurat/http`, conversions only.
@@ -38,12 +39,14 @@ mod miss;
 mod pool;
 mod rules;
 mod stats;
+#[cfg(not(target_family = "wasm"))]
+mod tier_value;
 #[allow(unsafe_code)]
 mod words;
 
 pub use cache::NativeCache;
 #[cfg(not(target_family = "wasm"))]
-pub use cluster::{check_tier, Found, NativeTier, TierCounts, TierOptions};
+pub use cluster::{check_tier, NativeTier, TierCounts, TierOptions};
 pub use front::{forget_reader, read_input_function};
 pub use http::{
     http_defaults, http_fwd_status, http_invalidated_keys, http_lock_key, http_overrides_method,
@@ -57,4 +60,6 @@ pub use rules::{
     metric_families, namespace_parts, rules, size, unset_degraded_mode, MetricFamily,
     MAX_KEY_BYTES,
 };
+#[cfg(not(target_family = "wasm"))]
+pub use tier_value::Found;
 pub use words::{clock_buffer, input_buffer, meta_buffer};

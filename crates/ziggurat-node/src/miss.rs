@@ -37,7 +37,7 @@ use crate::words::found;
 /// LOAD (and LOCAL, without a segment): run the loader, then land it;
 /// WAIT: `wait`, then `afterWait`.
 const HIT: u32 = StepKind::Hit as u32;
-const LOAD: u32 = StepKind::Load as u32;
+pub(crate) const LOAD: u32 = StepKind::Load as u32;
 const WAIT: u32 = StepKind::Wait as u32;
 
 /// One key's miss between the steps of `getOrSet`.
@@ -46,10 +46,10 @@ pub struct MissState {
     /// The cache the miss belongs to, kept so that its lease can be given
     /// back even once the JavaScript cache is closed.
     cache: Arc<Cache>,
-    key: Vec<u8>,
-    step: u32,
+    pub(crate) key: Vec<u8>,
+    pub(crate) step: u32,
     got: Option<NodeValue>,
-    miss: Option<Miss<NodeValue>>,
+    pub(crate) miss: Option<Miss<NodeValue>>,
     /// Whether `got` may be kept in L1 (the cache had the mapped words).
     words: Option<crate::words::Regions>,
     /// With a value (a HIT), the early refresh this process took the key's
@@ -57,7 +57,7 @@ pub struct MissState {
     refresh: Option<Miss<NodeValue>>,
     /// In a cache joined to the cluster tier: the value a load stored, which
     /// `NativeTier.tell` offers to Redis (the host's lease is kept until then).
-    offer: Option<Offer>,
+    pub(crate) offer: Option<Offer>,
 }
 
 /// A loaded value's body and kind, as the cluster tier is offered it.
@@ -127,19 +127,6 @@ impl Drop for MissState {
 }
 
 impl MissState {
-    /// The key of a load step whose cache asks the tier below before its
-    /// loader runs (not an early refresh); None otherwise.
-    pub(crate) fn asking(&self, c: &Cache) -> Option<Vec<u8>> {
-        let miss = self.miss.as_ref()?;
-        (self.step == LOAD && c.asks_tier_below(miss)).then(|| self.key.clone())
-    }
-
-    /// What the tier is told once a load ended: the key, the host's lease
-    /// if still held, the value stored (taken: told once).
-    pub(crate) fn told(&mut self) -> (Vec<u8>, Option<Miss<NodeValue>>, Option<Offer>) {
-        (self.key.clone(), self.miss.take(), self.offer.take())
-    }
-
     fn held(&self) -> Result<&Miss<NodeValue>> {
         self.miss
             .as_ref()
