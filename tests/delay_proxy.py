@@ -15,9 +15,7 @@ import os
 import sys
 
 
-async def _pipe(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float
-) -> None:
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
     queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
 
     async def deliver() -> None:

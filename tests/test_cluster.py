@@ -624,9 +624,9 @@ def test_a_slow_redis_leaves_the_event_loop_running(
     import subprocess
     import sys
 
+    port = [str(server.port), "100"]
     proxy = subprocess.Popen(
-        [sys.executable, os.path.join(os.path.dirname(__file__), "delay_proxy.py")]
-        + [str(server.port), "100"],
+        [sys.executable, os.path.join(os.path.dirname(__file__), "delay_proxy.py"), *port],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -189,8 +189,9 @@ def test_one_load_per_key_per_host_and_with_single_flight_per_cluster(
     assert a.call("fetch", key="k", value="loaded") == {"value": "loaded", "loaded": True}
     # Host b finds host a's value in Redis: no load.
     assert b.call("fetch", key="k", value="other") == {"value": "loaded", "loaded": False}
-    c, d = hosts.add(languages[0], "c", cluster_single_flight=True), hosts.add(
-        languages[1], "d", cluster_single_flight=True
+    c, d = (
+        hosts.add(languages[0], "c", cluster_single_flight=True),
+        hosts.add(languages[1], "d", cluster_single_flight=True),
     )
     first = c.start("fetch", key="s", value="once", gate="g")
     assert c.event()["event"] == "loading"

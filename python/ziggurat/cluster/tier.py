@@ -153,8 +153,8 @@ class ClusterTier(Bodies):
         """How a load on this host ended: a value is offered to Redis, where it lands only
         if no value and no recent delete is there (a delete leaves a tombstone for
         ``loader_timeout``, within 1 to 60 seconds, so a load that started before it
-        cannot bring the old value back); a cached miss (``value`` None) or a failure (``ttl`` < 0) only gives the
-        cluster-wide lease back, if this host held it."""
+        cannot bring the old value back); a cached miss (``value`` None) or a failure
+        (``ttl`` < 0) only gives the cluster-wide lease back, if this host held it."""
         data = None
         if value is not None and ttl > 0:
             try:
