@@ -21,6 +21,8 @@ import { redisDriver } from 'bentocache/drivers/redis'
 import { Cache } from '../../node/index.js'
 import { alternate, interleave, kase, paired, pairedRange, summary, median } from './timing.mjs'
 import { startRedis } from './redis.mjs'
+import { clusterTier } from './cluster.mjs'
+import { lagSection } from './lag.mjs'
 import { KEYS, record } from './values.mjs'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
@@ -336,10 +338,27 @@ function splice(section) {
   writeFileSync(doc, lines.join('\n'))
 }
 
+// --- e) the cluster tier (bench/node/cluster.mjs) ---------------------------------------------
+
+async function clusterSection(redis) {
+  if (!redis) return null
+  const part = await clusterTier(redis, S, { table, fmtNs }, run)
+  results.sections.cluster_tier = part.data
+  return part
+}
+
+async function lagBetweenLanguages(redis) {
+  if (!redis) return null
+  const part = await lagSection(redis, S, { table }, run)
+  results.sections.cluster_lag = part.data
+  return part
+}
+
 async function main() {
   const t0 = Date.now()
   const load0 = loadavg()[0]
-  const redis = await startRedis().catch((e) => {
+  // REDIS_SERVER: another server binary (valkey-server) where redis-server is missing.
+  const redis = await startRedis(process.env.REDIS_SERVER ?? 'redis-server').catch((e) => {
     console.error(`no redis-server (${e.message}): the Redis rows are left out`)
     return null
   })
@@ -350,10 +369,13 @@ async function main() {
       ['b) segment hit', segmentHit],
       ['c) getOrSet', () => getOrSet(redis)],
       ['d) herd', () => herd(redis)],
+      ['e) cluster tier', () => clusterSection(redis)],
+      ['f) lag between languages', () => lagBetweenLanguages(redis)],
     ]) {
       if (only && !only.has(label[0])) continue
       console.error(`node bench ${label}...`)
-      parts.push(await f())
+      const part = await f()
+      if (part !== null) parts.push(part)
     }
   } finally {
     await redis?.stop()
@@ -372,6 +394,7 @@ async function main() {
       lmdb: version('lmdb'),
       bentocache: version('bentocache'),
       ioredis: version('ioredis'),
+      redis: version('redis'),
       'redis-server': redis?.version ?? 'not run',
     },
     settings: S,

@@ -149,6 +149,15 @@ def run(cmd: dict[str, Any]) -> Any:
     op = cmd["op"]
     if op == "open":
         opts = {_OPTIONS[k]: v for k, v in cmd.get("options", {}).items()}
+        if isinstance(opts.get("redis"), list):
+            # The seed nodes of a Redis Cluster: Python takes the application's cluster client.
+            from redis.cluster import ClusterNode, RedisCluster
+
+            nodes = [
+                ClusterNode("127.0.0.1", int(u.rsplit(":", 1)[1].split("/")[0]))
+                for u in opts["redis"]
+            ]
+            opts["redis"] = RedisCluster(startup_nodes=nodes, protocol=2)
         cache = Cache(cmd["name"], **opts)
         return {"pid": os.getpid(), "degraded": cache.degraded}
     if op == "set":

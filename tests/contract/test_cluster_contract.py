@@ -64,6 +64,8 @@ class Hosts:
         self.server, self.shm_dir = server, shm_dir
         self.name = f"cc{uuid.uuid4().hex[:10]}"
         self.drivers: list[Driver] = []
+        #: The seed nodes of a Redis Cluster, instead of the server.
+        self.urls: list[str] | None = None
 
     def add(self, language: str, label: str, **options: Any) -> Driver:
         d = os.path.join(self.shm_dir, label)
@@ -71,6 +73,8 @@ class Hosts:
         h = Driver(language)
         self.drivers.append(h)
         opts = {"size": "16MiB", "directory": d, "redis": self.server.url, "secret": SECRET}
+        if self.urls is not None:
+            opts["redis"] = self.urls
         h.opened = h.call("open", name=self.name, options={**opts, **options})
         # A host keeps values from Redis once its reader has a place in the stream.
         assert converges(lambda: h.call("l3")["positioned"], within=10), f"{h}: no position"
@@ -317,3 +321,53 @@ def test_an_older_signed_value_put_back_is_not_served(
     assert b.call("get", key="k") is None
     assert b.call("l3")["refused_older"] >= 1 and b.call("l3")["bad_signatures"] == 0
     assert b.call("fetch", key="k", value="loaded", ttl=60)["value"] == "loaded"
+
+
+def test_a_host_whose_reader_dies_is_followed_by_its_other_process(
+    hosts: Hosts, languages: tuple[str, str]
+) -> None:
+    """Host B runs a process of each language; the first one holds the host's stream
+    reader. Killed (SIGKILL), the other one takes the reader over and the host misses no
+    event."""
+    a = hosts.add(languages[0], "a")
+    first = hosts.add(languages[0], "b")
+    second = hosts.add(languages[1], "b")
+    a.call("set", key="k", value="old")
+    assert second.call("get2", key="k") == "old"
+    assert converges(lambda: hosts.caught_up(second))
+    first.kill()
+    for i in range(20):
+        a.call("set", key=f"x{i}", value=i)
+    a.call("set", key="k", value="new")
+    assert converges(lambda: second.call("get2", key="k") == "new", within=LAG + 3)
+    assert converges(lambda: hosts.caught_up(second))
+    assert second.call("l3")["gap_clears"] == 0
+
+
+def test_a_redis_cluster_of_three_masters_serves_both_front_ends(
+    shm_dir: str, languages: tuple[str, str]
+) -> None:
+    from redis_servers import ClusterServers
+
+    d = os.path.join(shm_dir, "nodes")
+    os.mkdir(d)
+    cluster = ClusterServers(d).start()
+    hosts = Hosts(cluster.nodes[0], shm_dir)
+    hosts.urls = [n.url for n in cluster.nodes]
+    try:
+        a, b = hosts.pair(languages)
+        a.call("set", key="k", value="one", tags=["t"])
+        assert b.call("get", key="k") == "one"
+        a.call("set", key="k", value="two")
+        assert converges(lambda: b.call("get2", key="k") == "two")
+        b.call("set", key="x", value=1, tags=["t"])
+        assert a.call("get", key="x") == 1
+        b.call("invalidate", tags=["t"])
+        assert converges(lambda: a.call("get2", key="x") is None)
+        assert a.call("incr", key="n", default=0) == 1 and b.call("incr", key="n") == 2
+        a.call("clear")
+        assert converges(lambda: b.call("get2", key="k") is None)
+        assert b.call("l3")["bad_signatures"] == 0
+    finally:
+        hosts.close()
+        cluster.kill()
