@@ -117,6 +117,8 @@ class Cache {
       const out = (v) => this.#l1.out(v)
       this.#store = new Degraded({ ...c, failure, mode, degradedTtl, max: l1Items, copy, debug: o.debug, out })
       warn(notice(name, failure, mode, degradedTtl))
+      // The tier keeps its words in the segment: without one, this process caches alone.
+      if (o.tier !== null) warn(`cache ${JSON.stringify(name)}: no shared segment, so no cluster tier either (${failure.reason})`)
     } else {
       this.#store = new Segment(c)
       if (o.tier !== null) {

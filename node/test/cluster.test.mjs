@@ -219,3 +219,23 @@ test('a slow Redis leaves the event loop running: every call waits on a thread o
     b.close()
   }
 })
+
+test('a cache whose segment cannot be used does not join the tier, and says so', async () => {
+  const warnings = []
+  const c = new Cache(cacheName('nojoin'), {
+    directory: '/missing-directory-of-ziggurat',
+    degraded: 'local',
+    redis: 'redis://127.0.0.1:1/0',
+    secret: 'a-secret-of-enough-bytes',
+    onWarning: (w) => warnings.push(w.message),
+  })
+  try {
+    assert.equal(c.degraded, true)
+    assert.ok(warnings.some((m) => /no shared segment, so no cluster tier either/.test(m)), warnings.join('\n'))
+    await c.set('k', 1)
+    assert.equal(await c.get('k'), 1)
+    assert.equal(c.stats().l3, undefined)
+  } finally {
+    c.close()
+  }
+})
