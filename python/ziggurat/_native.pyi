@@ -635,6 +635,8 @@ CLUSTER_CHECK_MS: int
 CLUSTER_WORDS: dict[str, int]
 CLUSTER_FIGURES: list[tuple[str, int, float]]
 
+def cluster_process_alive(pid: int) -> bool: ...
+
 CLUSTER_SCHEMES: tuple[str, ...]
 
 def cluster_redacted(url: str) -> str: ...

@@ -17,7 +17,7 @@ use ziggurat_cluster as zc;
 
 use bodies::*;
 use link::{ClusterDown, ClusterLink, ClusterReply};
-use reader::ClusterReader;
+use reader::{cluster_process_alive, ClusterReader};
 use signer::ClusterSigner;
 use tier::ClusterTier;
 use writes::*;
@@ -34,7 +34,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         cluster_body_start,
         cluster_redacted,
         cluster_scrubbed,
-        cluster_refusal
+        cluster_refusal,
+        cluster_process_alive
     );
     m.add_class::<ClusterSigner>()?;
     m.add_class::<ClusterReader>()?;

@@ -290,13 +290,14 @@ def _huge_directory(d: str) -> dict[str, Any]:
 
 
 def _stream_reader(name: str, seg: Segment, redis_seq: int | None) -> dict[str, Any] | None:
-    from ziggurat.cluster.reader import STALE_MS, _alive, _mono_ms
+    from ziggurat._native import cluster_process_alive
+    from ziggurat.cluster.reader import STALE_MS, _mono_ms
     from ziggurat.cluster.tier import W
 
     if not seg.app_load(W.HOST):
         return None  # no cluster tier ever ran on this host
     pid = seg.app_load(W.LEASE)
-    if pid == 0 or not _alive(pid):
+    if pid == 0 or not cluster_process_alive(pid):
         return _finding(
             "stream_reader",
             name,

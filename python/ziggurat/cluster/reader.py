@@ -53,16 +53,6 @@ def _mono_ms() -> int:
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1_000_000
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class Reader:
     """Stands for election and, when elected, follows the stream (see the module)."""
 

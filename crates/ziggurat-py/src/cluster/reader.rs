@@ -69,3 +69,13 @@ impl ClusterReader {
         self.reader.claim()
     }
 }
+
+/// Whether process `pid` lives (the segment's rule for a lease's holder: a
+/// process of another user that lives counts).
+///
+/// >>> import os; cluster_process_alive(os.getpid())
+/// True
+#[pyfunction]
+pub fn cluster_process_alive(pid: u32) -> bool {
+    ziggurat_cache::process_alive(pid)
+}
