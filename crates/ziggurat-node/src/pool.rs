@@ -7,7 +7,9 @@
 //! for the next call.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, Result};
@@ -37,21 +39,56 @@ fn queue() -> MutexGuard<'static, Queue> {
     QUEUE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn work() {
-    let mut q = queue();
-    loop {
-        match q.jobs.pop_front() {
-            Some(job) => {
-                drop(q);
-                job();
-                q = queue();
-            }
-            None => {
-                q.idle += 1;
-                q = READY.wait(q).unwrap_or_else(PoisonError::into_inner);
-                q.idle -= 1;
-            }
+/// How long an idle thread watches for the next call before it sleeps: the
+/// calls of an awaited sequence (`await get`, then the next `await get`) come
+/// a few tens of microseconds apart, and a thread asleep takes about as long
+/// again to wake. One thread at a time watches; the others sleep at once.
+const WATCH: Duration = Duration::from_micros(200);
+
+/// Calls queued and not yet taken (read without the lock by the watcher).
+static QUEUED: AtomicUsize = AtomicUsize::new(0);
+/// Whether a thread watches for calls.
+static WATCHING: AtomicBool = AtomicBool::new(false);
+
+/// The next call, if one is queued.
+fn take() -> Option<Job> {
+    let job = queue().jobs.pop_front();
+    if job.is_some() {
+        QUEUED.fetch_sub(1, Ordering::AcqRel);
+    }
+    job
+}
+
+/// Watches for a call for `WATCH`, if no other thread does.
+fn watch() -> Option<Job> {
+    if WATCHING.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    let until = Instant::now() + WATCH;
+    let mut job = None;
+    while job.is_none() && Instant::now() < until {
+        if QUEUED.load(Ordering::Acquire) > 0 {
+            job = take();
+        } else {
+            std::hint::spin_loop();
         }
+    }
+    WATCHING.store(false, Ordering::Release);
+    job
+}
+
+fn work() {
+    loop {
+        if let Some(job) = take().or_else(watch) {
+            job();
+            continue;
+        }
+        let mut q = queue();
+        q.idle += 1;
+        while q.jobs.is_empty() {
+            q = READY.wait(q).unwrap_or_else(PoisonError::into_inner);
+        }
+        q.idle -= 1;
     }
 }
 
@@ -59,7 +96,8 @@ fn work() {
 /// start (the process is at its limit).
 fn submit(job: Job) -> Result<()> {
     let mut q = queue();
-    if q.idle <= q.jobs.len() && q.threads < MAX_THREADS {
+    let waiting = q.idle + usize::from(WATCHING.load(Ordering::Acquire));
+    if waiting <= q.jobs.len() && q.threads < MAX_THREADS {
         let started = std::thread::Builder::new()
             .name("ziggurat-l3".into())
             .spawn(work);
@@ -74,6 +112,7 @@ fn submit(job: Job) -> Result<()> {
         }
     }
     q.jobs.push_back(job);
+    QUEUED.fetch_add(1, Ordering::AcqRel);
     drop(q);
     READY.notify_one();
     Ok(())
