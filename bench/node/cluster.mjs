@@ -51,8 +51,8 @@ export async function clusterTier(redis, S, h, run) {
   const plain = open('plain', {})
   const client = createClient({ url, RESP: 2 })
   await client.connect()
-  const n = S.reps > 3 ? 400 : 100
-  const rounds = S.reps > 3 ? 9 : 3
+  const n = S.reps > 3 ? 300 : 100
+  const rounds = S.reps > 3 ? 21 : 3
   const data = {}
   const goals = []
   const rows = []
