@@ -24,7 +24,7 @@ const { KeyNotes } = require('./lib/load.cjs')
 const { Namespace } = require('./lib/namespace.cjs')
 const { Many } = require('./lib/many.cjs')
 const { memoize } = require('./lib/memoize.cjs')
-const { SEEN, FILL } = require('./lib/symbols.cjs')
+const { SEEN, FILL, JOINED } = require('./lib/symbols.cjs')
 const { SET_OPTIONS, GET_OR_SET_OPTIONS, INCR_OPTIONS, TOUCH_OPTIONS, int64 } = args
 
 const MISS = Symbol('miss')
@@ -249,6 +249,11 @@ class Cache {
     const M = 'Cache.add()'
     const { k, ttl, tags, enc } = this.#written('add', key, value, options)
     return this.#writer.add(k, stored(enc, value), ttl, tags, enc, M)
+  }
+
+  /** For ziggurat/http and ziggurat/next: whether the cache is joined to the cluster tier. */
+  get [JOINED]() {
+    return this.#tier !== null
   }
 
   /** For ziggurat/http: the snapshot a guarded write of `key` compares against, or null. */

@@ -6,6 +6,7 @@
 // the Python middleware drives too): same keys, same stored format.
 
 const { Cache } = require('./cache.cjs')
+const { JOINED } = require('./lib/symbols.cjs')
 const native = require('./lib/native.cjs')
 const { settings } = require('./lib/http/options.cjs')
 const { warner } = require('./lib/options.cjs')
@@ -34,6 +35,12 @@ class HttpCache {
   constructor(cache, options = {}) {
     if (!(cache instanceof Cache)) {
       throw new TypeError('new HttpCache(): cache must be a ziggurat Cache, as new Cache(name, options) makes')
+    }
+    if (cache[JOINED]) {
+      throw new TypeError(
+        'new HttpCache(): the cache is joined to the cluster tier (redis), which the HTTP response cache ' +
+          'does not use from Node.js yet: give it a cache opened without redis (its pages are then shared by the host)',
+      )
     }
     const { onWarning, ...rest } = options ?? {}
     if (onWarning !== undefined && typeof onWarning !== 'function') {

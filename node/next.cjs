@@ -12,6 +12,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const v8 = require('node:v8')
 const { Cache } = require('./cache.cjs')
+const { JOINED } = require('./lib/symbols.cjs')
 const { Manifest } = require('./lib/next/manifest.cjs')
 
 const ENV = 'ZIGGURAT_NEXT'
@@ -39,6 +40,10 @@ function open() {
   const warn = (w) => process.emitWarning(w.message ?? String(w), 'ZigguratWarning')
   try {
     const cache = new Cache(name, { size: '256MiB', onWarning: warn, ...options })
+    if (cache[JOINED]) {
+      cache.close()
+      throw new Error('ziggurat/next does not use the cluster tier (redis) yet: give withZiggurat() no redis')
+    }
     shared = { cache, manifest: new Manifest(cache), warned: new Set(), decoded: new WeakMap() }
   } catch (e) {
     // Options the cache refuses never fail a request: every lookup misses, and this says why.

@@ -239,3 +239,13 @@ test('a cache whose segment cannot be used does not join the tier, and says so',
     c.close()
   }
 })
+
+test('the HTTP response cache refuses a cache joined to the tier, naming the remedy', async () => {
+  const { HttpCache } = await import('ziggurat/http')
+  const c = new Cache(cacheName('httpjoin'), { size: '8MiB', redis: 'redis://127.0.0.1:1/0', secret: 'a-secret-of-enough-bytes', redisTimeout: 0.05 })
+  try {
+    assert.throws(() => new HttpCache(c), (e) => e instanceof TypeError && /joined to the cluster tier/.test(e.message) && /without redis/.test(e.message))
+  } finally {
+    c.close()
+  }
+})
