@@ -65,7 +65,8 @@ class KeyvZiggurat extends EventEmitter {
 
   /** @example await store.getMany(['keyv:a', 'keyv:b']) */
   async getMany(keys) {
-    return keys.map((k) => this.#cache.get(k))
+    // A cache joined to the cluster tier answers with promises.
+    return Promise.all(keys.map((k) => this.#cache.get(k)))
   }
 
   /**
@@ -79,7 +80,7 @@ class KeyvZiggurat extends EventEmitter {
       throw new RangeError(`KeyvZiggurat.set(): ttl must be a number of milliseconds >= 0, got ${String(ttl)}`)
     }
     const seconds = ttl ? ttl / 1000 : Infinity
-    this.#cache.set(key, value, { ttl: seconds, tags: [namespaceTag(this.namespace)] })
+    await this.#cache.set(key, value, { ttl: seconds, tags: [namespaceTag(this.namespace)] })
     return true
   }
 
@@ -96,7 +97,7 @@ class KeyvZiggurat extends EventEmitter {
   /** Whether every key held a value. @example await store.deleteMany(['keyv:a']) */
   async deleteMany(keys) {
     let all = true
-    for (const k of keys) all = this.#cache.delete(k) && all
+    for (const k of keys) all = (await this.#cache.delete(k)) && all
     return all
   }
 
@@ -117,7 +118,7 @@ class KeyvZiggurat extends EventEmitter {
    * await store.clear()
    */
   async clear() {
-    this.#cache.invalidateTags(namespaceTag(this.namespace))
+    await this.#cache.invalidateTags(namespaceTag(this.namespace))
   }
 
   /** Closes the cache if the adapter opened it. @example await store.disconnect() */

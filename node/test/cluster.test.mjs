@@ -249,3 +249,33 @@ test('the HTTP response cache refuses a cache joined to the tier, naming the rem
     c.close()
   }
 })
+
+test('the Keyv adapter drives a cache joined to the tier', async (t) => {
+  const dir = mkdtempSync('/tmp/zignode-keyv-')
+  const port = await freePort()
+  const redis = spawn(redisServer(), ['--port', String(port), '--dir', dir, '--save', '', '--appendonly', 'no'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  })
+  t.after(() => {
+    redis.kill()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  for await (const line of createInterface({ input: redis.stdout })) {
+    if (/Ready to accept connections/.test(line)) break
+  }
+  const { KeyvZiggurat } = await import('ziggurat/keyv')
+  const c = new Cache(cacheName('keyvjoin'), { size: '8MiB', redis: `redis://127.0.0.1:${port}/0`, secret: 'a-secret-of-enough-bytes' })
+  const store = new KeyvZiggurat(c)
+  try {
+    assert.equal(await store.set('keyv:a', '{"value":1}', 60_000), true)
+    assert.equal(await store.get('keyv:a'), '{"value":1}')
+    assert.deepEqual(await store.getMany(['keyv:a', 'keyv:b']), ['{"value":1}', undefined])
+    assert.equal(await store.deleteMany(['keyv:a']), true)
+    assert.equal(await store.get('keyv:a'), undefined)
+    await store.set('keyv:c', '1')
+    await store.clear()
+    assert.equal(await store.get('keyv:c'), undefined)
+  } finally {
+    c.close()
+  }
+})
