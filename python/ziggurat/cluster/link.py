@@ -196,6 +196,8 @@ def _native_of(client: Any, timeout: float) -> ClusterLink:
         got = provider.get_credentials()
         username, password = (got[0], got[1]) if len(got) == 2 else (None, got[0])
     login = [("username", username), ("password", password), ("db", kw.get("db") or 0)]
+    if tls and kw.get("ssl_ca_certs"):
+        login.append(("ssl_ca_certs", kw["ssl_ca_certs"]))
     query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in login if v)
     if pool is None:
         nodes = [(n.host, int(n.port)) for n in client.get_nodes()]
