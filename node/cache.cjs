@@ -122,7 +122,7 @@ class Cache {
     } else {
       this.#store = new Segment(c)
       if (o.tier !== null) {
-        const t = { native: this.#native, l1: this.#l1, store: this.#store, miss: MISS, read: (k, m) => this.#get(k, m) }
+        const t = { native: this.#native, l1: this.#l1, store: this.#store }
         try {
           this.#tier = new Joined(t, o.tier, warn)
         } catch (e) {
@@ -197,7 +197,10 @@ class Cache {
     // The L1 hit is the common case: checked here, with no call but the L1's
     // (none for a cache without L1).
     if (this.#closed) this.#open('get')
-    if (this.#tier !== null) return this.#tier.get(key, 'get')
+    if (this.#tier !== null) {
+      const v = this.#get(key, 'get')
+      return v === MISS ? this.#tier.miss(key, 'get') : Promise.resolve(v)
+    }
     if (typeof key === 'string' && this.#l1.max !== 0) {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) return v

@@ -16,13 +16,12 @@ const { meta } = require('./l1.cjs')
 const { translate } = require('./errors.cjs')
 
 /**
- * The tier of one cache: `c` gives its addon object (`native`), L1, `store`
- * (its Segment, for the host-alone writes), `miss` (the sentinel of a read
- * that found nothing) and `read(key, method)` (L1, then the segment).
+ * The tier of one cache: `c` gives its addon object (`native`), L1 and
+ * `store` (its Segment, for the host-alone writes).
  *
  * @example
  * const joined = new Joined(c, { urls: ['redis://10.0.0.5:6379/0'], cluster: false, secrets, timeout: 0.1, streamLength: 100000, singleFlight: false }, warn)
- * await joined.get('post:1', 'get')
+ * await joined.miss('post:1', 'get') // after a miss in L1 and the segment
  */
 class Joined {
   #c
@@ -38,11 +37,12 @@ class Joined {
     }
   }
 
-  /** get(): the host's tiers, then Redis; undefined when absent (a cached miss does not ask Redis). */
-  async get(key, method) {
-    const c = this.#c
-    const v = c.read(key, method)
-    if (v !== c.miss) return v
+  /**
+   * get() after a miss in this process's L1 and the host's segment (`meta`
+   * says which): the value Redis holds, or undefined; a cached miss does not
+   * ask Redis.
+   */
+  async miss(key, method) {
     if (meta[0] === NEGATIVE) return undefined
     let found
     try {
@@ -50,7 +50,7 @@ class Joined {
     } catch (e) {
       throw translate(e, `Cache.${method}()`)
     }
-    return this.value(found) ?? undefined
+    return this.value(found)
   }
 
   /** A value found in Redis (`{ code, value }`, or null) as JavaScript's, or undefined. */

@@ -132,10 +132,12 @@ class Many {
   }
 
   async #joinedGet(tier, list) {
+    const c = this.#c
     const out = new Map()
     for (const k of list) {
-      const v = await tier.get(k, 'getMany')
-      if (v !== undefined) out.set(k, v)
+      let v = c.get(k, 'getMany')
+      if (v === c.miss) v = (await tier.miss(k, 'getMany')) ?? c.miss
+      if (v !== c.miss) out.set(k, v)
     }
     return out
   }
