@@ -478,3 +478,19 @@ def test_tls_with_a_private_certificate_authority(shm_dir: str, languages: tuple
     finally:
         hosts.close()
         server.kill()
+
+
+def test_docs_guarantees_lists_every_scenario() -> None:
+    """docs/guarantees.md's table names each scenario of this module (and no other)."""
+    import re
+    import sys
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "guarantees.md").read_text()
+    here = {
+        n
+        for n in dir(sys.modules[__name__])
+        if n.startswith("test_") and n != "test_docs_guarantees_lists_every_scenario"
+    }
+    listed = set(re.findall(r"^\| `(test_\w+)`", doc, re.M))
+    assert here <= listed, sorted(here - listed)
