@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 
-.PHONY: all build test lint pytest contract rust-test node-build node-wasm node-arm64 node-test node-pack bench bench-node bench-http bench-scale stress demo demo-cluster demo-next blog clean wheel sdist
+.PHONY: all build test lint pytest contract rust-test node-build node-wasm node-arm64 node-test node-pack bench bench-node bench-http bench-scale stress demo demo-cluster demo-cluster-node demo-next blog clean wheel sdist
 
 all: test
 
@@ -209,6 +209,10 @@ demo-next: node-build $(NEXT_APP)/.next/BUILD_ID
 # through a private Valkey: a link changed through one host, read at once through the other.
 demo-cluster: build $(VENV)/.demo
 	$(PY) -m examples.shortener.cluster_demo
+
+# The same with host B served by Node.js workers (cluster) on the same tier.
+demo-cluster-node: build $(VENV)/.demo node-build $(SHORTENER_NODE)/node_modules/.installed
+	DEMO_HOST_B=node $(PY) -m examples.shortener.cluster_demo
 
 blog: build
 	$(PY) -m examples.blog

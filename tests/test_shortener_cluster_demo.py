@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
-from demo_runs import run_demo
+from demo_runs import make, run_demo
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -84,3 +85,29 @@ def test_bad_settings_are_refused_with_the_variable_named() -> None:
     proc = _run(DEMO_LINKS="2", DEMO_CHANGES="3")
     assert proc.returncode != 0
     assert "DEMO_CHANGES must be at most DEMO_LINKS" in proc.stderr + proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+def test_cluster_demo_with_node_workers_on_host_b() -> None:
+    """Host A: Python workers under uvicorn; host B: Node.js workers under ``cluster``, on the
+    same tier (``make demo-cluster-node``): every change through host A reaches both of host
+    B's workers within the bound, and each host reads from Valkey what the other created."""
+    make("node-build", "examples/shortener/node/node_modules/.installed")
+    proc = _run(DEMO_LINKS=str(LINKS), DEMO_CHANGES=str(CHANGES), DEMO_HOST_B="node")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-5000:]
+    assert re.search(r"Host B: cluster pid \d+", out), out[-5000:]
+    for host in "AB":
+        assert f"Links read through host {host}: ok {LINKS}/{LINKS} right" in out, out[-5000:]
+    workers = re.findall(
+        rf"Host B worker (\d+): serves the changed link \({CHANGES}/{CHANGES} changes", out
+    )
+    assert len(set(workers)) == 2, out[-5000:]
+    assert "Every worker of host B serves the changed links: PASS" in out, out[-5000:]
+    rows = dict(
+        re.findall(
+            r"│ host ([AB])\s+│\s+2\s+│\s+[\d,]+\s+│\s+[\d,]+\s+│\s+[\d,]+\s+│\s+([\d,]+) \(",
+            out,
+        )
+    )
+    assert all(int(hits.replace(",", "")) >= LINKS // 2 for hits in rows.values()), rows

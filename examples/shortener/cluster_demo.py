@@ -28,7 +28,9 @@ on Ctrl-C.
 Settings (environment variables): ``DEMO_LINKS`` (links created, default 200),
 ``DEMO_CHANGES`` (links changed through host A, 10), ``DEMO_WORKERS`` (uvicorn workers per
 host, 2), ``DEMO_LAG_BOUND`` (seconds, 1.0), ``DEMO_READERS`` (concurrent readers of host B
-while it catches up, 8).
+while it catches up, 8), ``DEMO_HOST_B`` (``python``, the default, or ``node``: host B is then
+the Node.js app, ``examples/shortener/node``, under Node.js's ``cluster`` module, joined to
+the same tier; ``make demo-cluster-node``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from . import db, processes
 from .demo import HOST, ROOT, Server, cache_available, free_port
 from .demo_database import CHOICES, DemoDatabase
 from .loadgen import Connection, HttpError, Reply
+from .polyglot_demo import NODE_APP, node_problem
 
 #: Host B may keep serving the old target this long after host A's answer, no longer.
 LAG_BOUND = 1.0
@@ -72,6 +75,7 @@ class Settings:
     workers: int = 2
     lag_bound: float = LAG_BOUND
     readers: int = 8
+    host_b: str = "python"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -82,7 +86,10 @@ class Settings:
             workers=int(env.get("DEMO_WORKERS", cls.workers)),
             lag_bound=float(env.get("DEMO_LAG_BOUND", cls.lag_bound)),
             readers=int(env.get("DEMO_READERS", cls.readers)),
+            host_b=env.get("DEMO_HOST_B", cls.host_b),
         )
+        if s.host_b not in ("python", "node"):
+            raise SystemExit(f"DEMO_HOST_B must be python or node, got {s.host_b!r}")
         if s.links < 1 or s.changes < 1 or s.workers < 1 or s.readers < 1:
             raise SystemExit("DEMO_LINKS, DEMO_CHANGES, DEMO_WORKERS and DEMO_READERS must be >= 1")
         if s.changes > s.links:
@@ -198,11 +205,7 @@ class Host(Server):
                 SHORTENER_STATS_DIR=str(self.stats_dir),
                 PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
             )
-            cmd = [sys.executable, "-m", "uvicorn", "examples.shortener.app:app"]
-            cmd += ["--host", HOST, "--port", str(self.port), "--workers", str(self.workers)]
-            cmd += ["--no-access-log", "--log-level", "warning"]
-            cmd += ["--timeout-graceful-shutdown", "3"]
-            self.proc = processes.start(cmd, self.log_path, cwd=ROOT, env=env)
+            self.proc = processes.start(self.command(), self.log_path, cwd=ROOT, env=env)
             try:
                 self._wait_ready(timeout)
                 return
@@ -211,12 +214,32 @@ class Host(Server):
                 if attempt == 2 or "address already in use" not in str(exc).lower():
                     raise
 
+    #: What serves the host's workers.
+    server = "uvicorn"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "uvicorn", "examples.shortener.app:app"]
+        cmd += ["--host", HOST, "--port", str(self.port), "--workers", str(self.workers)]
+        cmd += ["--no-access-log", "--log-level", "warning"]
+        return [*cmd, "--timeout-graceful-shutdown", "3"]
+
     def worker_pids(self) -> set[int]:
         return set(self.snapshot())
 
     def stop(self) -> None:
         super().stop()
         shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+
+class NodeHost(Host):
+    """A host of Node.js workers: the Node.js app under ``cluster``, on the same tier."""
+
+    server = "cluster"
+
+    def command(self) -> list[str]:
+        node = shutil.which("node") or "node"
+        cmd = [node, str(NODE_APP / "server.mjs"), "--host", HOST, "--port", str(self.port)]
+        return [*cmd, "--workers", str(self.workers)]
 
 
 # ---------------------------------------------------------------------------------------
@@ -433,14 +456,15 @@ class ClusterDemo:
         secret = secrets.token_urlsafe(32)  # the same on both hosts, as their config would be
         cache_name = f"shortener-cluster-{self.run_id}"
         for label in ("A", "B"):
-            host = Host(
+            kind = NodeHost if label == "B" and s.host_b == "node" else Host
+            host = kind(
                 label, database_url, s.workers, self.workdir, cache_name, self.valkey.url, secret
             )
             self.hosts.append(host)
             host.start()
             pids = sorted(host.worker_pids())
             self.log(
-                f"Host {label}: uvicorn pid {host.proc.pid if host.proc else '-'}, "
+                f"Host {label}: {host.server} pid {host.proc.pid if host.proc else '-'}, "
                 f"workers {', '.join(map(str, pids))}, {host.url}, "
                 f"cache directory {host.cache_dir}"
             )
@@ -496,17 +520,27 @@ def tier_row(docs: dict[int, dict[str, Any]]) -> list[str]:
     """One host's figures: per-process counters summed over its workers, host-wide ones
     (the stream's) read from any worker."""
     lookups = sum(_n(d, "lookups") for d in docs.values())
-    l1 = sum(_n(d, "cache", "process", "l1", "hits") for d in docs.values())
-    l2 = sum(_n(d, "cache", "process", "l2", "hits") for d in docs.values())
+    # A Python worker's counters are under "process"; a Node.js worker's at the top.
+    l1 = sum(
+        _n(d, "cache", "process", "l1", "hits") + _n(d, "cache", "l1", "hits")
+        for d in docs.values()
+    )
+    l2 = sum(
+        _n(d, "cache", "process", "l2", "hits") + _n(d, "cache", "l2", "hits")
+        for d in docs.values()
+    )
     l3 = sum(_n(d, "cache", "l3", "hits") for d in docs.values())
     fills = sum(_n(d, "cache", "l3", "fills") for d in docs.values())
     db_reads = sum(_n(d, "db_reads") for d in docs.values())
     any_doc = next(iter(docs.values()), {})
     l3_stats = (any_doc.get("cache") or {}).get("l3") or {}
-    published = _n(l3_stats, "events_published")
-    applied = _n(l3_stats, "events_applied")
-    p50 = l3_stats.get("lag_p50_ms")
-    p99 = l3_stats.get("lag_p99_ms")
+    # Python's names, or Node.js's (camelCase).
+    published = _n(l3_stats, "events_published") + _n(l3_stats, "eventsPublished")
+    applied = _n(l3_stats, "events_applied") + _n(l3_stats, "eventsApplied")
+    p50 = l3_stats.get("lag_p50_ms", l3_stats.get("lagP50Ms"))
+    p99 = l3_stats.get("lag_p99_ms", l3_stats.get("lagP99Ms"))
+    p50 = float(p50) if isinstance(p50, int | float) else None
+    p99 = float(p99) if isinstance(p99, int | float) else None
     lag = f"{p50:.2f} / {p99:.2f}" if isinstance(p50, float) and isinstance(p99, float) else "-"
     return [
         str(len(docs)),
@@ -647,6 +681,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "`make build` (or run `make demo-cluster`)."
         )
         return 2
+    if settings.host_b == "node":
+        missing = node_problem()
+        if missing is not None:
+            console.print(f"[red]Host B cannot run Node.js workers: {missing}.[/]")
+            return 2
 
     try:
         demo = ClusterDemo(settings, console, args.db)

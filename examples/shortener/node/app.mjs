@@ -36,6 +36,12 @@ export function openCache(mode, env) {
   if (mode === 'l2') options.l1Items = 0 // every lookup reads the shared segment
   else if (env.SHORTENER_L1_ITEMS) options.l1Items = Number(env.SHORTENER_L1_ITEMS)
   if (env.SHORTENER_CACHE_DIR) options.directory = env.SHORTENER_CACHE_DIR
+  if (env.SHORTENER_REDIS_URL) {
+    // The cluster tier: every host of the app on one Redis or Valkey. Without a secret the
+    // Cache refuses the URL and says why: the worker does not start.
+    options.redis = env.SHORTENER_REDIS_URL
+    options.secret = env.SHORTENER_SECRET
+  }
   return new Cache(env.SHORTENER_CACHE_NAME || 'shortener', options)
 }
 
@@ -87,9 +93,12 @@ export class Shortener {
     return target ?? null
   }
 
-  /** After a database write: every worker of the host, in either language, sees it at once. */
-  publish(slug, target) {
-    if (this.cache !== null) this.cache.set(slug, target)
+  /**
+   * After a database write: every worker of the host, in either language, sees it at once
+   * (and with the cluster tier, every host within its lag; the write is then a promise).
+   */
+  async publish(slug, target) {
+    if (this.cache !== null) await this.cache.set(slug, target)
   }
 
   stats() {
@@ -214,7 +223,7 @@ export class Shortener {
     }
     // The database is written first, then the cache: a reader that misses the cache after
     // this point loads the new row; one that hits it gets the value set here.
-    this.publish(slug, target)
+    await this.publish(slug, target)
     const base = `http://${req.headers.host ?? 'localhost'}/`
     send(res, 201, { slug, target, url: `${base}${slug}` }, this.pid, { location: `/${slug}` })
   }
@@ -227,7 +236,7 @@ export class Shortener {
     if (!SLUG_RE.test(slug) || !(await this.links.update(slug, target))) {
       return send(res, 404, { error: 'no such link' })
     }
-    this.publish(slug, target)
+    await this.publish(slug, target)
     send(res, 200, { slug, target }, this.pid)
   }
 }

@@ -7,7 +7,8 @@
 //
 // Settings: the Python app's environment variables (SHORTENER_CACHE, SHORTENER_CACHE_NAME,
 // SHORTENER_CACHE_SIZE, SHORTENER_CACHE_TTL, SHORTENER_L1_ITEMS, SHORTENER_CACHE_DIR,
-// SHORTENER_STATS_DIR), so that Python workers started with the same ones share its cache.
+// SHORTENER_STATS_DIR, and SHORTENER_REDIS_URL with SHORTENER_SECRET for the cluster tier), so
+// that Python workers started with the same ones share its cache.
 
 import cluster from 'node:cluster'
 import http from 'node:http'
