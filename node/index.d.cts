@@ -269,6 +269,39 @@ export interface Stats {
   host: Record<string, number>
   /** The same of the cached-miss segment (cached misses and load leases); {} when degraded. */
   negHost: Record<string, number>
+  /** With `redis`: the cluster tier's counters of this process and the host's figures. */
+  l3?: TierStats
+}
+
+/** `stats().l3` of a cache joined to the cluster tier (docs/node.md, docs/cluster.md). */
+export interface TierStats {
+  /** Reads that found a value in Redis, and that found none. */
+  hits: number
+  misses: number
+  /** Values read from Redis that the host's segment took. */
+  fills: number
+  /** With clusterSingleFlight: loads that waited for another host's and got its value, or gave up. */
+  leaseWaits: number
+  leaseTimeouts: number
+  /** Values that failed their MAC; values refused as older than a write the host knows of, or stamped too far ahead. */
+  badSignatures: number
+  refusedOlder: number
+  refusedAhead: number
+  /** Calls that failed for want of the server, and that timed out; whether the last call reached it. */
+  errors: number
+  timeouts: number
+  connected: boolean
+  /** Whether the host's stream reader has a place in the stream. */
+  positioned: boolean
+  /** The host's figures: events this host published and applied, replays, clears after a gap, writes kept on the host, the last sequence number, the reader's lag (ms). */
+  eventsPublished: number
+  eventsApplied: number
+  replays: number
+  gapClears: number
+  dirtyWrites: number
+  lastSeq: number
+  lagP50Ms: number
+  lagP99Ms: number
 }
 
 /**

@@ -39,7 +39,8 @@ async function clustered(): Promise<void> {
   const many: Map<string | Buffer | Uint8Array, number> = await joined.getMany<number>(['a', 'b'])
   await joined.invalidateTags('products')
   const nsGot: unknown = await joined.namespace('p').get('1')
-  void price, added, count, many, nsGot
+  const lag: number | undefined = joined.stats().l3?.lagP99Ms
+  void price, added, count, many, nsGot, lag
 }
 void clustered
 // @ts-expect-error a joined cache's get is a promise, not the value
