@@ -55,6 +55,8 @@ class Cache {
   #refreshAhead
   /** @type {Joined | null} the cluster tier, with the `redis` option (its methods return promises) */
   #tier = null
+  /** Closed, or joined to the cluster tier: get() leaves its synchronous path. */
+  #aside = false
 
   /**
    * Opens (or creates) the cache `name` in `directory` (default /dev/shm).
@@ -125,6 +127,7 @@ class Cache {
         const t = { native: this.#native, l1: this.#l1, store: this.#store }
         try {
           this.#tier = new Joined(t, o.tier, warn)
+          this.#aside = true
         } catch (e) {
           this.#store.close()
           this.#native.close()
@@ -195,18 +198,21 @@ class Cache {
    */
   get(key) {
     // The L1 hit is the common case: checked here, with no call but the L1's
-    // (none for a cache without L1).
-    if (this.#closed) this.#open('get')
-    if (this.#tier !== null) {
-      const v = this.#get(key, 'get')
-      return v === MISS ? this.#tier.miss(key, 'get') : Promise.resolve(v)
-    }
+    // (none for a cache without L1), after one test that sets a closed or
+    // joined cache aside.
+    if (this.#aside) return this.#getAside(key)
     if (typeof key === 'string' && this.#l1.max !== 0) {
       const v = this.#l1.get(this.#l1.strings, key, MISS)
       if (v !== MISS) return v
     }
     const v = this.#store.read(key, 'get')
     return v === MISS ? undefined : v
+  }
+
+  /** get() of a closed cache (it throws) or of one joined to the cluster tier (a promise). */
+  #getAside(key) {
+    const v = this.#get(key, 'get')
+    return v === MISS ? this.#tier.miss(key, 'get') : Promise.resolve(v)
   }
 
   #get(key, method) {
@@ -520,6 +526,7 @@ class Cache {
   close() {
     if (this.#closed) return
     this.#closed = true
+    this.#aside = true
     this.#l1.clear()
     this.#tier?.close()
     this.#store.close()

@@ -110,9 +110,13 @@ class Joined {
 
   /** stats().l3: this process's counters of the tier and its connection, and the host's figures. */
   stats() {
-    const { host, ...counts } = this.tier.counts()
-    for (const [name, v] of Object.entries(host)) counts[name.replace(/_(.)/g, (_, c) => c.toUpperCase())] = v
-    return counts
+    // The crate's tables name their figures in snake_case: this package's names are camelCase.
+    const { counts, host, ...link } = this.tier.counts()
+    const out = {}
+    for (const [name, v] of [...Object.entries(counts), ...Object.entries(link), ...Object.entries(host)]) {
+      out[name.replace(/_(.)/g, (_, c) => c.toUpperCase())] = v
+    }
+    return out
   }
 
   close() {

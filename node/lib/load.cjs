@@ -261,7 +261,9 @@ class Loads {
     const tier = this.#c.tier()
     if (tier === null) return
     try {
-      await tier.tier.tell(m)
+      // null: nothing to tell Redis, and the host's lease is back already.
+      const told = tier.tier.tell(m)
+      if (told !== null) await told
     } catch {
       m.giveBack()
     }

@@ -34,6 +34,16 @@ pub const MAX_SKEW_US: u64 = 300_000_000;
 /// end encodes any other integer with its serializer.
 pub const EXACT_INT: i64 = 1 << 53;
 
+/// Whether `n` is stored as an integer (within ±[`EXACT_INT`], bounds
+/// excluded, as every front end decides).
+///
+/// ```
+/// assert!(ziggurat_cluster::exact_int(41) && !ziggurat_cluster::exact_int(1 << 53));
+/// ```
+pub fn exact_int(n: i64) -> bool {
+    n > -EXACT_INT && n < EXACT_INT
+}
+
 /// The tag every value in Redis carries: a cluster-wide clear moves its version.
 pub const ALL: &str = "\u{0}all";
 

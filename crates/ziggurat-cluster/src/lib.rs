@@ -49,8 +49,8 @@ pub mod words;
 mod writes;
 
 pub use body::{
-    counter_head, decode, encode_value, strip_prefix, Data, Decoded, Found, Refused, ALL,
-    EXACT_INT, MAX_AGE_US, MAX_SKEW_US,
+    counter_head, decode, encode_value, exact_int, strip_prefix, Data, Decoded, Found, Refused,
+    ALL, EXACT_INT, MAX_AGE_US, MAX_SKEW_US,
 };
 pub use election::{standing_aside, take, Lease, Take, CHECK_MS, STALE_MS};
 pub use event::{follow, parse, place, signed_body, tags_field, About, Event, Next};

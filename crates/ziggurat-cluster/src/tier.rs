@@ -148,6 +148,29 @@ pub struct Counts {
     pub refused_ahead: AtomicU64,
 }
 
+impl Counts {
+    /// Every counter by the name front ends show it under (`stats()`), read
+    /// now.
+    ///
+    /// ```
+    /// let c = ziggurat_cluster::Counts::default();
+    /// assert_eq!(c.all()[0], ("hits", 0));
+    /// ```
+    pub fn all(&self) -> [(&'static str, u64); 8] {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        [
+            ("hits", n(&self.hits)),
+            ("misses", n(&self.misses)),
+            ("fills", n(&self.fills)),
+            ("lease_waits", n(&self.lease_waits)),
+            ("lease_timeouts", n(&self.lease_timeouts)),
+            ("bad_signatures", n(&self.bad_signatures)),
+            ("refused_older", n(&self.refused_older)),
+            ("refused_ahead", n(&self.refused_ahead)),
+        ]
+    }
+}
+
 /// The settings of a tier.
 pub struct Settings {
     /// The segment's name (it names the keys in Redis).
@@ -435,6 +458,16 @@ impl Tier {
                 return Some(found);
             }
         }
+    }
+
+    /// Whether this process holds the cluster-wide lease of `key` (taken by
+    /// [`Tier::ask`]): then [`Tier::tell`] has Redis to talk to even without
+    /// a value to offer.
+    pub fn holds_lease(&self, key: &[u8]) -> bool {
+        self.leases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(key)
     }
 
     /// How a load on this host ended: a value (`data`, for `ttl_s` > 0) is

@@ -8,7 +8,7 @@
 //! the crate asks (it marked the host dirty already).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use napi::bindgen_prelude::{BigInt, Buffer, Either, Either4, Function, Object};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Result, Status};
 use napi_derive::napi;
-use ziggurat_cache::{Cache, Kind};
+use ziggurat_cache::Cache;
 use ziggurat_cluster as zc;
 
 use crate::args::{int64, key_bytes, tag_bytes, KeyArg};
@@ -182,16 +182,7 @@ impl NativeTier {
     /// (after a miss in the host's tiers).
     #[napi(ts_return_type = "Promise<Found | null>")]
     pub fn get<'e>(&self, env: &'e Env, key: KeyArg) -> Result<Object<'e>> {
-        let k = checked_key(&key)?;
-        let (tier, cache, foreign, raw) = self.parts();
-        promise(
-            env,
-            move || {
-                let s = tier.ask(zc::Host { cache: &cache }, &k, false);
-                Ok(s.and_then(|s| found(s, raw, &foreign)))
-            },
-            |_, r| Ok(js_found(r)),
-        )
+        self.read(env, checked_key(&key)?, false)
     }
 
     /// For a load step of `getOrSet` (`m`, which keeps the host's lease):
@@ -200,45 +191,39 @@ impl NativeTier {
     /// promise, when the tier is not asked (an early refresh).
     #[napi(ts_return_type = "Promise<Found | null> | null")]
     pub fn ask<'e>(&self, env: &'e Env, m: &MissState) -> Result<Option<Object<'e>>> {
-        let Some(k) = asking(m, &self.cache) else {
-            return Ok(None);
-        };
-        let (tier, cache, foreign, raw) = self.parts();
-        promise(
-            env,
-            move || {
-                let s = tier.ask(zc::Host { cache: &cache }, &k, true);
-                Ok(s.and_then(|s| found(s, raw, &foreign)))
-            },
-            |_, r| Ok(js_found(r)),
-        )
-        .map(Some)
+        match asking(m, &self.cache) {
+            Some(k) => self.read(env, k, true).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// After a load step ended (`land`, `landNegative`, `landUnstored`,
     /// `failed`): offers the value landed to Redis (where it lands only if
     /// no value and no recent delete is there), gives the cluster-wide lease
     /// back if held, then the host's lease.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn tell<'e>(&self, env: &'e Env, m: &mut MissState) -> Result<Object<'e>> {
+    /// Null, with the host's lease given back at once, when there is
+    /// nothing to tell Redis (no value to offer, no lease there).
+    #[napi(ts_return_type = "Promise<void> | null")]
+    pub fn tell<'e>(&self, env: &'e Env, m: &mut MissState) -> Result<Option<Object<'e>>> {
         let (key, miss, offer) = told(m);
-        let tier = self.tier.clone();
-        let cache = self.cache.clone();
+        // A counter Redis could not count exactly is not offered.
+        let data = offer.and_then(|(b, kind)| Owned::from_body(b, kind));
+        if data.is_none() && !self.tier.holds_lease(&key) {
+            if let Some(miss) = miss {
+                self.cache.give_back(&key, &miss);
+            }
+            return Ok(None);
+        }
+        let (tier, cache, ..) = self.parts();
         promise(
             env,
             move || {
-                let host = zc::Host { cache: &cache };
                 let (ttl, tags) = miss.as_ref().map_or((0.0, Vec::new()), |m| {
                     let tags = m.plan().tags.iter();
                     let tags = tags.map(|t| String::from_utf8_lossy(t).into_owned());
                     (m.ttl(), tags.collect())
                 });
-                let data = offer.map(|(b, kind)| match kind {
-                    Kind::Counter => {
-                        Owned::Int(i64::from_le_bytes(b.try_into().unwrap_or_default()))
-                    }
-                    _ => Owned::Bytes(b),
-                });
+                let host = zc::Host { cache: &cache };
                 tier.tell(
                     host,
                     &key,
@@ -253,6 +238,7 @@ impl NativeTier {
             },
             |_, ()| Ok(()),
         )
+        .map(Some)
     }
 
     /// `set` in Redis and this host: true; false when Redis could not take
@@ -271,16 +257,8 @@ impl NativeTier {
         ttl: Option<f64>,
         tags: Option<Vec<String>>,
     ) -> Result<Object<'e>> {
-        let (k, v, ttl, tags) = self.value_args(key, code, text, bytes, num, big, ttl, tags)?;
-        let (tier, cache, ..) = self.parts();
-        promise(
-            env,
-            move || {
-                let r = tier.set(zc::Host { cache: &cache }, &k, v.data(), ttl, &strs(&tags));
-                Ok(r.is_ok())
-            },
-            |_, done| Ok(done),
-        )
+        let v = Owned::of(code, text, bytes, num, big)?;
+        self.value_write(env, zc::Tier::set, key, v, ttl, tags, |r| r.is_ok())
     }
 
     /// `add` across the cluster: whether it stored; null when Redis could
@@ -299,16 +277,8 @@ impl NativeTier {
         ttl: Option<f64>,
         tags: Option<Vec<String>>,
     ) -> Result<Object<'e>> {
-        let (k, v, ttl, tags) = self.value_args(key, code, text, bytes, num, big, ttl, tags)?;
-        let (tier, cache, ..) = self.parts();
-        promise(
-            env,
-            move || {
-                let r = tier.add(zc::Host { cache: &cache }, &k, v.data(), ttl, &strs(&tags));
-                Ok(r.ok())
-            },
-            |_, stored| Ok(stored),
-        )
+        let v = Owned::of(code, text, bytes, num, big)?;
+        self.value_write(env, zc::Tier::add, key, v, ttl, tags, |r| r.ok())
     }
 
     /// `delete` in Redis: whether Redis held a value (the host's own copy is
@@ -405,27 +375,22 @@ impl NativeTier {
         )
     }
 
-    /// This process's counters of the tier and its connection's state.
+    /// This process's counters of the tier and its connection's state, and
+    /// the host's figures (the crate's tables, by their names).
     #[napi]
     pub fn counts(&self) -> TierCounts {
-        let c = &self.tier.counts;
-        let n = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
         let link = &self.tier.link;
+        let counts = self.tier.counts.all().into_iter();
+        let figures = zc::words::FIGURES.iter();
         TierCounts {
-            hits: n(&c.hits),
-            misses: n(&c.misses),
-            fills: n(&c.fills),
-            lease_waits: n(&c.lease_waits),
-            lease_timeouts: n(&c.lease_timeouts),
-            bad_signatures: n(&c.bad_signatures),
-            refused_older: n(&c.refused_older),
-            refused_ahead: n(&c.refused_ahead),
             errors: link.errors() as f64,
             timeouts: link.timeouts() as f64,
             connected: link.up(),
             positioned: self.host().positioned(),
-            host: zc::words::FIGURES
-                .iter()
+            counts: counts
+                .map(|(name, n)| (name.to_owned(), n as f64))
+                .collect(),
+            host: figures
                 .map(|(name, word, unit)| {
                     ((*name).to_owned(), self.host().load(*word) as f64 / unit)
                 })
@@ -449,22 +414,6 @@ impl NativeTier {
 /// The tier's counters of one process (`stats().l3`).
 #[napi(object)]
 pub struct TierCounts {
-    /// Reads that found a value in Redis.
-    pub hits: f64,
-    /// Reads that found none.
-    pub misses: f64,
-    /// Values read that the host's segment took.
-    pub fills: f64,
-    /// Loads that waited for another host's and got its value.
-    pub lease_waits: f64,
-    /// Loads that waited for another host's in vain, and loaded.
-    pub lease_timeouts: f64,
-    /// Values that failed their MAC.
-    pub bad_signatures: f64,
-    /// Values refused as older than a write the host knows of.
-    pub refused_older: f64,
-    /// Values or events stamped too far ahead of this host's clock.
-    pub refused_ahead: f64,
     /// Calls that failed for want of the server (timeouts aside).
     pub errors: f64,
     /// Calls that timed out.
@@ -474,7 +423,9 @@ pub struct TierCounts {
     /// Whether the host's stream reader has a place in the stream (until then,
     /// values read from Redis are returned but not kept on the host).
     pub positioned: bool,
-    /// The host-wide figures (ziggurat-cluster's table), by their names.
+    /// The reads and loads of this process (`zc::Counts::all`), by their names.
+    pub counts: HashMap<String, f64>,
+    /// The host-wide figures (`zc::words::FIGURES`), by their names.
     pub host: HashMap<String, f64>,
 }
 
@@ -498,25 +449,58 @@ impl NativeTier {
         Ok(t.unwrap_or(self.cache.options().ttl))
     }
 
-    /// `set` and `add`'s arguments, checked.
-    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-    fn value_args(
+    /// A read of `k` in Redis (`loading`: by a load about to run its loader).
+    fn read<'e>(&self, env: &'e Env, k: Vec<u8>, loading: bool) -> Result<Object<'e>> {
+        let (tier, cache, foreign, raw) = self.parts();
+        promise(
+            env,
+            move || {
+                let s = tier.ask(zc::Host { cache: &cache }, &k, loading);
+                Ok(s.and_then(|s| found(s, raw, &foreign)))
+            },
+            |_, r| Ok(js_found(r)),
+        )
+    }
+
+    /// `set` or `add` (`write`) of `v` with its arguments checked; `answer`
+    /// makes the promise's value of the tier's.
+    #[allow(clippy::too_many_arguments)] // the call's own arguments
+    fn value_write<'e, T, R>(
         &self,
+        env: &'e Env,
+        write: ValueWrite<T>,
         key: KeyArg,
-        code: u32,
-        text: Option<String>,
-        bytes: Option<Buffer>,
-        num: Option<f64>,
-        big: Option<BigInt>,
+        v: Owned,
         ttl: Option<f64>,
         tags: Option<Vec<String>>,
-    ) -> Result<(Vec<u8>, Owned, f64, Vec<String>)> {
-        let k = checked_key(&key)?;
-        let ttl = self.ttl(ttl)?;
-        let tags = tags_of(tags)?;
-        Ok((k, Owned::of(code, text, bytes, num, big)?, ttl, tags))
+        answer: fn(std::result::Result<T, zc::NotDone>) -> R,
+    ) -> Result<Object<'e>>
+    where
+        T: Send + 'static,
+        R: napi::bindgen_prelude::ToNapiValue + Send + 'static,
+    {
+        let (k, ttl, tags) = (checked_key(&key)?, self.ttl(ttl)?, tags_of(tags)?);
+        let (tier, cache, ..) = self.parts();
+        promise(
+            env,
+            move || {
+                let host = zc::Host { cache: &cache };
+                Ok(answer(write(&tier, host, &k, v.data(), ttl, &strs(&tags))))
+            },
+            |_, r| Ok(r),
+        )
     }
 }
+
+/// `zc::Tier::set` or `add`.
+type ValueWrite<T> = fn(
+    &zc::Tier,
+    zc::Host<'_>,
+    &[u8],
+    zc::Data<'_>,
+    f64,
+    &[&str],
+) -> std::result::Result<T, zc::NotDone>;
 
 /// The write script's refusal of an `incr`, as the Cache's own refusals are
 /// worded (a counter past what Redis scripts count exactly is a RangeError).

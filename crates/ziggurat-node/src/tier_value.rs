@@ -54,18 +54,23 @@ impl Owned {
             Body::Owned(v) => v,
             Body::Bytes(b) => b.to_vec(),
         };
-        if kind != Kind::Counter {
-            return Ok(Owned::Bytes(b));
-        }
-        let n = i64::from_le_bytes(b.try_into().unwrap_or_default());
-        if n.unsigned_abs() > zc::EXACT_INT as u64 {
-            return Err(invalid(format!(
+        Owned::from_body(b, kind).ok_or_else(|| {
+            invalid(format!(
                 "an integer in a cache joined to Redis must be within ±{} (what Redis scripts \
                  count exactly)",
                 zc::EXACT_INT
-            )));
+            ))
+        })
+    }
+
+    /// A stored body of `kind` (a counter: its 8 bytes) as the tier takes it;
+    /// None for a counter Redis could not count exactly.
+    pub(crate) fn from_body(b: Vec<u8>, kind: Kind) -> Option<Owned> {
+        if kind != Kind::Counter {
+            return Some(Owned::Bytes(b));
         }
-        Ok(Owned::Int(n))
+        let n = i64::from_le_bytes(b.try_into().ok()?);
+        zc::exact_int(n).then_some(Owned::Int(n))
     }
 }
 

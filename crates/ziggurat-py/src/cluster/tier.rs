@@ -269,20 +269,9 @@ impl ClusterTier {
 
     /// This process's counters.
     fn counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let c = &self.tier.counts;
         let d = PyDict::new(py);
-        for (k, v) in [
-            ("hits", &c.hits),
-            ("misses", &c.misses),
-            ("fills", &c.fills),
-            ("lease_waits", &c.lease_waits),
-            ("lease_timeouts", &c.lease_timeouts),
-            ("bad_signatures", &c.bad_signatures),
-            ("refused_older", &c.refused_older),
-            ("refused_ahead", &c.refused_ahead),
-        ] {
-            d.set_item(k, v.load(Relaxed))?;
+        for (k, v) in self.tier.counts.all() {
+            d.set_item(k, v)?;
         }
         Ok(d)
     }
