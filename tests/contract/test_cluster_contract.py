@@ -157,6 +157,30 @@ def test_every_write_on_one_host_reaches_the_other(
         assert st["connected"] and st["bad_signatures"] == 0 and st["gap_clears"] == 0
 
 
+def test_two_writers_of_one_key_on_one_host_agree_with_every_host(
+    hosts: Hosts, languages: tuple[str, str]
+) -> None:
+    """Two processes of one host (one of each language) write one key at once, through
+    the tier: once both returned, both read the same value, one of those written last,
+    and the other host comes to read it too (the write to Redis and the copy on the host
+    race; the copy is kept only where nothing moved the key meanwhile)."""
+    first = hosts.add(languages[0], "a")
+    second = hosts.add(languages[1], "a")
+    other = hosts.add(languages[0], "b")
+    disagreed = []
+    for r in range(rounds(30)):
+        burst = second.start("burst", key="X", prefix=f"b{r}", n=20)
+        mine = f"a{r}"
+        first.call("set", key="X", value=mine)
+        last = burst.result()
+        va, vb = first.call("get", key="X"), second.call("get", key="X")
+        if va != vb or va not in (last, mine):
+            disagreed.append((r, va, vb, last))
+        elif not converges(lambda va=va: other.call("get2", key="X") == va):
+            disagreed.append((r, va, other.call("get2", key="X"), "other host"))
+    assert not disagreed, disagreed[:5]
+
+
 def test_lock_step_rounds_never_read_a_replaced_value_past_the_lag(
     hosts: Hosts, languages: tuple[str, str]
 ) -> None:
