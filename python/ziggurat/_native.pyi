@@ -636,6 +636,11 @@ CLUSTER_WORDS: dict[str, int]
 CLUSTER_FIGURES: list[tuple[str, int, float]]
 
 def cluster_process_alive(pid: int) -> bool: ...
+def cluster_timeout_ok(seconds: float) -> bool: ...
+
+CLUSTER_MAX_TIMEOUT_S: float
+CLUSTER_MIN_STREAM_LENGTH: int
+CLUSTER_RETRY_AFTER_S: float
 
 CLUSTER_SCHEMES: tuple[str, ...]
 

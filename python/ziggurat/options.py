@@ -19,6 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ziggurat import _native
+from ziggurat._native import (
+    CLUSTER_MAX_TIMEOUT_S,
+    CLUSTER_MIN_SECRET,
+    CLUSTER_MIN_STREAM_LENGTH,
+    cluster_timeout_ok,
+)
 from ziggurat.args import ttl_arg
 from ziggurat.cluster.link import Link
 from ziggurat.cluster.signing import secrets_of
@@ -204,17 +210,29 @@ def _cluster(
     if secret is None:
         raise ValueError(
             f"{_M}(): secret is required with redis=: every value and event in Redis is "
-            "authenticated with it (give the same secret, at least 16 bytes, on every host)"
+            f"authenticated with it (give the same secret, at least {CLUSTER_MIN_SECRET} bytes, "
+            "on every host)"
         )
     secrets = secrets_of(secret, _M)
+    # The bounds are the crate's (ziggurat-cluster's limits), as Node.js reads them too.
     if (
         isinstance(timeout, bool)
         or not isinstance(timeout, (int, float))
-        or not (0 < timeout <= 60)
+        or not cluster_timeout_ok(float(timeout))
     ):
-        raise ValueError(f"{_M}(): redis_timeout must be seconds in (0, 60], got {timeout!r}")
-    if isinstance(stream_length, bool) or not isinstance(stream_length, int) or stream_length < 100:
-        raise ValueError(f"{_M}(): stream_length must be an int >= 100, got {stream_length!r}")
+        raise ValueError(
+            f"{_M}(): redis_timeout must be seconds in (0, {CLUSTER_MAX_TIMEOUT_S:g}], "
+            f"got {timeout!r}"
+        )
+    if (
+        isinstance(stream_length, bool)
+        or not isinstance(stream_length, int)
+        or stream_length < CLUSTER_MIN_STREAM_LENGTH
+    ):
+        raise ValueError(
+            f"{_M}(): stream_length must be an int >= {CLUSTER_MIN_STREAM_LENGTH}, "
+            f"got {stream_length!r}"
+        )
     return Link.of(redis, timeout=float(timeout), method=_M), secrets
 
 

@@ -35,6 +35,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         cluster_redacted,
         cluster_scrubbed,
         cluster_refusal,
+        cluster_timeout_ok,
         cluster_process_alive
     );
     m.add_class::<ClusterSigner>()?;
@@ -48,6 +49,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CLUSTER_RELEASE", zc::RELEASE)?;
     m.add("CLUSTER_MAC_LEN", zc::MAC_LEN)?;
     m.add("CLUSTER_MIN_SECRET", zc::MIN_SECRET)?;
+    m.add("CLUSTER_MAX_TIMEOUT_S", zc::MAX_TIMEOUT_S)?;
+    m.add("CLUSTER_MIN_STREAM_LENGTH", zc::MIN_STREAM_LENGTH)?;
+    m.add("CLUSTER_RETRY_AFTER_S", zc::RETRY_AFTER.as_secs_f64())?;
     m.add("CLUSTER_MAX_AGE_US", zc::MAX_AGE_US)?;
     m.add("CLUSTER_MAX_SKEW_US", zc::MAX_SKEW_US)?;
     m.add("CLUSTER_ALL", zc::ALL)?;

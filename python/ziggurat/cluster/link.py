@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from ziggurat._native import (
+    CLUSTER_RETRY_AFTER_S,
     CLUSTER_SCHEMES,
     ClusterDown,
     ClusterLink,
@@ -30,8 +31,8 @@ from ziggurat._native import (
 
 __all__ = ["ClusterReply", "Down", "Link", "own_pool", "redacted", "scrubbed"]
 
-#: Seconds the server is left alone after a failure.
-_RETRY_AFTER = 1.0
+#: Seconds the server is left alone after a failure (the crate's).
+_RETRY_AFTER = CLUSTER_RETRY_AFTER_S
 
 _SCHEMES: tuple[str, ...] = CLUSTER_SCHEMES
 

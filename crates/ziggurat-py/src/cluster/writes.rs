@@ -39,3 +39,12 @@ pub fn cluster_refusal(message: &str) -> &'static str {
         zc::Refusal::Server => "server",
     }
 }
+
+/// Whether `seconds` is a valid `redis_timeout` (the crate's bound).
+///
+/// >>> cluster_timeout_ok(0.1), cluster_timeout_ok(61.0)
+/// (True, False)
+#[pyfunction]
+pub fn cluster_timeout_ok(seconds: f64) -> bool {
+    zc::timeout_ok(seconds)
+}
